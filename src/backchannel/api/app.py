@@ -1,0 +1,140 @@
+"""The HTTP app: routes at the root and under /p/{profile}, auth, and the one error envelope."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
+
+from .. import __version__
+from ..errors import BackchannelError
+from . import routes_runs, routes_sessions
+from .context import Context, context
+from .http import authorize
+from .openapi import openapi_document
+
+log = logging.getLogger("backchannel.api")
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+def protected(endpoint: Endpoint) -> Endpoint:
+    async def guarded(request: Request) -> Response:
+        authorize(request, context(request).api_key)
+        return await endpoint(request)
+
+    guarded.__name__ = endpoint.__name__
+    guarded.__doc__ = endpoint.__doc__
+    return guarded
+
+
+async def health(request: Request) -> Response:
+    return JSONResponse({"status": "ok", "platform": "backchannel", "version": __version__})
+
+
+async def capabilities(request: Request) -> Response:
+    ctx = context(request)
+    features = {
+        "session_chat": True,
+        "session_chat_streaming": True,
+        "session_resources": True,
+        "run_submission": True,
+        "run_status": True,
+        "run_events_sse": True,
+        "run_stop": True,
+        "tool_progress_events": True,
+        "chat_idempotency": True,
+        "runs_idempotency": {"supported": True, "durable": True, "retention_seconds": None},
+        "receipts": True,
+        "bot_chat": True,
+    }
+    return JSONResponse(
+        {
+            "object": "hermes.api_server.capabilities",
+            "platform": "backchannel",
+            "version": __version__,
+            "gateway_id": ctx.gateway_id,
+            "auth": {"type": "bearer", "required": True},
+            "features": features,
+            "limits": {"max_body_bytes": ctx.settings.max_body_bytes, "max_message_chars": 65_536},
+        }
+    )
+
+
+async def openapi(request: Request) -> Response:
+    return JSONResponse(openapi_document())
+
+
+def _api_routes() -> list[BaseRoute]:
+    return [
+        Route("/v1/capabilities", protected(capabilities), methods=["GET"]),
+        Route("/api/sessions", protected(routes_sessions.list_sessions), methods=["GET"]),
+        Route("/api/sessions", protected(routes_sessions.create_session), methods=["POST"]),
+        Route("/api/sessions/{session_id}", protected(routes_sessions.get_session), methods=["GET"]),
+        Route("/api/sessions/{session_id}/messages", protected(routes_sessions.session_messages), methods=["GET"]),
+        Route("/api/sessions/{session_id}/chat", protected(routes_sessions.chat), methods=["POST"]),
+        Route("/api/sessions/{session_id}/chat/stream", protected(routes_sessions.chat_stream), methods=["POST"]),
+        Route("/v1/runs", protected(routes_runs.start_run), methods=["POST"]),
+        Route("/v1/runs/{run_id}", protected(routes_runs.get_run), methods=["GET"]),
+        Route("/v1/runs/{run_id}/events", protected(routes_runs.run_events), methods=["GET"]),
+        Route("/v1/runs/{run_id}/stop", protected(routes_runs.stop_run), methods=["POST"]),
+    ]
+
+
+async def _backchannel_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, BackchannelError)
+    return JSONResponse(exc.envelope(), status_code=exc.http_status)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "invalid_request")
+    message = "no such route" if exc.status_code == 404 else str(exc.detail)
+    return JSONResponse(
+        {
+            "error": {
+                "message": f"{message}: {request.method} {request.url.path}",
+                "type": "invalid_request_error",
+                "code": code,
+            }
+        },
+        status_code=exc.status_code,
+        headers=getattr(exc, "headers", None),
+    )
+
+
+async def _unexpected(request: Request, exc: Exception) -> Response:
+    log.exception("unexpected error on %s %s", request.method, request.url.path)
+    return JSONResponse(
+        {
+            "error": {
+                "message": f"internal error: {type(exc).__name__}",
+                "type": "server_error",
+                "code": "internal_error",
+            }
+        },
+        status_code=500,
+    )
+
+
+def create_app(ctx: Context, *, lifespan: Callable[[Starlette], object] | None = None) -> Starlette:
+    api = _api_routes()
+    routes: list[BaseRoute] = [
+        Route("/health", health, methods=["GET"]),
+        Route("/v1/health", health, methods=["GET"]),
+        Route("/openapi.json", openapi, methods=["GET"]),
+        *api,
+        Mount("/p/{profile}", routes=[Route("/health", health, methods=["GET"]), *api]),
+    ]
+    app = Starlette(
+        routes=routes,
+        exception_handlers={BackchannelError: _backchannel_error, HTTPException: _http_error, Exception: _unexpected},
+        lifespan=lifespan,  # type: ignore[arg-type]
+    )
+    app.state.backchannel = ctx
+    return app

@@ -1,0 +1,156 @@
+"""Reading requests: auth, the profile prefix, a size-limited JSON body, and the delivery headers."""
+
+from __future__ import annotations
+
+import hmac
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.requests import Request
+
+from ..errors import AuthError, BodyTooLarge, UsageError
+from ..profiles import DEFAULT_PROFILE
+
+SENDER_PROFILE_RE = re.compile(r"[^A-Za-z0-9_.@-]")
+MAX_HOPS_HEADER = 1000
+
+
+def authorize(request: Request, key: str) -> None:
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), key.encode()):
+        raise AuthError("Invalid API key: send Authorization: Bearer <API_SERVER_KEY>")
+
+
+def profile_of(request: Request) -> str:
+    return str(request.path_params.get("profile", DEFAULT_PROFILE))
+
+
+async def json_body(request: Request, limit: int) -> dict[str, Any]:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise BodyTooLarge(f"the request body has {declared} bytes; the limit is {limit}")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLarge(f"the request body is over the limit of {limit} bytes")
+        chunks.append(chunk)
+    raw = b"".join(chunks)
+    if not raw.strip():
+        return {}
+    try:
+        data = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise UsageError(f"the request body is not valid JSON: {exc}", code="invalid_json") from exc
+    if not isinstance(data, dict):
+        raise UsageError("the request body must be a JSON object", code="invalid_json")
+    return data
+
+
+def text_field(body: dict[str, Any], *names: str, required: bool = False) -> str | None:
+    """The first present field among `names`; a list of content parts or messages yields its text."""
+    for name in names:
+        if name in body and body[name] is not None:
+            return _as_text(body[name], name)
+    if required:
+        raise UsageError(f"missing field {names[0]!r}", code="missing_message")
+    return None
+
+
+def _as_text(value: Any, name: str) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and value:
+        last = value[-1]
+        if isinstance(last, dict) and isinstance(last.get("content"), str | list):
+            return _as_text(last["content"], name)
+        if all(isinstance(p, dict) and isinstance(p.get("text"), str) for p in value):
+            return "".join(p["text"] for p in value)
+    raise UsageError(f"field {name!r} must be a string", code="invalid_payload")
+
+
+def optional_str(body: dict[str, Any], name: str) -> str | None:
+    value = body.get(name)
+    if value is not None and not isinstance(value, str):
+        raise UsageError(f"field {name!r} must be a string", code="invalid_request")
+    return value
+
+
+@dataclass(frozen=True)
+class DeliveryHeaders:
+    idempotency_key: str | None
+    sender_profile: str | None
+    wait_seconds: float | None
+    hops: int
+    chain: tuple[str, ...]
+
+    @property
+    def wants_envelope(self) -> bool:
+        """The receipt dialect: both a key and a sender profile ask for the send_result envelope."""
+        return bool(self.idempotency_key) and bool(self.sender_profile)
+
+
+def delivery_headers(request: Request) -> DeliveryHeaders:
+    h = request.headers
+    key = h.get("idempotency-key") or None
+    sender = h.get("x-hermes-sender-profile") or None
+    if sender:
+        sender = SENDER_PROFILE_RE.sub("_", sender)[:64]
+    return DeliveryHeaders(
+        idempotency_key=key,
+        sender_profile=sender,
+        wait_seconds=_wait(h.get("x-hermes-wait-seconds")),
+        hops=_hops(h.get("x-backchannel-hops")),
+        chain=tuple(e.strip() for e in (h.get("x-backchannel-chain") or "").split(",") if e.strip()),
+    )
+
+
+def _wait(raw: str | None) -> float | None:
+    # As Hermes: absent, unreadable or 0 means the server default.
+    try:
+        value = float(raw) if raw else 0.0
+    except ValueError:
+        return None
+    return value if value > 0 and value == value else None
+
+
+def _hops(raw: str | None) -> int:
+    if raw is None or raw == "":
+        return 0
+    if not raw.strip().isdigit() or int(raw) > MAX_HOPS_HEADER:
+        raise UsageError(f"X-Backchannel-Hops must be a small non-negative integer, got {raw!r}")
+    return int(raw)
+
+
+def int_param(request: Request, name: str, default: int, *, low: int, high: int) -> int:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError as exc:
+        raise UsageError(f"query parameter {name!r} must be an integer, got {raw!r}") from exc
+    if not low <= value <= high:
+        raise UsageError(f"query parameter {name!r} must be between {low} and {high}, got {value}")
+    return value
+
+
+def sender_of(request: Request, body: dict[str, Any], headers: DeliveryHeaders) -> str:
+    """Who is speaking: the person (`human:*`) unless the request says it comes from another agent."""
+    declared = request.headers.get("x-backchannel-sender", "")
+    if re.fullmatch(r"human:[a-z0-9_-]{1,32}", declared):
+        return declared
+    author = body.get("author")
+    if author is not None:
+        if not isinstance(author, dict):
+            raise UsageError("field 'author' must be an object {id, name, is_bot}", code="invalid_author")
+        if author.get("is_bot"):
+            name = str(author.get("name") or author.get("id") or "unknown").removeprefix("bot:")
+            return "peer:" + SENDER_PROFILE_RE.sub("_", name)[:64]
+    if headers.sender_profile:
+        return f"peer:{headers.sender_profile}"
+    return "human:api"

@@ -1,0 +1,273 @@
+"""The OpenAPI 3.1 document of the gateway's HTTP API (served at /openapi.json)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from .. import __version__
+
+ERROR = {"$ref": "#/components/schemas/Error"}
+JSON = "application/json"
+
+
+def _resp(description: str, schema: dict[str, Any] | None = None, media: str = JSON) -> dict[str, Any]:
+    out: dict[str, Any] = {"description": description}
+    if schema is not None:
+        out["content"] = {media: {"schema": schema}}
+    return out
+
+
+def _errors(*codes: int) -> dict[str, Any]:
+    names = {
+        400: "Malformed request",
+        401: "Missing or wrong API key",
+        404: "Unknown profile, session or run",
+        409: "Conflict (idempotency key reused for another message, run not active)",
+        413: "Body too large",
+        424: "The run ended without a reply (failed, cancelled or expired)",
+    }
+    return {str(c): _resp(names[c], ERROR) for c in codes}
+
+
+def _body(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"required": True, "content": {JSON: {"schema": schema}}}
+
+
+_HEADERS = [
+    {
+        "name": "Idempotency-Key",
+        "in": "header",
+        "required": False,
+        "schema": {"type": "string", "minLength": 1, "maxLength": 255},
+    },
+    {"name": "X-Hermes-Wait-Seconds", "in": "header", "required": False, "schema": {"type": "string"}},
+    {"name": "X-Hermes-Sender-Profile", "in": "header", "required": False, "schema": {"type": "string"}},
+    {
+        "name": "X-Backchannel-Hops",
+        "in": "header",
+        "required": False,
+        "schema": {"type": "string", "pattern": "^[0-9]{1,3}$"},
+    },
+    {"name": "X-Backchannel-Chain", "in": "header", "required": False, "schema": {"type": "string"}},
+]
+_SESSION_ID = {"name": "session_id", "in": "path", "required": True, "schema": {"type": "string"}}
+_RUN_ID = {"name": "run_id", "in": "path", "required": True, "schema": {"type": "string"}}
+_MESSAGE_BODY = {
+    "type": "object",
+    "properties": {"message": {"type": "string", "minLength": 1, "maxLength": 65536}, "author": {"type": "object"}},
+    "required": ["message"],
+}
+_STREAM = {"200": _resp("Server-sent events", {"type": "string"}, "text/event-stream")}
+
+
+def _paths() -> dict[str, Any]:
+    session = {"$ref": "#/components/schemas/SessionEnvelope"}
+    run = {"$ref": "#/components/schemas/Run"}
+    return {
+        "/v1/capabilities": {
+            "get": {
+                "summary": "What this gateway supports",
+                "responses": {"200": _resp("Capabilities", {"type": "object"}), **_errors(401, 404)},
+            }
+        },
+        "/api/sessions": {
+            "get": {
+                "summary": "List sessions, newest activity first",
+                "parameters": [
+                    {"name": "title", "in": "query", "required": False, "schema": {"type": "string"}},
+                    {
+                        "name": "limit",
+                        "in": "query",
+                        "required": False,
+                        "schema": {"type": "integer", "minimum": 1, "maximum": 10000},
+                    },
+                    {"name": "offset", "in": "query", "required": False, "schema": {"type": "integer", "minimum": 0}},
+                ],
+                "responses": {
+                    "200": _resp("Sessions", {"$ref": "#/components/schemas/SessionList"}),
+                    **_errors(400, 401, 404),
+                },
+            },
+            "post": {
+                "summary": "Create a session (title 'Bot Chat' returns the existing one)",
+                "requestBody": _body(
+                    {
+                        "type": "object",
+                        "properties": {
+                            "id": {"type": "string"},
+                            "title": {"type": "string"},
+                            "source": {"type": "string"},
+                        },
+                    }
+                ),
+                "responses": {
+                    "201": _resp("Created", session),
+                    "200": _resp("Existing Bot Chat", session),
+                    **_errors(400, 401, 404, 409, 413),
+                },
+            },
+        },
+        "/api/sessions/{session_id}": {
+            "get": {
+                "summary": "One session",
+                "parameters": [_SESSION_ID],
+                "responses": {"200": _resp("Session", session), **_errors(401, 404)},
+            }
+        },
+        "/api/sessions/{session_id}/messages": {
+            "get": {
+                "summary": "All messages of a session, in order",
+                "parameters": [_SESSION_ID],
+                "responses": {"200": _resp("Messages", {"type": "object"}), **_errors(401, 404)},
+            }
+        },
+        "/api/sessions/{session_id}/chat": {
+            "post": {
+                "summary": "Deliver a message and wait for the reply or a receipt",
+                "parameters": [_SESSION_ID, *_HEADERS],
+                "requestBody": _body(_MESSAGE_BODY),
+                "responses": {
+                    "200": _resp("The reply (or the send_result envelope)", {"type": "object"}),
+                    "202": _resp("Receipt: accepted and queued, do not resend", {"type": "object"}),
+                    **_errors(400, 401, 404, 409, 413, 424),
+                },
+            }
+        },
+        "/api/sessions/{session_id}/chat/stream": {
+            "post": {
+                "summary": "The same as chat, as server-sent events",
+                "parameters": [_SESSION_ID, *_HEADERS],
+                "requestBody": _body(_MESSAGE_BODY),
+                "responses": {**_STREAM, **_errors(400, 401, 404, 409, 413)},
+            }
+        },
+        "/v1/runs": {
+            "post": {
+                "summary": "Start a run",
+                "parameters": _HEADERS,
+                "requestBody": _body(
+                    {
+                        "type": "object",
+                        "properties": {"input": {"type": "string", "minLength": 1}, "session_id": {"type": "string"}},
+                        "required": ["input"],
+                    }
+                ),
+                "responses": {"202": _resp("Accepted", {"type": "object"}), **_errors(400, 401, 404, 409, 413)},
+            }
+        },
+        "/v1/runs/{run_id}": {
+            "get": {
+                "summary": "A run's state and result",
+                "parameters": [_RUN_ID],
+                "responses": {"200": _resp("Run", run), **_errors(401, 404)},
+            }
+        },
+        "/v1/runs/{run_id}/events": {
+            "get": {"summary": "A run's events", "parameters": [_RUN_ID], "responses": {**_STREAM, **_errors(401, 404)}}
+        },
+        "/v1/runs/{run_id}/stop": {
+            "post": {
+                "summary": "Cancel a run, keeping its partial output",
+                "parameters": [_RUN_ID],
+                "responses": {"200": _resp("Run", run), **_errors(401, 404, 409)},
+            }
+        },
+    }
+
+
+def openapi_document() -> dict[str, Any]:
+    paths: dict[str, Any] = {
+        "/health": {
+            "get": {
+                "summary": "Liveness (no auth)",
+                "security": [],
+                "responses": {"200": _resp("OK", {"type": "object"})},
+            }
+        }
+    }
+    base = _paths()
+    paths.update(base)
+    profile = {
+        "name": "profile",
+        "in": "path",
+        "required": True,
+        "schema": {"type": "string", "pattern": "^[a-z0-9][a-z0-9_-]{0,63}$"},
+    }
+    for path, item in base.items():
+        scoped = copy.deepcopy(item)
+        for op in scoped.values():
+            op["parameters"] = [profile, *op.get("parameters", [])]
+            op["summary"] = op["summary"] + " (named profile)"
+        paths["/p/{profile}" + path] = scoped
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Backchannel gateway",
+            "version": __version__,
+            "description": "Hermes API-server dialect: sessions, chat, runs. Errors use one envelope.",
+        },
+        "security": [{"bearer": []}],
+        "paths": paths,
+        "components": {
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+            "schemas": {
+                "Error": {
+                    "type": "object",
+                    "required": ["error"],
+                    "properties": {
+                        "error": {
+                            "type": "object",
+                            "required": ["message", "type", "code"],
+                            "properties": {
+                                "message": {"type": "string"},
+                                "type": {"type": "string"},
+                                "code": {"type": "string"},
+                            },
+                        }
+                    },
+                },
+                "Session": {
+                    "type": "object",
+                    "required": ["id", "profile", "title", "source"],
+                    "properties": {
+                        "id": {"type": "string"},
+                        "profile": {"type": "string"},
+                        "title": {"type": ["string", "null"]},
+                        "source": {"type": "string"},
+                        "started_at": {"type": "number"},
+                        "last_active": {"type": "number"},
+                        "message_count": {"type": "integer"},
+                    },
+                },
+                "SessionEnvelope": {
+                    "type": "object",
+                    "required": ["session"],
+                    "properties": {"session": {"$ref": "#/components/schemas/Session"}},
+                },
+                "SessionList": {
+                    "type": "object",
+                    "required": ["data"],
+                    "properties": {
+                        "data": {"type": "array", "items": {"$ref": "#/components/schemas/Session"}},
+                        "has_more": {"type": "boolean"},
+                    },
+                },
+                "Run": {
+                    "type": "object",
+                    "required": ["run_id", "status", "session_id"],
+                    "properties": {
+                        "run_id": {"type": "string"},
+                        "session_id": {"type": "string"},
+                        "status": {
+                            "type": "string",
+                            "enum": ["queued", "running", "completed", "failed", "cancelled", "expired"],
+                        },
+                        "output": {"type": "string"},
+                        "error": {"type": "string"},
+                        "queue_position": {"type": "integer"},
+                    },
+                },
+            },
+        },
+    }

@@ -1,0 +1,81 @@
+"""`backchannel chat`: talk to an agent as its person, one message (-q) or interactively."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import uuid
+
+import click
+
+from .. import config
+from ..errors import UsageError
+from ..profiles import DEFAULT_PROFILE
+from ..store.sessions import SessionRow
+from .connect import Outcome, deliver, store
+from .output import emit, note, read_message
+
+
+@click.command("chat")
+@click.option(
+    "-p", "--profile", "profile_name", help="The agent to talk to (default: default, or the resumed session's)."
+)
+@click.option("-q", "--query", "query", help="Send one message, print the reply and exit ('-' reads stdin).")
+@click.option("--resume", "resume", metavar="SESSION_ID", help="Continue an existing session.")
+@click.option("--json", "as_json", is_flag=True, help="With -q: print reply, session id and profile as JSON.")
+def chat(profile_name: str | None, query: str | None, resume: str | None, as_json: bool) -> None:
+    """Talk to an agent. Without -q, a prompt that keeps one session (Ctrl-D or /exit to leave)."""
+    root = config.home()
+    with store(root) as router:
+        if resume:
+            session = router.session(resume)
+            if profile_name and profile_name != session.profile:
+                raise UsageError(f"session {resume!r} belongs to profile {session.profile!r}, not {profile_name!r}")
+        else:
+            session, _ = router.create_session(profile_name or DEFAULT_PROFILE, source="cli")
+            note(f"new session {session.id} (profile {session.profile})")
+    if query is not None:
+        message = read_message(query) or ""
+        if not message.strip():
+            raise UsageError("the message is empty")
+        outcome = _turn(session, message)
+        emit(outcome.to_dict(), as_json=as_json, text=lambda: _print(outcome))
+        note(f"session: {session.id} (resume with --resume {session.id})")
+        return
+    if as_json:
+        raise UsageError("--json needs -q (one message)")
+    _interactive(session)
+
+
+def _turn(session: SessionRow, message: str) -> Outcome:
+    # A person's typed message is deliberate: a fresh key, so saying the same thing twice is two turns.
+    return asyncio.run(
+        deliver(config.home(), session, message, wait=None, idempotency_key=f"cli-{uuid.uuid4().hex}")
+    ).check()
+
+
+def _print(outcome: Outcome) -> None:
+    if outcome.state == "completed":
+        click.echo(outcome.reply or "(no reply)")
+    else:
+        click.echo(
+            f"{outcome.state}: run {outcome.run_id} accepted and queued (position "
+            f"{outcome.queue_position or '-'}): do not resend"
+        )
+
+
+def _interactive(session: SessionRow) -> None:
+    tty = sys.stdin.isatty()
+    if tty:
+        note(f"talking to {session.profile} in session {session.id}; /exit or Ctrl-D to leave")
+    while True:
+        try:
+            line = input("you> " if tty else "")
+        except EOFError:
+            break
+        if line.strip() in ("/exit", "/quit"):
+            break
+        if not line.strip():
+            continue
+        _print(_turn(session, line))
+    note(f"session: {session.id} (resume with --resume {session.id})")

@@ -1,0 +1,28 @@
+"""`backchannel gateway`: run the gateway in the foreground."""
+
+from __future__ import annotations
+
+import logging
+
+import click
+
+from .. import config
+from ..gateway import serve
+
+
+@click.command("gateway")
+@click.option("--host", help="Address to bind (default from config.yaml: 127.0.0.1).")
+@click.option(
+    "--port", type=click.IntRange(0, 65535), help="Port (default from config.yaml: 8377; 0 picks a free one)."
+)
+@click.option(
+    "--grace",
+    type=click.FloatRange(0, 3600),
+    default=10.0,
+    show_default=True,
+    help="Seconds running turns get to finish on SIGTERM before they are requeued.",
+)
+def gateway(host: str | None, port: int | None, grace: float) -> None:
+    """Serve the HTTP API and run queued turns until SIGINT or SIGTERM."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    serve(config.home(), host=host, port=port, grace=grace)

@@ -1,0 +1,109 @@
+"""`backchannel profile create | list | show`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from .. import config, persona, profiles
+from ..errors import UsageError
+from ..profiles import Profile
+from .output import emit, table
+
+
+@click.group("profile")
+def profile() -> None:
+    """Create and inspect agent profiles (persona, memories, skills, model)."""
+
+
+def describe(p: Profile) -> dict[str, object]:
+    m = p.config.model
+    sm = p.config.messaging
+    return {
+        "name": p.name,
+        "path": str(p.path),
+        "engine": m.engine,
+        "model": m.model or None,
+        "base_url": m.base_url,
+        "api_key_env": m.api_key_env,
+        "max_turns": p.config.max_turns,
+        "skills": [s.name for s in persona.skills(p)],
+        "memory_chars": len(persona.read_text(p.memory_path("memory"))),
+        "user_chars": len(persona.read_text(p.memory_path("user"))),
+        "session_messaging": {
+            "allow": list(sm.allow),
+            "accept": list(sm.accept) if sm.accept is not None else None,
+            "max_hops": sm.max_hops,
+            "pair_budget_per_hour": sm.pair_budget_per_hour,
+        },
+    }
+
+
+@profile.command("create")
+@click.argument("name")
+@click.option("--soul", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="A file to use as SOUL.md.")
+@click.option("--engine", type=click.Choice(profiles.ENGINES), default="echo", show_default=True)
+@click.option("--base-url", help="openai engine: the OpenAI-compatible endpoint, e.g. http://127.0.0.1:11434/v1.")
+@click.option("--model", "model_name", help="openai engine: the model name sent to the endpoint.")
+@click.option("--api-key-env", help="openai engine: the variable (in .env or the environment) holding the key.")
+@click.option("--json", "as_json", is_flag=True, help="Print the new profile as JSON.")
+def create(
+    name: str,
+    soul: Path | None,
+    engine: profiles.EngineName,
+    base_url: str | None,
+    model_name: str | None,
+    api_key_env: str | None,
+    as_json: bool,
+) -> None:
+    """Create profile NAME (lower-case letters, digits, '-' and '_')."""
+    root = config.home()
+    config.require_home(root)
+    if engine == "echo" and (base_url or model_name or api_key_env):
+        raise UsageError("--base-url, --model and --api-key-env apply to --engine openai")
+    soul_text = soul.read_text(encoding="utf-8") if soul is not None else None
+    p = profiles.create_profile(
+        root,
+        name,
+        soul=soul_text,
+        engine=engine,
+        model={"base_url": base_url or "", "default": model_name or "", "api_key_env": api_key_env or ""},
+    )
+    emit(
+        describe(p), as_json=as_json, text=lambda: click.echo(f"created profile {p.name} (engine {engine}) at {p.path}")
+    )
+
+
+@profile.command("list")
+@click.option("--json", "as_json", is_flag=True)
+def list_(as_json: bool) -> None:
+    """List the profiles of this home."""
+    root = config.home()
+    config.require_home(root)
+    found = [profiles.load_profile(root, name) for name in profiles.list_profiles(root)]
+
+    def text() -> None:
+        table(
+            [[p.name, p.config.model.engine, p.config.model.model or "-"] for p in found], ["NAME", "ENGINE", "MODEL"]
+        )
+
+    emit([describe(p) for p in found], as_json=as_json, text=text)
+
+
+@profile.command("show")
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True)
+def show(name: str, as_json: bool) -> None:
+    """Show one profile: model, skills, memory sizes and messaging rules."""
+    root = config.home()
+    config.require_home(root)
+    data = describe(profiles.load_profile(root, name))
+
+    def text() -> None:
+        for key, value in data.items():
+            if isinstance(value, list):
+                value = ", ".join(map(str, value)) or "-"
+            click.echo(f"{key + ':':<20}{value if value is not None else '-'}")
+
+    emit(data, as_json=as_json, text=text)

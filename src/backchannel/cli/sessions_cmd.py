@@ -1,0 +1,57 @@
+"""`backchannel sessions list | show`."""
+
+from __future__ import annotations
+
+import click
+
+from .. import config
+from .connect import store
+from .output import emit, table, when
+
+
+@click.group("sessions")
+def sessions() -> None:
+    """List sessions and read their messages."""
+
+
+@sessions.command("list")
+@click.option("-p", "--profile", "profile_name", help="Only this profile's sessions.")
+@click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+def list_(profile_name: str | None, limit: int, as_json: bool) -> None:
+    """Sessions, most recently active first."""
+    with store(config.home()) as router:
+        if profile_name:
+            router.check_profile(profile_name)
+        rows = router.sessions(profile_name, limit=limit)
+
+    def text() -> None:
+        table(
+            [[r.id, r.profile, r.title or "-", str(r.message_count), when(r.updated_at)] for r in rows],
+            ["ID", "PROFILE", "TITLE", "MESSAGES", "LAST ACTIVE"],
+        )
+
+    emit([r.to_dict() for r in rows], as_json=as_json, text=text)
+
+
+@sessions.command("show")
+@click.argument("session_id")
+@click.option("--json", "as_json", is_flag=True)
+def show(session_id: str, as_json: bool) -> None:
+    """One session and all its messages, in order."""
+    with store(config.home()) as router:
+        row = router.session(session_id)
+        messages = router.messages(session_id)
+
+    def text() -> None:
+        click.echo(f"session {row.id}  profile {row.profile}  title {row.title or '-'}  source {row.source}")
+        for m in messages:
+            if m.role == "assistant" and m.tool_calls:
+                for call in m.tool_calls:
+                    click.echo(f"[{when(m.created_at)}] assistant → {call.name}({call.arguments})")
+                if not m.content:
+                    continue
+            label = f"tool {m.name}" if m.role == "tool" else m.role
+            click.echo(f"[{when(m.created_at)}] {label}: {m.content}")
+
+    emit({"session": row.to_dict(), "messages": [m.to_dict() for m in messages]}, as_json=as_json, text=text)

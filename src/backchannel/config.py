@@ -1,0 +1,231 @@
+"""Where files live and what the home's config.yaml and .env say.
+
+One function knows the home (`home()`); every path is derived from it, so `BACKCHANNEL_HOME`
+moves the whole installation.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import secrets
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from dotenv.parser import parse_stream
+
+from .errors import ConfigError, UsageError
+
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8377
+API_KEY_VAR = "API_SERVER_KEY"
+
+
+def home() -> Path:
+    raw = os.environ.get("BACKCHANNEL_HOME")
+    return Path(raw).expanduser() if raw else Path.home() / ".backchannel"
+
+
+def config_path(root: Path) -> Path:
+    return root / "config.yaml"
+
+
+def env_path(root: Path) -> Path:
+    return root / ".env"
+
+
+def db_path(root: Path) -> Path:
+    return root / "state.db"
+
+
+def profiles_dir(root: Path) -> Path:
+    return root / "profiles"
+
+
+def check_name(name: str, *, what: str = "profile") -> str:
+    if not NAME_RE.match(name):
+        raise UsageError(
+            f"invalid {what} name {name!r}: use 1-64 characters a-z, 0-9, '-' or '_', starting with a letter or digit"
+        )
+    return name
+
+
+def require_home(root: Path) -> None:
+    if not config_path(root).is_file():
+        raise UsageError(f"no Backchannel home at {str(root)!r}: run `backchannel init` first")
+
+
+def load_yaml(path: Path) -> dict[str, Any]:
+    """Read a YAML mapping; a missing file is empty, a broken one names the file and line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read {str(path)!r}: {exc}") from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{str(path)!r}{where}: {exc.problem or exc}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{str(path)!r}: {exc}") from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{str(path)!r}: expected a mapping at the top, got {type(data).__name__}")
+    return data
+
+
+def write_yaml(path: Path, data: dict[str, Any], *, mode: int = 0o644) -> None:
+    write_atomic(path, yaml.safe_dump(data, sort_keys=False), mode=mode)
+
+
+def write_atomic(path: Path, text: str, *, mode: int = 0o644) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+# --- .env ------------------------------------------------------------------------------------
+
+
+def read_env(root: Path) -> dict[str, str]:
+    """The home's .env as a dict; a line that does not parse is an error naming the line."""
+    path = env_path(root)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read {str(path)!r}: {exc}") from exc
+    values: dict[str, str] = {}
+    for binding in parse_stream(io.StringIO(text)):
+        if binding.error:
+            raise ConfigError(
+                f"{str(path)!r} line {binding.original.line}: cannot parse "
+                f"{binding.original.string.strip()[:40]!r} (expected NAME=value)"
+            )
+        if binding.key is not None and binding.value is not None:
+            values[binding.key] = binding.value
+    return values
+
+
+def set_env_value(root: Path, name: str, value: str | None) -> None:
+    """Set (or with None remove) one variable in .env, keeping the other lines; mode 0600."""
+    path = env_path(root)
+    read_env(root)  # refuse to rewrite a file we cannot parse
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        lines = []
+    pattern = re.compile(rf"^\s*(export\s+)?{re.escape(name)}\s*=")
+    kept = [line for line in lines if not pattern.match(line)]
+    if value is not None:
+        if any(c in value for c in "\r\n\0"):
+            raise UsageError(f"the value of {name} may not contain line breaks")
+        kept.append(f"{name}={_quote(value)}")
+    write_atomic(path, "\n".join(kept) + "\n", mode=0o600)
+
+
+def _quote(value: str) -> str:
+    if re.fullmatch(r"[A-Za-z0-9_./:@+-]*", value):
+        return value
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def secret_value(root: Path, name: str) -> str | None:
+    """A secret by variable name: the home's .env first, then the process environment."""
+    return read_env(root).get(name) or os.environ.get(name) or None
+
+
+def new_api_key() -> str:
+    return "bc_" + secrets.token_urlsafe(32)
+
+
+# --- the home's config.yaml --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PeerEntry:
+    url: str
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class GatewayConfig:
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    gateway_id: str = ""
+    dedup_window_seconds: int = 900
+    max_concurrent_turns: int = 16
+    run_ttl_seconds: int = 3600
+    max_attempts: int = 3
+    http_wait_seconds: float = 600.0
+    max_body_bytes: int = 1_048_576
+    peers: dict[str, PeerEntry] = field(default_factory=dict)
+
+
+def load_gateway_config(root: Path) -> GatewayConfig:
+    path = config_path(root)
+    data = load_yaml(path)
+    gw = data.get("gateway") or {}
+    if not isinstance(gw, dict):
+        raise ConfigError(f"{str(path)!r}: 'gateway' must be a mapping")
+    peers_raw = data.get("peers") or {}
+    if not isinstance(peers_raw, dict):
+        raise ConfigError(f"{str(path)!r}: 'peers' must be a mapping")
+    peers: dict[str, PeerEntry] = {}
+    for name, entry in peers_raw.items():
+        if not isinstance(entry, dict) or not isinstance(entry.get("url"), str):
+            raise ConfigError(f"{str(path)!r}: peer {name!r} needs a 'url'")
+        peers[str(name)] = PeerEntry(url=entry["url"], note=str(entry.get("note") or ""))
+    defaults = GatewayConfig()
+    try:
+        return GatewayConfig(
+            host=str(gw.get("host", defaults.host)),
+            port=_int(gw, "port", defaults.port, path),
+            gateway_id=str(gw.get("id", "")),
+            dedup_window_seconds=_int(gw, "dedup_window_seconds", defaults.dedup_window_seconds, path),
+            max_concurrent_turns=_int(gw, "max_concurrent_turns", defaults.max_concurrent_turns, path),
+            run_ttl_seconds=_int(gw, "run_ttl_seconds", defaults.run_ttl_seconds, path),
+            max_attempts=_int(gw, "max_attempts", defaults.max_attempts, path),
+            http_wait_seconds=float(_int(gw, "http_wait_seconds", 600, path)),
+            max_body_bytes=_int(gw, "max_body_bytes", defaults.max_body_bytes, path),
+            peers=peers,
+        )
+    except ValueError as exc:
+        raise ConfigError(f"{str(path)!r}: {exc}") from exc
+
+
+def _int(section: dict[str, Any], key: str, default: int, path: Path) -> int:
+    value = section.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(f"{str(path)!r}: gateway.{key} must be a non-negative integer, got {value!r}")
+    return value
+
+
+def default_home_config() -> dict[str, Any]:
+    return {
+        "gateway": {
+            "host": DEFAULT_HOST,
+            "port": DEFAULT_PORT,
+            "id": "gw-" + secrets.token_hex(4),
+            "dedup_window_seconds": 900,
+            "max_concurrent_turns": 16,
+        },
+        "peers": {},
+    }

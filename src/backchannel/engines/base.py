@@ -1,0 +1,49 @@
+"""The engine interface: one model step, given a prompt, history and tools; nothing of routing or storage."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ..messages import Message
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A function tool as offered to a model (JSON schema parameters)."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+    def to_openai(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }
+
+
+@dataclass(frozen=True)
+class ModelRequest:
+    profile: str
+    system_prompt: str
+    messages: Sequence[Message]  # history and the turn so far, oldest first, without the system prompt
+    tools: Sequence[ToolSpec]
+
+
+OnDelta = Callable[[str], None]
+
+
+class Engine(Protocol):
+    """Computes one model step. Returns an assistant message, with tool calls or a final answer.
+
+    Raises `EngineError` naming the profile and endpoint when the model cannot answer.
+    Must be cancellable: a cancelled step abandons its in-flight request at once.
+    """
+
+    name: str
+
+    async def step(self, request: ModelRequest, on_delta: OnDelta | None = None) -> Message: ...
+
+    async def aclose(self) -> None: ...

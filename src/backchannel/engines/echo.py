@@ -1,0 +1,88 @@
+"""The offline, deterministic `echo` engine, with a small command language that makes it call tools.
+
+Each line of the incoming message that starts with one of these is a command; the other lines are text:
+
+    /send <address> <text>      call send_to_session(session_id=<address>, message=<text>)
+    /peer <peer[/profile]> <text>   call send_to_peer(target=..., message=<text>)
+    /tool <name> <json object>  call any offered tool with those arguments
+    /remember <text>            call memory(action="add", target="memory", content=<text>)
+    /sleep <seconds>            take that long before answering (a slow model; cancellable)
+    /fail <text>                fail the turn with an engine error
+
+The reply is `<profile> (echo): <text>` followed by one line per tool result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from ..errors import EngineError
+from ..messages import Message, ToolCall
+from .base import ModelRequest, OnDelta
+
+MAX_SLEEP = 3600.0
+
+
+class EchoEngine:
+    name = "echo"
+
+    def __init__(self, *, profile: str) -> None:
+        self.profile = profile
+
+    async def step(self, request: ModelRequest, on_delta: OnDelta | None = None) -> Message:
+        last_user = max((i for i, m in enumerate(request.messages) if m.role == "user"), default=None)
+        if last_user is None:
+            return Message(role="assistant", content=f"{self.profile} (echo): (nothing to answer)")
+        incoming = request.messages[last_user]
+        after = request.messages[last_user + 1 :]
+        text_lines, calls, sleep = self._parse(incoming.content)
+        if not any(m.role == "assistant" for m in after):
+            if sleep:
+                await asyncio.sleep(sleep)
+            if calls:
+                return Message(role="assistant", content="", tool_calls=tuple(calls))
+        results = [f"→ {m.name}: {m.content}" for m in after if m.role == "tool"]
+        reply = f"{self.profile} (echo): " + "\n".join(text_lines).strip()
+        if results:
+            reply += "\n" + "\n".join(results)
+        if on_delta is not None:
+            on_delta(reply)
+        return Message(role="assistant", content=reply)
+
+    def _parse(self, content: str) -> tuple[list[str], list[ToolCall], float]:
+        text: list[str] = []
+        calls: list[ToolCall] = []
+        sleep = 0.0
+        for line in content.splitlines():
+            stripped = line.strip()
+            command, _, rest = stripped.partition(" ")
+            rest = rest.strip()
+            if command == "/send" or command == "/peer":
+                target, _, body = rest.partition(" ")
+                key = "session_id" if command == "/send" else "target"
+                name = "send_to_session" if command == "/send" else "send_to_peer"
+                calls.append(self._call(len(calls), name, {key: target, "message": body.strip()}))
+            elif command == "/tool":
+                name, _, raw = rest.partition(" ")
+                calls.append(ToolCall(id=f"call_echo_{len(calls)}", name=name, arguments=raw.strip() or "{}"))
+            elif command == "/remember":
+                calls.append(self._call(len(calls), "memory", {"action": "add", "target": "memory", "content": rest}))
+            elif command == "/sleep":
+                try:
+                    sleep += min(max(float(rest), 0.0), MAX_SLEEP)
+                except ValueError:
+                    text.append(line)
+            elif command == "/fail":
+                raise EngineError(f"echo engine of profile {self.profile!r} was told to fail: {rest or 'no reason'}")
+            else:
+                text.append(line)
+        return text, calls, sleep
+
+    @staticmethod
+    def _call(index: int, name: str, args: dict[str, Any]) -> ToolCall:
+        return ToolCall(id=f"call_echo_{index}", name=name, arguments=json.dumps(args))
+
+    async def aclose(self) -> None:
+        return None

@@ -1,0 +1,245 @@
+"""The `openai` engine: one step against an OpenAI-compatible chat-completions endpoint (SSE or JSON replies)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from typing import Any
+
+import aiohttp
+
+from ..errors import EngineError
+from ..messages import Message, ToolCall
+from .base import ModelRequest, OnDelta
+
+
+def to_openai_message(msg: Message) -> dict[str, Any]:
+    """One of our messages in chat-completions form."""
+    out: dict[str, Any] = {"role": msg.role, "content": msg.content}
+    if msg.role == "assistant" and msg.tool_calls:
+        out["tool_calls"] = [
+            {"id": tc.id, "type": "function", "function": {"name": tc.name, "arguments": tc.arguments or "{}"}}
+            for tc in msg.tool_calls
+        ]
+    if msg.role == "tool":
+        out["tool_call_id"] = msg.tool_call_id or ""
+        if msg.name is not None:
+            out["name"] = msg.name
+    return out
+
+
+def build_payload(model: str, request: ModelRequest) -> dict[str, Any]:
+    """The JSON body of a streaming chat-completions request (system prompt first, tools only when offered)."""
+    messages = [{"role": "system", "content": request.system_prompt}] if request.system_prompt else []
+    messages += [to_openai_message(m) for m in request.messages]
+    payload: dict[str, Any] = {"model": model, "messages": messages}
+    if request.tools:
+        payload["tools"] = [tool.to_openai() for tool in request.tools]
+    payload["stream"] = True
+    return payload
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # content parts: [{"type": "text", "text": ...}]
+        return "".join(p.get("text") or "" for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
+    return ""
+
+
+class _Reply:
+    """Accumulates one assistant reply, from stream chunks or from a whole chat.completion body."""
+
+    def __init__(self, where: str, on_delta: OnDelta | None) -> None:
+        self.where = where
+        self.on_delta = on_delta
+        self.text: list[str] = []
+        self.calls: dict[int, dict[str, Any]] = {}
+        self.chunks = 0
+
+    def bad(self, reason: str) -> EngineError:
+        return EngineError(f"{self.where} returned a malformed response: {reason}")
+
+    def check(self, body: Any, what: str) -> dict[str, Any]:
+        if not isinstance(body, dict):
+            raise self.bad(f"{what} is not a JSON object")
+        error = body.get("error")
+        if error:
+            detail = error.get("message") if isinstance(error, dict) else error
+            raise EngineError(f"{self.where} reported an error: {detail}")
+        choices = body.get("choices")
+        if not isinstance(choices, list) or (choices and not isinstance(choices[0], dict)):
+            raise self.bad(f"{what} has no choices")
+        return choices[0] if choices else {}
+
+    def add_text(self, content: Any) -> None:
+        text = _text_of(content)
+        if text:
+            self.text.append(text)
+            if self.on_delta is not None:
+                self.on_delta(text)
+
+    def add_call(self, fragment: Any, index: Any) -> None:
+        if not isinstance(fragment, dict) or not isinstance(fragment.get("function") or {}, dict):
+            raise self.bad("a tool call is not an object")
+        fn = fragment.get("function") or {}
+        call_id = fragment.get("id")
+        if not isinstance(index, int):  # no index: a new id starts a new call, otherwise continue the last one
+            last = max(self.calls, default=None)
+            fresh = last is None or (call_id and self.calls[last]["id"] and self.calls[last]["id"] != call_id)
+            index = (0 if last is None else last + 1) if fresh else last
+        slot = self.calls.setdefault(index, {"id": "", "name": "", "arguments": []})
+        if call_id and not slot["id"]:
+            slot["id"] = str(call_id)
+        if fn.get("name") and not slot["name"]:
+            slot["name"] = str(fn["name"])
+        args = fn.get("arguments")
+        if args is not None:
+            slot["arguments"].append(args if isinstance(args, str) else json.dumps(args))
+
+    def feed_events(self, payloads: list[str]) -> bool:
+        """Feeds SSE data payloads; True once `[DONE]` arrived."""
+        for payload in payloads:
+            if payload.strip() == "[DONE]":
+                return True
+            try:
+                chunk = json.loads(payload)
+            except ValueError:
+                raise self.bad(f"stream chunk is not JSON: {payload[:200]!r}") from None
+            choice = self.check(chunk, "stream chunk")
+            self.chunks += 1
+            delta = choice.get("delta") or {}
+            if not isinstance(delta, dict):
+                raise self.bad("stream chunk has a delta that is not an object")
+            self.add_text(delta.get("content"))
+            for fragment in delta.get("tool_calls") or []:
+                self.add_call(fragment, fragment.get("index") if isinstance(fragment, dict) else None)
+        return False
+
+    def feed_body(self, raw: bytes) -> None:
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            raise self.bad(f"body is not JSON: {raw[:200].decode('utf-8', 'replace')!r}") from None
+        choice = self.check(body, "body")
+        message = choice.get("message")
+        if not isinstance(message, dict):
+            raise self.bad("body has no choices[0].message")
+        self.add_text(message.get("content"))
+        for position, fragment in enumerate(message.get("tool_calls") or []):
+            self.add_call(fragment, position)
+
+    def message(self) -> Message:
+        calls = []
+        for _, slot in sorted(self.calls.items()):
+            if not slot["name"]:
+                raise self.bad("a tool call has no function name")
+            call_id = slot["id"] or f"call_{uuid.uuid4().hex[:24]}"
+            calls.append(ToolCall(id=call_id, name=slot["name"], arguments="".join(slot["arguments"])))
+        return Message(role="assistant", content="".join(self.text), tool_calls=tuple(calls))
+
+
+class _SseLines:
+    """Splits an event stream into `data:` payloads, one per line, across arbitrary byte boundaries."""
+
+    def __init__(self) -> None:
+        self.buffer = b""
+
+    def feed(self, raw: bytes) -> list[str]:
+        *lines, self.buffer = (self.buffer + raw).split(b"\n")
+        return [p for p in map(self._payload, lines) if p is not None]
+
+    def close(self) -> list[str]:
+        rest, self.buffer = self.buffer, b""
+        payload = self._payload(rest)
+        return [] if payload is None else [payload]
+
+    @staticmethod
+    def _payload(line: bytes) -> str | None:
+        text = line.rstrip(b"\r").decode("utf-8", "replace")
+        if not text.startswith("data:") or not text[5:].strip():
+            return None  # blank separators, comments, event:/id:/retry: fields, empty data
+        return text[5:].strip()
+
+
+def _http_error(where: str, status: int, raw: bytes) -> str:
+    snippet = raw.decode("utf-8", "replace")[:200]
+    detail = None
+    try:
+        error = json.loads(raw).get("error")
+        detail = error.get("message") if isinstance(error, dict) else error
+    except (ValueError, AttributeError):
+        pass
+    reason = f": {detail}" if isinstance(detail, str) and detail else ""
+    return f"{where} returned HTTP {status}{reason} (body: {snippet!r})"
+
+
+class OpenAIEngine:
+    """Computes model steps against `{base_url}/chat/completions`, streaming when the server does."""
+
+    name = "openai"
+
+    def __init__(
+        self, *, profile: str, base_url: str, model: str, api_key: str | None, timeout_seconds: float = 120.0
+    ) -> None:
+        self.profile = profile
+        self.base_url = base_url.rstrip("/")
+        self.url = f"{self.base_url}/chat/completions"
+        self.model = model
+        self.timeout_seconds = timeout_seconds
+        self._headers = {"Accept": "text/event-stream, application/json"}
+        if api_key:
+            self._headers["Authorization"] = f"Bearer {api_key}"
+        self._session: aiohttp.ClientSession | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _client(self) -> aiohttp.ClientSession:
+        loop = asyncio.get_running_loop()
+        if self._session is None or self._session.closed or self._loop is not loop:
+            timeout = aiohttp.ClientTimeout(total=self.timeout_seconds)
+            self._session = aiohttp.ClientSession(timeout=timeout)
+            self._loop = loop
+        return self._session
+
+    async def step(self, request: ModelRequest, on_delta: OnDelta | None = None) -> Message:
+        where = f"model endpoint {self.url!r} for profile {self.profile!r}"
+        reply = _Reply(where, on_delta)
+        payload = build_payload(self.model, request)
+        try:
+            async with self._client().post(self.url, json=payload, headers=self._headers) as resp:
+                if resp.status >= 400:
+                    raise EngineError(_http_error(where, resp.status, await resp.read()))
+                if "text/event-stream" in resp.headers.get("Content-Type", "").lower():
+                    lines, done = _SseLines(), False
+                    async for raw in resp.content.iter_any():
+                        if reply.feed_events(lines.feed(raw)):
+                            done = True
+                            break
+                    if not done:
+                        reply.feed_events(lines.close())
+                else:
+                    body = await resp.read()
+                    if not body.lstrip().startswith(b"data:"):
+                        reply.feed_body(body)
+                        return reply.message()
+                    lines = _SseLines()  # an event stream under the wrong content type
+                    reply.feed_events(lines.feed(body) + lines.close())
+        except TimeoutError as exc:
+            raise EngineError(f"{where} hit the timeout: no complete answer within {self.timeout_seconds:g}s") from exc
+        except aiohttp.ClientConnectorError as exc:
+            raise EngineError(f"{where} is unreachable: {exc}") from exc
+        except aiohttp.ServerDisconnectedError as exc:
+            raise EngineError(f"{where} closed the connection before answering: {exc}") from exc
+        except aiohttp.ClientPayloadError as exc:
+            raise EngineError(f"{where} sent a truncated or malformed response: {exc}") from exc
+        except aiohttp.ClientError as exc:
+            raise EngineError(f"{where} request failed: {exc.__class__.__name__}: {exc}") from exc
+        if reply.chunks == 0:
+            raise reply.bad("the event stream carried no chunks")
+        return reply.message()
+
+    async def aclose(self) -> None:
+        session, self._session = self._session, None
+        if session is not None and not session.closed:
+            await session.close()

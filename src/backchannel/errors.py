@@ -1,0 +1,110 @@
+"""The error tree: every failure Backchannel reports, with its exit code, HTTP status and code.
+
+BackchannelError
+ ├── UsageError            exit 2, 400 invalid_request   bad argument, bad name, bad body
+ │    ├── BodyTooLarge     exit 2, 413 body_too_large
+ │    └── ConfigError      exit 2, 400 invalid_config    unreadable config.yaml / .env
+ ├── NotFound              exit 2, 404 not_found         unknown profile, session, run
+ ├── Conflict              exit 2, 409 conflict           e.g. an id or key already used differently
+ ├── Refused               exit 2, 403 not_allowed       refused by local policy
+ ├── AuthError             exit 1, 401 invalid_api_key
+ ├── StoreError            exit 2, 503 store_unavailable locked or newer-schema state.db
+ ├── EngineError           exit 1, 502 engine_error      the model endpoint failed
+ ├── DeliveryError         exit 1, 424 run_failed        the run failed, expired or was cancelled
+ └── GatewayError          exit 1, 502 gateway_error     the running gateway could not be reached
+
+`cli.main` and the HTTP app's exception handler are the only places that catch the root.
+"""
+
+from __future__ import annotations
+
+
+class BackchannelError(Exception):
+    exit_code: int = 1
+    http_status: int = 500
+    code: str = "internal_error"
+    type: str = "server_error"
+
+    def __init__(self, message: str, *, code: str | None = None, details: dict[str, object] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
+        self.details = details or {}
+
+    def envelope(self) -> dict[str, dict[str, object]]:
+        return {"error": {"message": self.message, "type": self.type, "code": self.code, **self.details}}
+
+
+class UsageError(BackchannelError):
+    exit_code = 2
+    http_status = 400
+    code = "invalid_request"
+    type = "invalid_request_error"
+
+
+class BodyTooLarge(UsageError):
+    http_status = 413
+    code = "body_too_large"
+
+
+class ConfigError(UsageError):
+    code = "invalid_config"
+
+
+class NotFound(BackchannelError):
+    exit_code = 2
+    http_status = 404
+    code = "not_found"
+    type = "invalid_request_error"
+
+
+class Conflict(BackchannelError):
+    exit_code = 2
+    http_status = 409
+    code = "conflict"
+    type = "invalid_request_error"
+
+
+class Refused(BackchannelError):
+    exit_code = 2
+    http_status = 403
+    code = "not_allowed"
+    type = "permission_error"
+
+
+class AuthError(BackchannelError):
+    exit_code = 1
+    http_status = 401
+    code = "invalid_api_key"
+    type = "invalid_request_error"
+
+
+class StoreError(BackchannelError):
+    exit_code = 2
+    http_status = 503
+    code = "store_unavailable"
+    type = "server_error"
+
+
+class EngineError(BackchannelError):
+    exit_code = 1
+    http_status = 502
+    code = "engine_error"
+    type = "server_error"
+
+
+class DeliveryError(BackchannelError):
+    """A run that ended without a reply. 424, not 5xx: the gateway worked, the turn did not."""
+
+    exit_code = 1
+    http_status = 424
+    code = "run_failed"
+    type = "server_error"
+
+
+class GatewayError(BackchannelError):
+    exit_code = 1
+    http_status = 502
+    code = "gateway_error"
+    type = "server_error"

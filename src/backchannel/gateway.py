@@ -1,0 +1,107 @@
+"""The gateway process: the runtime's workers and the HTTP API in one event loop, with a graceful stop."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import socket
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import uvicorn
+from starlette.applications import Starlette
+
+from . import config
+from .api.app import create_app
+from .api.context import Context
+from .errors import UsageError
+from .router import Router
+from .runtime import Runtime
+from .store.runs import RunRow
+
+log = logging.getLogger("backchannel.gateway")
+MIN_KEY_CHARS = 16
+
+
+def api_key(root: Path) -> str:
+    key = config.read_env(root).get(config.API_KEY_VAR, "")
+    if len(key) < MIN_KEY_CHARS:
+        raise UsageError(
+            f"{str(config.env_path(root))!r} has no {config.API_KEY_VAR} of at least {MIN_KEY_CHARS} characters: "
+            "run `backchannel init`"
+        )
+    return key
+
+
+def log_state(run: RunRow) -> None:
+    detail = f" ({run.error_code}: {run.error})" if run.error else ""
+    log.info(
+        "run %s %s session=%s profile=%s sender=%s hops=%d attempt=%d%s",
+        run.id,
+        run.state.value,
+        run.session_id,
+        run.profile,
+        run.sender,
+        run.hops,
+        run.attempts,
+        detail,
+    )
+
+
+def build(root: Path, *, grace: float = 10.0, runtime: Runtime | None = None) -> tuple[Starlette, Runtime]:
+    """The app and its runtime; the runtime starts and stops with the app's lifespan."""
+    config.require_home(root)
+    key = api_key(root)
+    rt = runtime or Runtime(root)
+    rt.on_state = log_state
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await rt.start()
+        try:
+            yield
+        finally:
+            await rt.close(grace=grace)
+
+    ctx = Context(router=Router(rt), api_key=key, settings=rt.settings, gateway_id=rt.settings.gateway_id)
+    return create_app(ctx, lifespan=lifespan), rt
+
+
+def bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise UsageError(f"{host}:{port} is already in use (another gateway?); choose one with --port") from exc
+        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror}") from exc
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def serve(root: Path, *, host: str | None = None, port: int | None = None, grace: float = 10.0) -> None:
+    """Run in the foreground until SIGINT/SIGTERM: stop taking work, let turns finish within `grace`."""
+    settings = config.load_gateway_config(root)
+    app, _runtime = build(root, grace=grace)
+    host = host or settings.host
+    port = settings.port if port is None else port
+    sock = bind(host, port)
+    bound_port = sock.getsockname()[1]
+    log.info("gateway %s listening on http://%s:%d (home %s)", settings.gateway_id or "-", host, bound_port, root)
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app,
+            log_level="warning",
+            access_log=False,
+            timeout_graceful_shutdown=int(grace) or 1,
+            loop="auto",
+            http="auto",
+            lifespan="on",
+        )
+    )
+    server.run(sockets=[sock])

@@ -1,0 +1,197 @@
+"""Profiles: one agent identity each, in the Hermes Agent folder layout.
+
+profiles/<name>/SOUL.md, memories/MEMORY.md, memories/USER.md, skills/**/SKILL.md, config.yaml.
+A profile's config.yaml is re-read whenever it changes on disk (checked by mtime on every use).
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from . import config
+from .errors import ConfigError, NotFound, UsageError
+
+EngineName = Literal["echo", "openai"]
+ENGINES: tuple[EngineName, ...] = ("echo", "openai")
+DEFAULT_PROFILE = "default"
+
+DEFAULT_SOUL = """# {name}
+
+You are {name}, a persistent assistant. You keep your own memories and skills, and you answer
+the person you work for clearly and briefly.
+"""
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    engine: EngineName = "echo"
+    base_url: str | None = None
+    model: str = ""
+    api_key_env: str | None = None
+    timeout_seconds: float = 120.0
+
+
+@dataclass(frozen=True)
+class MessagingPolicy:
+    allow: tuple[str, ...] = ()
+    accept: tuple[str, ...] | None = None
+    max_hops: int = 6
+    pair_budget_per_hour: int = 30
+
+
+@dataclass(frozen=True)
+class ProfileConfig:
+    model: ModelConfig = ModelConfig()
+    max_turns: int = 20
+    messaging: MessagingPolicy = MessagingPolicy()
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    path: Path
+    config: ProfileConfig
+
+    @property
+    def soul_path(self) -> Path:
+        return self.path / "SOUL.md"
+
+    def memory_path(self, target: Literal["memory", "user"]) -> Path:
+        return self.path / "memories" / ("MEMORY.md" if target == "memory" else "USER.md")
+
+    @property
+    def skills_dir(self) -> Path:
+        return self.path / "skills"
+
+
+def profile_dir(root: Path, name: str) -> Path:
+    return config.profiles_dir(root) / name
+
+
+def default_profile_config(engine: EngineName) -> dict[str, Any]:
+    model: dict[str, Any] = {"engine": engine}
+    if engine == "openai":
+        model.update(base_url="http://127.0.0.1:11434/v1", default="qwen2.5:7b-instruct", api_key_env="OPENAI_API_KEY")
+    return {
+        "model": model,
+        "agent": {
+            "max_turns": 20,
+            "session_messaging": {"allow": [], "accept": None, "max_hops": 6, "pair_budget_per_hour": 30},
+        },
+    }
+
+
+def create_profile(
+    root: Path, name: str, *, soul: str | None = None, engine: EngineName = "echo", model: dict[str, str] | None = None
+) -> Profile:
+    """Create the folder layout; `model` overrides keys of the model section (base_url, default, api_key_env)."""
+    config.check_name(name)
+    if engine not in ENGINES:
+        raise UsageError(f"unknown engine {engine!r}: choose one of {', '.join(ENGINES)}")
+    settings = default_profile_config(engine)
+    settings["model"].update({k: v for k, v in (model or {}).items() if v})
+    path = profile_dir(root, name)
+    if path.exists():
+        raise UsageError(f"profile {name!r} already exists at {str(path)!r}")
+    staging = path.with_name(f".{name}.creating")
+    shutil.rmtree(staging, ignore_errors=True)
+    (staging / "memories").mkdir(parents=True)
+    (staging / "skills").mkdir()
+    (staging / "SOUL.md").write_text(soul if soul is not None else DEFAULT_SOUL.format(name=name), encoding="utf-8")
+    (staging / "memories" / "MEMORY.md").write_text("", encoding="utf-8")
+    (staging / "memories" / "USER.md").write_text("", encoding="utf-8")
+    parse_profile_config(settings, path / "config.yaml")  # refuse a config we could not load
+    config.write_yaml(staging / "config.yaml", settings)
+    staging.rename(path)
+    return load_profile(root, name)
+
+
+def list_profiles(root: Path) -> list[str]:
+    base = config.profiles_dir(root)
+    if not base.is_dir():
+        return []
+    return sorted(p.name for p in base.iterdir() if p.is_dir() and config.NAME_RE.match(p.name))
+
+
+_cache: dict[Path, tuple[tuple[int, int], ProfileConfig]] = {}
+
+
+def load_profile(root: Path, name: str) -> Profile:
+    """The profile named `name`; its config.yaml is parsed again only when it changed."""
+    config.check_name(name)
+    path = profile_dir(root, name)
+    if not path.is_dir():
+        known = ", ".join(list_profiles(root)) or "none"
+        raise NotFound(f"no profile {name!r} in {str(root)!r} (profiles: {known})")
+    cfg_path = path / "config.yaml"
+    try:
+        st = cfg_path.stat()
+        stamp = (st.st_mtime_ns, st.st_size)
+    except FileNotFoundError:
+        stamp = (0, 0)
+    cached = _cache.get(cfg_path)
+    if cached is None or cached[0] != stamp:
+        cached = (stamp, parse_profile_config(config.load_yaml(cfg_path), cfg_path))
+        _cache[cfg_path] = cached
+    return Profile(name=name, path=path, config=cached[1])
+
+
+def parse_profile_config(data: dict[str, Any], path: Path) -> ProfileConfig:
+    """Read our keys and tolerate everything else, so a Hermes profile's config works as it is."""
+    where = str(path)
+    model_raw = data.get("model") or {}
+    if isinstance(model_raw, str):  # Hermes allows `model: provider/name`
+        model_raw = {"default": model_raw}
+    if not isinstance(model_raw, dict):
+        raise ConfigError(f"{where!r}: 'model' must be a mapping")
+    engine = model_raw.get("engine")
+    if engine is None:
+        engine = "openai" if model_raw.get("base_url") else "echo"
+    if engine not in ENGINES:
+        raise ConfigError(f"{where!r}: model.engine {engine!r} is not one of {', '.join(ENGINES)}")
+    base_url = model_raw.get("base_url")
+    if engine == "openai" and not isinstance(base_url, str):
+        raise ConfigError(f"{where!r}: model.base_url is required for the openai engine")
+    model = ModelConfig(
+        engine=engine,
+        base_url=base_url.rstrip("/") if isinstance(base_url, str) else None,
+        model=str(model_raw.get("default") or model_raw.get("model") or ""),
+        api_key_env=str(model_raw["api_key_env"]) if model_raw.get("api_key_env") else None,
+        timeout_seconds=_number(model_raw, "timeout_seconds", 120.0, where, "model"),
+    )
+    agent = data.get("agent") or {}
+    if not isinstance(agent, dict):
+        raise ConfigError(f"{where!r}: 'agent' must be a mapping")
+    sm = agent.get("session_messaging") or {}
+    if not isinstance(sm, dict):
+        raise ConfigError(f"{where!r}: agent.session_messaging must be a mapping")
+    messaging = MessagingPolicy(
+        allow=_patterns(sm.get("allow"), where, "allow") or (),
+        accept=_patterns(sm.get("accept"), where, "accept"),
+        max_hops=int(_number(sm, "max_hops", 6, where, "agent.session_messaging")),
+        pair_budget_per_hour=int(_number(sm, "pair_budget_per_hour", 30, where, "agent.session_messaging")),
+    )
+    max_turns = int(_number(agent, "max_turns", 20, where, "agent"))
+    if max_turns < 1:
+        raise ConfigError(f"{where!r}: agent.max_turns must be at least 1")
+    return ProfileConfig(model=model, max_turns=max_turns, messaging=messaging)
+
+
+def _patterns(value: Any, where: str, key: str) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{where!r}: agent.session_messaging.{key} must be a list of patterns")
+    return tuple(value)
+
+
+def _number(section: dict[str, Any], key: str, default: float, where: str, prefix: str) -> float:
+    value = section.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise ConfigError(f"{where!r}: {prefix}.{key} must be a non-negative number, got {value!r}")
+    return float(value)

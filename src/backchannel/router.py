@@ -1,0 +1,148 @@
+"""The one path every message takes: resolve the target, check it, record the run, queue it, wait.
+
+The HTTP app and the CLI reach sessions and runs only through here.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from .errors import BodyTooLarge, NotFound, UsageError
+from .messages import Message
+from .profiles import DEFAULT_PROFILE
+from .runtime import Runtime
+from .store import runs as runstore
+from .store import sessions as sessionstore
+from .store.runs import RunRow
+from .store.sessions import SessionRow
+
+MAX_MESSAGE_CHARS = 65_536
+MAX_KEY_CHARS = 255
+
+
+@dataclass(frozen=True)
+class Delivery:
+    run: RunRow
+    replayed: bool
+    queue_position: int | None
+    waited: float
+
+    @property
+    def answered(self) -> bool:
+        return self.run.state.terminal
+
+
+def check_message(message: object) -> str:
+    if not isinstance(message, str) or not message.strip():
+        raise UsageError("the message is empty or missing", code="missing_message")
+    if len(message) > MAX_MESSAGE_CHARS:
+        raise BodyTooLarge(f"the message has {len(message)} characters; at most {MAX_MESSAGE_CHARS} are accepted")
+    return message
+
+
+def check_idempotency_key(key: str | None) -> str | None:
+    if key is None:
+        return None
+    if not 1 <= len(key) <= MAX_KEY_CHARS or any(c in key for c in "\r\n\0"):
+        raise UsageError("an idempotency key has 1-255 characters and no line breaks", code="invalid_idempotency_key")
+    return key
+
+
+class Router:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.db = runtime.db
+
+    # --- sessions ------------------------------------------------------------------------------
+
+    def check_profile(self, profile: str) -> str:
+        self.runtime.profile(profile)  # NotFound names the known profiles
+        return profile
+
+    def session(self, session_id: str, *, profile: str | None = None) -> SessionRow:
+        return sessionstore.get_session(self.db, session_id, profile=profile)
+
+    def sessions(
+        self, profile: str | None, *, title: str | None = None, limit: int = 50, offset: int = 0
+    ) -> list[SessionRow]:
+        return sessionstore.list_sessions(self.db, profile, title=title, limit=limit, offset=offset)
+
+    def create_session(
+        self, profile: str, *, title: str | None = None, source: str = "api", session_id: str | None = None
+    ) -> tuple[SessionRow, bool]:
+        """A new session; asking for the title `Bot Chat` returns the existing one (created=False)."""
+        self.check_profile(profile)
+        if title is not None and title.strip() == sessionstore.BOT_CHAT_TITLE and session_id is None:
+            existing = sessionstore.find_by_title(self.db, profile, sessionstore.BOT_CHAT_TITLE)
+            if existing is not None:
+                return existing, False
+            return sessionstore.bot_chat(self.db, profile), True
+        return sessionstore.create_session(self.db, profile, title=title, source=source, session_id=session_id), True
+
+    def bot_chat(self, profile: str) -> SessionRow:
+        self.check_profile(profile)
+        return sessionstore.bot_chat(self.db, profile)
+
+    def messages(self, session_id: str, *, profile: str | None = None) -> list[Message]:
+        self.session(session_id, profile=profile)
+        return sessionstore.list_messages(self.db, session_id)
+
+    # --- runs ----------------------------------------------------------------------------------
+
+    def submit(
+        self,
+        session: SessionRow,
+        message: str,
+        *,
+        sender: str,
+        idempotency_key: str | None = None,
+        hops: int = 0,
+        chain: tuple[str, ...] = (),
+    ) -> Delivery:
+        run, created = self.runtime.submit(
+            profile=session.profile,
+            session_id=session.id,
+            message=check_message(message),
+            sender=sender,
+            idempotency_key=check_idempotency_key(idempotency_key),
+            hops=hops,
+            chain=chain,
+        )
+        return Delivery(run, not created, self.runtime.queue_position(run), 0.0)
+
+    async def deliver(
+        self,
+        session: SessionRow,
+        message: str,
+        *,
+        sender: str,
+        wait: float | None,
+        idempotency_key: str | None = None,
+        hops: int = 0,
+        chain: tuple[str, ...] = (),
+    ) -> Delivery:
+        """Submit and wait up to `wait` seconds (None: until it ends) for the reply."""
+        started = time.monotonic()
+        first = self.submit(session, message, sender=sender, idempotency_key=idempotency_key, hops=hops, chain=chain)
+        run = await self.runtime.wait(first.run.id, wait)
+        return Delivery(run, first.replayed, self.runtime.queue_position(run), time.monotonic() - started)
+
+    def run(self, run_id: str, *, profile: str | None = None) -> RunRow:
+        run = runstore.get(self.db, run_id)
+        if profile is not None and run.profile != profile:
+            raise NotFound(f"no run {run_id!r} in profile {profile!r}", code="run_not_found")
+        return run
+
+    def queue_position(self, run: RunRow) -> int | None:
+        return self.runtime.queue_position(run)
+
+    async def stop(self, run_id: str, *, profile: str | None = None) -> RunRow:
+        self.run(run_id, profile=profile)
+        return await self.runtime.stop(run_id)
+
+    async def wait(self, run_id: str, timeout: float | None) -> RunRow:
+        return await self.runtime.wait(run_id, timeout)
+
+
+__all__ = ["DEFAULT_PROFILE", "Delivery", "Router", "check_idempotency_key", "check_message"]

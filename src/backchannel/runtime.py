@@ -1,0 +1,341 @@
+"""The runtime: per-session workers that run queued runs one at a time, in order, durably.
+
+Used in-process by the gateway and by the CLI when no gateway runs; several runtimes (processes)
+on one home coordinate through state.db: a run is claimed by one guarded UPDATE, a session never
+has two running runs, and runs left `running` by a dead process are requeued on start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import config
+from .engines import Engine, build_engine
+from .errors import BackchannelError, Conflict
+from .events import EventHub
+from .framing import frame
+from .messages import Message
+from .profiles import Profile, load_profile
+from .store import runs as runstore
+from .store import sessions as sessionstore
+from .store.db import Database
+from .store.runs import RunRow, RunState
+from .tools.base import Tool, ToolContext
+from .turns import TurnProgress, run_turn
+
+log = logging.getLogger("backchannel.runtime")
+
+EngineFactory = Callable[[Profile, Callable[[str], str | None]], Engine]
+ToolsFactory = Callable[["Runtime", Profile], Mapping[str, Tool]]
+
+
+def default_tools(runtime: Runtime, profile: Profile) -> Mapping[str, Tool]:
+    from .tools import memory
+
+    return {memory.TOOL.name: memory.TOOL}
+
+
+@dataclass
+class _Turn:
+    task: asyncio.Task[str]
+    progress: TurnProgress
+    stop_requested: bool = False
+
+
+class Runtime:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        engine_factory: EngineFactory = build_engine,
+        tools_factory: ToolsFactory = default_tools,
+        lease_seconds: float = 30.0,
+        poll_seconds: float = 0.25,
+        scope: set[str] | None = None,
+    ) -> None:
+        """`scope` limits the sessions whose queues this runtime works (None: all), e.g. for a one-off CLI turn."""
+        self.root = root
+        self.settings = config.load_gateway_config(root)
+        self.db = Database(config.db_path(root))
+        self.owner = f"{os.getpid()}:{secrets.token_hex(4)}"
+        self.events = EventHub()
+        self._engine_factory = engine_factory
+        self._tools_factory = tools_factory
+        self._lease = lease_seconds
+        self._poll = poll_seconds
+        self.scope = scope
+        self._engines: dict[tuple[str, Any], Engine] = {}
+        self._workers: dict[str, asyncio.Task[None]] = {}
+        self._turns: dict[str, _Turn] = {}
+        self._done: dict[str, asyncio.Event] = {}
+        self._slots = asyncio.Semaphore(max(1, self.settings.max_concurrent_turns))
+        self._background: list[asyncio.Task[None]] = []
+        self._accepting = False
+        self.on_state: Callable[[RunRow], None] = lambda run: None
+
+    # --- lifecycle -----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        for run in runstore.reclaim(self.db, is_dead=_owner_is_dead, max_attempts=self.settings.max_attempts):
+            log.info("run %s reclaimed after an interrupted turn (attempt %d)", run.id, run.attempts)
+        self._accepting = True
+        for session_id in runstore.sessions_with_queued(self.db):
+            self._kick(session_id)
+        self._background = [asyncio.create_task(self._watch()), asyncio.create_task(self._renew())]
+
+    async def close(self, *, grace: float = 10.0) -> None:
+        """Stop taking work; let running turns finish within `grace`, then requeue what is left."""
+        self._accepting = False
+        for task in self._background:
+            task.cancel()
+        running = [t.task for t in self._turns.values()]
+        if running:
+            await asyncio.wait(running, timeout=grace)
+        workers = list(self._workers.values())
+        for task in workers:
+            task.cancel()
+        await asyncio.gather(*workers, *self._background, return_exceptions=True)
+        runstore.reclaim(
+            self.db, is_dead=lambda owner: owner == self.owner, max_attempts=self.settings.max_attempts + 1
+        )
+        for engine in self._engines.values():
+            await engine.aclose()
+        self.db.close()
+
+    # --- delivery ------------------------------------------------------------------------------
+
+    def profile(self, name: str) -> Profile:
+        return load_profile(self.root, name)
+
+    def submit(
+        self,
+        *,
+        profile: str,
+        session_id: str,
+        message: str,
+        sender: str,
+        idempotency_key: str | None = None,
+        hops: int = 0,
+        chain: tuple[str, ...] = (),
+    ) -> tuple[RunRow, bool]:
+        """Record a run (or find the one filed under the same key) and queue it; returns (run, created)."""
+        if not self._accepting:
+            raise BackchannelError("the gateway is shutting down; try again shortly", code="gateway_draining")
+        key = idempotency_key or runstore.derived_key(
+            sender, session_id, message, window=self.settings.dedup_window_seconds, now=time.time()
+        )
+        run, created = runstore.record(
+            self.db,
+            runstore.NewRun(
+                sender=sender,
+                profile=profile,
+                session_id=session_id,
+                message=message,
+                idempotency_key=key,
+                hops=hops,
+                chain=chain,
+                ttl_seconds=self.settings.run_ttl_seconds or None,
+            ),
+        )
+        if created:
+            self.on_state(run)
+            self._kick(session_id)
+        return run, created
+
+    async def wait(self, run_id: str, timeout: float | None) -> RunRow:
+        """The run once it is terminal, or as it is when `timeout` seconds have passed."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            run = runstore.get(self.db, run_id)
+            if run.state.terminal:
+                return run
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                return run
+            done = self._done.setdefault(run_id, asyncio.Event())
+            # The poll bound also notices a run finished by another process on the same home.
+            step = self._poll * 4 if remaining is None else min(remaining, self._poll * 4)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(done.wait(), timeout=step)
+
+    async def stop(self, run_id: str) -> RunRow:
+        """Cancel a queued run, or interrupt a running turn at once, keeping its partial output."""
+        run = runstore.get(self.db, run_id)
+        if run.state is RunState.QUEUED and runstore.cancel_queued(self.db, run_id):
+            self._finished(runstore.get(self.db, run_id))
+        elif run.state is RunState.RUNNING or run.state is RunState.QUEUED:
+            turn = self._turns.get(run_id)
+            if turn is None:
+                raise Conflict(f"run {run_id!r} is running in another process; stop it there", code="run_not_active")
+            turn.stop_requested = True
+            turn.task.cancel()
+            return await self.wait(run_id, timeout=None)
+        return runstore.get(self.db, run_id)
+
+    def queue_position(self, run: RunRow) -> int | None:
+        return runstore.queue_position(self.db, run)
+
+    # --- workers -------------------------------------------------------------------------------
+
+    def _kick(self, session_id: str) -> None:
+        if self.scope is not None and session_id not in self.scope:
+            return
+        if self._accepting and session_id not in self._workers:
+            self._workers[session_id] = asyncio.create_task(self._drain(session_id))
+
+    async def _drain(self, session_id: str) -> None:
+        try:
+            while self._accepting:
+                async with self._slots:
+                    run = runstore.claim_next(self.db, session_id, owner=self.owner, lease_seconds=self._lease)
+                    if run is None:
+                        break  # no await between the empty claim and leaving: a new submit kicks anew
+                    self.on_state(run)
+                    await self._execute(run)
+        except asyncio.CancelledError:
+            pass
+        except Exception:  # a bug must not silently stop a session's queue
+            log.exception("worker of session %s failed", session_id)
+        finally:
+            self._workers.pop(session_id, None)
+
+    async def _execute(self, run: RunRow) -> None:
+        self.events.publish(run.id, "run.started", session_id=run.session_id)
+        progress = TurnProgress()
+        try:
+            profile = self.profile(run.profile)
+            turn = asyncio.create_task(self._turn(run, profile, progress))
+        except BackchannelError as exc:
+            self._finish(run, RunState.FAILED, error=exc.message, code=exc.code)
+            return
+        self._turns[run.id] = entry = _Turn(turn, progress)
+        try:
+            reply = await turn
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if entry.stop_requested and not (current and current.cancelling()):
+                self._finish(
+                    run,
+                    RunState.CANCELLED,
+                    reply=progress.output() or None,
+                    error="stopped on request",
+                    code="cancelled",
+                    messages=progress.messages,
+                )
+                return
+            raise  # shutting down: the run stays ours and is requeued by close()
+        except BackchannelError as exc:
+            self._finish(run, RunState.FAILED, error=exc.message, code=exc.code)
+        except Exception as exc:
+            log.exception("turn of run %s failed", run.id)
+            self._finish(run, RunState.FAILED, error=f"internal error: {exc!r}", code="internal_error")
+        else:
+            self._finish(run, RunState.COMPLETED, reply=reply, messages=progress.messages)
+        finally:
+            self._turns.pop(run.id, None)
+
+    async def _turn(self, run: RunRow, profile: Profile, progress: TurnProgress) -> str:
+        history = sessionstore.list_messages(self.db, run.session_id)
+        incoming = Message(role="user", content=frame(run.sender, run.message))
+        ctx = ToolContext(
+            profile=profile,
+            session_id=run.session_id,
+            run_id=run.id,
+            hops=run.hops,
+            chain=run.chain,
+            services={"runtime": self},
+        )
+
+        def emit(event: str, **data: Any) -> None:
+            self.events.publish(run.id, event, **data)
+
+        return await run_turn(
+            engine=self._engine(profile),
+            profile=profile,
+            history=history,
+            incoming=incoming,
+            tools=self._tools_factory(self, profile),
+            ctx=ctx,
+            progress=progress,
+            emit=emit,
+        )
+
+    def _finish(
+        self,
+        run: RunRow,
+        state: RunState,
+        *,
+        reply: str | None = None,
+        error: str | None = None,
+        code: str | None = None,
+        messages: list[Message] | None = None,
+    ) -> None:
+        if not runstore.finish(
+            self.db, run.id, owner=self.owner, state=state, reply=reply, error=error, error_code=code, messages=messages
+        ):
+            log.warning("run %s was no longer ours to finish (lease lost)", run.id)
+        self._finished(runstore.get(self.db, run.id))
+
+    def _finished(self, run: RunRow) -> None:
+        self.on_state(run)
+        data: dict[str, Any] = {"session_id": run.session_id}
+        if run.state is RunState.COMPLETED:
+            data["output"] = run.reply or ""
+        else:
+            data.update(error=run.error, code=run.error_code, output=run.reply)
+        self.events.publish(run.id, f"run.{run.state.value}", **data)
+        done = self._done.pop(run.id, None)
+        if done is not None:
+            done.set()
+
+    def _engine(self, profile: Profile) -> Engine:
+        key = (profile.name, profile.config.model)
+        engine = self._engines.get(key)
+        if engine is None:
+            engine = self._engines[key] = self._engine_factory(profile, self.secret)
+        return engine
+
+    def secret(self, name: str) -> str | None:
+        return config.secret_value(self.root, name)
+
+    async def _watch(self) -> None:
+        """Notice runs queued by another process on the same home (a CLI beside the gateway)."""
+        seen = self.db.data_version()
+        while True:
+            await asyncio.sleep(self._poll)
+            version = self.db.data_version()
+            if version != seen:
+                seen = version
+                for session_id in runstore.sessions_with_queued(self.db):
+                    self._kick(session_id)
+
+    async def _renew(self) -> None:
+        """Keep our turns' leases fresh, and requeue runs that another, dead process left running."""
+        while True:
+            await asyncio.sleep(self._lease / 3)
+            runstore.renew_leases(self.db, list(self._turns), owner=self.owner, lease_seconds=self._lease)
+            if runstore.reclaim(self.db, is_dead=_owner_is_dead, max_attempts=self.settings.max_attempts):
+                for session_id in runstore.sessions_with_queued(self.db):
+                    self._kick(session_id)
+
+
+def _owner_is_dead(owner: str) -> bool:
+    pid_text = owner.partition(":")[0]
+    if not pid_text.isdigit():
+        return True
+    try:
+        os.kill(int(pid_text), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False

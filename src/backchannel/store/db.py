@@ -1,0 +1,103 @@
+"""The SQLite database of a home: one connection, WAL, named migrations applied on open.
+
+sqlite3 errors are translated here into `StoreError`; nothing sqlite escapes the store.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from ..errors import StoreError
+from .migrations import MIGRATIONS
+
+BUSY_TIMEOUT_MS = 5000
+
+
+class Database:
+    """One connection used by one thread; writes go through `tx()` (BEGIN IMMEDIATE … COMMIT)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.conn = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
+            self.conn.row_factory = sqlite3.Row
+            self.conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+            mode = self.conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            if mode != "wal":
+                raise StoreError(f"{str(path)!r}: could not switch to WAL journal (got {mode!r})")
+            self.conn.execute("PRAGMA synchronous=NORMAL")  # loses nothing on a process crash
+            self.conn.execute("PRAGMA foreign_keys=ON")
+            self._migrate()
+        except sqlite3.Error as exc:
+            raise _translate(exc, path) from exc
+
+    def _migrate(self) -> None:
+        with self.tx() as conn:
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)"
+            )
+            applied = {row[0] for row in conn.execute("SELECT name FROM schema_migrations")}
+            known = {name for name, _ in MIGRATIONS}
+            unknown = sorted(applied - known)
+            if unknown:
+                raise StoreError(
+                    f"{str(self.path)!r} was written by a newer Backchannel (unknown migrations: "
+                    f"{', '.join(unknown)}); upgrade Backchannel to open it"
+                )
+            for name, migrate in MIGRATIONS:
+                if name not in applied:
+                    migrate(conn)
+                    conn.execute("INSERT INTO schema_migrations (name, applied_at) VALUES (?, ?)", (name, time.time()))
+
+    @contextmanager
+    def tx(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction: committed on success, rolled back on any exception."""
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise _translate(exc, self.path) from exc
+        try:
+            yield self.conn
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        try:
+            self.conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            self.conn.execute("ROLLBACK")
+            raise _translate(exc, self.path) from exc
+
+    def all(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        try:
+            return self.conn.execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            raise _translate(exc, self.path) from exc
+
+    def one(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Row | None:
+        try:
+            row: sqlite3.Row | None = self.conn.execute(sql, params).fetchone()
+            return row
+        except sqlite3.Error as exc:
+            raise _translate(exc, self.path) from exc
+
+    def data_version(self) -> int:
+        """Changes when another connection commits: a cheap way to notice another process's writes."""
+        return int(self.conn.execute("PRAGMA data_version").fetchone()[0])
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def _translate(exc: sqlite3.Error, path: Path) -> StoreError:
+    text = str(exc)
+    if "locked" in text or "busy" in text:
+        return StoreError(f"{str(path)!r} is locked by another process (waited {BUSY_TIMEOUT_MS} ms): {text}")
+    if isinstance(exc, sqlite3.DatabaseError) and ("not a database" in text or "malformed" in text):
+        return StoreError(f"{str(path)!r} is not a usable Backchannel database: {text}")
+    return StoreError(f"{str(path)!r}: {text}")

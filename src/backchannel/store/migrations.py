@@ -1,0 +1,84 @@
+"""Append-only, named schema migrations. Never edit one that has shipped; add a new one."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+
+
+def _run(conn: sqlite3.Connection, script: str) -> None:
+    # executescript() would commit the surrounding transaction; run statement by statement instead.
+    for statement in script.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+
+
+def m0001_sessions_messages(conn: sqlite3.Connection) -> None:
+    _run(
+        conn,
+        """
+        CREATE TABLE sessions (
+            id TEXT PRIMARY KEY,
+            profile TEXT NOT NULL,
+            title TEXT,
+            source TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            message_count INTEGER NOT NULL DEFAULT 0
+        );
+        CREATE INDEX sessions_profile_updated ON sessions (profile, updated_at DESC);
+        CREATE UNIQUE INDEX sessions_profile_title ON sessions (profile, title) WHERE title IS NOT NULL;
+        CREATE TABLE messages (
+            id INTEGER PRIMARY KEY,
+            session_id TEXT NOT NULL REFERENCES sessions (id),
+            role TEXT NOT NULL,
+            content TEXT NOT NULL,
+            tool_calls TEXT,
+            tool_call_id TEXT,
+            name TEXT,
+            run_id TEXT,
+            created_at REAL NOT NULL
+        );
+        CREATE INDEX messages_session ON messages (session_id, id);
+        """,
+    )
+
+
+def m0002_runs(conn: sqlite3.Connection) -> None:
+    _run(
+        conn,
+        """
+        CREATE TABLE runs (
+            seq INTEGER PRIMARY KEY,
+            id TEXT NOT NULL UNIQUE,
+            idempotency_key TEXT NOT NULL UNIQUE,
+            fingerprint TEXT NOT NULL,
+            sender TEXT NOT NULL,
+            profile TEXT NOT NULL,
+            session_id TEXT NOT NULL REFERENCES sessions (id),
+            message TEXT NOT NULL,
+            hops INTEGER NOT NULL DEFAULT 0,
+            chain TEXT NOT NULL DEFAULT '[]',
+            state TEXT NOT NULL,
+            reply TEXT,
+            error TEXT,
+            error_code TEXT,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            owner TEXT,
+            lease_until REAL,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            started_at REAL,
+            finished_at REAL,
+            expires_at REAL
+        );
+        CREATE INDEX runs_session_state ON runs (session_id, state, seq);
+        CREATE INDEX runs_state ON runs (state, seq);
+        """,
+    )
+
+
+MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
+    ("0001_sessions_messages", m0001_sessions_messages),
+    ("0002_runs", m0002_runs),
+]

@@ -1,0 +1,279 @@
+"""Durable run queue: record (idempotently), claim, finish with the reply, cancel, expire, reclaim.
+
+Every transition is one guarded UPDATE that reports whether it happened.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from ..errors import Conflict, NotFound
+from ..ids import new_run_id
+from ..messages import Message
+from .db import Database
+from .sessions import append_messages
+
+
+class RunState(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    EXPIRED = "expired"
+
+    @property
+    def terminal(self) -> bool:
+        return self not in (RunState.QUEUED, RunState.RUNNING)
+
+
+@dataclass(frozen=True)
+class RunRow:
+    id: str
+    seq: int
+    idempotency_key: str
+    sender: str
+    profile: str
+    session_id: str
+    message: str
+    hops: int
+    chain: tuple[str, ...]
+    state: RunState
+    reply: str | None
+    error: str | None
+    error_code: str | None
+    attempts: int
+    created_at: float
+    updated_at: float
+    started_at: float | None
+    finished_at: float | None
+    expires_at: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.id,
+            "state": self.state.value,
+            "sender": self.sender,
+            "profile": self.profile,
+            "session_id": self.session_id,
+            "message": self.message,
+            "hops": self.hops,
+            "chain": list(self.chain),
+            "reply": self.reply,
+            "error": self.error,
+            "error_code": self.error_code,
+            "attempts": self.attempts,
+            "idempotency_key": self.idempotency_key,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+        }
+
+
+def _run(row: sqlite3.Row) -> RunRow:
+    return RunRow(
+        id=row["id"],
+        seq=row["seq"],
+        idempotency_key=row["idempotency_key"],
+        sender=row["sender"],
+        profile=row["profile"],
+        session_id=row["session_id"],
+        message=row["message"],
+        hops=row["hops"],
+        chain=tuple(json.loads(row["chain"])),
+        state=RunState(row["state"]),
+        reply=row["reply"],
+        error=row["error"],
+        error_code=row["error_code"],
+        attempts=row["attempts"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        started_at=row["started_at"],
+        finished_at=row["finished_at"],
+        expires_at=row["expires_at"],
+    )
+
+
+def fingerprint(sender: str, session_id: str, message: str) -> str:
+    return hashlib.sha256("\0".join(("v1", sender, session_id, message)).encode()).hexdigest()
+
+
+def derived_key(sender: str, session_id: str, message: str, *, window: int, now: float) -> str:
+    """The key of a send that came without one: same sender, target and text in one window = one run."""
+    bucket = int(now // window) if window > 0 else int(now * 1e6)
+    return f"auto:{fingerprint(sender, session_id, message)[:24]}:{bucket}"
+
+
+@dataclass(frozen=True)
+class NewRun:
+    sender: str
+    profile: str
+    session_id: str
+    message: str
+    idempotency_key: str
+    hops: int = 0
+    chain: tuple[str, ...] = ()
+    ttl_seconds: float | None = None
+
+
+def record(db: Database, new: NewRun) -> tuple[RunRow, bool]:
+    """Insert a queued run, or return the run already filed under the same key (created=False)."""
+    now = time.time()
+    fp = fingerprint(new.sender, new.session_id, new.message)
+    with db.tx() as conn:
+        cur = conn.execute(
+            "INSERT INTO runs (id, idempotency_key, fingerprint, sender, profile, session_id, message, hops, chain,"
+            " state, created_at, updated_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (idempotency_key) DO NOTHING",
+            (
+                new_run_id(),
+                new.idempotency_key,
+                fp,
+                new.sender,
+                new.profile,
+                new.session_id,
+                new.message,
+                new.hops,
+                json.dumps(list(new.chain)),
+                RunState.QUEUED.value,
+                now,
+                now,
+                now + new.ttl_seconds if new.ttl_seconds else None,
+            ),
+        )
+        created = cur.rowcount == 1
+        row = conn.execute("SELECT * FROM runs WHERE idempotency_key = ?", (new.idempotency_key,)).fetchone()
+    if not created and row["fingerprint"] != fp:
+        raise Conflict(
+            f"idempotency key {new.idempotency_key!r} was already used for a different message or target "
+            f"(run {row['id']})",
+            code="idempotency_key_conflict",
+        )
+    return _run(row), created
+
+
+def get(db: Database, run_id: str) -> RunRow:
+    row = db.one("SELECT * FROM runs WHERE id = ?", (run_id,))
+    if row is None:
+        raise NotFound(f"no run {run_id!r}", code="run_not_found")
+    return _run(row)
+
+
+def queue_position(db: Database, run: RunRow) -> int | None:
+    """1-based place among the queued runs of the run's session; None when it is not queued."""
+    if run.state is not RunState.QUEUED:
+        return None
+    row = db.one(
+        "SELECT COUNT(*) FROM runs WHERE session_id = ? AND state = 'queued' AND seq <= ?",
+        (run.session_id, run.seq),
+    )
+    return int(row[0]) if row else None
+
+
+def claim_next(db: Database, session_id: str, *, owner: str, lease_seconds: float) -> RunRow | None:
+    """Take the oldest queued run of a session, unless one of its runs is running (in any process)."""
+    now = time.time()
+    with db.tx() as conn:
+        if conn.execute("SELECT 1 FROM runs WHERE session_id = ? AND state = 'running'", (session_id,)).fetchone():
+            return None
+        while True:
+            row = conn.execute(
+                "SELECT * FROM runs WHERE session_id = ? AND state = 'queued' ORDER BY seq LIMIT 1", (session_id,)
+            ).fetchone()
+            if row is None:
+                return None
+            if row["expires_at"] is not None and row["expires_at"] < now:
+                conn.execute(
+                    "UPDATE runs SET state = 'expired', error = ?, error_code = 'expired', updated_at = ?,"
+                    " finished_at = ? WHERE seq = ?",
+                    (f"expired after waiting {now - row['created_at']:.0f}s in the queue", now, now, row["seq"]),
+                )
+                continue
+            updated = conn.execute(
+                "UPDATE runs SET state = 'running', attempts = attempts + 1, owner = ?, lease_until = ?,"
+                " started_at = ?, updated_at = ? WHERE seq = ? AND state = 'queued' RETURNING *",
+                (owner, now + lease_seconds, now, now, row["seq"]),
+            ).fetchone()
+            return _run(updated)
+
+
+def renew_leases(db: Database, run_ids: list[str], *, owner: str, lease_seconds: float) -> None:
+    if not run_ids:
+        return
+    until = time.time() + lease_seconds
+    with db.tx() as conn:
+        conn.executemany(
+            "UPDATE runs SET lease_until = ? WHERE id = ? AND owner = ? AND state = 'running'",
+            [(until, rid, owner) for rid in run_ids],
+        )
+
+
+def finish(
+    db: Database,
+    run_id: str,
+    *,
+    owner: str,
+    state: RunState,
+    reply: str | None = None,
+    error: str | None = None,
+    error_code: str | None = None,
+    messages: list[Message] | None = None,
+) -> bool:
+    """End a running run that this owner holds; its messages and its state commit together."""
+    now = time.time()
+    with db.tx() as conn:
+        row = conn.execute(
+            "UPDATE runs SET state = ?, reply = ?, error = ?, error_code = ?, owner = NULL, lease_until = NULL,"
+            " updated_at = ?, finished_at = ? WHERE id = ? AND state = 'running' AND owner = ? RETURNING session_id",
+            (state.value, reply, error, error_code, now, now, run_id, owner),
+        ).fetchone()
+        if row is None:
+            return False
+        if messages:
+            append_messages(conn, row["session_id"], messages, run_id=run_id)
+    return True
+
+
+def cancel_queued(db: Database, run_id: str, *, reason: str = "cancelled before it started") -> bool:
+    now = time.time()
+    with db.tx() as conn:
+        cur = conn.execute(
+            "UPDATE runs SET state = 'cancelled', error = ?, error_code = 'cancelled', updated_at = ?, finished_at = ?"
+            " WHERE id = ? AND state = 'queued'",
+            (reason, now, now, run_id),
+        )
+    return cur.rowcount == 1
+
+
+def reclaim(db: Database, *, is_dead: Callable[[str], bool], max_attempts: int) -> list[RunRow]:
+    """Requeue runs left `running` by a dead owner or an expired lease; past max_attempts they fail."""
+    now = time.time()
+    with db.tx() as conn:
+        rows = conn.execute("SELECT * FROM runs WHERE state = 'running'").fetchall()
+        stale = [r for r in rows if (r["lease_until"] or 0) < now or is_dead(r["owner"] or "")]
+        for r in stale:
+            if r["attempts"] >= max_attempts:
+                conn.execute(
+                    "UPDATE runs SET state = 'failed', error = ?, error_code = 'interrupted', owner = NULL,"
+                    " updated_at = ?, finished_at = ? WHERE seq = ? AND state = 'running'",
+                    (f"interrupted {r['attempts']} times by a gateway stop; not retried", now, now, r["seq"]),
+                )
+            else:
+                conn.execute(
+                    "UPDATE runs SET state = 'queued', owner = NULL, lease_until = NULL, updated_at = ?"
+                    " WHERE seq = ? AND state = 'running'",
+                    (now, r["seq"]),
+                )
+    return [_run(r) for r in stale]
+
+
+def sessions_with_queued(db: Database) -> list[str]:
+    return [r[0] for r in db.all("SELECT DISTINCT session_id FROM runs WHERE state = 'queued'")]

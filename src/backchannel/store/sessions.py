@@ -1,0 +1,165 @@
+"""Sessions and their messages: create, find, list, append (inside a caller's transaction), read."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import Conflict, NotFound, UsageError
+from ..ids import CLIENT_SESSION_ID_RE, new_session_id
+from ..messages import Message, ToolCall
+from .db import Database
+
+BOT_CHAT_TITLE = "Bot Chat"
+
+
+@dataclass(frozen=True)
+class SessionRow:
+    id: str
+    profile: str
+    title: str | None
+    source: str
+    created_at: float
+    updated_at: float
+    message_count: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "profile": self.profile,
+            "title": self.title,
+            "source": self.source,
+            "started_at": self.created_at,
+            "last_active": self.updated_at,
+            "message_count": self.message_count,
+        }
+
+
+def _session(row: sqlite3.Row) -> SessionRow:
+    return SessionRow(
+        id=row["id"],
+        profile=row["profile"],
+        title=row["title"],
+        source=row["source"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        message_count=row["message_count"],
+    )
+
+
+def create_session(
+    db: Database, profile: str, *, title: str | None = None, source: str = "cli", session_id: str | None = None
+) -> SessionRow:
+    now = time.time()
+    if session_id is not None and not CLIENT_SESSION_ID_RE.match(session_id):
+        raise UsageError(
+            f"invalid session id {session_id!r}: use letters, digits, '_', '.', '-' (1-128)", code="invalid_session_id"
+        )
+    title = title.strip() if title else None
+    with db.tx() as conn:
+        sid = session_id or new_session_id(now)
+        if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (sid,)).fetchone():
+            raise Conflict(f"session {sid!r} already exists", code="session_exists")
+        if title is not None:
+            taken = conn.execute("SELECT id FROM sessions WHERE profile = ? AND title = ?", (profile, title)).fetchone()
+            if taken:
+                raise UsageError(f"Title already in use by session {taken[0]}", code="invalid_title")
+        conn.execute(
+            "INSERT INTO sessions (id, profile, title, source, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)",
+            (sid, profile, title, source, now, now),
+        )
+    return SessionRow(sid, profile, title, source, now, now, 0)
+
+
+def get_session(db: Database, session_id: str, *, profile: str | None = None) -> SessionRow:
+    row = db.one("SELECT * FROM sessions WHERE id = ?", (session_id,))
+    if row is None or (profile is not None and row["profile"] != profile):
+        where = f" in profile {profile!r}" if profile is not None else ""
+        raise NotFound(f"no session {session_id!r}{where}", code="session_not_found")
+    return _session(row)
+
+
+def find_by_title(db: Database, profile: str, title: str) -> SessionRow | None:
+    row = db.one("SELECT * FROM sessions WHERE profile = ? AND title = ?", (profile, title.strip()))
+    return _session(row) if row else None
+
+
+def bot_chat(db: Database, profile: str) -> SessionRow:
+    """The profile's canonical Bot Chat, created on first use (never twice: the title is unique)."""
+    found = find_by_title(db, profile, BOT_CHAT_TITLE)
+    if found is not None:
+        return found
+    try:
+        return create_session(db, profile, title=BOT_CHAT_TITLE, source="bot")
+    except UsageError:  # another writer created it between our read and our write
+        found = find_by_title(db, profile, BOT_CHAT_TITLE)
+        if found is None:
+            raise
+        return found
+
+
+def list_sessions(
+    db: Database, profile: str | None = None, *, title: str | None = None, limit: int = 50, offset: int = 0
+) -> list[SessionRow]:
+    clauses, params = [], []
+    if profile is not None:
+        clauses.append("profile = ?")
+        params.append(profile)
+    if title is not None:
+        clauses.append("title = ?")
+        params.append(title.strip())
+    where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+    rows = db.all(
+        f"SELECT * FROM sessions {where} ORDER BY updated_at DESC, id DESC LIMIT ? OFFSET ?",
+        (*params, limit, offset),
+    )
+    return [_session(r) for r in rows]
+
+
+def append_messages(conn: sqlite3.Connection, session_id: str, messages: list[Message], *, run_id: str | None) -> None:
+    """Append inside the caller's transaction, so messages and a run's state commit together."""
+    now = time.time()
+    conn.executemany(
+        "INSERT INTO messages (session_id, role, content, tool_calls, tool_call_id, name, run_id, created_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            (
+                session_id,
+                m.role,
+                m.content,
+                json.dumps([tc.to_dict() for tc in m.tool_calls]) if m.tool_calls else None,
+                m.tool_call_id,
+                m.name,
+                run_id,
+                now,
+            )
+            for m in messages
+        ],
+    )
+    conn.execute(
+        "UPDATE sessions SET updated_at = ?, message_count = message_count + ? WHERE id = ?",
+        (now, len(messages), session_id),
+    )
+
+
+def list_messages(db: Database, session_id: str) -> list[Message]:
+    rows = db.all(
+        "SELECT role, content, tool_calls, tool_call_id, name, run_id, created_at FROM messages"
+        " WHERE session_id = ? ORDER BY id",
+        (session_id,),
+    )
+    return [
+        Message(
+            role=r["role"],
+            content=r["content"],
+            tool_calls=tuple(ToolCall(**tc) for tc in json.loads(r["tool_calls"])) if r["tool_calls"] else (),
+            tool_call_id=r["tool_call_id"],
+            name=r["name"],
+            run_id=r["run_id"],
+            created_at=r["created_at"],
+        )
+        for r in rows
+    ]

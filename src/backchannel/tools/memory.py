@@ -1,0 +1,88 @@
+"""The `memory` tool: add, replace or remove one line of the profile's MEMORY.md or USER.md, within size limits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..config import write_atomic
+from ..engines.base import ToolSpec
+from .base import Tool, ToolContext, ToolFailure, require_str
+
+LIMITS = {"memory": 4000, "user": 2000}  # characters per file
+MAX_ENTRY = 500
+
+SPEC = ToolSpec(
+    name="memory",
+    description=(
+        "Keep durable notes across sessions. target 'memory' is your own notes (MEMORY.md), 'user' is what "
+        "you know about your person (USER.md). action 'add' appends content as one line; 'replace' swaps the "
+        "line containing old_text for content; 'remove' deletes the line containing content."
+    ),
+    parameters={
+        "type": "object",
+        "properties": {
+            "action": {"type": "string", "enum": ["add", "replace", "remove"]},
+            "target": {"type": "string", "enum": ["memory", "user"]},
+            "content": {
+                "type": "string",
+                "description": "the line to add, the new line, or text of the line to remove",
+            },
+            "old_text": {"type": "string", "description": "for replace: text identifying the line to replace"},
+        },
+        "required": ["action", "target", "content"],
+    },
+)
+
+
+async def handle(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    action = require_str(args, "action")
+    target = require_str(args, "target")
+    content = " ".join(require_str(args, "content").split())
+    if target not in LIMITS:
+        raise ToolFailure("invalid_arguments", f"target must be 'memory' or 'user', not {target!r}")
+    path = ctx.profile.memory_path("memory" if target == "memory" else "user")
+    lines = [line for line in (path.read_text(encoding="utf-8") if path.exists() else "").splitlines() if line.strip()]
+    if action == "add":
+        _check_entry(content)
+        if content in lines:
+            return {"ok": True, "target": target, "note": "already remembered", "entries": len(lines)}
+        lines.append(content)
+    elif action == "replace":
+        old = require_str(args, "old_text")
+        _check_entry(content)
+        index = _find(lines, old, target)
+        lines[index] = content
+    elif action == "remove":
+        index = _find(lines, content, target)
+        del lines[index]
+    else:
+        raise ToolFailure("invalid_arguments", f"action must be add, replace or remove, not {action!r}")
+    text = "\n".join(lines) + ("\n" if lines else "")
+    if len(text) > LIMITS[target]:
+        raise ToolFailure(
+            "memory_full",
+            f"{path.name} would hold {len(text)} characters, over its limit of {LIMITS[target]}: "
+            "remove or shorten entries first",
+        )
+    write_atomic(path, text)
+    return {"ok": True, "target": target, "action": action, "entries": len(lines), "chars": len(text)}
+
+
+def _check_entry(content: str) -> None:
+    if not content:
+        raise ToolFailure("invalid_arguments", "content is empty")
+    if len(content) > MAX_ENTRY:
+        raise ToolFailure("invalid_arguments", f"an entry holds at most {MAX_ENTRY} characters, got {len(content)}")
+
+
+def _find(lines: list[str], needle: str, target: str) -> int:
+    needle = needle.strip()
+    matches = [i for i, line in enumerate(lines) if needle and needle in line]
+    if not matches:
+        raise ToolFailure("not_found", f"no line in {target} contains {needle!r}")
+    if len(matches) > 1:
+        raise ToolFailure("ambiguous", f"{len(matches)} lines in {target} contain {needle!r}; be more specific")
+    return matches[0]
+
+
+TOOL = Tool(spec=SPEC, handler=handle)

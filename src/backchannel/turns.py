@@ -1,0 +1,80 @@
+"""The agent loop: call the model, run its tool calls, append the results, until a final answer or max_turns."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .engines.base import Engine, ModelRequest
+from .messages import Message
+from .persona import system_prompt
+from .profiles import Profile
+from .tools.base import Tool, ToolContext, call_tool
+
+Emit = Callable[..., None]
+
+
+@dataclass
+class TurnProgress:
+    """What the turn has produced so far; read when a turn is interrupted, to keep the partial output."""
+
+    messages: list[Message] = field(default_factory=list)
+    partial: str = ""
+
+    def output(self) -> str:
+        done = [m.content for m in self.messages if m.role == "assistant" and m.content]
+        return "\n".join([*done, self.partial] if self.partial else done)
+
+
+async def run_turn(
+    *,
+    engine: Engine,
+    profile: Profile,
+    history: Sequence[Message],
+    incoming: Message,
+    tools: Mapping[str, Tool],
+    ctx: ToolContext,
+    progress: TurnProgress,
+    emit: Emit,
+) -> str:
+    """Run one turn; the new messages (incoming first) accumulate in `progress.messages`."""
+    progress.messages.append(incoming)
+    specs = [tool.spec for tool in tools.values()]
+
+    def on_delta(text: str) -> None:
+        progress.partial += text
+        emit("message.delta", delta=text)
+
+    for _ in range(profile.config.max_turns):
+        request = ModelRequest(
+            profile=profile.name,
+            system_prompt=system_prompt(profile),
+            messages=[*history, *progress.messages],
+            tools=specs,
+        )
+        progress.partial = ""
+        reply = await engine.step(request, on_delta)
+        progress.partial = ""
+        progress.messages.append(reply)
+        if not reply.tool_calls:
+            return reply.content
+        for call in reply.tool_calls:
+            emit("tool.started", tool=call.name, preview=call.arguments[:200])
+            started = time.monotonic()
+            result, ok = await call_tool(tools, call.name, call.arguments, ctx)
+            progress.messages.append(Message(role="tool", content=result, tool_call_id=call.id, name=call.name))
+            emit(
+                "tool.completed",
+                tool=call.name,
+                duration=round(time.monotonic() - started, 3),
+                error=None if ok else _error_text(result),
+            )
+    note = f"(stopped: {profile.config.max_turns} model calls without a final answer; see agent.max_turns)"
+    progress.messages.append(Message(role="assistant", content=note))
+    return note
+
+
+def _error_text(result: str) -> Any:
+    return result[:300]
