@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 demo: $(STAMP)
-	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/demo.sh
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python scripts/demo.py
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

@@ -5,17 +5,10 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
-
-try:
-    import backchannel  # noqa: F401
-except ImportError:  # running from a checkout without an installed package
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from backchannel.engines.base import ModelRequest, ToolSpec
 from backchannel.engines.openai import OpenAIEngine

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import logging
+import signal
 import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -104,4 +105,6 @@ def serve(root: Path, *, host: str | None = None, port: int | None = None, grace
             lifespan="on",
         )
     )
+    # uvicorn re-raises the signal that stopped it once it is done; a graceful SIGTERM stop exits 0.
+    signal.signal(signal.SIGTERM, lambda signum, frame: log.info("gateway stopped"))
     server.run(sockets=[sock])

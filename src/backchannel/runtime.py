@@ -79,7 +79,8 @@ class Runtime:
         self._done: dict[str, asyncio.Event] = {}
         self._slots = asyncio.Semaphore(max(1, self.settings.max_concurrent_turns))
         self._background: list[asyncio.Task[None]] = []
-        self._accepting = False
+        self._accepting = False  # workers run only between start() and close()
+        self._closing = False
         self.on_state: Callable[[RunRow], None] = lambda run: None
 
     # --- lifecycle -----------------------------------------------------------------------------
@@ -88,13 +89,15 @@ class Runtime:
         for run in runstore.reclaim(self.db, is_dead=_owner_is_dead, max_attempts=self.settings.max_attempts):
             log.info("run %s reclaimed after an interrupted turn (attempt %d)", run.id, run.attempts)
         self._accepting = True
+        seen = self.db.data_version()  # before the scan: a commit after it is noticed by _watch
         for session_id in runstore.sessions_with_queued(self.db):
             self._kick(session_id)
-        self._background = [asyncio.create_task(self._watch()), asyncio.create_task(self._renew())]
+        self._background = [asyncio.create_task(self._watch(seen)), asyncio.create_task(self._renew())]
 
     async def close(self, *, grace: float = 10.0) -> None:
         """Stop taking work; let running turns finish within `grace`, then requeue what is left."""
         self._accepting = False
+        self._closing = True
         for task in self._background:
             task.cancel()
         running = [t.task for t in self._turns.values()]
@@ -128,7 +131,7 @@ class Runtime:
         chain: tuple[str, ...] = (),
     ) -> tuple[RunRow, bool]:
         """Record a run (or find the one filed under the same key) and queue it; returns (run, created)."""
-        if not self._accepting:
+        if self._closing:
             raise BackchannelError("the gateway is shutting down; try again shortly", code="gateway_draining")
         key = idempotency_key or runstore.derived_key(
             sender, session_id, message, window=self.settings.dedup_window_seconds, now=time.time()
@@ -307,9 +310,8 @@ class Runtime:
     def secret(self, name: str) -> str | None:
         return config.secret_value(self.root, name)
 
-    async def _watch(self) -> None:
+    async def _watch(self, seen: int) -> None:
         """Notice runs queued by another process on the same home (a CLI beside the gateway)."""
-        seen = self.db.data_version()
         while True:
             await asyncio.sleep(self._poll)
             version = self.db.data_version()

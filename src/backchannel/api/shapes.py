@@ -37,6 +37,8 @@ def run(row: RunRow, queue_position: int | None) -> dict[str, Any]:
         "profile": row.profile,
         "created_at": row.created_at,
         "updated_at": row.updated_at,
+        "started_at": row.started_at,
+        "finished_at": row.finished_at,
         "attempts": row.attempts,
         "hops": row.hops,
     }

@@ -14,7 +14,7 @@ def main() -> None:
     from .app import cli
 
     try:
-        cli.main(standalone_mode=False)
+        cli.main(prog_name="backchannel", standalone_mode=False)
     except BackchannelError as exc:
         click.echo(f"error: {exc.message}", err=True)
         sys.exit(exc.exit_code)
