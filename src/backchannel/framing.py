@@ -13,7 +13,7 @@ def frame(sender: str, message: str, *, via: str = "send_to_session") -> str:
         return message
     if sender.startswith("peer:"):
         origin = f"peer {sender[5:]}"
-        via = "the peer API"
+        via = "the peer API" if via == "send_to_session" else via
     else:
         origin = f"session {sender}"
     return f"[Message from {origin} via {via} — another agent, not your user]\n{message}"

@@ -7,11 +7,15 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
+from .addresses import LocalAddress
+from .config import NAME_RE
 from .errors import BodyTooLarge, NotFound, UsageError
 from .messages import Message
-from .profiles import DEFAULT_PROFILE
+from .profiles import DEFAULT_PROFILE, list_profiles
 from .runtime import Runtime
+from .store import ledger
 from .store import runs as runstore
 from .store import sessions as sessionstore
 from .store.runs import RunRow
@@ -36,6 +40,10 @@ class Delivery:
 def check_message(message: object) -> str:
     if not isinstance(message, str) or not message.strip():
         raise UsageError("the message is empty or missing", code="missing_message")
+    try:
+        message.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise UsageError(f"the message is not valid text: {exc.reason}", code="invalid_payload") from exc
     if len(message) > MAX_MESSAGE_CHARS:
         raise BodyTooLarge(f"the message has {len(message)} characters; at most {MAX_MESSAGE_CHARS} are accepted")
     return message
@@ -51,12 +59,45 @@ def check_idempotency_key(key: str | None) -> str | None:
 
 class Router:
     def __init__(self, runtime: Runtime) -> None:
+        from .messaging import Messenger  # messaging builds on the router; the router wires it in
+        from .tools import memory
+        from .tools import messaging as messaging_tools
+
         self.runtime = runtime
         self.db = runtime.db
+        self.messenger = Messenger(self)
+        tools = {memory.TOOL.name: memory.TOOL, **messaging_tools.build(self.messenger)}
+        runtime.tools_factory = lambda _runtime, _profile: tools
+
+    def resolve(self, address: LocalAddress) -> SessionRow:
+        """The session an address names; a profile alone is its Bot Chat (created on first use)."""
+        if address.profile is not None and address.session_id is not None:
+            self.check_profile(address.profile)
+            return self.session(address.session_id, profile=address.profile)
+        if address.profile is not None:
+            if address.profile in list_profiles(self.runtime.root):
+                return self.bot_chat(address.profile)
+            try:
+                return self.session(address.profile)
+            except NotFound:
+                known = ", ".join(list_profiles(self.runtime.root)) or "none"
+                raise NotFound(
+                    f"no profile or session named {address.profile!r} (profiles: {known})", code="not_found"
+                ) from None
+        assert address.session_id is not None
+        try:
+            return self.session(address.session_id)
+        except NotFound:
+            raise NotFound(f"no session {address.session_id!r} in any profile", code="session_not_found") from None
+
+    def ledger(self, a: str | None = None, b: str | None = None, *, limit: int = 100) -> list[ledger.Entry]:
+        return ledger.entries(self.db, a, b, limit=limit)
 
     # --- sessions ------------------------------------------------------------------------------
 
     def check_profile(self, profile: str) -> str:
+        if not NAME_RE.match(profile):
+            raise NotFound(f"no profile {profile!r} (not a valid profile name)", code="profile_not_found")
         self.runtime.profile(profile)  # NotFound names the known profiles
         return profile
 
@@ -99,7 +140,9 @@ class Router:
         idempotency_key: str | None = None,
         hops: int = 0,
         chain: tuple[str, ...] = (),
+        **extra: Any,
     ) -> Delivery:
+        """Record and queue; `extra` carries an agent send's provenance (origin, sender session, wake)."""
         run, created = self.runtime.submit(
             profile=session.profile,
             session_id=session.id,
@@ -108,6 +151,7 @@ class Router:
             idempotency_key=check_idempotency_key(idempotency_key),
             hops=hops,
             chain=chain,
+            **extra,
         )
         return Delivery(run, not created, self.runtime.queue_position(run), 0.0)
 

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import secrets
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,8 @@ from .tools.base import Tool, ToolContext
 from .turns import TurnProgress, run_turn
 
 log = logging.getLogger("backchannel.runtime")
+WAKE_PREFIX = "wake:"
+MAX_DERIVED_RETRIES = 50
 
 EngineFactory = Callable[[Profile, Callable[[str], str | None]], Engine]
 ToolsFactory = Callable[["Runtime", Profile], Mapping[str, Tool]]
@@ -69,7 +72,7 @@ class Runtime:
         self.owner = f"{os.getpid()}:{secrets.token_hex(4)}"
         self.events = EventHub()
         self._engine_factory = engine_factory
-        self._tools_factory = tools_factory
+        self.tools_factory = tools_factory
         self._lease = lease_seconds
         self._poll = poll_seconds
         self.scope = scope
@@ -82,6 +85,8 @@ class Runtime:
         self._accepting = False  # workers run only between start() and close()
         self._closing = False
         self.on_state: Callable[[RunRow], None] = lambda run: None
+        # Set by the messaging layer: rewrites a person's prompt before the turn (mentions).
+        self.prepare: Callable[[RunRow, Profile], Awaitable[str]] | None = None
 
     # --- lifecycle -----------------------------------------------------------------------------
 
@@ -90,8 +95,9 @@ class Runtime:
             log.info("run %s reclaimed after an interrupted turn (attempt %d)", run.id, run.attempts)
         self._accepting = True
         seen = self.db.data_version()  # before the scan: a commit after it is noticed by _watch
-        for session_id in runstore.sessions_with_queued(self.db):
-            self._kick(session_id)
+        for run in runstore.pending_wakes(self.db):
+            self._wake(run)
+        self._discover()
         self._background = [asyncio.create_task(self._watch(seen)), asyncio.create_task(self._renew())]
 
     async def close(self, *, grace: float = 10.0) -> None:
@@ -129,29 +135,50 @@ class Runtime:
         idempotency_key: str | None = None,
         hops: int = 0,
         chain: tuple[str, ...] = (),
+        origin: str | None = None,
+        sender_profile: str | None = None,
+        sender_session: str | None = None,
+        wait_seconds: float | None = None,
+        wake: bool = False,
     ) -> tuple[RunRow, bool]:
         """Record a run (or find the one filed under the same key) and queue it; returns (run, created)."""
         if self._closing:
             raise BackchannelError("the gateway is shutting down; try again shortly", code="gateway_draining")
-        key = idempotency_key or runstore.derived_key(
-            sender, session_id, message, window=self.settings.dedup_window_seconds, now=time.time()
+        new = runstore.NewRun(
+            sender=sender,
+            profile=profile,
+            session_id=session_id,
+            message=message,
+            idempotency_key=idempotency_key or "",
+            hops=hops,
+            chain=chain,
+            ttl_seconds=self.settings.run_ttl_seconds or None,
+            origin=origin,
+            sender_profile=sender_profile,
+            sender_session=sender_session,
+            wait_seconds=wait_seconds,
+            wake=wake,
         )
-        run, created = runstore.record(
-            self.db,
-            runstore.NewRun(
-                sender=sender,
-                profile=profile,
-                session_id=session_id,
-                message=message,
-                idempotency_key=key,
-                hops=hops,
-                chain=chain,
-                ttl_seconds=self.settings.run_ttl_seconds or None,
-            ),
-        )
+        if idempotency_key:
+            run, created = runstore.record(self.db, new)
+        else:
+            run, created = self._record_derived(new)
         if created:
             self.on_state(run)
             self._kick(session_id)
+        return run, created
+
+    def _record_derived(self, new: runstore.NewRun) -> tuple[RunRow, bool]:
+        """A send without a key is deduplicated on its content within the window, unless that run failed:
+        sending the same words again after a failure is a new attempt, not a replay of the failure."""
+        base = runstore.derived_key(
+            new.sender, new.session_id, new.message, window=self.settings.dedup_window_seconds, now=time.time()
+        )
+        for attempt in range(MAX_DERIVED_RETRIES):
+            key = base if attempt == 0 else f"{base}:retry{attempt}"
+            run, created = runstore.record(self.db, dataclasses.replace(new, idempotency_key=key))
+            if created or run.state not in (RunState.FAILED, RunState.CANCELLED, RunState.EXPIRED):
+                return run, created
         return run, created
 
     async def wait(self, run_id: str, timeout: float | None) -> RunRow:
@@ -189,9 +216,13 @@ class Runtime:
 
     # --- workers -------------------------------------------------------------------------------
 
+    def _discover(self) -> None:
+        """Work the queues found in the store (within `scope`); runs submitted here are kicked directly."""
+        for session_id in runstore.sessions_with_queued(self.db):
+            if self.scope is None or session_id in self.scope:
+                self._kick(session_id)
+
     def _kick(self, session_id: str) -> None:
-        if self.scope is not None and session_id not in self.scope:
-            return
         if self._accepting and session_id not in self._workers:
             self._workers[session_id] = asyncio.create_task(self._drain(session_id))
 
@@ -248,7 +279,9 @@ class Runtime:
 
     async def _turn(self, run: RunRow, profile: Profile, progress: TurnProgress) -> str:
         history = sessionstore.list_messages(self.db, run.session_id)
-        incoming = Message(role="user", content=frame(run.sender, run.message))
+        text = await self.prepare(run, profile) if self.prepare is not None else run.message
+        via = "a reply to your message" if run.idempotency_key.startswith(WAKE_PREFIX) else "send_to_session"
+        incoming = Message(role="user", content=frame(run.sender, text, via=via))
         ctx = ToolContext(
             profile=profile,
             session_id=run.session_id,
@@ -266,7 +299,7 @@ class Runtime:
             profile=profile,
             history=history,
             incoming=incoming,
-            tools=self._tools_factory(self, profile),
+            tools=self.tools_factory(self, profile),
             ctx=ctx,
             progress=progress,
             emit=emit,
@@ -299,6 +332,37 @@ class Runtime:
         done = self._done.pop(run.id, None)
         if done is not None:
             done.set()
+        self._wake(run)
+
+    def _wake(self, run: RunRow) -> None:
+        """Deliver a finished run's reply into the session of the agent that stopped waiting for it."""
+        if not (run.wake and run.sender_session and run.state.terminal):
+            return
+        outcome = run.reply if run.state is RunState.COMPLETED else f"({run.state.value}: {run.error or 'no reply'})"
+        first_line = run.message.strip().splitlines()[0][:120] if run.message.strip() else ""
+        text = f"[Reply to your message {run.id} ({first_line!r})]\n{outcome or '(no reply)'}"
+        try:
+            sender = sessionstore.get_session(self.db, run.sender_session)
+            self.submit(
+                profile=sender.profile,
+                session_id=sender.id,
+                message=text,
+                sender=f"{run.profile}/{run.session_id}",
+                idempotency_key=f"{WAKE_PREFIX}{run.id}",
+                hops=run.hops + 1,
+                origin=run.origin,
+            )
+        except BackchannelError as exc:  # retried by the pending-wakes scan at the next start
+            log.warning("reply of run %s not yet delivered to session %s: %s", run.id, run.sender_session, exc.message)
+
+    @contextlib.asynccontextmanager
+    async def waiting(self) -> AsyncIterator[None]:
+        """A turn that waits on another run gives its slot back meanwhile, so waits cannot starve the workers."""
+        self._slots.release()
+        try:
+            yield
+        finally:
+            await self._slots.acquire()
 
     def _engine(self, profile: Profile) -> Engine:
         key = (profile.name, profile.config.model)
@@ -317,8 +381,7 @@ class Runtime:
             version = self.db.data_version()
             if version != seen:
                 seen = version
-                for session_id in runstore.sessions_with_queued(self.db):
-                    self._kick(session_id)
+                self._discover()
 
     async def _renew(self) -> None:
         """Keep our turns' leases fresh, and requeue runs that another, dead process left running."""
@@ -326,8 +389,7 @@ class Runtime:
             await asyncio.sleep(self._lease / 3)
             runstore.renew_leases(self.db, list(self._turns), owner=self.owner, lease_seconds=self._lease)
             if runstore.reclaim(self.db, is_dead=_owner_is_dead, max_attempts=self.settings.max_attempts):
-                for session_id in runstore.sessions_with_queued(self.db):
-                    self._kick(session_id)
+                self._discover()
 
 
 def _owner_is_dead(owner: str) -> bool:

@@ -15,7 +15,7 @@ from .. import __version__
 from ..errors import BackchannelError
 from . import routes_runs, routes_sessions
 from .context import Context, context
-from .http import authorize
+from .http import authorize, profile_of
 from .openapi import openapi_document
 
 log = logging.getLogger("backchannel.api")
@@ -39,6 +39,7 @@ async def health(request: Request) -> Response:
 
 async def capabilities(request: Request) -> Response:
     ctx = context(request)
+    ctx.router.check_profile(profile_of(request))
     features = {
         "session_chat": True,
         "session_chat_streaming": True,

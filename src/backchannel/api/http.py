@@ -121,7 +121,7 @@ def _wait(raw: str | None) -> float | None:
 def _hops(raw: str | None) -> int:
     if raw is None or raw == "":
         return 0
-    if not raw.strip().isdigit() or int(raw) > MAX_HOPS_HEADER:
+    if not (raw.strip().isascii() and raw.strip().isdigit()) or int(raw) > MAX_HOPS_HEADER:
         raise UsageError(f"X-Backchannel-Hops must be a small non-negative integer, got {raw!r}")
     return int(raw)
 

@@ -25,7 +25,9 @@ class Database:
         self.path = path
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            self.conn = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
+            self.conn = sqlite3.connect(
+                path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False
+            )  # one user at a time (the event loop), but it may not be the thread that opened it
             self.conn.row_factory = sqlite3.Row
             self.conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
             mode = self.conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]

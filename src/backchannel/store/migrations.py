@@ -78,7 +78,36 @@ def m0002_runs(conn: sqlite3.Connection) -> None:
     )
 
 
+def m0003_messaging(conn: sqlite3.Connection) -> None:
+    """Agent-to-agent messaging: where a run came from, whether to wake its sender, refusals for the ledger."""
+    _run(
+        conn,
+        """
+        ALTER TABLE runs ADD COLUMN origin TEXT;
+        ALTER TABLE runs ADD COLUMN sender_profile TEXT;
+        ALTER TABLE runs ADD COLUMN sender_session TEXT;
+        ALTER TABLE runs ADD COLUMN wait_seconds REAL;
+        ALTER TABLE runs ADD COLUMN wake INTEGER NOT NULL DEFAULT 0;
+        CREATE INDEX runs_pair ON runs (sender_profile, profile, origin);
+        CREATE INDEX runs_origin ON runs (origin);
+        CREATE TABLE refusals (
+            id INTEGER PRIMARY KEY,
+            sender TEXT NOT NULL,
+            target TEXT NOT NULL,
+            code TEXT NOT NULL,
+            reason TEXT NOT NULL,
+            message TEXT NOT NULL,
+            hops INTEGER NOT NULL DEFAULT 0,
+            wait_seconds REAL,
+            created_at REAL NOT NULL
+        );
+        CREATE INDEX refusals_created ON refusals (created_at);
+        """,
+    )
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0001_sessions_messages", m0001_sessions_messages),
     ("0002_runs", m0002_runs),
+    ("0003_messaging", m0003_messaging),
 ]

@@ -55,6 +55,11 @@ class RunRow:
     started_at: float | None
     finished_at: float | None
     expires_at: float | None
+    origin: str | None = None
+    sender_profile: str | None = None
+    sender_session: str | None = None
+    wait_seconds: float | None = None
+    wake: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -75,6 +80,9 @@ class RunRow:
             "updated_at": self.updated_at,
             "started_at": self.started_at,
             "finished_at": self.finished_at,
+            "origin": self.origin,
+            "sender_session": self.sender_session,
+            "wait_seconds": self.wait_seconds,
         }
 
 
@@ -99,6 +107,11 @@ def _run(row: sqlite3.Row) -> RunRow:
         started_at=row["started_at"],
         finished_at=row["finished_at"],
         expires_at=row["expires_at"],
+        origin=row["origin"],
+        sender_profile=row["sender_profile"],
+        sender_session=row["sender_session"],
+        wait_seconds=row["wait_seconds"],
+        wake=bool(row["wake"]),
     )
 
 
@@ -122,19 +135,26 @@ class NewRun:
     hops: int = 0
     chain: tuple[str, ...] = ()
     ttl_seconds: float | None = None
+    origin: str | None = None  # the run of the person's message this exchange descends from
+    sender_profile: str | None = None  # set when an agent session sends
+    sender_session: str | None = None
+    wait_seconds: float | None = None
+    wake: bool = False  # deliver the reply into the sender's session when it comes
 
 
 def record(db: Database, new: NewRun) -> tuple[RunRow, bool]:
     """Insert a queued run, or return the run already filed under the same key (created=False)."""
     now = time.time()
     fp = fingerprint(new.sender, new.session_id, new.message)
+    run_id = new_run_id()
     with db.tx() as conn:
         cur = conn.execute(
             "INSERT INTO runs (id, idempotency_key, fingerprint, sender, profile, session_id, message, hops, chain,"
-            " state, created_at, updated_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " state, created_at, updated_at, expires_at, origin, sender_profile, sender_session, wait_seconds, wake)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
             " ON CONFLICT (idempotency_key) DO NOTHING",
             (
-                new_run_id(),
+                run_id,
                 new.idempotency_key,
                 fp,
                 new.sender,
@@ -147,6 +167,11 @@ def record(db: Database, new: NewRun) -> tuple[RunRow, bool]:
                 now,
                 now,
                 now + new.ttl_seconds if new.ttl_seconds else None,
+                new.origin or run_id,  # a person's message starts its own exchange
+                new.sender_profile,
+                new.sender_session,
+                new.wait_seconds,
+                int(new.wake),
             ),
         )
         created = cur.rowcount == 1
@@ -273,6 +298,34 @@ def reclaim(db: Database, *, is_dead: Callable[[str], bool], max_attempts: int) 
                     (now, r["seq"]),
                 )
     return [_run(r) for r in stale]
+
+
+def ask_wake(db: Database, run_id: str) -> bool:
+    """The sender stopped waiting: deliver the reply into its session when it comes. False if already over."""
+    with db.tx() as conn:
+        cur = conn.execute(
+            "UPDATE runs SET wake = 1 WHERE id = ? AND state IN ('queued', 'running')",
+            (run_id,),
+        )
+    return cur.rowcount == 1
+
+
+def pending_wakes(db: Database) -> list[RunRow]:
+    """Finished runs whose sender asked to be woken and whose wake-up run does not exist yet."""
+    rows = db.all(
+        "SELECT r.* FROM runs r WHERE r.wake = 1 AND r.state NOT IN ('queued', 'running')"
+        " AND NOT EXISTS (SELECT 1 FROM runs w WHERE w.idempotency_key = 'wake:' || r.id)"
+    )
+    return [_run(r) for r in rows]
+
+
+def pair_count(db: Database, *, sender_profile: str, profile: str, origin: str, since: float) -> int:
+    """Agent-sent runs from one profile to another within one exchange (one person's message) since a time."""
+    row = db.one(
+        "SELECT COUNT(*) FROM runs WHERE sender_profile = ? AND profile = ? AND origin = ? AND created_at >= ?",
+        (sender_profile, profile, origin, since),
+    )
+    return int(row[0]) if row else 0
 
 
 def sessions_with_queued(db: Database) -> list[str]:

@@ -1,0 +1,121 @@
+"""Addresses, one grammar for tools, mentions, the CLI and the API.
+
+local   := session-id | profile "/" session-id | profile        (profile alone = its Bot Chat)
+remote  := "peer:" peer [ "/" profile [ "/" session-id ] ]
+mention := "@session:" local | "@peer:" peer [ "/" profile ]
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .config import NAME_RE
+from .errors import UsageError
+from .ids import CLIENT_SESSION_ID_RE
+
+REMOTE_PROFILE_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_-]{0,63}$")  # Hermes accepts upper case
+MENTION_RE = re.compile(r"(?<![\w@])@(session|peer):([A-Za-z0-9_./-]+)")
+TRAILING = ".,;:!?)/"
+
+
+@dataclass(frozen=True)
+class LocalAddress:
+    """`profile` alone is its Bot Chat; `session_id` alone is looked up across profiles."""
+
+    profile: str | None = None
+    session_id: str | None = None
+
+    def __str__(self) -> str:
+        return "/".join(p for p in (self.profile, self.session_id) if p)
+
+
+@dataclass(frozen=True)
+class RemoteAddress:
+    peer: str
+    profile: str | None = None
+    session_id: str | None = None
+
+    def __str__(self) -> str:
+        return "peer:" + "/".join(p for p in (self.peer, self.profile, self.session_id) if p)
+
+
+Address = LocalAddress | RemoteAddress
+
+
+def _bad(text: str, why: str) -> UsageError:
+    return UsageError(f"invalid address {text!r}: {why}", code="invalid_address")
+
+
+def parse(text: str) -> Address:
+    raw = text.strip()
+    if not raw:
+        raise _bad(text, "it is empty")
+    if raw.startswith("peer:"):
+        return parse_remote(raw[5:], original=text)
+    parts = raw.split("/")
+    if len(parts) == 1:
+        token = parts[0]
+        if NAME_RE.match(token):
+            return LocalAddress(profile=token)  # a profile, or failing that a bare session id (resolved later)
+        if CLIENT_SESSION_ID_RE.match(token):
+            return LocalAddress(session_id=token)
+        raise _bad(text, "expected a profile name or a session id")
+    if len(parts) == 2:
+        profile, session_id = parts
+        if not NAME_RE.match(profile):
+            raise _bad(text, f"{profile!r} is not a profile name (a-z, 0-9, '-', '_')")
+        if not CLIENT_SESSION_ID_RE.match(session_id):
+            raise _bad(text, f"{session_id!r} is not a session id")
+        return LocalAddress(profile=profile, session_id=session_id)
+    raise _bad(text, "expected session-id, profile, profile/session-id or peer:name[/profile[/session-id]]")
+
+
+def parse_remote(text: str, *, original: str | None = None) -> RemoteAddress:
+    """`peer[/profile[/session-id]]`, as the `peer` CLI verbs take it (without the `peer:` prefix)."""
+    shown = original if original is not None else text
+    parts = text.strip().split("/")
+    if not parts[0] or not NAME_RE.match(parts[0]):
+        raise _bad(shown, f"{parts[0]!r} is not a peer name (a-z, 0-9, '-', '_')")
+    if len(parts) > 3:
+        raise _bad(shown, "expected peer[/profile[/session-id]]")
+    profile = parts[1] if len(parts) > 1 else None
+    session_id = parts[2] if len(parts) > 2 else None
+    if profile is not None and not REMOTE_PROFILE_RE.match(profile):
+        raise _bad(shown, f"{profile!r} is not a profile name")
+    if session_id is not None and not CLIENT_SESSION_ID_RE.match(session_id):
+        raise _bad(shown, f"{session_id!r} is not a session id")
+    return RemoteAddress(peer=parts[0], profile=profile, session_id=session_id)
+
+
+@dataclass(frozen=True)
+class Mention:
+    token: str  # as written, e.g. "@session:builds"
+    address: Address
+
+
+def mentions(prompt: str) -> tuple[str, list[Mention]]:
+    """The prompt without its mention tokens, and the mentions in order (each target once)."""
+    found: list[Mention] = []
+    seen: set[str] = set()
+
+    def take(match: re.Match[str]) -> str:
+        kind, body = match.group(1), match.group(2)
+        stripped = body.rstrip(TRAILING)
+        tail = body[len(stripped) :]
+        try:
+            address: Address = parse(stripped) if kind == "session" else parse_remote(stripped)
+        except UsageError:
+            return match.group(0)  # not an address: leave the text as it was
+        if kind == "session" and isinstance(address, RemoteAddress):
+            return match.group(0)
+        if kind == "peer" and isinstance(address, RemoteAddress) and address.session_id is not None:
+            return match.group(0)
+        key = str(address)
+        if key not in seen:
+            seen.add(key)
+            found.append(Mention(token=f"@{kind}:{stripped}", address=address))
+        return tail
+
+    text = MENTION_RE.sub(take, prompt)
+    return re.sub(r"[ \t]{2,}", " ", text).strip(), found

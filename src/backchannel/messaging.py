@@ -1,0 +1,209 @@
+"""Agents messaging sessions: send (with policy, guards, ledger), check, cancel, list targets, and mentions."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from . import addresses, policy
+from .addresses import LocalAddress, RemoteAddress
+from .errors import BackchannelError, NotFound, Refused, UsageError
+from .framing import is_human
+from .profiles import Profile, list_profiles
+from .router import Router, check_message
+from .store import ledger
+from .store import runs as runstore
+from .store.runs import RunRow, RunState
+from .store.sessions import BOT_CHAT_TITLE, SessionRow
+
+MENTION_WAIT_SECONDS = 120.0
+MAX_WAIT_SECONDS = 3600.0
+RECEIPT_DETAIL = (
+    "accepted and queued: do not resend. The reply will be delivered into this session when it comes; "
+    "check_message(run_id) tells its state."
+)
+
+
+@dataclass(frozen=True)
+class Origin:
+    """The sending side: the session whose turn is running and the run that turn handles."""
+
+    profile: Profile
+    session: SessionRow
+    run: RunRow
+
+    @property
+    def address(self) -> str:
+        return f"{self.profile.name}/{self.session.id}"
+
+
+class Messenger:
+    def __init__(self, router: Router) -> None:
+        self.router = router
+        self.runtime = router.runtime
+        self.db = router.db
+        self.gateway_id = self.runtime.settings.gateway_id or "local"
+        self.runtime.prepare = self.expand_mentions
+
+    def origin(self, profile: Profile, session_id: str, run_id: str) -> Origin:
+        return Origin(profile, self.router.session(session_id), self.router.run(run_id))
+
+    def _key(self, session_id: str) -> str:
+        return f"{self.gateway_id}:{session_id}"
+
+    # --- send ----------------------------------------------------------------------------------
+
+    async def send(self, origin: Origin, address: str, message: str, *, wait: float) -> dict[str, Any]:
+        """Deliver `message` from the origin's session to `address`; the reply, a receipt, or an error raised."""
+        check_message(message)
+        wait = min(max(wait, 0.0), MAX_WAIT_SECONDS)
+        parsed = addresses.parse(address)
+        if isinstance(parsed, RemoteAddress):
+            raise UsageError(f"{address!r} is a peer address: use send_to_peer", code="invalid_address")
+        target = self.router.resolve(parsed)
+        target_profile = self.runtime.profile(target.profile)
+        target_names = policy.local_names(target.profile, target.id, bot_chat=target.title == BOT_CHAT_TITLE)
+        sender_names = policy.local_names(
+            origin.profile.name, origin.session.id, bot_chat=origin.session.title == BOT_CHAT_TITLE
+        )
+        waits = wait > 0
+        hops = origin.run.hops + 1
+        chain = (*origin.run.chain, self._key(origin.session.id)) if waits else ()
+        refusal = policy.check(
+            sender_policy=origin.profile.config.messaging,
+            target_policy=target_profile.config.messaging,
+            sender_names=sender_names,
+            target_names=target_names,
+            sender_key=self._key(origin.session.id),
+            target_key=self._key(target.id),
+            hops=hops,
+            chain=chain,
+            waits=waits,
+            pair_sent=runstore.pair_count(
+                self.db,
+                sender_profile=origin.profile.name,
+                profile=target.profile,
+                origin=origin.run.origin or origin.run.id,
+                since=time.time() - 3600,
+            ),
+        )
+        target_address = target_names[-1]
+        if refusal is not None:
+            ledger.record_refusal(
+                self.db,
+                sender=origin.address,
+                target=target_address,
+                code=refusal.code,
+                reason=refusal.reason,
+                message=message,
+                hops=hops,
+                wait=wait,
+            )
+            raise Refused(refusal.reason, code=refusal.code)
+        delivery = self.router.submit(
+            target,
+            message,
+            sender=origin.address,
+            hops=hops,
+            chain=chain,
+            origin=origin.run.origin or origin.run.id,
+            sender_profile=origin.profile.name,
+            sender_session=origin.session.id,
+            wait_seconds=wait,
+            wake=not waits,
+        )
+        run = delivery.run
+        if waits and not run.state.terminal:
+            async with self.runtime.waiting():
+                run = await self.runtime.wait(run.id, wait)
+            if not run.state.terminal and not runstore.ask_wake(self.db, run.id):
+                run = self.router.run(run.id)  # it ended just now
+        return self.result(run, replayed=delivery.replayed)
+
+    def result(self, run: RunRow, *, replayed: bool = False) -> dict[str, Any]:
+        body: dict[str, Any] = {"run_id": run.id, "to": f"{run.profile}/{run.session_id}", "replayed": replayed}
+        if run.state is RunState.COMPLETED:
+            return {"status": "replied", **body, "reply": run.reply or ""}
+        if run.state.terminal:
+            return {"status": run.state.value, **body, "error": run.error, "partial_output": run.reply}
+        position = self.router.queue_position(run)
+        return {
+            "status": "receipt",
+            **body,
+            "state": run.state.value,
+            "queue_position": position,
+            "detail": RECEIPT_DETAIL,
+        }
+
+    # --- the sibling tools ---------------------------------------------------------------------
+
+    def _own(self, origin: Origin, run_id: str) -> RunRow:
+        run = self.router.run(run_id)
+        if run.sender_profile != origin.profile.name:
+            raise NotFound(f"no message {run_id!r} sent by profile {origin.profile.name!r}", code="not_found")
+        return run
+
+    def check(self, origin: Origin, run_id: str) -> dict[str, Any]:
+        return self.result(self._own(origin, run_id))
+
+    async def cancel(self, origin: Origin, run_id: str) -> dict[str, Any]:
+        self._own(origin, run_id)
+        return self.result(await self.router.stop(run_id))
+
+    def targets(self, origin: Origin, profile: str | None = None) -> list[dict[str, Any]]:
+        """The local sessions this profile may message (its allowlist), with titles and last activity."""
+        allow = origin.profile.config.messaging.allow
+        names = [profile] if profile else list_profiles(self.router.runtime.root)
+        found: list[dict[str, Any]] = []
+        for name in names:
+            self.router.check_profile(name)
+            if policy.matches(allow, [name]) and not any(s.title == BOT_CHAT_TITLE for s in self._sessions(name)):
+                found.append({"address": name, "title": BOT_CHAT_TITLE, "last_active": None, "bot_chat": True})
+            for s in self._sessions(name):
+                bot = s.title == BOT_CHAT_TITLE
+                if s.id != origin.session.id and policy.matches(allow, policy.local_names(name, s.id, bot_chat=bot)):
+                    found.append(
+                        {
+                            "address": name if bot else f"{name}/{s.id}",
+                            "title": s.title,
+                            "last_active": s.updated_at,
+                            "bot_chat": bot,
+                        }
+                    )
+        return found
+
+    def _sessions(self, profile: str) -> list[SessionRow]:
+        return self.router.sessions(profile, limit=50)
+
+    # --- mentions ------------------------------------------------------------------------------
+
+    async def expand_mentions(self, run: RunRow, profile: Profile) -> str:
+        """A person's prompt with @session: mentions answered first, each reply marked with who gave it."""
+        if not is_human(run.sender) or "@" not in run.message:
+            return run.message
+        prompt, found = addresses.mentions(run.message)
+        if not found:
+            return run.message
+        origin = Origin(profile, self.router.session(run.session_id), run)
+
+        async def ask(mention: addresses.Mention) -> str:
+            try:
+                if isinstance(mention.address, LocalAddress):
+                    result = await self.send(origin, str(mention.address), prompt, wait=MENTION_WAIT_SECONDS)
+                else:
+                    raise UsageError("peer mentions need a configured peer", code="not_found")
+            except BackchannelError as exc:
+                return f"{mention.token} was refused ({exc.code}): {exc.message}"
+            if result["status"] == "replied":
+                return f"{mention.token} ({result['to']}) answered:\n{result['reply']}"
+            if result["status"] == "receipt":
+                return (
+                    f"{mention.token} did not answer within {MENTION_WAIT_SECONDS:.0f}s: run {result['run_id']} "
+                    "goes on and its reply will come to this session"
+                )
+            return f"{mention.token} {result['status']}: {result.get('error') or 'no reply'}"
+
+        answers = await asyncio.gather(*(ask(m) for m in found))
+        return prompt + "\n\n[Replies to the mentions in this message]\n" + "\n\n".join(answers)
