@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import sys
 import threading
 import time
 import uuid
@@ -38,6 +39,10 @@ EXHAUSTED = "(script exhausted)"
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     owner: ScriptedModel
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):  # a client closing its kept-alive connection
+            super().handle_error(request, client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -62,9 +62,11 @@ class Messenger:
         parsed = addresses.parse(address)
         if isinstance(parsed, RemoteAddress):
             raise UsageError(f"{address!r} is a peer address: use send_to_peer", code="invalid_address")
-        target = self.router.resolve(parsed)
-        target_profile = self.runtime.profile(target.profile)
-        target_names = policy.local_names(target.profile, target.id, bot_chat=target.title == BOT_CHAT_TITLE)
+        profile_name, target = self.router.find(parsed)  # a Bot Chat is made only once the send is allowed
+        target_profile = self.runtime.profile(profile_name)
+        target_id = target.id if target is not None else ""
+        is_bot = target is None or target.title == BOT_CHAT_TITLE
+        target_names = policy.local_names(profile_name, target_id, bot_chat=is_bot)
         sender_names = policy.local_names(
             origin.profile.name, origin.session.id, bot_chat=origin.session.title == BOT_CHAT_TITLE
         )
@@ -77,19 +79,19 @@ class Messenger:
             sender_names=sender_names,
             target_names=target_names,
             sender_key=self._key(origin.session.id),
-            target_key=self._key(target.id),
+            target_key=self._key(target_id) if target is not None else "",
             hops=hops,
             chain=chain,
             waits=waits,
             pair_sent=runstore.pair_count(
                 self.db,
                 sender_profile=origin.profile.name,
-                profile=target.profile,
+                profile=profile_name,
                 origin=origin.run.origin or origin.run.id,
                 since=time.time() - 3600,
             ),
         )
-        target_address = target_names[-1]
+        target_address = target_names[0]
         if refusal is not None:
             ledger.record_refusal(
                 self.db,
@@ -103,7 +105,7 @@ class Messenger:
             )
             raise Refused(refusal.reason, code=refusal.code)
         delivery = self.router.submit(
-            target,
+            target if target is not None else self.router.bot_chat(profile_name),
             message,
             sender=origin.address,
             hops=hops,

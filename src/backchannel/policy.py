@@ -54,7 +54,7 @@ def check(
     pair_sent: int,
 ) -> Refusal | None:
     """The first reason to refuse a send, or None. `hops` is the new run's; `pair_sent` what this pair already sent."""
-    shown = target_names[-1]
+    shown = target_names[0]
     if sender_key == target_key:
         return Refusal("self_send", "a session cannot message itself; answer in your own reply instead")
     if not matches(sender_policy.allow, target_names):

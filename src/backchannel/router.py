@@ -19,7 +19,7 @@ from .store import ledger
 from .store import runs as runstore
 from .store import sessions as sessionstore
 from .store.runs import RunRow
-from .store.sessions import SessionRow
+from .store.sessions import BOT_CHAT_TITLE, SessionRow
 
 MAX_MESSAGE_CHARS = 65_536
 MAX_KEY_CHARS = 255
@@ -71,14 +71,20 @@ class Router:
 
     def resolve(self, address: LocalAddress) -> SessionRow:
         """The session an address names; a profile alone is its Bot Chat (created on first use)."""
+        profile, session = self.find(address)
+        return session if session is not None else self.bot_chat(profile)
+
+    def find(self, address: LocalAddress) -> tuple[str, SessionRow | None]:
+        """Like `resolve` but creates nothing: (profile, None) for a Bot Chat that does not exist yet."""
         if address.profile is not None and address.session_id is not None:
             self.check_profile(address.profile)
-            return self.session(address.session_id, profile=address.profile)
+            return address.profile, self.session(address.session_id, profile=address.profile)
         if address.profile is not None:
             if address.profile in list_profiles(self.runtime.root):
-                return self.bot_chat(address.profile)
+                return address.profile, sessionstore.find_by_title(self.db, address.profile, BOT_CHAT_TITLE)
             try:
-                return self.session(address.profile)
+                found = self.session(address.profile)
+                return found.profile, found
             except NotFound:
                 known = ", ".join(list_profiles(self.runtime.root)) or "none"
                 raise NotFound(
@@ -86,9 +92,10 @@ class Router:
                 ) from None
         assert address.session_id is not None
         try:
-            return self.session(address.session_id)
+            found = self.session(address.session_id)
         except NotFound:
             raise NotFound(f"no session {address.session_id!r} in any profile", code="session_not_found") from None
+        return found.profile, found
 
     def ledger(self, a: str | None = None, b: str | None = None, *, limit: int = 100) -> list[ledger.Entry]:
         return ledger.entries(self.db, a, b, limit=limit)

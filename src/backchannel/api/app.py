@@ -84,6 +84,7 @@ def _api_routes() -> list[BaseRoute]:
         Route("/v1/runs/{run_id}", protected(routes_runs.get_run), methods=["GET"]),
         Route("/v1/runs/{run_id}/events", protected(routes_runs.run_events), methods=["GET"]),
         Route("/v1/runs/{run_id}/stop", protected(routes_runs.stop_run), methods=["POST"]),
+        Route("/v1/ledger", protected(routes_runs.get_ledger), methods=["GET"]),
     ]
 
 

@@ -166,6 +166,22 @@ def _paths() -> dict[str, Any]:
         "/v1/runs/{run_id}/events": {
             "get": {"summary": "A run's events", "parameters": [_RUN_ID], "responses": {**_STREAM, **_errors(401, 404)}}
         },
+        "/v1/ledger": {
+            "get": {
+                "summary": "Every run and refusal, newest first; one address: what it sent or received, two: "
+                "what passed between them",
+                "parameters": [
+                    {"name": "address", "in": "query", "required": False, "schema": {"type": "string"}},
+                    {
+                        "name": "limit",
+                        "in": "query",
+                        "required": False,
+                        "schema": {"type": "integer", "minimum": 1, "maximum": 10000},
+                    },
+                ],
+                "responses": {"200": _resp("Ledger entries", {"type": "object"}), **_errors(400, 401, 404)},
+            }
+        },
         "/v1/runs/{run_id}/stop": {
             "post": {
                 "summary": "Cancel a run, keeping its partial output",

@@ -12,7 +12,7 @@ from starlette.responses import JSONResponse, Response
 from ..errors import UsageError
 from . import shapes
 from .context import context
-from .http import delivery_headers, json_body, optional_str, profile_of, sender_of, text_field
+from .http import delivery_headers, int_param, json_body, optional_str, profile_of, sender_of, text_field
 
 
 async def start_run(request: Request) -> Response:
@@ -79,6 +79,17 @@ async def run_events(request: Request) -> Response:
             yield _data(event)
 
     return EventSourceResponse(frames(), ping=30)
+
+
+async def get_ledger(request: Request) -> Response:
+    ctx = context(request)
+    ctx.router.check_profile(profile_of(request))
+    given = request.query_params.getlist("address")
+    if len(given) > 2:
+        raise UsageError("at most two 'address' parameters")
+    limit = int_param(request, "limit", 100, low=1, high=10_000)
+    rows = ctx.router.ledger(*given, limit=limit)
+    return JSONResponse({"object": "list", "data": [r.to_dict() for r in rows]})
 
 
 def _data(event: dict[str, object]) -> dict[str, str]:

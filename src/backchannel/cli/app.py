@@ -9,6 +9,7 @@ from .chat_cmd import chat
 from .gateway_cmd import gateway
 from .init_cmd import init
 from .profile_cmd import profile
+from .send_cmd import ledger, send
 from .sessions_cmd import sessions
 
 
@@ -22,5 +23,5 @@ def cli() -> None:
     """
 
 
-for command in (init, profile, chat, sessions, gateway):
+for command in (init, profile, chat, sessions, send, ledger, gateway):
     cli.add_command(command)

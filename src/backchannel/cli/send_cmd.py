@@ -1,0 +1,112 @@
+"""`backchannel send`: message any local address as the person; `backchannel ledger`: who said what to whom."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import click
+
+from .. import addresses, config
+from ..addresses import RemoteAddress
+from ..errors import UsageError
+from .connect import Outcome, deliver, store
+from .output import emit, note, read_message, table, when
+
+DEFAULT_WAIT = 120.0
+
+
+@click.command("send")
+@click.argument("address")
+@click.argument("message", required=False)
+@click.option(
+    "--wait",
+    "wait",
+    type=click.FloatRange(0, 86_400),
+    default=DEFAULT_WAIT,
+    show_default=True,
+    help="Seconds to wait for the reply before printing a receipt.",
+)
+@click.option("--idempotency-key", "key", help="Send twice with the same key and it is handled once.")
+@click.option("--json", "as_json", is_flag=True)
+def send(address: str, message: str | None, wait: float, key: str | None, as_json: bool) -> None:
+    """Send MESSAGE (or stdin, or '-') to ADDRESS as the person and print the reply or a receipt.
+
+    ADDRESS is a profile (its Bot Chat), profile/session-id, or a session id. @session: mentions in the
+    message are answered by their targets first.
+    """
+    parsed = addresses.parse(address)
+    if isinstance(parsed, RemoteAddress):
+        raise UsageError(f"{address!r} is on another gateway: use `backchannel peer dm`")
+    text = read_message(message)
+    if not text or not text.strip():
+        raise UsageError("no message: give it as an argument, or '-' to read stdin")
+    root = config.home()
+    with store(root) as router:
+        session = router.resolve(parsed)
+    # Without --idempotency-key each invocation is a new message (a person who repeats means it);
+    # retries within this invocation reuse one key, so they are handled once.
+    key = key or f"cli-{uuid.uuid4().hex}"
+    outcome = asyncio.run(deliver(root, session, text, wait=wait, idempotency_key=key)).check()
+    emit(outcome.to_dict(), as_json=as_json, text=lambda: _print(outcome))
+
+
+def _print(outcome: Outcome) -> None:
+    if outcome.state == "completed":
+        click.echo(outcome.reply or "(no reply)")
+        return
+    position = f", position {outcome.queue_position}" if outcome.queue_position else ""
+    click.echo(f"receipt: run {outcome.run_id} {outcome.state}{position}: accepted and queued, do not resend")
+    if outcome.via == "local":
+        note("no gateway is running: the run is answered when one starts (backchannel gateway) or by the next command")
+
+
+@click.command("ledger")
+@click.argument("address", required=False)
+@click.argument("other", required=False)
+@click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+def ledger(address: str | None, other: str | None, limit: int, as_json: bool) -> None:
+    """Who said what to whom, newest first: every run and every refusal.
+
+    With ADDRESS, what it sent or received (a profile covers its sessions); with two, what passed between them.
+    """
+    for given in (address, other):
+        if given is not None and not given.startswith("human:"):
+            addresses.parse(given)  # refuse a malformed address
+    with store(config.home()) as router:
+        rows = router.ledger(address, other, limit=limit)
+
+    def text() -> None:
+        table(
+            [
+                [
+                    when(r.at),
+                    r.sender,
+                    r.target,
+                    r.state,
+                    str(r.hops),
+                    _wait(r.wait_seconds),
+                    _line(r.message),
+                    _line(r.reply or r.reason or ""),
+                ]
+                for r in rows
+            ],
+            ["TIME", "FROM", "TO", "STATE", "HOPS", "WAIT", "MESSAGE", "REPLY"],
+        )
+        if not rows:
+            note("the ledger is empty" + (" for these addresses" if address else ""))
+
+    emit([r.to_dict() for r in rows], as_json=as_json, text=text)
+
+
+def _line(text: str, width: int = 48) -> str:
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    first = lines[0] if lines else ""
+    if first.startswith("[Message from") and len(lines) > 1:
+        first = lines[1]
+    return first if len(first) <= width else first[: width - 1] + "…"
+
+
+def _wait(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds:g}s"

@@ -1,0 +1,328 @@
+"""Session to session: allowlists, accept, mentions, deadlock, hop limit, pair budget, wake on reply, ledger."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from backchannel import config
+from backchannel.router import Router
+from backchannel.runtime import Runtime
+from backchannel.store.runs import RunState
+from conftest import run_cli
+from scripted_model import ScriptedModel
+
+
+def set_messaging(root: Path, profile: str, **settings: Any) -> None:
+    path = root / "profiles" / profile / "config.yaml"
+    data = config.load_yaml(path)
+    data["agent"]["session_messaging"].update(settings)
+    config.write_yaml(path, data)
+
+
+def make_profiles(root: Path, *names: str, base_url: str | None = None) -> None:
+    for name in names:
+        args = ["profile", "create", name]
+        if base_url:
+            args += ["--engine", "openai", "--base-url", base_url, "--model", "scripted"]
+        assert run_cli(*args).exit_code == 0
+        (root / "profiles" / name / "SOUL.md").write_text(f"You are agent {name.upper()}.\n")
+
+
+def with_router(root: Path, body: Callable[[Router], Awaitable[None]]) -> None:
+    async def main() -> None:
+        runtime = Runtime(root)
+        router = Router(runtime)
+        await runtime.start()
+        try:
+            await body(router)
+        finally:
+            await runtime.close(grace=1)
+
+    asyncio.run(main())
+
+
+def ask(router: Router, profile: str, message: str, wait: float = 10) -> Awaitable[Any]:
+    return router.deliver(router.bot_chat(profile), message, sender="human:api", wait=wait)
+
+
+def tool_results(router: Router, profile: str) -> list[dict[str, Any]]:
+    return [json.loads(m.content) for m in router.messages(router.bot_chat(profile).id) if m.role == "tool"]
+
+
+def who(body: dict[str, Any]) -> str:
+    """Which agent a scripted request is for, read from its system prompt (SOUL.md)."""
+    return body["messages"][0]["content"].split("agent ", 1)[1][0].lower()
+
+
+def last_user(body: dict[str, Any]) -> str:
+    return next(m["content"] for m in reversed(body["messages"]) if m["role"] == "user")
+
+
+def answered_tools(body: dict[str, Any]) -> bool:
+    return body["messages"][-1]["role"] == "tool"
+
+
+def call(name: str, **arguments: Any) -> dict[str, Any]:
+    return {"tool_calls": [{"name": name, "arguments": arguments}]}
+
+
+def test_refused_by_default_then_allowed_and_answered_in_the_targets_own_context(initialised: Path) -> None:
+    def script(body: dict[str, Any]) -> Any:
+        me = who(body)
+        if me == "a" and not answered_tools(body):
+            return call("send_to_session", session_id="b", message="what is your name?")
+        if me == "a":
+            return "A got: " + body["messages"][-1]["content"]
+        return f"I am B; my memory says: {body['messages'][0]['content'].count('blue')} blue"
+
+    with ScriptedModel(script) as model:
+        make_profiles(initialised, "a", "b", base_url=model.base_url)
+        (initialised / "profiles/b/memories/MEMORY.md").write_text("favourite colour blue\n")
+
+        async def body(router: Router) -> None:
+            await ask(router, "a", "ask b")
+            refused = tool_results(router, "a")[-1]
+            assert refused["error"]["code"] == "not_allowed"
+            assert not router.sessions("b")  # nothing was delivered, not even a Bot Chat made
+            set_messaging(initialised, "a", allow=["b"])  # picked up without a restart
+            done = await ask(router, "a", "ask b again")
+            result = tool_results(router, "a")[-1]
+            assert result["status"] == "replied"
+            assert result["reply"] == "I am B; my memory says: 1 blue"
+            assert "I am B" in (done.run.reply or "")
+            b_chat = router.messages(router.bot_chat("b").id)
+            assert b_chat[0].content.startswith("[Message from session a/")
+            assert "another agent, not your user" in b_chat[0].content
+            assert b_chat[1].content.startswith("I am B")
+            ledger = router.ledger("a", "b")
+            assert [e.state for e in ledger] == ["completed", "refused:not_allowed"]
+            assert ledger[0].hops == 1 and ledger[0].wait_seconds == 120
+
+        with_router(initialised, body)
+        b_request = next(r for r in model.requests if who(r) == "b")
+        assert "You are agent B" in b_request["messages"][0]["content"]
+
+
+def test_accept_list_of_the_target_is_enforced(initialised: Path) -> None:
+    make_profiles(initialised, "a", "b", "c")
+    set_messaging(initialised, "a", allow=["c"])
+    set_messaging(initialised, "b", allow=["c"])
+    set_messaging(initialised, "c", accept=["a"])
+
+    async def body(router: Router) -> None:
+        await ask(router, "a", "/send c hello from a")
+        assert tool_results(router, "a")[-1]["status"] == "replied"
+        await ask(router, "b", "/send c hello from b")
+        refused = tool_results(router, "b")[-1]["error"]
+        assert refused["code"] == "not_allowed" and "accept" in refused["message"]
+
+    with_router(initialised, body)
+
+
+def test_mentions_answered_and_refused_in_place(initialised: Path) -> None:
+    make_profiles(initialised, "a", "b", "c")
+    set_messaging(initialised, "a", allow=["b"])
+
+    async def body(router: Router) -> None:
+        done = await ask(router, "a", "@session:b @session:c what is the status?")
+        reply = done.run.reply or ""
+        assert reply.startswith("a (echo): what is the status?")
+        assert "@session:b (b) answered:" in reply or "@session:b (b/" in reply
+        assert "b (echo): [Message from session a/" in reply
+        assert "@session:c was refused (not_allowed)" in reply
+        b_chat = router.messages(router.bot_chat("b").id)
+        assert b_chat[0].content.endswith("what is the status?")
+        assert "@session" not in b_chat[0].content
+
+    with_router(initialised, body)
+
+
+def test_a_three_way_wait_cycle_is_refused_at_once(initialised: Path) -> None:
+    make_profiles(initialised, "a", "b", "c")
+    set_messaging(initialised, "a", allow=["b"])
+    set_messaging(initialised, "b", allow=["c"])
+    set_messaging(initialised, "c", allow=["a"])
+
+    async def body(router: Router) -> None:
+        started = time.monotonic()
+        done = await ask(router, "a", "/send b /send c /send a are you there?", wait=30)
+        assert time.monotonic() - started < 5  # refused at once, no timeout involved
+        assert done.run.state is RunState.COMPLETED
+        c_result = tool_results(router, "c")[-1]["error"]
+        assert c_result["code"] == "would_deadlock"
+        assert "Answer it instead of asking" in c_result["message"]
+        assert [e.state for e in router.ledger("c", "a")] == ["refused:would_deadlock"]
+
+    with_router(initialised, body)
+
+
+def test_a_session_cannot_message_itself(initialised: Path) -> None:
+    make_profiles(initialised, "a")
+    set_messaging(initialised, "a", allow=["a"])
+
+    async def body(router: Router) -> None:
+        await ask(router, "a", "/send a hello me")
+        assert tool_results(router, "a")[-1]["error"]["code"] == "self_send"
+
+    with_router(initialised, body)
+
+
+def ping_pong_script(counter: itertools.count[int]) -> Callable[[dict[str, Any]], Any]:
+    def script(body: dict[str, Any]) -> Any:
+        me = who(body)
+        if answered_tools(body):
+            return f"{me} done"
+        return call(
+            "send_to_session", session_id="b" if me == "a" else "a", message=f"ping {next(counter)}", wait_seconds=0
+        )
+
+    return script
+
+
+def quiesce(router: Router) -> Awaitable[None]:
+    async def wait() -> None:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            busy = router.db.one("SELECT COUNT(*) FROM runs WHERE state IN ('queued', 'running')")[0]
+            if not busy:
+                return
+            await asyncio.sleep(0.05)
+        raise AssertionError("the exchange did not stop")
+
+    return wait()
+
+
+def test_async_ping_pong_stops_at_the_hop_limit(initialised: Path) -> None:
+    with ScriptedModel(ping_pong_script(itertools.count())) as model:
+        make_profiles(initialised, "a", "b", base_url=model.base_url)
+        for name in ("a", "b"):
+            set_messaging(initialised, name, allow=["a", "b"], max_hops=4, pair_budget_per_hour=1000)
+
+        async def body(router: Router) -> None:
+            await ask(router, "a", "start the ping pong")
+            await quiesce(router)
+            sent = router.db.all("SELECT hops FROM runs WHERE sender_profile IS NOT NULL")
+            assert sent and max(r[0] for r in sent) == 4
+            refusals = {e.state for e in router.ledger() if e.state.startswith("refused")}
+            assert refusals == {"refused:hop_limit"}
+
+        with_router(initialised, body)
+
+
+def test_pair_budget_stops_a_ping_pong_under_a_high_hop_limit(initialised: Path) -> None:
+    with ScriptedModel(ping_pong_script(itertools.count())) as model:
+        make_profiles(initialised, "a", "b", base_url=model.base_url)
+        for name in ("a", "b"):
+            set_messaging(initialised, name, allow=["a", "b"], max_hops=1000, pair_budget_per_hour=3)
+
+        async def body(router: Router) -> None:
+            await ask(router, "a", "start")
+            await quiesce(router)
+            per_pair = router.db.all(
+                "SELECT sender_profile, profile, COUNT(*) FROM runs WHERE sender_profile IS NOT NULL"
+                " AND idempotency_key NOT LIKE 'wake:%' GROUP BY 1, 2"
+            )
+            assert per_pair and all(count <= 3 for _, _, count in per_pair)
+            assert any(e.state == "refused:pair_budget" for e in router.ledger())
+            # A person's new message starts a new exchange with a fresh budget.
+            before = router.db.one("SELECT COUNT(*) FROM runs WHERE sender_profile = 'a'")[0]
+            await ask(router, "a", "start again")
+            await quiesce(router)
+            assert router.db.one("SELECT COUNT(*) FROM runs WHERE sender_profile = 'a'")[0] > before
+
+        with_router(initialised, body)
+
+
+def test_wake_on_reply_after_a_receipt(initialised: Path) -> None:
+    def script(body: dict[str, Any]) -> Any:
+        me = who(body)
+        if me == "b":
+            return {"content": "B's slow answer", "delay": 0.6}
+        if "[Reply to your message" in last_user(body):
+            return "A read the late reply"
+        if answered_tools(body):
+            return "A will wait"
+        return call("send_to_session", session_id="b", message="slow question", wait_seconds=0.1)
+
+    with ScriptedModel(script) as model:
+        make_profiles(initialised, "a", "b", base_url=model.base_url)
+        set_messaging(initialised, "a", allow=["b"])
+
+        async def body(router: Router) -> None:
+            await ask(router, "a", "ask b something slow")
+            receipt = tool_results(router, "a")[-1]
+            assert receipt["status"] == "receipt" and "do not resend" in receipt["detail"]
+            await quiesce(router)
+            a_chat = router.messages(router.bot_chat("a").id)
+            wake = [m for m in a_chat if m.role == "user" and "[Reply to your message" in m.content]
+            assert len(wake) == 1
+            assert receipt["run_id"] in wake[0].content and "B's slow answer" in wake[0].content
+            assert a_chat[-1].content == "A read the late reply"
+            checked = router.run(receipt["run_id"])
+            assert checked.state is RunState.COMPLETED
+
+        with_router(initialised, body)
+
+
+def test_check_list_and_cancel_tools(initialised: Path) -> None:
+    make_profiles(initialised, "a", "b", "c")
+    set_messaging(initialised, "a", allow=["b", "b/*"])
+
+    async def body(router: Router) -> None:
+        router.create_session("b", title="design notes")
+        send = {"session_id": "b", "message": "/sleep 5\nslow", "wait_seconds": 0}
+        await ask(router, "a", f"/tool send_to_session {json.dumps(send)}")
+        receipt = tool_results(router, "a")[-1]
+        assert receipt["status"] == "receipt"
+        await ask(router, "a", f"/tool check_message {json.dumps({'run_id': receipt['run_id']})}")
+        assert tool_results(router, "a")[-1]["state"] in ("queued", "running")
+        await ask(router, "a", f"/tool cancel_message {json.dumps({'run_id': receipt['run_id']})}")
+        assert tool_results(router, "a")[-1]["status"] == "cancelled"
+        await ask(router, "a", "/tool list_sessions {}")
+        listed = tool_results(router, "a")[-1]["sessions"]
+        titles = {s["title"] for s in listed}
+        assert titles == {"Bot Chat", "design notes"}
+        assert all(s["address"].startswith("b") for s in listed)
+        await ask(router, "a", '/tool check_message {"run_id": "run_nope"}')
+        assert tool_results(router, "a")[-1]["error"]["code"] in ("not_found", "run_not_found")
+
+    with_router(initialised, body)
+
+
+def test_unknown_address_names_what_was_tried(initialised: Path) -> None:
+    make_profiles(initialised, "a")
+    set_messaging(initialised, "a", allow=["*"])
+
+    async def body(router: Router) -> None:
+        await ask(router, "a", "/send ghost hello")
+        error = tool_results(router, "a")[-1]["error"]
+        assert error["code"] == "not_found" and "ghost" in error["message"]
+        await ask(router, "a", "/send a/b/c hello")
+        assert tool_results(router, "a")[-1]["error"]["code"] == "invalid_address"
+
+    with_router(initialised, body)
+
+
+def test_cli_send_and_ledger(initialised: Path) -> None:
+    make_profiles(initialised, "research", "builds")
+    sent = run_cli("send", "builds", "is the build green?", "--json")
+    assert sent.exit_code == 0, sent.stderr
+    assert json.loads(sent.stdout)["reply"] == "builds (echo): is the build green?"
+    assert run_cli("send", "research", "/send builds status?").exit_code == 0
+    ledger = json.loads(run_cli("ledger", "research", "builds", "--json").stdout)
+    assert [e["state"] for e in ledger] == ["refused:not_allowed"]
+    assert ledger[0]["sender"].startswith("research/") and ledger[0]["target"] == "builds"
+    everything = run_cli("ledger")
+    assert "refused:not_allowed" in everything.stdout and "human:cli" in everything.stdout
+    assert run_cli("send", "nobody", "hi").exit_code == 2
+    assert run_cli("send", "a/b/c", "hi").exit_code == 2
+    assert run_cli("send", "builds", "/fail broken").exit_code == 1
+    receipt = run_cli("send", "builds", "/sleep 1\nslow", "--wait", "0.1", "--json")
+    assert receipt.exit_code == 0 and json.loads(receipt.stdout)["state"] in ("queued", "running")
+    assert run_cli("ledger", "not/a/valid/address").exit_code == 2
