@@ -60,6 +60,21 @@ def main() -> None:
     run("sessions", "show", session)
     print(f"MEMORY.md now holds: {(HOME / 'profiles/research/memories/MEMORY.md').read_text().strip()!r}")
 
+    say("Agents message each other: research asks builds (deny by default)")
+    run("profile", "create", "builds")
+    run("send", "research", "/send builds is the build green?")
+    print("Refused: research's allowlist is empty. Allow it in profiles/research/config.yaml:")
+    cfg_path = HOME / "profiles/research/config.yaml"
+    cfg_path.write_text(cfg_path.read_text().replace("allow: []", "allow:\n    - builds"))
+    print("  agent.session_messaging.allow: [builds]")
+    run("send", "research", "/send builds is the build green?")
+
+    say("A person's @session: mention asks builds first, and research answers with the reply in hand")
+    run("send", "research", "@session:builds which tests failed last night?")
+
+    say("The ledger: who said what to whom, with states, refusals and hops")
+    run("ledger", "research", "builds")
+
     say("Start a gateway; the CLI finds it and runs turns through it")
     port = free_port()
     cfg = (HOME / "config.yaml").read_text().replace("port: 8377", f"port: {port}")

@@ -133,10 +133,10 @@ def test_mentions_answered_and_refused_in_place(initialised: Path) -> None:
         done = await ask(router, "a", "@session:b @session:c what is the status?")
         reply = done.run.reply or ""
         assert reply.startswith("a (echo): what is the status?")
-        assert "@session:b (b) answered:" in reply or "@session:b (b/" in reply
-        assert "b (echo): [Message from session a/" in reply
+        assert "@session:b (b/" in reply and "answered:\nb (echo): what is the status?" in reply
         assert "@session:c was refused (not_allowed)" in reply
         b_chat = router.messages(router.bot_chat("b").id)
+        assert b_chat[0].content.startswith("[Message from session a/")
         assert b_chat[0].content.endswith("what is the status?")
         assert "@session" not in b_chat[0].content
 

@@ -9,7 +9,8 @@ Each line of the incoming message that starts with one of these is a command; th
     /sleep <seconds>            take that long before answering (a slow model; cancellable)
     /fail <text>                fail the turn with an engine error
 
-The reply is `<profile> (echo): <text>` followed by one line per tool result.
+The reply is `<profile> (echo): <text>` (without the `[Message from …]` provenance line) followed by
+one line per tool result.
 """
 
 from __future__ import annotations
@@ -74,6 +75,8 @@ class EchoEngine:
                     sleep += min(max(float(rest), 0.0), MAX_SLEEP)
                 except ValueError:
                     text.append(line)
+            elif stripped.startswith("[Message from ") and stripped.endswith("]"):
+                continue  # the provenance frame is for the agent, not part of what was said
             elif command == "/fail":
                 raise EngineError(f"echo engine of profile {self.profile!r} was told to fail: {rest or 'no reason'}")
             else:
