@@ -163,6 +163,7 @@ def new_api_key() -> str:
 class PeerEntry:
     url: str
     note: str = ""
+    gateway_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -192,7 +193,9 @@ def load_gateway_config(root: Path) -> GatewayConfig:
     for name, entry in peers_raw.items():
         if not isinstance(entry, dict) or not isinstance(entry.get("url"), str):
             raise ConfigError(f"{str(path)!r}: peer {name!r} needs a 'url'")
-        peers[str(name)] = PeerEntry(url=entry["url"], note=str(entry.get("note") or ""))
+        peers[str(name)] = PeerEntry(
+            url=entry["url"], note=str(entry.get("note") or ""), gateway_id=entry.get("gateway_id") or None
+        )
     defaults = GatewayConfig()
     try:
         return GatewayConfig(

@@ -11,7 +11,10 @@ BackchannelError
  ├── StoreError            exit 2, 503 store_unavailable locked or newer-schema state.db
  ├── EngineError           exit 1, 502 engine_error      the model endpoint failed
  ├── DeliveryError         exit 1, 424 run_failed        the run failed, expired or was cancelled
- └── GatewayError          exit 1, 502 gateway_error     the running gateway could not be reached
+ ├── GatewayError          exit 1, 502 gateway_error     the running gateway could not be reached
+ └── PeerError             exit 1, 424 peer_error        another gateway: unreachable, wrong key, failed
+      ├── PeerRefused      exit 2                        refused by the peer's policy or as malformed
+      └── PeerOutcomeUnknown exit 1                      sent, but no answer: check, never resend blindly
 
 `cli.main` and the HTTP app's exception handler are the only places that catch the root.
 """
@@ -108,3 +111,25 @@ class GatewayError(BackchannelError):
     http_status = 502
     code = "gateway_error"
     type = "server_error"
+
+
+class PeerError(BackchannelError):
+    """Another gateway could not be reached, refused our key, failed, or answered nonsense."""
+
+    exit_code = 1
+    http_status = 424
+    code = "peer_error"
+    type = "peer_error"
+
+
+class PeerRefused(PeerError):
+    """The other gateway refused the message by its policy or as malformed: resending will not help."""
+
+    exit_code = 2
+    code = "refused"
+
+
+class PeerOutcomeUnknown(PeerError):
+    """The request may have reached the peer but no answer came back: never report it as not delivered."""
+
+    code = "outcome_unknown"

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from . import addresses, policy
 from .addresses import LocalAddress, RemoteAddress
-from .errors import BackchannelError, NotFound, Refused, UsageError
+from .errors import BackchannelError, NotFound, PeerError, Refused, UsageError
 from .framing import is_human
+from .peers import registry
+from .peers.client import PeerClient
 from .profiles import Profile, list_profiles
 from .router import Router, check_message
 from .store import ledger
@@ -18,6 +21,7 @@ from .store import runs as runstore
 from .store.runs import RunRow, RunState
 from .store.sessions import BOT_CHAT_TITLE, SessionRow
 
+log = logging.getLogger("backchannel.messaging")
 MENTION_WAIT_SECONDS = 120.0
 MAX_WAIT_SECONDS = 3600.0
 RECEIPT_DETAIL = (
@@ -46,6 +50,7 @@ class Messenger:
         self.db = router.db
         self.gateway_id = self.runtime.settings.gateway_id or "local"
         self.runtime.prepare = self.expand_mentions
+        self.runtime.jobs.append(self.follow_receipts)
 
     def origin(self, profile: Profile, session_id: str, run_id: str) -> Origin:
         return Origin(profile, self.router.session(session_id), self.router.run(run_id))
@@ -139,6 +144,177 @@ class Messenger:
             "detail": RECEIPT_DETAIL,
         }
 
+    # --- other gateways ------------------------------------------------------------------------
+
+    async def send_peer(self, origin: Origin, target: str, message: str, *, wait: float) -> dict[str, Any]:
+        """Deliver to an agent on another gateway (`peer[/profile]`), under the same rules as a local send."""
+        check_message(message)
+        wait = min(max(wait, 0.0), MAX_WAIT_SECONDS)
+        remote = addresses.parse_remote(target.removeprefix("peer:"))
+        if remote.session_id is not None:
+            raise UsageError(
+                f"{target!r}: send_to_peer takes peer or peer/profile (its Bot Chat)", code="invalid_address"
+            )
+        peer = registry.load(self.runtime.root, remote.peer)
+        target_names = (
+            [f"peer:{peer.name}/{remote.profile}"]
+            if remote.profile
+            else [f"peer:{peer.name}", f"peer:{peer.name}/default"]
+        )
+        waits = wait > 0
+        hops = origin.run.hops + 1
+        chain = (*origin.run.chain, self._key(origin.session.id)) if waits else ()
+        exchange = origin.run.origin or origin.run.id
+        sender_policy = origin.profile.config.messaging
+        refusal = policy.check(
+            sender_policy=sender_policy,
+            target_policy=sender_policy,  # the peer applies its own rules on arrival
+            sender_names=[origin.address],
+            target_names=target_names,
+            sender_key=self._key(origin.session.id),
+            target_key="",
+            hops=hops,
+            chain=chain,
+            waits=waits,
+            pair_sent=ledger.outbound_count(
+                self.db,
+                sender_profile=origin.profile.name,
+                target=target_names[0],
+                origin=exchange,
+                since=time.time() - 3600,
+            ),
+        )
+        if refusal is not None:
+            ledger.record_refusal(
+                self.db,
+                sender=origin.address,
+                target=target_names[0],
+                code=refusal.code,
+                reason=refusal.reason,
+                message=message,
+                hops=hops,
+                wait=wait,
+            )
+            raise Refused(refusal.reason, code=refusal.code)
+        row = ledger.record_outbound(
+            self.db,
+            sender=origin.address,
+            sender_profile=origin.profile.name,
+            sender_session=origin.session.id,
+            origin=exchange,
+            target=target_names[0],
+            peer=peer.name,
+            agent=remote.profile,
+            message=message,
+            hops=hops,
+            wait=wait,
+        )
+        client = PeerClient(peer, remote.profile, gateway_id=self.gateway_id)
+        try:
+            async with self.runtime.waiting():
+                result = await client.dm(message, wait=wait, sender=origin.profile.name, hops=hops, chain=chain)
+            caps = await client.capabilities()
+        except PeerError as exc:
+            ledger.update_outbound(self.db, row, state="failed", error=exc.message)
+            return {"status": "failed", "to": target_names[0], "code": exc.code, "error": exc.message}
+        finally:
+            await client.aclose()
+        if caps.get("platform") == "backchannel" and caps.get("gateway_id"):
+            registry.remember_gateway_id(self.runtime.root, peer.name, str(caps["gateway_id"]))
+        ledger.update_outbound(
+            self.db,
+            row,
+            state=result.result,
+            reply=result.reply,
+            error=result.error,
+            key=result.idempotency_key,
+            remote_session_id=result.session_id,
+            remote_run_id=result.run_id,
+            wake=result.result == "receipt",
+        )
+        body = {"to": target_names[0], "run_id": result.run_id, "session_id": result.session_id}
+        if result.result == "delivered":
+            return {"status": "replied", **body, "reply": result.reply or ""}
+        if result.result == "receipt":
+            return {
+                "status": "receipt",
+                **body,
+                "state": result.state,
+                "queue_position": result.queue_position,
+                "detail": RECEIPT_DETAIL,
+            }
+        return {"status": result.result, **body, "error": result.error}
+
+    def admit(self, session: SessionRow, *, sender: str, hops: int, chain: tuple[str, ...], message: str) -> None:
+        """Rules for a message arriving from another gateway: the target's accept list, hops, deadlock."""
+        target = self.runtime.profile(session.profile)
+        rules = target.config.messaging
+        names = [sender]
+        if "/" in sender:
+            names.insert(0, sender.split("/", 1)[0])
+        address = f"{session.profile}/{session.id}"
+        reason: policy.Refusal | None = None
+        if rules.accept is not None and not policy.matches(rules.accept, names):
+            reason = policy.Refusal("not_allowed", f"{session.profile} does not accept messages from {sender}")
+        elif hops > rules.max_hops:
+            reason = policy.Refusal("hop_limit", f"this message is hop {hops}, past the limit of {rules.max_hops}")
+        elif self._key(session.id) in chain:
+            reason = policy.Refusal("would_deadlock", f"{address} {policy.DEADLOCK_ADVICE}")
+        if reason is not None:
+            ledger.record_refusal(
+                self.db,
+                sender=sender,
+                target=address,
+                code=reason.code,
+                reason=reason.reason,
+                message=message,
+                hops=hops,
+                wait=None,
+            )
+            raise Refused(reason.reason, code=reason.code)
+
+    async def follow_receipts(self, interval: float = 2.0) -> None:
+        """Poll peers for messages that got a receipt; when one ends, wake its sender with the reply."""
+        while True:
+            await asyncio.sleep(interval)
+            for item in ledger.awaiting_replies(self.db):
+                try:
+                    await self._follow(item)
+                except BackchannelError as exc:
+                    log.info("reply of outbound message %d not available yet: %s", item.id, exc.message)
+
+    async def _follow(self, item: ledger.Outbound) -> None:
+        peer = registry.load(self.runtime.root, item.peer)
+        async with PeerClient(peer, item.agent, gateway_id=self.gateway_id) as client:
+            run = await client.run_status(str(item.remote_run_id))
+        if run is not None and run.get("status") in ("queued", "running", "started", "stopping"):
+            return
+        if run is None:
+            state, text = "unknown", "(the peer no longer knows this run: expired or restarted)"
+        elif run.get("status") == "completed":
+            state, text = "delivered", str(run.get("output") or "")
+        else:
+            state, text = "failed", f"({run.get('status')}: {run.get('error') or 'no reply'})"
+        ledger.update_outbound(
+            self.db,
+            item.id,
+            state=state,
+            reply=text if state == "delivered" else None,
+            error=None if state == "delivered" else text,
+            wake=False,
+        )
+        if item.sender_session:
+            sender = self.router.session(item.sender_session)
+            first = item.message.strip().splitlines()[0][:120] if item.message.strip() else ""
+            self.router.submit(
+                sender,
+                f"[Reply to your message {item.remote_run_id} ({first!r})]\n{text}",
+                sender=item.target,
+                idempotency_key=f"wake:out:{item.id}",
+                hops=item.hops + 1,
+                origin=item.origin,
+            )
+
     # --- the sibling tools ---------------------------------------------------------------------
 
     def _own(self, origin: Origin, run_id: str) -> RunRow:
@@ -195,11 +371,13 @@ class Messenger:
                 if isinstance(mention.address, LocalAddress):
                     result = await self.send(origin, str(mention.address), prompt, wait=MENTION_WAIT_SECONDS)
                 else:
-                    raise UsageError("peer mentions need a configured peer", code="not_found")
+                    result = await self.send_peer(origin, str(mention.address), prompt, wait=MENTION_WAIT_SECONDS)
             except BackchannelError as exc:
                 return f"{mention.token} was refused ({exc.code}): {exc.message}"
             if result["status"] == "replied":
                 return f"{mention.token} ({result['to']}) answered:\n{result['reply']}"
+            if result["status"] in ("failed", "refused", "unknown") and "error" in result and "run_id" not in result:
+                return f"{mention.token} {result['status']}: {result['error']}"
             if result["status"] == "receipt":
                 return (
                     f"{mention.token} did not answer within {MENTION_WAIT_SECONDS:.0f}s: run {result['run_id']} "

@@ -125,7 +125,7 @@ def load_profile(root: Path, name: str) -> Profile:
     path = profile_dir(root, name)
     if not path.is_dir():
         known = ", ".join(list_profiles(root)) or "none"
-        raise NotFound(f"no profile {name!r} in {str(root)!r} (profiles: {known})")
+        raise NotFound(f"no profile {name!r} (profiles: {known})", code="profile_not_found")
     cfg_path = path / "config.yaml"
     try:
         st = cfg_path.stat()

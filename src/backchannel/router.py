@@ -13,6 +13,7 @@ from .addresses import LocalAddress
 from .config import NAME_RE
 from .errors import BodyTooLarge, NotFound, UsageError
 from .messages import Message
+from .peers import registry
 from .profiles import DEFAULT_PROFILE, list_profiles
 from .runtime import Runtime
 from .store import ledger
@@ -97,6 +98,12 @@ class Router:
             raise NotFound(f"no session {address.session_id!r} in any profile", code="session_not_found") from None
         return found.profile, found
 
+    def peer_sender(self, *, gateway_id: str | None, profile: str | None) -> str:
+        """The address of a sender on another gateway: our name for that gateway when we know it."""
+        name = (registry.name_of_gateway(self.runtime.root, gateway_id) if gateway_id else None) or gateway_id
+        parts = [p for p in (name, profile) if p]
+        return "peer:" + "/".join(parts) if parts else "peer:unknown"
+
     def ledger(self, a: str | None = None, b: str | None = None, *, limit: int = 100) -> list[ledger.Entry]:
         return ledger.entries(self.db, a, b, limit=limit)
 
@@ -150,6 +157,8 @@ class Router:
         **extra: Any,
     ) -> Delivery:
         """Record and queue; `extra` carries an agent send's provenance (origin, sender session, wake)."""
+        if sender.startswith("peer:"):
+            self.messenger.admit(session, sender=sender, hops=hops, chain=chain, message=message)
         run, created = self.runtime.submit(
             profile=session.profile,
             session_id=session.id,

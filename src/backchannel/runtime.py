@@ -14,7 +14,7 @@ import logging
 import os
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -87,6 +87,7 @@ class Runtime:
         self.on_state: Callable[[RunRow], None] = lambda run: None
         # Set by the messaging layer: rewrites a person's prompt before the turn (mentions).
         self.prepare: Callable[[RunRow, Profile], Awaitable[str]] | None = None
+        self.jobs: list[Callable[[], Coroutine[Any, Any, None]]] = []  # run beside the workers while started
 
     # --- lifecycle -----------------------------------------------------------------------------
 
@@ -98,7 +99,11 @@ class Runtime:
         for run in runstore.pending_wakes(self.db):
             self._wake(run)
         self._discover()
-        self._background = [asyncio.create_task(self._watch(seen)), asyncio.create_task(self._renew())]
+        self._background = [
+            asyncio.create_task(self._watch(seen)),
+            asyncio.create_task(self._renew()),
+            *(asyncio.create_task(job()) for job in self.jobs),
+        ]
 
     async def close(self, *, grace: float = 10.0) -> None:
         """Stop taking work; let running turns finish within `grace`, then requeue what is left."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hmac
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -139,18 +140,20 @@ def int_param(request: Request, name: str, default: int, *, low: int, high: int)
     return value
 
 
-def sender_of(request: Request, body: dict[str, Any], headers: DeliveryHeaders) -> str:
-    """Who is speaking: the person (`human:*`) unless the request says it comes from another agent."""
+def sender_of(request: Request, body: dict[str, Any], headers: DeliveryHeaders, peer_sender: Callable[..., str]) -> str:
+    """Who is speaking: another gateway's agent when the request says so, else the person with the key."""
+    author = body.get("author")
+    if author is not None and not isinstance(author, dict):
+        raise UsageError("field 'author' must be an object {id, name, is_bot}", code="invalid_author")
+    gateway = request.headers.get("x-backchannel-gateway") or None
+    if gateway is not None:
+        gateway = SENDER_PROFILE_RE.sub("_", gateway)[:64]
+    if gateway or headers.sender_profile:
+        return peer_sender(gateway_id=gateway, profile=headers.sender_profile)
+    if isinstance(author, dict) and author.get("is_bot"):
+        name = str(author.get("name") or author.get("id") or "unknown").removeprefix("bot:")
+        return "peer:" + SENDER_PROFILE_RE.sub("_", name)[:64]
     declared = request.headers.get("x-backchannel-sender", "")
     if re.fullmatch(r"human:[a-z0-9_-]{1,32}", declared):
         return declared
-    author = body.get("author")
-    if author is not None:
-        if not isinstance(author, dict):
-            raise UsageError("field 'author' must be an object {id, name, is_bot}", code="invalid_author")
-        if author.get("is_bot"):
-            name = str(author.get("name") or author.get("id") or "unknown").removeprefix("bot:")
-            return "peer:" + SENDER_PROFILE_RE.sub("_", name)[:64]
-    if headers.sender_profile:
-        return f"peer:{headers.sender_profile}"
     return "human:api"

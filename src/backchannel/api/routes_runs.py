@@ -28,7 +28,7 @@ async def start_run(request: Request) -> Response:
     delivery = ctx.router.submit(
         session,
         message,
-        sender=sender_of(request, body, headers),
+        sender=sender_of(request, body, headers, ctx.router.peer_sender),
         idempotency_key=headers.idempotency_key,
         hops=headers.hops,
         chain=headers.chain,

@@ -76,7 +76,7 @@ async def _submit(request: Request, ctx: Context) -> tuple[Any, Delivery, float,
     delivery = ctx.router.submit(
         session,
         message,
-        sender=sender_of(request, body, headers),
+        sender=sender_of(request, body, headers, ctx.router.peer_sender),
         idempotency_key=headers.idempotency_key,
         hops=headers.hops,
         chain=headers.chain,

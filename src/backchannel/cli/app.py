@@ -8,6 +8,7 @@ from .. import __version__
 from .chat_cmd import chat
 from .gateway_cmd import gateway
 from .init_cmd import init
+from .peer_cmd import peer
 from .profile_cmd import profile
 from .send_cmd import ledger, send
 from .sessions_cmd import sessions
@@ -23,5 +24,5 @@ def cli() -> None:
     """
 
 
-for command in (init, profile, chat, sessions, send, ledger, gateway):
+for command in (init, profile, chat, sessions, send, peer, ledger, gateway):
     cli.add_command(command)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 import uuid
 
 import click
@@ -10,6 +11,8 @@ import click
 from .. import addresses, config
 from ..addresses import RemoteAddress
 from ..errors import UsageError
+from ..peers import registry
+from . import peer_cmd
 from .connect import Outcome, deliver, store
 from .output import emit, note, read_message, table, when
 
@@ -32,16 +35,21 @@ DEFAULT_WAIT = 120.0
 def send(address: str, message: str | None, wait: float, key: str | None, as_json: bool) -> None:
     """Send MESSAGE (or stdin, or '-') to ADDRESS as the person and print the reply or a receipt.
 
-    ADDRESS is a profile (its Bot Chat), profile/session-id, or a session id. @session: mentions in the
-    message are answered by their targets first.
+    ADDRESS is a profile (its Bot Chat), profile/session-id, a session id, or peer:NAME[/AGENT] on another
+    gateway. @session: and @peer: mentions in the message are answered by their targets first.
     """
     parsed = addresses.parse(address)
-    if isinstance(parsed, RemoteAddress):
-        raise UsageError(f"{address!r} is on another gateway: use `backchannel peer dm`")
     text = read_message(message)
     if not text or not text.strip():
         raise UsageError("no message: give it as an argument, or '-' to read stdin")
     root = config.home()
+    if isinstance(parsed, RemoteAddress):  # the same as `backchannel peer dm`
+        if parsed.session_id is not None:
+            raise UsageError(f"{address!r}: address a peer as peer:NAME or peer:NAME/AGENT (its Bot Chat)")
+        config.require_home(root)
+        result = peer_cmd.send_dm(registry.load(root, parsed.peer), parsed.profile, text.strip(), wait=wait, key=key)
+        emit(result.to_dict(), as_json=as_json, text=lambda: peer_cmd.print_dm(result))
+        sys.exit(peer_cmd.exit_code(result))
     with store(root) as router:
         session = router.resolve(parsed)
     # Without --idempotency-key each invocation is a new message (a person who repeats means it);

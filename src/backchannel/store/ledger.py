@@ -50,7 +50,11 @@ def entries(db: Database, a: str | None = None, b: str | None = None, *, limit: 
     """Newest first. One address: anything it sent or received; two: what passed between them."""
     runs_target = "(profile || '/' || session_id)"
     clauses: dict[str, tuple[str, list[str]]] = {}
-    for table, sender, target in (("runs", "sender", runs_target), ("refusals", "sender", "target")):
+    for table, sender, target in (
+        ("runs", "sender", runs_target),
+        ("refusals", "sender", "target"),
+        ("outbound", "sender", "target"),
+    ):
         if a is None:
             clauses[table] = ("1", [])
         elif b is None:
@@ -62,13 +66,106 @@ def entries(db: Database, a: str | None = None, b: str | None = None, *, limit: 
             )
     run_where, run_params = clauses["runs"]
     ref_where, ref_params = clauses["refusals"]
+    out_where, out_params = clauses["outbound"]
     rows = db.all(
         f"SELECT created_at AS at, sender, {runs_target} AS target, state, hops, wait_seconds, message, reply,"
         f" id AS run_id, error AS reason FROM runs WHERE {run_where}"
         " UNION ALL "
         "SELECT created_at AS at, sender, target, 'refused:' || code AS state, hops, wait_seconds, message,"
         f" NULL AS reply, NULL AS run_id, reason FROM refusals WHERE {ref_where}"
+        " UNION ALL "
+        "SELECT created_at AS at, sender, target, state, hops, wait_seconds, message, reply,"
+        f" remote_run_id AS run_id, error AS reason FROM outbound WHERE {out_where}"
         " ORDER BY at DESC LIMIT ?",
-        (*run_params, *ref_params, limit),
+        (*run_params, *ref_params, *out_params, limit),
     )
     return [Entry(**dict(r)) for r in rows]
+
+
+@dataclass(frozen=True)
+class Outbound:
+    id: int
+    sender: str
+    sender_session: str | None
+    origin: str | None
+    target: str
+    peer: str
+    agent: str | None
+    message: str
+    hops: int
+    state: str
+    reply: str | None
+    error: str | None
+    remote_run_id: str | None
+
+
+def record_outbound(
+    db: Database,
+    *,
+    sender: str,
+    sender_profile: str | None,
+    sender_session: str | None,
+    origin: str | None,
+    target: str,
+    peer: str,
+    agent: str | None,
+    message: str,
+    hops: int,
+    wait: float | None,
+) -> int:
+    now = time.time()
+    with db.tx() as conn:
+        cur = conn.execute(
+            "INSERT INTO outbound (sender, sender_profile, sender_session, origin, target, peer, agent, message, hops,"
+            " wait_seconds, state, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'sending', ?, ?)",
+            (sender, sender_profile, sender_session, origin, target, peer, agent, message, hops, wait, now, now),
+        )
+    return int(cur.lastrowid or 0)
+
+
+def update_outbound(
+    db: Database,
+    row_id: int,
+    *,
+    state: str,
+    reply: str | None = None,
+    error: str | None = None,
+    key: str | None = None,
+    remote_session_id: str | None = None,
+    remote_run_id: str | None = None,
+    wake: bool | None = None,
+) -> None:
+    with db.tx() as conn:
+        conn.execute(
+            "UPDATE outbound SET state = ?, reply = COALESCE(?, reply), error = COALESCE(?, error),"
+            " idempotency_key = COALESCE(?, idempotency_key), remote_session_id = COALESCE(?, remote_session_id),"
+            " remote_run_id = COALESCE(?, remote_run_id), wake = COALESCE(?, wake), updated_at = ? WHERE id = ?",
+            (
+                state,
+                reply,
+                error,
+                key,
+                remote_session_id,
+                remote_run_id,
+                None if wake is None else int(wake),
+                time.time(),
+                row_id,
+            ),
+        )
+
+
+def awaiting_replies(db: Database) -> list[Outbound]:
+    """Outbound messages answered with a receipt whose sender wants the reply when it comes."""
+    rows = db.all(
+        "SELECT id, sender, sender_session, origin, target, peer, agent, message, hops, state, reply, error,"
+        " remote_run_id FROM outbound WHERE wake = 1 AND state = 'receipt' AND remote_run_id IS NOT NULL"
+    )
+    return [Outbound(**dict(r)) for r in rows]
+
+
+def outbound_count(db: Database, *, sender_profile: str, target: str, origin: str, since: float) -> int:
+    row = db.one(
+        "SELECT COUNT(*) FROM outbound WHERE sender_profile = ? AND target = ? AND origin = ? AND created_at >= ?",
+        (sender_profile, target, origin, since),
+    )
+    return int(row[0]) if row else 0

@@ -106,8 +106,42 @@ def m0003_messaging(conn: sqlite3.Connection) -> None:
     )
 
 
+def m0004_outbound(conn: sqlite3.Connection) -> None:
+    """Messages this gateway's agents sent to other gateways, for the ledger and to wake their senders."""
+    _run(
+        conn,
+        """
+        CREATE TABLE outbound (
+            id INTEGER PRIMARY KEY,
+            sender TEXT NOT NULL,
+            sender_profile TEXT,
+            sender_session TEXT,
+            origin TEXT,
+            target TEXT NOT NULL,
+            peer TEXT NOT NULL,
+            agent TEXT,
+            message TEXT NOT NULL,
+            hops INTEGER NOT NULL DEFAULT 0,
+            wait_seconds REAL,
+            state TEXT NOT NULL,
+            reply TEXT,
+            error TEXT,
+            idempotency_key TEXT,
+            remote_session_id TEXT,
+            remote_run_id TEXT,
+            wake INTEGER NOT NULL DEFAULT 0,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL
+        );
+        CREATE INDEX outbound_pending ON outbound (wake, state);
+        CREATE INDEX outbound_pair ON outbound (sender_profile, target, origin)
+        """,
+    )
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0001_sessions_messages", m0001_sessions_messages),
     ("0002_runs", m0002_runs),
     ("0003_messaging", m0003_messaging),
+    ("0004_outbound", m0004_outbound),
 ]

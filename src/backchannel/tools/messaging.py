@@ -1,4 +1,4 @@
-"""The messaging tools: send_to_session, check_message, cancel_message, list_sessions.
+"""The messaging tools: send_to_session, send_to_peer, check_message, cancel_message, list_sessions.
 
 Refusals and bad addresses come back to the model as error results with their code.
 """
@@ -44,6 +44,11 @@ def build(messenger: Messenger) -> dict[str, Tool]:
             origin, require_str(args, "session_id"), require_str(args, "message"), wait=_wait(args)
         )
 
+    async def send_peer(origin: Origin, args: dict[str, Any]) -> dict[str, Any]:
+        return await messenger.send_peer(
+            origin, require_str(args, "target"), require_str(args, "message"), wait=_wait(args)
+        )
+
     async def check(origin: Origin, args: dict[str, Any]) -> dict[str, Any]:
         return messenger.check(origin, require_str(args, "run_id"))
 
@@ -75,6 +80,26 @@ def build(messenger: Messenger) -> dict[str, Tool]:
                 },
             ),
             send,
+        ),
+        (
+            ToolSpec(
+                name="send_to_peer",
+                description=(
+                    "Send a message to an agent on another gateway and get its reply. target is peer (its default "
+                    "agent) or peer/profile; the message lands in that agent's Bot Chat. Past wait_seconds you get a "
+                    "receipt: do not resend; the reply will arrive in this session."
+                ),
+                parameters={
+                    "type": "object",
+                    "properties": {
+                        "target": {**string, "description": "peer or peer/profile"},
+                        "message": string,
+                        "wait_seconds": {"type": "number", "default": DEFAULT_WAIT, "minimum": 0},
+                    },
+                    "required": ["target", "message"],
+                },
+            ),
+            send_peer,
         ),
         (
             ToolSpec(

@@ -1,0 +1,122 @@
+"""The peer registry: name, URL and note in the home's config.yaml; the key in .env (0600), never elsewhere."""
+
+from __future__ import annotations
+
+import re
+import urllib.parse
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import config
+from ..errors import NotFound, UsageError
+
+
+@dataclass(frozen=True)
+class Peer:
+    name: str
+    url: str
+    note: str
+    key: str | None
+    gateway_id: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """What may be shown: never the key, only whether there is one."""
+        return {
+            "name": self.name,
+            "url": self.url,
+            "note": self.note,
+            "key": "set" if self.key else "missing",
+            "gateway_id": self.gateway_id,
+        }
+
+
+def key_var(name: str) -> str:
+    return "BACKCHANNEL_PEER_" + re.sub(r"[^A-Z0-9]", "_", name.upper()) + "_KEY"
+
+
+def check_url(url: str) -> str:
+    parsed = urllib.parse.urlsplit(url.strip())
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise UsageError(f"invalid peer URL {url!r}: expected http(s)://host[:port][/path]")
+    if parsed.query or parsed.fragment:
+        raise UsageError(f"invalid peer URL {url!r}: no query or fragment")
+    try:
+        parsed.port  # noqa: B018 (raises on a bad port)
+    except ValueError as exc:
+        raise UsageError(f"invalid peer URL {url!r}: {exc}") from exc
+    return url.strip().rstrip("/")
+
+
+def _peers_section(root: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    data = config.load_yaml(config.config_path(root))
+    peers = data.setdefault("peers", {}) or {}
+    data["peers"] = peers
+    return data, peers
+
+
+def load(root: Path, name: str) -> Peer:
+    config.check_name(name, what="peer")
+    entry = config.load_gateway_config(root).peers.get(name)
+    if entry is None:
+        known = ", ".join(sorted(config.load_gateway_config(root).peers)) or "none"
+        raise UsageError(
+            f"unknown peer {name!r} (peers: {known}); add it with `backchannel peer add`", code="unknown_peer"
+        )
+    return Peer(name, entry.url, entry.note, config.secret_value(root, key_var(name)), entry.gateway_id)
+
+
+def all_peers(root: Path) -> list[Peer]:
+    env = config.read_env(root)
+    return [
+        Peer(n, e.url, e.note, env.get(key_var(n)), e.gateway_id)
+        for n, e in sorted(config.load_gateway_config(root).peers.items())
+    ]
+
+
+def save(root: Path, name: str, *, url: str, key: str | None, note: str | None) -> bool:
+    """Add or update a peer; returns True when it already existed. A None key keeps the existing one."""
+    config.check_name(name, what="peer")
+    url = check_url(url)
+    data, peers = _peers_section(root)
+    for other in peers:
+        if other != name and key_var(other) == key_var(name):
+            raise UsageError(f"peer {name!r} would share the key variable {key_var(name)} with peer {other!r}")
+    existed = name in peers
+    if key is None and not config.read_env(root).get(key_var(name)):
+        raise UsageError(f"peer {name!r} needs a key: give --key, or type it when asked, or pipe it on stdin")
+    if key is not None:
+        if len(key) < 8 or any(c.isspace() for c in key):
+            raise UsageError("a peer key has at least 8 characters and no spaces")
+        config.set_env_value(root, key_var(name), key)
+    previous = peers.get(name) or {}
+    entry: dict[str, Any] = {"url": url, "note": note if note is not None else previous.get("note", "")}
+    if previous.get("gateway_id") and previous.get("url") == url:
+        entry["gateway_id"] = previous["gateway_id"]
+    peers[name] = entry
+    config.write_yaml(config.config_path(root), data)
+    return existed
+
+
+def remember_gateway_id(root: Path, name: str, gateway_id: str) -> None:
+    data, peers = _peers_section(root)
+    if name in peers and peers[name].get("gateway_id") != gateway_id:
+        peers[name]["gateway_id"] = gateway_id
+        config.write_yaml(config.config_path(root), data)
+
+
+def remove(root: Path, name: str) -> None:
+    config.check_name(name, what="peer")
+    data, peers = _peers_section(root)
+    if name not in peers:
+        raise NotFound(f"unknown peer {name!r}", code="unknown_peer")
+    del peers[name]
+    config.write_yaml(config.config_path(root), data)
+    config.set_env_value(root, key_var(name), None)
+
+
+def name_of_gateway(root: Path, gateway_id: str) -> str | None:
+    for name, entry in config.load_gateway_config(root).peers.items():
+        if entry.gateway_id == gateway_id:
+            return name
+    return None
