@@ -24,9 +24,10 @@ def say(text: str) -> None:
     print(f"\n{BOLD}## {text}{RESET}", flush=True)
 
 
-def run(*args: str, input: str | None = None, check: bool = True) -> str:
-    print(f"{DIM}$ backchannel {' '.join(shlex.quote(a) for a in args)}{RESET}", flush=True)
-    proc = subprocess.run(["backchannel", *args], input=input, capture_output=True, text=True, env=ENV)
+def run(*args: str, input: str | None = None, check: bool = True, env: dict[str, str] | None = None) -> str:
+    where = "" if env is None else f"{DIM}[on {Path(env['BACKCHANNEL_HOME']).name}]{RESET} "
+    print(f"{where}{DIM}$ backchannel {' '.join(shlex.quote(a) for a in args)}{RESET}", flush=True)
+    proc = subprocess.run(["backchannel", *args], input=input, capture_output=True, text=True, env=env or ENV)
     out = proc.stdout + (proc.stderr if proc.returncode else "")
     print(out.rstrip(), flush=True)
     if check and proc.returncode != 0:
@@ -42,6 +43,28 @@ def free_port() -> int:
 
 HOME = Path(tempfile.mkdtemp(prefix="backchannel-demo-"))
 ENV = {**os.environ, "BACKCHANNEL_HOME": str(HOME)}
+
+
+def start_gateway(home: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str]:
+    """Give the home a free port and start its gateway; returns the process and its URL."""
+    port = free_port()
+    cfg = (home / "config.yaml").read_text().replace("port: 8377", f"port: {port}")
+    (home / "config.yaml").write_text(cfg)
+    log = (home / "gateway.log").open("w")
+    proc = subprocess.Popen(["backchannel", "gateway"], env=env, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    for _ in range(300):
+        try:
+            if httpx.get(f"{base}/health", timeout=0.5).status_code == 200:
+                break
+        except httpx.HTTPError:
+            time.sleep(0.05)
+    return proc, base
+
+
+def api_key(home: Path) -> str:
+    return next(line.split("=", 1)[1] for line in (home / ".env").read_text().splitlines()
+                if line.startswith("API_SERVER_KEY="))
 
 
 def main() -> None:
@@ -76,25 +99,15 @@ def main() -> None:
     run("ledger", "research", "builds")
 
     say("Start a gateway; the CLI finds it and runs turns through it")
-    port = free_port()
-    cfg = (HOME / "config.yaml").read_text().replace("port: 8377", f"port: {port}")
-    (HOME / "config.yaml").write_text(cfg)
-    log = HOME / "gateway.log"
-    gateway = subprocess.Popen(["backchannel", "gateway"], env=ENV, stdout=log.open("w"), stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
+    gateway, base = start_gateway(HOME, ENV)
+    spark_home = Path(tempfile.mkdtemp(prefix="backchannel-demo-spark-"))
+    spark_env = {**os.environ, "BACKCHANNEL_HOME": str(spark_home)}
+    spark: subprocess.Popen[bytes] | None = None
     try:
-        for _ in range(200):
-            try:
-                if httpx.get(f"{base}/health", timeout=0.5).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.05)
         run("chat", "-p", "research", "--resume", session, "-q", "now through the gateway")
 
         say("Over HTTP (the Hermes API-server dialect): a quick turn, then a slow one that answers with a receipt")
-        key = next(line.split("=", 1)[1] for line in (HOME / ".env").read_text().splitlines()
-                   if line.startswith("API_SERVER_KEY="))
-        auth = {"Authorization": f"Bearer {key}"}
+        auth = {"Authorization": f"Bearer {api_key(HOME)}"}
         bot = httpx.post(f"{base}/p/research/api/sessions", json={"title": "Bot Chat"}, headers=auth).json()
         bot_id = bot["session"]["id"]
         reply = httpx.post(f"{base}/p/research/api/sessions/{bot_id}/chat", json={"message": "quick question"},
@@ -112,11 +125,35 @@ def main() -> None:
                 break
             time.sleep(0.2)
         print(f"GET /v1/runs/{receipt['run_id']} → {state['status']}: {state.get('output')!r}")
+
+        say("A second gateway, 'spark' (another machine in real life): register each on the other")
+        run("init", env=spark_env)
+        spark, spark_url = start_gateway(spark_home, spark_env)
+        run("peer", "add", "spark", "--url", spark_url, "--note", "the homelab gateway", input=api_key(spark_home))
+        run("peer", "add", "home", "--url", base, input=api_key(HOME), env=spark_env)
+        run("peer", "list")
+
+        say("peer dm: a message into spark's Bot Chat, and its reply")
+        run("peer", "dm", "spark", "disk status on the homelab?")
+
+        say("peer run: long work starts at once; status --follow streams it to the end")
+        started = json.loads(run("peer", "run", "spark", "/sleep 1\nanalyse the full log", "--json"))
+        run("peer", "status", "spark", started["run_id"], "--follow")
+
+        say("An agent asks another gateway's agent itself (send_to_peer), under its allowlist")
+        cfg_path.write_text(cfg_path.read_text().replace("    - builds", "    - builds\n    - peer:spark"))
+        run("send", "research", "/peer spark what is the uptime?")
+
+        say("Both ledgers: what left this gateway and what arrived at spark")
+        run("ledger", "peer:spark")
+        run("ledger", env=spark_env)
     finally:
-        gateway.terminate()
-        gateway.wait(15)
+        for proc in (gateway, spark):
+            if proc is not None:
+                proc.terminate()
+                proc.wait(15)
     say("The gateway logged each run's state changes")
-    for line in log.read_text().splitlines():
+    for line in (HOME / "gateway.log").read_text().splitlines():
         if " run " in line:
             print("  " + line.split(" backchannel.gateway ", 1)[-1])
     print(f"\nDone. Everything is in {HOME}")

@@ -62,6 +62,24 @@ def add(name: str, url: str, key: str | None, note_text: str | None) -> None:
         f"{'updated' if existed else 'added'} peer {name} ({registry.check_url(url)})"
         + ("" if key is not None else "; kept its key")
     )
+    _probe(root, registry.load(root, name))
+
+
+def _probe(root: Any, p: registry.Peer) -> None:
+    """Ask the new peer what it is, so messages from it are shown under its name here; never fatal."""
+
+    async def go() -> dict[str, Any]:
+        async with _client(p, None) as client:
+            return await client.capabilities(timeout=3)
+
+    caps = _run(go)
+    if not caps:
+        note(f"note: peer {p.name} did not answer /v1/capabilities with this key just now; saved anyway")
+    elif caps.get("platform") == "backchannel" and caps.get("gateway_id"):
+        registry.remember_gateway_id(root, p.name, str(caps["gateway_id"]))
+        note(f"peer {p.name} is Backchannel gateway {caps['gateway_id']} {caps.get('version', '')}".rstrip())
+    else:
+        note(f"peer {p.name} is {caps.get('platform') or 'a gateway'} {caps.get('version') or ''}".rstrip())
 
 
 def _read_key(name: str, root: Any) -> str | None:

@@ -165,11 +165,11 @@ class PeerClient:
 
     # --- discovery -----------------------------------------------------------------------------
 
-    async def capabilities(self) -> dict[str, Any]:
+    async def capabilities(self, *, timeout: float = 10) -> dict[str, Any]:
         """The peer's /v1/capabilities, or {} when it has none (any failure is tolerated)."""
         if self._caps is None:
             try:
-                response = await self._request("GET", "/v1/capabilities", timeout=10)
+                response = await self._request("GET", "/v1/capabilities", timeout=timeout)
                 self._caps = self._json(response, "the capabilities request")
             except PeerError:
                 self._caps = {}
