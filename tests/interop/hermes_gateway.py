@@ -44,7 +44,7 @@ HERMES_PYTHON = _find_python()
 def _config(model_base_url: str) -> dict[str, Any]:
     return {
         # context_length: no context-window probes (one of them asks openrouter.ai)
-        "model": dict(provider="custom", default="scripted", base_url=model_base_url, api_key="dummy", context_length=65536),
+        "model": dict(provider="custom", default="scripted", base_url=model_base_url, context_length=65536),
         "security": {"tirith_enabled": False},  # else it downloads the tirith binary from GitHub
         "model_catalog": {"enabled": False},
         "curator": {"enabled": False},

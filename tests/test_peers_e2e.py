@@ -1,0 +1,557 @@
+"""End to end across two gateways: `backchannel peer ...` from one home to a real gateway of another.
+
+Two homes, alpha and beta, each with a real `backchannel gateway` process on loopback, each registered
+as a peer of the other. The CLI runs in-process (conftest.run_cli) with BACKCHANNEL_HOME switched per call.
+The gateways are started once for the module; every test uses its own message texts (a `peer dm` without
+a key is deduplicated on its content) and restores any profile setting it changes.
+
+Every CLI call in this file is checked for leaked secrets (API keys, peer keys) on stdout and stderr, and
+the last test checks both gateways' logs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from backchannel import config, profiles
+from conftest import CliResult, GatewayProcess, api_key, free_port, run_cli
+
+TIMEOUT = httpx.Timeout(15.0)
+BOT_CHAT = "Bot Chat"
+WRONG_KEY = "wrongwrongwrong"
+STDIN_KEY = "stdin-key-0123456789abcdef"
+
+# Every secret that exists in this module; no CLI output and no gateway log may contain one.
+SECRETS: set[str] = {WRONG_KEY, STDIN_KEY}
+
+
+@contextmanager
+def _home_env(root: Path) -> Iterator[None]:
+    saved = os.environ.get("BACKCHANNEL_HOME")
+    os.environ["BACKCHANNEL_HOME"] = str(root)
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("BACKCHANNEL_HOME", None)
+        else:
+            os.environ["BACKCHANNEL_HOME"] = saved
+
+
+def cli(root: Path, *args: str, input: str | None = None) -> CliResult:
+    """`backchannel ARGS` with BACKCHANNEL_HOME=root; fails the test if a secret shows up in its output."""
+    with _home_env(root):
+        result = run_cli(*args, input=input)
+    for secret in SECRETS:
+        assert secret not in result.stdout, f"a secret leaked to stdout of {args}"
+        assert secret not in result.stderr, f"a secret leaked to stderr of {args}"
+    return result
+
+
+@dataclass
+class Pair:
+    alpha: GatewayProcess
+    beta: GatewayProcess
+    alpha_key: str
+    beta_key: str
+    extra_gateways: list[GatewayProcess] = field(default_factory=list)
+
+    @property
+    def a(self) -> Path:
+        return self.alpha.root
+
+    @property
+    def b(self) -> Path:
+        return self.beta.root
+
+
+def _init_home(root: Path) -> GatewayProcess:
+    result = cli(root, "init")
+    assert result.exit_code == 0, result.stderr
+    gw = GatewayProcess(root, free_port())
+    data = config.load_yaml(config.config_path(root))
+    data["gateway"] = {**data["gateway"], "port": gw.port}
+    config.write_yaml(config.config_path(root), data)
+    return gw
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
+    base = tmp_path_factory.mktemp("peers")
+    alpha = _init_home(base / "alpha")
+    beta = _init_home(base / "beta")
+    p = Pair(alpha, beta, api_key(alpha.root), api_key(beta.root))
+    SECRETS.update({p.alpha_key, p.beta_key})
+    added = cli(p.a, "peer", "add", "beta", "--url", beta.url, "--key", p.beta_key, "--note", "the beta box")
+    assert added.exit_code == 0, added.stderr
+    added = cli(p.b, "peer", "add", "alpha", "--url", alpha.url, "--key", p.alpha_key)
+    assert added.exit_code == 0, added.stderr
+    try:
+        alpha.start()
+        beta.start()
+        yield p
+    finally:
+        alpha.kill()
+        beta.kill()
+
+
+@contextmanager
+def api(gw: GatewayProcess) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=gw.url, headers=gw.headers(), timeout=TIMEOUT, trust_env=False) as c:
+        yield c
+
+
+def bot_chats(gw: GatewayProcess, profile: str = "default") -> list[dict[str, Any]]:
+    prefix = "" if profile == "default" else f"/p/{profile}"
+    with api(gw) as c:
+        r = c.get(f"{prefix}/api/sessions", params={"title": BOT_CHAT, "limit": 200})
+    assert r.status_code == 200, r.text
+    return [s for s in r.json()["data"] if s["title"] == BOT_CHAT]
+
+
+def bot_chat_id(gw: GatewayProcess, profile: str = "default") -> str:
+    found = bot_chats(gw, profile)
+    assert len(found) == 1, found
+    return str(found[0]["id"])
+
+
+def messages(gw: GatewayProcess, session_id: str, profile: str = "default") -> list[dict[str, Any]]:
+    prefix = "" if profile == "default" else f"/p/{profile}"
+    with api(gw) as c:
+        r = c.get(f"{prefix}/api/sessions/{session_id}/messages")
+    assert r.status_code == 200, r.text
+    data: list[dict[str, Any]] = r.json()["data"]
+    return data
+
+
+def user_messages_with(gw: GatewayProcess, text: str, profile: str = "default") -> list[dict[str, Any]]:
+    msgs = messages(gw, bot_chat_id(gw, profile), profile)
+    return [m for m in msgs if m["role"] == "user" and text in m["content"]]
+
+
+def ledger(root: Path) -> list[dict[str, Any]]:
+    result = cli(root, "ledger", "--json", "--limit", "1000")
+    assert result.exit_code == 0, result.stderr
+    data: list[dict[str, Any]] = json.loads(result.stdout)
+    return data
+
+
+def dm_json(root: Path, *args: str, input: str | None = None) -> tuple[CliResult, dict[str, Any]]:
+    result = cli(root, "peer", "dm", *args, "--json", input=input)
+    try:
+        body: dict[str, Any] = json.loads(result.stdout)
+    except json.JSONDecodeError:
+        body = {}
+    return result, body
+
+
+def wait_status(root: Path, peer: str, run_id: str, statuses: set[str], *, within: float = 10.0) -> dict[str, Any]:
+    deadline = time.monotonic() + within
+    while True:
+        result = cli(root, "peer", "status", peer, run_id, "--json")
+        assert result.exit_code == 0, result.stderr
+        data: dict[str, Any] = json.loads(result.stdout)
+        if data.get("status") in statuses:
+            return data
+        assert time.monotonic() < deadline, f"run {run_id} still {data.get('status')!r} after {within}s: {data}"
+        time.sleep(0.1)
+
+
+@contextmanager
+def messaging_rules(root: Path, profile: str, **rules: Any) -> Iterator[None]:
+    """Set keys of a profile's agent.session_messaging for the block, then restore the file as it was."""
+    path = profiles.profile_dir(root, profile) / "config.yaml"
+    original = path.read_text()
+    data = config.load_yaml(path)
+    data.setdefault("agent", {}).setdefault("session_messaging", {}).update(rules)
+    config.write_yaml(path, data)
+    try:
+        yield
+    finally:
+        path.write_text(original)
+
+
+def ensure_profile(root: Path, name: str) -> None:
+    if name not in profiles.list_profiles(root):
+        result = cli(root, "profile", "create", name)
+        assert result.exit_code == 0, result.stderr
+
+
+def tool_results(reply: str, tool: str) -> list[dict[str, Any]]:
+    """The JSON results of `tool` in an echo reply (one `→ tool: {json}` line each)."""
+    prefix = f"→ {tool}: "
+    found: list[dict[str, Any]] = []
+    for line in reply.splitlines():
+        if line.startswith(prefix):
+            found.append(json.loads(line[len(prefix) :]))
+    return found
+
+
+# --- 1. the registry ------------------------------------------------------------------------------
+
+
+def test_registry_add_update_aliases_and_key_storage(pair: Pair) -> None:
+    root = pair.a
+    url = pair.beta.url
+
+    first = cli(root, "peer", "add", "gamma", "--url", url, "--key", pair.beta_key, "--note", "gamma note")
+    assert first.exit_code == 0, first.stderr
+    assert "added" in first.stdout
+    assert "updated" not in first.stdout
+
+    again = cli(root, "peer", "add", "gamma", "--url", url, "--key", pair.beta_key)
+    assert again.exit_code == 0, again.stderr
+    assert "updated" in again.stdout
+
+    via_set = cli(root, "peer", "set", "gamma", "--url", url + "/", "--key", pair.beta_key, "--note", "via set")
+    assert via_set.exit_code == 0, via_set.stderr
+    assert "updated" in via_set.stdout
+
+    listed = cli(root, "peer", "ls")
+    assert listed.exit_code == 0, listed.stderr
+    assert "gamma" in listed.stdout
+    assert "beta" in listed.stdout
+
+    as_json = cli(root, "peer", "list", "--json")
+    assert as_json.exit_code == 0, as_json.stderr
+    peers = {p["name"]: p for p in json.loads(as_json.stdout)}
+    assert peers["beta"]["url"] == url
+    assert peers["beta"]["note"] == "the beta box"
+    assert peers["beta"]["key"] == "set"
+    assert peers["gamma"]["note"] == "via set"
+    assert pair.beta_key not in as_json.stdout
+
+    # The key lives in .env (0600) under its variable, never in config.yaml.
+    env = config.read_env(root)
+    assert env["BACKCHANNEL_PEER_BETA_KEY"] == pair.beta_key
+    assert env["BACKCHANNEL_PEER_GAMMA_KEY"] == pair.beta_key
+    assert stat.S_IMODE(config.env_path(root).stat().st_mode) == 0o600
+    cfg_text = config.config_path(root).read_text()
+    assert url in cfg_text
+    assert "the beta box" in cfg_text
+    assert pair.beta_key not in cfg_text
+    assert pair.alpha_key not in cfg_text
+
+    removed = cli(root, "peer", "rm", "gamma")
+    assert removed.exit_code == 0, removed.stderr
+    assert "removed" in removed.stdout
+    assert "gamma" not in json.loads(cli(root, "peer", "list", "--json").stdout).__repr__()
+    assert "BACKCHANNEL_PEER_GAMMA_KEY" not in config.read_env(root)
+
+
+def test_registry_key_from_stdin(pair: Pair) -> None:
+    root = pair.a
+    result = cli(root, "peer", "add", "delta", "--url", "http://127.0.0.1:9", input=STDIN_KEY + "\n")
+    assert result.exit_code == 0, result.stderr
+    assert "added" in result.stdout
+    assert config.read_env(root)["BACKCHANNEL_PEER_DELTA_KEY"] == STDIN_KEY
+    assert STDIN_KEY not in config.config_path(root).read_text()
+    listed = json.loads(cli(root, "peer", "list", "--json").stdout)
+    assert {p["name"]: p["key"] for p in listed}["delta"] == "set"
+    assert cli(root, "peer", "remove", "delta").exit_code == 0
+
+
+def test_registry_bad_input_is_a_usage_error(pair: Pair) -> None:
+    root = pair.a
+    before_cfg = config.config_path(root).read_text()
+    before_env = config.env_path(root).read_text()
+
+    bad_name = cli(root, "peer", "add", "Bad", "--url", "http://127.0.0.1:1", "--key", "somekey-123456")
+    assert bad_name.exit_code == 2, (bad_name.stdout, bad_name.stderr)
+    bad_url = cli(root, "peer", "add", "okname", "--url", "ftp://x", "--key", "somekey-123456")
+    assert bad_url.exit_code == 2, (bad_url.stdout, bad_url.stderr)
+    ghost = cli(root, "peer", "remove", "ghost")
+    assert ghost.exit_code == 2, (ghost.stdout, ghost.stderr)
+    for r in (bad_name, bad_url, ghost):
+        assert "Traceback" not in r.stderr
+        assert r.stderr.strip(), "a usage error says why on stderr"
+
+    assert config.config_path(root).read_text() == before_cfg
+    assert config.env_path(root).read_text() == before_env
+
+
+# --- 2. dm ----------------------------------------------------------------------------------------
+
+
+def test_dm_delivers_into_the_bot_chat_framed_as_from_a_peer(pair: Pair) -> None:
+    result = cli(pair.a, "peer", "dm", "beta", "hello")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.strip() == "default (echo): hello"
+
+    found = user_messages_with(pair.beta, "hello")
+    assert len(found) == 1, found
+    assert found[0]["content"].startswith("[Message from peer "), found[0]
+    assert found[0]["content"].endswith("\nhello")
+
+    second = cli(pair.a, "peer", "dm", "beta", "hello again")
+    assert second.exit_code == 0, second.stderr
+    assert second.stdout.strip() == "default (echo): hello again"
+    assert len(bot_chats(pair.beta)) == 1, "a second dm must land in the same Bot Chat"
+    assert len(user_messages_with(pair.beta, "hello again")) == 1
+
+
+def test_dm_to_another_agent_lands_in_its_bot_chat(pair: Pair) -> None:
+    ensure_profile(pair.b, "research")
+    result = cli(pair.a, "peer", "dm", "beta/research", "what did you find?")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.strip() == "research (echo): what did you find?"
+
+    found = user_messages_with(pair.beta, "what did you find?", profile="research")
+    assert len(found) == 1, found
+    assert found[0]["content"].startswith("[Message from peer ")
+    assert not user_messages_with(pair.beta, "what did you find?"), "it must not land in default's Bot Chat"
+
+
+def test_dm_reads_the_message_from_stdin(pair: Pair) -> None:
+    dash = cli(pair.a, "peer", "dm", "beta", "-", input="piped with a dash\n")
+    assert dash.exit_code == 0, dash.stderr
+    assert dash.stdout.strip() == "default (echo): piped with a dash"
+
+    bare = cli(pair.a, "peer", "dm", "beta", input="piped without an argument\n")
+    assert bare.exit_code == 0, bare.stderr
+    assert bare.stdout.strip() == "default (echo): piped without an argument"
+
+
+def test_dm_json_shape(pair: Pair) -> None:
+    result, body = dm_json(pair.a, "beta", "shape check")
+    assert result.exit_code == 0, result.stderr
+    assert {"result", "peer", "agent", "session_id", "run_id", "reply", "error"} <= set(body), body
+    assert body["result"] == "delivered"
+    assert body["peer"] == "beta"
+    assert body["agent"] is None
+    assert body["session_id"] == bot_chat_id(pair.beta)
+    assert body["run_id"]
+    assert body["reply"] == "default (echo): shape check"
+    assert body["error"] is None
+
+
+# --- 3. receipts ----------------------------------------------------------------------------------
+
+
+def test_dm_past_its_wait_gives_a_receipt_then_status_follows_it(pair: Pair) -> None:
+    started = time.monotonic()
+    result, body = dm_json(pair.a, "beta", "/sleep 2\nslow one", "--wait", "0.3")
+    assert result.exit_code == 0, result.stderr
+    assert time.monotonic() - started < 2.0, "the dm should return its receipt without waiting for the reply"
+    assert body["result"] == "receipt", body
+    run_id = body["run_id"]
+    assert run_id
+
+    followed = cli(pair.a, "peer", "status", "beta", run_id, "--follow")
+    assert followed.exit_code == 0, followed.stderr
+    assert "completed" in followed.stdout
+    assert "default (echo): slow one" in followed.stdout
+
+    unknown = cli(pair.a, "peer", "status", "beta", "run_doesnotexist")
+    assert unknown.exit_code == 0, unknown.stderr
+    assert "unknown" in unknown.stdout
+
+
+# --- 4. exit codes --------------------------------------------------------------------------------
+
+
+def test_dm_exit_codes(pair: Pair) -> None:
+    root = pair.a
+    unknown = cli(root, "peer", "dm", "nosuchpeer", "hi there")
+    assert unknown.exit_code == 2, (unknown.stdout, unknown.stderr)
+
+    closed = free_port()
+    assert (
+        cli(root, "peer", "add", "closed", "--url", f"http://127.0.0.1:{closed}", "--key", "closed-key-123").exit_code
+        == 0
+    )
+    unreachable = cli(root, "peer", "dm", "closed", "anyone home?")
+    assert unreachable.exit_code == 1, (unreachable.stdout, unreachable.stderr)
+    assert "could not reach" in unreachable.stderr
+    assert "Traceback" not in unreachable.stderr
+
+    assert cli(root, "peer", "add", "wrong", "--url", pair.beta.url, "--key", WRONG_KEY).exit_code == 0
+    wrong = cli(root, "peer", "dm", "wrong", "let me in")
+    assert wrong.exit_code == 1, (wrong.stdout, wrong.stderr)
+    assert "Traceback" not in wrong.stderr
+
+    bad_target = cli(root, "peer", "dm", "beta/a/b/c", "hi there")
+    assert bad_target.exit_code == 2, (bad_target.stdout, bad_target.stderr)
+
+    empty = cli(root, "peer", "dm", "beta", "")
+    assert empty.exit_code == 2, (empty.stdout, empty.stderr)
+    blank_stdin = cli(root, "peer", "dm", "beta", "-", input="  \n")
+    assert blank_stdin.exit_code == 2, (blank_stdin.stdout, blank_stdin.stderr)
+
+    failing = cli(root, "peer", "dm", "beta", "/fail boom")
+    assert failing.exit_code == 1, (failing.stdout, failing.stderr)
+    assert "boom" in failing.stderr
+    assert "Traceback" not in failing.stderr
+
+    for name in ("closed", "wrong"):
+        assert cli(root, "peer", "rm", name).exit_code == 0
+
+
+# --- 5. run, idempotent ---------------------------------------------------------------------------
+
+
+def test_run_with_an_idempotency_key_runs_the_turn_once(pair: Pair) -> None:
+    text = "run me exactly once"
+    first = cli(pair.a, "peer", "run", "beta", text, "--idempotency-key", "k1", "--json")
+    assert first.exit_code == 0, first.stderr
+    started = json.loads(first.stdout)
+    run_id = started["run_id"]
+    assert started["replayed"] is False
+
+    second = cli(pair.a, "peer", "run", "beta", text, "--idempotency-key", "k1")
+    assert second.exit_code == 0, second.stderr
+    assert run_id in second.stdout
+    assert "replayed" in second.stdout
+
+    done = wait_status(pair.a, "beta", run_id, {"completed", "failed", "cancelled", "expired"})
+    assert done["status"] == "completed", done
+    assert done["output"] == f"default (echo): {text}"
+
+    shown = cli(pair.a, "peer", "status", "beta", run_id)
+    assert shown.exit_code == 0, shown.stderr
+    assert "completed" in shown.stdout
+    assert f"default (echo): {text}" in shown.stdout
+
+    time.sleep(0.3)  # a wrongly queued second turn gets the chance to show up
+    assert len(user_messages_with(pair.beta, text)) == 1
+
+
+# --- 6. stop --------------------------------------------------------------------------------------
+
+
+def test_stop_cancels_a_slow_run_quickly(pair: Pair) -> None:
+    ensure_profile(pair.b, "slowpoke")
+    started = cli(pair.a, "peer", "run", "beta/slowpoke", "/sleep 20\nnever finished", "--json")
+    assert started.exit_code == 0, started.stderr
+    run_id = json.loads(started.stdout)["run_id"]
+    wait_status(pair.a, "beta/slowpoke", run_id, {"running"}, within=5)
+
+    t0 = time.monotonic()
+    stopped = cli(pair.a, "peer", "stop", "beta/slowpoke", run_id)
+    took = time.monotonic() - t0
+    assert stopped.exit_code == 0, stopped.stderr
+    assert "cancelled" in stopped.stdout
+    assert took < 3.0, f"stop took {took:.1f}s"
+    assert wait_status(pair.a, "beta/slowpoke", run_id, {"cancelled"}, within=3)["status"] == "cancelled"
+
+
+# --- 7. agents across gateways --------------------------------------------------------------------
+
+
+def test_agent_send_to_peer_is_refused_without_an_allow_entry(pair: Pair) -> None:
+    result = cli(pair.a, "send", "default", "/peer beta may I?", "--json")
+    assert result.exit_code == 0, result.stderr
+    reply = json.loads(result.stdout)["reply"]
+    results = tool_results(reply, "send_to_peer")
+    assert len(results) == 1, reply
+    assert results[0]["error"]["code"] == "not_allowed", results
+
+    refused = [e for e in ledger(pair.a) if e["message"] == "may I?" and e["target"].startswith("peer:beta")]
+    assert [e["state"] for e in refused] == ["refused:not_allowed"], refused
+    assert not user_messages_with(pair.beta, "may I?")
+
+
+def test_agent_sends_to_an_agent_on_another_gateway(pair: Pair) -> None:
+    with messaging_rules(pair.a, "default", allow=["peer:beta/*", "peer:beta"]):
+        result = cli(pair.a, "send", "default", "/peer beta are you there?", "--json")
+    assert result.exit_code == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert out["via"] == "gateway"
+    results = tool_results(out["reply"], "send_to_peer")
+    assert len(results) == 1, out["reply"]
+    assert results[0]["status"] == "replied", results
+    assert results[0]["reply"] == "default (echo): are you there?"
+
+    sent = [e for e in ledger(pair.a) if e["message"] == "are you there?" and e["target"] == "peer:beta"]
+    assert [e["state"] for e in sent] == ["delivered"], sent
+
+    received = [e for e in ledger(pair.b) if "are you there?" in e["message"] and e["sender"].startswith("peer:")]
+    assert len(received) == 1, received
+    assert received[0]["state"] == "completed"
+    assert received[0]["hops"] == 1
+
+
+# --- 8. hops and deadlock across gateways ---------------------------------------------------------
+
+
+def test_hop_limit_and_deadlock_are_enforced_on_arrival(pair: Pair) -> None:
+    gateway_id = config.load_gateway_config(pair.b).gateway_id
+    assert gateway_id
+    # Make sure the Bot Chat exists (earlier tests made it; this one may run alone).
+    assert cli(pair.a, "peer", "dm", "beta", "warm up the bot chat").exit_code == 0
+    session_id = bot_chat_id(pair.beta)
+
+    def deliver(message: str, **headers: str) -> httpx.Response:
+        with api(pair.beta) as c:
+            return c.post(
+                f"/api/sessions/{session_id}/chat",
+                json={"message": message},
+                headers={"X-Hermes-Sender-Profile": "default", "X-Hermes-Wait-Seconds": "5", **headers},
+            )
+
+    def refused(r: httpx.Response, code: str) -> bool:
+        body = r.json()
+        if r.status_code == 403:
+            return bool(body["error"]["code"] == code)
+        return r.status_code == 200 and body.get("result") == "refused"
+
+    with messaging_rules(pair.b, "default", max_hops=2):
+        too_far = deliver("one hop too many", **{"X-Backchannel-Hops": "3", "Idempotency-Key": "x1"})
+        assert refused(too_far, "hop_limit"), (too_far.status_code, too_far.text)
+
+        within = deliver("hop two is fine", **{"X-Backchannel-Hops": "2", "Idempotency-Key": "x2"})
+        assert within.status_code == 200, within.text
+
+        loop = deliver(
+            "you are waiting for me",
+            **{"X-Backchannel-Chain": f"{gateway_id}:{session_id}", "Idempotency-Key": "x3"},
+        )
+        assert refused(loop, "would_deadlock"), (loop.status_code, loop.text)
+
+    states = {e["message"]: e["state"] for e in ledger(pair.b)}
+    assert states.get("one hop too many") == "refused:hop_limit", states
+    assert states.get("you are waiting for me") == "refused:would_deadlock", states
+    assert not user_messages_with(pair.beta, "one hop too many")
+    assert not user_messages_with(pair.beta, "you are waiting for me")
+
+
+# --- 9. send peer:... -----------------------------------------------------------------------------
+
+
+def test_send_to_a_peer_address_works_like_peer_dm(pair: Pair) -> None:
+    ensure_profile(pair.b, "research")
+    result = cli(pair.a, "send", "peer:beta", "hi from send")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.strip() == "default (echo): hi from send"
+    found = user_messages_with(pair.beta, "hi from send")
+    assert len(found) == 1, found
+    assert found[0]["content"].startswith("[Message from peer ")
+
+    as_json = cli(pair.a, "send", "peer:beta/research", "hi research", "--json")
+    assert as_json.exit_code == 0, as_json.stderr
+    body = json.loads(as_json.stdout)
+    assert body["result"] == "delivered"
+    assert body["agent"] == "research"
+    assert body["reply"] == "research (echo): hi research"
+
+
+# --- last: nothing leaked into the logs -----------------------------------------------------------
+
+
+def test_zz_no_secret_in_either_gateway_log(pair: Pair) -> None:
+    for gw in (pair.alpha, pair.beta):
+        log_text = gw.log()
+        assert log_text, "the gateway wrote no log at all"
+        for secret in SECRETS:
+            assert secret not in log_text, f"a secret leaked into the log of {gw.root.name}"
