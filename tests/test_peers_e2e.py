@@ -93,13 +93,13 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
     beta = _init_home(base / "beta")
     p = Pair(alpha, beta, api_key(alpha.root), api_key(beta.root))
     SECRETS.update({p.alpha_key, p.beta_key})
-    added = cli(p.a, "peer", "add", "beta", "--url", beta.url, "--key", p.beta_key, "--note", "the beta box")
-    assert added.exit_code == 0, added.stderr
-    added = cli(p.b, "peer", "add", "alpha", "--url", alpha.url, "--key", p.alpha_key)
-    assert added.exit_code == 0, added.stderr
     try:
         alpha.start()
         beta.start()
+        added = cli(p.a, "peer", "add", "beta", "--url", beta.url, "--key", p.beta_key, "--note", "the beta box")
+        assert added.exit_code == 0, added.stderr
+        added = cli(p.b, "peer", "add", "alpha", "--url", alpha.url, "--key", p.alpha_key)
+        assert added.exit_code == 0, added.stderr
         yield p
     finally:
         alpha.kill()
@@ -136,6 +136,9 @@ def messages(gw: GatewayProcess, session_id: str, profile: str = "default") -> l
 
 
 def user_messages_with(gw: GatewayProcess, text: str, profile: str = "default") -> list[dict[str, Any]]:
+    """The user messages of the profile's Bot Chat that contain `text` (none when it has no Bot Chat yet)."""
+    if not bot_chats(gw, profile):
+        return []
     msgs = messages(gw, bot_chat_id(gw, profile), profile)
     return [m for m in msgs if m["role"] == "user" and text in m["content"]]
 
@@ -218,6 +221,17 @@ def test_registry_add_update_aliases_and_key_storage(pair: Pair) -> None:
     assert via_set.exit_code == 0, via_set.stderr
     assert "updated" in via_set.stdout
 
+    # No key given and nothing on stdin: the stored key is kept.
+    kept = cli(root, "peer", "set", "gamma", "--url", url, input="")
+    assert kept.exit_code == 0, kept.stderr
+    assert "kept its key" in kept.stdout
+    assert config.read_env(root)["BACKCHANNEL_PEER_GAMMA_KEY"] == pair.beta_key
+
+    # A new peer with no key at all is refused.
+    keyless = cli(root, "peer", "add", "keyless", "--url", url, input="")
+    assert keyless.exit_code == 2, (keyless.stdout, keyless.stderr)
+    assert "BACKCHANNEL_PEER_KEYLESS_KEY" not in config.read_env(root)
+
     listed = cli(root, "peer", "ls")
     assert listed.exit_code == 0, listed.stderr
     assert "gamma" in listed.stdout
@@ -229,7 +243,10 @@ def test_registry_add_update_aliases_and_key_storage(pair: Pair) -> None:
     assert peers["beta"]["url"] == url
     assert peers["beta"]["note"] == "the beta box"
     assert peers["beta"]["key"] == "set"
+    # `peer add` asked the running peer who it is, so its messages are shown under its name here.
+    assert peers["beta"]["gateway_id"] == config.load_gateway_config(pair.b).gateway_id
     assert peers["gamma"]["note"] == "via set"
+    assert peers["gamma"]["url"] == url
     assert pair.beta_key not in as_json.stdout
 
     # The key lives in .env (0600) under its variable, never in config.yaml.
@@ -291,7 +308,7 @@ def test_dm_delivers_into_the_bot_chat_framed_as_from_a_peer(pair: Pair) -> None
 
     found = user_messages_with(pair.beta, "hello")
     assert len(found) == 1, found
-    assert found[0]["content"].startswith("[Message from peer "), found[0]
+    assert found[0]["content"].startswith("[Message from peer alpha/default "), found[0]
     assert found[0]["content"].endswith("\nhello")
 
     second = cli(pair.a, "peer", "dm", "beta", "hello again")
@@ -299,6 +316,13 @@ def test_dm_delivers_into_the_bot_chat_framed_as_from_a_peer(pair: Pair) -> None
     assert second.stdout.strip() == "default (echo): hello again"
     assert len(bot_chats(pair.beta)) == 1, "a second dm must land in the same Bot Chat"
     assert len(user_messages_with(pair.beta, "hello again")) == 1
+
+    # The person's side keeps the exchange in alpha's ledger.
+    sent = [e for e in ledger(pair.a) if e["message"] == "hello" and e["target"] == "peer:beta"]
+    assert len(sent) == 1, sent
+    assert sent[0]["sender"] == "human:cli"
+    assert sent[0]["state"] == "delivered"
+    assert sent[0]["reply"] == "default (echo): hello"
 
 
 def test_dm_to_another_agent_lands_in_its_bot_chat(pair: Pair) -> None:
@@ -336,6 +360,30 @@ def test_dm_json_shape(pair: Pair) -> None:
     assert body["error"] is None
 
 
+def test_dm_with_an_idempotency_key_is_delivered_once(pair: Pair) -> None:
+    first, one = dm_json(pair.a, "beta", "keyed hello", "--idempotency-key", "kdm-1")
+    assert first.exit_code == 0, first.stderr
+    second, two = dm_json(pair.a, "beta", "keyed hello", "--idempotency-key", "kdm-1")
+    assert second.exit_code == 0, second.stderr
+    assert one["result"] == two["result"] == "delivered", (one, two)
+    assert one["run_id"] == two["run_id"]
+    assert two["reply"] == "default (echo): keyed hello"
+    assert len(user_messages_with(pair.beta, "keyed hello")) == 1
+
+    # The same key for another message is refused by the peer, not run: exit 2.
+    other = cli(pair.a, "peer", "dm", "beta", "another text, same key", "--idempotency-key", "kdm-1")
+    assert other.exit_code == 2, (other.stdout, other.stderr)
+    assert not user_messages_with(pair.beta, "another text, same key")
+
+
+def test_dm_to_an_agent_the_peer_does_not_have_is_a_peer_error(pair: Pair) -> None:
+    for agent in ("nosuchagent", "Research"):  # upper case is a valid name for a client (Hermes accepts it)
+        result = cli(pair.a, "peer", "dm", f"beta/{agent}", "anyone?")
+        assert result.exit_code == 1, (agent, result.stdout, result.stderr)
+        assert agent in result.stderr
+        assert "Traceback" not in result.stderr
+
+
 # --- 3. receipts ----------------------------------------------------------------------------------
 
 
@@ -348,6 +396,11 @@ def test_dm_past_its_wait_gives_a_receipt_then_status_follows_it(pair: Pair) -> 
     run_id = body["run_id"]
     assert run_id
 
+    # Sending the same text again (no key: a content-derived one) is the same message, not a second turn.
+    resent, again = dm_json(pair.a, "beta", "/sleep 2\nslow one", "--wait", "0.3")
+    assert resent.exit_code == 0, resent.stderr
+    assert again["run_id"] == run_id, again
+
     followed = cli(pair.a, "peer", "status", "beta", run_id, "--follow")
     assert followed.exit_code == 0, followed.stderr
     assert "completed" in followed.stdout
@@ -356,6 +409,7 @@ def test_dm_past_its_wait_gives_a_receipt_then_status_follows_it(pair: Pair) -> 
     unknown = cli(pair.a, "peer", "status", "beta", "run_doesnotexist")
     assert unknown.exit_code == 0, unknown.stderr
     assert "unknown" in unknown.stdout
+    assert len(user_messages_with(pair.beta, "slow one")) == 1
 
 
 # --- 4. exit codes --------------------------------------------------------------------------------
@@ -379,6 +433,7 @@ def test_dm_exit_codes(pair: Pair) -> None:
     assert cli(root, "peer", "add", "wrong", "--url", pair.beta.url, "--key", WRONG_KEY).exit_code == 0
     wrong = cli(root, "peer", "dm", "wrong", "let me in")
     assert wrong.exit_code == 1, (wrong.stdout, wrong.stderr)
+    assert "key" in wrong.stderr
     assert "Traceback" not in wrong.stderr
 
     bad_target = cli(root, "peer", "dm", "beta/a/b/c", "hi there")
@@ -393,6 +448,16 @@ def test_dm_exit_codes(pair: Pair) -> None:
     assert failing.exit_code == 1, (failing.stdout, failing.stderr)
     assert "boom" in failing.stderr
     assert "Traceback" not in failing.stderr
+
+    # Following a run that failed ends with exit 1 as well.
+    failed_json, failed = dm_json(root, "beta", "/fail bang")
+    assert failed_json.exit_code == 1, (failed_json.stdout, failed_json.stderr)
+    assert failed["result"] == "failed", failed
+    assert "bang" in (failed["error"] or "")
+    assert failed["run_id"], failed
+    followed = cli(root, "peer", "status", "beta", failed["run_id"], "--follow")
+    assert followed.exit_code == 1, (followed.stdout, followed.stderr)
+    assert "failed" in followed.stdout
 
     for name in ("closed", "wrong"):
         assert cli(root, "peer", "rm", name).exit_code == 0
@@ -478,8 +543,109 @@ def test_agent_sends_to_an_agent_on_another_gateway(pair: Pair) -> None:
 
     received = [e for e in ledger(pair.b) if "are you there?" in e["message"] and e["sender"].startswith("peer:")]
     assert len(received) == 1, received
+    assert received[0]["sender"] == "peer:alpha/default", received
     assert received[0]["state"] == "completed"
     assert received[0]["hops"] == 1
+
+
+def test_a_reply_that_would_come_back_into_the_waiting_session_is_refused_as_a_deadlock(pair: Pair) -> None:
+    """alpha's Bot Chat waits on beta; beta's agent asking alpha's Bot Chat back would wait forever."""
+    back = json.dumps({"target": "alpha", "message": "ping back", "wait_seconds": 5})
+    with (
+        messaging_rules(pair.a, "default", allow=["peer:beta/*", "peer:beta"]),
+        messaging_rules(pair.b, "default", allow=["peer:alpha/*", "peer:alpha"]),
+    ):
+        t0 = time.monotonic()
+        result = cli(pair.a, "send", "default", f"/peer beta /tool send_to_peer {back}", "--json")
+        took = time.monotonic() - t0
+    assert result.exit_code == 0, result.stderr
+    assert took < 5.0, f"a deadlock must be refused at once, took {took:.1f}s"
+    outer = tool_results(json.loads(result.stdout)["reply"], "send_to_peer")
+    assert len(outer) == 1 and outer[0]["status"] == "replied", outer
+    inner = tool_results(outer[0]["reply"], "send_to_peer")
+    assert len(inner) == 1, outer[0]["reply"]
+    assert inner[0]["status"] == "refused", inner
+    assert "would_deadlock" in inner[0]["error"], inner
+
+    refusals = [e for e in ledger(pair.a) if e["message"] == "ping back"]
+    assert [e["state"] for e in refusals] == ["refused:would_deadlock"], refusals
+    assert refusals[0]["sender"] == "peer:beta/default", refusals
+    assert refusals[0]["hops"] == 2, refusals
+
+
+def test_a_late_peer_reply_wakes_the_sending_session(pair: Pair) -> None:
+    """An agent's send_to_peer that gets a receipt has the reply delivered into its session when it comes."""
+    args = json.dumps({"target": "beta", "message": "/sleep 1\nlate answer", "wait_seconds": 0.2})
+    with messaging_rules(pair.a, "default", allow=["peer:beta"]):
+        result = cli(pair.a, "send", "default", f"/tool send_to_peer {args}", "--json")
+        assert result.exit_code == 0, result.stderr
+        out = json.loads(result.stdout)
+        sent = tool_results(out["reply"], "send_to_peer")
+        assert len(sent) == 1 and sent[0]["status"] == "receipt", sent
+        remote_run = sent[0]["run_id"]
+        assert remote_run
+
+        deadline = time.monotonic() + 15
+        while True:
+            woken = [
+                m
+                for m in messages(pair.alpha, out["session_id"])
+                if m["role"] == "user" and "late answer" in m["content"] and remote_run in m["content"]
+            ]
+            if woken:
+                break
+            assert time.monotonic() < deadline, "the late reply never reached the sending session"
+            time.sleep(0.2)
+    assert len(woken) == 1, woken
+    assert "default (echo): late answer" in woken[0]["content"]
+    entries = [e for e in ledger(pair.a) if e["message"] == "/sleep 1\nlate answer" and e["target"] == "peer:beta"]
+    assert [e["state"] for e in entries] == ["delivered"], entries
+
+
+def test_a_peer_that_refuses_gives_exit_2_and_agents_a_refusal(pair: Pair) -> None:
+    with messaging_rules(pair.b, "default", accept=["peer:nobody"]):
+        refused = cli(pair.a, "peer", "dm", "beta", "knock knock")
+        assert refused.exit_code == 2, (refused.stdout, refused.stderr)
+        assert "not_allowed" in refused.stderr
+        assert "Traceback" not in refused.stderr
+    assert not user_messages_with(pair.beta, "knock knock")
+    assert [e["state"] for e in ledger(pair.b) if e["message"] == "knock knock"] == ["refused:not_allowed"]
+
+    # A person's message is hop 0: a peer with max_hops 0 takes it; an agent's (hop 1) is refused there.
+    with (
+        messaging_rules(pair.b, "default", max_hops=0),
+        messaging_rules(pair.a, "default", allow=["peer:beta"]),
+    ):
+        person = cli(pair.a, "peer", "dm", "beta", "from a person, hop zero")
+        assert person.exit_code == 0, person.stderr
+        agent = cli(pair.a, "send", "default", "/peer beta from an agent, hop one", "--json")
+    assert agent.exit_code == 0, agent.stderr
+    results = tool_results(json.loads(agent.stdout)["reply"], "send_to_peer")
+    assert len(results) == 1 and results[0]["status"] == "refused", results
+    assert "hop_limit" in results[0]["error"], results
+    assert [e["state"] for e in ledger(pair.b) if e["message"] == "from an agent, hop one"] == ["refused:hop_limit"]
+
+
+def test_status_and_stop_of_an_unknown_peer_are_usage_errors(pair: Pair) -> None:
+    for verb in ("status", "stop"):
+        result = cli(pair.a, "peer", verb, "nosuchpeer", "run_whatever")
+        assert result.exit_code == 2, (verb, result.stdout, result.stderr)
+        assert "Traceback" not in result.stderr
+
+
+def test_a_registered_peer_is_named_by_its_registry_name_on_arrival(pair: Pair) -> None:
+    """Senders are `peer:<name>` (DESIGN 4.3): beta calls alpha by the name it registered, so accept lists work."""
+    # Re-register alpha on beta so that nothing beta may have learned earlier in the module helps.
+    assert cli(pair.b, "peer", "rm", "alpha").exit_code == 0
+    readded = cli(pair.b, "peer", "add", "alpha", "--url", pair.alpha.url, "--key", pair.alpha_key)
+    assert readded.exit_code == 0, readded.stderr
+
+    with messaging_rules(pair.b, "default", accept=["peer:alpha", "peer:alpha/*"]):
+        result = cli(pair.a, "peer", "dm", "beta", "it is me, alpha")
+    senders = [e["sender"] for e in ledger(pair.b) if e["message"] == "it is me, alpha"]
+    assert senders == ["peer:alpha/default"], senders
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    assert result.stdout.strip() == "default (echo): it is me, alpha"
 
 
 # --- 8. hops and deadlock across gateways ---------------------------------------------------------

@@ -26,6 +26,7 @@ class RecordingEngine:
     """A fake model: answers `ok: <text>` after `delay`, recording overlap between turns."""
 
     name = "fake"
+    uses_context = True
 
     def __init__(self, delay: float = 0.0) -> None:
         self.delay = delay

@@ -79,7 +79,8 @@ class Runtime:
         self._engines: dict[tuple[str, Any], Engine] = {}
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._turns: dict[str, _Turn] = {}
-        self._done: dict[str, asyncio.Event] = {}
+        self._done: dict[str, asyncio.Future[RunRow]] = {}  # run id -> its end, for waiters in this process
+        self._owned: set[str] = set()  # runs this runtime claimed and has not finished: their leases are renewed
         self._slots = asyncio.Semaphore(max(1, self.settings.max_concurrent_turns))
         self._background: list[asyncio.Task[None]] = []
         self._accepting = False  # workers run only between start() and close()
@@ -164,16 +165,25 @@ class Runtime:
             wait_seconds=wait_seconds,
             wake=wake,
         )
+        # An idle session's run is recorded already claimed, when a turn slot is free here.
+        claim = self._accepting and session_id not in self._workers and not self._slots.locked()
+        claim_for = self.owner if claim else None
         if idempotency_key:
-            run, created = runstore.record(self.db, new)
+            run, created = runstore.record(self.db, new, claim_for=claim_for, lease_seconds=self._lease)
         else:
-            run, created = self._record_derived(new)
+            run, created = self._record_derived(new, claim_for)
         if created:
+            if run.state is RunState.RUNNING:  # accepted and started at once: both transitions are reported
+                self.on_state(dataclasses.replace(run, state=RunState.QUEUED, attempts=0))
             self.on_state(run)
-            self._kick(session_id)
+            if run.state is RunState.RUNNING:
+                self._owned.add(run.id)
+                self._kick(session_id, first=run)
+            else:
+                self._kick(session_id)
         return run, created
 
-    def _record_derived(self, new: runstore.NewRun) -> tuple[RunRow, bool]:
+    def _record_derived(self, new: runstore.NewRun, claim_for: str | None) -> tuple[RunRow, bool]:
         """A send without a key is deduplicated on its content within the window, unless that run failed:
         sending the same words again after a failure is a new attempt, not a replay of the failure."""
         base = runstore.derived_key(
@@ -181,7 +191,9 @@ class Runtime:
         )
         for attempt in range(MAX_DERIVED_RETRIES):
             key = base if attempt == 0 else f"{base}:retry{attempt}"
-            run, created = runstore.record(self.db, dataclasses.replace(new, idempotency_key=key))
+            run, created = runstore.record(
+                self.db, dataclasses.replace(new, idempotency_key=key), claim_for=claim_for, lease_seconds=self._lease
+            )
             if created or run.state not in (RunState.FAILED, RunState.CANCELLED, RunState.EXPIRED):
                 return run, created
         return run, created
@@ -189,18 +201,21 @@ class Runtime:
     async def wait(self, run_id: str, timeout: float | None) -> RunRow:
         """The run once it is terminal, or as it is when `timeout` seconds have passed."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            run = runstore.get(self.db, run_id)
-            if run.state.terminal:
-                return run
+        run = runstore.get(self.db, run_id)
+        while not run.state.terminal:
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 return run
-            done = self._done.setdefault(run_id, asyncio.Event())
+            done = self._done.get(run_id)
+            if done is None:
+                done = self._done[run_id] = asyncio.get_running_loop().create_future()
             # The poll bound also notices a run finished by another process on the same home.
             step = self._poll * 4 if remaining is None else min(remaining, self._poll * 4)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(done.wait(), timeout=step)
+            try:
+                run = await asyncio.wait_for(asyncio.shield(done), timeout=step)
+            except TimeoutError:
+                run = runstore.get(self.db, run_id)
+        return run
 
     async def stop(self, run_id: str) -> RunRow:
         """Cancel a queued run, or interrupt a running turn at once, keeping its partial output."""
@@ -227,18 +242,21 @@ class Runtime:
             if self.scope is None or session_id in self.scope:
                 self._kick(session_id)
 
-    def _kick(self, session_id: str) -> None:
+    def _kick(self, session_id: str, first: RunRow | None = None) -> None:
         if self._accepting and session_id not in self._workers:
-            self._workers[session_id] = asyncio.create_task(self._drain(session_id))
+            self._workers[session_id] = asyncio.create_task(self._drain(session_id, first))
 
-    async def _drain(self, session_id: str) -> None:
+    async def _drain(self, session_id: str, first: RunRow | None) -> None:
         try:
             while self._accepting:
                 async with self._slots:
-                    run = runstore.claim_next(self.db, session_id, owner=self.owner, lease_seconds=self._lease)
+                    run, first = first, None
                     if run is None:
-                        break  # no await between the empty claim and leaving: a new submit kicks anew
-                    self.on_state(run)
+                        run = runstore.claim_next(self.db, session_id, owner=self.owner, lease_seconds=self._lease)
+                        if run is None:
+                            break  # no await between the empty claim and leaving: a new submit kicks anew
+                        self._owned.add(run.id)
+                        self.on_state(run)
                     await self._execute(run)
         except asyncio.CancelledError:
             pass
@@ -283,7 +301,8 @@ class Runtime:
             self._turns.pop(run.id, None)
 
     async def _turn(self, run: RunRow, profile: Profile, progress: TurnProgress) -> str:
-        history = sessionstore.list_messages(self.db, run.session_id)
+        engine = self._engine(profile)
+        history = sessionstore.list_messages(self.db, run.session_id) if engine.uses_context else []
         text = await self.prepare(run, profile) if self.prepare is not None else run.message
         via = "a reply to your message" if run.idempotency_key.startswith(WAKE_PREFIX) else "send_to_session"
         incoming = Message(role="user", content=frame(run.sender, text, via=via))
@@ -300,7 +319,7 @@ class Runtime:
             self.events.publish(run.id, event, **data)
 
         return await run_turn(
-            engine=self._engine(profile),
+            engine=engine,
             profile=profile,
             history=history,
             incoming=incoming,
@@ -320,11 +339,14 @@ class Runtime:
         code: str | None = None,
         messages: list[Message] | None = None,
     ) -> None:
-        if not runstore.finish(
+        self._owned.discard(run.id)
+        finished = runstore.finish(
             self.db, run.id, owner=self.owner, state=state, reply=reply, error=error, error_code=code, messages=messages
-        ):
+        )
+        if finished is None:
             log.warning("run %s was no longer ours to finish (lease lost)", run.id)
-        self._finished(runstore.get(self.db, run.id))
+            finished = runstore.get(self.db, run.id)
+        self._finished(finished)
 
     def _finished(self, run: RunRow) -> None:
         self.on_state(run)
@@ -335,8 +357,8 @@ class Runtime:
             data.update(error=run.error, code=run.error_code, output=run.reply)
         self.events.publish(run.id, f"run.{run.state.value}", **data)
         done = self._done.pop(run.id, None)
-        if done is not None:
-            done.set()
+        if done is not None and not done.done():
+            done.set_result(run)
         self._wake(run)
 
     def _wake(self, run: RunRow) -> None:
@@ -392,7 +414,7 @@ class Runtime:
         """Keep our turns' leases fresh, and requeue runs that another, dead process left running."""
         while True:
             await asyncio.sleep(self._lease / 3)
-            runstore.renew_leases(self.db, list(self._turns), owner=self.owner, lease_seconds=self._lease)
+            runstore.renew_leases(self.db, list(self._owned), owner=self.owner, lease_seconds=self._lease)
             if runstore.reclaim(self.db, is_dead=_owner_is_dead, max_attempts=self.settings.max_attempts):
                 self._discover()
 

@@ -109,6 +109,8 @@ async def chat_stream(request: Request) -> Response:
     session, first, wait, _envelope, _profile = await _submit(request, ctx)
     run_id = first.run.id
     deadline = time.monotonic() + wait
+    hub = ctx.router.runtime.events
+    hub.reserve(run_id)  # before the run can start: the stream sees all of its events
 
     async def frames() -> AsyncIterator[dict[str, str]]:
         seq = 0
@@ -121,7 +123,7 @@ async def chat_stream(request: Request) -> Response:
 
         yield frame("run.started", user_message={"role": "user", "content": first.run.message}, replayed=first.replayed)
         yield frame("message.started", message={"id": run_id, "role": "assistant"})
-        async for event in ctx.router.runtime.events.follow(run_id, keepalive=min(15.0, max(0.1, wait))):
+        async for event in hub.follow(run_id, keepalive=min(15.0, max(0.1, wait)), reserved=True):
             if event is None:
                 current = ctx.router.run(run_id)
                 if current.state.terminal:

@@ -43,6 +43,9 @@ class Engine(Protocol):
     """
 
     name: str
+    # False for an engine that reads only the turn at hand (echo): the session's history and the
+    # system prompt are then not loaded, which keeps long sessions cheap.
+    uses_context: bool
 
     async def step(self, request: ModelRequest, on_delta: OnDelta | None = None) -> Message: ...
 

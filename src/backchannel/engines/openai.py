@@ -179,6 +179,7 @@ class OpenAIEngine:
     """Computes model steps against `{base_url}/chat/completions`, streaming when the server does."""
 
     name = "openai"
+    uses_context = True
 
     def __init__(
         self, *, profile: str, base_url: str, model: str, api_key: str | None, timeout_seconds: float = 120.0

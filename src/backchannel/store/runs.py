@@ -142,16 +142,26 @@ class NewRun:
     wake: bool = False  # deliver the reply into the sender's session when it comes
 
 
-def record(db: Database, new: NewRun) -> tuple[RunRow, bool]:
-    """Insert a queued run, or return the run already filed under the same key (created=False)."""
+def record(
+    db: Database, new: NewRun, *, claim_for: str | None = None, lease_seconds: float = 30.0
+) -> tuple[RunRow, bool]:
+    """Insert a queued run, or return the run already filed under the same key (created=False).
+
+    With `claim_for`, a run whose session has nothing queued or running is recorded already claimed
+    by that owner (`running`): one transaction instead of two on the common path.
+    """
     now = time.time()
     fp = fingerprint(new.sender, new.session_id, new.message)
     run_id = new_run_id()
     with db.tx() as conn:
+        claimed = claim_for is not None and not conn.execute(
+            "SELECT 1 FROM runs WHERE session_id = ? AND state IN ('queued', 'running') LIMIT 1", (new.session_id,)
+        ).fetchone()
         cur = conn.execute(
             "INSERT INTO runs (id, idempotency_key, fingerprint, sender, profile, session_id, message, hops, chain,"
-            " state, created_at, updated_at, expires_at, origin, sender_profile, sender_session, wait_seconds, wake)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " state, created_at, updated_at, expires_at, origin, sender_profile, sender_session, wait_seconds, wake,"
+            " owner, lease_until, attempts, started_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
             " ON CONFLICT (idempotency_key) DO NOTHING",
             (
                 run_id,
@@ -163,7 +173,7 @@ def record(db: Database, new: NewRun) -> tuple[RunRow, bool]:
                 new.message,
                 new.hops,
                 json.dumps(list(new.chain)),
-                RunState.QUEUED.value,
+                (RunState.RUNNING if claimed else RunState.QUEUED).value,
                 now,
                 now,
                 now + new.ttl_seconds if new.ttl_seconds else None,
@@ -172,6 +182,10 @@ def record(db: Database, new: NewRun) -> tuple[RunRow, bool]:
                 new.sender_session,
                 new.wait_seconds,
                 int(new.wake),
+                claim_for if claimed else None,
+                now + lease_seconds if claimed else None,
+                1 if claimed else 0,
+                now if claimed else None,
             ),
         )
         created = cur.rowcount == 1
@@ -251,20 +265,22 @@ def finish(
     error: str | None = None,
     error_code: str | None = None,
     messages: list[Message] | None = None,
-) -> bool:
-    """End a running run that this owner holds; its messages and its state commit together."""
+) -> RunRow | None:
+    """End a running run that this owner holds; its messages and its state commit together.
+
+    Returns the finished run, or None when it was not ours to finish (lease lost)."""
     now = time.time()
     with db.tx() as conn:
         row = conn.execute(
             "UPDATE runs SET state = ?, reply = ?, error = ?, error_code = ?, owner = NULL, lease_until = NULL,"
-            " updated_at = ?, finished_at = ? WHERE id = ? AND state = 'running' AND owner = ? RETURNING session_id",
+            " updated_at = ?, finished_at = ? WHERE id = ? AND state = 'running' AND owner = ? RETURNING *",
             (state.value, reply, error, error_code, now, now, run_id, owner),
         ).fetchone()
         if row is None:
-            return False
+            return None
         if messages:
             append_messages(conn, row["session_id"], messages, run_id=run_id)
-    return True
+    return _run(row)
 
 
 def cancel_queued(db: Database, run_id: str, *, reason: str = "cancelled before it started") -> bool:
