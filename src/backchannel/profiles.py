@@ -6,6 +6,7 @@ A profile's config.yaml is re-read whenever it changes on disk (checked by mtime
 
 from __future__ import annotations
 
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -116,27 +117,27 @@ def list_profiles(root: Path) -> list[str]:
     return sorted(p.name for p in base.iterdir() if p.is_dir() and config.NAME_RE.match(p.name))
 
 
-_cache: dict[Path, tuple[tuple[int, int], ProfileConfig]] = {}
+_cache: dict[tuple[Path, str], tuple[tuple[int, int], Profile]] = {}
 
 
 def load_profile(root: Path, name: str) -> Profile:
-    """The profile named `name`; its config.yaml is parsed again only when it changed."""
-    config.check_name(name)
-    path = profile_dir(root, name)
-    if not path.is_dir():
-        known = ", ".join(list_profiles(root)) or "none"
-        raise NotFound(f"no profile {name!r} (profiles: {known})", code="profile_not_found")
+    """The profile named `name`; its config.yaml is parsed again only when it changed (one stat per use)."""
+    cached = _cache.get((root, name))
+    path = cached[1].path if cached is not None else profile_dir(root, config.check_name(name))
     cfg_path = path / "config.yaml"
     try:
-        st = cfg_path.stat()
+        st = os.stat(cfg_path)
         stamp = (st.st_mtime_ns, st.st_size)
     except FileNotFoundError:
+        if not path.is_dir():
+            _cache.pop((root, name), None)
+            known = ", ".join(list_profiles(root)) or "none"
+            raise NotFound(f"no profile {name!r} (profiles: {known})", code="profile_not_found") from None
         stamp = (0, 0)
-    cached = _cache.get(cfg_path)
     if cached is None or cached[0] != stamp:
-        cached = (stamp, parse_profile_config(config.load_yaml(cfg_path), cfg_path))
-        _cache[cfg_path] = cached
-    return Profile(name=name, path=path, config=cached[1])
+        profile = Profile(name=name, path=path, config=parse_profile_config(config.load_yaml(cfg_path), cfg_path))
+        cached = _cache[(root, name)] = (stamp, profile)
+    return cached[1]
 
 
 def parse_profile_config(data: dict[str, Any], path: Path) -> ProfileConfig:

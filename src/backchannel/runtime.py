@@ -76,7 +76,8 @@ class Runtime:
         self._lease = lease_seconds
         self._poll = poll_seconds
         self.scope = scope
-        self._engines: dict[tuple[str, Any], Engine] = {}
+        self._engines: dict[str, tuple[Any, Engine]] = {}
+        self._retired: list[Engine] = []
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._turns: dict[str, _Turn] = {}
         self._done: dict[str, asyncio.Future[RunRow]] = {}  # run id -> its end, for waiters in this process
@@ -122,7 +123,7 @@ class Runtime:
         runstore.reclaim(
             self.db, is_dead=lambda owner: owner == self.owner, max_attempts=self.settings.max_attempts + 1
         )
-        for engine in self._engines.values():
+        for engine in [*(e for _, e in self._engines.values()), *self._retired]:
             await engine.aclose()
         self.db.close()
 
@@ -392,11 +393,13 @@ class Runtime:
             await self._slots.acquire()
 
     def _engine(self, profile: Profile) -> Engine:
-        key = (profile.name, profile.config.model)
-        engine = self._engines.get(key)
-        if engine is None:
-            engine = self._engines[key] = self._engine_factory(profile, self.secret)
-        return engine
+        """One engine per profile, made again when its model settings change."""
+        cached = self._engines.get(profile.name)
+        if cached is None or (cached[0] is not profile.config.model and cached[0] != profile.config.model):
+            if cached is not None:
+                self._retired.append(cached[1])  # closed with the runtime: a turn may still be using it
+            cached = self._engines[profile.name] = (profile.config.model, self._engine_factory(profile, self.secret))
+        return cached[1]
 
     def secret(self, name: str) -> str | None:
         return config.secret_value(self.root, name)

@@ -154,9 +154,12 @@ def record(
     fp = fingerprint(new.sender, new.session_id, new.message)
     run_id = new_run_id()
     with db.tx() as conn:
-        claimed = claim_for is not None and not conn.execute(
-            "SELECT 1 FROM runs WHERE session_id = ? AND state IN ('queued', 'running') LIMIT 1", (new.session_id,)
-        ).fetchone()
+        claimed = (
+            claim_for is not None
+            and not conn.execute(
+                "SELECT 1 FROM runs WHERE session_id = ? AND state IN ('queued', 'running') LIMIT 1", (new.session_id,)
+            ).fetchone()
+        )
         cur = conn.execute(
             "INSERT INTO runs (id, idempotency_key, fingerprint, sender, profile, session_id, message, hops, chain,"
             " state, created_at, updated_at, expires_at, origin, sender_profile, sender_session, wait_seconds, wake,"
