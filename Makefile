@@ -4,7 +4,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint install clean
+HERMES_VENV := .venv-hermes
+HERMES_STAMP := $(HERMES_VENV)/.installed
+
+.PHONY: demo test interop bench lint install clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -18,11 +21,23 @@ demo: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python scripts/demo.py
 
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -m "not interop"
+
+# A real Hermes Agent 0.19.0 gateway, in its own venv, against the tests' scripted model.
+$(HERMES_STAMP):
+	test -x $(HERMES_VENV)/bin/python || $(PYTHON) -m venv $(HERMES_VENV)
+	$(HERMES_VENV)/bin/python -m pip install --quiet 'hermes-agent==0.19.0' aiohttp
+	touch $(HERMES_STAMP)
+
+interop: $(STAMP) $(HERMES_STAMP)
+	$(BIN)/python -m pytest -m interop tests/interop
+
+bench: $(STAMP)
+	$(BIN)/python bench/run.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests
 	$(BIN)/mypy
 
 clean:
-	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(HERMES_VENV) build *.egg-info src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -70,7 +70,8 @@ def _probe(root: Any, p: registry.Peer) -> None:
 
     async def go() -> dict[str, Any]:
         async with _client(p, None) as client:
-            return await client.capabilities(timeout=3)
+            caps = await client.capabilities(timeout=3)
+            return {**await client.health(), **caps} if caps else {}
 
     caps = _run(go)
     if not caps:
@@ -238,7 +239,7 @@ def run(target: str, message: str | None, key: str | None, as_json: bool) -> Non
 
     async def go() -> tuple[dict[str, Any], dict[str, Any]]:
         async with _client(p, agent) as client:
-            caps = await client.capabilities()
+            caps = {**await client.health(), **await client.capabilities()}
             return await client.start_run(text, key=key, sender=SENDER_PROFILE), caps
 
     with store(config.home()) as router:

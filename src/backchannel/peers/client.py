@@ -175,6 +175,13 @@ class PeerClient:
                 self._caps = {}
         return self._caps
 
+    async def health(self) -> dict[str, Any]:
+        """The peer's /health (`platform`, `version`), or {} (any failure is tolerated)."""
+        try:
+            return self._json(await self._request("GET", "/health", timeout=10), "the health request")
+        except PeerError:
+            return {}
+
     async def dedups_chat(self) -> bool:
         caps = await self.capabilities()
         return caps.get("platform") == "backchannel" or bool((caps.get("features") or {}).get("chat_idempotency"))
