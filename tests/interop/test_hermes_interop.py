@@ -8,9 +8,9 @@ from typing import Any
 
 import httpx
 import pytest
+from hermes_gateway import HERMES_PYTHON, HermesGateway
 
 from conftest import run_cli
-from hermes_gateway import HERMES_PYTHON, HermesGateway
 from scripted_model import ScriptedModel
 
 pytestmark = [
