@@ -286,5 +286,5 @@ def test_migrations_are_recorded_once(initialised: Path) -> None:
     Database(config.db_path(initialised)).close()
     conn = sqlite3.connect(config.db_path(initialised))
     names = [r[0] for r in conn.execute("SELECT name FROM schema_migrations ORDER BY name")]
-    assert names == ["0001_sessions_messages", "0002_runs", "0003_messaging", "0004_outbound"]
+    assert names == ["0001_sessions_messages", "0002_runs", "0003_messaging", "0004_outbound", "0005_lean_run_indexes"]
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"

@@ -312,6 +312,17 @@ def status(target: str, run_id: str, follow: bool, as_json: bool) -> None:
         )
         return
     data = {**base, **found}
+    if data.get("status") in TERMINAL:  # the ledger learns how a run it saw leave ended
+        with store(config.home()) as router:
+            done = data.get("status") == "completed"
+            ledger.settle_outbound(
+                router.db,
+                peer=p.name,
+                remote_run_id=run_id,
+                state="delivered" if done else str(data.get("status")),
+                reply=data.get("output") if done else None,
+                error=None if done else str(data.get("error") or data.get("status")),
+            )
     emit(data, as_json=as_json, text=lambda: _print_run(run_id, data))
     if follow and data.get("status") in TERMINAL and data.get("status") != "completed":
         sys.exit(1)

@@ -169,3 +169,15 @@ def outbound_count(db: Database, *, sender_profile: str, target: str, origin: st
         (sender_profile, target, origin, since),
     )
     return int(row[0]) if row else 0
+
+
+def settle_outbound(
+    db: Database, *, peer: str, remote_run_id: str, state: str, reply: str | None, error: str | None
+) -> None:
+    """Record the end of a message sent to a peer, once it is known (a followed receipt or run)."""
+    with db.tx() as conn:
+        conn.execute(
+            "UPDATE outbound SET state = ?, reply = COALESCE(?, reply), error = COALESCE(?, error), updated_at = ?"
+            " WHERE peer = ? AND remote_run_id = ? AND state IN ('receipt', 'started', 'sending')",
+            (state, reply, error, time.time(), peer, remote_run_id),
+        )

@@ -139,9 +139,22 @@ def m0004_outbound(conn: sqlite3.Connection) -> None:
     )
 
 
+def m0005_lean_run_indexes(conn: sqlite3.Connection) -> None:
+    """Index agent-sent runs only where only they are searched: a person's turn writes fewer index entries."""
+    _run(
+        conn,
+        """
+        DROP INDEX runs_pair;
+        DROP INDEX runs_origin;
+        CREATE INDEX runs_agent_pair ON runs (sender_profile, profile, origin) WHERE sender_profile IS NOT NULL
+        """,
+    )
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0001_sessions_messages", m0001_sessions_messages),
     ("0002_runs", m0002_runs),
     ("0003_messaging", m0003_messaging),
     ("0004_outbound", m0004_outbound),
+    ("0005_lean_run_indexes", m0005_lean_run_indexes),
 ]

@@ -165,7 +165,7 @@ def record(
             " state, created_at, updated_at, expires_at, origin, sender_profile, sender_session, wait_seconds, wake,"
             " owner, lease_until, attempts, started_at)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-            " ON CONFLICT (idempotency_key) DO NOTHING",
+            " ON CONFLICT (idempotency_key) DO NOTHING RETURNING *",
             (
                 run_id,
                 new.idempotency_key,
@@ -191,8 +191,10 @@ def record(
                 now if claimed else None,
             ),
         )
-        created = cur.rowcount == 1
-        row = conn.execute("SELECT * FROM runs WHERE idempotency_key = ?", (new.idempotency_key,)).fetchone()
+        row = cur.fetchone()
+        created = row is not None
+        if row is None:
+            row = conn.execute("SELECT * FROM runs WHERE idempotency_key = ?", (new.idempotency_key,)).fetchone()
     if not created and row["fingerprint"] != fp:
         raise Conflict(
             f"idempotency key {new.idempotency_key!r} was already used for a different message or target "
