@@ -25,7 +25,8 @@ test: $(STAMP)
 
 # A real Hermes Agent 0.19.0 gateway, in its own venv, against the tests' scripted model.
 $(HERMES_STAMP):
-	test -x $(HERMES_VENV)/bin/python || $(PYTHON) -m venv $(HERMES_VENV)
+	$(PYTHON) -m venv --clear $(HERMES_VENV)
+	$(HERMES_VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(HERMES_VENV)/bin/python -m pip install --quiet 'hermes-agent==0.19.0' aiohttp
 	touch $(HERMES_STAMP)
 
