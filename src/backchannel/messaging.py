@@ -6,7 +6,7 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from . import addresses, policy
 from .addresses import LocalAddress, RemoteAddress
@@ -96,19 +96,8 @@ class Messenger:
                 since=time.time() - 3600,
             ),
         )
-        target_address = target_names[0]
         if refusal is not None:
-            ledger.record_refusal(
-                self.db,
-                sender=origin.address,
-                target=target_address,
-                code=refusal.code,
-                reason=refusal.reason,
-                message=message,
-                hops=hops,
-                wait=wait,
-            )
-            raise Refused(refusal.reason, code=refusal.code)
+            self._refuse(refusal, sender=origin.address, target=target_names[0], message=message, hops=hops, wait=wait)
         delivery = self.router.submit(
             target if target is not None else self.router.bot_chat(profile_name),
             message,
@@ -128,6 +117,22 @@ class Messenger:
             if not run.state.terminal and not runstore.ask_wake(self.db, run.id):
                 run = self.router.run(run.id)  # it ended just now
         return self.result(run, replayed=delivery.replayed)
+
+    def _refuse(
+        self, refusal: policy.Refusal, *, sender: str, target: str, message: str, hops: int, wait: float | None
+    ) -> NoReturn:
+        """Every refusal is explicit: kept in the ledger, and raised to whoever sent."""
+        ledger.record_refusal(
+            self.db,
+            sender=sender,
+            target=target,
+            code=refusal.code,
+            reason=refusal.reason,
+            message=message,
+            hops=hops,
+            wait=wait,
+        )
+        raise Refused(refusal.reason, code=refusal.code)
 
     def result(self, run: RunRow, *, replayed: bool = False) -> dict[str, Any]:
         body: dict[str, Any] = {"run_id": run.id, "to": f"{run.profile}/{run.session_id}", "replayed": replayed}
@@ -185,17 +190,7 @@ class Messenger:
             ),
         )
         if refusal is not None:
-            ledger.record_refusal(
-                self.db,
-                sender=origin.address,
-                target=target_names[0],
-                code=refusal.code,
-                reason=refusal.reason,
-                message=message,
-                hops=hops,
-                wait=wait,
-            )
-            raise Refused(refusal.reason, code=refusal.code)
+            self._refuse(refusal, sender=origin.address, target=target_names[0], message=message, hops=hops, wait=wait)
         row = ledger.record_outbound(
             self.db,
             sender=origin.address,
@@ -221,17 +216,7 @@ class Messenger:
             await client.aclose()
         if caps.get("platform") == "backchannel" and caps.get("gateway_id"):
             registry.remember_gateway_id(self.runtime.root, peer.name, str(caps["gateway_id"]))
-        ledger.update_outbound(
-            self.db,
-            row,
-            state=result.result,
-            reply=result.reply,
-            error=result.error,
-            key=result.idempotency_key,
-            remote_session_id=result.session_id,
-            remote_run_id=result.run_id,
-            wake=result.result == "receipt",
-        )
+        ledger.update_outbound(self.db, row, **result.ledger_fields(), wake=result.result == "receipt")
         body = {"to": target_names[0], "run_id": result.run_id, "session_id": result.session_id}
         if result.result == "delivered":
             return {"status": "replied", **body, "reply": result.reply or ""}
@@ -261,17 +246,7 @@ class Messenger:
         elif self._key(session.id) in chain:
             reason = policy.Refusal("would_deadlock", f"{address} {policy.DEADLOCK_ADVICE}")
         if reason is not None:
-            ledger.record_refusal(
-                self.db,
-                sender=sender,
-                target=address,
-                code=reason.code,
-                reason=reason.reason,
-                message=message,
-                hops=hops,
-                wait=None,
-            )
-            raise Refused(reason.reason, code=reason.code)
+            self._refuse(reason, sender=sender, target=address, message=message, hops=hops, wait=None)
 
     async def follow_receipts(self, interval: float = 2.0) -> None:
         """Poll peers for messages that got a receipt; when one ends, wake its sender with the reply."""

@@ -11,8 +11,8 @@ from starlette.responses import JSONResponse, Response
 
 from ..errors import UsageError
 from . import shapes
-from .context import context
-from .http import delivery_headers, int_param, json_body, optional_str, profile_of, sender_of, text_field
+from .context import context, submit
+from .http import int_param, json_body, optional_str, profile_of, text_field
 
 
 async def start_run(request: Request) -> Response:
@@ -20,19 +20,9 @@ async def start_run(request: Request) -> Response:
     profile = ctx.router.check_profile(profile_of(request))
     body = await json_body(request, ctx.settings.max_body_bytes)
     message = text_field(body, "input", "message", required=True)
-    if message is None or not message.strip():
-        raise UsageError("the input is empty", code="missing_message")
     session_id = optional_str(body, "session_id")
     session = ctx.router.session(session_id, profile=profile) if session_id else ctx.router.bot_chat(profile)
-    headers = delivery_headers(request)
-    delivery = ctx.router.submit(
-        session,
-        message,
-        sender=sender_of(request, body, headers, ctx.router.peer_sender),
-        idempotency_key=headers.idempotency_key,
-        hops=headers.hops,
-        chain=headers.chain,
-    )
+    delivery, _headers = submit(request, ctx, session, body, message)
     body_out = {
         "run_id": delivery.run.id,
         "status": delivery.run.state.value,

@@ -11,12 +11,12 @@ from sse_starlette.sse import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ..errors import DeliveryError, UsageError
+from ..errors import DeliveryError
 from ..router import Delivery
 from ..store.runs import RunState
 from . import shapes
-from .context import Context, context
-from .http import delivery_headers, int_param, json_body, optional_str, profile_of, sender_of, text_field
+from .context import Context, context, submit
+from .http import int_param, json_body, optional_str, profile_of, text_field
 
 
 async def list_sessions(request: Request) -> Response:
@@ -69,18 +69,7 @@ async def _submit(request: Request, ctx: Context) -> tuple[Any, Delivery, float,
     profile = ctx.router.check_profile(profile_of(request))
     session = ctx.router.session(request.path_params["session_id"], profile=profile)
     body = await json_body(request, ctx.settings.max_body_bytes)
-    message = text_field(body, "message", "input", required=True)
-    if message is None or not message.strip():
-        raise UsageError("the message is empty", code="missing_message")
-    headers = delivery_headers(request)
-    delivery = ctx.router.submit(
-        session,
-        message,
-        sender=sender_of(request, body, headers, ctx.router.peer_sender),
-        idempotency_key=headers.idempotency_key,
-        hops=headers.hops,
-        chain=headers.chain,
-    )
+    delivery, headers = submit(request, ctx, session, body, text_field(body, "message", "input", required=True))
     wait = headers.wait_seconds if headers.wait_seconds is not None else ctx.settings.http_wait_seconds
     return session, delivery, wait, headers.wants_envelope, profile
 

@@ -180,16 +180,7 @@ def send_dm(p: registry.Peer, agent: str | None, text: str, *, wait: float, key:
         except PeerError as exc:
             ledger.update_outbound(router.db, row, state="failed", error=exc.message)
             raise
-        ledger.update_outbound(
-            router.db,
-            row,
-            state=result.result,
-            reply=result.reply,
-            error=result.error,
-            key=result.idempotency_key,
-            remote_session_id=result.session_id,
-            remote_run_id=result.run_id,
-        )
+        ledger.update_outbound(router.db, row, **result.ledger_fields())
     return result
 
 

@@ -60,6 +60,17 @@ class DmResult:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def ledger_fields(self) -> dict[str, Any]:
+        """What the ledger keeps of this answer (`ledger.update_outbound` keywords)."""
+        return {
+            "state": self.result,
+            "reply": self.reply,
+            "error": self.error,
+            "key": self.idempotency_key,
+            "remote_session_id": self.session_id,
+            "remote_run_id": self.run_id,
+        }
+
 
 def derived_key(sender: str, target_profile: str, session_id: str, message: str, *, window: int = 900) -> str:
     """The receipt dialect's content key: the same text to the same Bot Chat within one window is one message."""
