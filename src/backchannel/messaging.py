@@ -13,7 +13,6 @@ from .addresses import LocalAddress, RemoteAddress
 from .errors import BackchannelError, NotFound, PeerError, Refused, UsageError
 from .framing import is_human
 from .peers import registry
-from .peers.client import PeerClient
 from .profiles import Profile, list_profiles
 from .router import Router, check_message
 from .store import ledger
@@ -204,6 +203,8 @@ class Messenger:
             hops=hops,
             wait=wait,
         )
+        from .peers.client import PeerClient  # the HTTP client is loaded only when a peer is messaged
+
         client = PeerClient(peer, remote.profile, gateway_id=self.gateway_id)
         try:
             async with self.runtime.waiting():
@@ -259,6 +260,8 @@ class Messenger:
                     log.info("reply of outbound message %d not available yet: %s", item.id, exc.message)
 
     async def _follow(self, item: ledger.Outbound) -> None:
+        from .peers.client import PeerClient
+
         peer = registry.load(self.runtime.root, item.peer)
         async with PeerClient(peer, item.agent, gateway_id=self.gateway_id) as client:
             run = await client.run_status(str(item.remote_run_id))

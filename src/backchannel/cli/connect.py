@@ -4,19 +4,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import config
-from ..client import GatewayClient
 from ..errors import DeliveryError
 from ..router import Router
 from ..runtime import Runtime
 from ..store.sessions import SessionRow
 
+if TYPE_CHECKING:
+    from ..client import GatewayClient
+
 POLL_SECONDS = 0.25
+PROBE_CONNECT_SECONDS = 0.3
 LOCAL_GRACE = 0.5
 
 
@@ -54,10 +58,13 @@ def store(root: Path) -> Any:
 
 
 async def find_gateway(root: Path) -> GatewayClient | None:
+    """This home's running gateway, or None. A closed port is seen without loading the HTTP client."""
     settings = config.load_gateway_config(root)
     key = config.read_env(root).get(config.API_KEY_VAR)
-    if not key or not settings.gateway_id:
+    if not key or not settings.gateway_id or not _port_open(settings.host, settings.port):
         return None
+    from ..client import GatewayClient
+
     client = GatewayClient.for_home(settings, key)
     if await client.probe(settings.gateway_id):
         return client
@@ -95,6 +102,15 @@ async def deliver(
             d.replayed,
             "local",
         )
+
+
+def _port_open(host: str, port: int) -> bool:
+    host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+    try:
+        with socket.create_connection((host, port), timeout=PROBE_CONNECT_SECONDS):
+            return True
+    except OSError:
+        return False
 
 
 @contextlib.asynccontextmanager

@@ -6,17 +6,19 @@ import asyncio
 import getpass
 import sys
 from collections.abc import Callable, Coroutine
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import click
 
 from .. import addresses, config
 from ..errors import PeerError, UsageError
 from ..peers import registry
-from ..peers.client import DmResult, PeerClient
 from ..store import ledger
 from .connect import store
 from .output import emit, note, read_message, table
+
+if TYPE_CHECKING:
+    from ..peers.client import DmResult, PeerClient
 
 T = TypeVar("T")
 TERMINAL = ("completed", "failed", "cancelled", "expired", "interrupted")
@@ -132,6 +134,8 @@ def _target(text: str) -> tuple[registry.Peer, str | None]:
 
 
 def _client(p: registry.Peer, agent: str | None) -> PeerClient:
+    from ..peers.client import PeerClient  # loaded by the commands that talk to a peer, not at start
+
     return PeerClient(p, agent, gateway_id=config.load_gateway_config(config.home()).gateway_id)
 
 

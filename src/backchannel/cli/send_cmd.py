@@ -12,7 +12,6 @@ from .. import addresses, config
 from ..addresses import RemoteAddress
 from ..errors import UsageError
 from ..peers import registry
-from . import peer_cmd
 from .connect import Outcome, deliver, store
 from .output import emit, note, read_message, table, when
 
@@ -44,6 +43,8 @@ def send(address: str, message: str | None, wait: float, key: str | None, as_jso
         raise UsageError("no message: give it as an argument, or '-' to read stdin")
     root = config.home()
     if isinstance(parsed, RemoteAddress):  # the same as `backchannel peer dm`
+        from . import peer_cmd
+
         if parsed.session_id is not None:
             raise UsageError(f"{address!r}: address a peer as peer:NAME or peer:NAME/AGENT (its Bot Chat)")
         config.require_home(root)
