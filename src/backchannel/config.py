@@ -56,7 +56,7 @@ def check_name(name: str, *, what: str = "profile") -> str:
 
 
 def require_home(root: Path) -> None:
-    if not config_path(root).is_file():
+    if not config_path(root).exists():
         raise UsageError(f"no Backchannel home at {str(root)!r}: run `backchannel init` first")
 
 

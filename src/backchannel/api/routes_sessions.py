@@ -99,7 +99,9 @@ async def chat_stream(request: Request) -> Response:
     run_id = first.run.id
     deadline = time.monotonic() + wait
     hub = ctx.router.runtime.events
-    hub.reserve(run_id)  # before the run can start: the stream sees all of its events
+    from_store = first.replayed and not hub.known(run_id)
+    if not from_store:
+        hub.reserve(run_id)  # before the run can start: the stream sees all of its events
 
     async def frames() -> AsyncIterator[dict[str, str]]:
         seq = 0
@@ -112,6 +114,19 @@ async def chat_stream(request: Request) -> Response:
 
         yield frame("run.started", user_message={"role": "user", "content": first.run.message}, replayed=first.replayed)
         yield frame("message.started", message={"id": run_id, "role": "assistant"})
+        if from_store:  # a replay of a run this process has no events for: the store has its outcome
+            current = await ctx.router.wait(run_id, wait)
+            if current.state.terminal:
+                yield _final(frame, current.state.value, current.reply, current.error, run_id)
+            else:
+                yield frame(
+                    "run.queued",
+                    status=current.state.value,
+                    delivery_id=run_id,
+                    queue_position=ctx.router.queue_position(current),
+                )
+            yield frame("done")
+            return
         async for event in hub.follow(run_id, keepalive=min(15.0, max(0.1, wait)), reserved=True):
             if event is None:
                 current = ctx.router.run(run_id)

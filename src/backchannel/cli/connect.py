@@ -50,6 +50,7 @@ class Outcome:
 def store(root: Path) -> Any:
     """A router over the home's store for reading and creating sessions; it runs no turns."""
     config.require_home(root)
+    config.read_env(root)  # a broken .env stops the command before it changes anything
     runtime = Runtime(root)
     try:
         yield Router(runtime)
