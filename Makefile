@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 HERMES_VENV := .venv-hermes
 HERMES_STAMP := $(HERMES_VENV)/.installed
 
-.PHONY: demo test faults interop bench lint install clean
+.PHONY: demo test faults interop bench bench-hermes lint install clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -39,6 +39,9 @@ interop: $(STAMP) $(HERMES_STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
+
+bench-hermes: $(STAMP) $(HERMES_STAMP)
+	$(BIN)/python bench/hermes.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests
