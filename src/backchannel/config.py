@@ -172,7 +172,7 @@ class GatewayConfig:
     port: int = DEFAULT_PORT
     gateway_id: str = ""
     dedup_window_seconds: int = 900
-    max_concurrent_turns: int = 16
+    max_concurrent_turns: int = 32
     run_ttl_seconds: int = 3600
     max_attempts: int = 3
     http_wait_seconds: float = 600.0
@@ -228,7 +228,7 @@ def default_home_config() -> dict[str, Any]:
             "port": DEFAULT_PORT,
             "id": "gw-" + secrets.token_hex(4),
             "dedup_window_seconds": 900,
-            "max_concurrent_turns": 16,
+            "max_concurrent_turns": 32,
         },
         "peers": {},
     }

@@ -36,6 +36,8 @@ from .turns import TurnProgress, run_turn
 log = logging.getLogger("backchannel.runtime")
 WAKE_PREFIX = "wake:"
 MAX_DERIVED_RETRIES = 50
+CHECKPOINT_SECONDS = 0.5
+CHECKPOINT_PAGES = 1000  # SQLite's own default threshold
 
 EngineFactory = Callable[[Profile, Callable[[str], str | None]], Engine]
 ToolsFactory = Callable[["Runtime", Profile], Mapping[str, Tool]]
@@ -101,9 +103,11 @@ class Runtime:
         for run in runstore.pending_wakes(self.db):
             self._wake(run)
         self._discover()
+        self.db.defer_checkpoints()
         self._background = [
             asyncio.create_task(self._watch(seen)),
             asyncio.create_task(self._renew()),
+            asyncio.create_task(self._checkpoints()),
             *(asyncio.create_task(job()) for job in self.jobs),
         ]
 
@@ -123,6 +127,7 @@ class Runtime:
         runstore.reclaim(
             self.db, is_dead=lambda owner: owner == self.owner, max_attempts=self.settings.max_attempts + 1
         )
+        self.db.checkpoint()
         for engine in [*(e for _, e in self._engines.values()), *self._retired]:
             await engine.aclose()
         self.db.close()
@@ -412,6 +417,13 @@ class Runtime:
             if version != seen:
                 seen = version
                 self._discover()
+
+    async def _checkpoints(self) -> None:
+        """Checkpoint the WAL in a worker thread, so the fsync it needs never stalls the event loop."""
+        while True:
+            await asyncio.sleep(CHECKPOINT_SECONDS)
+            if self.db.wal_pages() >= CHECKPOINT_PAGES:
+                await asyncio.to_thread(self.db.checkpoint)
 
     async def _renew(self) -> None:
         """Keep our turns' leases fresh, and requeue runs that another, dead process left running."""

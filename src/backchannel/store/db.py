@@ -88,6 +88,27 @@ class Database:
         except sqlite3.Error as exc:
             raise _translate(exc, self.path) from exc
 
+    def defer_checkpoints(self) -> None:
+        """Stop checkpointing on commit: a long-lived process calls `checkpoint()` off its hot path instead."""
+        self.conn.execute("PRAGMA wal_autocheckpoint=0")
+
+    def checkpoint(self) -> None:
+        """Copy the WAL back into the database (PASSIVE: never blocks writers). Safe from another thread:
+        it uses a connection of its own."""
+        conn = sqlite3.connect(self.path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
+        try:
+            conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        except sqlite3.Error:
+            pass  # a checkpoint that cannot run now runs next time; nothing is lost either way
+        finally:
+            conn.close()
+
+    def wal_pages(self) -> int:
+        try:
+            return (self.path.with_name(self.path.name + "-wal").stat().st_size or 0) // 4096
+        except OSError:
+            return 0
+
     def data_version(self) -> int:
         """Changes when another connection commits: a cheap way to notice another process's writes."""
         return int(self.conn.execute("PRAGMA data_version").fetchone()[0])

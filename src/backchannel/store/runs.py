@@ -224,6 +224,8 @@ def queue_position(db: Database, run: RunRow) -> int | None:
 
 def claim_next(db: Database, session_id: str, *, owner: str, lease_seconds: float) -> RunRow | None:
     """Take the oldest queued run of a session, unless one of its runs is running (in any process)."""
+    if db.one("SELECT 1 FROM runs WHERE session_id = ? AND state = 'queued' LIMIT 1", (session_id,)) is None:
+        return None  # the common case after a turn: no write transaction for an empty queue
     now = time.time()
     with db.tx() as conn:
         if conn.execute("SELECT 1 FROM runs WHERE session_id = ? AND state = 'running'", (session_id,)).fetchone():
