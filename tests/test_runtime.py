@@ -288,3 +288,19 @@ def test_migrations_are_recorded_once(initialised: Path) -> None:
     names = [r[0] for r in conn.execute("SELECT name FROM schema_migrations ORDER BY name")]
     assert names == ["0001_sessions_messages", "0002_runs", "0003_messaging", "0004_outbound", "0005_lean_run_indexes"]
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_stop_right_after_submit_cancels_before_the_turn_begins(initialised: Path) -> None:
+    engine = RecordingEngine()
+
+    async def body(router: Router, runtime: Runtime) -> None:
+        session, _ = router.create_session("default")
+        run = router.submit(session, "never mind", sender="human:api").run
+        assert run.state is RunState.RUNNING  # claimed at once: the session was idle
+        stopped = await router.stop(run.id)  # before its worker had a chance to run it
+        assert stopped.state is RunState.CANCELLED
+        after = router.submit(session, "next one", sender="human:api").run
+        assert (await router.wait(after.id, 5)).reply == "ok: next one"
+
+    with_runtime(initialised, body, engine=engine)
+    assert engine.seen == ["next one"]

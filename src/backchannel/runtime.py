@@ -117,10 +117,9 @@ class Runtime:
         self._closing = True
         for task in self._background:
             task.cancel()
-        running = [t.task for t in self._turns.values()]
-        if running:
-            await asyncio.wait(running, timeout=grace)
         workers = list(self._workers.values())
+        if workers:  # each worker ends after its current turn (and its commit), or is cut at the grace
+            await asyncio.wait(workers, timeout=grace)
         for task in workers:
             task.cancel()
         await asyncio.gather(*workers, *self._background, return_exceptions=True)
@@ -228,6 +227,8 @@ class Runtime:
         run = runstore.get(self.db, run_id)
         if run.state is RunState.QUEUED and runstore.cancel_queued(self.db, run_id):
             self._finished(runstore.get(self.db, run_id))
+        elif run.id in self._owned and run.id not in self._turns:  # claimed here, its turn not begun yet
+            self._finish(run, RunState.CANCELLED, error="stopped on request", code="cancelled")
         elif run.state is RunState.RUNNING or run.state is RunState.QUEUED:
             turn = self._turns.get(run_id)
             if turn is None:
@@ -272,6 +273,8 @@ class Runtime:
             self._workers.pop(session_id, None)
 
     async def _execute(self, run: RunRow) -> None:
+        if run.id not in self._owned:
+            return  # stopped between its claim and its turn
         self.events.publish(run.id, "run.started", session_id=run.session_id)
         progress = TurnProgress()
         try:
