@@ -14,7 +14,7 @@ from .config import NAME_RE
 from .errors import BodyTooLarge, NotFound, UsageError
 from .messages import Message
 from .peers import registry
-from .profiles import DEFAULT_PROFILE, list_profiles
+from .profiles import list_profiles
 from .runtime import Runtime
 from .store import ledger
 from .store import runs as runstore
@@ -32,10 +32,6 @@ class Delivery:
     replayed: bool
     queue_position: int | None
     waited: float
-
-    @property
-    def answered(self) -> bool:
-        return self.run.state.terminal
 
 
 def check_message(message: object) -> str:
@@ -157,12 +153,13 @@ class Router:
         **extra: Any,
     ) -> Delivery:
         """Record and queue; `extra` carries an agent send's provenance (origin, sender session, wake)."""
+        check_message(message)
         if sender.startswith("peer:"):
             self.messenger.admit(session, sender=sender, hops=hops, chain=chain, message=message)
         run, created = self.runtime.submit(
             profile=session.profile,
             session_id=session.id,
-            message=check_message(message),
+            message=message,
             sender=sender,
             idempotency_key=check_idempotency_key(idempotency_key),
             hops=hops,
@@ -205,4 +202,4 @@ class Router:
         return await self.runtime.wait(run_id, timeout)
 
 
-__all__ = ["DEFAULT_PROFILE", "Delivery", "Router", "check_idempotency_key", "check_message"]
+__all__ = ["Delivery", "Router", "check_idempotency_key", "check_message"]
