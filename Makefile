@@ -44,7 +44,7 @@ bench-hermes: $(STAMP) $(HERMES_STAMP)
 	$(BIN)/python bench/hermes.py
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests
+	$(BIN)/ruff check src tests bench scripts
 	$(BIN)/mypy
 
 clean:

@@ -23,14 +23,16 @@ def free_port() -> int:
 
 def backchannel(home: Path, *args: str, input: str | None = None) -> str:
     env = {**os.environ, "BACKCHANNEL_HOME": str(home)}
-    proc = subprocess.run([sys.executable, "-m", "backchannel", *args], env=env, input=input, capture_output=True,
-                          text=True, check=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "backchannel", *args], env=env, input=input, capture_output=True, text=True, check=True
+    )
     return proc.stdout
 
 
 def api_key(home: Path) -> str:
-    return next(line.split("=", 1)[1] for line in (home / ".env").read_text().splitlines()
-                if line.startswith("API_SERVER_KEY="))
+    return next(
+        line.split("=", 1)[1] for line in (home / ".env").read_text().splitlines() if line.startswith("API_SERVER_KEY=")
+    )
 
 
 @dataclass
@@ -73,8 +75,9 @@ def start_gateway(home: Path) -> Gateway:
     cfg.write_text(cfg.read_text().replace("port: 8377", f"port: {port}"))
     env = {**os.environ, "BACKCHANNEL_HOME": str(home)}
     log = (home / "gateway.log").open("ab")
-    proc = subprocess.Popen([sys.executable, "-m", "backchannel", "gateway"], env=env, stdout=log,
-                            stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "backchannel", "gateway"], env=env, stdout=log, stderr=subprocess.STDOUT
+    )
     gw = Gateway(home, port, proc)
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:

@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "bench"), str(ROOT / "tests"), str(ROOT / "tests" / "interop")]
 from common import backchannel, median, new_home, start_gateway  # noqa: E402
 from hermes_gateway import HERMES_PYTHON, HermesGateway  # noqa: E402
+
 from scripted_model import ScriptedModel  # noqa: E402
 
 KEY = "bench-hermes-key-0123456789"
@@ -37,15 +38,27 @@ def main() -> None:
         sys.exit("no Hermes venv: run `make bench-hermes` (it installs hermes-agent==0.19.0 into .venv-hermes)")
     with ScriptedModel(lambda body: "ok") as model, HermesGateway(model.base_url, api_key=KEY) as hermes:
         home = new_home("bench-openai-")
-        backchannel(home, "profile", "create", "coder", "--engine", "openai", "--base-url", model.base_url,
-                    "--model", "scripted")
+        backchannel(
+            home,
+            "profile",
+            "create",
+            "coder",
+            "--engine",
+            "openai",
+            "--base-url",
+            model.base_url,
+            "--model",
+            "scripted",
+        )
         ours = start_gateway(home)
         try:
             with httpx.Client() as c:
-                h_sid = c.post(f"{hermes.url}/api/sessions", json={"title": "bench"}, headers=hermes.headers
-                               ).json()["session"]["id"]
-                o_sid = c.post(f"{ours.url}/p/coder/api/sessions", json={"title": "bench"}, headers=ours.headers
-                               ).json()["session"]["id"]
+                h_sid = c.post(f"{hermes.url}/api/sessions", json={"title": "bench"}, headers=hermes.headers).json()[
+                    "session"
+                ]["id"]
+                o_sid = c.post(
+                    f"{ours.url}/p/coder/api/sessions", json={"title": "bench"}, headers=ours.headers
+                ).json()["session"]["id"]
                 model_url = f"{model.base_url}/chat/completions"
                 probe = {"model": "scripted", "messages": [{"role": "user", "content": "x"}]}
                 for _ in range(3):  # warm both (Hermes builds its agent on the first turn)
@@ -53,10 +66,17 @@ def main() -> None:
                     timed_post(c, f"{ours.url}/p/coder/api/sessions/{o_sid}/chat", {"message": "warm"}, ours.headers)
                 h, o, m = [], [], []
                 for i in range(TURNS):
-                    h.append(timed_post(c, f"{hermes.url}/api/sessions/{h_sid}/chat", {"message": f"q{i}"},
-                                        hermes.headers))
-                    o.append(timed_post(c, f"{ours.url}/p/coder/api/sessions/{o_sid}/chat", {"message": f"q{i}"},
-                                        {**ours.headers, "Idempotency-Key": f"b{i}"}))
+                    h.append(
+                        timed_post(c, f"{hermes.url}/api/sessions/{h_sid}/chat", {"message": f"q{i}"}, hermes.headers)
+                    )
+                    o.append(
+                        timed_post(
+                            c,
+                            f"{ours.url}/p/coder/api/sessions/{o_sid}/chat",
+                            {"message": f"q{i}"},
+                            {**ours.headers, "Idempotency-Key": f"b{i}"},
+                        )
+                    )
                     m.append(timed_post(c, model_url, probe, {}))
         finally:
             ours.stop()

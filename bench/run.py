@@ -18,7 +18,7 @@ from typing import Any
 import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import Gateway, api_key, backchannel, median, new_home, pct, start_gateway  # noqa: E402
+from common import Gateway, api_key, backchannel, median, new_home, pct, start_gateway
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -34,8 +34,7 @@ async def sequential(session: aiohttp.ClientSession, method: str, url: str, n: i
     return times
 
 
-async def concurrent(session: aiohttp.ClientSession, clients: int, duration: float,
-                     make: Any) -> float:
+async def concurrent(session: aiohttp.ClientSession, clients: int, duration: float, make: Any) -> float:
     """Requests per second with `clients` loops each issuing requests back to back for `duration`."""
     done = 0
     stop = time.perf_counter() + duration
@@ -56,8 +55,14 @@ async def concurrent(session: aiohttp.ClientSession, clients: int, duration: flo
 
 def chat_request(gw: Gateway, session_id: str, counter: list[int]) -> tuple[str, str, dict[str, Any]]:
     counter[0] += 1
-    return "POST", f"{gw.url}/api/sessions/{session_id}/chat", {
-        "json": {"message": f"ping {counter[0]}"}, "headers": {**gw.headers, "Idempotency-Key": f"{session_id}-{counter[0]}"}}
+    return (
+        "POST",
+        f"{gw.url}/api/sessions/{session_id}/chat",
+        {
+            "json": {"message": f"ping {counter[0]}"},
+            "headers": {**gw.headers, "Idempotency-Key": f"{session_id}-{counter[0]}"},
+        },
+    )
 
 
 async def bench_turns(gw: Gateway, rounds: int, n: int) -> dict[str, Any]:
@@ -72,8 +77,12 @@ async def bench_turns(gw: Gateway, rounds: int, n: int) -> dict[str, Any]:
             for _ in range(n):
                 m, u, kw = chat_request(gw, sid, counter)
                 turns += await sequential(s, m, u, 1, **kw)
-    return {"health_p50_ms": median(health) * 1e3, "turn_p50_ms": median(turns) * 1e3,
-            "turn_p99_ms": pct(turns, 0.99) * 1e3, "ratio_p50": median(turns) / median(health)}
+    return {
+        "health_p50_ms": median(health) * 1e3,
+        "turn_p50_ms": median(turns) * 1e3,
+        "turn_p99_ms": pct(turns, 0.99) * 1e3,
+        "ratio_p50": median(turns) / median(health),
+    }
 
 
 async def bench_throughput(gw: Gateway, clients: int, duration: float) -> dict[str, Any]:
@@ -86,8 +95,7 @@ async def bench_throughput(gw: Gateway, clients: int, duration: float) -> dict[s
         counter = [0]
         health_rps = await concurrent(s, clients, duration, lambda i: ("GET", f"{gw.url}/health", {}))
         turns_rps = await concurrent(s, clients, duration, lambda i: chat_request(gw, sids[i], counter))
-    return {"clients": clients, "turns_per_s": turns_rps, "health_per_s": health_rps,
-            "ratio": turns_rps / health_rps}
+    return {"clients": clients, "turns_per_s": turns_rps, "health_per_s": health_rps, "ratio": turns_rps / health_rps}
 
 
 async def bench_big_session(gw: Gateway, messages: int) -> dict[str, Any]:
@@ -96,9 +104,10 @@ async def bench_big_session(gw: Gateway, messages: int) -> dict[str, Any]:
             sid = (await r.json())["session"]["id"]
         db = sqlite3.connect(gw.home / "state.db")
         now = time.time()
-        db.executemany("INSERT INTO messages (session_id, role, content, created_at) VALUES (?, ?, ?, ?)",
-                       [(sid, "user" if i % 2 == 0 else "assistant", f"message {i} " + "x" * 80, now)
-                        for i in range(messages)])
+        db.executemany(
+            "INSERT INTO messages (session_id, role, content, created_at) VALUES (?, ?, ?, ?)",
+            [(sid, "user" if i % 2 == 0 else "assistant", f"message {i} " + "x" * 80, now) for i in range(messages)],
+        )
         db.execute("UPDATE sessions SET message_count = ? WHERE id = ?", (messages, sid))
         db.commit()
         db.close()
@@ -111,8 +120,12 @@ async def bench_big_session(gw: Gateway, messages: int) -> dict[str, Any]:
             big_t += await sequential(s, m, u, 1, **kw)
             m, u, kw = chat_request(gw, small, counter)
             small_t += await sequential(s, m, u, 1, **kw)
-    return {"messages": messages, "turn_p50_ms": median(big_t) * 1e3, "small_session_turn_p50_ms":
-            median(small_t) * 1e3, "extra_ms": (median(big_t) - median(small_t)) * 1e3}
+    return {
+        "messages": messages,
+        "turn_p50_ms": median(big_t) * 1e3,
+        "small_session_turn_p50_ms": median(small_t) * 1e3,
+        "extra_ms": (median(big_t) - median(small_t)) * 1e3,
+    }
 
 
 async def bench_idle_sessions(gw: Gateway, count: int) -> dict[str, Any]:
@@ -121,16 +134,22 @@ async def bench_idle_sessions(gw: Gateway, count: int) -> dict[str, Any]:
 
     async def touch(s: aiohttp.ClientSession, sids: list[str]) -> None:
         for i, sid in enumerate(sids):
-            async with s.post(f"{gw.url}/api/sessions/{sid}/chat", json={"message": f"hi {i}"},
-                              headers={**gw.headers, "Idempotency-Key": f"idle-{sid}"}) as r:
+            async with s.post(
+                f"{gw.url}/api/sessions/{sid}/chat",
+                json={"message": f"hi {i}"},
+                headers={**gw.headers, "Idempotency-Key": f"idle-{sid}"},
+            ) as r:
                 await r.read()
 
     def add(prefix: str, n: int) -> list[str]:
         db = sqlite3.connect(gw.home / "state.db")
         now = time.time()
         ids = [f"{prefix}_{i:06d}" for i in range(n)]
-        db.executemany("INSERT INTO sessions (id, profile, title, source, created_at, updated_at)"
-                       " VALUES (?, 'default', NULL, 'bench', ?, ?)", [(sid, now, now) for sid in ids])
+        db.executemany(
+            "INSERT INTO sessions (id, profile, title, source, created_at, updated_at)"
+            " VALUES (?, 'default', NULL, 'bench', ?, ?)",
+            [(sid, now, now) for sid in ids],
+        )
         db.commit()
         db.close()
         return ids
@@ -144,8 +163,12 @@ async def bench_idle_sessions(gw: Gateway, count: int) -> dict[str, Any]:
         await touch(s, more[:1000])
         await asyncio.sleep(0.5)
         after = gw.rss_kib()
-    return {"sessions": count + 1000, "rss_after_1000_kib": before, "rss_after_all_kib": after,
-            "growth_kib": after - before}
+    return {
+        "sessions": count + 1000,
+        "rss_after_1000_kib": before,
+        "rss_after_all_kib": after,
+        "growth_kib": after - before,
+    }
 
 
 async def bench_send_to_session(gw: Gateway, n: int) -> dict[str, Any]:
@@ -156,14 +179,27 @@ async def bench_send_to_session(gw: Gateway, n: int) -> dict[str, Any]:
             plain = (await r.json())["session"]["id"]
         relayed, direct = [], []
         for i in range(n):
-            relayed += await sequential(s, "POST", f"{gw.url}/p/asker/api/sessions/{sid}/chat", 1,
-                                        json={"message": f"/send default question {i}"},
-                                        headers={**gw.headers, "Idempotency-Key": f"r{i}"})
-            direct += await sequential(s, "POST", f"{gw.url}/api/sessions/{plain}/chat", 1,
-                                       json={"message": f"question {i}"},
-                                       headers={**gw.headers, "Idempotency-Key": f"d{i}"})
-    return {"send_to_session_p50_ms": median(relayed) * 1e3, "plain_turn_p50_ms": median(direct) * 1e3,
-            "ratio": median(relayed) / median(direct)}
+            relayed += await sequential(
+                s,
+                "POST",
+                f"{gw.url}/p/asker/api/sessions/{sid}/chat",
+                1,
+                json={"message": f"/send default question {i}"},
+                headers={**gw.headers, "Idempotency-Key": f"r{i}"},
+            )
+            direct += await sequential(
+                s,
+                "POST",
+                f"{gw.url}/api/sessions/{plain}/chat",
+                1,
+                json={"message": f"question {i}"},
+                headers={**gw.headers, "Idempotency-Key": f"d{i}"},
+            )
+    return {
+        "send_to_session_p50_ms": median(relayed) * 1e3,
+        "plain_turn_p50_ms": median(direct) * 1e3,
+        "ratio": median(relayed) / median(direct),
+    }
 
 
 async def bench_peer_dm(a: Gateway, b: Gateway, n: int) -> dict[str, Any]:
@@ -180,32 +216,63 @@ async def bench_peer_dm(a: Gateway, b: Gateway, n: int) -> dict[str, Any]:
         t = time.perf_counter()
         backchannel(a.home, "--version")
         cli_floor.append(time.perf_counter() - t)
-    return {"peer_dm_p50_ms": median(dm_times) * 1e3, "two_round_trips_ms": 2 * median(floor) * 1e3,
-            "cli_start_ms": median(cli_floor) * 1e3,
-            "dm_minus_cli_start_ms": (median(dm_times) - median(cli_floor)) * 1e3}
+    return {
+        "peer_dm_p50_ms": median(dm_times) * 1e3,
+        "two_round_trips_ms": 2 * median(floor) * 1e3,
+        "cli_start_ms": median(cli_floor) * 1e3,
+        "dm_minus_cli_start_ms": (median(dm_times) - median(cli_floor)) * 1e3,
+    }
 
 
 def table(results: dict[str, Any]) -> None:
     rows = [
-        ("turn p50 vs /health p50", f"{results['turns']['turn_p50_ms']:.2f} ms vs {results['turns']['health_p50_ms']:.2f} ms",
-         f"{results['turns']['ratio_p50']:.2f}x", "<= 3x"),
+        (
+            "turn p50 vs /health p50",
+            f"{results['turns']['turn_p50_ms']:.2f} ms vs {results['turns']['health_p50_ms']:.2f} ms",
+            f"{results['turns']['ratio_p50']:.2f}x",
+            "<= 3x",
+        ),
         ("turn p99", f"{results['turns']['turn_p99_ms']:.2f} ms", "", ""),
     ]
     for tp in results["throughput"]:
-        rows.append((f"turns/s, {tp['clients']} clients vs /health", f"{tp['turns_per_s']:.0f} vs {tp['health_per_s']:.0f}",
-                     f"{tp['ratio']:.2f}x", ">= 3000/s at 32"))
+        rows.append(
+            (
+                f"turns/s, {tp['clients']} clients vs /health",
+                f"{tp['turns_per_s']:.0f} vs {tp['health_per_s']:.0f}",
+                f"{tp['ratio']:.2f}x",
+                ">= 3000/s at 32",
+            )
+        )
     big = results["big_session"]
-    rows.append((f"turn on a {big['messages']}-message session", f"{big['turn_p50_ms']:.2f} ms "
-                 f"(small: {big['small_session_turn_p50_ms']:.2f})", f"+{big['extra_ms']:.2f} ms", "< 50 ms"))
+    rows.append(
+        (
+            f"turn on a {big['messages']}-message session",
+            f"{big['turn_p50_ms']:.2f} ms (small: {big['small_session_turn_p50_ms']:.2f})",
+            f"+{big['extra_ms']:.2f} ms",
+            "< 50 ms",
+        )
+    )
     idle = results["idle_sessions"]
     rows.append((f"RSS growth, {idle['sessions']} idle sessions", f"{idle['growth_kib']} KiB", "", "~0"))
     sts = results["send_to_session"]
-    rows.append(("send_to_session vs plain turn", f"{sts['send_to_session_p50_ms']:.2f} vs {sts['plain_turn_p50_ms']:.2f} ms",
-                 f"{sts['ratio']:.2f}x", ""))
+    rows.append(
+        (
+            "send_to_session vs plain turn",
+            f"{sts['send_to_session_p50_ms']:.2f} vs {sts['plain_turn_p50_ms']:.2f} ms",
+            f"{sts['ratio']:.2f}x",
+            "",
+        )
+    )
     if "peer_dm" in results:
         pd = results["peer_dm"]
-        rows.append(("peer dm (CLI) minus CLI start vs 2 round trips",
-                     f"{pd['dm_minus_cli_start_ms']:.1f} vs {pd['two_round_trips_ms']:.2f} ms", "", ""))
+        rows.append(
+            (
+                "peer dm (CLI) minus CLI start vs 2 round trips",
+                f"{pd['dm_minus_cli_start_ms']:.1f} vs {pd['two_round_trips_ms']:.2f} ms",
+                "",
+                "",
+            )
+        )
     widths = [max(len(str(r[i])) for r in rows) for i in range(4)]
     for r in [("measure", "figures", "ratio", "target"), *rows]:
         print("  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)))
@@ -215,11 +282,17 @@ async def main(args: argparse.Namespace) -> None:
     home = new_home()
     backchannel(home, "profile", "create", "asker")
     cfg = home / "profiles/asker/config.yaml"
-    cfg.write_text(cfg.read_text().replace("allow: []", "allow: [default]").replace(
-        "pair_budget_per_hour: 30", "pair_budget_per_hour: 100000"))
+    cfg.write_text(
+        cfg.read_text()
+        .replace("allow: []", "allow: [default]")
+        .replace("pair_budget_per_hour: 30", "pair_budget_per_hour: 100000")
+    )
     gw = start_gateway(home)
-    results: dict[str, Any] = {"machine": platform.platform(), "python": platform.python_version(),
-                               "at": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    results: dict[str, Any] = {
+        "machine": platform.platform(),
+        "python": platform.python_version(),
+        "at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+    }
     try:
         results["turns"] = await bench_turns(gw, rounds=args.rounds, n=args.n)
         results["throughput"] = [await bench_throughput(gw, c, args.duration) for c in (16, 32)]

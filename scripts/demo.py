@@ -63,8 +63,9 @@ def start_gateway(home: Path, env: dict[str, str]) -> tuple[subprocess.Popen[byt
 
 
 def api_key(home: Path) -> str:
-    return next(line.split("=", 1)[1] for line in (home / ".env").read_text().splitlines()
-                if line.startswith("API_SERVER_KEY="))
+    return next(
+        line.split("=", 1)[1] for line in (home / ".env").read_text().splitlines() if line.startswith("API_SERVER_KEY=")
+    )
 
 
 def main() -> None:
@@ -77,7 +78,9 @@ def main() -> None:
     run("profile", "list")
 
     say("Talk to it; the conversation persists across invocations")
-    first = json.loads(run("chat", "-p", "research", "-q", "hello, remember that I like tea\n/remember likes tea", "--json"))
+    first = json.loads(
+        run("chat", "-p", "research", "-q", "hello, remember that I like tea\n/remember likes tea", "--json")
+    )
     session = first["session_id"]
     run("chat", "--resume", session, "-q", "what did I say before?")
     run("sessions", "show", session)
@@ -110,15 +113,24 @@ def main() -> None:
         auth = {"Authorization": f"Bearer {api_key(HOME)}"}
         bot = httpx.post(f"{base}/p/research/api/sessions", json={"title": "Bot Chat"}, headers=auth).json()
         bot_id = bot["session"]["id"]
-        reply = httpx.post(f"{base}/p/research/api/sessions/{bot_id}/chat", json={"message": "quick question"},
-                           headers=auth, timeout=30).json()
+        reply = httpx.post(
+            f"{base}/p/research/api/sessions/{bot_id}/chat",
+            json={"message": "quick question"},
+            headers=auth,
+            timeout=30,
+        ).json()
         print(f"POST /p/research/api/sessions/{bot_id}/chat → {reply['message']['content']!r}")
-        slow = httpx.post(f"{base}/p/research/api/sessions/{bot_id}/chat",
-                          json={"message": "/sleep 1.5\na long analysis"},
-                          headers={**auth, "X-Hermes-Wait-Seconds": "0.3"}, timeout=30)
+        slow = httpx.post(
+            f"{base}/p/research/api/sessions/{bot_id}/chat",
+            json={"message": "/sleep 1.5\na long analysis"},
+            headers={**auth, "X-Hermes-Wait-Seconds": "0.3"},
+            timeout=30,
+        )
         receipt = slow.json()
-        print(f"HTTP {slow.status_code}: {receipt['object']} run {receipt['run_id']} status {receipt['status']}"
-              f" — {receipt['detail']}")
+        print(
+            f"HTTP {slow.status_code}: {receipt['object']} run {receipt['run_id']} status {receipt['status']}"
+            f" — {receipt['detail']}"
+        )
         while True:
             state = httpx.get(f"{base}/p/research/v1/runs/{receipt['run_id']}", headers=auth).json()
             if state["status"] not in ("queued", "running"):
