@@ -7,6 +7,7 @@ httpx errors are translated here: a connection that fails before the request was
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import re
@@ -83,6 +84,12 @@ def _q(part: str) -> str:
     return urllib.parse.quote(part, safe="")
 
 
+@functools.cache
+def _system_tls() -> ssl.SSLContext:
+    """The system's certificate store, loaded once per process (it takes tens of milliseconds)."""
+    return ssl.create_default_context()
+
+
 class PeerClient:
     def __init__(self, peer: Peer, agent: str | None = None, *, gateway_id: str = "") -> None:
         if not peer.key:
@@ -94,11 +101,7 @@ class PeerClient:
         headers = {"Authorization": f"Bearer {peer.key}", "User-Agent": f"backchannel/{__version__}"}
         # The system's certificates, not a bundled list; httpx drops Authorization on a cross-origin redirect.
         self._http = httpx.AsyncClient(
-            headers=headers,
-            timeout=LIST_TIMEOUT,
-            follow_redirects=True,
-            verify=ssl.create_default_context(),
-            trust_env=False,
+            headers=headers, timeout=LIST_TIMEOUT, follow_redirects=True, verify=_system_tls(), trust_env=False
         )
         self._caps: dict[str, Any] | None = None
 
