@@ -228,6 +228,7 @@ def test_runs_interrupted_too_often_fail(initialised: Path) -> None:
 def test_a_run_recorded_by_another_process_is_picked_up(initialised: Path) -> None:
     async def body(router: Router, runtime: Runtime) -> None:
         session, _ = router.create_session("default")
+        await router.db.durable()  # another process waits for our commit; in one thread we must not hold it
         # Another process (a CLI beside the gateway) records a run straight into the store.
         other = Runtime(initialised, scope=set())
         run, _ = other.submit(profile="default", session_id=session.id, message="from elsewhere", sender="human:cli")

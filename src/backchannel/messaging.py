@@ -207,6 +207,7 @@ class Messenger:
 
         client = PeerClient(peer, remote.profile, gateway_id=self.gateway_id)
         try:
+            await self.db.durable()  # the ledger holds the message before it leaves
             async with self.runtime.waiting():
                 result = await client.dm(message, wait=wait, sender=origin.profile.name, hops=hops, chain=chain)
             caps = await client.capabilities()

@@ -96,6 +96,7 @@ class Runtime:
     # --- lifecycle -----------------------------------------------------------------------------
 
     async def start(self) -> None:
+        self.db.group_commits(asyncio.get_running_loop())
         for run in runstore.reclaim(self.db, is_dead=_owner_is_dead, max_attempts=self.settings.max_attempts):
             log.info("run %s reclaimed after an interrupted turn (attempt %d)", run.id, run.attempts)
         self._accepting = True
@@ -126,6 +127,7 @@ class Runtime:
         runstore.reclaim(
             self.db, is_dead=lambda owner: owner == self.owner, max_attempts=self.settings.max_attempts + 1
         )
+        await self.db.durable()
         self.db.checkpoint()
         for engine in [*(e for _, e in self._engines.values()), *self._retired]:
             await engine.aclose()

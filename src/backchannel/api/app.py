@@ -25,8 +25,12 @@ Endpoint = Callable[[Request], Awaitable[Response]]
 
 def protected(endpoint: Endpoint) -> Endpoint:
     async def guarded(request: Request) -> Response:
-        authorize(request, context(request).api_key)
-        return await endpoint(request)
+        ctx = context(request)
+        authorize(request, ctx.api_key)
+        try:
+            return await endpoint(request)
+        finally:
+            await ctx.router.db.durable()  # nothing is answered before what it reports is committed
 
     guarded.__name__ = endpoint.__name__
     guarded.__doc__ = endpoint.__doc__

@@ -10,6 +10,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ..errors import UsageError
+from ..events import TERMINAL_EVENTS
 from . import shapes
 from .context import context, submit
 from .http import int_param, json_body, optional_str, profile_of, text_field
@@ -66,6 +67,8 @@ async def run_events(request: Request) -> Response:
                     return
                 yield {"comment": "keepalive"}
                 continue
+            if str(event.get("event")) in TERMINAL_EVENTS:
+                await ctx.router.db.durable()
             yield _data(event)
 
     return EventSourceResponse(frames(), ping=30)

@@ -117,6 +117,7 @@ async def chat_stream(request: Request) -> Response:
         if from_store:  # a replay of a run this process has no events for: the store has its outcome
             current = await ctx.router.wait(run_id, wait)
             if current.state.terminal:
+                await ctx.router.db.durable()
                 yield _final(frame, current.state.value, current.reply, current.error, run_id)
             else:
                 yield frame(
@@ -131,6 +132,7 @@ async def chat_stream(request: Request) -> Response:
             if event is None:
                 current = ctx.router.run(run_id)
                 if current.state.terminal:
+                    await ctx.router.db.durable()
                     yield _final(frame, current.state.value, current.reply, current.error, run_id)
                     break
                 if time.monotonic() >= deadline:
@@ -154,6 +156,7 @@ async def chat_stream(request: Request) -> Response:
                     error=event.get("error"),
                 )
             elif name.startswith("run.") and name != "run.started":
+                await ctx.router.db.durable()
                 yield _final(frame, name[4:], event.get("output"), event.get("error"), run_id)
                 break
         yield frame("done")

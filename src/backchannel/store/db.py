@@ -5,6 +5,8 @@ sqlite3 errors are translated here into `StoreError`; nothing sqlite escapes the
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import sqlite3
 import time
 from collections.abc import Iterator, Sequence
@@ -16,13 +18,24 @@ from ..errors import StoreError
 from .migrations import MIGRATIONS
 
 BUSY_TIMEOUT_MS = 5000
+GROUP_MAX_SECONDS = 0.002  # a group commit waits at most this long for more writes to join it
+log = logging.getLogger("backchannel.store")
 
 
 class Database:
-    """One connection used by one thread; writes go through `tx()` (BEGIN IMMEDIATE … COMMIT)."""
+    """One connection used by one thread; writes go through `tx()` (BEGIN IMMEDIATE … COMMIT).
+
+    With `group_commits(loop)`, the transactions of one event-loop iteration become savepoints of one
+    transaction committed at the end of the iteration (group commit); `await durable()` waits for it,
+    and nothing that tells the outside world about a write may happen before.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._group: asyncio.Future[None] | None = None  # the open group transaction's commit
+        self._group_started = 0.0
+        self._fresh_writes = 0
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             self.conn = sqlite3.connect(
@@ -57,9 +70,41 @@ class Database:
                     migrate(conn)
                     conn.execute("INSERT INTO schema_migrations (name, applied_at) VALUES (?, ?)", (name, time.time()))
 
+    def group_commits(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+
+    async def durable(self) -> None:
+        """Return once every write made so far is committed (at once when none is pending)."""
+        if self._group is not None:
+            await asyncio.shield(self._group)
+
+    def _commit_group(self, *, force: bool = False) -> None:
+        group = self._group
+        if group is None:
+            return
+        busy = self._fresh_writes and time.monotonic() - self._group_started < GROUP_MAX_SECONDS
+        if busy and not force:  # writes keep coming: let the next iteration's join this commit
+            self._fresh_writes = 0
+            self._loop.call_soon(self._commit_group)  # type: ignore[union-attr]
+            return
+        self._group = None
+        try:
+            self.conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            self.conn.execute("ROLLBACK")
+            log.critical("group commit failed; the writes of this iteration are lost: %s", exc)
+            group.set_exception(_translate(exc, self.path))
+            group.exception()  # retrieved: only the waiters that care re-raise it
+        else:
+            group.set_result(None)
+
     @contextmanager
     def tx(self) -> Iterator[sqlite3.Connection]:
-        """A write transaction: committed on success, rolled back on any exception."""
+        """A write transaction: committed on success (or with its group), rolled back on any exception."""
+        if self._loop is not None:
+            with self._grouped() as conn:
+                yield conn
+            return
         try:
             self.conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
@@ -74,6 +119,29 @@ class Database:
         except sqlite3.Error as exc:
             self.conn.execute("ROLLBACK")
             raise _translate(exc, self.path) from exc
+
+    @contextmanager
+    def _grouped(self) -> Iterator[sqlite3.Connection]:
+        assert self._loop is not None
+        try:
+            if self._group is None:
+                self.conn.execute("BEGIN IMMEDIATE")
+                self._group = self._loop.create_future()
+                self._group_started = time.monotonic()
+                self._fresh_writes = 0
+                self._loop.call_soon(self._commit_group)
+            else:
+                self._fresh_writes += 1
+            self.conn.execute("SAVEPOINT w")
+        except sqlite3.Error as exc:
+            raise _translate(exc, self.path) from exc
+        try:
+            yield self.conn
+        except BaseException:
+            self.conn.execute("ROLLBACK TO w")
+            self.conn.execute("RELEASE w")
+            raise
+        self.conn.execute("RELEASE w")
 
     def all(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
         try:
@@ -114,6 +182,7 @@ class Database:
         return int(self.conn.execute("PRAGMA data_version").fetchone()[0])
 
     def close(self) -> None:
+        self._commit_group(force=True)
         self.conn.close()
 
 
