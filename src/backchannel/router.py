@@ -182,7 +182,7 @@ class Router:
         """Submit and wait up to `wait` seconds (None: until it ends) for the reply."""
         started = time.monotonic()
         first = self.submit(session, message, sender=sender, idempotency_key=idempotency_key, hops=hops, chain=chain)
-        run = await self.runtime.wait(first.run.id, wait)
+        run = await self.runtime.wait(first.run.id, wait, known=first.run)
         return Delivery(run, first.replayed, self.runtime.queue_position(run), time.monotonic() - started)
 
     def run(self, run_id: str, *, profile: str | None = None) -> RunRow:
@@ -198,8 +198,8 @@ class Router:
         self.run(run_id, profile=profile)
         return await self.runtime.stop(run_id)
 
-    async def wait(self, run_id: str, timeout: float | None) -> RunRow:
-        return await self.runtime.wait(run_id, timeout)
+    async def wait(self, run_id: str, timeout: float | None, *, known: RunRow | None = None) -> RunRow:
+        return await self.runtime.wait(run_id, timeout, known=known)
 
 
 __all__ = ["Delivery", "Router", "check_idempotency_key", "check_message"]

@@ -205,10 +205,12 @@ class Runtime:
                 return run, created
         return run, created
 
-    async def wait(self, run_id: str, timeout: float | None) -> RunRow:
-        """The run once it is terminal, or as it is when `timeout` seconds have passed."""
+    async def wait(self, run_id: str, timeout: float | None, *, known: RunRow | None = None) -> RunRow:
+        """The run once it is terminal, or as it is when `timeout` seconds have passed.
+
+        `known` is the run as the caller just saw it (saves reading it again)."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        run = runstore.get(self.db, run_id)
+        run = known if known is not None and known.id == run_id else runstore.get(self.db, run_id)
         while not run.state.terminal:
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:

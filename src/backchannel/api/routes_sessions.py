@@ -78,7 +78,7 @@ async def chat(request: Request) -> Response:
     ctx = context(request)
     started = time.monotonic()
     _session, first, wait, envelope, profile = await _submit(request, ctx)
-    run = await ctx.router.wait(first.run.id, wait)
+    run = await ctx.router.wait(first.run.id, wait, known=first.run)
     delivery = Delivery(run, first.replayed, ctx.router.queue_position(run), time.monotonic() - started)
     if envelope:
         return JSONResponse(shapes.send_result(delivery, profile=profile))
