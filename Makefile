@@ -35,7 +35,7 @@ $(HERMES_STAMP):
 	touch $(HERMES_STAMP)
 
 interop: $(STAMP) $(HERMES_STAMP)
-	$(BIN)/python -m pytest -m interop tests/interop
+	BACKCHANNEL_REQUIRE_HERMES=1 $(BIN)/python -m pytest -m interop tests/interop
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
