@@ -547,6 +547,19 @@ def test_agent_sends_to_an_agent_on_another_gateway(pair: Pair) -> None:
     assert received[0]["state"] == "completed"
     assert received[0]["hops"] == 1
 
+    # check_message knows a message sent to a peer by the run id the peer gave
+    check = json.dumps({"run_id": results[0]["run_id"]})
+    checked = cli(pair.a, "send", "default", f"/tool check_message {check}", "--json")
+    found = tool_results(json.loads(checked.stdout)["reply"], "check_message")
+    assert found == [
+        {
+            "status": "replied",
+            "run_id": results[0]["run_id"],
+            "to": "peer:beta",
+            "reply": "default (echo): are you there?",
+        }
+    ], found
+
 
 def test_a_reply_that_would_come_back_into_the_waiting_session_is_refused_as_a_deadlock(pair: Pair) -> None:
     """alpha's Bot Chat waits on beta; beta's agent asking alpha's Bot Chat back would wait forever."""

@@ -303,7 +303,22 @@ class Messenger:
         return run
 
     def check(self, origin: Origin, run_id: str) -> dict[str, Any]:
-        return self.result(self._own(origin, run_id))
+        """A message this profile sent: a local run, or one that went to a peer (as last known here)."""
+        try:
+            return self.result(self._own(origin, run_id))
+        except NotFound:
+            sent = ledger.find_outbound(self.db, remote_run_id=run_id, sender_profile=origin.profile.name)
+            if sent is None:
+                raise
+        status = {"delivered": "replied", "receipt": "receipt", "sending": "receipt"}.get(sent.state, sent.state)
+        body: dict[str, Any] = {"status": status, "run_id": run_id, "to": sent.target}
+        if status == "replied":
+            body["reply"] = sent.reply or ""
+        elif status == "receipt":
+            body["detail"] = RECEIPT_DETAIL
+        else:
+            body["error"] = sent.error
+        return body
 
     async def cancel(self, origin: Origin, run_id: str) -> dict[str, Any]:
         self._own(origin, run_id)

@@ -181,3 +181,12 @@ def settle_outbound(
             " WHERE peer = ? AND remote_run_id = ? AND state IN ('receipt', 'started', 'sending')",
             (state, reply, error, time.time(), peer, remote_run_id),
         )
+
+
+def find_outbound(db: Database, *, remote_run_id: str, sender_profile: str) -> Outbound | None:
+    row = db.one(
+        "SELECT id, sender, sender_session, origin, target, peer, agent, message, hops, state, reply, error,"
+        " remote_run_id FROM outbound WHERE remote_run_id = ? AND sender_profile = ? ORDER BY id DESC LIMIT 1",
+        (remote_run_id, sender_profile),
+    )
+    return Outbound(**dict(row)) if row is not None else None
