@@ -1,0 +1,1 @@
+"""The HTTP API in the Hermes API-server dialect: app, routes, request reading, response shapes."""
