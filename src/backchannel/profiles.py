@@ -117,16 +117,16 @@ def list_profiles(root: Path) -> list[str]:
     return sorted(p.name for p in base.iterdir() if p.is_dir() and config.NAME_RE.match(p.name))
 
 
-_cache: dict[tuple[Path, str], tuple[tuple[int, int], Profile]] = {}
+_cache: dict[tuple[Path, str], tuple[tuple[int, int], Profile, str]] = {}
 
 
 def load_profile(root: Path, name: str) -> Profile:
     """The profile named `name`; its config.yaml is parsed again only when it changed (one stat per use)."""
     cached = _cache.get((root, name))
     path = cached[1].path if cached is not None else profile_dir(root, config.check_name(name))
-    cfg_path = path / "config.yaml"
+    cfg_file = cached[2] if cached is not None else str(path / "config.yaml")
     try:
-        st = os.stat(cfg_path)
+        st = os.stat(cfg_file)
         stamp = (st.st_mtime_ns, st.st_size)
     except FileNotFoundError:
         if not path.is_dir():
@@ -135,8 +135,9 @@ def load_profile(root: Path, name: str) -> Profile:
             raise NotFound(f"no profile {name!r} (profiles: {known})", code="profile_not_found") from None
         stamp = (0, 0)
     if cached is None or cached[0] != stamp:
+        cfg_path = Path(cfg_file)
         profile = Profile(name=name, path=path, config=parse_profile_config(config.load_yaml(cfg_path), cfg_path))
-        cached = _cache[(root, name)] = (stamp, profile)
+        cached = _cache[(root, name)] = (stamp, profile, cfg_file)
     return cached[1]
 
 
