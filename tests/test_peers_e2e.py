@@ -528,7 +528,8 @@ def test_agent_send_to_peer_is_refused_without_an_allow_entry(pair: Pair) -> Non
 
 
 def test_agent_sends_to_an_agent_on_another_gateway(pair: Pair) -> None:
-    with messaging_rules(pair.a, "default", allow=["peer:beta/*", "peer:beta"]):
+    # The sender's own accept list says who may message *it*; it must not stop what it sends.
+    with messaging_rules(pair.a, "default", allow=["peer:beta/*", "peer:beta"], accept=["nobody"]):
         result = cli(pair.a, "send", "default", "/peer beta are you there?", "--json")
     assert result.exit_code == 0, result.stderr
     out = json.loads(result.stdout)

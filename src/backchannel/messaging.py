@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from dataclasses import dataclass
@@ -74,9 +75,7 @@ class Messenger:
         sender_names = policy.local_names(
             origin.profile.name, origin.session.id, bot_chat=origin.session.title == BOT_CHAT_TITLE
         )
-        waits = wait > 0
-        hops = origin.run.hops + 1
-        chain = (*origin.run.chain, self._key(origin.session.id)) if waits else ()
+        waits, hops, chain = self._onward(origin, wait)
         refusal = policy.check(
             sender_policy=origin.profile.config.messaging,
             target_policy=target_profile.config.messaging,
@@ -116,6 +115,12 @@ class Messenger:
             if not run.state.terminal and not runstore.ask_wake(self.db, run.id):
                 run = self.router.run(run.id)  # it ended just now
         return self.result(run, replayed=delivery.replayed)
+
+    def _onward(self, origin: Origin, wait: float) -> tuple[bool, int, tuple[str, ...]]:
+        """What a send from this turn carries: whether it waits, its hop, and the chain of waiting sessions."""
+        waits = wait > 0
+        chain = (*origin.run.chain, self._key(origin.session.id)) if waits else ()
+        return waits, origin.run.hops + 1, chain
 
     def _refuse(
         self, refusal: policy.Refusal, *, sender: str, target: str, message: str, hops: int, wait: float | None
@@ -165,14 +170,13 @@ class Messenger:
             if remote.profile
             else [f"peer:{peer.name}", f"peer:{peer.name}/default"]
         )
-        waits = wait > 0
-        hops = origin.run.hops + 1
-        chain = (*origin.run.chain, self._key(origin.session.id)) if waits else ()
+        waits, hops, chain = self._onward(origin, wait)
         exchange = origin.run.origin or origin.run.id
         sender_policy = origin.profile.config.messaging
         refusal = policy.check(
             sender_policy=sender_policy,
-            target_policy=sender_policy,  # the peer applies its own rules on arrival
+            # The peer applies its own accept list on arrival; here only our limits count.
+            target_policy=dataclasses.replace(sender_policy, accept=None),
             sender_names=[origin.address],
             target_names=target_names,
             sender_key=self._key(origin.session.id),
