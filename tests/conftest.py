@@ -17,8 +17,8 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
-from backchannel import config
 from backchannel.cli import main
+from backchannel.home import config
 
 
 def _is_loopback(address: Any) -> bool:

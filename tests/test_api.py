@@ -16,8 +16,8 @@ import httpx
 import pytest
 from starlette.testclient import TestClient
 
-from backchannel import config
-from backchannel.gateway import build
+from backchannel.api.server import build
+from backchannel.home import config
 from conftest import api_key
 
 TERMINAL = ("completed", "failed", "cancelled", "expired")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from backchannel import config
+from backchannel.home import config
 from conftest import CliResult, api_key, free_port, run_cli
 
 GATEWAY_EXIT_WITHIN = 20.0  # seconds; a gateway that refuses its home must exit at once, not serve

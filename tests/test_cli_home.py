@@ -6,7 +6,7 @@ import json
 import stat
 from pathlib import Path
 
-from backchannel import config
+from backchannel.home import config
 from conftest import run_cli
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from backchannel import config
+from backchannel.home import config
 from conftest import GatewayProcess, api_key
 
 TIMEOUT = httpx.Timeout(10.0)

@@ -10,9 +10,9 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from backchannel import config
-from backchannel.router import Router
-from backchannel.runtime import Runtime
+from backchannel.core.directory import Router
+from backchannel.core.queue import Runtime
+from backchannel.home import config
 from backchannel.store.runs import RunState
 from conftest import run_cli
 from scripted_model import ScriptedModel

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from backchannel.engines.base import ModelRequest, ToolSpec
-from backchannel.engines.openai import OpenAIEngine
+from backchannel.agent.engines.base import ModelRequest, ToolSpec
+from backchannel.agent.engines.openai import OpenAIEngine
 from backchannel.errors import EngineError
 from backchannel.messages import Message, ToolCall
 from scripted_model import ScriptedModel

@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 import pytest
 
-from backchannel import config, profiles
+from backchannel.home import config, profiles
 from conftest import CliResult, GatewayProcess, api_key, free_port, run_cli
 
 TIMEOUT = httpx.Timeout(15.0)

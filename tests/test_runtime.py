@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from backchannel import config
-from backchannel.engines.base import ModelRequest, OnDelta
+from backchannel.agent.engines.base import ModelRequest, OnDelta
+from backchannel.core.directory import Router
+from backchannel.core.queue import Runtime
 from backchannel.errors import Conflict, StoreError
+from backchannel.home import config
 from backchannel.messages import Message
-from backchannel.router import Router
-from backchannel.runtime import Runtime
 from backchannel.store.db import Database
 from backchannel.store.runs import RunState
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .config import NAME_RE
 from .errors import UsageError
+from .home.config import NAME_RE
 from .ids import CLIENT_SESSION_ID_RE
 
 REMOTE_PROFILE_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_-]{0,63}$")  # Hermes accepts upper case

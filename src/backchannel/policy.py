@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
-from .profiles import MessagingPolicy
+from .home.profiles import MessagingPolicy
 
 DEADLOCK_ADVICE = (
     "is already waiting for your answer (it is in the chain of turns blocked on this one): "

@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
-from backchannel import config
+from backchannel.home import config
 from conftest import GatewayProcess, api_key, free_port
 
 pytestmark = pytest.mark.faults

@@ -7,8 +7,8 @@ from typing import Any
 
 from starlette.requests import Request
 
-from ..config import GatewayConfig
-from ..router import Delivery, Router
+from ..core.directory import Delivery, Router
+from ..home.config import GatewayConfig
 from ..store.sessions import SessionRow
 from .http import DeliveryHeaders, delivery_headers, sender_of
 

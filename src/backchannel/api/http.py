@@ -12,7 +12,7 @@ from typing import Any
 from starlette.requests import Request
 
 from ..errors import AuthError, BodyTooLarge, UsageError
-from ..profiles import DEFAULT_PROFILE
+from ..home.profiles import DEFAULT_PROFILE
 
 SENDER_PROFILE_RE = re.compile(r"[^A-Za-z0-9_.@-]")
 MAX_HOPS_HEADER = 1000

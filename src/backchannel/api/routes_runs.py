@@ -9,8 +9,8 @@ from sse_starlette.sse import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from ..core.events import TERMINAL_EVENTS
 from ..errors import UsageError
-from ..events import TERMINAL_EVENTS
 from . import shapes
 from .context import context, submit
 from .http import int_param, json_body, optional_str, profile_of, text_field

@@ -11,8 +11,8 @@ from sse_starlette.sse import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from ..core.directory import Delivery
 from ..errors import DeliveryError
-from ..router import Delivery
 from ..store.runs import RunState
 from . import shapes
 from .context import Context, context, submit

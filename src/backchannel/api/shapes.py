@@ -6,7 +6,7 @@ import time
 import uuid
 from typing import Any
 
-from ..router import Delivery
+from ..core.directory import Delivery
 from ..store.runs import RunRow, RunState
 from ..store.sessions import SessionRow
 

@@ -8,9 +8,9 @@ import uuid
 
 import click
 
-from .. import config
 from ..errors import UsageError
-from ..profiles import DEFAULT_PROFILE
+from ..home import config
+from ..home.profiles import DEFAULT_PROFILE
 from ..store.sessions import SessionRow
 from .connect import Outcome, deliver, store
 from .output import emit, note, read_message

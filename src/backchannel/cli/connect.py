@@ -10,14 +10,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import config
+from ..core.directory import Router
+from ..core.queue import Runtime
 from ..errors import DeliveryError
-from ..router import Router
-from ..runtime import Runtime
+from ..home import config
 from ..store.sessions import SessionRow
 
 if TYPE_CHECKING:
-    from ..client import GatewayClient
+    from ..net.local import GatewayClient
 
 POLL_SECONDS = 0.25
 PROBE_CONNECT_SECONDS = 0.3
@@ -64,7 +64,7 @@ async def find_gateway(root: Path) -> GatewayClient | None:
     key = config.read_env(root).get(config.API_KEY_VAR)
     if not key or not settings.gateway_id or not _port_open(settings.host, settings.port):
         return None
-    from ..client import GatewayClient
+    from ..net.local import GatewayClient
 
     client = GatewayClient.for_home(settings, key)
     if await client.probe(settings.gateway_id):

@@ -6,7 +6,7 @@ import logging
 
 import click
 
-from .. import config
+from ..home import config
 
 
 @click.command("gateway")
@@ -23,7 +23,7 @@ from .. import config
 )
 def gateway(host: str | None, port: int | None, grace: float) -> None:
     """Serve the HTTP API and run queued turns until SIGINT or SIGTERM."""
-    from ..gateway import serve  # the server stack is loaded only by the command that serves
+    from ..api.server import serve  # the server stack is loaded only by the command that serves
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     serve(config.home(), host=host, port=port, grace=grace)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .. import config, profiles
+from ..home import config, profiles
 from .output import emit, note
 
 

@@ -10,15 +10,16 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import click
 
-from .. import addresses, config
+from .. import addresses
 from ..errors import PeerError, UsageError
-from ..peers import registry
+from ..home import config
+from ..home import peers as registry
 from ..store import ledger
 from .connect import store
 from .output import emit, note, read_message, table
 
 if TYPE_CHECKING:
-    from ..peers.client import DmResult, PeerClient
+    from ..net.peer import DmResult, PeerClient
 
 T = TypeVar("T")
 TERMINAL = ("completed", "failed", "cancelled", "expired", "interrupted")
@@ -134,7 +135,7 @@ def _target(text: str) -> tuple[registry.Peer, str | None]:
 
 
 def _client(p: registry.Peer, agent: str | None) -> PeerClient:
-    from ..peers.client import PeerClient  # loaded by the commands that talk to a peer, not at start
+    from ..net.peer import PeerClient
 
     return PeerClient(p, agent, gateway_id=config.load_gateway_config(config.home()).gateway_id)
 

@@ -6,9 +6,10 @@ from pathlib import Path
 
 import click
 
-from .. import config, persona, profiles
+from ..agent import persona
 from ..errors import UsageError
-from ..profiles import Profile
+from ..home import config, profiles
+from ..home.profiles import Profile
 from .output import emit, table
 
 

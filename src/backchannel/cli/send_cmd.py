@@ -8,10 +8,11 @@ import uuid
 
 import click
 
-from .. import addresses, config
+from .. import addresses
 from ..addresses import RemoteAddress
 from ..errors import UsageError
-from ..peers import registry
+from ..home import config
+from ..home import peers as registry
 from .connect import Outcome, deliver, store
 from .output import emit, note, read_message, table, when
 

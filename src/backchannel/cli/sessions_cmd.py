@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .. import config
+from ..home import config
 from .connect import store
 from .output import emit, table, when
 

@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..messages import Message
+from ...messages import Message
 
 
 @dataclass(frozen=True)

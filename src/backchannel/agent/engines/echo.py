@@ -19,8 +19,8 @@ import asyncio
 import json
 from typing import Any
 
-from ..errors import EngineError
-from ..messages import Message, ToolCall
+from ...errors import EngineError
+from ...messages import Message, ToolCall
 from .base import ModelRequest, OnDelta
 
 MAX_SLEEP = 3600.0

@@ -9,8 +9,8 @@ from typing import Any
 
 import httpx
 
-from .config import GatewayConfig
-from .errors import BackchannelError, GatewayError
+from ..errors import BackchannelError, GatewayError
+from ..home.config import GatewayConfig
 
 PROBE_TIMEOUT = 0.5
 

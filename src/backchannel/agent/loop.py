@@ -7,10 +7,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..home.profiles import Profile
+from ..messages import Message
 from .engines.base import Engine, ModelRequest
-from .messages import Message
 from .persona import system_prompt
-from .profiles import Profile
 from .tools.base import Tool, ToolContext, call_tool
 
 Emit = Callable[..., None]

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from ..errors import ConfigError, NotFound, UsageError
 from . import config
-from .errors import ConfigError, NotFound, UsageError
 
 EngineName = Literal["echo", "openai"]
 ENGINES: tuple[EngineName, ...] = ("echo", "openai")

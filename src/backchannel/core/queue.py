@@ -19,19 +19,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import config
-from .engines import Engine, build_engine
-from .errors import BackchannelError, Conflict
+from ..agent.engines import Engine, build_engine
+from ..agent.loop import TurnProgress, run_turn
+from ..agent.tools.base import Tool, ToolContext
+from ..errors import BackchannelError, Conflict
+from ..framing import frame
+from ..home import config
+from ..home.profiles import Profile, load_profile
+from ..messages import Message
+from ..store import runs as runstore
+from ..store import sessions as sessionstore
+from ..store.db import Database
+from ..store.runs import RunRow, RunState
 from .events import EventHub
-from .framing import frame
-from .messages import Message
-from .profiles import Profile, load_profile
-from .store import runs as runstore
-from .store import sessions as sessionstore
-from .store.db import Database
-from .store.runs import RunRow, RunState
-from .tools.base import Tool, ToolContext
-from .turns import TurnProgress, run_turn
 
 log = logging.getLogger("backchannel.runtime")
 WAKE_PREFIX = "wake:"
@@ -44,7 +44,7 @@ ToolsFactory = Callable[["Runtime", Profile], Mapping[str, Tool]]
 
 
 def default_tools(runtime: Runtime, profile: Profile) -> Mapping[str, Tool]:
-    from .tools import memory
+    from ..agent.tools import memory
 
     return {memory.TOOL.name: memory.TOOL}
 

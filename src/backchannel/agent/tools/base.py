@@ -11,8 +11,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...home.profiles import Profile
 from ..engines.base import ToolSpec
-from ..profiles import Profile
 
 
 class ToolFailure(Exception):

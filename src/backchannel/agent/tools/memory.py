@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..config import write_atomic
+from ...home.config import write_atomic
 from ..engines.base import ToolSpec
 from .base import Tool, ToolContext, ToolFailure, require_str
 

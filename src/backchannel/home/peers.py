@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import config
 from ..errors import NotFound, UsageError
+from . import config
 
 
 @dataclass(frozen=True)

@@ -16,13 +16,13 @@ from typing import TextIO
 import uvicorn
 from starlette.applications import Starlette
 
-from . import config
-from .api.app import create_app
-from .api.context import Context
-from .errors import UsageError
-from .router import Router
-from .runtime import Runtime
-from .store.runs import RunRow
+from ..core.directory import Router
+from ..core.queue import Runtime
+from ..errors import UsageError
+from ..home import config
+from ..store.runs import RunRow
+from .app import create_app
+from .context import Context
 
 log = logging.getLogger("backchannel.gateway")
 MIN_KEY_CHARS = 16

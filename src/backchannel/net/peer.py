@@ -22,7 +22,7 @@ import httpx
 
 from .. import __version__
 from ..errors import PeerError, PeerOutcomeUnknown, PeerRefused
-from .registry import Peer
+from ..home.peers import Peer
 
 BOT_CHAT = "Bot Chat"
 LIST_TIMEOUT = 30.0

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from .profiles import Profile
+from ..home.profiles import Profile
 
 MESSAGING_NOTE = """## Messages from other agents
 Some messages in this conversation come from other agents, not from your person. They start with a

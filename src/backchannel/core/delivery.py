@@ -9,17 +9,17 @@ import time
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from . import addresses, policy
-from .addresses import LocalAddress, RemoteAddress
-from .errors import BackchannelError, NotFound, PeerError, Refused, UsageError
-from .framing import is_human
-from .peers import registry
-from .profiles import Profile, list_profiles
-from .router import Router, check_message
-from .store import ledger
-from .store import runs as runstore
-from .store.runs import RunRow, RunState
-from .store.sessions import BOT_CHAT_TITLE, SessionRow
+from .. import addresses, policy
+from ..addresses import LocalAddress, RemoteAddress
+from ..errors import BackchannelError, NotFound, PeerError, Refused, UsageError
+from ..framing import is_human
+from ..home import peers as registry
+from ..home.profiles import Profile, list_profiles
+from ..store import ledger
+from ..store import runs as runstore
+from ..store.runs import RunRow, RunState
+from ..store.sessions import BOT_CHAT_TITLE, SessionRow
+from .directory import Router, check_message
 
 log = logging.getLogger("backchannel.messaging")
 MENTION_WAIT_SECONDS = 120.0
@@ -207,7 +207,7 @@ class Messenger:
             hops=hops,
             wait=wait,
         )
-        from .peers.client import PeerClient  # the HTTP client is loaded only when a peer is messaged
+        from ..net.peer import PeerClient
 
         client = PeerClient(peer, remote.profile, gateway_id=self.gateway_id)
         try:
@@ -265,7 +265,7 @@ class Messenger:
                     log.info("reply of outbound message %d not available yet: %s", item.id, exc.message)
 
     async def _follow(self, item: ledger.Outbound) -> None:
-        from .peers.client import PeerClient
+        from ..net.peer import PeerClient
 
         peer = registry.load(self.runtime.root, item.peer)
         async with PeerClient(peer, item.agent, gateway_id=self.gateway_id) as client:

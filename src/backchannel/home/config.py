@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 from dotenv.parser import parse_stream
 
-from .errors import ConfigError, UsageError
+from ..errors import ConfigError, UsageError
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 DEFAULT_HOST = "127.0.0.1"

@@ -9,8 +9,8 @@ from typing import Any
 
 import aiohttp
 
-from ..errors import EngineError
-from ..messages import Message, ToolCall
+from ...errors import EngineError
+from ...messages import Message, ToolCall
 from .base import ModelRequest, OnDelta
 
 

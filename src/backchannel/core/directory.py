@@ -9,18 +9,18 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from .addresses import LocalAddress
-from .config import NAME_RE
-from .errors import BodyTooLarge, NotFound, UsageError
-from .messages import Message
-from .peers import registry
-from .profiles import list_profiles
-from .runtime import Runtime
-from .store import ledger
-from .store import runs as runstore
-from .store import sessions as sessionstore
-from .store.runs import RunRow
-from .store.sessions import BOT_CHAT_TITLE, SessionRow
+from ..addresses import LocalAddress
+from ..errors import BodyTooLarge, NotFound, UsageError
+from ..home import peers as registry
+from ..home.config import NAME_RE
+from ..home.profiles import list_profiles
+from ..messages import Message
+from ..store import ledger
+from ..store import runs as runstore
+from ..store import sessions as sessionstore
+from ..store.runs import RunRow
+from ..store.sessions import BOT_CHAT_TITLE, SessionRow
+from .queue import Runtime
 
 MAX_MESSAGE_CHARS = 65_536
 MAX_KEY_CHARS = 255
@@ -56,9 +56,9 @@ def check_idempotency_key(key: str | None) -> str | None:
 
 class Router:
     def __init__(self, runtime: Runtime) -> None:
-        from .messaging import Messenger  # messaging builds on the router; the router wires it in
-        from .tools import memory
-        from .tools import messaging as messaging_tools
+        from ..agent.tools import memory
+        from ..agent.tools import messaging as messaging_tools
+        from .delivery import Messenger
 
         self.runtime = runtime
         self.db = runtime.db

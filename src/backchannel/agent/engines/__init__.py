@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..profiles import Profile
+from ...home.profiles import Profile
 from .base import Engine, ModelRequest, OnDelta, ToolSpec
 from .echo import EchoEngine
 

@@ -8,12 +8,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from ...errors import BackchannelError
 from ..engines.base import ToolSpec
-from ..errors import BackchannelError
 from .base import Tool, ToolContext, ToolFailure, require_str
 
 if TYPE_CHECKING:
-    from ..messaging import Messenger, Origin
+    from ...core.delivery import Messenger, Origin
 
 DEFAULT_WAIT = 120.0
 

@@ -1,0 +1,1 @@
+"""The agent: one turn (the loop), the engines that compute model steps, the tools a model may call, the persona."""

@@ -1,0 +1,1 @@
+"""The home on disk: config.yaml and .env, profiles, and the peer registry."""

@@ -1,1 +1,0 @@
-"""Peers: other gateways (Backchannel or Hermes) known by a name, a URL and a key."""
