@@ -9,6 +9,7 @@ BackchannelError
  ├── Refused               exit 2, 403 not_allowed       refused by local policy
  ├── AuthError             exit 1, 401 invalid_api_key
  ├── StoreError            exit 2, 503 store_unavailable locked or newer-schema state.db
+ ├── GatewayDraining       exit 1, 503 gateway_draining  the gateway is stopping: try again shortly (Retry-After)
  ├── EngineError           exit 1, 502 engine_error      the model endpoint failed
  ├── DeliveryError         exit 1, 424 run_failed        the run failed, expired or was cancelled
  ├── GatewayError          exit 1, 502 gateway_error     the running gateway could not be reached
@@ -17,16 +18,23 @@ BackchannelError
       └── PeerOutcomeUnknown exit 1                      sent, but no answer: check, never resend blindly
 
 `cli.main` and the HTTP app's exception handler are the only places that catch the root.
+An error's audience is a property of its class: `model_visible` errors are the sender's doing (a bad
+address, a refusal, an unknown run) and go back to a model as a tool result; the others are the
+operator's (a broken store, an engine down) and fail the turn.
 """
 
 from __future__ import annotations
 
 
 class BackchannelError(Exception):
+    """The root: a message that names the thing, and how each surface reports it."""
+
     exit_code: int = 1
     http_status: int = 500
     code: str = "internal_error"
     type: str = "server_error"
+    model_visible: bool = False  # True: a model that caused it should read it and correct itself
+    retry_after: float | None = None  # seconds, sent as Retry-After with the HTTP answer
 
     def __init__(self, message: str, *, code: str | None = None, details: dict[str, object] | None = None) -> None:
         super().__init__(message)
@@ -41,6 +49,7 @@ class BackchannelError(Exception):
 
 class UsageError(BackchannelError):
     exit_code = 2
+    model_visible = True
     http_status = 400
     code = "invalid_request"
     type = "invalid_request_error"
@@ -53,10 +62,12 @@ class BodyTooLarge(UsageError):
 
 class ConfigError(UsageError):
     code = "invalid_config"
+    model_visible = False  # a broken file is the operator's to fix
 
 
 class NotFound(BackchannelError):
     exit_code = 2
+    model_visible = True
     http_status = 404
     code = "not_found"
     type = "invalid_request_error"
@@ -64,6 +75,7 @@ class NotFound(BackchannelError):
 
 class Conflict(BackchannelError):
     exit_code = 2
+    model_visible = True
     http_status = 409
     code = "conflict"
     type = "invalid_request_error"
@@ -71,6 +83,7 @@ class Conflict(BackchannelError):
 
 class Refused(BackchannelError):
     exit_code = 2
+    model_visible = True
     http_status = 403
     code = "not_allowed"
     type = "permission_error"
@@ -88,6 +101,16 @@ class StoreError(BackchannelError):
     http_status = 503
     code = "store_unavailable"
     type = "server_error"
+
+
+class GatewayDraining(BackchannelError):
+    """The gateway is shutting down and takes no new work; the same request succeeds after its restart."""
+
+    exit_code = 1
+    http_status = 503
+    code = "gateway_draining"
+    type = "server_error"
+    retry_after = 5.0
 
 
 class EngineError(BackchannelError):
@@ -127,6 +150,7 @@ class PeerRefused(PeerError):
 
     exit_code = 2
     code = "refused"
+    model_visible = True
 
 
 class PeerOutcomeUnknown(PeerError):

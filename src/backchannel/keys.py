@@ -1,0 +1,70 @@
+"""Idempotency keys: who makes which, the internal prefixes nobody outside may use, and content fingerprints.
+
+- a key given by a caller (HTTP `Idempotency-Key`, `--idempotency-key`) is used as it is;
+- an agent's send from inside a turn: the sending turn's run, the target, the text and its ordinal in
+  the turn, so a turn re-run after a crash does not send twice and a later turn always sends;
+- a person's CLI command: a fresh key per invocation (retries inside it reuse it);
+- an HTTP request without a key: a new run unless a run with the same fingerprint (sender, target,
+  text) was accepted within the dedup window (a sliding window, not a fixed bucket);
+- a wake-up (a reply delivered into the session of a sender that stopped waiting): one per run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+
+from .errors import UsageError
+
+MAX_KEY_CHARS = 255
+AUTO = "auto:"
+SEND = "send:"
+WAKE = "wake:"
+RESERVED_PREFIXES = (AUTO, SEND, WAKE)
+
+
+def check_external(key: str | None) -> str | None:
+    """A key given from outside: 1-255 characters, no line breaks, none of the internal prefixes."""
+    if key is None:
+        return None
+    if not 1 <= len(key) <= MAX_KEY_CHARS or any(c in key for c in "\r\n\0"):
+        raise UsageError("an idempotency key has 1-255 characters and no line breaks", code="invalid_idempotency_key")
+    if key.startswith(RESERVED_PREFIXES):
+        raise UsageError(
+            f"idempotency keys starting with {', '.join(map(repr, RESERVED_PREFIXES))} are reserved for the gateway",
+            code="invalid_idempotency_key",
+        )
+    return key
+
+
+def fingerprint(sender: str, session_id: str, message: str) -> str:
+    """Who sent what where: equal for the same words from the same sender to the same session."""
+    return hashlib.sha256("\0".join(("v1", sender, session_id, message)).encode()).hexdigest()
+
+
+def auto(fingerprint_hex: str, run_id: str) -> str:
+    """The key a keyless HTTP request's new run is filed under (unique: it names the run)."""
+    return f"{AUTO}{fingerprint_hex[:24]}:{run_id.removeprefix('run_')}"
+
+
+def agent_send(run_id: str, target: str, message: str, ordinal: int) -> str:
+    """An agent's send: the `ordinal`-th send of these words to this target within the turn of `run_id`."""
+    digest = hashlib.sha256("\0".join((target, message)).encode()).hexdigest()[:24]
+    return f"{SEND}{run_id}:{digest}:{ordinal}"
+
+
+def wake(run_id: str) -> str:
+    return f"{WAKE}{run_id}"
+
+
+def wake_outbound(outbound_id: int) -> str:
+    return f"{WAKE}out:{outbound_id}"
+
+
+def is_wake(key: str) -> bool:
+    return key.startswith(WAKE)
+
+
+def cli() -> str:
+    """A person's command: one key per invocation."""
+    return f"cli-{uuid.uuid4().hex}"

@@ -1,0 +1,98 @@
+"""What became of a message: one vocabulary (DESIGN section 11) and one result type that every surface renders.
+
+    delivered   the target answered; the reply is here
+    receipt     accepted and queued or running: do not resend; the reply comes, or ask with the run id
+    held        accepted, waiting for the target's person to approve
+    refused     policy said no (the code says which rule): do not resend
+    failed      the turn failed, was cancelled or expired: a new send is a new run
+    unknown     a remote outcome cannot be known (the request may have arrived): ask again with the same key
+
+Run states stay the store's; `of_run` is the one place an outcome is computed from them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+RECEIPT_DETAIL = "accepted and queued: do not resend. The reply comes when the run ends; ask for it with its run id."
+FAILED_STATES = frozenset({"failed", "cancelled", "expired", "interrupted", "denied"})
+PENDING_STATES = frozenset({"queued", "running", "started", "stopping", "sending"})
+
+
+class Outcome(StrEnum):
+    DELIVERED = "delivered"
+    RECEIPT = "receipt"
+    HELD = "held"
+    REFUSED = "refused"
+    FAILED = "failed"
+    UNKNOWN = "unknown"
+
+    @property
+    def exit_code(self) -> int:
+        """The CLI's exit code for this outcome (DESIGN section 8)."""
+        if self in (Outcome.DELIVERED, Outcome.RECEIPT, Outcome.HELD):
+            return 0
+        return 2 if self is Outcome.REFUSED else 1
+
+    @property
+    def settled(self) -> bool:
+        """True when nothing more will happen to the message (no reply is still coming)."""
+        return self not in (Outcome.RECEIPT, Outcome.HELD, Outcome.UNKNOWN)
+
+
+def of_state(state: str) -> Outcome:
+    """The outcome of a run (ours or a peer's) from its state alone."""
+    if state == "completed":
+        return Outcome.DELIVERED
+    if state == "held":
+        return Outcome.HELD
+    if state in PENDING_STATES:
+        return Outcome.RECEIPT
+    if state in FAILED_STATES:
+        return Outcome.FAILED
+    return Outcome.UNKNOWN
+
+
+@dataclass(frozen=True)
+class Result:
+    """One message's outcome as a sender sees it; HTTP shapes, tool results and the CLI render this."""
+
+    outcome: Outcome
+    to: str  # the target's address
+    run_id: str | None = None
+    session_id: str | None = None
+    state: str | None = None  # the run's state where it ran (ours, or what the peer said)
+    reply: str | None = None  # the reply; for a failed run, whatever partial output it kept
+    queue_position: int | None = None
+    code: str | None = None  # why: a refusal or failure code
+    error: str | None = None  # the reason, for a person or a model to read
+    replayed: bool = False  # the same message was already accepted: this is its first run
+    idempotency_key: str | None = None
+    waited: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The compact shape for tools and the CLI's --json: only what applies to this outcome."""
+        body: dict[str, Any] = {"result": self.outcome.value, "to": self.to}
+        for name in ("run_id", "session_id", "state"):
+            value = getattr(self, name)
+            if value is not None:
+                body[name] = value
+        body["replayed"] = self.replayed
+        if self.outcome is Outcome.DELIVERED:
+            body["reply"] = self.reply or ""
+        elif self.outcome in (Outcome.RECEIPT, Outcome.HELD):
+            body["queue_position"] = self.queue_position
+            body["detail"] = RECEIPT_DETAIL
+        else:
+            body["error"] = {"code": self.code or self.outcome.value, "message": self.error or "no detail"}
+            if self.reply:
+                body["partial_output"] = self.reply
+        if self.idempotency_key is not None:
+            body["idempotency_key"] = self.idempotency_key
+        return body
+
+
+def refused(to: str, code: str, reason: str) -> Result:
+    return Result(Outcome.REFUSED, to, code=code, error=reason)
