@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Role = Literal["system", "user", "assistant", "tool"]
+MAX_MESSAGE_CHARS = 65_536  # the longest message a sender may send
 
 
 @dataclass(frozen=True)

@@ -42,8 +42,13 @@ class Outcome(StrEnum):
         return self not in (Outcome.RECEIPT, Outcome.HELD, Outcome.UNKNOWN)
 
 
+_OUTCOMES = frozenset(o.value for o in Outcome)
+
+
 def of_state(state: str) -> Outcome:
-    """The outcome of a run (ours or a peer's) from its state alone."""
+    """The outcome of a run (ours or a peer's) from its state alone; an outcome's own name stands for itself."""
+    if state in _OUTCOMES:
+        return Outcome(state)
     if state == "completed":
         return Outcome.DELIVERED
     if state == "held":

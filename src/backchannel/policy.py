@@ -1,6 +1,12 @@
-"""Who may message whom: allowlists, accept lists, hop limit, deadlock, self-send and pair budget.
+"""Who may message whom, decided in one pure function for every kind of message.
 
-Pure decisions; the messenger records refusals and acts on them.
+    send      an agent's session sends (to a local session, or to a peer: then the target has no policy here)
+    arrival   a message arrives from another gateway (its sender's own gateway applied the sender's rules)
+    reply     a reply or wake-up: the answer to a message the sender itself sent; never refused
+    person    the person's own message (CLI, API key): not limited by any list
+
+The delivery service gathers the facts (names, keys, counts) and records every refusal; this module
+only decides.
 """
 
 from __future__ import annotations
@@ -8,8 +14,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from typing import Literal
 
 from .home.profiles import MessagingPolicy
+
+Kind = Literal["send", "arrival", "reply", "person"]
 
 DEADLOCK_ADVICE = (
     "is already waiting for your answer (it is in the chain of turns blocked on this one): "
@@ -21,6 +30,34 @@ DEADLOCK_ADVICE = (
 class Refusal:
     code: str  # not_allowed | hop_limit | would_deadlock | pair_budget | self_send
     reason: str
+
+
+@dataclass(frozen=True)
+class Party:
+    """One end of a message: the addresses it answers to (the most specific last), its key in wait
+    chains, and its messaging rules when it is one of this gateway's profiles (None otherwise)."""
+
+    names: Sequence[str]
+    key: str = ""
+    policy: MessagingPolicy | None = None
+
+    @property
+    def shown(self) -> str:
+        return self.names[0] if self.names else "?"
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """The facts of one message: who, to whom, its hop, the chain of turns waiting on it, whether the
+    sender waits for the reply, and how many agent-sent messages this pair already exchanged."""
+
+    kind: Kind
+    sender: Party
+    target: Party
+    hops: int = 0
+    chain: Sequence[str] = ()
+    waits: bool = False
+    pair_sent: int = 0
 
 
 def matches(patterns: Iterable[str], names: Sequence[str]) -> bool:
@@ -40,41 +77,46 @@ def local_names(profile: str, session_id: str, *, bot_chat: bool) -> list[str]:
     return [profile, f"{profile}/{session_id}"] if bot_chat else [f"{profile}/{session_id}"]
 
 
-def check(
-    *,
-    sender_policy: MessagingPolicy,
-    target_policy: MessagingPolicy,
-    sender_names: Sequence[str],
-    target_names: Sequence[str],
-    sender_key: str,
-    target_key: str,
-    hops: int,
-    chain: Sequence[str],
-    waits: bool,
-    pair_sent: int,
-) -> Refusal | None:
-    """The first reason to refuse a send, or None. `hops` is the new run's; `pair_sent` what this pair already sent."""
-    shown = target_names[0]
-    if sender_key == target_key:
-        return Refusal("self_send", "a session cannot message itself; answer in your own reply instead")
-    if not matches(sender_policy.allow, target_names):
-        allow = ", ".join(sender_policy.allow) or "nothing (deny by default)"
+def remote_names(address: str) -> list[str]:
+    """The addresses a remote sender or target answers to: `peer:x/p` also as `peer:x`."""
+    head, _, rest = address.partition("/")
+    return [head, address] if rest else [address]
+
+
+def check(attempt: Attempt) -> Refusal | None:
+    """The first reason to refuse the message, or None to let it through."""
+    if attempt.kind in ("reply", "person"):
+        return None  # an answer to what the sender asked, or the person's own words: never refused here
+    sender, target = attempt.sender, attempt.target
+    if attempt.kind == "send":
+        if sender.key and sender.key == target.key:
+            return Refusal("self_send", "a session cannot message itself; answer in your own reply instead")
+        allow = sender.policy.allow if sender.policy is not None else ()
+        if not matches(allow, target.names):
+            listed = ", ".join(allow) or "nothing (deny by default)"
+            return Refusal(
+                "not_allowed",
+                f"{target.shown} is not in this profile's agent.session_messaging.allow (allowed: {listed})",
+            )
+    rules = target.policy
+    if rules is not None and rules.accept is not None and not matches(rules.accept, sender.names):
         return Refusal(
-            "not_allowed",
-            f"{shown} is not in this profile's agent.session_messaging.allow (allowed: {allow})",
+            "not_allowed", f"{target.shown} does not accept messages from {sender.names[-1]} (its accept list)"
         )
-    if target_policy.accept is not None and not matches(target_policy.accept, sender_names):
-        return Refusal("not_allowed", f"{shown} does not accept messages from {sender_names[-1]} (its accept list)")
-    limit = min(sender_policy.max_hops, target_policy.max_hops)
-    if hops > limit:
-        return Refusal("hop_limit", f"this message would be hop {hops}, past the limit of {limit} (max_hops)")
-    if waits and target_key in chain:
-        return Refusal("would_deadlock", f"{shown} {DEADLOCK_ADVICE}")
-    budget = sender_policy.pair_budget_per_hour
-    if pair_sent >= budget:
+    limits = [p.max_hops for p in (sender.policy, rules) if p is not None]
+    if limits and attempt.hops > min(limits):
         return Refusal(
-            "pair_budget",
-            f"this profile already sent {pair_sent} messages to {target_names[0].split('/')[0]} in this exchange "
-            f"within the hour (pair_budget_per_hour {budget}); wait for your person",
+            "hop_limit", f"this message would be hop {attempt.hops}, past the limit of {min(limits)} (max_hops)"
         )
+    waits_on_target = attempt.waits or attempt.kind == "arrival"  # an arrival's chain is waiting on it
+    if waits_on_target and target.key and target.key in attempt.chain:
+        return Refusal("would_deadlock", f"{target.shown} {DEADLOCK_ADVICE}")
+    if attempt.kind == "send" and sender.policy is not None:
+        budget = sender.policy.pair_budget_per_hour
+        if attempt.pair_sent >= budget:
+            return Refusal(
+                "pair_budget",
+                f"this profile already sent {attempt.pair_sent} messages to {target.shown.split('/')[0]} in this "
+                f"exchange within the hour (pair_budget_per_hour {budget}); wait for your person",
+            )
     return None

@@ -13,6 +13,7 @@ from starlette.routing import BaseRoute, Mount, Route
 
 from .. import __version__
 from ..errors import BackchannelError
+from ..messages import MAX_MESSAGE_CHARS
 from . import routes_runs, routes_sessions
 from .context import Context, context
 from .http import authorize, profile_of
@@ -25,12 +26,8 @@ Endpoint = Callable[[Request], Awaitable[Response]]
 
 def protected(endpoint: Endpoint) -> Endpoint:
     async def guarded(request: Request) -> Response:
-        ctx = context(request)
-        authorize(request, ctx.api_key)
-        try:
-            return await endpoint(request)
-        finally:
-            await ctx.router.db.durable()  # nothing is answered before what it reports is committed
+        authorize(request, context(request).api_key)
+        return await endpoint(request)
 
     guarded.__name__ = endpoint.__name__
     guarded.__doc__ = endpoint.__doc__
@@ -43,7 +40,7 @@ async def health(request: Request) -> Response:
 
 async def capabilities(request: Request) -> Response:
     ctx = context(request)
-    ctx.router.check_profile(profile_of(request))
+    ctx.directory.check_profile(profile_of(request))
     features = {
         "session_chat": True,
         "session_chat_streaming": True,
@@ -63,10 +60,10 @@ async def capabilities(request: Request) -> Response:
             "object": "hermes.api_server.capabilities",
             "platform": "backchannel",
             "version": __version__,
-            "gateway_id": ctx.gateway_id,
+            "gateway_id": ctx.settings.gateway_id,
             "auth": {"type": "bearer", "required": True},
             "features": features,
-            "limits": {"max_body_bytes": ctx.settings.max_body_bytes, "max_message_chars": 65_536},
+            "limits": {"max_body_bytes": ctx.settings.max_body_bytes, "max_message_chars": MAX_MESSAGE_CHARS},
         }
     )
 
@@ -94,7 +91,8 @@ def _api_routes() -> list[BaseRoute]:
 
 async def _backchannel_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, BackchannelError)
-    return JSONResponse(exc.envelope(), status_code=exc.http_status)
+    headers = {"Retry-After": f"{exc.retry_after:.0f}"} if exc.retry_after is not None else None
+    return JSONResponse(exc.envelope(), status_code=exc.http_status, headers=headers)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:

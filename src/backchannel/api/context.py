@@ -1,4 +1,4 @@
-"""What every handler needs: the router, the API key and the gateway settings, kept on the app."""
+"""What every handler needs, kept on the app: the gateway's services, the API key and the settings."""
 
 from __future__ import annotations
 
@@ -7,18 +7,31 @@ from typing import Any
 
 from starlette.requests import Request
 
-from ..core.directory import Delivery, Router
+from ..core.delivery import Delivery, Incoming
+from ..core.directory import Directory
+from ..core.gateway import Gateway
 from ..home.config import GatewayConfig
+from ..keys import check_external
 from ..store.sessions import SessionRow
 from .http import DeliveryHeaders, delivery_headers, sender_of
 
 
 @dataclass(frozen=True)
 class Context:
-    router: Router
+    gateway: Gateway
     api_key: str
-    settings: GatewayConfig
-    gateway_id: str
+
+    @property
+    def delivery(self) -> Delivery:
+        return self.gateway.delivery
+
+    @property
+    def directory(self) -> Directory:
+        return self.gateway.directory
+
+    @property
+    def settings(self) -> GatewayConfig:
+        return self.gateway.settings
 
 
 def context(request: Request) -> Context:
@@ -26,17 +39,19 @@ def context(request: Request) -> Context:
     return ctx
 
 
-def submit(
+def incoming(
     request: Request, ctx: Context, session: SessionRow, body: dict[str, Any], message: str | None
-) -> tuple[Delivery, DeliveryHeaders]:
-    """Hand a request's message to the router with what its headers say: key, sender, hops, chain."""
+) -> tuple[Incoming, DeliveryHeaders]:
+    """A request's message as the delivery service takes it: key, sender, hops and chain from its headers."""
     headers = delivery_headers(request)
-    delivery = ctx.router.submit(
-        session,
-        message or "",
-        sender=sender_of(request, body, headers, ctx.router.peer_sender),
-        idempotency_key=headers.idempotency_key,
-        hops=headers.hops,
-        chain=headers.chain,
+    return (
+        Incoming(
+            session=session,
+            text=message or "",
+            sender=sender_of(request, body, headers, ctx.directory.peer_sender),
+            key=check_external(headers.idempotency_key),
+            hops=headers.hops,
+            chain=headers.chain,
+        ),
+        headers,
     )
-    return delivery, headers

@@ -7,7 +7,7 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from starlette.requests import Request
 
@@ -27,6 +27,19 @@ def authorize(request: Request, key: str) -> None:
 
 def profile_of(request: Request) -> str:
     return str(request.path_params.get("profile", DEFAULT_PROFILE))
+
+
+class _Profiles(Protocol):
+    def check_profile(self, profile: str) -> str: ...
+
+
+def run_scope(request: Request, profiles: _Profiles) -> str | None:
+    """Which profile's runs a run route sees: the named one under /p/<profile>, any at the root (run ids
+    are unique across the home, so a run sent to another agent is found without naming it)."""
+    named = request.path_params.get("profile")
+    if named is None:
+        return None
+    return profiles.check_profile(str(named))
 
 
 async def json_body(request: Request, limit: int) -> dict[str, Any]:

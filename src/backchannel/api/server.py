@@ -1,4 +1,4 @@
-"""The gateway process: the runtime's workers and the HTTP API in one event loop, with a graceful stop."""
+"""The gateway process: the gateway's workers and the HTTP API in one event loop, with a graceful stop."""
 
 from __future__ import annotations
 
@@ -7,20 +7,16 @@ import errno
 import logging
 import signal
 import socket
-import sys
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import TextIO
 
 import uvicorn
 from starlette.applications import Starlette
 
-from ..core.directory import Router
-from ..core.queue import Runtime
+from ..core.gateway import Gateway
+from ..core.runlog import RunLog
 from ..errors import UsageError
 from ..home import config
-from ..store.runs import RunRow
 from .app import create_app
 from .context import Context
 
@@ -38,47 +34,21 @@ def api_key(root: Path) -> str:
     return key
 
 
-class RunLog:
-    """One line per run state change on stderr, in the logging format, cheap enough for every turn.
-
-    Written straight to the (line-buffered) stream: the logging machinery cost more than the turn.
-    """
-
-    def __init__(self, stream: TextIO | None = None) -> None:
-        self._stream = stream
-        self._second = -1
-        self._stamp = ""
-
-    def __call__(self, run: RunRow) -> None:
-        now = time.time()
-        if int(now) != self._second:
-            self._second = int(now)
-            self._stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now))
-        detail = f" ({run.error_code}: {run.error})" if run.error else ""
-        (self._stream or sys.stderr).write(
-            f"{self._stamp},{int(now * 1000) % 1000:03d} backchannel.gateway run {run.id} {run.state.value} "
-            f"session={run.session_id} profile={run.profile} sender={run.sender} hops={run.hops} "
-            f"attempt={run.attempts}{detail}\n"
-        )
-
-
-def build(root: Path, *, grace: float = 10.0, runtime: Runtime | None = None) -> tuple[Starlette, Runtime]:
-    """The app and its runtime; the runtime starts and stops with the app's lifespan."""
+def build(root: Path, *, grace: float = 10.0) -> tuple[Starlette, Gateway]:
+    """The app and its gateway; the gateway starts and stops with the app's lifespan."""
     config.require_home(root)
     key = api_key(root)
-    rt = runtime or Runtime(root)
-    rt.on_state = RunLog()
+    gateway = Gateway(root, on_state=RunLog())
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        await rt.start()
+        await gateway.start()
         try:
             yield
         finally:
-            await rt.close(grace=grace)
+            await gateway.stop(grace=grace)
 
-    ctx = Context(router=Router(rt), api_key=key, settings=rt.settings, gateway_id=rt.settings.gateway_id)
-    return create_app(ctx, lifespan=lifespan), rt
+    return create_app(Context(gateway=gateway, api_key=key), lifespan=lifespan), gateway
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -100,7 +70,7 @@ def bind(host: str, port: int) -> socket.socket:
 def serve(root: Path, *, host: str | None = None, port: int | None = None, grace: float = 10.0) -> None:
     """Run in the foreground until SIGINT/SIGTERM: stop taking work, let turns finish within `grace`."""
     settings = config.load_gateway_config(root)
-    app, _runtime = build(root, grace=grace)
+    app, _gateway = build(root, grace=grace)
     host = host or settings.host
     port = settings.port if port is None else port
     sock = bind(host, port)

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import sys
-import uuid
 
 import click
 
+from .. import keys
 from ..errors import UsageError
 from ..home import config
 from ..home.profiles import DEFAULT_PROFILE
+from ..outcome import Outcome
 from ..store.sessions import SessionRow
-from .connect import Outcome, deliver, store
+from .connect import Sent, deliver, home_gateway
 from .output import emit, note, read_message
 
 
@@ -26,20 +27,20 @@ from .output import emit, note, read_message
 def chat(profile_name: str | None, query: str | None, resume: str | None, as_json: bool) -> None:
     """Talk to an agent. Without -q, a prompt that keeps one session (Ctrl-D or /exit to leave)."""
     root = config.home()
-    with store(root) as router:
+    with home_gateway(root) as gateway:
         if resume:
-            session = router.session(resume)
+            session = gateway.directory.session(resume)
             if profile_name and profile_name != session.profile:
                 raise UsageError(f"session {resume!r} belongs to profile {session.profile!r}, not {profile_name!r}")
         else:
-            session, _ = router.create_session(profile_name or DEFAULT_PROFILE, source="cli")
+            session, _ = asyncio.run(gateway.directory.create_session(profile_name or DEFAULT_PROFILE, source="cli"))
             note(f"new session {session.id} (profile {session.profile})")
     if query is not None:
         message = read_message(query) or ""
         if not message.strip():
             raise UsageError("the message is empty")
-        outcome = _turn(session, message)
-        emit(outcome.to_dict(), as_json=as_json, text=lambda: _print(outcome))
+        sent = _turn(session, message)
+        emit(sent.to_dict(), as_json=as_json, text=lambda: _print(sent))
         note(f"session: {session.id} (resume with --resume {session.id})")
         return
     if as_json:
@@ -47,20 +48,19 @@ def chat(profile_name: str | None, query: str | None, resume: str | None, as_jso
     _interactive(session)
 
 
-def _turn(session: SessionRow, message: str) -> Outcome:
+def _turn(session: SessionRow, message: str) -> Sent:
     # A person's typed message is deliberate: a fresh key, so saying the same thing twice is two turns.
-    return asyncio.run(
-        deliver(config.home(), session, message, wait=None, idempotency_key=f"cli-{uuid.uuid4().hex}")
-    ).check()
+    return asyncio.run(deliver(config.home(), session, message, wait=None, key=keys.cli())).check()
 
 
-def _print(outcome: Outcome) -> None:
-    if outcome.state == "completed":
-        click.echo(outcome.reply or "(no reply)")
+def _print(sent: Sent) -> None:
+    result = sent.result
+    if result.outcome is Outcome.DELIVERED:
+        click.echo(result.reply or "(no reply)")
     else:
         click.echo(
-            f"{outcome.state}: run {outcome.run_id} accepted and queued (position "
-            f"{outcome.queue_position or '-'}): do not resend"
+            f"{result.state}: run {result.run_id} accepted and queued (position "
+            f"{result.queue_position or '-'}): do not resend"
         )
 
 

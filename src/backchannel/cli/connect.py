@@ -1,19 +1,20 @@
-"""How a CLI command reaches the agents: the running gateway when there is one, else an in-process runtime."""
+"""How a CLI command reaches the agents: the running gateway when there is one, else the same gateway in-process."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import socket
-from collections.abc import AsyncIterator
-from dataclasses import asdict, dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..core.directory import Router
-from ..core.queue import Runtime
+from ..core.delivery import Incoming
+from ..core.gateway import Gateway, running
 from ..errors import DeliveryError
 from ..home import config
+from ..outcome import Outcome, Result, of_state
 from ..store.sessions import SessionRow
 
 if TYPE_CHECKING:
@@ -22,40 +23,38 @@ if TYPE_CHECKING:
 POLL_SECONDS = 0.25
 PROBE_CONNECT_SECONDS = 0.3
 LOCAL_GRACE = 0.5
+FOLLOW_WAIT_SECONDS = 600.0
 
 
 @dataclass(frozen=True)
-class Outcome:
+class Sent:
+    """A person's message and its outcome, and whether the running gateway or this process handled it."""
+
     profile: str
-    session_id: str
-    run_id: str
-    state: str
-    reply: str | None
-    error: str | None
-    queue_position: int | None
-    replayed: bool
+    result: Result
     via: str  # "gateway" or "local"
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**self.result.to_dict(), "profile": self.profile, "via": self.via}
 
-    def check(self) -> Outcome:
+    def check(self) -> Sent:
         """Raise when the run ended without a reply (exit 1)."""
-        if self.state in ("failed", "cancelled", "expired"):
-            raise DeliveryError(f"run {self.run_id} {self.state}: {self.error or 'no reply'}")
+        if self.result.outcome is Outcome.FAILED:
+            raise DeliveryError(
+                f"run {self.result.run_id} {self.result.state}: {self.result.error or 'no reply'}",
+                code=self.result.code or "run_failed",
+            )
         return self
 
 
 @contextlib.contextmanager
-def store(root: Path) -> Any:
-    """A router over the home's store for reading and creating sessions; it runs no turns."""
-    config.require_home(root)
-    config.read_env(root)  # a broken .env stops the command before it changes anything
-    runtime = Runtime(root)
+def home_gateway(root: Path) -> Iterator[Gateway]:
+    """This home's gateway, not started: for reading and creating sessions, the ledger, and peers."""
+    gateway = Gateway(root)
     try:
-        yield Router(runtime)
+        yield gateway
     finally:
-        runtime.db.close()
+        gateway.close()
 
 
 async def find_gateway(root: Path) -> GatewayClient | None:
@@ -74,35 +73,18 @@ async def find_gateway(root: Path) -> GatewayClient | None:
 
 
 async def deliver(
-    root: Path,
-    session: SessionRow,
-    message: str,
-    *,
-    wait: float | None,
-    idempotency_key: str | None = None,
-    sender: str = "human:cli",
-) -> Outcome:
+    root: Path, session: SessionRow, message: str, *, wait: float | None, key: str, sender: str = "human:cli"
+) -> Sent:
     """Deliver as the person and wait up to `wait` seconds (None: until the run ends)."""
     gateway = await find_gateway(root)
     if gateway is not None:
         try:
-            return await _via_gateway(gateway, session, message, wait=wait, key=idempotency_key, sender=sender)
+            return await _via_gateway(gateway, session, message, wait=wait, key=key, sender=sender)
         finally:
             await gateway.aclose()
-    async with _local(root, session.id) as router:
-        d = await router.deliver(session, message, sender=sender, wait=wait, idempotency_key=idempotency_key)
-        run = d.run
-        return Outcome(
-            run.profile,
-            run.session_id,
-            run.id,
-            run.state.value,
-            run.reply,
-            run.error,
-            d.queue_position,
-            d.replayed,
-            "local",
-        )
+    async with running(root, scope={session.id}, grace=LOCAL_GRACE) as local:
+        d = await local.delivery.deliver(Incoming(session, message, sender, key=key), wait=wait)
+        return Sent(session.profile, d.result, "local")
 
 
 def _port_open(host: str, port: int) -> bool:
@@ -114,57 +96,67 @@ def _port_open(host: str, port: int) -> bool:
         return False
 
 
-@contextlib.asynccontextmanager
-async def _local(root: Path, session_id: str) -> AsyncIterator[Router]:
-    runtime = Runtime(root, scope={session_id})
-    await runtime.start()
-    try:
-        yield Router(runtime)
-    finally:
-        await runtime.close(grace=LOCAL_GRACE)
-
-
 async def _via_gateway(
-    gateway: GatewayClient, session: SessionRow, message: str, *, wait: float | None, key: str | None, sender: str
-) -> Outcome:
+    gateway: GatewayClient, session: SessionRow, message: str, *, wait: float | None, key: str, sender: str
+) -> Sent:
     answer = await gateway.chat(
-        session.profile, session.id, message, wait=600.0 if wait is None else wait, idempotency_key=key, sender=sender
+        session.profile,
+        session.id,
+        message,
+        wait=FOLLOW_WAIT_SECONDS if wait is None else wait,
+        idempotency_key=key,
+        sender=sender,
     )
     body = answer.body
     run_id = str(body.get("run_id") or body.get("delivery_id") or "")
+    to = f"{session.profile}/{session.id}"
+    replayed = bool(body.get("replayed"))
     if answer.status == 200:
         content = (body.get("message") or {}).get("content")
-        return Outcome(
-            session.profile, session.id, run_id, "completed", content, None, None, bool(body.get("replayed")), "gateway"
+        result = Result(
+            Outcome.DELIVERED,
+            to,
+            run_id=run_id,
+            session_id=session.id,
+            state="completed",
+            reply=content,
+            replayed=replayed,
+            idempotency_key=key,
         )
+        return Sent(session.profile, result, "gateway")
     run_path = f"/p/{session.profile}/v1/runs/{run_id}"
     while wait is None:  # the person waits for the end: follow the run
         run = (await gateway.request("GET", run_path)).body
         if run.get("status") not in ("queued", "running"):
-            return _from_run(session, run)
+            return Sent(session.profile, _of_run(to, run, replayed=replayed, key=key), "gateway")
         await asyncio.sleep(POLL_SECONDS)
-    return Outcome(
-        session.profile,
-        session.id,
-        run_id,
-        str(body.get("status", "queued")),
-        None,
-        None,
-        body.get("queue_position"),
-        bool(body.get("replayed")),
-        "gateway",
+    receipt = Result(
+        Outcome.RECEIPT,
+        to,
+        run_id=run_id,
+        session_id=session.id,
+        state=str(body.get("status", "queued")),
+        queue_position=body.get("queue_position"),
+        replayed=replayed,
+        idempotency_key=key,
     )
+    return Sent(session.profile, receipt, "gateway")
 
 
-def _from_run(session: SessionRow, run: dict[str, Any]) -> Outcome:
-    return Outcome(
-        session.profile,
-        session.id,
-        str(run.get("run_id")),
-        str(run.get("status")),
-        run.get("output"),
-        run.get("error"),
-        run.get("queue_position"),
-        False,
-        "gateway",
+def _of_run(to: str, run: dict[str, Any], *, replayed: bool, key: str) -> Result:
+    """A run as the gateway's /v1/runs route shows it, as an outcome."""
+    state = str(run.get("status"))
+    outcome = of_state(state)
+    return Result(
+        outcome,
+        to,
+        run_id=str(run.get("run_id")),
+        session_id=run.get("session_id"),
+        state=state,
+        reply=run.get("output"),
+        queue_position=run.get("queue_position"),
+        code=run.get("code") if outcome is Outcome.FAILED else None,
+        error=run.get("error") if outcome is Outcome.FAILED else None,
+        replayed=replayed,
+        idempotency_key=key,
     )

@@ -5,25 +5,19 @@ from __future__ import annotations
 import asyncio
 import getpass
 import sys
-from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from pathlib import Path
+from typing import Any, ClassVar
 
 import click
 
-from .. import addresses
-from ..errors import PeerError, UsageError
+from .. import addresses, keys
+from ..core.gateway import Gateway
+from ..errors import UsageError
 from ..home import config
 from ..home import peers as registry
-from ..store import ledger
-from .connect import store
+from ..outcome import Outcome, Result
+from .connect import home_gateway
 from .output import emit, note, read_message, table
-
-if TYPE_CHECKING:
-    from ..net.peer import DmResult, PeerClient
-
-T = TypeVar("T")
-TERMINAL = ("completed", "failed", "cancelled", "expired", "interrupted")
-SENDER_PROFILE = "default"
 
 
 class AliasedGroup(click.Group):
@@ -68,15 +62,16 @@ def add(name: str, url: str, key: str | None, note_text: str | None) -> None:
     _probe(root, registry.load(root, name))
 
 
-def _probe(root: Any, p: registry.Peer) -> None:
+def _probe(root: Path, p: registry.Peer) -> None:
     """Ask the new peer what it is, so messages from it are shown under its name here; never fatal."""
 
     async def go() -> dict[str, Any]:
-        async with _client(p, None) as client:
-            caps = await client.capabilities(timeout=3)
-            return {**await client.health(), **caps} if caps else {}
+        with home_gateway(root) as gateway:
+            async with gateway.outbound.client(p, None) as client:
+                caps = await client.capabilities(timeout=3)
+                return {**await client.health(), **caps} if caps else {}
 
-    caps = _run(go)
+    caps = asyncio.run(go())
     if not caps:
         note(f"note: peer {p.name} did not answer /v1/capabilities with this key just now; saved anyway")
     elif caps.get("platform") == "backchannel" and caps.get("gateway_id"):
@@ -86,7 +81,7 @@ def _probe(root: Any, p: registry.Peer) -> None:
         note(f"peer {p.name} is {caps.get('platform') or 'a gateway'} {caps.get('version') or ''}".rstrip())
 
 
-def _read_key(name: str, root: Any) -> str | None:
+def _read_key(name: str, root: Path) -> str | None:
     has_key = bool(config.read_env(root).get(registry.key_var(name)))
     if sys.stdin.isatty():
         prompt = f"API key of peer {name}" + (" (Enter keeps the current one)" if has_key else "") + ": "
@@ -125,23 +120,12 @@ def remove(name: str) -> None:
 # --- messaging -----------------------------------------------------------------------------------
 
 
-def _target(text: str) -> tuple[registry.Peer, str | None]:
+def _target(text: str) -> tuple[str, str | None]:
     remote = addresses.parse_remote(text.removeprefix("peer:"))
     if remote.session_id is not None:
         raise UsageError(f"{text!r}: address a peer as PEER or PEER/AGENT (its Bot Chat)")
-    root = config.home()
-    config.require_home(root)
-    return registry.load(root, remote.peer), remote.profile
-
-
-def _client(p: registry.Peer, agent: str | None) -> PeerClient:
-    from ..net.peer import PeerClient
-
-    return PeerClient(p, agent, gateway_id=config.load_gateway_config(config.home()).gateway_id)
-
-
-def _run(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
-    return asyncio.run(make())
+    config.require_home(config.home())
+    return remote.peer, remote.profile
 
 
 def _message(message: str | None) -> str:
@@ -165,62 +149,48 @@ def _message(message: str | None) -> str:
 @click.option("--json", "as_json", is_flag=True)
 def dm(target: str, message: str | None, wait: float, key: str | None, as_json: bool) -> None:
     """Deliver MESSAGE into the Bot Chat of PEER[/AGENT] and print the reply (or a receipt)."""
-    p, agent = _target(target)
-    result = send_dm(p, agent, _message(message), wait=wait, key=key)
-    emit(result.to_dict(), as_json=as_json, text=lambda: print_dm(result))
-    sys.exit(exit_code(result))
+    name, agent = _target(target)
+    result = send_dm(config.home(), name, agent, _message(message), wait=wait, key=key)
+    emit(dm_dict(result), as_json=as_json, text=lambda: print_dm(result))
+    sys.exit(result.outcome.exit_code)
 
 
-def send_dm(p: registry.Peer, agent: str | None, text: str, *, wait: float, key: str | None) -> DmResult:
+def send_dm(root: Path, name: str, agent: str | None, text: str, *, wait: float, key: str | None) -> Result:
     """Deliver as the person, with the exchange kept in this home's ledger."""
-    with store(config.home()) as router:
-        row = _record(router.db, p, agent, text, wait)
-
-        async def go() -> DmResult:
-            async with _client(p, agent) as client:
-                return await client.dm(text, wait=wait, key=key, sender=SENDER_PROFILE)
-
-        try:
-            result = _run(go)
-        except PeerError as exc:
-            ledger.update_outbound(router.db, row, state="failed", error=exc.message)
-            raise
-        ledger.update_outbound(router.db, row, **result.ledger_fields())
-    return result
+    with home_gateway(root) as gateway:
+        p = gateway.outbound.peer(name)
+        return asyncio.run(gateway.outbound.dm(p, agent, text, wait=wait, key=keys.check_external(key) or keys.cli()))
 
 
-def _record(db: Any, p: registry.Peer, agent: str | None, text: str, wait: float | None) -> int:
-    return ledger.record_outbound(
-        db,
-        sender="human:cli",
-        sender_profile=None,
-        sender_session=None,
-        origin=None,
-        target=f"peer:{p.name}" + (f"/{agent}" if agent else ""),
-        peer=p.name,
-        agent=agent,
-        message=text,
-        hops=0,
-        wait=wait,
-    )
+def dm_dict(r: Result) -> dict[str, Any]:
+    """`peer dm --json`: the outcome as `result`, with where it went and what came back."""
+    peer_name, _, agent = r.to.removeprefix("peer:").partition("/")
+    return {
+        "result": r.outcome.value,
+        "peer": peer_name,
+        "agent": agent or None,
+        "session_id": r.session_id,
+        "run_id": r.run_id,
+        "reply": r.reply,
+        "error": r.error,
+        "state": r.state,
+        "queue_position": r.queue_position,
+        "idempotency_key": r.idempotency_key,
+    }
 
 
-def exit_code(result: DmResult) -> int:
-    return {"delivered": 0, "receipt": 0, "refused": 2}.get(result.result, 1)
-
-
-def print_dm(r: DmResult) -> None:
-    if r.result == "delivered":
+def print_dm(r: Result) -> None:
+    if r.outcome is Outcome.DELIVERED:
         click.echo(r.reply or "(no reply)")
-    elif r.result == "receipt":
+    elif r.outcome is Outcome.RECEIPT:
         where = f" (position {r.queue_position})" if r.queue_position else ""
         click.echo(
-            f"receipt: run {r.run_id} {r.state or 'queued'}{where} in the Bot Chat of {r.peer}"
-            f"{'/' + r.agent if r.agent else ''} (session {r.session_id}): accepted and queued, do not resend"
+            f"receipt: run {r.run_id} {r.state or 'queued'}{where} in the Bot Chat of {r.to.removeprefix('peer:')}"
+            f" (session {r.session_id}): accepted and queued, do not resend"
         )
-        click.echo(f"follow it: backchannel peer status {r.peer} {r.run_id} --follow")
+        click.echo(f"follow it: backchannel peer status {r.to.removeprefix('peer:').split('/')[0]} {r.run_id} --follow")
     else:
-        note(f"peer {r.peer!r} {r.result}: {r.error or 'no detail'}")
+        note(f"{r.to} {r.outcome.value}: {r.error or 'no detail'}")
 
 
 @peer.command("run")
@@ -230,30 +200,21 @@ def print_dm(r: DmResult) -> None:
 @click.option("--json", "as_json", is_flag=True)
 def run(target: str, message: str | None, key: str | None, as_json: bool) -> None:
     """Start a turn in the Bot Chat of PEER[/AGENT] and print its run id at once."""
-    p, agent = _target(target)
+    name, agent = _target(target)
     text = _message(message)
-
-    async def go() -> tuple[dict[str, Any], dict[str, Any]]:
-        async with _client(p, agent) as client:
-            caps = {**await client.health(), **await client.capabilities()}
-            return await client.start_run(text, key=key, sender=SENDER_PROFILE), caps
-
-    with store(config.home()) as router:
-        row = _record(router.db, p, agent, text, None)
-        try:
-            started, caps = _run(go)
-        except PeerError as exc:
-            ledger.update_outbound(router.db, row, state="failed", error=exc.message)
-            raise
-        ledger.update_outbound(
-            router.db,
-            row,
-            state="started",
-            key=started["idempotency_key"],
-            remote_session_id=started["session_id"],
-            remote_run_id=started["run_id"],
-        )
-    _warn_about(caps)
+    with home_gateway(config.home()) as gateway:
+        p = gateway.outbound.peer(name)
+        result, about = asyncio.run(gateway.outbound.run(p, agent, text, key=keys.check_external(key) or keys.cli()))
+    _warn_about(about)
+    started = {
+        "peer": name,
+        "agent": agent,
+        "session_id": result.session_id,
+        "run_id": result.run_id,
+        "status": result.state or "started",
+        "replayed": result.replayed,
+        "idempotency_key": result.idempotency_key,
+    }
     emit(
         started,
         as_json=as_json,
@@ -284,44 +245,32 @@ def _warn_about(caps: dict[str, Any]) -> None:
 @click.option("--follow", is_flag=True, help="Stream the run's events until it ends, then print the result.")
 @click.option("--json", "as_json", is_flag=True)
 def status(target: str, run_id: str, follow: bool, as_json: bool) -> None:
-    """State and output of run RUN_ID on PEER[/AGENT]."""
-    p, agent = _target(target)
+    """State and output of run RUN_ID on PEER (its agent is known from sending it; PEER/AGENT names it)."""
+    name, agent = _target(target)
     if not run_id.strip():
         raise UsageError("the run id is empty")
+    with home_gateway(config.home()) as gateway:
+        p = gateway.outbound.peer(name)
 
-    async def go() -> dict[str, Any] | None:
-        async with _client(p, agent) as client:
+        async def go() -> tuple[Result, dict[str, Any]]:
             if follow:
-                await _follow(client, run_id)
-            return await client.run_status(run_id)
+                await _show_events(gateway, p, run_id, agent)
+            return await gateway.outbound.status(p, run_id, agent=agent)
 
-    found = _run(go)
-    base = {"peer": p.name, "agent": agent}
-    if found is None:
-        data = {**base, "run_id": run_id, "status": "unknown", "reason": "run_not_found"}
-        emit(
-            data,
-            as_json=as_json,
-            text=lambda: click.echo(
-                f"{run_id}: unknown (the peer does not know this run: expired, restarted, or never started)"
-            ),
-        )
+        result, found = asyncio.run(go())
+    base = {"peer": name, "agent": agent or _agent_of(result)}
+    if not found:
+        data = {**base, "run_id": run_id, "status": "unknown", "reason": result.code or "run_not_found"}
+        emit(data, as_json=as_json, text=lambda: click.echo(f"{run_id}: unknown ({result.error})"))
         return
     data = {**base, **found}
-    if data.get("status") in TERMINAL:  # the ledger learns how a run it saw leave ended
-        with store(config.home()) as router:
-            done = data.get("status") == "completed"
-            ledger.settle_outbound(
-                router.db,
-                peer=p.name,
-                remote_run_id=run_id,
-                state="delivered" if done else str(data.get("status")),
-                reply=data.get("output") if done else None,
-                error=None if done else str(data.get("error") or data.get("status")),
-            )
     emit(data, as_json=as_json, text=lambda: _print_run(run_id, data))
-    if follow and data.get("status") in TERMINAL and data.get("status") != "completed":
+    if follow and result.outcome is Outcome.FAILED:
         sys.exit(1)
+
+
+def _agent_of(result: Result) -> str | None:
+    return result.to.removeprefix("peer:").partition("/")[2] or None
 
 
 def _print_run(run_id: str, data: dict[str, Any]) -> None:
@@ -332,12 +281,11 @@ def _print_run(run_id: str, data: dict[str, Any]) -> None:
         note(str(data["error"]))
 
 
-async def _follow(client: PeerClient, run_id: str) -> None:
+async def _show_events(gateway: Gateway, p: registry.Peer, run_id: str, agent: str | None) -> None:
     """Show the run's progress on stderr: one live line on a terminal, one line per event otherwise."""
     tty = sys.stderr.isatty()
     counts = {"events": 0, "chars": 0, "tools": 0}
-
-    def show(event: dict[str, Any]) -> None:
+    async for event in gateway.outbound.follow(p, run_id, agent=agent):
         counts["events"] += 1
         name = str(event.get("event"))
         counts["chars"] += len(str(event.get("delta") or ""))
@@ -349,18 +297,6 @@ async def _follow(client: PeerClient, run_id: str) -> None:
         elif name != "message.delta":
             detail = event.get("tool") or event.get("error") or ""
             note(f"{name} {detail}".rstrip())
-
-    try:
-        async for event in client.events(run_id):
-            show(event)
-            if str(event.get("event")) in {f"run.{s}" for s in TERMINAL}:
-                break
-    except PeerError:  # no event stream (expired buffer, older peer): poll instead
-        while True:
-            found = await client.run_status(run_id)
-            if found is None or found.get("status") in TERMINAL:
-                break
-            await asyncio.sleep(1.0)
     if tty:
         click.echo("", err=True)
 
@@ -370,14 +306,12 @@ async def _follow(client: PeerClient, run_id: str) -> None:
 @click.argument("run_id")
 @click.option("--json", "as_json", is_flag=True)
 def stop(target: str, run_id: str, as_json: bool) -> None:
-    """Cancel run RUN_ID on PEER[/AGENT] and print what it produced so far."""
-    p, agent = _target(target)
+    """Cancel run RUN_ID on PEER and print what it produced so far."""
+    name, agent = _target(target)
     if not run_id.strip():
         raise UsageError("the run id is empty")
-
-    async def go() -> dict[str, Any]:
-        async with _client(p, agent) as client:
-            return await client.stop(run_id)
-
-    data = {"peer": p.name, "agent": agent, **_run(go)}
+    with home_gateway(config.home()) as gateway:
+        p = gateway.outbound.peer(name)
+        result, found = asyncio.run(gateway.outbound.stop(p, run_id, agent=agent))
+    data = {"peer": name, "agent": agent or _agent_of(result), **found}
     emit(data, as_json=as_json, text=lambda: _print_run(run_id, data))

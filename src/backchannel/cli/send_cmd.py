@@ -1,19 +1,18 @@
-"""`backchannel send`: message any local address as the person; `backchannel ledger`: who said what to whom."""
+"""`backchannel send`: message any address as the person; `backchannel ledger`: who said what to whom."""
 
 from __future__ import annotations
 
 import asyncio
 import sys
-import uuid
 
 import click
 
-from .. import addresses
+from .. import addresses, keys
 from ..addresses import RemoteAddress
 from ..errors import UsageError
 from ..home import config
-from ..home import peers as registry
-from .connect import Outcome, deliver, store
+from ..outcome import Outcome
+from .connect import Sent, deliver, home_gateway
 from .output import emit, note, read_message, table, when
 
 DEFAULT_WAIT = 120.0
@@ -42,32 +41,32 @@ def send(address: str, message: str | None, wait: float, key: str | None, as_jso
     text = read_message(message)
     if not text or not text.strip():
         raise UsageError("no message: give it as an argument, or '-' to read stdin")
+    keys.check_external(key)
     root = config.home()
     if isinstance(parsed, RemoteAddress):  # the same as `backchannel peer dm`
         from . import peer_cmd
 
         if parsed.session_id is not None:
             raise UsageError(f"{address!r}: address a peer as peer:NAME or peer:NAME/AGENT (its Bot Chat)")
-        config.require_home(root)
-        result = peer_cmd.send_dm(registry.load(root, parsed.peer), parsed.profile, text.strip(), wait=wait, key=key)
-        emit(result.to_dict(), as_json=as_json, text=lambda: peer_cmd.print_dm(result))
-        sys.exit(peer_cmd.exit_code(result))
-    with store(root) as router:
-        session = router.resolve(parsed)
+        result = peer_cmd.send_dm(root, parsed.peer, parsed.profile, text.strip(), wait=wait, key=key)
+        emit(peer_cmd.dm_dict(result), as_json=as_json, text=lambda: peer_cmd.print_dm(result))
+        sys.exit(result.outcome.exit_code)
+    with home_gateway(root) as gateway:
+        session = gateway.directory.resolve(parsed)
     # Without --idempotency-key each invocation is a new message (a person who repeats means it);
     # retries within this invocation reuse one key, so they are handled once.
-    key = key or f"cli-{uuid.uuid4().hex}"
-    outcome = asyncio.run(deliver(root, session, text, wait=wait, idempotency_key=key)).check()
-    emit(outcome.to_dict(), as_json=as_json, text=lambda: _print(outcome))
+    sent = asyncio.run(deliver(root, session, text, wait=wait, key=key or keys.cli())).check()
+    emit(sent.to_dict(), as_json=as_json, text=lambda: _print(sent))
 
 
-def _print(outcome: Outcome) -> None:
-    if outcome.state == "completed":
-        click.echo(outcome.reply or "(no reply)")
+def _print(sent: Sent) -> None:
+    result = sent.result
+    if result.outcome is Outcome.DELIVERED:
+        click.echo(result.reply or "(no reply)")
         return
-    position = f", position {outcome.queue_position}" if outcome.queue_position else ""
-    click.echo(f"receipt: run {outcome.run_id} {outcome.state}{position}: accepted and queued, do not resend")
-    if outcome.via == "local":
+    position = f", position {result.queue_position}" if result.queue_position else ""
+    click.echo(f"receipt: run {result.run_id} {result.state}{position}: accepted and queued, do not resend")
+    if sent.via == "local":
         note("no gateway is running: the run is answered when one starts (backchannel gateway) or by the next command")
 
 
@@ -84,8 +83,8 @@ def ledger(address: str | None, other: str | None, limit: int, as_json: bool) ->
     for given in (address, other):
         if given is not None and not given.startswith("human:"):
             addresses.parse(given)  # refuse a malformed address
-    with store(config.home()) as router:
-        rows = router.ledger(address, other, limit=limit)
+    with home_gateway(config.home()) as gateway:
+        rows = gateway.delivery.ledger(address, other, limit=limit)
 
     def text() -> None:
         table(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ..home import config
-from .connect import store
+from .connect import home_gateway
 from .output import emit, table, when
 
 
@@ -20,10 +20,10 @@ def sessions() -> None:
 @click.option("--json", "as_json", is_flag=True)
 def list_(profile_name: str | None, limit: int, as_json: bool) -> None:
     """Sessions, most recently active first."""
-    with store(config.home()) as router:
+    with home_gateway(config.home()) as gateway:
         if profile_name:
-            router.check_profile(profile_name)
-        rows = router.sessions(profile_name, limit=limit)
+            gateway.directory.check_profile(profile_name)
+        rows = gateway.directory.sessions(profile_name, limit=limit)
 
     def text() -> None:
         table(
@@ -39,9 +39,9 @@ def list_(profile_name: str | None, limit: int, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True)
 def show(session_id: str, as_json: bool) -> None:
     """One session and all its messages, in order."""
-    with store(config.home()) as router:
-        row = router.session(session_id)
-        messages = router.messages(session_id)
+    with home_gateway(config.home()) as gateway:
+        row = gateway.directory.session(session_id)
+        messages = gateway.directory.messages(session_id)
 
     def text() -> None:
         click.echo(f"session {row.id}  profile {row.profile}  title {row.title or '-'}  source {row.source}")

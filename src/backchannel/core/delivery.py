@@ -1,162 +1,291 @@
-"""Agents messaging sessions: send (with policy, guards, ledger), check, cancel, list targets, and mentions."""
+"""The delivery service: the one path of every message, whoever sends it and however it arrives.
+
+resolve the target → check the one policy → record the run (idempotently) → queue it → wait → wake
+the sender when it stopped waiting → the outcome. Transports (HTTP routes, the CLI, the tools, the
+mentions, peers arriving over HTTP, wake-ups) call nothing else; messages to other gateways go on
+through `Outbound`. Every method that writes returns only once its writes are committed.
+"""
 
 from __future__ import annotations
 
-import asyncio
-import dataclasses
-import logging
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from pathlib import Path
+from typing import Any
 
-from .. import addresses, policy
+from .. import addresses, keys, policy
 from ..addresses import LocalAddress, RemoteAddress
-from ..errors import BackchannelError, NotFound, PeerError, Refused, UsageError
+from ..agent.tools.base import ToolContext
+from ..errors import BodyTooLarge, NotFound, Refused, UsageError
 from ..framing import is_human
-from ..home import peers as registry
-from ..home.profiles import Profile, list_profiles
+from ..home.config import GatewayConfig
+from ..messages import MAX_MESSAGE_CHARS
+from ..outcome import Outcome, Result, of_state
 from ..store import ledger
+from ..store import refusals as refusalstore
 from ..store import runs as runstore
-from ..store.runs import RunRow, RunState
+from ..store.db import Database
+from ..store.runs import NewRun, RunRow, RunState
 from ..store.sessions import BOT_CHAT_TITLE, SessionRow
-from .directory import Router, check_message
+from .commits import commits
+from .directory import Directory
+from .events import TERMINAL_EVENTS, EventHub
+from .outbound import Outbound, SentFrom
+from .queue import RunQueue
+from .wakes import Wakes
 
-log = logging.getLogger("backchannel.messaging")
-MENTION_WAIT_SECONDS = 120.0
 MAX_WAIT_SECONDS = 3600.0
-RECEIPT_DETAIL = (
-    "accepted and queued: do not resend. The reply will be delivered into this session when it comes; "
-    "check_message(run_id) tells its state."
-)
+PAIR_WINDOW_SECONDS = 3600.0
 
 
 @dataclass(frozen=True)
-class Origin:
-    """The sending side: the session whose turn is running and the run that turn handles."""
+class Incoming:
+    """A message a transport hands in: who sends what into which session, with what key, hop and chain.
 
-    profile: Profile
+    `sender` is `human:<surface>` for the person, `peer:<name>[/<profile>]` for another gateway's agent.
+    `key` None: the HTTP dialect's derived key (same sender, session and text within the dedup window)."""
+
     session: SessionRow
+    text: str
+    sender: str
+    key: str | None = None
+    hops: int = 0
+    chain: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Delivered:
+    """The outcome of a local message, with its run as the store has it (for the dialect's shapes)."""
+
     run: RunRow
-
-    @property
-    def address(self) -> str:
-        return f"{self.profile.name}/{self.session.id}"
+    result: Result
 
 
-class Messenger:
-    def __init__(self, router: Router) -> None:
-        self.router = router
-        self.runtime = router.runtime
-        self.db = router.db
-        self.gateway_id = self.runtime.settings.gateway_id or "local"
-        self.runtime.prepare = self.expand_mentions
-        self.runtime.jobs.append(self.follow_receipts)
+def check_message(message: object) -> str:
+    if not isinstance(message, str) or not message.strip():
+        raise UsageError("the message is empty or missing", code="missing_message")
+    try:
+        message.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise UsageError(f"the message is not valid text: {exc.reason}", code="invalid_payload") from exc
+    if len(message) > MAX_MESSAGE_CHARS:
+        raise BodyTooLarge(f"the message has {len(message)} characters; at most {MAX_MESSAGE_CHARS} are accepted")
+    return message
 
-    def origin(self, profile: Profile, session_id: str, run_id: str) -> Origin:
-        return Origin(profile, self.router.session(session_id), self.router.run(run_id))
 
-    def _key(self, session_id: str) -> str:
-        return f"{self.gateway_id}:{session_id}"
+class Delivery:
+    """Deliver, stream, status, stop, and the agents' sends (the `Sender` the tools are given)."""
 
-    # --- send ----------------------------------------------------------------------------------
+    def __init__(
+        self,
+        *,
+        root: Path,
+        settings: GatewayConfig,
+        db: Database,
+        queue: RunQueue,
+        directory: Directory,
+        hub: EventHub,
+        outbound: Outbound,
+        wakes: Wakes,
+    ) -> None:
+        self.root = root
+        self.settings = settings
+        self.db = db
+        self.queue = queue
+        self.directory = directory
+        self.hub = hub
+        self.outbound = outbound
+        self.wakes = wakes
+        self.gateway_id = settings.gateway_id or "local"
 
-    async def send(self, origin: Origin, address: str, message: str, *, wait: float) -> dict[str, Any]:
-        """Deliver `message` from the origin's session to `address`; the reply, a receipt, or an error raised."""
+    # --- messages handed in by a transport -------------------------------------------------------
+
+    @commits
+    async def deliver(self, incoming: Incoming, *, wait: float | None) -> Delivered:
+        """Record and queue the message, then wait up to `wait` seconds (None: until its run ends)."""
+        started = time.monotonic()
+        run, created = self._accept(incoming)
+        run = await self.queue.wait(run.id, wait, known=run)
+        return self._delivered(run, replayed=not created, waited=time.monotonic() - started)
+
+    @commits
+    async def submit(self, incoming: Incoming) -> Delivered:
+        """Record and queue the message; its outcome so far (a receipt, or a replayed run's end)."""
+        run, created = self._accept(incoming)
+        return self._delivered(run, replayed=not created)
+
+    def _accept(self, incoming: Incoming) -> tuple[RunRow, bool]:
+        check_message(incoming.text)
+        session = incoming.session
+        if not is_human(incoming.sender):
+            target = self.directory.profile(session.profile)
+            attempt = policy.Attempt(
+                kind="arrival",
+                sender=policy.Party(policy.remote_names(incoming.sender)),
+                target=policy.Party(
+                    policy.local_names(session.profile, session.id, bot_chat=session.title == BOT_CHAT_TITLE),
+                    key=self._key(session.id),
+                    policy=target.config.messaging,
+                ),
+                hops=incoming.hops,
+                chain=incoming.chain,
+            )
+            refusal = policy.check(attempt)
+            if refusal is not None:
+                self._record_refusal(refusal, attempt, message=incoming.text, wait=None)
+                raise Refused(refusal.reason, code=refusal.code)
+        return self.queue.submit(
+            NewRun(
+                sender=incoming.sender,
+                profile=session.profile,
+                session_id=session.id,
+                message=incoming.text,
+                idempotency_key=incoming.key,
+                hops=incoming.hops,
+                chain=incoming.chain,
+            )
+        )
+
+    # --- runs ------------------------------------------------------------------------------------
+
+    def run(self, run_id: str, *, profile: str | None = None) -> RunRow:
+        """A run by id; with `profile`, only that profile's (a run id is unique across the home)."""
+        run = self.queue.get(run_id)
+        if profile is not None and run.profile != profile:
+            raise NotFound(f"no run {run_id!r} in profile {profile!r}", code="run_not_found")
+        return run
+
+    def status(self, run_id: str, *, profile: str | None = None) -> Delivered:
+        return self._delivered(self.run(run_id, profile=profile))
+
+    @commits
+    async def stop(self, run_id: str, *, profile: str | None = None) -> Delivered:
+        self.run(run_id, profile=profile)
+        return self._delivered(await self.queue.stop(run_id))
+
+    async def wait(self, run_id: str, timeout: float | None) -> Delivered:
+        return self._delivered(await self.queue.wait(run_id, timeout))
+
+    async def follow(
+        self, run_id: str, *, keepalive: float = 15.0, reserved: bool = False
+    ) -> AsyncIterator[dict[str, Any] | None]:
+        """The run's events, past and future, until its end; None when quiet for `keepalive` seconds.
+
+        A terminal event leaves only once the run's end is committed; a run this process has no events
+        for (it ended long ago, or runs elsewhere) ends with its closing event read from the store."""
+        run = self.queue.get(run_id)
+        if run.state.terminal and not self.hub.known(run_id):
+            yield terminal_event(run)
+            return
+        async for event in self.hub.follow(run_id, keepalive=keepalive, reserved=reserved):
+            if event is None:
+                current = self.queue.get(run_id)
+                if current.state.terminal:
+                    await self.db.durable()
+                    yield terminal_event(current)
+                    return
+                yield None
+                continue
+            if event.get("event") in TERMINAL_EVENTS:
+                await self.db.durable()
+            yield event
+
+    def reserve_events(self, run_id: str) -> bool:
+        """Keep a new run's events for a stream that follows it a moment later; False when none will come."""
+        if self.hub.known(run_id) or not self.queue.get(run_id).state.terminal:
+            self.hub.reserve(run_id)
+            return True
+        return False
+
+    def ledger(self, a: str | None = None, b: str | None = None, *, limit: int = 100) -> list[ledger.Entry]:
+        return ledger.entries(self.db, a, b, limit=limit)
+
+    def _delivered(self, run: RunRow, *, replayed: bool = False, waited: float = 0.0) -> Delivered:
+        return Delivered(run, self.result_of(run, replayed=replayed, waited=waited))
+
+    def result_of(self, run: RunRow, *, replayed: bool = False, waited: float = 0.0) -> Result:
+        """The outcome of a local run, as its sender sees it."""
+        outcome = of_state(run.state.value)
+        return Result(
+            outcome,
+            to=f"{run.profile}/{run.session_id}",
+            run_id=run.id,
+            session_id=run.session_id,
+            state=run.state.value,
+            reply=run.reply,
+            queue_position=self.queue.queue_position(run) if outcome is Outcome.RECEIPT else None,
+            code=run.error_code if outcome is Outcome.FAILED else None,
+            error=run.error if outcome is Outcome.FAILED else None,
+            replayed=replayed,
+            idempotency_key=run.idempotency_key,
+            waited=waited,
+        )
+
+    # --- the agents' sends (the Sender protocol of the tools) -----------------------------------
+
+    @commits
+    async def send(self, ctx: ToolContext, address: str, message: str, *, wait: float) -> Result:
+        """From the turn of `ctx` to a local address; the reply, a receipt, or a refusal."""
         check_message(message)
         wait = min(max(wait, 0.0), MAX_WAIT_SECONDS)
         parsed = addresses.parse(address)
         if isinstance(parsed, RemoteAddress):
             raise UsageError(f"{address!r} is a peer address: use send_to_peer", code="invalid_address")
-        profile_name, target = self.router.find(parsed)  # a Bot Chat is made only once the send is allowed
-        target_profile = self.runtime.profile(profile_name)
-        target_id = target.id if target is not None else ""
+        profile_name, target = self.directory.find(parsed)  # a Bot Chat is made only once the send is allowed
+        target_profile = self.directory.profile(profile_name)
         is_bot = target is None or target.title == BOT_CHAT_TITLE
-        target_names = policy.local_names(profile_name, target_id, bot_chat=is_bot)
-        sender_names = policy.local_names(
-            origin.profile.name, origin.session.id, bot_chat=origin.session.title == BOT_CHAT_TITLE
-        )
-        waits, hops, chain = self._onward(origin, wait)
-        refusal = policy.check(
-            sender_policy=origin.profile.config.messaging,
-            target_policy=target_profile.config.messaging,
-            sender_names=sender_names,
-            target_names=target_names,
-            sender_key=self._key(origin.session.id),
-            target_key=self._key(target_id) if target is not None else "",
-            hops=hops,
-            chain=chain,
+        target_id = target.id if target is not None else ""
+        waits = wait > 0
+        attempt = policy.Attempt(
+            kind="send",
+            sender=self._sender_party(ctx),
+            target=policy.Party(
+                policy.local_names(profile_name, target_id, bot_chat=is_bot),
+                key=self._key(target_id) if target is not None else "",
+                policy=target_profile.config.messaging,
+            ),
+            hops=ctx.hops + 1,
+            chain=(*ctx.chain, self._key(ctx.session_id)) if waits else (),
             waits=waits,
             pair_sent=runstore.pair_count(
                 self.db,
-                sender_profile=origin.profile.name,
+                sender_profile=ctx.profile.name,
                 profile=profile_name,
-                origin=origin.run.origin or origin.run.id,
-                since=time.time() - 3600,
+                origin=ctx.exchange,
+                since=time.time() - PAIR_WINDOW_SECONDS,
             ),
         )
+        refusal = policy.check(attempt)
         if refusal is not None:
-            self._refuse(refusal, sender=origin.address, target=target_names[0], message=message, hops=hops, wait=wait)
-        delivery = self.router.submit(
-            target if target is not None else self.router.bot_chat(profile_name),
-            message,
-            sender=origin.address,
-            hops=hops,
-            chain=chain,
-            origin=origin.run.origin or origin.run.id,
-            sender_profile=origin.profile.name,
-            sender_session=origin.session.id,
-            wait_seconds=wait,
-            wake=not waits,
+            return self._record_refusal(refusal, attempt, message=message, wait=wait)
+        session = target if target is not None else self.directory.bot_chat(profile_name)
+        shown = attempt.target.shown
+        run, created = self.queue.submit(
+            NewRun(
+                sender=ctx.address,
+                profile=session.profile,
+                session_id=session.id,
+                message=message,
+                idempotency_key=keys.agent_send(ctx.run_id, shown, message, ctx.ordinal(shown, message)),
+                hops=attempt.hops,
+                chain=tuple(attempt.chain),
+                origin=ctx.exchange,
+                sender_profile=ctx.profile.name,
+                sender_session=ctx.session_id,
+                wait_seconds=wait,
+                wake=not waits,
+            )
         )
-        run = delivery.run
         if waits and not run.state.terminal:
-            async with self.runtime.waiting():
-                run = await self.runtime.wait(run.id, wait)
-            if not run.state.terminal and not runstore.ask_wake(self.db, run.id):
-                run = self.router.run(run.id)  # it ended just now
-        return self.result(run, replayed=delivery.replayed)
+            async with self.queue.waiting():
+                run = await self.queue.wait(run.id, wait, known=run)
+            if not run.state.terminal and not self.queue.ask_wake(run.id):
+                run = self.queue.get(run.id)  # it ended just now
+        return self.result_of(run, replayed=not created)
 
-    def _onward(self, origin: Origin, wait: float) -> tuple[bool, int, tuple[str, ...]]:
-        """What a send from this turn carries: whether it waits, its hop, and the chain of waiting sessions."""
-        waits = wait > 0
-        chain = (*origin.run.chain, self._key(origin.session.id)) if waits else ()
-        return waits, origin.run.hops + 1, chain
-
-    def _refuse(
-        self, refusal: policy.Refusal, *, sender: str, target: str, message: str, hops: int, wait: float | None
-    ) -> NoReturn:
-        """Every refusal is explicit: kept in the ledger, and raised to whoever sent."""
-        ledger.record_refusal(
-            self.db,
-            sender=sender,
-            target=target,
-            code=refusal.code,
-            reason=refusal.reason,
-            message=message,
-            hops=hops,
-            wait=wait,
-        )
-        raise Refused(refusal.reason, code=refusal.code)
-
-    def result(self, run: RunRow, *, replayed: bool = False) -> dict[str, Any]:
-        body: dict[str, Any] = {"run_id": run.id, "to": f"{run.profile}/{run.session_id}", "replayed": replayed}
-        if run.state is RunState.COMPLETED:
-            return {"status": "replied", **body, "reply": run.reply or ""}
-        if run.state.terminal:
-            return {"status": run.state.value, **body, "error": run.error, "partial_output": run.reply}
-        position = self.router.queue_position(run)
-        return {
-            "status": "receipt",
-            **body,
-            "state": run.state.value,
-            "queue_position": position,
-            "detail": RECEIPT_DETAIL,
-        }
-
-    # --- other gateways ------------------------------------------------------------------------
-
-    async def send_peer(self, origin: Origin, target: str, message: str, *, wait: float) -> dict[str, Any]:
-        """Deliver to an agent on another gateway (`peer[/profile]`), under the same rules as a local send."""
+    async def send_peer(self, ctx: ToolContext, target: str, message: str, *, wait: float) -> Result:
+        """From the turn of `ctx` to an agent on another gateway (`peer[/profile]`), under the same rules."""
         check_message(message)
         wait = min(max(wait, 0.0), MAX_WAIT_SECONDS)
         remote = addresses.parse_remote(target.removeprefix("peer:"))
@@ -164,182 +293,69 @@ class Messenger:
             raise UsageError(
                 f"{target!r}: send_to_peer takes peer or peer/profile (its Bot Chat)", code="invalid_address"
             )
-        peer = registry.load(self.runtime.root, remote.peer)
-        target_names = (
-            [f"peer:{peer.name}/{remote.profile}"]
-            if remote.profile
-            else [f"peer:{peer.name}", f"peer:{peer.name}/default"]
-        )
-        waits, hops, chain = self._onward(origin, wait)
-        exchange = origin.run.origin or origin.run.id
-        sender_policy = origin.profile.config.messaging
-        refusal = policy.check(
-            sender_policy=sender_policy,
-            # The peer applies its own accept list on arrival; here only our limits count.
-            target_policy=dataclasses.replace(sender_policy, accept=None),
-            sender_names=[origin.address],
-            target_names=target_names,
-            sender_key=self._key(origin.session.id),
-            target_key="",
-            hops=hops,
-            chain=chain,
+        peer = self.outbound.peer(remote.peer)
+        to = f"peer:{peer.name}/{remote.profile}" if remote.profile else f"peer:{peer.name}"
+        names = [to] if remote.profile else [to, f"{to}/default"]
+        waits = wait > 0
+        attempt = policy.Attempt(
+            kind="send",
+            sender=self._sender_party(ctx),
+            target=policy.Party(names),
+            hops=ctx.hops + 1,
+            chain=(*ctx.chain, self._key(ctx.session_id)) if waits else (),
             waits=waits,
-            pair_sent=ledger.outbound_count(
-                self.db,
-                sender_profile=origin.profile.name,
-                target=target_names[0],
-                origin=exchange,
-                since=time.time() - 3600,
+            pair_sent=self.outbound.sent_count(
+                ctx.profile.name, to, ctx.exchange, since=time.time() - PAIR_WINDOW_SECONDS
             ),
         )
+        refusal = policy.check(attempt)
         if refusal is not None:
-            self._refuse(refusal, sender=origin.address, target=target_names[0], message=message, hops=hops, wait=wait)
-        row = ledger.record_outbound(
-            self.db,
-            sender=origin.address,
-            sender_profile=origin.profile.name,
-            sender_session=origin.session.id,
-            origin=exchange,
-            target=target_names[0],
-            peer=peer.name,
-            agent=remote.profile,
-            message=message,
-            hops=hops,
-            wait=wait,
-        )
-        from ..net.peer import PeerClient
-
-        client = PeerClient(peer, remote.profile, gateway_id=self.gateway_id)
-        try:
-            await self.db.durable()  # the ledger holds the message before it leaves
-            async with self.runtime.waiting():
-                result = await client.dm(message, wait=wait, sender=origin.profile.name, hops=hops, chain=chain)
-            caps = await client.capabilities()
-        except PeerError as exc:
-            ledger.update_outbound(self.db, row, state="failed", error=exc.message)
-            return {"status": "failed", "to": target_names[0], "code": exc.code, "error": exc.message}
-        finally:
-            await client.aclose()
-        if caps.get("platform") == "backchannel" and caps.get("gateway_id"):
-            registry.remember_gateway_id(self.runtime.root, peer.name, str(caps["gateway_id"]))
-        ledger.update_outbound(self.db, row, **result.ledger_fields(), wake=result.result == "receipt")
-        body = {"to": target_names[0], "run_id": result.run_id, "session_id": result.session_id}
-        if result.result == "delivered":
-            return {"status": "replied", **body, "reply": result.reply or ""}
-        if result.result == "receipt":
-            return {
-                "status": "receipt",
-                **body,
-                "state": result.state,
-                "queue_position": result.queue_position,
-                "detail": RECEIPT_DETAIL,
-            }
-        return {"status": result.result, **body, "error": result.error}
-
-    def admit(self, session: SessionRow, *, sender: str, hops: int, chain: tuple[str, ...], message: str) -> None:
-        """Rules for a message arriving from another gateway: the target's accept list, hops, deadlock."""
-        target = self.runtime.profile(session.profile)
-        rules = target.config.messaging
-        names = [sender]
-        if "/" in sender:
-            names.insert(0, sender.split("/", 1)[0])
-        address = f"{session.profile}/{session.id}"
-        reason: policy.Refusal | None = None
-        if rules.accept is not None and not policy.matches(rules.accept, names):
-            reason = policy.Refusal("not_allowed", f"{session.profile} does not accept messages from {sender}")
-        elif hops > rules.max_hops:
-            reason = policy.Refusal("hop_limit", f"this message is hop {hops}, past the limit of {rules.max_hops}")
-        elif self._key(session.id) in chain:
-            reason = policy.Refusal("would_deadlock", f"{address} {policy.DEADLOCK_ADVICE}")
-        if reason is not None:
-            self._refuse(reason, sender=sender, target=address, message=message, hops=hops, wait=None)
-
-    async def follow_receipts(self, interval: float = 2.0) -> None:
-        """Poll peers for messages that got a receipt; when one ends, wake its sender with the reply."""
-        while True:
-            await asyncio.sleep(interval)
-            for item in ledger.awaiting_replies(self.db):
-                try:
-                    await self._follow(item)
-                except BackchannelError as exc:
-                    log.info("reply of outbound message %d not available yet: %s", item.id, exc.message)
-
-    async def _follow(self, item: ledger.Outbound) -> None:
-        from ..net.peer import PeerClient
-
-        peer = registry.load(self.runtime.root, item.peer)
-        async with PeerClient(peer, item.agent, gateway_id=self.gateway_id) as client:
-            run = await client.run_status(str(item.remote_run_id))
-        if run is not None and run.get("status") in ("queued", "running", "started", "stopping"):
-            return
-        if run is None:
-            state, text = "unknown", "(the peer no longer knows this run: expired or restarted)"
-        elif run.get("status") == "completed":
-            state, text = "delivered", str(run.get("output") or "")
-        else:
-            state, text = "failed", f"({run.get('status')}: {run.get('error') or 'no reply'})"
-        ledger.update_outbound(
-            self.db,
-            item.id,
-            state=state,
-            reply=text if state == "delivered" else None,
-            error=None if state == "delivered" else text,
-            wake=False,
-        )
-        if item.sender_session:
-            sender = self.router.session(item.sender_session)
-            first = item.message.strip().splitlines()[0][:120] if item.message.strip() else ""
-            self.router.submit(
-                sender,
-                f"[Reply to your message {item.remote_run_id} ({first!r})]\n{text}",
-                sender=item.target,
-                idempotency_key=f"wake:out:{item.id}",
-                hops=item.hops + 1,
-                origin=item.origin,
+            return await self._committed_refusal(refusal, attempt, message=message, wait=wait)
+        async with self.queue.waiting():
+            return await self.outbound.dm(
+                peer,
+                remote.profile,
+                message,
+                wait=wait,
+                key=keys.agent_send(ctx.run_id, to, message, ctx.ordinal(to, message)),
+                sender=SentFrom(
+                    address=ctx.address,
+                    profile=ctx.profile.name,
+                    session_id=ctx.session_id,
+                    exchange=ctx.exchange,
+                    hops=attempt.hops,
+                    chain=tuple(attempt.chain),
+                ),
             )
 
-    # --- the sibling tools ---------------------------------------------------------------------
-
-    def _own(self, origin: Origin, run_id: str) -> RunRow:
-        run = self.router.run(run_id)
-        if run.sender_profile != origin.profile.name:
-            raise NotFound(f"no message {run_id!r} sent by profile {origin.profile.name!r}", code="not_found")
-        return run
-
-    def check(self, origin: Origin, run_id: str) -> dict[str, Any]:
+    async def check(self, ctx: ToolContext, run_id: str) -> Result:
         """A message this profile sent: a local run, or one that went to a peer (as last known here)."""
         try:
-            return self.result(self._own(origin, run_id))
+            return self.result_of(self._own(ctx, run_id))
         except NotFound:
-            sent = ledger.find_outbound(self.db, remote_run_id=run_id, sender_profile=origin.profile.name)
+            sent = self.outbound.sent_by(ctx.profile.name, run_id)
             if sent is None:
                 raise
-        status = {"delivered": "replied", "receipt": "receipt", "sending": "receipt"}.get(sent.state, sent.state)
-        body: dict[str, Any] = {"status": status, "run_id": run_id, "to": sent.target}
-        if status == "replied":
-            body["reply"] = sent.reply or ""
-        elif status == "receipt":
-            body["detail"] = RECEIPT_DETAIL
-        else:
-            body["error"] = sent.error
-        return body
+            return sent
 
-    async def cancel(self, origin: Origin, run_id: str) -> dict[str, Any]:
-        self._own(origin, run_id)
-        return self.result(await self.router.stop(run_id))
+    @commits
+    async def cancel(self, ctx: ToolContext, run_id: str) -> Result:
+        self._own(ctx, run_id)
+        return self.result_of(await self.queue.stop(run_id))
 
-    def targets(self, origin: Origin, profile: str | None = None) -> list[dict[str, Any]]:
+    def targets(self, ctx: ToolContext, profile: str | None = None) -> list[dict[str, Any]]:
         """The local sessions this profile may message (its allowlist), with titles and last activity."""
-        allow = origin.profile.config.messaging.allow
-        names = [profile] if profile else list_profiles(self.router.runtime.root)
+        allow = ctx.profile.config.messaging.allow
+        names = [profile] if profile else self.directory.profiles()
         found: list[dict[str, Any]] = []
         for name in names:
-            self.router.check_profile(name)
-            if policy.matches(allow, [name]) and not any(s.title == BOT_CHAT_TITLE for s in self._sessions(name)):
+            self.directory.check_profile(name)
+            sessions = self.directory.sessions(name, limit=50)
+            if policy.matches(allow, [name]) and not any(s.title == BOT_CHAT_TITLE for s in sessions):
                 found.append({"address": name, "title": BOT_CHAT_TITLE, "last_active": None, "bot_chat": True})
-            for s in self._sessions(name):
+            for s in sessions:
                 bot = s.title == BOT_CHAT_TITLE
-                if s.id != origin.session.id and policy.matches(allow, policy.local_names(name, s.id, bot_chat=bot)):
+                if s.id != ctx.session_id and policy.matches(allow, policy.local_names(name, s.id, bot_chat=bot)):
                     found.append(
                         {
                             "address": name if bot else f"{name}/{s.id}",
@@ -350,38 +366,74 @@ class Messenger:
                     )
         return found
 
-    def _sessions(self, profile: str) -> list[SessionRow]:
-        return self.router.sessions(profile, limit=50)
+    def _own(self, ctx: ToolContext, run_id: str) -> RunRow:
+        try:
+            run = self.queue.get(run_id)
+        except NotFound:
+            run = None
+        if run is None or run.sender_profile != ctx.profile.name:
+            raise NotFound(f"no message {run_id!r} sent by profile {ctx.profile.name!r}", code="not_found")
+        return run
 
-    # --- mentions ------------------------------------------------------------------------------
+    # --- wake-ups --------------------------------------------------------------------------------
 
-    async def expand_mentions(self, run: RunRow, profile: Profile) -> str:
-        """A person's prompt with @session: mentions answered first, each reply marked with who gave it."""
-        if not is_human(run.sender) or "@" not in run.message:
-            return run.message
-        prompt, found = addresses.mentions(run.message)
-        if not found:
-            return run.message
-        origin = Origin(profile, self.router.session(run.session_id), run)
+    async def wake_senders(self) -> None:
+        """Background job: every run that ended after its sender stopped waiting wakes that sender."""
+        while True:
+            run = await self.queue.ended()
+            self.wakes.of_run(run)
 
-        async def ask(mention: addresses.Mention) -> str:
-            try:
-                if isinstance(mention.address, LocalAddress):
-                    result = await self.send(origin, str(mention.address), prompt, wait=MENTION_WAIT_SECONDS)
-                else:
-                    result = await self.send_peer(origin, str(mention.address), prompt, wait=MENTION_WAIT_SECONDS)
-            except BackchannelError as exc:
-                return f"{mention.token} was refused ({exc.code}): {exc.message}"
-            if result["status"] == "replied":
-                return f"{mention.token} ({result['to']}) answered:\n{result['reply']}"
-            if result["status"] in ("failed", "refused", "unknown") and "error" in result and "run_id" not in result:
-                return f"{mention.token} {result['status']}: {result['error']}"
-            if result["status"] == "receipt":
-                return (
-                    f"{mention.token} did not answer within {MENTION_WAIT_SECONDS:.0f}s: run {result['run_id']} "
-                    "goes on and its reply will come to this session"
-                )
-            return f"{mention.token} {result['status']}: {result.get('error') or 'no reply'}"
+    # --- helpers ---------------------------------------------------------------------------------
 
-        answers = await asyncio.gather(*(ask(m) for m in found))
-        return prompt + "\n\n[Replies to the mentions in this message]\n" + "\n\n".join(answers)
+    def _key(self, session_id: str) -> str:
+        """A session's name in wait chains, unique across gateways."""
+        return f"{self.gateway_id}:{session_id}"
+
+    def _sender_party(self, ctx: ToolContext) -> policy.Party:
+        bot = self.directory.is_bot_chat(ctx.session_id)
+        return policy.Party(
+            policy.local_names(ctx.profile.name, ctx.session_id, bot_chat=bot),
+            key=self._key(ctx.session_id),
+            policy=ctx.profile.config.messaging,
+        )
+
+    def _record_refusal(
+        self, refusal: policy.Refusal, attempt: policy.Attempt, *, message: str, wait: float | None
+    ) -> Result:
+        """Every refusal is explicit: kept in the ledger once, and told to whoever sent."""
+        target = attempt.target.names[0] if attempt.kind == "send" else attempt.target.names[-1]
+        refusalstore.record(
+            self.db,
+            sender=attempt.sender.names[-1],
+            target=target,
+            code=refusal.code,
+            reason=refusal.reason,
+            message=message,
+            hops=attempt.hops,
+            wait=wait,
+        )
+        return Result(Outcome.REFUSED, target, code=refusal.code, error=refusal.reason)
+
+    @commits
+    async def _committed_refusal(
+        self, refusal: policy.Refusal, attempt: policy.Attempt, *, message: str, wait: float | None
+    ) -> Result:
+        return self._record_refusal(refusal, attempt, message=message, wait=wait)
+
+
+def terminal_event(row: RunRow) -> dict[str, Any]:
+    """The closing event of a run read from the store (its live events are gone or elsewhere)."""
+    event: dict[str, Any] = {
+        "event": f"run.{row.state.value}",
+        "run_id": row.id,
+        "timestamp": row.updated_at,
+        "session_id": row.session_id,
+    }
+    if row.state is RunState.COMPLETED:
+        event["output"] = row.reply or ""
+    else:
+        event.update(error=row.error, code=row.error_code, output=row.reply)
+    return event
+
+
+__all__ = ["Delivered", "Delivery", "Incoming", "LocalAddress", "check_message", "terminal_event"]

@@ -151,10 +151,24 @@ def m0005_lean_run_indexes(conn: sqlite3.Connection) -> None:
     )
 
 
+def m0006_sliding_dedup_and_outbound_keys(conn: sqlite3.Connection) -> None:
+    """Keyless HTTP sends are deduplicated over a sliding window (by fingerprint and time); messages sent to
+    peers are found by their idempotency key (a retried send) and by the run id the peer gave."""
+    _run(
+        conn,
+        """
+        CREATE INDEX runs_auto_fingerprint ON runs (fingerprint, created_at) WHERE idempotency_key GLOB 'auto:*';
+        CREATE INDEX outbound_key ON outbound (idempotency_key);
+        CREATE INDEX outbound_remote_run ON outbound (remote_run_id)
+        """,
+    )
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0001_sessions_messages", m0001_sessions_messages),
     ("0002_runs", m0002_runs),
     ("0003_messaging", m0003_messaging),
     ("0004_outbound", m0004_outbound),
     ("0005_lean_run_indexes", m0005_lean_run_indexes),
+    ("0006_sliding_dedup_and_outbound_keys", m0006_sliding_dedup_and_outbound_keys),
 ]

@@ -5,7 +5,6 @@ Every transition is one guarded UPDATE that reports whether it happened.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sqlite3
 import time
@@ -14,6 +13,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from .. import keys
 from ..errors import Conflict, NotFound
 from ..ids import new_run_id
 from ..messages import Message
@@ -115,23 +115,16 @@ def _run(row: sqlite3.Row) -> RunRow:
     )
 
 
-def fingerprint(sender: str, session_id: str, message: str) -> str:
-    return hashlib.sha256("\0".join(("v1", sender, session_id, message)).encode()).hexdigest()
-
-
-def derived_key(sender: str, session_id: str, message: str, *, window: int, now: float) -> str:
-    """The key of a send that came without one: same sender, target and text in one window = one run."""
-    bucket = int(now // window) if window > 0 else int(now * 1e6)
-    return f"auto:{fingerprint(sender, session_id, message)[:24]}:{bucket}"
-
-
 @dataclass(frozen=True)
 class NewRun:
+    """A run to record. Without an idempotency key, the same sender, target and text within the dedup
+    window is the same run (unless that run failed: then the words are a new attempt)."""
+
     sender: str
     profile: str
     session_id: str
     message: str
-    idempotency_key: str
+    idempotency_key: str | None
     hops: int = 0
     chain: tuple[str, ...] = ()
     ttl_seconds: float | None = None
@@ -143,7 +136,12 @@ class NewRun:
 
 
 def record(
-    db: Database, new: NewRun, *, claim_for: str | None = None, lease_seconds: float = 30.0
+    db: Database,
+    new: NewRun,
+    *,
+    claim_for: str | None = None,
+    lease_seconds: float = 30.0,
+    dedup_window: float = 900.0,
 ) -> tuple[RunRow, bool]:
     """Insert a queued run, or return the run already filed under the same key (created=False).
 
@@ -151,9 +149,19 @@ def record(
     by that owner (`running`): one transaction instead of two on the common path.
     """
     now = time.time()
-    fp = fingerprint(new.sender, new.session_id, new.message)
+    fp = keys.fingerprint(new.sender, new.session_id, new.message)
     run_id = new_run_id()
+    key = new.idempotency_key
     with db.tx() as conn:
+        if key is None:
+            recent = conn.execute(
+                "SELECT * FROM runs WHERE fingerprint = ? AND idempotency_key GLOB 'auto:*' AND created_at >= ?"
+                " AND state NOT IN ('failed', 'cancelled', 'expired') ORDER BY seq DESC LIMIT 1",
+                (fp, now - dedup_window),
+            ).fetchone()
+            if recent is not None:
+                return _run(recent), False
+            key = keys.auto(fp, run_id)
         claimed = (
             claim_for is not None
             and not conn.execute(
@@ -168,7 +176,7 @@ def record(
             " ON CONFLICT (idempotency_key) DO NOTHING RETURNING *",
             (
                 run_id,
-                new.idempotency_key,
+                key,
                 fp,
                 new.sender,
                 new.profile,
@@ -194,11 +202,10 @@ def record(
         row = cur.fetchone()
         created = row is not None
         if row is None:
-            row = conn.execute("SELECT * FROM runs WHERE idempotency_key = ?", (new.idempotency_key,)).fetchone()
+            row = conn.execute("SELECT * FROM runs WHERE idempotency_key = ?", (key,)).fetchone()
     if not created and row["fingerprint"] != fp:
         raise Conflict(
-            f"idempotency key {new.idempotency_key!r} was already used for a different message or target "
-            f"(run {row['id']})",
+            f"idempotency key {key!r} was already used for a different message or target (run {row['id']})",
             code="idempotency_key_conflict",
         )
     return _run(row), created
@@ -222,33 +229,39 @@ def queue_position(db: Database, run: RunRow) -> int | None:
     return int(row[0]) if row else None
 
 
-def claim_next(db: Database, session_id: str, *, owner: str, lease_seconds: float) -> RunRow | None:
-    """Take the oldest queued run of a session, unless one of its runs is running (in any process)."""
+def claim_next(
+    db: Database, session_id: str, *, owner: str, lease_seconds: float
+) -> tuple[RunRow | None, list[RunRow]]:
+    """Take the oldest queued run of a session, unless one of its runs is running (in any process).
+
+    Returns (the claimed run or None, the runs that expired in the queue on the way)."""
+    expired: list[RunRow] = []
     if db.one("SELECT 1 FROM runs WHERE session_id = ? AND state = 'queued' LIMIT 1", (session_id,)) is None:
-        return None  # the common case after a turn: no write transaction for an empty queue
+        return None, expired  # the common case after a turn: no write transaction for an empty queue
     now = time.time()
     with db.tx() as conn:
         if conn.execute("SELECT 1 FROM runs WHERE session_id = ? AND state = 'running'", (session_id,)).fetchone():
-            return None
+            return None, expired
         while True:
             row = conn.execute(
                 "SELECT * FROM runs WHERE session_id = ? AND state = 'queued' ORDER BY seq LIMIT 1", (session_id,)
             ).fetchone()
             if row is None:
-                return None
+                return None, expired
             if row["expires_at"] is not None and row["expires_at"] < now:
-                conn.execute(
+                gone = conn.execute(
                     "UPDATE runs SET state = 'expired', error = ?, error_code = 'expired', updated_at = ?,"
-                    " finished_at = ? WHERE seq = ?",
+                    " finished_at = ? WHERE seq = ? RETURNING *",
                     (f"expired after waiting {now - row['created_at']:.0f}s in the queue", now, now, row["seq"]),
-                )
+                ).fetchone()
+                expired.append(_run(gone))
                 continue
             updated = conn.execute(
                 "UPDATE runs SET state = 'running', attempts = attempts + 1, owner = ?, lease_until = ?,"
                 " started_at = ?, updated_at = ? WHERE seq = ? AND state = 'queued' RETURNING *",
                 (owner, now + lease_seconds, now, now, row["seq"]),
             ).fetchone()
-            return _run(updated)
+            return _run(updated), expired
 
 
 def renew_leases(db: Database, run_ids: list[str], *, owner: str, lease_seconds: float) -> None:
@@ -290,37 +303,42 @@ def finish(
     return _run(row)
 
 
-def cancel_queued(db: Database, run_id: str, *, reason: str = "cancelled before it started") -> bool:
+def cancel_queued(db: Database, run_id: str, *, reason: str = "cancelled before it started") -> RunRow | None:
+    """Cancel a run that is still queued; None when it is not (any more)."""
     now = time.time()
     with db.tx() as conn:
-        cur = conn.execute(
+        row = conn.execute(
             "UPDATE runs SET state = 'cancelled', error = ?, error_code = 'cancelled', updated_at = ?, finished_at = ?"
-            " WHERE id = ? AND state = 'queued'",
+            " WHERE id = ? AND state = 'queued' RETURNING *",
             (reason, now, now, run_id),
-        )
-    return cur.rowcount == 1
+        ).fetchone()
+    return _run(row) if row is not None else None
 
 
 def reclaim(db: Database, *, is_dead: Callable[[str], bool], max_attempts: int) -> list[RunRow]:
-    """Requeue runs left `running` by a dead owner or an expired lease; past max_attempts they fail."""
+    """Requeue runs left `running` by a dead owner or an expired lease; past max_attempts they fail.
+    Returns the runs as they now are (queued again, or failed)."""
     now = time.time()
+    changed: list[RunRow] = []
     with db.tx() as conn:
         rows = conn.execute("SELECT * FROM runs WHERE state = 'running'").fetchall()
         stale = [r for r in rows if (r["lease_until"] or 0) < now or is_dead(r["owner"] or "")]
         for r in stale:
             if r["attempts"] >= max_attempts:
-                conn.execute(
+                row = conn.execute(
                     "UPDATE runs SET state = 'failed', error = ?, error_code = 'interrupted', owner = NULL,"
-                    " updated_at = ?, finished_at = ? WHERE seq = ? AND state = 'running'",
+                    " updated_at = ?, finished_at = ? WHERE seq = ? AND state = 'running' RETURNING *",
                     (f"interrupted {r['attempts']} times by a gateway stop; not retried", now, now, r["seq"]),
-                )
+                ).fetchone()
             else:
-                conn.execute(
+                row = conn.execute(
                     "UPDATE runs SET state = 'queued', owner = NULL, lease_until = NULL, updated_at = ?"
-                    " WHERE seq = ? AND state = 'running'",
+                    " WHERE seq = ? AND state = 'running' RETURNING *",
                     (now, r["seq"]),
-                )
-    return [_run(r) for r in stale]
+                ).fetchone()
+            if row is not None:
+                changed.append(_run(row))
+    return changed
 
 
 def ask_wake(db: Database, run_id: str) -> bool:
@@ -337,7 +355,8 @@ def pending_wakes(db: Database) -> list[RunRow]:
     """Finished runs whose sender asked to be woken and whose wake-up run does not exist yet."""
     rows = db.all(
         "SELECT r.* FROM runs r WHERE r.wake = 1 AND r.state NOT IN ('queued', 'running')"
-        " AND NOT EXISTS (SELECT 1 FROM runs w WHERE w.idempotency_key = 'wake:' || r.id)"
+        " AND NOT EXISTS (SELECT 1 FROM runs w WHERE w.idempotency_key = ? || r.id)",
+        (keys.WAKE,),
     )
     return [_run(r) for r in rows]
 

@@ -1,7 +1,9 @@
-"""Tools offered to an agent: a spec for the model, a handler, and the context of the turn calling it.
+"""Tools offered to an agent: a spec for the model, a handler, and what a handler may use.
 
-A handler returns a JSON-able dict. A `ToolFailure` (or a bad argument) becomes an error result
-that goes back to the model; any other exception is an infrastructure error for the operator.
+A handler gets the `ToolContext` of the turn calling it (who is calling, and the `Sender` through which
+it may message others) and returns a JSON-able dict. An error the model caused (a `ToolFailure`, a bad
+argument, any `BackchannelError` whose class is `model_visible`) goes back to the model as an error
+result; any other exception is an infrastructure error for the operator and fails the turn.
 """
 
 from __future__ import annotations
@@ -9,9 +11,11 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
+from ...errors import BackchannelError
 from ...home.profiles import Profile
+from ...outcome import Result
 from ..engines.base import ToolSpec
 
 
@@ -24,16 +28,47 @@ class ToolFailure(Exception):
         self.message = message
 
 
-@dataclass(frozen=True)
+@dataclass
 class ToolContext:
-    """Who is calling: the profile and session whose turn runs, and the run it handles."""
+    """The turn calling a tool: its profile and session, the run it handles, and where that run stands."""
 
     profile: Profile
     session_id: str
     run_id: str
     hops: int = 0
     chain: tuple[str, ...] = ()
-    services: Mapping[str, Any] = field(default_factory=dict)
+    exchange: str = ""  # the run of the person's message this turn descends from
+    sender: Sender | None = None
+    _sends: dict[tuple[str, str], int] = field(default_factory=dict)
+
+    @property
+    def address(self) -> str:
+        return f"{self.profile.name}/{self.session_id}"
+
+    def ordinal(self, target: str, message: str) -> int:
+        """How many times this turn already sent these words to this target (0 the first time)."""
+        count = self._sends.get((target, message), 0)
+        self._sends[(target, message)] = count + 1
+        return count
+
+    def messenger(self) -> Sender:
+        if self.sender is None:
+            raise ToolFailure("unavailable", "messaging is not available in this turn")
+        return self.sender
+
+
+class Sender(Protocol):
+    """What the messaging tools may do: the delivery service as a turn's agent sees it."""
+
+    async def send(self, ctx: ToolContext, address: str, message: str, *, wait: float) -> Result: ...
+
+    async def send_peer(self, ctx: ToolContext, target: str, message: str, *, wait: float) -> Result: ...
+
+    async def check(self, ctx: ToolContext, run_id: str) -> Result: ...
+
+    async def cancel(self, ctx: ToolContext, run_id: str) -> Result: ...
+
+    def targets(self, ctx: ToolContext, profile: str | None) -> list[dict[str, Any]]: ...
 
 
 Handler = Callable[[dict[str, Any], ToolContext], Awaitable[dict[str, Any]]]
@@ -50,13 +85,13 @@ class Tool:
 
 
 def error_result(code: str, message: str) -> str:
-    return json.dumps({"error": {"code": code, "message": message}})
+    return json.dumps({"error": {"code": code, "message": message}}, ensure_ascii=False)
 
 
 async def call_tool(
     tools: Mapping[str, Tool], name: str, arguments: dict[str, Any] | str, ctx: ToolContext
 ) -> tuple[str, bool]:
-    """Run one tool call; returns (JSON result text, ok). Tool errors are results, not exceptions."""
+    """Run one tool call; returns (JSON result text, ok). The model's errors are results, not exceptions."""
     tool = tools.get(name)
     if tool is None:
         return error_result("unknown_tool", f"no tool {name!r}; available: {', '.join(sorted(tools)) or 'none'}"), False
@@ -72,7 +107,12 @@ async def call_tool(
         result = await tool.handler(arguments, ctx)
     except ToolFailure as exc:
         return error_result(exc.code, exc.message), False
-    return json.dumps(result, ensure_ascii=False), True
+    except BackchannelError as exc:
+        if not exc.model_visible:
+            raise  # the operator's problem: the turn fails with it
+        return error_result(exc.code, exc.message), False
+    ok = "error" not in result
+    return json.dumps(result, ensure_ascii=False), ok
 
 
 def require_str(args: Mapping[str, Any], key: str, *, optional: bool = False) -> str:

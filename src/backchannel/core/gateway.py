@@ -1,0 +1,158 @@
+"""The composition root: one home's store, run queue, delivery service, engines, tools and background jobs.
+
+Everything is built once, in `Gateway.__init__`, each part given what it needs; nothing is patched
+afterwards. `start` and `stop` run and end the parts together. The gateway process serves HTTP on top
+of it; the CLI builds the same object when no gateway runs (optionally limited to the sessions it works).
+
+    queue ← delivery (with directory, wakes, outbound) ← turns (engines, tools, the delivery as Sender,
+    mentions) ← workers (take sessions from the queue, run their turns)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+from types import TracebackType
+
+from ..agent.engines import build_engine
+from ..agent.engines.cache import EngineCache, EngineFactory
+from ..agent.tools import TOOLBOX
+from ..errors import StoreError
+from ..home import config
+from ..store.db import Database
+from . import background
+from .delivery import Delivery
+from .directory import Directory
+from .events import EventHub
+from .mentions import Mentions
+from .outbound import Outbound
+from .queue import OnState, RunQueue
+from .turns import Turns
+from .wakes import Wakes
+from .workers import Workers
+
+log = logging.getLogger("backchannel.gateway")
+
+
+class Gateway:
+    """One home, assembled: `directory` and `delivery` are what transports use; the rest runs beneath."""
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        engine_factory: EngineFactory = build_engine,
+        on_state: OnState | None = None,
+        scope: set[str] | None = None,
+        lease_seconds: float = 30.0,
+        poll_seconds: float = 0.25,
+    ) -> None:
+        config.require_home(root)
+        config.read_env(root)  # a broken .env stops here, before anything is written
+        self.root = root
+        self.settings = config.load_gateway_config(root)
+        self.gateway_id = self.settings.gateway_id or "local"
+        self.db = Database(config.db_path(root))
+        self.hub = EventHub()
+        self.queue = RunQueue(
+            self.db,
+            self.settings,
+            hub=self.hub,
+            on_state=on_state,
+            lease_seconds=lease_seconds,
+            poll_seconds=poll_seconds,
+            scope=scope,
+        )
+        self.directory = Directory(root, self.db)
+        self.wakes = Wakes(self.queue, self.directory)
+        self.outbound = Outbound(root, self.db, self.wakes, gateway_id=self.gateway_id)
+        self.delivery = Delivery(
+            root=root,
+            settings=self.settings,
+            db=self.db,
+            queue=self.queue,
+            directory=self.directory,
+            hub=self.hub,
+            outbound=self.outbound,
+            wakes=self.wakes,
+        )
+        self.engines = EngineCache(root, engine_factory)
+        self.turns = Turns(
+            db=self.db,
+            directory=self.directory,
+            engines=self.engines,
+            tools=TOOLBOX,
+            sender=self.delivery,
+            hub=self.hub,
+            prepare=Mentions(self.delivery).prepare,
+        )
+        self.workers = Workers(self.queue, self.turns, hub=self.hub)
+        self._jobs: list[asyncio.Task[None]] = []
+        self._started = False
+        self._closed = False
+
+    async def start(self) -> None:
+        """Reclaim what a crash left running, then run the workers and the background jobs."""
+        seen = self.db.data_version()  # before the scan: a commit after it is noticed by the watcher
+        self.queue.open()
+        self.db.defer_checkpoints()
+        self._started = True
+        self._jobs = [
+            asyncio.create_task(self.workers.run()),
+            asyncio.create_task(self.delivery.wake_senders()),
+            asyncio.create_task(self.outbound.follow_receipts()),
+            asyncio.create_task(background.watch(self.db, self.queue, seen=seen)),
+            asyncio.create_task(background.renew(self.queue)),
+            asyncio.create_task(background.checkpoints(self.db)),
+        ]
+
+    async def stop(self, *, grace: float = 10.0) -> None:
+        """Take no new work; let running turns finish within `grace`, requeue the rest, close everything."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._started:
+            self.queue.drain()
+            await self.workers.stop(grace=grace)
+            for task in self._jobs:
+                task.cancel()
+            await asyncio.gather(*self._jobs, return_exceptions=True)
+            self.queue.close()
+            try:
+                await self.db.durable()
+            except StoreError as exc:  # what could not be committed is reported; stopping goes on
+                log.error("the last writes could not be committed: %s", exc.message)
+            self.db.checkpoint()
+        await self.engines.aclose()
+        self.db.close()
+
+    def close(self) -> None:
+        """Close a gateway that was never started (one used only to read, or to reach peers)."""
+        if self._started:
+            raise RuntimeError("a started gateway is closed with `await stop()`")
+        if not self._closed:
+            self._closed = True
+            self.db.close()
+
+    async def __aenter__(self) -> Gateway:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+
+@contextlib.asynccontextmanager
+async def running(root: Path, *, grace: float = 10.0, **options: object) -> AsyncIterator[Gateway]:
+    """A started gateway for the length of a block (the CLI's in-process path, tests)."""
+    gateway = Gateway(root, **options)  # type: ignore[arg-type]
+    await gateway.start()
+    try:
+        yield gateway
+    finally:
+        await gateway.stop(grace=grace)

@@ -1,0 +1,314 @@
+"""Messages to agents on other gateways: dm, run, status, stop, and receipts followed until their reply.
+
+Every message is recorded here before it leaves (and committed), updated with what the peer said,
+and settled when its end is known; an agent's message answered with a receipt wakes its sender's
+session with the reply when it comes (through `Wakes`, like a local reply).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .. import keys
+from ..errors import BackchannelError, PeerError
+from ..home import peers as registry
+from ..outcome import Outcome, Result, of_state
+from ..store import outbound as outstore
+from ..store.db import Database
+from .commits import commits
+from .wakes import Wakes, reply_text
+
+if TYPE_CHECKING:
+    from ..net.peer import PeerClient
+
+log = logging.getLogger("backchannel.outbound")
+FOLLOW_SECONDS = 2.0
+DEFAULT_SENDER_PROFILE = "default"
+
+
+@dataclass(frozen=True)
+class SentFrom:
+    """Who sends to a peer: the person (the CLI), or an agent's session with the hop and chain it carries."""
+
+    address: str = "human:cli"
+    profile: str | None = None  # an agent's profile; None for the person
+    session_id: str | None = None
+    exchange: str | None = None
+    hops: int = 0
+    chain: tuple[str, ...] = ()
+
+
+PERSON = SentFrom()
+
+
+def target_of(peer: str, agent: str | None) -> str:
+    return f"peer:{peer}/{agent}" if agent else f"peer:{peer}"
+
+
+class Outbound:
+    """This gateway's side of every message to another gateway."""
+
+    def __init__(self, root: Path, db: Database, wakes: Wakes, *, gateway_id: str) -> None:
+        self.root = root
+        self.db = db
+        self.wakes = wakes
+        self.gateway_id = gateway_id
+
+    def peer(self, name: str) -> registry.Peer:
+        return registry.load(self.root, name)
+
+    def client(self, peer: registry.Peer, agent: str | None) -> PeerClient:
+        from ..net.peer import PeerClient  # the HTTP client is loaded only when a peer is messaged
+
+        return PeerClient(peer, agent, gateway_id=self.gateway_id)
+
+    def sent_count(self, profile: str, target: str, exchange: str, *, since: float) -> int:
+        return outstore.count(self.db, sender_profile=profile, target=target, origin=exchange, since=since)
+
+    def sent_by(self, profile: str, remote_run_id: str) -> Result | None:
+        """A message this profile sent to a peer, by the run id the peer gave, as last known here."""
+        row = outstore.by_remote_run(self.db, "", remote_run_id, sender_profile=profile)
+        return _result_of(row) if row is not None else None
+
+    # --- verbs -----------------------------------------------------------------------------------
+
+    @commits
+    async def dm(
+        self, peer: registry.Peer, agent: str | None, message: str, *, wait: float, key: str, sender: SentFrom = PERSON
+    ) -> Result:
+        """Deliver into the Bot Chat of `agent` on `peer` and wait up to `wait` seconds for its reply.
+
+        Raises PeerError when the peer cannot be reached or refuses our key (recorded as such)."""
+        row = outstore.record(self.db, self._new(peer, agent, message, key, sender, wait))
+        if row.state == "delivered":
+            return _result_of(row, replayed=True)  # this very message was answered before
+        # Anything else is asked again with the same key: the peer answers for the run it already has.
+        await self.db.durable()  # the ledger holds the message before it leaves
+        try:
+            async with self.client(peer, agent) as client:
+                result = await client.dm(
+                    message,
+                    wait=wait,
+                    key=key,
+                    sender=sender.profile or DEFAULT_SENDER_PROFILE,
+                    hops=sender.hops,
+                    chain=sender.chain,
+                )
+                await self._learn_gateway_id(peer, client)
+        except PeerError as exc:
+            outstore.update(self.db, row.id, state=_failure_state(exc), error=exc.message)
+            raise
+        outstore.update(
+            self.db,
+            row.id,
+            state=result.outcome.value,
+            reply=result.reply,
+            error=result.error,
+            remote_session_id=result.session_id,
+            remote_run_id=result.run_id,
+            wake=result.outcome is Outcome.RECEIPT and sender.session_id is not None,
+        )
+        return result
+
+    @commits
+    async def run(
+        self, peer: registry.Peer, agent: str | None, message: str, *, key: str, sender: SentFrom = PERSON
+    ) -> tuple[Result, dict[str, Any]]:
+        """Start a turn in the Bot Chat of `agent` on `peer`; (its receipt, what the peer says it is)."""
+        row = outstore.record(self.db, self._new(peer, agent, message, key, sender, None))
+        await self.db.durable()
+        try:
+            async with self.client(peer, agent) as client:
+                about = {**await client.health(), **await client.capabilities()}
+                result = await client.start_run(
+                    message,
+                    key=key,
+                    sender=sender.profile or DEFAULT_SENDER_PROFILE,
+                    hops=sender.hops,
+                    chain=sender.chain,
+                )
+        except PeerError as exc:
+            outstore.update(self.db, row.id, state=_failure_state(exc), error=exc.message)
+            raise
+        outstore.update(
+            self.db, row.id, state="started", remote_session_id=result.session_id, remote_run_id=result.run_id
+        )
+        return result, about
+
+    @commits
+    async def status(
+        self, peer: registry.Peer, run_id: str, *, agent: str | None = None
+    ) -> tuple[Result, dict[str, Any]]:
+        """The state of run `run_id` on `peer` (the agent is known from our record of sending it)."""
+        row = outstore.by_remote_run(self.db, peer.name, run_id)
+        agent = agent if agent is not None else (row.agent if row is not None else None)
+        async with self.client(peer, agent) as client:
+            found = await client.run_status(run_id)
+        result = self._settle(peer, agent, run_id, found, row)
+        return result, found or {}
+
+    async def follow(
+        self, peer: registry.Peer, run_id: str, *, agent: str | None = None
+    ) -> AsyncIterator[dict[str, Any]]:
+        """The run's events on `peer` until it ends (polling its state when it has no event stream)."""
+        row = outstore.by_remote_run(self.db, peer.name, run_id)
+        agent = agent if agent is not None else (row.agent if row is not None else None)
+        async with self.client(peer, agent) as client:
+            try:
+                async for event in client.events(run_id):
+                    yield event
+                    if str(event.get("event", "")).removeprefix("run.") in _TERMINAL:
+                        return
+            except PeerError:  # no event stream (expired buffer, older peer): poll instead
+                while True:
+                    found = await client.run_status(run_id)
+                    if found is None or found.get("status") in _TERMINAL:
+                        return
+                    await asyncio.sleep(1.0)
+
+    @commits
+    async def stop(
+        self, peer: registry.Peer, run_id: str, *, agent: str | None = None
+    ) -> tuple[Result, dict[str, Any]]:
+        row = outstore.by_remote_run(self.db, peer.name, run_id)
+        agent = agent if agent is not None else (row.agent if row is not None else None)
+        async with self.client(peer, agent) as client:
+            found = await client.stop(run_id)
+        return self._settle(peer, agent, run_id, found, row), found
+
+    # --- receipts ----------------------------------------------------------------------------------
+
+    async def follow_receipts(self, interval: float = FOLLOW_SECONDS) -> None:
+        """Background job: poll peers for agents' messages that got a receipt; wake each sender at the end."""
+        while True:
+            await asyncio.sleep(interval)
+            for row in outstore.awaiting_replies(self.db):
+                try:
+                    await self._follow_one(row)
+                except BackchannelError as exc:
+                    log.info("reply of outbound message %d not available yet: %s", row.id, exc.message)
+            await self.db.durable()
+
+    async def _follow_one(self, row: outstore.Outbound) -> None:
+        peer = self.peer(row.peer)
+        async with self.client(peer, row.agent) as client:
+            found = await client.run_status(str(row.remote_run_id))
+        self._settle(peer, row.agent, str(row.remote_run_id), found, row)
+
+    def _settle(
+        self,
+        peer: registry.Peer,
+        agent: str | None,
+        run_id: str,
+        found: dict[str, Any] | None,
+        row: outstore.Outbound | None,
+    ) -> Result:
+        """What the peer says of a run, as an outcome; a known end settles our record and wakes its sender."""
+        to = target_of(peer.name, agent)
+        if found is None:
+            result = Result(
+                Outcome.UNKNOWN,
+                to,
+                run_id=run_id,
+                code="run_not_found",
+                error="the peer does not know this run: expired, restarted, or never started",
+            )
+        else:
+            status = str(found.get("status") or "unknown")
+            outcome = of_state(status)
+            result = Result(
+                outcome,
+                to,
+                run_id=run_id,
+                session_id=found.get("session_id"),
+                state=status,
+                reply=found.get("output"),
+                queue_position=found.get("queue_position"),
+                code=found.get("code") or (status if outcome is Outcome.FAILED else None),
+                error=found.get("error") if outcome is not Outcome.DELIVERED else None,
+            )
+        if row is None or not result.outcome.settled:
+            return result
+        done = result.outcome is Outcome.DELIVERED
+        text = (result.reply or "") if done else f"({result.state or result.code}: {result.error or 'no reply'})"
+        if (
+            outstore.settle(
+                self.db,
+                row.id,
+                state=result.outcome.value,
+                reply=result.reply if done else None,
+                error=None if done else text,
+            )
+            and row.wake
+            and row.sender_session
+        ):
+            self.wakes.deliver(
+                session_id=row.sender_session,
+                text=reply_text(run_id, row.message, text),
+                sender=row.target,
+                key=keys.wake_outbound(row.id),
+                hops=row.hops + 1,
+                exchange=row.origin,
+            )
+        return result
+
+    # --- helpers -------------------------------------------------------------------------------------
+
+    def _new(
+        self,
+        peer: registry.Peer,
+        agent: str | None,
+        message: str,
+        key: str,
+        sender: SentFrom,
+        wait: float | None,
+    ) -> outstore.NewOutbound:
+        return outstore.NewOutbound(
+            sender=sender.address,
+            target=target_of(peer.name, agent),
+            peer=peer.name,
+            agent=agent,
+            message=message,
+            idempotency_key=key,
+            hops=sender.hops,
+            wait=wait,
+            sender_profile=sender.profile,
+            sender_session=sender.session_id,
+            origin=sender.exchange,
+        )
+
+    async def _learn_gateway_id(self, peer: registry.Peer, client: PeerClient) -> None:
+        """A Backchannel peer's gateway id, so messages from it are shown under its name here."""
+        if peer.gateway_id:
+            return
+        caps = await client.capabilities()
+        if caps.get("platform") == "backchannel" and caps.get("gateway_id"):
+            registry.remember_gateway_id(self.root, peer.name, str(caps["gateway_id"]))
+
+
+_TERMINAL = frozenset({"completed", "failed", "cancelled", "expired", "interrupted"})
+
+
+def _failure_state(exc: PeerError) -> str:
+    return "unknown" if exc.code == "outcome_unknown" else "failed"
+
+
+def _result_of(row: outstore.Outbound, *, replayed: bool = False) -> Result:
+    outcome = of_state(row.state)
+    return Result(
+        outcome,
+        row.target,
+        run_id=row.remote_run_id,
+        session_id=row.remote_session_id,
+        state=row.state,
+        reply=row.reply,
+        code=row.state if outcome in (Outcome.FAILED, Outcome.REFUSED, Outcome.UNKNOWN) else None,
+        error=row.error,
+        replayed=replayed,
+        idempotency_key=row.idempotency_key,
+    )

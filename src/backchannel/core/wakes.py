@@ -1,0 +1,75 @@
+"""Wake on reply: the outcome of a message delivered into the session of the agent that stopped waiting.
+
+One path for every kind of end (a reply, a failure, an expiry, a cancellation, a peer's late answer):
+a run in the sender's session, keyed once per message, let through by the policy's reply rule (a
+reply to a message we sent is never subject to our own accept list).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from .. import keys, policy
+from ..errors import BackchannelError
+from ..store.runs import NewRun, RunRow, RunState
+from .directory import Directory
+from .queue import RunQueue
+
+log = logging.getLogger("backchannel.wakes")
+
+
+class Wakes:
+    """Delivers outcomes into the sessions of senders that stopped waiting."""
+
+    def __init__(self, queue: RunQueue, directory: Directory) -> None:
+        self.queue = queue
+        self.directory = directory
+
+    def of_run(self, run: RunRow) -> None:
+        """A local run ended after its sender stopped waiting."""
+        if not (run.wake and run.sender_session and run.state.terminal):
+            return
+        if run.state is RunState.COMPLETED:
+            outcome = run.reply or "(no reply)"
+        else:
+            outcome = f"({run.state.value}: {run.error or 'no reply'})"
+        self.deliver(
+            session_id=run.sender_session,
+            text=reply_text(run.id, run.message, outcome),
+            sender=f"{run.profile}/{run.session_id}",
+            key=keys.wake(run.id),
+            hops=run.hops + 1,
+            exchange=run.origin,
+        )
+
+    def deliver(
+        self, *, session_id: str, text: str, sender: str, key: str, hops: int, exchange: str | None
+    ) -> RunRow | None:
+        """Queue the wake-up run; None when it cannot be delivered now (retried at the next start)."""
+        try:
+            session = self.directory.session(session_id)
+            refusal = policy.check(
+                policy.Attempt(kind="reply", sender=policy.Party([sender]), target=policy.Party([session.profile]))
+            )
+            assert refusal is None  # the reply rule: an answer is never refused
+            run, _created = self.queue.submit(
+                NewRun(
+                    sender=sender,
+                    profile=session.profile,
+                    session_id=session.id,
+                    message=text,
+                    idempotency_key=key,
+                    hops=hops,
+                    origin=exchange,
+                )
+            )
+            return run
+        except BackchannelError as exc:
+            log.warning("reply %s not yet delivered to session %s: %s", key, session_id, exc.message)
+            return None
+
+
+def reply_text(run_id: str, message: str, outcome: str) -> str:
+    """The text a woken sender reads: which of its messages this answers, then the outcome."""
+    first_line = message.strip().splitlines()[0][:120] if message.strip() else ""
+    return f"[Reply to your message {run_id} ({first_line!r})]\n{outcome}"

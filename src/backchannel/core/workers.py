@@ -1,0 +1,96 @@
+"""The workers: take sessions with work from the run queue and run their turns, one at a time per session."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Protocol
+
+from ..agent.loop import TurnProgress
+from ..errors import BackchannelError
+from ..store.runs import RunRow, RunState
+from .events import EventHub
+from .queue import RunQueue, Turn
+
+log = logging.getLogger("backchannel.workers")
+
+
+class TurnRunner(Protocol):
+    """Computes the turn of a claimed run; what it produces accumulates in `progress`."""
+
+    async def run(self, run: RunRow, progress: TurnProgress) -> str: ...
+
+
+class Workers:
+    """One drain task per session with work, each turn in a slot of the queue; a stop interrupts a turn at once."""
+
+    def __init__(self, queue: RunQueue, runner: TurnRunner, *, hub: EventHub) -> None:
+        self.queue = queue
+        self.runner = runner
+        self.hub = hub
+        self._drains: dict[str, asyncio.Task[None]] = {}
+
+    async def run(self) -> None:
+        """The dispatcher: a drain task for every session the queue hands out."""
+        while True:
+            session_id, first = await self.queue.next_ready()
+            self._drains[session_id] = asyncio.create_task(self._drain(session_id, first))
+
+    async def stop(self, *, grace: float) -> None:
+        """Let running turns finish (and commit) within `grace` seconds, then cut them."""
+        drains = list(self._drains.values())
+        if drains:
+            await asyncio.wait(drains, timeout=grace)
+        for task in drains:
+            task.cancel()
+        await asyncio.gather(*drains, return_exceptions=True)
+
+    async def _drain(self, session_id: str, first: RunRow | None) -> None:
+        try:
+            while self.queue.accepting:
+                async with self.queue.slot():
+                    run, first = first, None
+                    if run is None:
+                        run = self.queue.claim(session_id)
+                        if run is None:
+                            break  # no await between the empty claim and the release: a new run hands it out anew
+                    await self._execute(run)
+        except asyncio.CancelledError:
+            pass
+        except Exception:  # a bug must not silently stop a session's queue
+            log.exception("worker of session %s failed", session_id)
+        finally:
+            self._drains.pop(session_id, None)
+            self.queue.release(session_id)
+
+    async def _execute(self, run: RunRow) -> None:
+        if not self.queue.owns(run.id):
+            return  # stopped between its claim and its turn
+        self.hub.publish(run.id, "run.started", session_id=run.session_id)
+        progress = TurnProgress()
+        turn = Turn(asyncio.create_task(self.runner.run(run, progress)))
+        with self.queue.running(run.id, turn):
+            try:
+                reply = await turn.task
+            except asyncio.CancelledError:
+                current = asyncio.current_task()
+                if turn.stop_requested and not (current and current.cancelling()):
+                    self.queue.finish(
+                        run,
+                        RunState.CANCELLED,
+                        reply=progress.output() or None,
+                        error="stopped on request",
+                        code="cancelled",
+                        messages=progress.messages,
+                    )
+                    return
+                raise  # shutting down: the run stays ours and is requeued when the queue closes
+            except BackchannelError as exc:
+                self.queue.finish(run, RunState.FAILED, error=exc.message, code=exc.code)
+            except Exception as exc:
+                log.exception("turn of run %s failed", run.id)
+                self.queue.finish(
+                    run, RunState.FAILED, error=f"internal error: {type(exc).__name__}", code="internal_error"
+                )
+            else:
+                self.queue.finish(run, RunState.COMPLETED, reply=reply, messages=progress.messages)

@@ -1,0 +1,18 @@
+"""Refused messages: kept so the ledger shows every refusal with its code and reason."""
+
+from __future__ import annotations
+
+import time
+
+from .db import Database
+
+
+def record(
+    db: Database, *, sender: str, target: str, code: str, reason: str, message: str, hops: int, wait: float | None
+) -> None:
+    with db.tx() as conn:
+        conn.execute(
+            "INSERT INTO refusals (sender, target, code, reason, message, hops, wait_seconds, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (sender, target, code, reason, message, hops, wait, time.time()),
+        )
