@@ -10,16 +10,17 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import click
 
-from .. import addresses
+from .. import addresses, keys
 from ..errors import PeerError, UsageError
 from ..home import config
 from ..home import peers as registry
+from ..outcome import Outcome, Result
 from ..store import ledger
 from .connect import store
 from .output import emit, note, read_message, table
 
 if TYPE_CHECKING:
-    from ..net.peer import DmResult, PeerClient
+    from ..net.peer import PeerClient
 
 T = TypeVar("T")
 TERMINAL = ("completed", "failed", "cancelled", "expired", "interrupted")
@@ -167,16 +168,17 @@ def dm(target: str, message: str | None, wait: float, key: str | None, as_json: 
     """Deliver MESSAGE into the Bot Chat of PEER[/AGENT] and print the reply (or a receipt)."""
     p, agent = _target(target)
     result = send_dm(p, agent, _message(message), wait=wait, key=key)
-    emit(result.to_dict(), as_json=as_json, text=lambda: print_dm(result))
-    sys.exit(exit_code(result))
+    emit(dm_dict(result), as_json=as_json, text=lambda: print_dm(result))
+    sys.exit(result.outcome.exit_code)
 
 
-def send_dm(p: registry.Peer, agent: str | None, text: str, *, wait: float, key: str | None) -> DmResult:
-    """Deliver as the person, with the exchange kept in this home's ledger."""
+def send_dm(p: registry.Peer, agent: str | None, text: str, *, wait: float, key: str | None) -> Result:
+    """Deliver as the person, with the exchange kept in this home's ledger (no key given: a fresh one)."""
+    key = key or keys.cli()
     with store(config.home()) as router:
         row = _record(router.db, p, agent, text, wait)
 
-        async def go() -> DmResult:
+        async def go() -> Result:
             async with _client(p, agent) as client:
                 return await client.dm(text, wait=wait, key=key, sender=SENDER_PROFILE)
 
@@ -185,7 +187,16 @@ def send_dm(p: registry.Peer, agent: str | None, text: str, *, wait: float, key:
         except PeerError as exc:
             ledger.update_outbound(router.db, row, state="failed", error=exc.message)
             raise
-        ledger.update_outbound(router.db, row, **result.ledger_fields())
+        ledger.update_outbound(
+            router.db,
+            row,
+            state=result.outcome.value,
+            reply=result.reply,
+            error=result.error,
+            key=result.idempotency_key,
+            remote_session_id=result.session_id,
+            remote_run_id=result.run_id,
+        )
     return result
 
 
@@ -205,22 +216,41 @@ def _record(db: Any, p: registry.Peer, agent: str | None, text: str, wait: float
     )
 
 
-def exit_code(result: DmResult) -> int:
-    return {"delivered": 0, "receipt": 0, "refused": 2}.get(result.result, 1)
+def _peer_of(r: Result) -> tuple[str, str | None]:
+    remote = addresses.parse_remote(r.to.removeprefix("peer:"))
+    return remote.peer, remote.profile
 
 
-def print_dm(r: DmResult) -> None:
-    if r.result == "delivered":
+def dm_dict(r: Result) -> dict[str, Any]:
+    """The `--json` shape of a dm (its keys are the CLI's contract)."""
+    peer_name, agent = _peer_of(r)
+    return {
+        "result": r.outcome.value,
+        "peer": peer_name,
+        "agent": agent,
+        "session_id": r.session_id,
+        "run_id": r.run_id,
+        "reply": r.reply,
+        "error": r.error,
+        "state": r.state,
+        "queue_position": r.queue_position,
+        "idempotency_key": r.idempotency_key,
+    }
+
+
+def print_dm(r: Result) -> None:
+    peer_name, agent = _peer_of(r)
+    if r.outcome is Outcome.DELIVERED:
         click.echo(r.reply or "(no reply)")
-    elif r.result == "receipt":
+    elif r.outcome is Outcome.RECEIPT:
         where = f" (position {r.queue_position})" if r.queue_position else ""
         click.echo(
-            f"receipt: run {r.run_id} {r.state or 'queued'}{where} in the Bot Chat of {r.peer}"
-            f"{'/' + r.agent if r.agent else ''} (session {r.session_id}): accepted and queued, do not resend"
+            f"receipt: run {r.run_id} {r.state or 'queued'}{where} in the Bot Chat of {peer_name}"
+            f"{'/' + agent if agent else ''} (session {r.session_id}): accepted and queued, do not resend"
         )
-        click.echo(f"follow it: backchannel peer status {r.peer} {r.run_id} --follow")
+        click.echo(f"follow it: backchannel peer status {peer_name} {r.run_id} --follow")
     else:
-        note(f"peer {r.peer!r} {r.result}: {r.error or 'no detail'}")
+        note(f"peer {peer_name!r} {r.outcome.value}: {r.error or 'no detail'}")
 
 
 @peer.command("run")
@@ -232,28 +262,42 @@ def run(target: str, message: str | None, key: str | None, as_json: bool) -> Non
     """Start a turn in the Bot Chat of PEER[/AGENT] and print its run id at once."""
     p, agent = _target(target)
     text = _message(message)
+    run_key = key or keys.cli()
 
-    async def go() -> tuple[dict[str, Any], dict[str, Any]]:
+    async def go() -> tuple[Result, dict[str, Any]]:
         async with _client(p, agent) as client:
             caps = {**await client.health(), **await client.capabilities()}
-            return await client.start_run(text, key=key, sender=SENDER_PROFILE), caps
+            return await client.start_run(text, key=run_key, sender=SENDER_PROFILE), caps
 
     with store(config.home()) as router:
         row = _record(router.db, p, agent, text, None)
         try:
-            started, caps = _run(go)
+            result, caps = _run(go)
         except PeerError as exc:
             ledger.update_outbound(router.db, row, state="failed", error=exc.message)
             raise
         ledger.update_outbound(
             router.db,
             row,
-            state="started",
-            key=started["idempotency_key"],
-            remote_session_id=started["session_id"],
-            remote_run_id=started["run_id"],
+            state="started" if result.outcome is Outcome.RECEIPT else result.outcome.value,
+            error=result.error,
+            key=result.idempotency_key,
+            remote_session_id=result.session_id,
+            remote_run_id=result.run_id,
         )
+    if result.outcome is not Outcome.RECEIPT:  # refused or failed by the peer's envelope
+        emit(dm_dict(result), as_json=as_json, text=lambda: print_dm(result))
+        sys.exit(result.outcome.exit_code)
     _warn_about(caps)
+    started = {
+        "peer": p.name,
+        "agent": agent,
+        "session_id": result.session_id,
+        "run_id": result.run_id,
+        "status": result.state,
+        "replayed": result.replayed,
+        "idempotency_key": result.idempotency_key,
+    }
     emit(
         started,
         as_json=as_json,

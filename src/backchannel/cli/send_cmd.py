@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import sys
-import uuid
 
 import click
 
-from .. import addresses
+from .. import addresses, keys
 from ..addresses import RemoteAddress
 from ..errors import UsageError
 from ..home import config
@@ -50,13 +49,13 @@ def send(address: str, message: str | None, wait: float, key: str | None, as_jso
             raise UsageError(f"{address!r}: address a peer as peer:NAME or peer:NAME/AGENT (its Bot Chat)")
         config.require_home(root)
         result = peer_cmd.send_dm(registry.load(root, parsed.peer), parsed.profile, text.strip(), wait=wait, key=key)
-        emit(result.to_dict(), as_json=as_json, text=lambda: peer_cmd.print_dm(result))
-        sys.exit(peer_cmd.exit_code(result))
+        emit(peer_cmd.dm_dict(result), as_json=as_json, text=lambda: peer_cmd.print_dm(result))
+        sys.exit(result.outcome.exit_code)
     with store(root) as router:
         session = router.resolve(parsed)
     # Without --idempotency-key each invocation is a new message (a person who repeats means it);
     # retries within this invocation reuse one key, so they are handled once.
-    key = key or f"cli-{uuid.uuid4().hex}"
+    key = key or keys.cli()
     outcome = asyncio.run(deliver(root, session, text, wait=wait, idempotency_key=key)).check()
     emit(outcome.to_dict(), as_json=as_json, text=lambda: _print(outcome))
 

@@ -9,12 +9,13 @@ import time
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from .. import addresses, policy
+from .. import addresses, keys, policy
 from ..addresses import LocalAddress, RemoteAddress
 from ..errors import BackchannelError, NotFound, PeerError, Refused, UsageError
 from ..framing import is_human
 from ..home import peers as registry
 from ..home.profiles import Profile, list_profiles
+from ..outcome import Outcome
 from ..store import ledger
 from ..store import runs as runstore
 from ..store.runs import RunRow, RunState
@@ -213,7 +214,10 @@ class Messenger:
         try:
             await self.db.durable()  # the ledger holds the message before it leaves
             async with self.runtime.waiting():
-                result = await client.dm(message, wait=wait, sender=origin.profile.name, hops=hops, chain=chain)
+                key = keys.agent_send(origin.run.id, target, message, 0)
+                result = await client.dm(
+                    message, wait=wait, key=key, sender=origin.profile.name, hops=hops, chain=chain
+                )
             caps = await client.capabilities()
         except PeerError as exc:
             ledger.update_outbound(self.db, row, state="failed", error=exc.message)
@@ -222,11 +226,21 @@ class Messenger:
             await client.aclose()
         if caps.get("platform") == "backchannel" and caps.get("gateway_id"):
             registry.remember_gateway_id(self.runtime.root, peer.name, str(caps["gateway_id"]))
-        ledger.update_outbound(self.db, row, **result.ledger_fields(), wake=result.result == "receipt")
+        ledger.update_outbound(
+            self.db,
+            row,
+            state=result.outcome.value,
+            reply=result.reply,
+            error=result.error,
+            key=result.idempotency_key,
+            remote_session_id=result.session_id,
+            remote_run_id=result.run_id,
+            wake=result.outcome is Outcome.RECEIPT,
+        )
         body = {"to": target_names[0], "run_id": result.run_id, "session_id": result.session_id}
-        if result.result == "delivered":
+        if result.outcome is Outcome.DELIVERED:
             return {"status": "replied", **body, "reply": result.reply or ""}
-        if result.result == "receipt":
+        if result.outcome is Outcome.RECEIPT:
             return {
                 "status": "receipt",
                 **body,
@@ -234,7 +248,7 @@ class Messenger:
                 "queue_position": result.queue_position,
                 "detail": RECEIPT_DETAIL,
             }
-        return {"status": result.result, **body, "error": result.error}
+        return {"status": result.outcome.value, **body, "error": result.error}
 
     def admit(self, session: SessionRow, *, sender: str, hops: int, chain: tuple[str, ...], message: str) -> None:
         """Rules for a message arriving from another gateway: the target's accept list, hops, deadlock."""
