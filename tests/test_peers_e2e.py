@@ -396,8 +396,11 @@ def test_dm_past_its_wait_gives_a_receipt_then_status_follows_it(pair: Pair) -> 
     run_id = body["run_id"]
     assert run_id
 
-    # Sending the same text again (no key: a content-derived one) is the same message, not a second turn.
-    resent, again = dm_json(pair.a, "beta", "/sleep 2\nslow one", "--wait", "0.3")
+    # Without --idempotency-key the command made a fresh key and printed it; sending again with it is
+    # the same message, not a second turn.
+    key = body["idempotency_key"]
+    assert key
+    resent, again = dm_json(pair.a, "beta", "/sleep 2\nslow one", "--wait", "0.3", "--idempotency-key", key)
     assert resent.exit_code == 0, resent.stderr
     assert again["run_id"] == run_id, again
 

@@ -1,31 +1,41 @@
-"""HTTP client of a Backchannel gateway, as the CLI uses it. httpx errors are translated here."""
+"""The CLI's client of its own home's gateway, on the one transport (no redirects: the key stays on this port)."""
 
 from __future__ import annotations
 
-import urllib.parse
-import uuid
+import functools
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
-
+from .. import keys
 from ..errors import BackchannelError, GatewayError
 from ..home.config import GatewayConfig
+from .http import Naming, Transport, error_of, quote
 
 PROBE_TIMEOUT = 0.5
+TIMEOUT = 30.0
 
 
 @dataclass(frozen=True)
 class Answer:
+    """A JSON-object answer of the gateway below 400 (errors are raised)."""
+
     status: int
     body: dict[str, Any]
 
 
 class GatewayClient:
-    def __init__(self, base_url: str, api_key: str, *, timeout: float = 30.0) -> None:
+    """Requests to this home's gateway as the person, with the home's API key."""
+
+    def __init__(self, base_url: str, api_key: str, *, timeout: float = TIMEOUT) -> None:
         self.base_url = base_url.rstrip("/")
-        self._headers = {"Authorization": f"Bearer {api_key}", "User-Agent": "backchannel-cli"}
-        self._http = httpx.AsyncClient(timeout=timeout, follow_redirects=False, trust_env=False)
+        naming = Naming(
+            who=f"the gateway at {self.base_url}",
+            not_sent=GatewayError,
+            maybe_sent=functools.partial(GatewayError, code="outcome_unknown"),
+        )
+        self._http = Transport(
+            self.base_url, api_key, naming=naming, follow_redirects=False, timeout=timeout, user_agent="backchannel-cli"
+        )
 
     @classmethod
     def for_home(cls, settings: GatewayConfig, api_key: str) -> GatewayClient:
@@ -39,15 +49,11 @@ class GatewayClient:
     async def probe(self, gateway_id: str) -> bool:
         """True when the gateway of this home answers (same gateway id, our key accepted)."""
         try:
-            r = await self._http.get(f"{self.base_url}/v1/capabilities", headers=self._headers, timeout=PROBE_TIMEOUT)
-        except httpx.HTTPError:
+            r = await self._http.request("GET", "/v1/capabilities", timeout=PROBE_TIMEOUT, retries=0)
+        except GatewayError:
             return False
-        if r.status_code != 200:
-            return False
-        try:
-            return bool(r.json().get("gateway_id") == gateway_id)
-        except ValueError:
-            return False
+        body = r.json_object() if r.status == 200 else None
+        return body is not None and body.get("gateway_id") == gateway_id
 
     async def request(
         self,
@@ -58,28 +64,13 @@ class GatewayClient:
         headers: dict[str, str] | None = None,
         timeout: float | None = None,
     ) -> Answer:
-        url = self.base_url + path
-        try:
-            r = await self._http.request(
-                method,
-                url,
-                json=json,
-                headers={**self._headers, **(headers or {})},
-                timeout=timeout if timeout is not None else httpx.USE_CLIENT_DEFAULT,
-            )
-        except httpx.TimeoutException as exc:
-            raise GatewayError(f"the gateway at {self.base_url} did not answer {method} {path} in time") from exc
-        except httpx.HTTPError as exc:
-            raise GatewayError(f"the gateway at {self.base_url} could not be reached: {exc}") from exc
-        try:
-            body = r.json()
-        except ValueError as exc:
-            raise GatewayError(f"the gateway answered {method} {path} with non-JSON (HTTP {r.status_code})") from exc
-        if not isinstance(body, dict):
-            raise GatewayError(f"the gateway answered {method} {path} with a non-object")
-        if r.status_code >= 400:
-            raise _error(r.status_code, body)
-        return Answer(r.status_code, body)
+        r = await self._http.request(method, path, json=json, headers=headers, timeout=timeout)
+        body = r.json_object()
+        if body is None:
+            raise GatewayError(f"the gateway answered {method} {path} with non-JSON or a non-object (HTTP {r.status})")
+        if r.status >= 400:
+            raise _error(r.status, body)
+        return Answer(r.status, body)
 
     async def chat(
         self,
@@ -92,27 +83,18 @@ class GatewayClient:
         sender: str = "human:cli",
     ) -> Answer:
         headers = {
-            "Idempotency-Key": idempotency_key or f"cli-{uuid.uuid4().hex}",
+            "Idempotency-Key": idempotency_key or keys.cli(),
             "X-Hermes-Wait-Seconds": f"{max(wait, 0.001):g}",
             "X-Backchannel-Sender": sender,
         }
-        path = f"/p/{_q(profile)}/api/sessions/{_q(session_id)}/chat"
+        path = f"/p/{quote(profile)}/api/sessions/{quote(session_id)}/chat"
         return await self.request("POST", path, json={"message": message}, headers=headers, timeout=wait + 30)
 
 
-def _q(part: str) -> str:
-    return urllib.parse.quote(part, safe="")
-
-
 def _error(status: int, body: dict[str, Any]) -> BackchannelError:
-    err = body.get("error")
-    message = err.get("message") if isinstance(err, dict) else str(err or f"HTTP {status}")
-    code = err.get("code") if isinstance(err, dict) else None
-    exc = BackchannelError(
-        str(message),
-        code=str(code) if code else None,
-        details={k: v for k, v in (err.items() if isinstance(err, dict) else []) if k == "run_id"},
-    )
+    """The gateway's own error, as the CLI reports it (its exit code from the HTTP status)."""
+    err = error_of(status, body)
+    exc = BackchannelError(err.message, code=err.code, details={k: v for k, v in err.details.items() if k == "run_id"})
     exc.http_status = status
     exc.exit_code = 2 if status in (400, 403, 404, 409, 413) else 1
     return exc

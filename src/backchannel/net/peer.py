@@ -1,32 +1,28 @@
-"""HTTP client of another gateway in the Hermes API-server dialect (Backchannel or Hermes alike).
+"""The client of another gateway in the Hermes API-server dialect (Backchannel or Hermes alike).
 
-httpx errors are translated here: a connection that fails before the request was sent is
-"unreachable" (and safely retried with the same key); one that fails after is "outcome unknown".
+It runs on the one transport (`net.http`): a request that failed before it was sent is
+"unreachable" (code `peer_unreachable`, safe to send again with the same key); one that failed
+after is "outcome unknown" (`PeerOutcomeUnknown`). A delivery's answer becomes a `Result`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import functools
-import hashlib
 import json
 import re
-import ssl
-import time
 import urllib.parse
 from collections.abc import AsyncIterator
-from dataclasses import asdict, dataclass
 from typing import Any
 
-import httpx
-
-from .. import __version__
 from ..errors import PeerError, PeerOutcomeUnknown, PeerRefused
 from ..home.peers import Peer
+from ..outcome import Outcome, Result, of_state
+from . import sse
+from .http import ErrorBody, HttpResponse, Naming, Transport, error_of, json_object, quote
 
 BOT_CHAT = "Bot Chat"
 LIST_TIMEOUT = 30.0
-CONNECT_RETRIES = 2
+SEND_RESULT = "hermes.peer.send_result"
 REFUSAL_CODES = frozenset(
     {
         "not_allowed",
@@ -45,65 +41,43 @@ REFUSAL_CODES = frozenset(
 TAKEN_TITLE_RE = re.compile(r"in use by session (\S+)")
 
 
-@dataclass(frozen=True)
-class DmResult:
-    result: str  # delivered | receipt | failed | refused | unknown
-    peer: str
-    agent: str | None
-    session_id: str | None
-    run_id: str | None
-    reply: str | None = None
-    error: str | None = None
-    state: str | None = None
-    queue_position: int | None = None
-    idempotency_key: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def ledger_fields(self) -> dict[str, Any]:
-        """What the ledger keeps of this answer (`ledger.update_outbound` keywords)."""
-        return {
-            "state": self.result,
-            "reply": self.reply,
-            "error": self.error,
-            "key": self.idempotency_key,
-            "remote_session_id": self.session_id,
-            "remote_run_id": self.run_id,
-        }
+def _str(value: Any) -> str | None:
+    return str(value) if value not in (None, "") else None
 
 
-def derived_key(sender: str, target_profile: str, session_id: str, message: str, *, window: int = 900) -> str:
-    """The receipt dialect's content key: the same text to the same Bot Chat within one window is one message."""
-    digest = hashlib.sha256(message.encode()).hexdigest()
-    raw = "\0".join(("v1", sender, target_profile, session_id, digest))
-    return f"auto:{hashlib.sha256(raw.encode()).hexdigest()[:24]}:{int(time.time() // window)}"
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _q(part: str) -> str:
-    return urllib.parse.quote(part, safe="")
-
-
-@functools.cache
-def _system_tls() -> ssl.SSLContext:
-    """The system's certificate store, loaded once per process (it takes tens of milliseconds)."""
-    return ssl.create_default_context()
+def _outcome(given: Any) -> Outcome:
+    try:
+        return Outcome(str(given))
+    except ValueError:
+        return Outcome.UNKNOWN
 
 
 class PeerClient:
+    """One peer gateway (or one of its agents, under `/p/AGENT`), spoken to in the Hermes dialect."""
+
     def __init__(self, peer: Peer, agent: str | None = None, *, gateway_id: str = "") -> None:
         if not peer.key:
             raise PeerError(f"peer {peer.name!r} has no key: set one with `backchannel peer add {peer.name} --url ...`")
         self.peer = peer
         self.agent = agent
-        self.base = peer.url + (f"/p/{_q(agent)}" if agent else "")
+        self.base = peer.url + (f"/p/{quote(agent)}" if agent else "")
+        self.to = f"peer:{peer.name}" + (f"/{agent}" if agent else "")
+        self.who = f"peer {peer.name!r} at {self.base}"
         self.gateway_id = gateway_id
-        headers = {"Authorization": f"Bearer {peer.key}", "User-Agent": f"backchannel/{__version__}"}
-        # The system's certificates, not a bundled list; httpx drops Authorization on a cross-origin redirect.
-        self._http = httpx.AsyncClient(
-            headers=headers, timeout=LIST_TIMEOUT, follow_redirects=True, verify=_system_tls(), trust_env=False
+        naming = Naming(
+            who=self.who,
+            not_sent=functools.partial(PeerError, code="peer_unreachable"),
+            maybe_sent=PeerOutcomeUnknown,
         )
+        self._http = Transport(self.base, peer.key, naming=naming, follow_redirects=True, timeout=LIST_TIMEOUT)
         self._caps: dict[str, Any] | None = None
+
+    def __repr__(self) -> str:
+        return f"PeerClient({self.to!r}, {self.base!r})"
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -114,7 +88,7 @@ class PeerClient:
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    # --- transport -----------------------------------------------------------------------------
+    # --- answers -------------------------------------------------------------------------------
 
     async def _request(
         self,
@@ -124,58 +98,25 @@ class PeerClient:
         body: dict[str, Any] | None = None,
         headers: dict[str, str] | None = None,
         timeout: float = LIST_TIMEOUT,
-    ) -> httpx.Response:
-        url = self.base + path
-        for attempt in range(CONNECT_RETRIES + 1):
-            try:
-                response = await self._http.request(method, url, json=body, headers=headers, timeout=timeout)
-            except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-                if attempt < CONNECT_RETRIES:  # nothing was sent: safe to try again with the same key
-                    await asyncio.sleep(0.2 * (attempt + 1))
-                    continue
-                raise PeerError(
-                    f"could not reach peer {self.peer.name!r} at {self.peer.url}: {exc or type(exc).__name__}",
-                    code="peer_unreachable",
-                ) from exc
-            except httpx.TimeoutException as exc:
-                raise PeerOutcomeUnknown(
-                    f"peer {self.peer.name!r} did not answer {method} {path} within {timeout:g}s",
-                ) from exc
-            except httpx.HTTPError as exc:
-                raise PeerOutcomeUnknown(
-                    f"the connection to peer {self.peer.name!r} broke during {method} {path}: {exc}"
-                ) from exc
-            if response.status_code in (429, 503) and attempt < CONNECT_RETRIES:
-                await asyncio.sleep(min(float(response.headers.get("retry-after", "1") or 1), 5.0))
-                continue
-            return response
-        raise AssertionError("unreachable")
+    ) -> HttpResponse:
+        return await self._http.request(method, path, json=body, headers=headers, timeout=timeout)
 
-    def _json(self, response: httpx.Response, what: str) -> dict[str, Any]:
-        try:
-            data = response.json()
-        except ValueError as exc:
-            raise PeerError(f"peer {self.peer.name!r} answered {what} with non-JSON: {response.text[:200]!r}") from exc
-        if not isinstance(data, dict):
-            raise PeerError(f"peer {self.peer.name!r} answered {what} with a non-object JSON value")
-        if response.status_code >= 400:
-            raise self._error(response.status_code, data, what)
+    def _json(self, response: HttpResponse, what: str) -> dict[str, Any]:
+        data = response.json_object()
+        if response.status >= 400:
+            raise self._error(error_of(response.status, data), what)
+        if data is None:
+            raise PeerError(f"{self.who} answered {what} with no JSON object: {response.text[:200]!r}")
         return data
 
-    def _error(self, status: int, data: dict[str, Any], what: str) -> PeerError:
-        err = data.get("error")
-        message = err.get("message") if isinstance(err, dict) else err
-        code = (err.get("code") if isinstance(err, dict) else None) or data.get("code") or data.get("reason")
-        detail = str(message or f"HTTP {status}")
+    def _error(self, err: ErrorBody, what: str) -> PeerError:
+        status, code = err.status, err.code
         if status == 401 or code in ("invalid_api_key", "gateway_auth_failed"):
-            return PeerError(f"peer {self.peer.name!r} refused our key (HTTP {status}): {detail}", code="peer_auth")
+            return PeerError(f"{self.who} refused our key (HTTP {status}): {err.message}", code="peer_auth")
         if code in REFUSAL_CODES or status in (403, 409):
-            return PeerRefused(
-                f"peer {self.peer.name!r} refused {what} (HTTP {status}, {code}): {detail}", code=str(code or "refused")
-            )
-        return PeerError(
-            f"peer {self.peer.name!r} rejected {what} (HTTP {status}): {detail}", code=str(code or "peer_error")
-        )
+            detail = f"{self.who} refused {what} (HTTP {status}, {code}): {err.message}"
+            return PeerRefused(detail, code=code or "refused")
+        return PeerError(f"{self.who} rejected {what} (HTTP {status}): {err.message}", code=code or "peer_error")
 
     # --- discovery -----------------------------------------------------------------------------
 
@@ -197,6 +138,7 @@ class PeerClient:
             return {}
 
     async def dedups_chat(self) -> bool:
+        """True when asking the chat route again with the same key replays the first answer."""
         caps = await self.capabilities()
         return caps.get("platform") == "backchannel" or bool((caps.get("features") or {}).get("chat_idempotency"))
 
@@ -212,11 +154,11 @@ class PeerClient:
             if re.fullmatch(r"Bot Chat #\d+", row["title"].strip()) and row.get("id"):
                 return str(row["id"])
         response = await self._request("POST", "/api/sessions", body={"title": BOT_CHAT, "source": "bot_peer_dm"})
-        if response.status_code == 400:
+        if response.status == 400:
             taken = TAKEN_TITLE_RE.search(response.text)
             if taken:  # a Bot Chat exists but was not listed: follow it to its live tip
                 found = self._json(
-                    await self._request("GET", f"/api/sessions/{_q(taken.group(1))}/messages"), "the Bot Chat lookup"
+                    await self._request("GET", f"/api/sessions/{quote(taken.group(1))}/messages"), "the Bot Chat lookup"
                 )
                 return str(found.get("session_id") or taken.group(1))
         created = self._json(response, "the Bot Chat creation")
@@ -225,7 +167,7 @@ class PeerClient:
             (session.get("id") if isinstance(session, dict) else None) or created.get("id") or created.get("session_id")
         )
         if not sid:
-            raise PeerError(f"peer {self.peer.name!r} did not return a session id for the new Bot Chat")
+            raise PeerError(f"{self.who} did not return a session id for the new Bot Chat")
         return str(sid)
 
     # --- verbs ---------------------------------------------------------------------------------
@@ -247,168 +189,155 @@ class PeerClient:
         message: str,
         *,
         wait: float,
-        key: str | None = None,
+        key: str,
         sender: str = "default",
         hops: int = 0,
         chain: tuple[str, ...] = (),
-    ) -> DmResult:
-        """Deliver into the Bot Chat and wait up to `wait` seconds: the reply, a receipt, or why not."""
+    ) -> Result:
+        """Deliver into the Bot Chat and wait up to `wait` seconds: the reply, a receipt, or why not.
+
+        Raises PeerError when nothing was delivered for certain (unreachable, no Bot Chat, wrong key).
+        """
         session_id = await self.bot_chat()
-        key = key or derived_key(sender, self.agent or sender, session_id, message)
-        path = f"/api/sessions/{_q(session_id)}/chat"
+        path = f"/api/sessions/{quote(session_id)}/chat"
         headers = self._delivery_headers(key, sender=sender, wait=wait, hops=hops, chain=chain)
         try:
             response = await self._request("POST", path, body={"message": message}, headers=headers, timeout=wait + 30)
         except PeerOutcomeUnknown as exc:
             if not await self.dedups_chat():
-                return self._result(
-                    "unknown",
+                return self._unknown(
                     session_id,
-                    None,
                     key,
-                    error=(
-                        f"{exc.message}; the message may be in its Bot Chat (session {session_id}): do not resend, "
-                        "read the session's messages to check"
-                    ),
+                    f"{exc.message}; the message may be in its Bot Chat (session {session_id}): do not resend, "
+                    "read the session's messages to check",
                 )
             try:  # a Backchannel peer deduplicates on the key: asking again tells what happened
                 headers["X-Hermes-Wait-Seconds"] = "1"
                 response = await self._request("POST", path, body={"message": message}, headers=headers, timeout=30)
             except PeerError as again:
-                return self._result(
-                    "unknown",
-                    session_id,
-                    None,
-                    key,
-                    error=(f"{again.message}; outcome unknown: a resend must reuse idempotency key {key!r}"),
+                return self._unknown(
+                    session_id, key, f"{again.message}; outcome unknown: a resend must reuse idempotency key {key!r}"
                 )
         try:
             body = self._json(response, "the message")
         except PeerRefused as exc:
-            return self._result("refused", session_id, None, key, error=exc.message)
+            return self._result(Outcome.REFUSED, session_id, key, code=exc.code, error=exc.message)
         except PeerError as exc:
             if exc.code == "peer_auth":
                 raise
-            return self._result("failed", session_id, None, key, error=exc.message)
+            return self._result(Outcome.FAILED, session_id, key, code=exc.code, error=exc.message)
         return self._read_chat(body, session_id, key)
 
-    def _result(
-        self, result: str, session_id: str | None, run_id: str | None, key: str | None, **fields: Any
-    ) -> DmResult:
-        return DmResult(
-            result=result,
-            peer=self.peer.name,
-            agent=self.agent,
-            session_id=session_id,
-            run_id=run_id,
-            idempotency_key=key,
-            **fields,
-        )
+    def _result(self, outcome: Outcome, session_id: str | None, key: str, **fields: Any) -> Result:
+        return Result(outcome, self.to, session_id=session_id, idempotency_key=key, **fields)
 
-    def _read_chat(self, body: dict[str, Any], session_id: str, key: str) -> DmResult:
+    def _unknown(self, session_id: str, key: str, error: str) -> Result:
+        return self._result(Outcome.UNKNOWN, session_id, key, code=PeerOutcomeUnknown.code, error=error)
+
+    def _read_chat(self, body: dict[str, Any], session_id: str, key: str) -> Result:
         sid = str(body.get("session_id") or session_id)
-        if body.get("object") == "hermes.peer.send_result":
-            result = str(body.get("result") or "unknown")
+        replayed = bool(body.get("replayed"))
+        if body.get("object") == SEND_RESULT:  # the envelope says what became of it
+            outcome = _outcome(body.get("result"))
+            settled_badly = outcome in (Outcome.FAILED, Outcome.REFUSED, Outcome.UNKNOWN)
             return self._result(
-                result,
+                outcome,
                 sid,
-                body.get("delivery_id"),
                 key,
-                reply=body.get("reply"),
-                error=body.get("error") or (body.get("detail") if result == "failed" else None),
-                state=body.get("status"),
-                queue_position=body.get("queue_position"),
+                run_id=_str(body.get("delivery_id")),
+                state=_str(body.get("status")),
+                reply=_str(body.get("reply")),
+                queue_position=_int(body.get("queue_position")),
+                code=_str(body.get("reason")) if settled_badly else None,
+                error=_str(body.get("error") or (body.get("detail") if settled_badly else None)),
+                replayed=replayed,
             )
         if body.get("object") == "hermes.session.chat.queued":
+            state = str(body.get("status") or "queued")
             return self._result(
-                "receipt",
+                Outcome.HELD if of_state(state) is Outcome.HELD else Outcome.RECEIPT,
                 sid,
-                body.get("run_id") or body.get("delivery_id"),
                 key,
-                state=str(body.get("status") or "queued"),
-                queue_position=body.get("queue_position"),
+                run_id=_str(body.get("run_id") or body.get("delivery_id")),
+                state=state,
+                queue_position=_int(body.get("queue_position")),
+                replayed=replayed,
             )
         message = body.get("message")
         if isinstance(message, dict):
             content = message.get("content")
             return self._result(
-                "delivered",
+                Outcome.DELIVERED,
                 sid,
-                body.get("run_id"),
                 key,
-                reply=content if isinstance(content, str) else json.dumps(content),
+                run_id=_str(body.get("run_id")),
                 state="completed",
+                reply=content if isinstance(content, str) else json.dumps(content),
+                replayed=replayed,
             )
-        raise PeerError(f"peer {self.peer.name!r} answered the message with an unknown shape")
+        raise PeerError(f"{self.who} answered the message with an unknown shape")
 
     async def start_run(
         self,
         message: str,
         *,
-        key: str | None = None,
+        key: str,
         sender: str = "default",
         hops: int = 0,
         chain: tuple[str, ...] = (),
-    ) -> dict[str, Any]:
+    ) -> Result:
+        """Start a turn in the Bot Chat and return at once: a receipt with the run id (or a refusal, a failure)."""
         session_id = await self.bot_chat()
-        key = key or derived_key(sender, self.agent or sender, session_id, message)
         headers = self._delivery_headers(key, sender=sender, wait=None, hops=hops, chain=chain)
         body = self._json(
             await self._request("POST", "/v1/runs", body={"input": message, "session_id": session_id}, headers=headers),
             "the run",
         )
-        if body.get("object") == "hermes.peer.send_result" and body.get("result") == "receipt":
-            body = {"run_id": body.get("delivery_id"), "status": body.get("status"), "replayed": body.get("replayed")}
-        run_id = body.get("run_id") or body.get("delivery_id")
+        state = str(body.get("status") or "started")
+        replayed = bool(body.get("replayed"))
+        if body.get("object") == SEND_RESULT and body.get("result") in (Outcome.REFUSED, Outcome.FAILED):
+            return self._result(
+                Outcome(str(body["result"])),
+                session_id,
+                key,
+                run_id=_str(body.get("delivery_id")),
+                state=state,
+                code=_str(body.get("reason")),
+                error=_str(body.get("error") or body.get("detail")) or state,
+                replayed=replayed,
+            )
+        run_id = _str(body.get("run_id") or body.get("delivery_id"))
         if not run_id:
-            raise PeerError(f"peer {self.peer.name!r} did not return a run id")
-        return {
-            "peer": self.peer.name,
-            "agent": self.agent,
-            "session_id": session_id,
-            "run_id": str(run_id),
-            "status": str(body.get("status") or "started"),
-            "replayed": bool(body.get("replayed")),
-            "idempotency_key": key,
-        }
+            raise PeerError(f"{self.who} did not return a run id")
+        return self._result(
+            Outcome.RECEIPT,
+            session_id,
+            key,
+            run_id=run_id,
+            state=state,
+            queue_position=_int(body.get("queue_position")),
+            replayed=replayed,
+        )
 
     async def run_status(self, run_id: str) -> dict[str, Any] | None:
         """The run object, or None when the peer does not know the run (expired, restarted, never)."""
-        response = await self._request("GET", f"/v1/runs/{_q(run_id)}")
-        if response.status_code == 404:
+        response = await self._request("GET", f"/v1/runs/{quote(run_id)}")
+        if response.status == 404:
             return None
         return self._json(response, "the status request")
 
     async def stop(self, run_id: str) -> dict[str, Any]:
-        return self._json(await self._request("POST", f"/v1/runs/{_q(run_id)}/stop", body={}), "the stop request")
+        return self._json(await self._request("POST", f"/v1/runs/{quote(run_id)}/stop", body={}), "the stop request")
 
     async def events(self, run_id: str) -> AsyncIterator[dict[str, Any]]:
-        """The run's server-sent events (unnamed `data:` frames), until the stream ends."""
-        url = f"{self.base}/v1/runs/{_q(run_id)}/events"
-        try:
-            async with self._http.stream("GET", url, timeout=httpx.Timeout(30, read=None)) as response:
-                if response.status_code >= 400:
-                    await response.aread()
-                    raise self._error(response.status_code, _safe_json(response), "the event stream")
-                async for line in response.aiter_lines():
-                    if line.startswith("data:"):
-                        try:
-                            event = json.loads(line[5:].strip())
-                        except json.JSONDecodeError:
-                            continue
-                        if isinstance(event, dict):
-                            yield event
-        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-            raise PeerError(
-                f"could not reach peer {self.peer.name!r} at {self.peer.url}: {exc}", code="peer_unreachable"
-            ) from exc
-        except httpx.HTTPError as exc:
-            raise PeerOutcomeUnknown(f"the event stream of peer {self.peer.name!r} broke: {exc}") from exc
-
-
-def _safe_json(response: httpx.Response) -> dict[str, Any]:
-    try:
-        data = response.json()
-    except ValueError:
-        return {}
-    return data if isinstance(data, dict) else {}
+        """The run's server-sent events (JSON objects in `data:`), until the stream ends."""
+        async with self._http.stream("GET", f"/v1/runs/{quote(run_id)}/events", read_timeout=None) as stream:
+            if stream.status >= 400:
+                raise self._error(error_of(stream.status, json_object(await stream.read())), "the event stream")
+            async for event in sse.parse(stream.chunks()):
+                try:
+                    data = json.loads(event.data)
+                except ValueError:
+                    continue
+                if isinstance(data, dict):
+                    yield data

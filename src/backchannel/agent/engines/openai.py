@@ -11,6 +11,7 @@ import aiohttp
 
 from ...errors import EngineError
 from ...messages import Message, ToolCall
+from ...net.sse import Event, SseParser
 from .base import ModelRequest, OnDelta
 
 
@@ -98,14 +99,21 @@ class _Reply:
         if args is not None:
             slot["arguments"].append(args if isinstance(args, str) else json.dumps(args))
 
-    def feed_events(self, payloads: list[str]) -> bool:
-        """Feeds SSE data payloads; True once `[DONE]` arrived."""
+    def feed_events(self, events: list[Event]) -> bool:
+        """Feeds stream events; True once `[DONE]` arrived."""
+        return self.feed_payloads([e.data for e in events if e.data.strip()])
+
+    def feed_payloads(self, payloads: list[str]) -> bool:
         for payload in payloads:
             if payload.strip() == "[DONE]":
                 return True
             try:
                 chunk = json.loads(payload)
             except ValueError:
+                if "\n" in payload:  # `data:` lines without blank lines between them: one chunk per line
+                    if self.feed_payloads([line for line in payload.split("\n") if line.strip()]):
+                        return True
+                    continue
                 raise self.bad(f"stream chunk is not JSON: {payload[:200]!r}") from None
             choice = self.check(chunk, "stream chunk")
             self.chunks += 1
@@ -138,29 +146,6 @@ class _Reply:
             call_id = slot["id"] or f"call_{uuid.uuid4().hex[:24]}"
             calls.append(ToolCall(id=call_id, name=slot["name"], arguments="".join(slot["arguments"])))
         return Message(role="assistant", content="".join(self.text), tool_calls=tuple(calls))
-
-
-class _SseLines:
-    """Splits an event stream into `data:` payloads, one per line, across arbitrary byte boundaries."""
-
-    def __init__(self) -> None:
-        self.buffer = b""
-
-    def feed(self, raw: bytes) -> list[str]:
-        *lines, self.buffer = (self.buffer + raw).split(b"\n")
-        return [p for p in map(self._payload, lines) if p is not None]
-
-    def close(self) -> list[str]:
-        rest, self.buffer = self.buffer, b""
-        payload = self._payload(rest)
-        return [] if payload is None else [payload]
-
-    @staticmethod
-    def _payload(line: bytes) -> str | None:
-        text = line.rstrip(b"\r").decode("utf-8", "replace")
-        if not text.startswith("data:") or not text[5:].strip():
-            return None  # blank separators, comments, event:/id:/retry: fields, empty data
-        return text[5:].strip()
 
 
 def _http_error(where: str, status: int, raw: bytes) -> str:
@@ -212,20 +197,20 @@ class OpenAIEngine:
                 if resp.status >= 400:
                     raise EngineError(_http_error(where, resp.status, await resp.read()))
                 if "text/event-stream" in resp.headers.get("Content-Type", "").lower():
-                    lines, done = _SseLines(), False
+                    parser, done = SseParser(), False
                     async for raw in resp.content.iter_any():
-                        if reply.feed_events(lines.feed(raw)):
+                        if reply.feed_events(parser.feed(raw)):
                             done = True
                             break
                     if not done:
-                        reply.feed_events(lines.close())
+                        reply.feed_events(parser.close())
                 else:
                     body = await resp.read()
                     if not body.lstrip().startswith(b"data:"):
                         reply.feed_body(body)
                         return reply.message()
-                    lines = _SseLines()  # an event stream under the wrong content type
-                    reply.feed_events(lines.feed(body) + lines.close())
+                    parser = SseParser()  # an event stream under the wrong content type
+                    reply.feed_events(parser.feed(body) + parser.close())
         except TimeoutError as exc:
             raise EngineError(f"{where} hit the timeout: no complete answer within {self.timeout_seconds:g}s") from exc
         except aiohttp.ClientConnectorError as exc:

@@ -1,0 +1,333 @@
+"""One HTTP transport for the Hermes dialect: auth, timeouts, retries before sending, redirects, httpx errors mapped.
+
+Every httpx exception is turned into a Backchannel error in `map_httpx_errors`, with the cause
+attached; nothing from httpx leaves this module. The mapping sorts failures in two:
+
+    not sent     connect error, connect or pool timeout, a URL or header that could not go out:
+                 nothing reached the other side, so the same request (the same key) may be sent again
+    maybe sent   read or write timeout, a connection that broke, an answer that could not be read,
+                 too many redirects: the request may have arrived, the outcome is unknown
+
+Each client says, in a `Naming`, what the other side is called and which error each kind becomes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import email.utils
+import functools
+import json
+import math
+import ssl
+import time
+import urllib.parse
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from .. import __version__
+from ..errors import BackchannelError, ConfigError
+
+DEFAULT_TIMEOUT = 30.0
+CONNECT_TIMEOUT = 10.0
+RETRIES = 2  # after the first attempt, only when nothing was sent (or the answer was 429/503)
+RETRY_AFTER_CAP = 5.0
+RETRY_AFTER_DEFAULT = 1.0
+USER_AGENT = f"backchannel/{__version__}"
+
+MakeError = Callable[[str], BackchannelError]
+
+# Nothing left this machine: the request can go again unchanged.
+_NOT_SENT: tuple[type[Exception], ...] = (
+    httpx.ConnectError,
+    httpx.ConnectTimeout,
+    httpx.PoolTimeout,
+    httpx.UnsupportedProtocol,
+    httpx.LocalProtocolError,
+    httpx.ProxyError,
+    httpx.InvalidURL,
+    httpx.CookieConflict,
+)
+# Of those, the ones worth a second attempt: the other side was not there a moment ago.
+_RETRIED: tuple[type[Exception], ...] = (httpx.ConnectError, httpx.ConnectTimeout)
+_EVERY_HTTPX_ERROR: tuple[type[Exception], ...] = (
+    httpx.HTTPError,
+    httpx.InvalidURL,
+    httpx.CookieConflict,
+    httpx.StreamError,
+)
+
+
+@dataclass(frozen=True)
+class Naming:
+    """How one client's transport errors are worded and what they mean: who is at the other end, and the errors."""
+
+    who: str  # "peer 'spark' at http://…", "the gateway at http://…"
+    not_sent: MakeError  # nothing was sent: trying again with the same key is safe
+    maybe_sent: MakeError  # the request may have arrived: the outcome is unknown
+
+
+@dataclass(frozen=True)
+class HttpResponse:
+    """A whole answer: status, headers (lower-case names) and body."""
+
+    status: int
+    headers: Mapping[str, str] = field(repr=False)
+    content: bytes = field(repr=False)
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", "replace")
+
+    def json_object(self) -> dict[str, Any] | None:
+        """The body as a JSON object, or None when it is not one."""
+        return json_object(self.content)
+
+
+@dataclass(frozen=True)
+class ErrorBody:
+    """What an error answer says, read from `{"error": {"message", "type", "code"}}` or one of its looser forms."""
+
+    status: int
+    message: str
+    code: str | None = None
+    type: str | None = None
+    details: Mapping[str, Any] = field(default_factory=dict)  # the error object's other fields (e.g. run_id)
+
+
+def quote(part: str) -> str:
+    """One URL path segment, quoted whole (a `/` in it is data, not a separator)."""
+    return urllib.parse.quote(part, safe="")
+
+
+def json_object(raw: bytes) -> dict[str, Any] | None:
+    """`raw` as a JSON object, or None when it is not one."""
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def error_of(status: int, body: Mapping[str, Any] | None) -> ErrorBody:
+    """The error in an answer: `error` as an object or a string; the code also from `error.reason`, `code`, `reason`."""
+    body = body or {}
+    err = body.get("error")
+    if isinstance(err, dict):
+        message = err.get("message")
+        code = err.get("code") or err.get("reason")
+        kind = err.get("type")
+        details = {k: v for k, v in err.items() if k not in ("message", "code", "type")}
+    else:
+        message, code, kind, details = err, None, None, {}
+    code = code or body.get("code") or body.get("reason")
+    return ErrorBody(
+        status,
+        str(message) if message else f"HTTP {status}",
+        str(code) if code else None,
+        str(kind) if kind else None,
+        details,
+    )
+
+
+def retry_after(value: str | None, *, now: float | None = None) -> float:
+    """Seconds to wait from a Retry-After header (seconds or an HTTP date), at most `RETRY_AFTER_CAP`."""
+    if not value or not value.strip():
+        return RETRY_AFTER_DEFAULT
+    try:
+        seconds = float(value.strip())
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value.strip())
+        except (TypeError, ValueError, IndexError):
+            return RETRY_AFTER_DEFAULT
+        seconds = when.timestamp() - (time.time() if now is None else now)  # a date without a zone is UTC
+    if not math.isfinite(seconds):
+        return RETRY_AFTER_DEFAULT
+    return min(max(seconds, 0.0), RETRY_AFTER_CAP)
+
+
+@functools.cache
+def system_tls() -> ssl.SSLContext:
+    """The system's certificate store, loaded once per process (it takes tens of milliseconds)."""
+    return ssl.create_default_context()
+
+
+def _detail(exc: Exception, secret: str) -> str:
+    text = str(exc) or type(exc).__name__
+    return text.replace(secret, "[key]") if secret else text
+
+
+@contextlib.contextmanager
+def map_httpx_errors(
+    naming: Naming, method: str, path: str, *, timeout: float | None, secret: str = ""
+) -> Iterator[None]:
+    """Turns any httpx exception raised inside into the client's error for it, the cause attached."""
+    try:
+        yield
+    except _EVERY_HTTPX_ERROR as exc:
+        detail = _detail(exc, secret)
+        if isinstance(exc, _NOT_SENT):
+            raise naming.not_sent(f"could not reach {naming.who}: {detail}") from exc
+        if isinstance(exc, httpx.TimeoutException):
+            within = f"within {timeout:g}s" if timeout is not None else "in time"
+            raise naming.maybe_sent(f"{naming.who} did not answer {method} {path} {within}") from exc
+        if isinstance(exc, httpx.TooManyRedirects):
+            raise naming.maybe_sent(f"{naming.who} redirected {method} {path} too many times") from exc
+        if isinstance(exc, httpx.DecodingError):
+            raise naming.maybe_sent(f"{naming.who} sent an undecodable answer to {method} {path}: {detail}") from exc
+        raise naming.maybe_sent(f"the connection to {naming.who} broke during {method} {path}: {detail}") from exc
+
+
+class Stream:
+    """An answer whose body is read as it arrives; reading it maps httpx errors like the request did."""
+
+    def __init__(self, response: httpx.Response, mapped: Callable[[], contextlib.AbstractContextManager[None]]) -> None:
+        self._response = response
+        self._mapped = mapped
+        self.status = response.status_code
+        self.headers: Mapping[str, str] = dict(response.headers)
+
+    async def read(self) -> bytes:
+        with self._mapped():
+            return await self._response.aread()
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        with self._mapped():
+            async for chunk in self._response.aiter_bytes():
+                yield chunk
+
+
+class Transport:
+    """One client's connection pool to one base URL, with its key, its naming and its redirect rule.
+
+    Timeouts are on by default; a request is sent again only when nothing was sent (connect failures)
+    or when the answer was 429/503 (after Retry-After, capped). `trust_env` is off: no proxy or netrc
+    from the environment. httpx drops the Authorization header when a redirect leaves the origin.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        key: str,
+        *,
+        naming: Naming,
+        follow_redirects: bool,
+        timeout: float = DEFAULT_TIMEOUT,
+        retries: int = RETRIES,
+        user_agent: str = USER_AGENT,
+    ) -> None:
+        if not key or not all("!" <= c <= "~" for c in key):
+            raise ConfigError(f"the key for {naming.who} must be visible ASCII characters (no spaces)")
+        self.base_url = base_url.rstrip("/")
+        self.naming = naming
+        self.timeout = timeout
+        self.retries = retries
+        self._key = key
+        self._http = httpx.AsyncClient(
+            headers={"Authorization": f"Bearer {key}", "User-Agent": user_agent},
+            timeout=self._timeout(timeout, read=timeout),
+            follow_redirects=follow_redirects,
+            verify=system_tls(),
+            trust_env=False,
+        )
+
+    def __repr__(self) -> str:
+        return f"Transport({self.base_url!r})"
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    @staticmethod
+    def _timeout(seconds: float, *, read: float | None) -> httpx.Timeout:
+        return httpx.Timeout(seconds, connect=min(seconds, CONNECT_TIMEOUT), read=read)
+
+    def mapped(self, method: str, path: str, timeout: float | None) -> contextlib.AbstractContextManager[None]:
+        return map_httpx_errors(self.naming, method, path, timeout=timeout, secret=self._key)
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any,
+        headers: Mapping[str, str] | None,
+        timeout: httpx.Timeout,
+        shown_timeout: float | None,
+        retries: int,
+        stream: bool,
+    ) -> httpx.Response:
+        for attempt in range(retries + 1):
+            last = attempt == retries
+            request = self._http.build_request(
+                method, self.base_url + path, json=json, headers=dict(headers or {}), timeout=timeout
+            )
+            with self.mapped(method, path, shown_timeout):
+                try:
+                    response = await self._http.send(request, stream=stream)
+                except _RETRIED:
+                    if last:
+                        raise
+                    await asyncio.sleep(0.2 * (attempt + 1))  # nothing was sent: the same request again is safe
+                    continue
+            if response.status_code in (429, 503) and not last:
+                wait = retry_after(response.headers.get("retry-after"))
+                with self.mapped(method, path, shown_timeout):
+                    await response.aclose()
+                await asyncio.sleep(wait)
+                continue
+            return response
+        raise AssertionError("unreachable")
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        headers: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        retries: int | None = None,
+    ) -> HttpResponse:
+        """`method` on base URL + `path` (already quoted), the whole answer read; any status is returned."""
+        seconds = self.timeout if timeout is None else timeout
+        response = await self._send(
+            method,
+            path,
+            json=json,
+            headers=headers,
+            timeout=self._timeout(seconds, read=seconds),
+            shown_timeout=seconds,
+            retries=self.retries if retries is None else retries,
+            stream=False,
+        )
+        return HttpResponse(response.status_code, dict(response.headers), response.content)
+
+    @contextlib.asynccontextmanager
+    async def stream(
+        self,
+        method: str,
+        path: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        read_timeout: float | None = None,
+    ) -> AsyncIterator[Stream]:
+        """An answer read as it arrives (`read_timeout` None: the body may pause for as long as it likes)."""
+        response = await self._send(
+            method,
+            path,
+            json=None,
+            headers=headers,
+            timeout=self._timeout(self.timeout, read=read_timeout),
+            shown_timeout=read_timeout,
+            retries=self.retries,
+            stream=True,
+        )
+        try:
+            yield Stream(response, lambda: self.mapped(method, path, read_timeout))
+        finally:
+            with self.mapped(method, path, read_timeout):
+                await response.aclose()
