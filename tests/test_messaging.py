@@ -93,7 +93,7 @@ def test_refused_by_default_then_allowed_and_answered_in_the_targets_own_context
             set_messaging(initialised, "a", allow=["b"])  # picked up without a restart
             done = await ask(router, "a", "ask b again")
             result = tool_results(router, "a")[-1]
-            assert result["status"] == "replied"
+            assert result["result"] == "delivered"
             assert result["reply"] == "I am B; my memory says: 1 blue"
             assert "I am B" in (done.run.reply or "")
             b_chat = router.messages(router.bot_chat("b").id)
@@ -117,7 +117,7 @@ def test_accept_list_of_the_target_is_enforced(initialised: Path) -> None:
 
     async def body(router: Router) -> None:
         await ask(router, "a", "/send c hello from a")
-        assert tool_results(router, "a")[-1]["status"] == "replied"
+        assert tool_results(router, "a")[-1]["result"] == "delivered"
         await ask(router, "b", "/send c hello from b")
         refused = tool_results(router, "b")[-1]["error"]
         assert refused["code"] == "not_allowed" and "accept" in refused["message"]
@@ -257,7 +257,7 @@ def test_wake_on_reply_after_a_receipt(initialised: Path) -> None:
         async def body(router: Router) -> None:
             await ask(router, "a", "ask b something slow")
             receipt = tool_results(router, "a")[-1]
-            assert receipt["status"] == "receipt" and "do not resend" in receipt["detail"]
+            assert receipt["result"] == "receipt" and "do not resend" in receipt["detail"]
             await quiesce(router)
             a_chat = router.messages(router.bot_chat("a").id)
             wake = [m for m in a_chat if m.role == "user" and "[Reply to your message" in m.content]
@@ -279,7 +279,7 @@ def test_check_list_and_cancel_tools(initialised: Path) -> None:
         send = {"session_id": "b", "message": "/sleep 5\nslow", "wait_seconds": 0}
         await ask(router, "a", f"/tool send_to_session {json.dumps(send)}")
         receipt = tool_results(router, "a")[-1]
-        assert receipt["status"] == "receipt"
+        assert receipt["result"] == "receipt"
         await ask(router, "a", f"/tool check_message {json.dumps({'run_id': receipt['run_id']})}")
         assert tool_results(router, "a")[-1]["state"] in ("queued", "running")
         await ask(router, "a", f"/tool cancel_message {json.dumps({'run_id': receipt['run_id']})}")

@@ -539,7 +539,7 @@ def test_agent_sends_to_an_agent_on_another_gateway(pair: Pair) -> None:
     assert out["via"] == "gateway"
     results = tool_results(out["reply"], "send_to_peer")
     assert len(results) == 1, out["reply"]
-    assert results[0]["status"] == "replied", results
+    assert results[0]["result"] == "delivered", json.dumps(results)
     assert results[0]["reply"] == "default (echo): are you there?"
 
     sent = [e for e in ledger(pair.a) if e["message"] == "are you there?" and e["target"] == "peer:beta"]
@@ -555,14 +555,13 @@ def test_agent_sends_to_an_agent_on_another_gateway(pair: Pair) -> None:
     check = json.dumps({"run_id": results[0]["run_id"]})
     checked = cli(pair.a, "send", "default", f"/tool check_message {check}", "--json")
     found = tool_results(json.loads(checked.stdout)["reply"], "check_message")
-    assert found == [
-        {
-            "status": "replied",
-            "run_id": results[0]["run_id"],
-            "to": "peer:beta",
-            "reply": "default (echo): are you there?",
-        }
-    ], found
+    assert len(found) == 1, found
+    assert {k: found[0].get(k) for k in ("result", "run_id", "to", "reply")} == {
+        "result": "delivered",
+        "run_id": results[0]["run_id"],
+        "to": "peer:beta",
+        "reply": "default (echo): are you there?",
+    }, found
 
 
 def test_a_reply_that_would_come_back_into_the_waiting_session_is_refused_as_a_deadlock(pair: Pair) -> None:
@@ -578,11 +577,11 @@ def test_a_reply_that_would_come_back_into_the_waiting_session_is_refused_as_a_d
     assert result.exit_code == 0, result.stderr
     assert took < 5.0, f"a deadlock must be refused at once, took {took:.1f}s"
     outer = tool_results(json.loads(result.stdout)["reply"], "send_to_peer")
-    assert len(outer) == 1 and outer[0]["status"] == "replied", outer
+    assert len(outer) == 1 and outer[0]["result"] == "delivered", outer
     inner = tool_results(outer[0]["reply"], "send_to_peer")
     assert len(inner) == 1, outer[0]["reply"]
-    assert inner[0]["status"] == "refused", inner
-    assert "would_deadlock" in inner[0]["error"], inner
+    assert inner[0]["result"] == "refused", inner
+    assert inner[0]["error"]["code"] == "would_deadlock", inner
 
     refusals = [e for e in ledger(pair.a) if e["message"] == "ping back"]
     assert [e["state"] for e in refusals] == ["refused:would_deadlock"], refusals
@@ -598,7 +597,7 @@ def test_a_late_peer_reply_wakes_the_sending_session(pair: Pair) -> None:
         assert result.exit_code == 0, result.stderr
         out = json.loads(result.stdout)
         sent = tool_results(out["reply"], "send_to_peer")
-        assert len(sent) == 1 and sent[0]["status"] == "receipt", sent
+        assert len(sent) == 1 and sent[0]["result"] == "receipt", sent
         remote_run = sent[0]["run_id"]
         assert remote_run
 
@@ -638,8 +637,8 @@ def test_a_peer_that_refuses_gives_exit_2_and_agents_a_refusal(pair: Pair) -> No
         agent = cli(pair.a, "send", "default", "/peer beta from an agent, hop one", "--json")
     assert agent.exit_code == 0, agent.stderr
     results = tool_results(json.loads(agent.stdout)["reply"], "send_to_peer")
-    assert len(results) == 1 and results[0]["status"] == "refused", results
-    assert "hop_limit" in results[0]["error"], results
+    assert len(results) == 1 and results[0]["result"] == "refused", results
+    assert "hop_limit" in json.dumps(results[0]["error"]), results
     assert [e["state"] for e in ledger(pair.b) if e["message"] == "from an agent, hop one"] == ["refused:hop_limit"]
 
 

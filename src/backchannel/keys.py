@@ -53,6 +53,11 @@ def agent_send(run_id: str, target: str, message: str, ordinal: int) -> str:
     return f"{SEND}{run_id}:{digest}:{ordinal}"
 
 
+def for_peer(gateway_id: str, key: str) -> str:
+    """An agent's key as it travels to another gateway: namespaced by ours, never one of the reserved forms."""
+    return f"{gateway_id}:{key}"
+
+
 def wake(run_id: str) -> str:
     return f"{WAKE}{run_id}"
 

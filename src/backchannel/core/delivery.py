@@ -317,7 +317,7 @@ class Delivery:
                 remote.profile,
                 message,
                 wait=wait,
-                key=keys.agent_send(ctx.run_id, to, message, ctx.ordinal(to, message)),
+                key=keys.for_peer(self.gateway_id, keys.agent_send(ctx.run_id, to, message, ctx.ordinal(to, message))),
                 sender=SentFrom(
                     address=ctx.address,
                     profile=ctx.profile.name,

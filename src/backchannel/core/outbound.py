@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import keys
-from ..errors import BackchannelError, PeerError
+from ..errors import BackchannelError, Conflict, PeerError
 from ..home import peers as registry
 from ..outcome import Outcome, Result, of_state
 from ..store import outbound as outstore
@@ -84,7 +84,13 @@ class Outbound:
         """Deliver into the Bot Chat of `agent` on `peer` and wait up to `wait` seconds for its reply.
 
         Raises PeerError when the peer cannot be reached or refuses our key (recorded as such)."""
-        row = outstore.record(self.db, self._new(peer, agent, message, key, sender, wait))
+        new = self._new(peer, agent, message, key, sender, wait)
+        row = outstore.record(self.db, new)
+        if (row.message, row.target) != (new.message, new.target):
+            raise Conflict(
+                f"idempotency key {key!r} was already used for a different message or target ({row.target})",
+                code="idempotency_key_conflict",
+            )
         if row.state == "delivered":
             return _result_of(row, replayed=True)  # this very message was answered before
         # Anything else is asked again with the same key: the peer answers for the run it already has.
