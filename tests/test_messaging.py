@@ -6,12 +6,13 @@ import asyncio
 import itertools
 import json
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from backchannel.core.directory import Router
-from backchannel.core.queue import Runtime
+from backchannel.core.delivery import Delivered, Incoming
+from backchannel.core.gateway import Gateway
 from backchannel.home import config
 from backchannel.store.runs import RunState
 from conftest import run_cli
@@ -34,25 +35,30 @@ def make_profiles(root: Path, *names: str, base_url: str | None = None) -> None:
         (root / "profiles" / name / "SOUL.md").write_text(f"You are agent {name.upper()}.\n")
 
 
-def with_router(root: Path, body: Callable[[Router], Awaitable[None]]) -> None:
+def with_gateway(root: Path, body: Callable[[Gateway], Awaitable[None]]) -> None:
     async def main() -> None:
-        runtime = Runtime(root)
-        router = Router(runtime)
-        await runtime.start()
+        gateway = Gateway(root)
+        await gateway.start()
         try:
-            await body(router)
+            await body(gateway)
         finally:
-            await runtime.close(grace=1)
+            await gateway.stop(grace=1)
 
     asyncio.run(main())
 
 
-def ask(router: Router, profile: str, message: str, wait: float = 10) -> Awaitable[Any]:
-    return router.deliver(router.bot_chat(profile), message, sender="human:api", wait=wait)
+async def ask(gw: Gateway, profile: str, message: str, wait: float = 10) -> Delivered:
+    """The person writes into the profile's Bot Chat and waits for the answer."""
+    session = await gw.directory.open_bot_chat(profile)
+    return await gw.delivery.deliver(Incoming(session, message, "human:api"), wait=wait)
 
 
-def tool_results(router: Router, profile: str) -> list[dict[str, Any]]:
-    return [json.loads(m.content) for m in router.messages(router.bot_chat(profile).id) if m.role == "tool"]
+def bot_chat(gw: Gateway, profile: str) -> list[Any]:
+    return gw.directory.messages(gw.directory.bot_chat(profile).id)
+
+
+def tool_results(gw: Gateway, profile: str) -> list[dict[str, Any]]:
+    return [json.loads(m.content) for m in bot_chat(gw, profile) if m.role == "tool"]
 
 
 def who(body: dict[str, Any]) -> str:
@@ -85,26 +91,26 @@ def test_refused_by_default_then_allowed_and_answered_in_the_targets_own_context
         make_profiles(initialised, "a", "b", base_url=model.base_url)
         (initialised / "profiles/b/memories/MEMORY.md").write_text("favourite colour blue\n")
 
-        async def body(router: Router) -> None:
-            await ask(router, "a", "ask b")
-            refused = tool_results(router, "a")[-1]
+        async def body(gw: Gateway) -> None:
+            await ask(gw, "a", "ask b")
+            refused = tool_results(gw, "a")[-1]
             assert refused["error"]["code"] == "not_allowed"
-            assert not router.sessions("b")  # nothing was delivered, not even a Bot Chat made
+            assert not gw.directory.sessions("b")  # nothing was delivered, not even a Bot Chat made
             set_messaging(initialised, "a", allow=["b"])  # picked up without a restart
-            done = await ask(router, "a", "ask b again")
-            result = tool_results(router, "a")[-1]
+            done = await ask(gw, "a", "ask b again")
+            result = tool_results(gw, "a")[-1]
             assert result["result"] == "delivered"
             assert result["reply"] == "I am B; my memory says: 1 blue"
             assert "I am B" in (done.run.reply or "")
-            b_chat = router.messages(router.bot_chat("b").id)
+            b_chat = bot_chat(gw, "b")
             assert b_chat[0].content.startswith("[Message from session a/")
             assert "another agent, not your user" in b_chat[0].content
             assert b_chat[1].content.startswith("I am B")
-            ledger = router.ledger("a", "b")
+            ledger = gw.delivery.ledger("a", "b")
             assert [e.state for e in ledger] == ["completed", "refused:not_allowed"]
             assert ledger[0].hops == 1 and ledger[0].wait_seconds == 120
 
-        with_router(initialised, body)
+        with_gateway(initialised, body)
         b_request = next(r for r in model.requests if who(r) == "b")
         assert "You are agent B" in b_request["messages"][0]["content"]
 
@@ -115,32 +121,32 @@ def test_accept_list_of_the_target_is_enforced(initialised: Path) -> None:
     set_messaging(initialised, "b", allow=["c"])
     set_messaging(initialised, "c", accept=["a"])
 
-    async def body(router: Router) -> None:
-        await ask(router, "a", "/send c hello from a")
-        assert tool_results(router, "a")[-1]["result"] == "delivered"
-        await ask(router, "b", "/send c hello from b")
-        refused = tool_results(router, "b")[-1]["error"]
+    async def body(gw: Gateway) -> None:
+        await ask(gw, "a", "/send c hello from a")
+        assert tool_results(gw, "a")[-1]["result"] == "delivered"
+        await ask(gw, "b", "/send c hello from b")
+        refused = tool_results(gw, "b")[-1]["error"]
         assert refused["code"] == "not_allowed" and "accept" in refused["message"]
 
-    with_router(initialised, body)
+    with_gateway(initialised, body)
 
 
 def test_mentions_answered_and_refused_in_place(initialised: Path) -> None:
     make_profiles(initialised, "a", "b", "c")
     set_messaging(initialised, "a", allow=["b"])
 
-    async def body(router: Router) -> None:
-        done = await ask(router, "a", "@session:b @session:c what is the status?")
+    async def body(gw: Gateway) -> None:
+        done = await ask(gw, "a", "@session:b @session:c what is the status?")
         reply = done.run.reply or ""
         assert reply.startswith("a (echo): what is the status?")
         assert "@session:b (b/" in reply and "answered:\nb (echo): what is the status?" in reply
         assert "@session:c was refused (not_allowed)" in reply
-        b_chat = router.messages(router.bot_chat("b").id)
+        b_chat = bot_chat(gw, "b")
         assert b_chat[0].content.startswith("[Message from session a/")
         assert b_chat[0].content.endswith("what is the status?")
         assert "@session" not in b_chat[0].content
 
-    with_router(initialised, body)
+    with_gateway(initialised, body)
 
 
 def test_a_three_way_wait_cycle_is_refused_at_once(initialised: Path) -> None:
@@ -149,28 +155,28 @@ def test_a_three_way_wait_cycle_is_refused_at_once(initialised: Path) -> None:
     set_messaging(initialised, "b", allow=["c"])
     set_messaging(initialised, "c", allow=["a"])
 
-    async def body(router: Router) -> None:
+    async def body(gw: Gateway) -> None:
         started = time.monotonic()
-        done = await ask(router, "a", "/send b /send c /send a are you there?", wait=30)
+        done = await ask(gw, "a", "/send b /send c /send a are you there?", wait=30)
         assert time.monotonic() - started < 5  # refused at once, no timeout involved
         assert done.run.state is RunState.COMPLETED
-        c_result = tool_results(router, "c")[-1]["error"]
+        c_result = tool_results(gw, "c")[-1]["error"]
         assert c_result["code"] == "would_deadlock"
         assert "Answer it instead of asking" in c_result["message"]
-        assert [e.state for e in router.ledger("c", "a")] == ["refused:would_deadlock"]
+        assert [e.state for e in gw.delivery.ledger("c", "a")] == ["refused:would_deadlock"]
 
-    with_router(initialised, body)
+    with_gateway(initialised, body)
 
 
 def test_a_session_cannot_message_itself(initialised: Path) -> None:
     make_profiles(initialised, "a")
     set_messaging(initialised, "a", allow=["a"])
 
-    async def body(router: Router) -> None:
-        await ask(router, "a", "/send a hello me")
-        assert tool_results(router, "a")[-1]["error"]["code"] == "self_send"
+    async def body(gw: Gateway) -> None:
+        await ask(gw, "a", "/send a hello me")
+        assert tool_results(gw, "a")[-1]["error"]["code"] == "self_send"
 
-    with_router(initialised, body)
+    with_gateway(initialised, body)
 
 
 def ping_pong_script(counter: itertools.count[int]) -> Callable[[dict[str, Any]], Any]:
@@ -185,17 +191,26 @@ def ping_pong_script(counter: itertools.count[int]) -> Callable[[dict[str, Any]]
     return script
 
 
-def quiesce(router: Router) -> Awaitable[None]:
-    async def wait() -> None:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            busy = router.db.one("SELECT COUNT(*) FROM runs WHERE state IN ('queued', 'running')")[0]
-            if not busy:
-                return
-            await asyncio.sleep(0.05)
-        raise AssertionError("the exchange did not stop")
+async def quiesce(gw: Gateway) -> None:
+    """Until nothing in the ledger is still queued or running."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if not any(e.state in ("queued", "running") for e in gw.delivery.ledger(limit=10_000)):
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("the exchange did not stop")
 
-    return wait()
+
+def agent_sent(gw: Gateway) -> list[Any]:
+    """Ledger entries of runs an agent sent (not the person's, not refusals, not replies woken into a sender)."""
+    return [
+        e
+        for e in gw.delivery.ledger(limit=10_000)
+        if not e.sender.startswith("human:")
+        and e.run_id
+        and not e.message.startswith("[Reply to your message")
+        and not e.state.startswith("refused")
+    ]
 
 
 def test_async_ping_pong_stops_at_the_hop_limit(initialised: Path) -> None:
@@ -204,15 +219,15 @@ def test_async_ping_pong_stops_at_the_hop_limit(initialised: Path) -> None:
         for name in ("a", "b"):
             set_messaging(initialised, name, allow=["a", "b"], max_hops=4, pair_budget_per_hour=1000)
 
-        async def body(router: Router) -> None:
-            await ask(router, "a", "start the ping pong")
-            await quiesce(router)
-            sent = router.db.all("SELECT hops FROM runs WHERE sender_profile IS NOT NULL")
-            assert sent and max(r[0] for r in sent) == 4
-            refusals = {e.state for e in router.ledger() if e.state.startswith("refused")}
+        async def body(gw: Gateway) -> None:
+            await ask(gw, "a", "start the ping pong")
+            await quiesce(gw)
+            sent = agent_sent(gw)
+            assert sent and max(e.hops for e in sent) == 4
+            refusals = {e.state for e in gw.delivery.ledger() if e.state.startswith("refused")}
             assert refusals == {"refused:hop_limit"}
 
-        with_router(initialised, body)
+        with_gateway(initialised, body)
 
 
 def test_pair_budget_stops_a_ping_pong_under_a_high_hop_limit(initialised: Path) -> None:
@@ -221,22 +236,20 @@ def test_pair_budget_stops_a_ping_pong_under_a_high_hop_limit(initialised: Path)
         for name in ("a", "b"):
             set_messaging(initialised, name, allow=["a", "b"], max_hops=1000, pair_budget_per_hour=3)
 
-        async def body(router: Router) -> None:
-            await ask(router, "a", "start")
-            await quiesce(router)
-            per_pair = router.db.all(
-                "SELECT sender_profile, profile, COUNT(*) FROM runs WHERE sender_profile IS NOT NULL"
-                " AND idempotency_key NOT LIKE 'wake:%' GROUP BY 1, 2"
-            )
-            assert per_pair and all(count <= 3 for _, _, count in per_pair)
-            assert any(e.state == "refused:pair_budget" for e in router.ledger())
+        async def body(gw: Gateway) -> None:
+            await ask(gw, "a", "start")
+            await quiesce(gw)
+            pairs = Counter((e.sender.split("/")[0], e.target.split("/")[0]) for e in agent_sent(gw))
+            assert pairs and all(count <= 3 for count in pairs.values()), pairs
+            assert any(e.state == "refused:pair_budget" for e in gw.delivery.ledger())
             # A person's new message starts a new exchange with a fresh budget.
-            before = router.db.one("SELECT COUNT(*) FROM runs WHERE sender_profile = 'a'")[0]
-            await ask(router, "a", "start again")
-            await quiesce(router)
-            assert router.db.one("SELECT COUNT(*) FROM runs WHERE sender_profile = 'a'")[0] > before
+            before = pairs[("a", "b")]
+            await ask(gw, "a", "start again")
+            await quiesce(gw)
+            after = Counter((e.sender.split("/")[0], e.target.split("/")[0]) for e in agent_sent(gw))
+            assert after[("a", "b")] > before
 
-        with_router(initialised, body)
+        with_gateway(initialised, body)
 
 
 def test_wake_on_reply_after_a_receipt(initialised: Path) -> None:
@@ -254,59 +267,60 @@ def test_wake_on_reply_after_a_receipt(initialised: Path) -> None:
         make_profiles(initialised, "a", "b", base_url=model.base_url)
         set_messaging(initialised, "a", allow=["b"])
 
-        async def body(router: Router) -> None:
-            await ask(router, "a", "ask b something slow")
-            receipt = tool_results(router, "a")[-1]
+        async def body(gw: Gateway) -> None:
+            await ask(gw, "a", "ask b something slow")
+            receipt = tool_results(gw, "a")[-1]
             assert receipt["result"] == "receipt" and "do not resend" in receipt["detail"]
-            await quiesce(router)
-            a_chat = router.messages(router.bot_chat("a").id)
+            await quiesce(gw)
+            a_chat = bot_chat(gw, "a")
             wake = [m for m in a_chat if m.role == "user" and "[Reply to your message" in m.content]
             assert len(wake) == 1
             assert receipt["run_id"] in wake[0].content and "B's slow answer" in wake[0].content
             assert a_chat[-1].content == "A read the late reply"
-            checked = router.run(receipt["run_id"])
-            assert checked.state is RunState.COMPLETED
+            checked = gw.delivery.status(receipt["run_id"])
+            assert checked.run.state is RunState.COMPLETED and checked.result.outcome == "delivered"
 
-        with_router(initialised, body)
+        with_gateway(initialised, body)
 
 
 def test_check_list_and_cancel_tools(initialised: Path) -> None:
     make_profiles(initialised, "a", "b", "c")
     set_messaging(initialised, "a", allow=["b", "b/*"])
 
-    async def body(router: Router) -> None:
-        router.create_session("b", title="design notes")
+    async def body(gw: Gateway) -> None:
+        await gw.directory.create_session("b", title="design notes")
         send = {"session_id": "b", "message": "/sleep 5\nslow", "wait_seconds": 0}
-        await ask(router, "a", f"/tool send_to_session {json.dumps(send)}")
-        receipt = tool_results(router, "a")[-1]
+        await ask(gw, "a", f"/tool send_to_session {json.dumps(send)}")
+        receipt = tool_results(gw, "a")[-1]
         assert receipt["result"] == "receipt"
-        await ask(router, "a", f"/tool check_message {json.dumps({'run_id': receipt['run_id']})}")
-        assert tool_results(router, "a")[-1]["state"] in ("queued", "running")
-        await ask(router, "a", f"/tool cancel_message {json.dumps({'run_id': receipt['run_id']})}")
-        assert tool_results(router, "a")[-1]["status"] == "cancelled"
-        await ask(router, "a", "/tool list_sessions {}")
-        listed = tool_results(router, "a")[-1]["sessions"]
+        await ask(gw, "a", f"/tool check_message {json.dumps({'run_id': receipt['run_id']})}")
+        assert tool_results(gw, "a")[-1]["state"] in ("queued", "running")
+        await ask(gw, "a", f"/tool cancel_message {json.dumps({'run_id': receipt['run_id']})}")
+        cancelled = tool_results(gw, "a")[-1]
+        assert cancelled["result"] == "failed" and cancelled["state"] == "cancelled", cancelled
+        await ask(gw, "a", "/tool list_sessions {}")
+        listed = tool_results(gw, "a")[-1]["sessions"]
         titles = {s["title"] for s in listed}
         assert titles == {"Bot Chat", "design notes"}
         assert all(s["address"].startswith("b") for s in listed)
-        await ask(router, "a", '/tool check_message {"run_id": "run_nope"}')
-        assert tool_results(router, "a")[-1]["error"]["code"] in ("not_found", "run_not_found")
+        await ask(gw, "a", '/tool check_message {"run_id": "run_nope"}')
+        assert tool_results(gw, "a")[-1]["error"]["code"] in ("not_found", "run_not_found")
 
-    with_router(initialised, body)
+    with_gateway(initialised, body)
 
 
 def test_unknown_address_names_what_was_tried(initialised: Path) -> None:
     make_profiles(initialised, "a")
     set_messaging(initialised, "a", allow=["*"])
 
-    async def body(router: Router) -> None:
-        await ask(router, "a", "/send ghost hello")
-        error = tool_results(router, "a")[-1]["error"]
+    async def body(gw: Gateway) -> None:
+        await ask(gw, "a", "/send ghost hello")
+        error = tool_results(gw, "a")[-1]["error"]
         assert error["code"] == "not_found" and "ghost" in error["message"]
-        await ask(router, "a", "/send a/b/c hello")
-        assert tool_results(router, "a")[-1]["error"]["code"] == "invalid_address"
+        await ask(gw, "a", "/send a/b/c hello")
+        assert tool_results(gw, "a")[-1]["error"]["code"] == "invalid_address"
 
-    with_router(initialised, body)
+    with_gateway(initialised, body)
 
 
 def test_cli_send_and_ledger(initialised: Path) -> None:

@@ -26,7 +26,7 @@ from conftest import free_port
 STREAM = (
     b": keepalive\n"
     b"retry: 3000\n"
-    b"event: run.started\nid: 1\ndata: {\"a\": 1}\n\n"
+    b'event: run.started\nid: 1\ndata: {"a": 1}\n\n'
     b"data: first line\ndata: second line\n\n"
     b"id: 7\ndata:no space\n\n"
     b"data: [DONE]\n\n"
@@ -214,7 +214,7 @@ def test_no_answer_in_time_may_have_been_sent_and_is_not_sent_again() -> None:
 
 def test_a_connection_that_breaks_mid_answer_may_have_been_sent() -> None:
     async def broken(n: int, head: bytes, writer: asyncio.StreamWriter) -> bool:
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{\"half")
+        writer.write(b'HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{"half')
         return False
 
     async def go() -> list[bytes]:
@@ -380,7 +380,7 @@ def test_peer_events_arrive_as_the_stream_goes_and_a_broken_stream_may_have_been
                 await client.aclose()
         return got, None
 
-    clean, error = asyncio.run(follow(_chunk(b"data: {\"event\": \"run.completed\"}") + b"0\r\n\r\n"))
+    clean, error = asyncio.run(follow(_chunk(b'data: {"event": "run.completed"}') + b"0\r\n\r\n"))
     assert (clean, error) == (["run.started", "message.delta", "run.completed"], None)
 
     broken, error = asyncio.run(follow(b"40\r\ndata: {"))

@@ -1,0 +1,369 @@
+"""The run queue and its workers, through the gateway's delivery service: durable runs, one turn at a time per
+session, idempotency, stop, expiry, recovery."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from backchannel import keys
+from backchannel.agent.engines.base import ModelRequest, OnDelta
+from backchannel.core.delivery import Delivered, Incoming
+from backchannel.core.gateway import Gateway
+from backchannel.errors import Conflict, GatewayDraining, StoreError, UsageError
+from backchannel.home import config
+from backchannel.messages import Message
+from backchannel.store.db import Database
+from backchannel.store.migrations import MIGRATIONS
+from backchannel.store.runs import NewRun, RunState
+from backchannel.store.sessions import SessionRow
+
+
+class RecordingEngine:
+    """A fake model: answers `ok: <text>` after `delay`, measuring how many turns of one session overlap.
+
+    A session is told apart by the first character of its messages (the tests give each its own)."""
+
+    name = "fake"
+    uses_context = True
+
+    def __init__(self, delay: float = 0.0) -> None:
+        self.delay = delay
+        self.active: dict[str, int] = {}
+        self.max_active_per_session: dict[str, int] = {}
+        self.seen: list[str] = []
+
+    async def step(self, request: ModelRequest, on_delta: OnDelta | None = None) -> Message:
+        text = request.messages[-1].content
+        session = text[:1]
+        self.active[session] = self.active.get(session, 0) + 1
+        self.max_active_per_session[session] = max(self.max_active_per_session.get(session, 0), self.active[session])
+        self.seen.append(text)
+        try:
+            if on_delta:
+                on_delta("partial ")
+            await asyncio.sleep(self.delay)
+        finally:
+            self.active[session] -= 1
+        return Message(role="assistant", content=f"ok: {text}")
+
+    async def aclose(self) -> None:
+        return None
+
+
+def with_gateway(root: Path, body: Callable[[Gateway], Awaitable[None]], *, engine: Any = None, **kwargs: Any) -> None:
+    async def main() -> None:
+        if engine is not None:
+            kwargs["engine_factory"] = lambda profile, secret: engine
+        gateway = Gateway(root, **kwargs)
+        await gateway.start()
+        try:
+            await body(gateway)
+        finally:
+            await gateway.stop(grace=1)
+
+    asyncio.run(main())
+
+
+def person(session: SessionRow, text: str, key: str | None = None) -> Incoming:
+    return Incoming(session, text, "human:api", key=key)
+
+
+async def new_session(gw: Gateway) -> SessionRow:
+    session, created = await gw.directory.create_session("default")
+    assert created
+    return session
+
+
+def queued(gw: Gateway, session: SessionRow, text: str, key: str | None = None) -> Any:
+    """Put a run in the queue at once (no wait for its commit), as the delivery service does."""
+    return gw.queue.submit(
+        NewRun(sender="human:api", profile=session.profile, session_id=session.id, message=text, idempotency_key=key)
+    )[0]
+
+
+async def deliver(gw: Gateway, session: SessionRow, text: str, *, wait: float, key: str | None = None) -> Delivered:
+    return await gw.delivery.deliver(person(session, text, key), wait=wait)
+
+
+def test_runs_of_one_session_are_fifo_and_never_overlap(initialised: Path) -> None:
+    engine = RecordingEngine(delay=0.005)
+
+    async def body(gw: Gateway) -> None:
+        session = await new_session(gw)
+        other = await new_session(gw)
+        runs = [queued(gw, session, f"m{i}") for i in range(30)]
+        side = [queued(gw, other, f"o{i}") for i in range(5)]
+        done = [await gw.delivery.wait(r.id, 10) for r in [*runs, *side]]
+        assert all(d.run.state is RunState.COMPLETED for d in done)
+        texts = [m.content for m in gw.directory.messages(session.id)]
+        assert texts == [x for i in range(30) for x in (f"m{i}", f"ok: m{i}")]
+
+    with_gateway(initialised, body, engine=engine)
+    assert engine.max_active_per_session == {"m": 1, "o": 1}  # one turn at a time in each session
+    overlapped = [t for t in engine.seen if t.startswith("o")]
+    assert overlapped, "the other session ran too"
+
+
+def test_same_key_returns_the_first_run_and_never_runs_twice(initialised: Path) -> None:
+    engine = RecordingEngine()
+
+    async def body(gw: Gateway) -> None:
+        session = await new_session(gw)
+        first = await deliver(gw, session, "hello", wait=5, key="k1")
+        again = await deliver(gw, session, "hello", wait=5, key="k1")
+        assert again.result.replayed and again.run.id == first.run.id and again.run.reply == "ok: hello"
+        with pytest.raises(Conflict):
+            await gw.delivery.submit(person(session, "something else", key="k1"))
+        derived = await deliver(gw, session, "same words", wait=5)
+        repeat = await deliver(gw, session, "same words", wait=5)
+        assert repeat.run.id == derived.run.id and repeat.result.replayed
+        other_sender = await gw.delivery.deliver(Incoming(session, "same words", "human:cli"), wait=5)
+        assert other_sender.run.id != derived.run.id
+
+    with_gateway(initialised, body, engine=engine)
+    assert engine.seen == ["hello", "same words", "same words"]
+
+
+def test_keyless_sends_are_deduplicated_over_a_sliding_window(initialised: Path) -> None:
+    """Two keyless sends a moment apart are one run whatever the clock says; past the window, two."""
+    cfg = config.load_yaml(config.config_path(initialised))
+    cfg["gateway"]["dedup_window_seconds"] = 1
+    config.write_yaml(config.config_path(initialised), cfg)
+    engine = RecordingEngine()
+
+    async def body(gw: Gateway) -> None:
+        session = await new_session(gw)
+        # Start just before a whole second: a fixed bucket of 1 s would split these two sends.
+        await asyncio.sleep(1 - time.time() % 1 + 0.9)
+        first = await deliver(gw, session, "status?", wait=5)
+        await asyncio.sleep(0.2)
+        second = await deliver(gw, session, "status?", wait=5)
+        assert second.run.id == first.run.id and second.result.replayed
+        await asyncio.sleep(1.1)
+        later = await deliver(gw, session, "status?", wait=5)
+        assert later.run.id != first.run.id and not later.result.replayed
+
+    with_gateway(initialised, body, engine=engine)
+    assert engine.seen == ["status?", "status?"]
+
+
+def test_reserved_key_prefixes_are_refused_from_outside(initialised: Path) -> None:
+    for key in ("wake:run_x", "auto:abc", "send:run_y:z:0"):
+        with pytest.raises(UsageError) as caught:
+            keys.check_external(key)
+        assert caught.value.code == "invalid_idempotency_key"
+
+
+def test_idempotency_survives_a_new_gateway(initialised: Path) -> None:
+    ids: list[str] = []
+
+    async def send(gw: Gateway) -> None:
+        session = await gw.directory.open_bot_chat("default")
+        d = await deliver(gw, session, "once", wait=5, key="durable")
+        ids.append(d.run.id)
+
+    with_gateway(initialised, send)
+    with_gateway(initialised, send)
+    assert ids[0] == ids[1]
+
+    async def check(gw: Gateway) -> None:
+        session = await gw.directory.open_bot_chat("default")
+        assert [m.content for m in gw.directory.messages(session.id)] == ["once", "default (echo): once"]
+
+    with_gateway(initialised, check)
+
+
+def test_wait_returns_a_receipt_then_the_run_finishes(initialised: Path) -> None:
+    async def body(gw: Gateway) -> None:
+        session = await new_session(gw)
+        slow = await deliver(gw, session, "/sleep 0.3\nslow", wait=0.05)
+        behind = await deliver(gw, session, "behind", wait=0.01)
+        assert slow.run.state is RunState.RUNNING and slow.result.outcome == "receipt"
+        assert behind.run.state is RunState.QUEUED and behind.result.queue_position == 1
+        assert (await gw.delivery.wait(behind.run.id, 5)).run.reply == "default (echo): behind"
+
+    with_gateway(initialised, body)
+
+
+def test_stop_interrupts_a_running_turn_at_once_keeping_partial_output(initialised: Path) -> None:
+    engine = RecordingEngine(delay=30)
+
+    async def body(gw: Gateway) -> None:
+        session = await new_session(gw)
+        running = queued(gw, session, "long job")
+        waiting = queued(gw, session, "never")
+        while gw.delivery.run(running.id).state is not RunState.RUNNING:
+            await asyncio.sleep(0.005)
+        await asyncio.sleep(0.02)
+        cancelled = await gw.delivery.stop(waiting.id)
+        assert cancelled.run.state is RunState.CANCELLED and cancelled.result.outcome == "failed"
+        started = time.monotonic()
+        stopped = await gw.delivery.stop(running.id)
+        assert time.monotonic() - started < 1
+        assert stopped.run.state is RunState.CANCELLED and stopped.run.reply == "partial "
+        assert (await gw.delivery.stop(waiting.id)).run.state is RunState.CANCELLED  # stopping twice is harmless
+
+    with_gateway(initialised, body, engine=engine)
+    assert engine.seen == ["long job"]
+
+
+def test_a_queued_run_past_its_ttl_expires_with_a_clear_error(initialised: Path) -> None:
+    cfg = config.load_yaml(config.config_path(initialised))
+    cfg["gateway"]["run_ttl_seconds"] = 1
+    config.write_yaml(config.config_path(initialised), cfg)
+
+    async def body(gw: Gateway) -> None:
+        session = await new_session(gw)
+        queued(gw, session, "/sleep 1.2\nblocker")
+        late = queued(gw, session, "late")
+        done = await gw.delivery.wait(late.id, 5)
+        assert done.run.state is RunState.EXPIRED and done.result.outcome == "failed"
+        assert "expired" in (done.run.error or "")
+
+    with_gateway(initialised, body)
+
+
+def _pretend_a_dead_process_claimed_it(root: Path, *, attempts: int) -> None:
+    db = Database(config.db_path(root))
+    with db.tx() as conn:
+        conn.execute(
+            "UPDATE runs SET state = 'running', owner = '999999999:dead', attempts = ?, lease_until = ?",
+            (attempts, time.time() + 60),
+        )
+    db.close()
+
+
+def test_runs_left_running_by_a_dead_process_are_requeued_and_finish_once(initialised: Path) -> None:
+    recorded: list[str] = []
+
+    async def record(gw: Gateway) -> None:
+        recorded.append(queued(gw, await gw.directory.open_bot_chat("default"), "interrupted work", "crash").id)
+
+    with_gateway(initialised, record, scope=set())
+    _pretend_a_dead_process_claimed_it(initialised, attempts=1)
+
+    async def recover(gw: Gateway) -> None:
+        done = await gw.delivery.wait(recorded[0], 5)
+        assert done.run.state is RunState.COMPLETED and done.run.attempts == 2
+        assert [m.content for m in gw.directory.messages(done.run.session_id)] == [
+            "interrupted work",
+            "default (echo): interrupted work",
+        ]
+
+    with_gateway(initialised, recover)
+
+
+def test_runs_interrupted_too_often_fail(initialised: Path) -> None:
+    recorded: list[str] = []
+
+    async def record(gw: Gateway) -> None:
+        recorded.append(queued(gw, await gw.directory.open_bot_chat("default"), "poison").id)
+
+    with_gateway(initialised, record, scope=set())
+    _pretend_a_dead_process_claimed_it(initialised, attempts=3)
+
+    async def check(gw: Gateway) -> None:
+        run = gw.delivery.status(recorded[0]).run
+        assert run.state is RunState.FAILED and run.error_code == "interrupted"
+
+    with_gateway(initialised, check)
+
+
+def test_a_run_recorded_by_another_process_is_picked_up(initialised: Path) -> None:
+    async def body(gw: Gateway) -> None:
+        session = await new_session(gw)
+        await gw.db.durable()  # another process waits for our commit; in one thread we must not hold it
+        # Another process (a CLI beside the gateway) records a run straight into the store.
+        other = Gateway(initialised, scope=set())
+        run = queued(other, session, "from elsewhere")
+        other.close()
+        done = await gw.delivery.wait(run.id, 5)
+        assert done.run.reply == "default (echo): from elsewhere"
+
+    with_gateway(initialised, body, poll_seconds=0.02)
+
+
+def test_memory_tool_adds_replaces_removes_within_limits(initialised: Path) -> None:
+    def call(args: dict[str, Any]) -> str:
+        return f"/tool memory {json.dumps(args)}"
+
+    async def body(gw: Gateway) -> None:
+        session = await new_session(gw)
+
+        async def tool(args: dict[str, Any]) -> dict[str, Any]:
+            d = await deliver(gw, session, call(args), key=str(time.time_ns()), wait=5)
+            tool_msg = [m for m in gw.directory.messages(session.id) if m.role == "tool"][-1]
+            assert d.run.state is RunState.COMPLETED
+            result: dict[str, Any] = json.loads(tool_msg.content)
+            return result
+
+        assert (await tool({"action": "add", "target": "user", "content": "likes tea"}))["ok"]
+        assert (await tool({"action": "replace", "target": "user", "content": "likes coffee", "old_text": "tea"}))["ok"]
+        assert (await tool({"action": "remove", "target": "user", "content": "nothing"}))["error"][
+            "code"
+        ] == "not_found"
+        big = {"action": "add", "target": "memory", "content": "x" * 501}
+        assert (await tool(big))["error"]["code"] == "invalid_arguments"
+        for i in range(10):
+            await tool({"action": "add", "target": "user", "content": f"{i} " + "y" * 400})
+        full = await tool({"action": "add", "target": "user", "content": "one more " + "z" * 400})
+        assert full["error"]["code"] == "memory_full"
+
+    with_gateway(initialised, body)
+    user = (initialised / "profiles/default/memories/USER.md").read_text()
+    assert "likes coffee" in user and "likes tea" not in user
+    assert len(user) <= 2000
+
+
+def test_a_database_from_a_newer_backchannel_is_refused(initialised: Path) -> None:
+    db = Database(config.db_path(initialised))
+    with db.tx() as conn:
+        conn.execute("INSERT INTO schema_migrations (name, applied_at) VALUES ('9999_future', 0)")
+    db.close()
+    with pytest.raises(StoreError, match="newer Backchannel"):
+        Database(config.db_path(initialised))
+
+
+def test_migrations_are_recorded_once(initialised: Path) -> None:
+    Database(config.db_path(initialised)).close()
+    Database(config.db_path(initialised)).close()
+    conn = sqlite3.connect(config.db_path(initialised))
+    names = [r[0] for r in conn.execute("SELECT name FROM schema_migrations ORDER BY name")]
+    assert names == sorted(name for name, _ in MIGRATIONS) and names[0] == "0001_sessions_messages"
+    assert len(names) == len(set(names))
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_stop_right_after_submit_cancels_before_the_turn_begins(initialised: Path) -> None:
+    engine = RecordingEngine()
+
+    async def body(gw: Gateway) -> None:
+        session = await new_session(gw)
+        run = queued(gw, session, "never mind")
+        assert run.state is RunState.RUNNING  # claimed at once: the session was idle
+        stopped = await gw.delivery.stop(run.id)  # before its worker had a chance to run it
+        assert stopped.run.state is RunState.CANCELLED
+        after = queued(gw, session, "next one")
+        assert (await gw.delivery.wait(after.id, 5)).run.reply == "ok: next one"
+
+    with_gateway(initialised, body, engine=engine)
+    assert engine.seen == ["next one"]
+
+
+def test_a_draining_gateway_refuses_new_messages_with_503(initialised: Path) -> None:
+    async def body(gw: Gateway) -> None:
+        session = await new_session(gw)
+        gw.queue.drain()
+        with pytest.raises(GatewayDraining) as caught:
+            await gw.delivery.submit(person(session, "too late"))
+        assert caught.value.http_status == 503 and caught.value.retry_after
+
+    with_gateway(initialised, body)
