@@ -340,3 +340,60 @@ def test_cli_send_and_ledger(initialised: Path) -> None:
     receipt = run_cli("send", "builds", "/sleep 1\nslow", "--wait", "0.1", "--json")
     assert receipt.exit_code == 0 and json.loads(receipt.stdout)["state"] in ("queued", "running")
     assert run_cli("ledger", "not/a/valid/address").exit_code == 2
+
+
+def test_a_later_turn_sending_the_same_words_sends_again(initialised: Path) -> None:
+    """An agent asking `b` "status?" in one turn and again in a later one gets two answers, never a replay."""
+    make_profiles(initialised, "a", "b")
+    set_messaging(initialised, "a", allow=["b"])
+
+    async def body(gw: Gateway) -> None:
+        await ask(gw, "a", "/send b status?\nmorning check")
+        await ask(gw, "a", "/send b status?\nevening check")
+        first, second = tool_results(gw, "a")[-2:]
+        assert first["result"] == second["result"] == "delivered", (first, second)
+        assert first["run_id"] != second["run_id"]
+        assert not second["replayed"]
+        received = [m.content for m in bot_chat(gw, "b") if m.role == "user"]
+        assert len(received) == 2 and all(m.endswith("\nstatus?") for m in received), received
+
+    with_gateway(initialised, body)
+
+
+def test_a_turn_rerun_after_an_interruption_does_not_send_twice(initialised: Path) -> None:
+    """The same turn's send (same run, target, text and ordinal) is filed under one key: a re-run replays it."""
+    make_profiles(initialised, "a", "b")
+    set_messaging(initialised, "a", allow=["b"])
+    asked: list[str] = []
+
+    async def interrupted(gw: Gateway) -> None:
+        session = await gw.directory.open_bot_chat("a")
+        sent = await gw.delivery.submit(Incoming(session, "/send b /sleep 3\nslow question", "human:api", key="once"))
+        asked.append(sent.run.id)
+        deadline = time.monotonic() + 5
+        while not [m for m in gw.delivery.ledger("a", "b") if m.state == "running"]:
+            assert time.monotonic() < deadline, "b never started"
+            await asyncio.sleep(0.02)
+        # The gateway stops while a's turn waits on b: both turns are cut and go back to the queue.
+
+    async def stop_now(root: Path) -> None:
+        gateway = Gateway(root)
+        await gateway.start()
+        try:
+            await interrupted(gateway)
+        finally:
+            await gateway.stop(grace=0)
+
+    asyncio.run(stop_now(initialised))
+
+    async def rerun(gw: Gateway) -> None:
+        done = await gw.delivery.wait(asked[0], 15)
+        assert done.run.state is RunState.COMPLETED and done.run.attempts == 2, done.run
+        result = tool_results(gw, "a")[-1]
+        assert result["result"] == "delivered" and result["replayed"], result
+        received = [m.content for m in bot_chat(gw, "b") if m.role == "user"]
+        assert len(received) == 1, received  # b got the question once, and answered it once
+        sends = [e for e in gw.delivery.ledger("a", "b") if e.run_id]
+        assert len(sends) == 1 and sends[0].state == "completed", sends
+
+    with_gateway(initialised, rerun)

@@ -514,6 +514,29 @@ def test_stop_cancels_a_slow_run_quickly(pair: Pair) -> None:
     assert wait_status(pair.a, "beta/slowpoke", run_id, {"cancelled"}, within=3)["status"] == "cancelled"
 
 
+def test_status_and_stop_find_a_run_sent_to_another_agent_without_naming_it(pair: Pair) -> None:
+    """`peer status beta RUN` for a run started on beta/slowpoke: the agent is known from sending it."""
+    ensure_profile(pair.b, "slowpoke")
+    started = cli(pair.a, "peer", "run", "beta/slowpoke", "/sleep 20\nlong job", "--json")
+    assert started.exit_code == 0, started.stderr
+    run_id = json.loads(started.stdout)["run_id"]
+    deadline = time.monotonic() + 5
+    while True:
+        status = cli(pair.a, "peer", "status", "beta", run_id, "--json")
+        assert status.exit_code == 0, status.stderr
+        body = json.loads(status.stdout)
+        assert body["status"] != "unknown", body
+        if body["status"] == "running":
+            break
+        assert time.monotonic() < deadline, body
+        time.sleep(0.1)
+    assert body["agent"] == "slowpoke", body
+    stopped = cli(pair.a, "peer", "stop", "beta", run_id, "--json")
+    assert stopped.exit_code == 0, stopped.stderr
+    assert json.loads(stopped.stdout)["status"] == "cancelled", stopped.stdout
+    assert wait_status(pair.a, "beta/slowpoke", run_id, {"cancelled"}, within=3)["status"] == "cancelled"
+
+
 # --- 7. agents across gateways --------------------------------------------------------------------
 
 
@@ -589,10 +612,13 @@ def test_a_reply_that_would_come_back_into_the_waiting_session_is_refused_as_a_d
     assert refusals[0]["hops"] == 2, refusals
 
 
-def test_a_late_peer_reply_wakes_the_sending_session(pair: Pair) -> None:
-    """An agent's send_to_peer that gets a receipt has the reply delivered into its session when it comes."""
-    args = json.dumps({"target": "beta", "message": "/sleep 1\nlate answer", "wait_seconds": 0.2})
-    with messaging_rules(pair.a, "default", allow=["peer:beta"]):
+@pytest.mark.parametrize("accept", [None, ["nobody"]], ids=["no-accept-list", "accept-list-without-the-peer"])
+def test_a_late_peer_reply_wakes_the_sending_session(pair: Pair, accept: list[str] | None) -> None:
+    """An agent's send_to_peer that gets a receipt has the reply delivered into its session when it comes;
+    the sender's own accept list (who may message it) never refuses the answer to what it asked."""
+    text = f"/sleep 1\nlate answer {accept!r}"
+    args = json.dumps({"target": "beta", "message": text, "wait_seconds": 0.2})
+    with messaging_rules(pair.a, "default", allow=["peer:beta"], accept=accept):
         result = cli(pair.a, "send", "default", f"/tool send_to_peer {args}", "--json")
         assert result.exit_code == 0, result.stderr
         out = json.loads(result.stdout)
@@ -606,16 +632,17 @@ def test_a_late_peer_reply_wakes_the_sending_session(pair: Pair) -> None:
             woken = [
                 m
                 for m in messages(pair.alpha, out["session_id"])
-                if m["role"] == "user" and "late answer" in m["content"] and remote_run in m["content"]
+                if m["role"] == "user" and text.splitlines()[1] in m["content"] and remote_run in m["content"]
             ]
             if woken:
                 break
             assert time.monotonic() < deadline, "the late reply never reached the sending session"
             time.sleep(0.2)
     assert len(woken) == 1, woken
-    assert "default (echo): late answer" in woken[0]["content"]
-    entries = [e for e in ledger(pair.a) if e["message"] == "/sleep 1\nlate answer" and e["target"] == "peer:beta"]
+    assert f"default (echo): {text.splitlines()[1]}" in woken[0]["content"]
+    entries = [e for e in ledger(pair.a) if e["message"] == text and e["target"] == "peer:beta"]
     assert [e["state"] for e in entries] == ["delivered"], entries
+    assert not [e for e in ledger(pair.a) if e["state"].startswith("refused") and remote_run in e["message"]]
 
 
 def test_a_peer_that_refuses_gives_exit_2_and_agents_a_refusal(pair: Pair) -> None:
