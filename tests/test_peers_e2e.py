@@ -6,7 +6,7 @@ The gateways are started once for the module; every test uses its own message te
 a key is deduplicated on its content) and restores any profile setting it changes.
 
 Every CLI call in this file is checked for leaked secrets (API keys, peer keys) on stdout and stderr, and
-the last test checks both gateways' logs.
+one test, with gateways of its own, checks every output and both gateways' logs after traffic of every kind.
 """
 
 from __future__ import annotations
@@ -755,12 +755,74 @@ def test_send_to_a_peer_address_works_like_peer_dm(pair: Pair) -> None:
     assert body["reply"] == "research (echo): hi research"
 
 
-# --- last: nothing leaked into the logs -----------------------------------------------------------
+# --- nothing leaked into the logs -------------------------------------------------------------------
 
 
-def test_zz_no_secret_in_either_gateway_log(pair: Pair) -> None:
-    for gw in (pair.alpha, pair.beta):
-        log_text = gw.log()
-        assert log_text, "the gateway wrote no log at all"
-        for secret in SECRETS:
-            assert secret not in log_text, f"a secret leaked into the log of {gw.root.name}"
+def test_no_secret_in_either_gateway_log_or_any_cli_output(tmp_path: Path) -> None:
+    """Its own two gateways and its own traffic (dm both ways, run, status, follow, stop, a wrong key),
+    then every CLI output and both gateways' complete logs are searched for every key."""
+    alpha, beta = _init_home(tmp_path / "alpha"), _init_home(tmp_path / "beta")
+    alpha_key, beta_key = api_key(alpha.root), api_key(beta.root)
+    wrong_key = "wrong-key-" + alpha_key[-12:][::-1]  # a key-like string no gateway accepts
+    secrets = {"alpha's key": alpha_key, "beta's key": beta_key, "the wrong key": wrong_key}
+    outputs: list[tuple[tuple[str, ...], CliResult]] = []
+
+    def run(root: Path, *args: str, input: str | None = None, exit_code: int = 0) -> CliResult:
+        result = cli(root, *args, input=input)
+        assert result.exit_code == exit_code, (args, result.stdout, result.stderr)
+        outputs.append((args, result))
+        return result
+
+    try:
+        alpha.start()
+        beta.start()
+        run(alpha.root, "peer", "add", "beta", "--url", beta.url, "--key", beta_key)
+        run(beta.root, "peer", "add", "alpha", "--url", alpha.url, input=alpha_key + "\n")  # key from stdin
+        run(alpha.root, "peer", "add", "wrong", "--url", beta.url, "--key", wrong_key)
+        run(alpha.root, "peer", "list")
+        run(alpha.root, "peer", "list", "--json")
+
+        assert run(alpha.root, "peer", "dm", "beta", "leak check").stdout.strip() == "default (echo): leak check"
+        run(beta.root, "peer", "dm", "alpha", "leak check back", "--json")
+        dm = json.loads(run(alpha.root, "peer", "dm", "beta", "leak check json", "--json").stdout)
+        quick = json.loads(run(alpha.root, "peer", "run", "beta", "leak check run", "--json").stdout)["run_id"]
+        run(alpha.root, "peer", "status", "beta", quick, "--follow")
+        run(alpha.root, "peer", "status", "beta", quick, "--json")
+        slow = json.loads(run(alpha.root, "peer", "run", "beta", "/sleep 20\nleak check slow", "--json").stdout)
+        slow_id = slow["run_id"]
+        wait_status(alpha.root, "beta", slow_id, {"running"}, within=5)
+        assert "cancelled" in run(alpha.root, "peer", "stop", "beta", slow_id).stdout
+        run(alpha.root, "peer", "stop", "beta", slow_id, "--json")
+        wrong = run(alpha.root, "peer", "dm", "wrong", "let me in", exit_code=1)
+        assert "key" in wrong.stderr
+        run(alpha.root, "peer", "run", "wrong", "let me in too", exit_code=1)
+        run(alpha.root, "peer", "status", "wrong", slow_id, exit_code=1)
+        with httpx.Client(base_url=beta.url, timeout=TIMEOUT, trust_env=False) as c:  # wrong keys straight in
+            for header in (f"Bearer {wrong_key}", f"Bearer {alpha_key}", wrong_key):
+                assert c.get("/v1/capabilities", headers={"Authorization": header}).status_code == 401
+        run(alpha.root, "ledger", "--json")
+    finally:
+        for gw in (alpha, beta):  # a graceful stop: the logs are complete when read
+            if gw.proc is not None and gw.proc.poll() is None:
+                gw.terminate()
+            gw.kill()
+
+    logs = {"alpha": alpha.log(), "beta": beta.log()}
+    # the logs saw the traffic (so an empty or unrelated log cannot pass) ...
+    for run_id in (dm["run_id"], quick, slow_id):
+        assert run_id in logs["beta"], f"beta's log does not show run {run_id}"
+    assert logs["alpha"], "alpha wrote no log at all"
+    # ... and no key is in any of it (checked as booleans: a failure must not print the key either)
+    leaks = [
+        f"{what} in the log of {name}"
+        for what, secret in secrets.items()
+        for name, text in logs.items()
+        if secret in text
+    ] + [
+        f"{what} in the {stream} of {args}"
+        for what, secret in secrets.items()
+        for args, result in outputs
+        for stream, text in (("stdout", result.stdout), ("stderr", result.stderr))
+        if secret in text
+    ]
+    assert leaks == [], leaks

@@ -92,7 +92,8 @@ def send_all(gw: GatewayProcess, session_id: str, sent: Sent, deadline: float) -
                         continue
                     if r.status_code in (200, 202):
                         body: dict[str, Any] = r.json()
-                        run_id = str(body["run_id"])
+                        run_id = body.get("run_id")
+                        assert isinstance(run_id, str) and run_id.startswith("run_"), f"message {i}: {body}"
                         sent.replays += bool(body.get("replayed"))
                         if i not in sent.run_ids:
                             sent.run_ids[i] = run_id
@@ -215,7 +216,10 @@ def test_idempotent_sends_survive_a_sigkill_restart_loop(crash_gateway: GatewayP
                 replies.append(later)
         assert len(replies) == 1, (t, replies)
         assert t in replies[0]["content"], (t, replies[0])
-        assert replies[0].get("run_id") in (None, m.get("run_id")), (m, replies[0])
+        # the message and its reply are both the run's, the one its sender was given
+        expected_run = sent.run_ids[int(t.rsplit("-", 1)[1])]
+        assert m.get("run_id") == expected_run, (t, expected_run, m)
+        assert replies[0].get("run_id") == expected_run, (t, expected_run, replies[0])
     assert len(msgs) == 2 * COUNT, f"{len(msgs)} messages for {COUNT} turns"
 
     # Runs were created in the order the messages were accepted.

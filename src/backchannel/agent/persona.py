@@ -7,6 +7,7 @@ from pathlib import Path
 
 import yaml
 
+from ..home import files
 from ..home.profiles import Profile
 
 MESSAGING_NOTE = """## Messages from other agents
@@ -25,12 +26,8 @@ class Skill:
 
 
 def read_text(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except (FileNotFoundError, IsADirectoryError):
-        return ""
-    except UnicodeDecodeError:
-        return path.read_bytes().decode("utf-8", errors="replace")
+    """A profile file's text, "" when it is absent; a file that cannot be read is a ConfigError naming it."""
+    return files.read_text(path, missing_ok=True)
 
 
 def skills(profile: Profile) -> list[Skill]:

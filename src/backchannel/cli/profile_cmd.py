@@ -8,7 +8,7 @@ import click
 
 from ..agent import persona
 from ..errors import UsageError
-from ..home import config, profiles
+from ..home import config, files, profiles
 from ..home.profiles import Profile
 from .output import emit, table
 
@@ -63,7 +63,7 @@ def create(
     config.require_home(root)
     if engine == "echo" and (base_url or model_name or api_key_env):
         raise UsageError("--base-url, --model and --api-key-env apply to --engine openai")
-    soul_text = soul.read_text(encoding="utf-8") if soul is not None else None
+    soul_text = files.read_text(soul, error=UsageError) if soul is not None else None
     p = profiles.create_profile(
         root,
         name,

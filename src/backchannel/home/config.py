@@ -19,6 +19,7 @@ import yaml
 from dotenv.parser import parse_stream
 
 from ..errors import ConfigError, UsageError
+from . import files
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 DEFAULT_HOST = "127.0.0.1"
@@ -62,12 +63,9 @@ def require_home(root: Path) -> None:
 
 def load_yaml(path: Path) -> dict[str, Any]:
     """Read a YAML mapping; a missing file is empty, a broken one names the file and line."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    text = files.read_text(path, missing_ok=True)
+    if not text:
         return {}
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read {str(path)!r}: {exc}") from exc
     try:
         data = yaml.safe_load(text)
     except yaml.MarkedYAMLError as exc:
@@ -106,12 +104,7 @@ def write_atomic(path: Path, text: str, *, mode: int = 0o644) -> None:
 def read_env(root: Path) -> dict[str, str]:
     """The home's .env as a dict; a line that does not parse is an error naming the line."""
     path = env_path(root)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return {}
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read {str(path)!r}: {exc}") from exc
+    text = files.read_text(path, missing_ok=True)
     values: dict[str, str] = {}
     for binding in parse_stream(io.StringIO(text)):
         if binding.error:
@@ -128,10 +121,7 @@ def set_env_value(root: Path, name: str, value: str | None) -> None:
     """Set (or with None remove) one variable in .env, keeping the other lines; mode 0600."""
     path = env_path(root)
     read_env(root)  # refuse to rewrite a file we cannot parse
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        lines = []
+    lines = files.read_text(path, missing_ok=True).splitlines()
     pattern = re.compile(rf"^\s*(export\s+)?{re.escape(name)}\s*=")
     kept = [line for line in lines if not pattern.match(line)]
     if value is not None:

@@ -1,6 +1,13 @@
 """The SQLite database of a home: one connection, WAL, named migrations applied on open.
 
-sqlite3 errors are translated here into `StoreError`; nothing sqlite escapes the store.
+Every sqlite3 call of the store goes through `map_sqlite_errors(path)`, which turns each `sqlite3.Error`
+into a `StoreError` naming the file, with the sqlite3 error as its cause; nothing sqlite escapes the store:
+
+    sqlite3.Error                                  -> StoreError store_unavailable (503)
+     ├── OperationalError "database or disk is full" -> StoreError store_full (503)
+     ├── OperationalError "locked" / "busy"          -> StoreError: locked by another process
+     ├── DatabaseError "not a database", "malformed" -> StoreError: not a usable database
+     └── IntegrityError, ProgrammingError, …         -> StoreError naming the file
 """
 
 from __future__ import annotations
@@ -22,6 +29,15 @@ GROUP_MAX_SECONDS = 0.002  # a group commit waits at most this long for more wri
 log = logging.getLogger("backchannel.store")
 
 
+@contextmanager
+def map_sqlite_errors(path: Path) -> Iterator[None]:
+    """Translate every sqlite3 error raised inside the block into a StoreError about `path` (cause attached)."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        raise _translate(exc, path) from exc
+
+
 class Database:
     """One connection used by one thread; writes go through `tx()` (BEGIN IMMEDIATE … COMMIT).
 
@@ -36,21 +52,25 @@ class Database:
         self._group: asyncio.Future[None] | None = None  # the open group transaction's commit
         self._group_started = 0.0
         self._fresh_writes = 0
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with map_sqlite_errors(path):
+            # one user at a time (the event loop), but it may not be the thread that opened it
             self.conn = sqlite3.connect(
                 path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False
-            )  # one user at a time (the event loop), but it may not be the thread that opened it
-            self.conn.row_factory = sqlite3.Row
-            self.conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-            mode = self.conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
-            if mode != "wal":
-                raise StoreError(f"{str(path)!r}: could not switch to WAL journal (got {mode!r})")
-            self.conn.execute("PRAGMA synchronous=NORMAL")  # loses nothing on a process crash
-            self.conn.execute("PRAGMA foreign_keys=ON")
+            )
+        try:
+            with map_sqlite_errors(path):
+                self.conn.row_factory = sqlite3.Row
+                self.conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+                mode = self.conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+                if mode != "wal":
+                    raise StoreError(f"{str(path)!r}: could not switch to WAL journal (got {mode!r})")
+                self.conn.execute("PRAGMA synchronous=NORMAL")  # loses nothing on a process crash
+                self.conn.execute("PRAGMA foreign_keys=ON")
             self._migrate()
-        except sqlite3.Error as exc:
-            raise _translate(exc, path) from exc
+        except BaseException:
+            self.conn.close()
+            raise
 
     def _migrate(self) -> None:
         with self.tx() as conn:
@@ -79,6 +99,7 @@ class Database:
             await asyncio.shield(self._group)
 
     def _commit_group(self, *, force: bool = False) -> None:
+        """Commit the open group (a loop callback); its future is resolved whatever happens."""
         group = self._group
         if group is None:
             return
@@ -89,41 +110,72 @@ class Database:
             return
         self._group = None
         try:
-            self.conn.execute("COMMIT")
-        except sqlite3.Error as exc:
-            self.conn.execute("ROLLBACK")
-            log.critical("group commit failed; the writes of this iteration are lost: %s", exc)
-            group.set_exception(_translate(exc, self.path))
-            group.exception()  # retrieved: only the waiters that care re-raise it
+            with map_sqlite_errors(self.path):
+                self.conn.execute("COMMIT")
+        except StoreError as exc:
+            self._rollback()
+            log.critical("group commit failed; the writes of this iteration are lost: %s", exc.message)
+            if not group.done():
+                group.set_exception(exc)
+                group.exception()  # retrieved: only the waiters that care re-raise it
+        except BaseException as exc:  # never leave the group's waiters hanging
+            self._rollback()
+            if not group.done():
+                group.set_exception(StoreError(f"{str(self.path)!r}: group commit failed: {type(exc).__name__}"))
+                group.exception()
+            raise
         else:
-            group.set_result(None)
+            if not group.done():
+                group.set_result(None)
+
+    def _rollback(self, savepoint: str | None = None) -> None:
+        """Undo the open transaction (or savepoint) if SQLite has not already rolled it back itself.
+
+        Called while another error propagates: a failure here is logged, the first error is the one reported.
+        """
+        if not self.conn.in_transaction:
+            return  # SQLite rolled back on its own (e.g. a failed COMMIT, SQLITE_FULL): nothing left to undo
+        try:
+            with map_sqlite_errors(self.path):
+                if savepoint is None:
+                    self.conn.execute("ROLLBACK")
+                else:
+                    self.conn.execute(f"ROLLBACK TO {savepoint}")
+                    self.conn.execute(f"RELEASE {savepoint}")
+        except StoreError as exc:
+            log.error("rollback failed: %s", exc.message)
 
     @contextmanager
     def tx(self) -> Iterator[sqlite3.Connection]:
-        """A write transaction: committed on success (or with its group), rolled back on any exception."""
+        """A write transaction: committed on success (or with its group), rolled back on any exception.
+
+        sqlite3 errors of the body's statements leave as StoreError like those of BEGIN and COMMIT.
+        """
         if self._loop is not None:
             with self._grouped() as conn:
                 yield conn
             return
-        try:
+        with map_sqlite_errors(self.path):
             self.conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
-            raise _translate(exc, self.path) from exc
         try:
-            yield self.conn
+            with map_sqlite_errors(self.path):
+                yield self.conn
         except BaseException:
-            self.conn.execute("ROLLBACK")
+            self._rollback()
             raise
         try:
-            self.conn.execute("COMMIT")
-        except sqlite3.Error as exc:
-            self.conn.execute("ROLLBACK")
-            raise _translate(exc, self.path) from exc
+            with map_sqlite_errors(self.path):
+                self.conn.execute("COMMIT")
+        except StoreError:
+            self._rollback()
+            raise
 
     @contextmanager
     def _grouped(self) -> Iterator[sqlite3.Connection]:
         assert self._loop is not None
-        try:
+        with map_sqlite_errors(self.path):
+            if self._group is not None and not self.conn.in_transaction:
+                self._abandon_group()  # SQLite rolled the open group back on its own
             if self._group is None:
                 self.conn.execute("BEGIN IMMEDIATE")
                 self._group = self._loop.create_future()
@@ -133,43 +185,52 @@ class Database:
             else:
                 self._fresh_writes += 1
             self.conn.execute("SAVEPOINT w")
-        except sqlite3.Error as exc:
-            raise _translate(exc, self.path) from exc
         try:
-            yield self.conn
+            with map_sqlite_errors(self.path):
+                yield self.conn
         except BaseException:
-            self.conn.execute("ROLLBACK TO w")
-            self.conn.execute("RELEASE w")
+            self._rollback("w")
+            if self._group is not None and not self.conn.in_transaction:
+                self._abandon_group()
             raise
-        self.conn.execute("RELEASE w")
+        with map_sqlite_errors(self.path):
+            self.conn.execute("RELEASE w")
+
+    def _abandon_group(self) -> None:
+        """The group's transaction is gone (rolled back by SQLite): fail its waiters now, not at COMMIT."""
+        group, self._group = self._group, None
+        if group is not None and not group.done():
+            error = StoreError(f"{str(self.path)!r}: the transaction was rolled back; its writes are lost")
+            log.critical("%s", error.message)
+            group.set_exception(error)
+            group.exception()
 
     def all(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
-        try:
+        with map_sqlite_errors(self.path):
             return self.conn.execute(sql, params).fetchall()
-        except sqlite3.Error as exc:
-            raise _translate(exc, self.path) from exc
 
     def one(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Row | None:
-        try:
+        with map_sqlite_errors(self.path):
             row: sqlite3.Row | None = self.conn.execute(sql, params).fetchone()
             return row
-        except sqlite3.Error as exc:
-            raise _translate(exc, self.path) from exc
 
     def defer_checkpoints(self) -> None:
         """Stop checkpointing on commit: a long-lived process calls `checkpoint()` off its hot path instead."""
-        self.conn.execute("PRAGMA wal_autocheckpoint=0")
+        with map_sqlite_errors(self.path):
+            self.conn.execute("PRAGMA wal_autocheckpoint=0")
 
     def checkpoint(self) -> None:
         """Copy the WAL back into the database (PASSIVE: never blocks writers). Safe from another thread:
-        it uses a connection of its own."""
-        conn = sqlite3.connect(self.path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
+        it uses a connection of its own. A checkpoint that cannot run now runs next time; nothing is lost."""
         try:
-            conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
-        except sqlite3.Error:
-            pass  # a checkpoint that cannot run now runs next time; nothing is lost either way
-        finally:
-            conn.close()
+            with map_sqlite_errors(self.path):
+                conn = sqlite3.connect(self.path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
+                try:
+                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                finally:
+                    conn.close()
+        except StoreError as exc:
+            log.debug("checkpoint skipped: %s", exc.message)
 
     def wal_pages(self) -> int:
         try:
@@ -179,17 +240,23 @@ class Database:
 
     def data_version(self) -> int:
         """Changes when another connection commits: a cheap way to notice another process's writes."""
-        return int(self.conn.execute("PRAGMA data_version").fetchone()[0])
+        with map_sqlite_errors(self.path):
+            return int(self.conn.execute("PRAGMA data_version").fetchone()[0])
 
     def close(self) -> None:
-        self._commit_group(force=True)
-        self.conn.close()
+        try:
+            self._commit_group(force=True)
+        finally:
+            with map_sqlite_errors(self.path):
+                self.conn.close()
 
 
 def _translate(exc: sqlite3.Error, path: Path) -> StoreError:
     text = str(exc)
+    if getattr(exc, "sqlite_errorname", "") == "SQLITE_FULL" or "database or disk is full" in text:
+        return StoreError(f"{str(path)!r} is full (the disk or the database's size limit): {text}", code="store_full")
     if "locked" in text or "busy" in text:
         return StoreError(f"{str(path)!r} is locked by another process (waited {BUSY_TIMEOUT_MS} ms): {text}")
     if isinstance(exc, sqlite3.DatabaseError) and ("not a database" in text or "malformed" in text):
         return StoreError(f"{str(path)!r} is not a usable Backchannel database: {text}")
-    return StoreError(f"{str(path)!r}: {text}")
+    return StoreError(f"{str(path)!r}: {type(exc).__name__}: {text}")

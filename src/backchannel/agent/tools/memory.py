@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...errors import ConfigError
+from ...home import files
 from ...home.config import write_atomic
 from ..engines.base import ToolSpec
 from .base import Tool, ToolContext, ToolFailure, require_str
@@ -41,7 +43,8 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     if target not in LIMITS:
         raise ToolFailure("invalid_arguments", f"target must be 'memory' or 'user', not {target!r}")
     path = ctx.profile.memory_path("memory" if target == "memory" else "user")
-    lines = [line for line in (path.read_text(encoding="utf-8") if path.exists() else "").splitlines() if line.strip()]
+    # An unreadable file is the operator's to fix (ConfigError fails the turn), not the model's.
+    lines = [line for line in files.read_text(path, missing_ok=True).splitlines() if line.strip()]
     if action == "add":
         _check_entry(content)
         if content in lines:
@@ -64,7 +67,10 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
             f"{path.name} would hold {len(text)} characters, over its limit of {LIMITS[target]}: "
             "remove or shorten entries first",
         )
-    write_atomic(path, text)
+    try:
+        write_atomic(path, text)
+    except OSError as exc:
+        raise ConfigError(f"cannot write {str(path)!r}: {exc.strerror or type(exc).__name__}") from exc
     return {"ok": True, "target": target, "action": action, "entries": len(lines), "chars": len(text)}
 
 
