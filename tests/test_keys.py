@@ -127,11 +127,6 @@ def test_a_key_sent_to_a_peer_is_never_reserved_and_passes_the_peers_check(gatew
         assert keys.check_external(sent) == sent  # the peer takes it as a caller's key
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="for_peer prepends gateway.id unchecked: a gateway id 'auto', 'send' or 'wake' (config.yaml accepts any "
-    "string) makes a reserved key, which the peer refuses as invalid_idempotency_key",
-)
 @pytest.mark.parametrize("gateway_id", ["auto", "send", "wake"])
 def test_a_key_sent_to_a_peer_is_not_reserved_whatever_the_gateway_id(gateway_id: str) -> None:
     sent = keys.for_peer(gateway_id, keys.agent_send(RUN, "peer:spark/x", "hi", 0))

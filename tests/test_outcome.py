@@ -18,9 +18,13 @@ def test_a_completed_run_is_delivered() -> None:
     assert of_state("completed") is Outcome.DELIVERED
 
 
-@pytest.mark.parametrize("state", ["failed", "cancelled", "expired", "interrupted", "denied"])
+@pytest.mark.parametrize("state", ["failed", "cancelled", "expired", "interrupted"])
 def test_a_run_that_ended_without_a_reply_failed(state: str) -> None:
     assert of_state(state) is Outcome.FAILED
+
+
+def test_a_held_message_the_person_denied_is_refused() -> None:
+    assert of_state("denied") is Outcome.REFUSED
 
 
 def test_a_held_run_is_held() -> None:

@@ -55,7 +55,7 @@ def agent_send(run_id: str, target: str, message: str, ordinal: int) -> str:
 
 def for_peer(gateway_id: str, key: str) -> str:
     """An agent's key as it travels to another gateway: namespaced by ours, never one of the reserved forms."""
-    return f"{gateway_id}:{key}"
+    return f"bc-{gateway_id}:{key}"
 
 
 def wake(run_id: str) -> str:

@@ -17,7 +17,7 @@ from enum import StrEnum
 from typing import Any
 
 RECEIPT_DETAIL = "accepted and queued: do not resend. The reply comes when the run ends; ask for it with its run id."
-FAILED_STATES = frozenset({"failed", "cancelled", "expired", "interrupted", "denied"})
+FAILED_STATES = frozenset({"failed", "cancelled", "expired", "interrupted"})
 PENDING_STATES = frozenset({"queued", "running", "started", "stopping", "sending"})
 
 
@@ -53,6 +53,8 @@ def of_state(state: str) -> Outcome:
         return Outcome.DELIVERED
     if state == "held":
         return Outcome.HELD
+    if state == "denied":  # a held message the person refused
+        return Outcome.REFUSED
     if state in PENDING_STATES:
         return Outcome.RECEIPT
     if state in FAILED_STATES:
