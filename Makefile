@@ -46,6 +46,7 @@ bench-hermes: $(STAMP) $(HERMES_STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench scripts
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 clean:
 	rm -rf $(VENV) $(HERMES_VENV) build *.egg-info src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

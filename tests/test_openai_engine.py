@@ -118,8 +118,8 @@ def test_tool_calls_are_assembled_in_both_shapes(stream: bool) -> None:
     assert model.shapes == ["sse" if stream else "json"]
     assert reply.content == "Asking around."
     assert [tc.name for tc in reply.tool_calls] == ["send_to_peer", "check_message"]
-    assert reply.tool_calls[0].parsed_arguments() == {"target": "bob/reviewer", "message": long_message}
-    assert reply.tool_calls[1].parsed_arguments() == {"run_id": "run_42"}
+    assert json.loads(reply.tool_calls[0].arguments) == {"target": "bob/reviewer", "message": long_message}
+    assert json.loads(reply.tool_calls[1].arguments) == {"run_id": "run_42"}
     first, second = (tc.id for tc in reply.tool_calls)
     assert first.startswith("call_") and second.startswith("call_") and first != second  # the second was generated
 

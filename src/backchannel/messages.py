@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -15,16 +14,6 @@ class ToolCall:
     id: str
     name: str
     arguments: str  # JSON text, as models send it
-
-    def parsed_arguments(self) -> dict[str, Any]:
-        """The arguments as a dict; raises ValueError with a readable reason otherwise."""
-        try:
-            value = json.loads(self.arguments or "{}")
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"arguments of {self.name!r} are not valid JSON: {exc.msg}") from exc
-        if not isinstance(value, dict):
-            raise ValueError(f"arguments of {self.name!r} must be a JSON object")
-        return value
 
     def to_dict(self) -> dict[str, str]:
         return {"id": self.id, "name": self.name, "arguments": self.arguments}
@@ -39,7 +28,6 @@ class Message:
     name: str | None = None  # the tool's name on a tool result
     created_at: float | None = None
     run_id: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"role": self.role, "content": self.content}

@@ -196,7 +196,7 @@ def load_gateway_config(root: Path) -> GatewayConfig:
             max_concurrent_turns=_int(gw, "max_concurrent_turns", defaults.max_concurrent_turns, path),
             run_ttl_seconds=_int(gw, "run_ttl_seconds", defaults.run_ttl_seconds, path),
             max_attempts=_int(gw, "max_attempts", defaults.max_attempts, path),
-            http_wait_seconds=float(_int(gw, "http_wait_seconds", 600, path)),
+            http_wait_seconds=float(_int(gw, "http_wait_seconds", int(defaults.http_wait_seconds), path)),
             max_body_bytes=_int(gw, "max_body_bytes", defaults.max_body_bytes, path),
             peers=peers,
         )
@@ -212,13 +212,15 @@ def _int(section: dict[str, Any], key: str, default: int, path: Path) -> int:
 
 
 def default_home_config() -> dict[str, Any]:
+    """A new home's config.yaml, written from GatewayConfig's own defaults, with a fresh gateway id."""
+    defaults = GatewayConfig()
     return {
         "gateway": {
-            "host": DEFAULT_HOST,
-            "port": DEFAULT_PORT,
+            "host": defaults.host,
+            "port": defaults.port,
             "id": "gw-" + secrets.token_hex(4),
-            "dedup_window_seconds": 900,
-            "max_concurrent_turns": 32,
+            "dedup_window_seconds": defaults.dedup_window_seconds,
+            "max_concurrent_turns": defaults.max_concurrent_turns,
         },
         "peers": {},
     }

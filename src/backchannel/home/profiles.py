@@ -72,15 +72,29 @@ def profile_dir(root: Path, name: str) -> Path:
     return config.profiles_dir(root) / name
 
 
+OPENAI_EXAMPLE = {
+    "base_url": "http://127.0.0.1:11434/v1",
+    "default": "qwen2.5:7b-instruct",
+    "api_key_env": "OPENAI_API_KEY",
+}
+
+
 def default_profile_config(engine: EngineName) -> dict[str, Any]:
+    """A new profile's config.yaml, written from the dataclasses' own defaults (one place for each default)."""
     model: dict[str, Any] = {"engine": engine}
     if engine == "openai":
-        model.update(base_url="http://127.0.0.1:11434/v1", default="qwen2.5:7b-instruct", api_key_env="OPENAI_API_KEY")
+        model.update(OPENAI_EXAMPLE)
+    rules = MessagingPolicy()
     return {
         "model": model,
         "agent": {
-            "max_turns": 20,
-            "session_messaging": {"allow": [], "accept": None, "max_hops": 6, "pair_budget_per_hour": 30},
+            "max_turns": ProfileConfig().max_turns,
+            "session_messaging": {
+                "allow": list(rules.allow),
+                "accept": rules.accept,
+                "max_hops": rules.max_hops,
+                "pair_budget_per_hour": rules.pair_budget_per_hour,
+            },
         },
     }
 
@@ -141,6 +155,9 @@ def load_profile(root: Path, name: str) -> Profile:
     return cached[1]
 
 
+_RULES = MessagingPolicy()
+
+
 def parse_profile_config(data: dict[str, Any], path: Path) -> ProfileConfig:
     """Read our keys and tolerate everything else, so a Hermes profile's config works as it is."""
     where = str(path)
@@ -162,7 +179,7 @@ def parse_profile_config(data: dict[str, Any], path: Path) -> ProfileConfig:
         base_url=base_url.rstrip("/") if isinstance(base_url, str) else None,
         model=str(model_raw.get("default") or model_raw.get("model") or ""),
         api_key_env=str(model_raw["api_key_env"]) if model_raw.get("api_key_env") else None,
-        timeout_seconds=_number(model_raw, "timeout_seconds", 120.0, where, "model"),
+        timeout_seconds=_number(model_raw, "timeout_seconds", ModelConfig().timeout_seconds, where, "model"),
     )
     agent = data.get("agent") or {}
     if not isinstance(agent, dict):
@@ -173,10 +190,12 @@ def parse_profile_config(data: dict[str, Any], path: Path) -> ProfileConfig:
     messaging = MessagingPolicy(
         allow=_patterns(sm.get("allow"), where, "allow") or (),
         accept=_patterns(sm.get("accept"), where, "accept"),
-        max_hops=int(_number(sm, "max_hops", 6, where, "agent.session_messaging")),
-        pair_budget_per_hour=int(_number(sm, "pair_budget_per_hour", 30, where, "agent.session_messaging")),
+        max_hops=int(_number(sm, "max_hops", _RULES.max_hops, where, "agent.session_messaging")),
+        pair_budget_per_hour=int(
+            _number(sm, "pair_budget_per_hour", _RULES.pair_budget_per_hour, where, "agent.session_messaging")
+        ),
     )
-    max_turns = int(_number(agent, "max_turns", 20, where, "agent"))
+    max_turns = int(_number(agent, "max_turns", ProfileConfig().max_turns, where, "agent"))
     if max_turns < 1:
         raise ConfigError(f"{where!r}: agent.max_turns must be at least 1")
     return ProfileConfig(model=model, max_turns=max_turns, messaging=messaging)

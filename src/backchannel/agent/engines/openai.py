@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import aiohttp
@@ -160,6 +162,23 @@ def _http_error(where: str, status: int, raw: bytes) -> str:
     return f"{where} returned HTTP {status}{reason} (body: {snippet!r})"
 
 
+@contextlib.contextmanager
+def map_aiohttp_errors(where: str, timeout: float) -> Iterator[None]:
+    """The one boundary of aiohttp in the engine: each of its errors becomes an EngineError naming the endpoint."""
+    try:
+        yield
+    except TimeoutError as exc:
+        raise EngineError(f"{where} hit the timeout: no complete answer within {timeout:g}s") from exc
+    except aiohttp.ClientConnectorError as exc:
+        raise EngineError(f"{where} is unreachable: {exc}") from exc
+    except aiohttp.ServerDisconnectedError as exc:
+        raise EngineError(f"{where} closed the connection before answering: {exc}") from exc
+    except aiohttp.ClientPayloadError as exc:
+        raise EngineError(f"{where} sent a truncated or malformed response: {exc}") from exc
+    except aiohttp.ClientError as exc:
+        raise EngineError(f"{where} request failed: {exc.__class__.__name__}: {exc}") from exc
+
+
 class OpenAIEngine:
     """Computes model steps against `{base_url}/chat/completions`, streaming when the server does."""
 
@@ -192,7 +211,7 @@ class OpenAIEngine:
         where = f"model endpoint {self.url!r} for profile {self.profile!r}"
         reply = _Reply(where, on_delta)
         payload = build_payload(self.model, request)
-        try:
+        with map_aiohttp_errors(where, self.timeout_seconds):
             async with self._client().post(self.url, json=payload, headers=self._headers) as resp:
                 if resp.status >= 400:
                     raise EngineError(_http_error(where, resp.status, await resp.read()))
@@ -211,16 +230,6 @@ class OpenAIEngine:
                         return reply.message()
                     parser = SseParser()  # an event stream under the wrong content type
                     reply.feed_events(parser.feed(body) + parser.close())
-        except TimeoutError as exc:
-            raise EngineError(f"{where} hit the timeout: no complete answer within {self.timeout_seconds:g}s") from exc
-        except aiohttp.ClientConnectorError as exc:
-            raise EngineError(f"{where} is unreachable: {exc}") from exc
-        except aiohttp.ServerDisconnectedError as exc:
-            raise EngineError(f"{where} closed the connection before answering: {exc}") from exc
-        except aiohttp.ClientPayloadError as exc:
-            raise EngineError(f"{where} sent a truncated or malformed response: {exc}") from exc
-        except aiohttp.ClientError as exc:
-            raise EngineError(f"{where} request failed: {exc.__class__.__name__}: {exc}") from exc
         if reply.chunks == 0:
             raise reply.bad("the event stream carried no chunks")
         return reply.message()
