@@ -6,6 +6,7 @@ import copy
 from typing import Any
 
 from .. import __version__
+from ..messages import MAX_MESSAGE_CHARS
 
 ERROR = {"$ref": "#/components/schemas/Error"}
 JSON = "application/json"
@@ -55,7 +56,10 @@ _SESSION_ID = {"name": "session_id", "in": "path", "required": True, "schema": {
 _RUN_ID = {"name": "run_id", "in": "path", "required": True, "schema": {"type": "string"}}
 _MESSAGE_BODY = {
     "type": "object",
-    "properties": {"message": {"type": "string", "minLength": 1, "maxLength": 65536}, "author": {"type": "object"}},
+    "properties": {
+        "message": {"type": "string", "minLength": 1, "maxLength": MAX_MESSAGE_CHARS},
+        "author": {"type": "object"},
+    },
     "required": ["message"],
 }
 _STREAM = {"200": _resp("Server-sent events", {"type": "string"}, "text/event-stream")}
@@ -192,15 +196,18 @@ def _paths() -> dict[str, Any]:
     }
 
 
+def _health(summary: str, *parameters: dict[str, Any]) -> dict[str, Any]:
+    op: dict[str, Any] = {"summary": summary, "security": [], "responses": {"200": _resp("OK", {"type": "object"})}}
+    if parameters:
+        op["parameters"] = list(parameters)
+    return {"get": op}
+
+
 def openapi_document() -> dict[str, Any]:
     paths: dict[str, Any] = {
-        "/health": {
-            "get": {
-                "summary": "Liveness (no auth)",
-                "security": [],
-                "responses": {"200": _resp("OK", {"type": "object"})},
-            }
-        }
+        "/health": _health("Liveness (no auth)"),
+        "/v1/health": _health("Liveness (no auth), as Hermes also serves it"),
+        "/openapi.json": _health("This document (no auth: it says nothing a stranger should not read)"),
     }
     base = _paths()
     paths.update(base)
@@ -210,6 +217,7 @@ def openapi_document() -> dict[str, Any]:
         "required": True,
         "schema": {"type": "string", "pattern": "^[a-z0-9][a-z0-9_-]{0,63}$"},
     }
+    paths["/p/{profile}/health"] = _health("Liveness (no auth; the profile is not checked)", profile)
     for path, item in base.items():
         scoped = copy.deepcopy(item)
         for op in scoped.values():

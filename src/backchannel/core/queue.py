@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import os
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
 from .. import procs
@@ -29,14 +28,14 @@ from .events import EventHub
 
 log = logging.getLogger("backchannel.queue")
 
-OnState = Callable[[RunRow], None]
+OnState = Callable[[RunRow, RunState], None]  # a run and the state it just entered (reported in order)
 
 
 @dataclass
 class Turn:
-    """A turn running in this process: its task (cancelled to stop it) and whether a stop was asked."""
+    """A turn running in this process: the task it runs in (cancelled to stop it) and whether a stop was asked."""
 
-    task: asyncio.Task[str]
+    task: asyncio.Task[None]
     stop_requested: bool = False
 
 
@@ -81,7 +80,7 @@ class RunQueue:
         self.lease_seconds = lease_seconds
         self.poll_seconds = poll_seconds
         self.scope = scope
-        self._on_state = on_state or (lambda run: None)
+        self._on_state = on_state or (lambda run, state: None)
         self._slots = asyncio.Semaphore(max(1, settings.max_concurrent_turns))
         self._ready = _Channel()  # sessions handed to the workers, with a run already claimed for them or None
         self._handed: set[str] = set()  # sessions handed out and not yet released by the workers
@@ -119,7 +118,6 @@ class RunQueue:
         """Record a run (or find the one filed under the same key) and queue it; returns (run, created)."""
         if self.draining:
             raise GatewayDraining("the gateway is shutting down and takes no new messages; try again shortly")
-        new = dataclasses.replace(new, ttl_seconds=new.ttl_seconds or self.settings.run_ttl_seconds or None)
         # An idle session's run is recorded already claimed, when a turn slot is free here.
         claim = self.accepting and new.session_id not in self._handed and not self._slots.locked()
         run, created = runstore.record(
@@ -128,15 +126,16 @@ class RunQueue:
             claim_for=self.owner if claim else None,
             lease_seconds=self.lease_seconds,
             dedup_window=self.settings.dedup_window_seconds,
+            ttl_seconds=self.settings.run_ttl_seconds or None,
         )
         if created:
             if run.state is RunState.RUNNING:  # accepted and started at once: both transitions are reported
-                self._on_state(dataclasses.replace(run, state=RunState.QUEUED, attempts=0))
+                self._on_state(run, RunState.QUEUED)
                 self._owned.add(run.id)
-                self._on_state(run)
+                self._on_state(run, run.state)
                 self._hand(run.session_id, run)
             else:
-                self._on_state(run)
+                self._on_state(run, run.state)
                 self._hand(run.session_id, None)
         return run, created
 
@@ -164,7 +163,7 @@ class RunQueue:
             self._ended_run(gone)
         if run is not None:
             self._owned.add(run.id)
-            self._on_state(run)
+            self._on_state(run, run.state)
         return run
 
     def release(self, session_id: str) -> None:
@@ -174,11 +173,10 @@ class RunQueue:
     def owns(self, run_id: str) -> bool:
         return run_id in self._owned
 
-    @contextlib.asynccontextmanager
-    async def slot(self) -> AsyncIterator[None]:
-        """One of the turn slots: at most `max_concurrent_turns` turns run at once in this process."""
-        async with self._slots:
-            yield
+    @property
+    def slots(self) -> asyncio.Semaphore:
+        """The turn slots: at most `max_concurrent_turns` turns run at once in this process."""
+        return self._slots
 
     @contextlib.asynccontextmanager
     async def waiting(self) -> AsyncIterator[None]:
@@ -189,14 +187,12 @@ class RunQueue:
         finally:
             await self._slots.acquire()
 
-    @contextlib.contextmanager
-    def running(self, run_id: str, turn: Turn) -> Iterator[None]:
-        """While a turn runs here, `stop` can interrupt it."""
+    def track(self, run_id: str, turn: Turn) -> None:
+        """A turn runs here (until `untrack`): `stop` can interrupt it."""
         self._turns[run_id] = turn
-        try:
-            yield
-        finally:
-            self._turns.pop(run_id, None)
+
+    def untrack(self, run_id: str) -> None:
+        self._turns.pop(run_id, None)
 
     def finish(
         self,
@@ -220,7 +216,7 @@ class RunQueue:
         return finished
 
     def _ended_run(self, run: RunRow) -> None:
-        self._on_state(run)
+        self._on_state(run, run.state)
         if run.state is RunState.COMPLETED:
             self.hub.publish(run.id, "run.completed", session_id=run.session_id, output=run.reply or "")
         else:

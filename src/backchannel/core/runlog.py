@@ -6,7 +6,7 @@ import sys
 import time
 from typing import TextIO
 
-from ..store.runs import RunRow
+from ..store.runs import RunRow, RunState
 
 
 class RunLog:
@@ -20,14 +20,15 @@ class RunLog:
         self._second = -1
         self._stamp = ""
 
-    def __call__(self, run: RunRow) -> None:
+    def __call__(self, run: RunRow, state: RunState) -> None:
         now = time.time()
         if int(now) != self._second:
             self._second = int(now)
             self._stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now))
-        detail = f" ({run.error_code}: {run.error})" if run.error else ""
+        detail = f" ({run.error_code}: {run.error})" if run.error and state is run.state else ""
+        attempt = run.attempts if state is run.state else 0
         (self._stream or sys.stderr).write(
-            f"{self._stamp},{int(now * 1000) % 1000:03d} backchannel.gateway run {run.id} {run.state.value} "
+            f"{self._stamp},{int(now * 1000) % 1000:03d} backchannel.gateway run {run.id} {state.value} "
             f"session={run.session_id} profile={run.profile} sender={run.sender} hops={run.hops} "
-            f"attempt={run.attempts}{detail}\n"
+            f"attempt={attempt}{detail}\n"
         )

@@ -48,7 +48,7 @@ class Workers:
     async def _drain(self, session_id: str, first: RunRow | None) -> None:
         try:
             while self.queue.accepting:
-                async with self.queue.slot():
+                async with self.queue.slots:
                     run, first = first, None
                     if run is None:
                         run = self.queue.claim(session_id)
@@ -68,29 +68,33 @@ class Workers:
             return  # stopped between its claim and its turn
         self.hub.publish(run.id, "run.started", session_id=run.session_id)
         progress = TurnProgress()
-        turn = Turn(asyncio.create_task(self.runner.run(run, progress)))
-        with self.queue.running(run.id, turn):
-            try:
-                reply = await turn.task
-            except asyncio.CancelledError:
-                current = asyncio.current_task()
-                if turn.stop_requested and not (current and current.cancelling()):
-                    self.queue.finish(
-                        run,
-                        RunState.CANCELLED,
-                        reply=progress.output() or None,
-                        error="stopped on request",
-                        code="cancelled",
-                        messages=progress.messages,
-                    )
-                    return
-                raise  # shutting down: the run stays ours and is requeued when the queue closes
-            except BackchannelError as exc:
-                self.queue.finish(run, RunState.FAILED, error=exc.message, code=exc.code)
-            except Exception as exc:
-                log.exception("turn of run %s failed", run.id)
+        task = asyncio.current_task()
+        assert task is not None
+        # The turn runs in this drain task; `stop` cancels the task, and the cancellation ends only the turn.
+        turn = Turn(task)
+        self.queue.track(run.id, turn)
+        try:
+            reply = await self.runner.run(run, progress)
+        except asyncio.CancelledError:
+            if turn.stop_requested and task.cancelling() == 1:  # a stop, and no shutdown besides it
+                task.uncancel()
                 self.queue.finish(
-                    run, RunState.FAILED, error=f"internal error: {type(exc).__name__}", code="internal_error"
+                    run,
+                    RunState.CANCELLED,
+                    reply=progress.output() or None,
+                    error="stopped on request",
+                    code="cancelled",
+                    messages=progress.messages,
                 )
-            else:
-                self.queue.finish(run, RunState.COMPLETED, reply=reply, messages=progress.messages)
+                return
+            raise  # shutting down: the run stays ours and is requeued when the queue closes
+        except BackchannelError as exc:
+            self.queue.finish(run, RunState.FAILED, error=exc.message, code=exc.code)
+        except Exception as exc:
+            log.exception("turn of run %s failed", run.id)
+            error = f"internal error: {type(exc).__name__}"
+            self.queue.finish(run, RunState.FAILED, error=error, code="internal_error")
+        else:
+            self.queue.finish(run, RunState.COMPLETED, reply=reply, messages=progress.messages)
+        finally:
+            self.queue.untrack(run.id)

@@ -29,13 +29,22 @@ GROUP_MAX_SECONDS = 0.002  # a group commit waits at most this long for more wri
 log = logging.getLogger("backchannel.store")
 
 
-@contextmanager
-def map_sqlite_errors(path: Path) -> Iterator[None]:
-    """Translate every sqlite3 error raised inside the block into a StoreError about `path` (cause attached)."""
-    try:
-        yield
-    except sqlite3.Error as exc:
-        raise _translate(exc, path) from exc
+class map_sqlite_errors:
+    """Translate every sqlite3 error raised inside the block into a StoreError about `path` (cause attached).
+
+    A class rather than a generator: it wraps every statement, and costs a third as much this way."""
+
+    __slots__ = ("path",)
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        if isinstance(exc, sqlite3.Error):
+            raise _translate(exc, self.path) from exc
 
 
 class Database:

@@ -142,13 +142,16 @@ def record(
     claim_for: str | None = None,
     lease_seconds: float = 30.0,
     dedup_window: float = 900.0,
+    ttl_seconds: float | None = None,
 ) -> tuple[RunRow, bool]:
     """Insert a queued run, or return the run already filed under the same key (created=False).
 
     With `claim_for`, a run whose session has nothing queued or running is recorded already claimed
-    by that owner (`running`): one transaction instead of two on the common path.
+    by that owner (`running`): one transaction instead of two on the common path. The run expires
+    after `new.ttl_seconds`, or else `ttl_seconds`, in the queue.
     """
     now = time.time()
+    ttl = new.ttl_seconds or ttl_seconds
     fp = keys.fingerprint(new.sender, new.session_id, new.message)
     run_id = new_run_id()
     key = new.idempotency_key
@@ -187,7 +190,7 @@ def record(
                 (RunState.RUNNING if claimed else RunState.QUEUED).value,
                 now,
                 now,
-                now + new.ttl_seconds if new.ttl_seconds else None,
+                now + ttl if ttl else None,
                 new.origin or run_id,  # a person's message starts its own exchange
                 new.sender_profile,
                 new.sender_session,
