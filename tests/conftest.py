@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import os
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ import pytest
 from click.testing import CliRunner
 
 from backchannel.cli import main
+from backchannel.core.gateway import Gateway
 from backchannel.home import config
 
 
@@ -99,6 +101,20 @@ def initialised(home: Path) -> Path:
     result = run_cli("init")
     assert result.exit_code == 0, result.stderr
     return home
+
+
+def with_gateway(root: Path, body: Callable[[Gateway], Awaitable[None]], *, grace: float = 1, **options: Any) -> None:
+    """Run `body` against a started in-process gateway on `root` (options as `Gateway` takes them)."""
+
+    async def main() -> None:
+        gateway = Gateway(root, **options)
+        await gateway.start()
+        try:
+            await body(gateway)
+        finally:
+            await gateway.stop(grace=grace)
+
+    asyncio.run(main())
 
 
 def api_key(root: Path) -> str:

@@ -7,7 +7,7 @@ import itertools
 import json
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +15,7 @@ from backchannel.core.delivery import Delivered, Incoming
 from backchannel.core.gateway import Gateway
 from backchannel.home import config
 from backchannel.store.runs import RunState
-from conftest import run_cli
+from conftest import run_cli, with_gateway
 from scripted_model import ScriptedModel
 
 
@@ -33,18 +33,6 @@ def make_profiles(root: Path, *names: str, base_url: str | None = None) -> None:
             args += ["--engine", "openai", "--base-url", base_url, "--model", "scripted"]
         assert run_cli(*args).exit_code == 0
         (root / "profiles" / name / "SOUL.md").write_text(f"You are agent {name.upper()}.\n")
-
-
-def with_gateway(root: Path, body: Callable[[Gateway], Awaitable[None]]) -> None:
-    async def main() -> None:
-        gateway = Gateway(root)
-        await gateway.start()
-        try:
-            await body(gateway)
-        finally:
-            await gateway.stop(grace=1)
-
-    asyncio.run(main())
 
 
 async def ask(gw: Gateway, profile: str, message: str, wait: float = 10) -> Delivered:
@@ -376,15 +364,7 @@ def test_a_turn_rerun_after_an_interruption_does_not_send_twice(initialised: Pat
             await asyncio.sleep(0.02)
         # The gateway stops while a's turn waits on b: both turns are cut and go back to the queue.
 
-    async def stop_now(root: Path) -> None:
-        gateway = Gateway(root)
-        await gateway.start()
-        try:
-            await interrupted(gateway)
-        finally:
-            await gateway.stop(grace=0)
-
-    asyncio.run(stop_now(initialised))
+    with_gateway(initialised, interrupted, grace=0)
 
     async def rerun(gw: Gateway) -> None:
         done = await gw.delivery.wait(asked[0], 15)

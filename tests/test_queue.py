@@ -24,6 +24,7 @@ from backchannel.store.db import Database
 from backchannel.store.migrations import MIGRATIONS
 from backchannel.store.runs import NewRun, RunState
 from backchannel.store.sessions import SessionRow
+from conftest import with_gateway as run_with_gateway
 
 
 class RecordingEngine:
@@ -59,17 +60,9 @@ class RecordingEngine:
 
 
 def with_gateway(root: Path, body: Callable[[Gateway], Awaitable[None]], *, engine: Any = None, **kwargs: Any) -> None:
-    async def main() -> None:
-        if engine is not None:
-            kwargs["engine_factory"] = lambda profile, secret: engine
-        gateway = Gateway(root, **kwargs)
-        await gateway.start()
-        try:
-            await body(gateway)
-        finally:
-            await gateway.stop(grace=1)
-
-    asyncio.run(main())
+    if engine is not None:
+        kwargs["engine_factory"] = lambda profile, secret: engine
+    run_with_gateway(root, body, **kwargs)
 
 
 def person(session: SessionRow, text: str, key: str | None = None) -> Incoming:

@@ -151,8 +151,7 @@ class Outbound:
         self, peer: registry.Peer, run_id: str, *, agent: str | None = None
     ) -> tuple[Result, dict[str, Any]]:
         """The state of run `run_id` on `peer` (the agent is known from our record of sending it)."""
-        row = outstore.by_remote_run(self.db, peer.name, run_id)
-        agent = agent if agent is not None else (row.agent if row is not None else None)
+        row, agent = self._sent(peer, run_id, agent)
         async with self.client(peer, agent) as client:
             found = await client.run_status(run_id)
         result = self._settle(peer, agent, run_id, found, row)
@@ -162,8 +161,7 @@ class Outbound:
         self, peer: registry.Peer, run_id: str, *, agent: str | None = None
     ) -> AsyncIterator[dict[str, Any]]:
         """The run's events on `peer` until it ends (polling its state when it has no event stream)."""
-        row = outstore.by_remote_run(self.db, peer.name, run_id)
-        agent = agent if agent is not None else (row.agent if row is not None else None)
+        _row, agent = self._sent(peer, run_id, agent)
         async with self.client(peer, agent) as client:
             try:
                 async for event in client.events(run_id):
@@ -181,11 +179,15 @@ class Outbound:
     async def stop(
         self, peer: registry.Peer, run_id: str, *, agent: str | None = None
     ) -> tuple[Result, dict[str, Any]]:
-        row = outstore.by_remote_run(self.db, peer.name, run_id)
-        agent = agent if agent is not None else (row.agent if row is not None else None)
+        row, agent = self._sent(peer, run_id, agent)
         async with self.client(peer, agent) as client:
             found = await client.stop(run_id)
         return self._settle(peer, agent, run_id, found, row), found
+
+    def _sent(self, peer: registry.Peer, run_id: str, agent: str | None) -> tuple[outstore.Outbound | None, str | None]:
+        """Our record of the message that started `run_id` on `peer`, and the agent it went to (unless named)."""
+        row = outstore.by_remote_run(self.db, peer.name, run_id)
+        return row, agent if agent is not None else (row.agent if row is not None else None)
 
     # --- receipts ----------------------------------------------------------------------------------
 
