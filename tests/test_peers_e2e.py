@@ -826,3 +826,20 @@ def test_no_secret_in_either_gateway_log_or_any_cli_output(tmp_path: Path) -> No
         if secret in text
     ]
     assert leaks == [], leaks
+
+
+def test_an_agents_send_to_an_unreachable_peer_is_a_failed_result_not_a_failed_turn(pair: Pair) -> None:
+    closed = free_port()
+    add = cli(pair.a, "peer", "add", "gone", "--url", f"http://127.0.0.1:{closed}", "--key", "gone-key-1234")
+    assert add.exit_code == 0, add.stderr
+    try:
+        with messaging_rules(pair.a, "default", allow=["peer:gone"]):
+            result = cli(pair.a, "send", "default", "/peer gone anyone there?", "--json")
+        assert result.exit_code == 0, result.stderr  # the turn went on and answered
+        sent = tool_results(json.loads(result.stdout)["reply"], "send_to_peer")
+        assert len(sent) == 1 and sent[0]["result"] == "failed", sent
+        assert sent[0]["error"]["code"] == "peer_unreachable", sent
+        entries = [e for e in ledger(pair.a) if e["target"] == "peer:gone"]
+        assert [e["state"] for e in entries] == ["failed"], entries
+    finally:
+        assert cli(pair.a, "peer", "rm", "gone").exit_code == 0

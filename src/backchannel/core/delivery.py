@@ -14,9 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import addresses, keys, policy
-from ..addresses import LocalAddress, RemoteAddress
-from ..agent.tools.base import ToolContext
+from .. import policy
+from ..addresses import LocalAddress
 from ..errors import BodyTooLarge, NotFound, Refused, UsageError
 from ..framing import is_human
 from ..home.config import GatewayConfig
@@ -24,14 +23,13 @@ from ..messages import MAX_MESSAGE_CHARS
 from ..outcome import Outcome, Result, of_state
 from ..store import ledger
 from ..store import refusals as refusalstore
-from ..store import runs as runstore
 from ..store.db import Database
 from ..store.runs import NewRun, RunRow, RunState
 from ..store.sessions import BOT_CHAT_TITLE, SessionRow
 from .commits import commits
 from .directory import Directory
 from .events import TERMINAL_EVENTS, EventHub
-from .outbound import Outbound, SentFrom
+from .outbound import Outbound
 from .queue import RunQueue
 from .wakes import Wakes
 
@@ -75,7 +73,9 @@ def check_message(message: object) -> str:
 
 
 class Delivery:
-    """Deliver, stream, status, stop, and the agents' sends (the `Sender` the tools are given)."""
+    """Deliver, stream, status and stop for every transport; the outcome of every local run; refusals recorded once.
+
+    The agents' sends (the `Sender` the tools are given) build on it in `core.sends`."""
 
     def __init__(
         self,
@@ -125,7 +125,7 @@ class Delivery:
                 sender=policy.Party(policy.remote_names(incoming.sender)),
                 target=policy.Party(
                     policy.local_names(session.profile, session.id, bot_chat=session.title == BOT_CHAT_TITLE),
-                    key=self._key(session.id),
+                    key=self.key(session.id),
                     policy=target.config.messaging,
                 ),
                 hops=incoming.hops,
@@ -133,7 +133,7 @@ class Delivery:
             )
             refusal = policy.check(attempt)
             if refusal is not None:
-                self._record_refusal(refusal, attempt, message=incoming.text, wait=None)
+                self.record_refusal(refusal, attempt, message=incoming.text, wait=None)
                 raise Refused(refusal.reason, code=refusal.code)
         return self.queue.submit(
             NewRun(
@@ -222,159 +222,6 @@ class Delivery:
             waited=waited,
         )
 
-    # --- the agents' sends (the Sender protocol of the tools) -----------------------------------
-
-    @commits
-    async def send(self, ctx: ToolContext, address: str, message: str, *, wait: float) -> Result:
-        """From the turn of `ctx` to a local address; the reply, a receipt, or a refusal."""
-        check_message(message)
-        wait = min(max(wait, 0.0), MAX_WAIT_SECONDS)
-        parsed = addresses.parse(address)
-        if isinstance(parsed, RemoteAddress):
-            raise UsageError(f"{address!r} is a peer address: use send_to_peer", code="invalid_address")
-        profile_name, target = self.directory.find(parsed)  # a Bot Chat is made only once the send is allowed
-        target_profile = self.directory.profile(profile_name)
-        is_bot = target is None or target.title == BOT_CHAT_TITLE
-        target_id = target.id if target is not None else ""
-        waits = wait > 0
-        attempt = policy.Attempt(
-            kind="send",
-            sender=self._sender_party(ctx),
-            target=policy.Party(
-                policy.local_names(profile_name, target_id, bot_chat=is_bot),
-                key=self._key(target_id) if target is not None else "",
-                policy=target_profile.config.messaging,
-            ),
-            hops=ctx.hops + 1,
-            chain=(*ctx.chain, self._key(ctx.session_id)) if waits else (),
-            waits=waits,
-            pair_sent=runstore.pair_count(
-                self.db,
-                sender_profile=ctx.profile.name,
-                profile=profile_name,
-                origin=ctx.exchange,
-                since=time.time() - PAIR_WINDOW_SECONDS,
-            ),
-        )
-        refusal = policy.check(attempt)
-        if refusal is not None:
-            return self._record_refusal(refusal, attempt, message=message, wait=wait)
-        session = target if target is not None else self.directory.bot_chat(profile_name)
-        shown = attempt.target.shown
-        run, created = self.queue.submit(
-            NewRun(
-                sender=ctx.address,
-                profile=session.profile,
-                session_id=session.id,
-                message=message,
-                idempotency_key=keys.agent_send(ctx.run_id, shown, message, ctx.ordinal(shown, message)),
-                hops=attempt.hops,
-                chain=tuple(attempt.chain),
-                origin=ctx.exchange,
-                sender_profile=ctx.profile.name,
-                sender_session=ctx.session_id,
-                wait_seconds=wait,
-                wake=not waits,
-            )
-        )
-        if waits and not run.state.terminal:
-            async with self.queue.waiting():
-                run = await self.queue.wait(run.id, wait, known=run)
-            if not run.state.terminal and not self.queue.ask_wake(run.id):
-                run = self.queue.get(run.id)  # it ended just now
-        return self.result_of(run, replayed=not created)
-
-    async def send_peer(self, ctx: ToolContext, target: str, message: str, *, wait: float) -> Result:
-        """From the turn of `ctx` to an agent on another gateway (`peer[/profile]`), under the same rules."""
-        check_message(message)
-        wait = min(max(wait, 0.0), MAX_WAIT_SECONDS)
-        remote = addresses.parse_remote(target.removeprefix("peer:"))
-        if remote.session_id is not None:
-            raise UsageError(
-                f"{target!r}: send_to_peer takes peer or peer/profile (its Bot Chat)", code="invalid_address"
-            )
-        peer = self.outbound.peer(remote.peer)
-        to = f"peer:{peer.name}/{remote.profile}" if remote.profile else f"peer:{peer.name}"
-        names = [to] if remote.profile else [to, f"{to}/default"]
-        waits = wait > 0
-        attempt = policy.Attempt(
-            kind="send",
-            sender=self._sender_party(ctx),
-            target=policy.Party(names),
-            hops=ctx.hops + 1,
-            chain=(*ctx.chain, self._key(ctx.session_id)) if waits else (),
-            waits=waits,
-            pair_sent=self.outbound.sent_count(
-                ctx.profile.name, to, ctx.exchange, since=time.time() - PAIR_WINDOW_SECONDS
-            ),
-        )
-        refusal = policy.check(attempt)
-        if refusal is not None:
-            return await self._committed_refusal(refusal, attempt, message=message, wait=wait)
-        async with self.queue.waiting():
-            return await self.outbound.dm(
-                peer,
-                remote.profile,
-                message,
-                wait=wait,
-                key=keys.for_peer(self.gateway_id, keys.agent_send(ctx.run_id, to, message, ctx.ordinal(to, message))),
-                sender=SentFrom(
-                    address=ctx.address,
-                    profile=ctx.profile.name,
-                    session_id=ctx.session_id,
-                    exchange=ctx.exchange,
-                    hops=attempt.hops,
-                    chain=tuple(attempt.chain),
-                ),
-            )
-
-    async def check(self, ctx: ToolContext, run_id: str) -> Result:
-        """A message this profile sent: a local run, or one that went to a peer (as last known here)."""
-        try:
-            return self.result_of(self._own(ctx, run_id))
-        except NotFound:
-            sent = self.outbound.sent_by(ctx.profile.name, run_id)
-            if sent is None:
-                raise
-            return sent
-
-    @commits
-    async def cancel(self, ctx: ToolContext, run_id: str) -> Result:
-        self._own(ctx, run_id)
-        return self.result_of(await self.queue.stop(run_id))
-
-    def targets(self, ctx: ToolContext, profile: str | None = None) -> list[dict[str, Any]]:
-        """The local sessions this profile may message (its allowlist), with titles and last activity."""
-        allow = ctx.profile.config.messaging.allow
-        names = [profile] if profile else self.directory.profiles()
-        found: list[dict[str, Any]] = []
-        for name in names:
-            self.directory.check_profile(name)
-            sessions = self.directory.sessions(name, limit=50)
-            if policy.matches(allow, [name]) and not any(s.title == BOT_CHAT_TITLE for s in sessions):
-                found.append({"address": name, "title": BOT_CHAT_TITLE, "last_active": None, "bot_chat": True})
-            for s in sessions:
-                bot = s.title == BOT_CHAT_TITLE
-                if s.id != ctx.session_id and policy.matches(allow, policy.local_names(name, s.id, bot_chat=bot)):
-                    found.append(
-                        {
-                            "address": name if bot else f"{name}/{s.id}",
-                            "title": s.title,
-                            "last_active": s.updated_at,
-                            "bot_chat": bot,
-                        }
-                    )
-        return found
-
-    def _own(self, ctx: ToolContext, run_id: str) -> RunRow:
-        try:
-            run = self.queue.get(run_id)
-        except NotFound:
-            run = None
-        if run is None or run.sender_profile != ctx.profile.name:
-            raise NotFound(f"no message {run_id!r} sent by profile {ctx.profile.name!r}", code="not_found")
-        return run
-
     # --- wake-ups --------------------------------------------------------------------------------
 
     async def wake_senders(self) -> None:
@@ -385,19 +232,11 @@ class Delivery:
 
     # --- helpers ---------------------------------------------------------------------------------
 
-    def _key(self, session_id: str) -> str:
+    def key(self, session_id: str) -> str:
         """A session's name in wait chains, unique across gateways."""
         return f"{self.gateway_id}:{session_id}"
 
-    def _sender_party(self, ctx: ToolContext) -> policy.Party:
-        bot = self.directory.is_bot_chat(ctx.session_id)
-        return policy.Party(
-            policy.local_names(ctx.profile.name, ctx.session_id, bot_chat=bot),
-            key=self._key(ctx.session_id),
-            policy=ctx.profile.config.messaging,
-        )
-
-    def _record_refusal(
+    def record_refusal(
         self, refusal: policy.Refusal, attempt: policy.Attempt, *, message: str, wait: float | None
     ) -> Result:
         """Every refusal is explicit: kept in the ledger once, and told to whoever sent."""
@@ -413,12 +252,6 @@ class Delivery:
             wait=wait,
         )
         return Result(Outcome.REFUSED, target, code=refusal.code, error=refusal.reason)
-
-    @commits
-    async def _committed_refusal(
-        self, refusal: policy.Refusal, attempt: policy.Attempt, *, message: str, wait: float | None
-    ) -> Result:
-        return self._record_refusal(refusal, attempt, message=message, wait=wait)
 
 
 def terminal_event(row: RunRow) -> dict[str, Any]:

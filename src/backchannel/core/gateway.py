@@ -4,8 +4,8 @@ Everything is built once, in `Gateway.__init__`, each part given what it needs; 
 afterwards. `start` and `stop` run and end the parts together. The gateway process serves HTTP on top
 of it; the CLI builds the same object when no gateway runs (optionally limited to the sessions it works).
 
-    queue ← delivery (with directory, wakes, outbound) ← turns (engines, tools, the delivery as Sender,
-    mentions) ← workers (take sessions from the queue, run their turns)
+    queue ← delivery (with directory, wakes, outbound) ← sends (the agents' Sender) ← turns (engines,
+    tools, mentions) ← workers (take sessions from the queue, run their turns)
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from .events import EventHub
 from .mentions import Mentions
 from .outbound import Outbound
 from .queue import OnState, RunQueue
+from .sends import AgentSends
 from .turns import Turns
 from .wakes import Wakes
 from .workers import Workers
@@ -79,15 +80,18 @@ class Gateway:
             outbound=self.outbound,
             wakes=self.wakes,
         )
+        self.sends = AgentSends(
+            db=self.db, queue=self.queue, directory=self.directory, outbound=self.outbound, delivery=self.delivery
+        )
         self.engines = EngineCache(root, engine_factory)
         self.turns = Turns(
             db=self.db,
             directory=self.directory,
             engines=self.engines,
             tools=TOOLBOX,
-            sender=self.delivery,
+            sender=self.sends,
             hub=self.hub,
-            prepare=Mentions(self.delivery).prepare,
+            prepare=Mentions(self.sends).prepare,
         )
         self.workers = Workers(self.queue, self.turns, hub=self.hub)
         self._jobs: list[asyncio.Task[None]] = []
