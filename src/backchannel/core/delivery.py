@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from .. import policy
-from ..addresses import LocalAddress
 from ..errors import BodyTooLarge, NotFound, Refused, UsageError
 from ..framing import is_human
 from ..home.config import GatewayConfig
@@ -267,6 +266,3 @@ def terminal_event(row: RunRow) -> dict[str, Any]:
     else:
         event.update(error=row.error, code=row.error_code, output=row.reply)
     return event
-
-
-__all__ = ["Delivered", "Delivery", "Incoming", "LocalAddress", "check_message", "terminal_event"]
