@@ -41,7 +41,10 @@ MAX_EXAMPLES = int(os.environ.get("BACKCHANNEL_FUZZ_EXAMPLES", "30"))  # per ope
 CALL_TIMEOUT = 20.0  # seconds; a request that takes longer hangs (the longest wait a stream may take is 15 s)
 MAX_BODY_BYTES = 8192
 HTTP_WAIT_SECONDS = 1  # gateway.http_wait_seconds: the chat routes' wait when the request names none
-UNAUTHENTICATED = {"/health"}  # and /openapi.json, which the document does not list
+# The public routes are those the document marks `security: []` (liveness, and the document itself).
+UNAUTHENTICATED = {
+    path for path, item in openapi_document()["paths"].items() for op in item.values() if op.get("security") == []
+}
 
 OPERATIONS = sorted(
     (method.upper(), path) for path, item in openapi_document()["paths"].items() for method in item if method != "$ref"
@@ -236,7 +239,8 @@ def test_fuzz_without_the_key_is_always_401_in_the_envelope(fuzz: Fuzz, method: 
 
 def test_health_and_openapi_need_no_key(fuzz: Fuzz) -> None:
     client = asgi.get_client(fuzz.schema.app)
-    for path in ("/health", "/openapi.json"):
+    assert {"/health", "/v1/health", "/p/{profile}/health", "/openapi.json"} <= UNAUTHENTICATED
+    for path in ("/health", "/v1/health", "/p/default/health", "/openapi.json"):
         response = client.get(path)
         assert response.status_code == 200, (path, response.text)
         assert isinstance(response.json(), dict)
