@@ -244,18 +244,8 @@ class Outbound:
             return result
         done = result.outcome is Outcome.DELIVERED
         text = (result.reply or "") if done else f"({result.state or result.code}: {result.error or 'no reply'})"
-        if (
-            outstore.settle(
-                self.db,
-                row.id,
-                state=result.outcome.value,
-                reply=result.reply if done else None,
-                error=None if done else text,
-            )
-            and row.wake
-            and row.sender_session
-        ):
-            self.wakes.deliver(
+        if row.wake and row.sender_session:
+            woken = self.wakes.deliver(
                 session_id=row.sender_session,
                 text=reply_text(run_id, row.message, text),
                 sender=row.target,
@@ -263,6 +253,15 @@ class Outbound:
                 hops=row.hops + 1,
                 exchange=row.origin,
             )
+            if woken is None:
+                return result  # not settled: the next poll delivers it (the wake's key keeps it to one)
+        outstore.settle(
+            self.db,
+            row.id,
+            state=result.outcome.value,
+            reply=result.reply if done else None,
+            error=None if done else text,
+        )
         return result
 
     # --- helpers -------------------------------------------------------------------------------------

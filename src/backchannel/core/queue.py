@@ -185,7 +185,9 @@ class RunQueue:
         try:
             yield
         finally:
-            await self._slots.acquire()
+            # Shielded: a turn stopped while it waits for a slot still takes it back, so the drain that
+            # releases it on leaving never frees a slot it does not hold.
+            await asyncio.shield(self._slots.acquire())
 
     def track(self, run_id: str, turn: Turn) -> None:
         """A turn runs here (until `untrack`): `stop` can interrupt it."""
