@@ -471,6 +471,19 @@ def envelope_headers(key: str, **extra: str) -> dict[str, str]:
     return {"Idempotency-Key": key, "X-Hermes-Sender-Profile": "alice", **extra}
 
 
+def test_a_receipt_dialect_clients_auto_key_is_taken_and_deduplicated(api: Api) -> None:
+    """Clients of the receipt dialect derive `auto:<24 hex>:<bucket>` keys themselves: they are callers' keys."""
+    sid = api.new_session()
+    key = "auto:0123456789abcdef01234567:1977431"
+    first = api.chat(sid, "from a hermes peer", headers=envelope_headers(key))
+    assert first.status_code == 200, first.text
+    again = api.chat(sid, "from a hermes peer", headers=envelope_headers(key))
+    assert again.json()["replayed"] is True and again.json()["delivery_id"] == first.json()["delivery_id"]
+    for reserved in ("wake:run_x", "send:run_x:ab:0", "dedup:ab:cd"):
+        refused = api.chat(sid, "sneaky", headers=envelope_headers(reserved))
+        assert refused.status_code == 400 and refused.json()["error"]["code"] == "invalid_idempotency_key", reserved
+
+
 def test_envelope_delivered(api: Api) -> None:
     sid = api.new_session()
     r = api.chat(sid, "envelope please", headers=envelope_headers("k-env-1"))

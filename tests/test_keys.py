@@ -38,7 +38,7 @@ def test_every_reserved_prefix_is_refused_from_outside(prefix: str) -> None:
 
 
 def test_the_reserved_prefixes_are_the_ones_the_gateway_makes() -> None:
-    assert set(keys.RESERVED_PREFIXES) == {"auto:", "send:", "wake:"}
+    assert set(keys.RESERVED_PREFIXES) == {"dedup:", "send:", "wake:"}
 
 
 @pytest.mark.parametrize(
@@ -47,7 +47,7 @@ def test_the_reserved_prefixes_are_the_ones_the_gateway_makes() -> None:
         keys.wake(RUN),
         keys.wake_outbound(7),
         keys.agent_send(RUN, "bob", "hi", 0),
-        keys.auto(keys.fingerprint("a", "s", "m"), RUN),
+        keys.dedup(keys.fingerprint("a", "s", "m"), RUN),
     ],
 )
 def test_every_key_the_gateway_makes_is_refused_from_outside(key: str) -> None:
@@ -142,21 +142,21 @@ def test_for_peer_keeps_different_keys_different() -> None:
     assert keys.for_peer("gw-a", "k1") != keys.for_peer("gw-a", "k2")
 
 
-# --- auto ------------------------------------------------------------------------------------------
+# --- dedup ------------------------------------------------------------------------------------------
 
 
-def test_an_auto_key_names_its_run_so_two_runs_never_share_one() -> None:
+def test_a_dedup_key_names_its_run_so_two_runs_never_share_one() -> None:
     fp = keys.fingerprint("human:api", "s1", "hello")
     one, two = new_run_id(), new_run_id()
-    assert keys.auto(fp, one) != keys.auto(fp, two)
-    assert one.removeprefix("run_") in keys.auto(fp, one)
-    assert keys.auto(fp, one).startswith(keys.AUTO)
+    assert keys.dedup(fp, one) != keys.dedup(fp, two)
+    assert one.removeprefix("run_") in keys.dedup(fp, one)
+    assert keys.dedup(fp, one).startswith(keys.AUTO)
 
 
-def test_an_auto_key_carries_its_fingerprint() -> None:
+def test_a_dedup_key_carries_its_fingerprint() -> None:
     run = new_run_id()
-    one = keys.auto(keys.fingerprint("human:api", "s1", "hello"), run)
-    two = keys.auto(keys.fingerprint("human:api", "s1", "bye"), run)
+    one = keys.dedup(keys.fingerprint("human:api", "s1", "hello"), run)
+    two = keys.dedup(keys.fingerprint("human:api", "s1", "bye"), run)
     assert one != two
 
 
@@ -173,7 +173,7 @@ def test_a_wake_key_is_one_per_run() -> None:
 def test_is_wake_knows_the_wake_keys_and_nothing_else() -> None:
     assert keys.is_wake(keys.wake(RUN))
     assert keys.is_wake(keys.wake_outbound(3))
-    for key in (keys.agent_send(RUN, "bob", "hi", 0), keys.auto("0" * 64, RUN), keys.cli(), "my wake:key", "WAKE:x"):
+    for key in (keys.agent_send(RUN, "bob", "hi", 0), keys.dedup("0" * 64, RUN), keys.cli(), "my wake:key", "WAKE:x"):
         assert not keys.is_wake(key)
 
 

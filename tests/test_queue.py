@@ -149,7 +149,7 @@ def test_keyless_sends_are_deduplicated_over_a_sliding_window(initialised: Path)
 
 
 def test_reserved_key_prefixes_are_refused_from_outside(initialised: Path) -> None:
-    for key in ("wake:run_x", "auto:abc", "send:run_y:z:0"):
+    for key in ("wake:run_x", "dedup:abc", "send:run_y:z:0"):
         with pytest.raises(UsageError) as caught:
             keys.check_external(key)
         assert caught.value.code == "invalid_idempotency_key"

@@ -17,7 +17,8 @@ import uuid
 from .errors import UsageError
 
 MAX_KEY_CHARS = 255
-AUTO = "auto:"
+# Not "auto:": clients of the receipt dialect send content-derived "auto:" keys of their own.
+AUTO = "dedup:"
 SEND = "send:"
 WAKE = "wake:"
 RESERVED_PREFIXES = (AUTO, SEND, WAKE)
@@ -42,7 +43,7 @@ def fingerprint(sender: str, session_id: str, message: str) -> str:
     return hashlib.sha256("\0".join(("v1", sender, session_id, message)).encode()).hexdigest()
 
 
-def auto(fingerprint_hex: str, run_id: str) -> str:
+def dedup(fingerprint_hex: str, run_id: str) -> str:
     """The key a keyless HTTP request's new run is filed under (unique: it names the run)."""
     return f"{AUTO}{fingerprint_hex[:24]}:{run_id.removeprefix('run_')}"
 

@@ -157,7 +157,7 @@ def m0006_sliding_dedup_and_outbound_keys(conn: sqlite3.Connection) -> None:
     _run(
         conn,
         """
-        CREATE INDEX runs_auto_fingerprint ON runs (fingerprint, created_at) WHERE idempotency_key GLOB 'auto:*';
+        CREATE INDEX runs_dedup_fingerprint ON runs (fingerprint, created_at) WHERE idempotency_key GLOB 'dedup:*';
         CREATE INDEX outbound_key ON outbound (idempotency_key);
         CREATE INDEX outbound_remote_run ON outbound (remote_run_id)
         """,

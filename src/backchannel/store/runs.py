@@ -158,13 +158,13 @@ def record(
     with db.tx() as conn:
         if key is None:
             recent = conn.execute(
-                "SELECT * FROM runs WHERE fingerprint = ? AND idempotency_key GLOB 'auto:*' AND created_at >= ?"
+                "SELECT * FROM runs WHERE fingerprint = ? AND idempotency_key GLOB 'dedup:*' AND created_at >= ?"
                 " AND state NOT IN ('failed', 'cancelled', 'expired') ORDER BY seq DESC LIMIT 1",
                 (fp, now - dedup_window),
             ).fetchone()
             if recent is not None:
                 return _run(recent), False
-            key = keys.auto(fp, run_id)
+            key = keys.dedup(fp, run_id)
         claimed = (
             claim_for is not None
             and not conn.execute(
