@@ -2,28 +2,36 @@
 
 from __future__ import annotations
 
+import json
 import sys
 
 import click
 
-from ..errors import BackchannelError
+from ..errors import BackchannelError, PeerOutcomeUnknown
 
 
 def main() -> None:
-    """Entry point: the one place where a BackchannelError becomes a message on stderr and an exit code."""
+    """Entry point: the one place where a BackchannelError becomes a message on stderr and an exit code
+    (and, under --json, one JSON object on stdout: the outcome and the error)."""
     from .app import cli
 
     try:
         cli.main(prog_name="backchannel", standalone_mode=False)
     except BackchannelError as exc:
         click.echo(f"error: {exc.message}", err=True)
+        if _wants_json():
+            click.echo(json.dumps(error_object(exc), ensure_ascii=False, indent=2))
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)
     except click.ClickException as exc:
         exc.show()
-        sys.exit(2 if isinstance(exc, click.UsageError) else exc.exit_code)
+        code = 2 if isinstance(exc, click.UsageError) else exc.exit_code
+        if _wants_json():
+            body = {"result": "refused", "error": {"code": "invalid_request", "message": exc.format_message()}}
+            click.echo(json.dumps(body, ensure_ascii=False, indent=2))
+        sys.exit(code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
@@ -31,3 +39,18 @@ def main() -> None:
         sys.exit(130)
     except BrokenPipeError:
         sys.exit(1)
+
+
+def error_object(exc: BackchannelError) -> dict[str, object]:
+    """What `--json` prints for an error: the outcome it means for the message, and the error itself."""
+    if exc.exit_code == 2:  # refused, or a request that cannot succeed as given: change it, do not resend
+        result = "refused"
+    elif isinstance(exc, PeerOutcomeUnknown):
+        result = "unknown"
+    else:
+        result = "failed"
+    return {"result": result, "error": {"code": exc.code, "message": exc.message, **exc.details}}
+
+
+def _wants_json() -> bool:
+    return "--json" in sys.argv[1:]

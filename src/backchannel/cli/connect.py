@@ -43,6 +43,7 @@ class Sent:
             raise DeliveryError(
                 f"run {self.result.run_id} {self.result.state}: {self.result.error or 'no reply'}",
                 code=self.result.code or "run_failed",
+                details={"run_id": self.result.run_id, "state": self.result.state},
             )
         return self
 

@@ -1,0 +1,54 @@
+"""`--json` prints exactly one JSON object on stdout whatever happens, errors included, beside the exit code."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from conftest import free_port, run_cli
+
+
+def one_object(stdout: str) -> dict[str, object]:
+    body = json.loads(stdout)  # the whole of stdout is one JSON document
+    assert isinstance(body, dict), body
+    return body
+
+
+def test_a_usage_error_under_json_is_one_refused_object(initialised: Path) -> None:
+    result = run_cli("send", "nobody", "hi", "--json")
+    assert result.exit_code == 2
+    body = one_object(result.stdout)
+    assert body["result"] == "refused"
+    assert body["error"]["code"] == "not_found" and "nobody" in body["error"]["message"]  # type: ignore[index]
+    assert "error:" in result.stderr
+
+
+def test_a_failed_local_send_under_json_names_its_run(initialised: Path) -> None:
+    result = run_cli("send", "default", "/fail broken on purpose", "--json")
+    assert result.exit_code == 1
+    body = one_object(result.stdout)
+    assert body["result"] == "failed"
+    error = body["error"]
+    assert isinstance(error, dict) and "broken on purpose" in error["message"]
+    assert str(error["run_id"]).startswith("run_") and error["state"] == "failed"
+
+
+def test_an_unknown_or_unreachable_peer_under_json(initialised: Path) -> None:
+    unknown = run_cli("peer", "dm", "nosuchpeer", "hi", "--json")
+    assert unknown.exit_code == 2
+    assert one_object(unknown.stdout)["result"] == "refused"
+
+    port = free_port()
+    assert (
+        run_cli("peer", "add", "closed", "--url", f"http://127.0.0.1:{port}", "--key", "closed-key-123").exit_code == 0
+    )
+    unreachable = run_cli("peer", "dm", "closed", "anyone?", "--json")
+    assert unreachable.exit_code == 1
+    body = one_object(unreachable.stdout)
+    assert body["result"] == "failed" and body["error"]["code"] == "peer_unreachable"  # type: ignore[index]
+
+
+def test_a_bad_option_under_json_is_one_object_too(initialised: Path) -> None:
+    result = run_cli("send", "default", "hi", "--wait", "soon", "--json")
+    assert result.exit_code == 2
+    assert one_object(result.stdout)["result"] == "refused"
