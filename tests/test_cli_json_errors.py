@@ -52,3 +52,12 @@ def test_a_bad_option_under_json_is_one_object_too(initialised: Path) -> None:
     result = run_cli("send", "default", "hi", "--wait", "soon", "--json")
     assert result.exit_code == 2
     assert one_object(result.stdout)["result"] == "refused"
+
+
+def test_exit_codes_mean_one_thing_for_ledger_and_send(initialised: Path) -> None:
+    assert run_cli("send", "nosuch", "hi").exit_code == 2
+    unknown = run_cli("ledger", "nosuch", "--json")
+    assert unknown.exit_code == 2, unknown.stdout
+    assert one_object(unknown.stdout)["error"]["code"] == "not_found"  # type: ignore[index]
+    assert run_cli("ledger", "default").exit_code == 0
+    assert run_cli("ledger", "peer:anywhere").exit_code == 0  # a peer's history outlives its registration

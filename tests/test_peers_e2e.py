@@ -163,8 +163,9 @@ def wait_status(root: Path, peer: str, run_id: str, statuses: set[str], *, withi
     deadline = time.monotonic() + within
     while True:
         result = cli(root, "peer", "status", peer, run_id, "--json")
-        assert result.exit_code == 0, result.stderr
         data: dict[str, Any] = json.loads(result.stdout)
+        # One mapping: 0 while it goes on or once it completed, 1 when it failed or is unknown.
+        assert result.exit_code == (1 if data["result"] in ("failed", "unknown") else 0), (result.stderr, data)
         if data.get("status") in statuses:
             return data
         assert time.monotonic() < deadline, f"run {run_id} still {data.get('status')!r} after {within}s: {data}"
@@ -376,10 +377,10 @@ def test_dm_with_an_idempotency_key_is_delivered_once(pair: Pair) -> None:
     assert not user_messages_with(pair.beta, "another text, same key")
 
 
-def test_dm_to_an_agent_the_peer_does_not_have_is_a_peer_error(pair: Pair) -> None:
+def test_dm_to_an_agent_the_peer_does_not_have_is_a_usage_error(pair: Pair) -> None:
     for agent in ("nosuchagent", "Research"):  # upper case is a valid name for a client (Hermes accepts it)
         result = cli(pair.a, "peer", "dm", f"beta/{agent}", "anyone?")
-        assert result.exit_code == 1, (agent, result.stdout, result.stderr)
+        assert result.exit_code == 2, (agent, result.stdout, result.stderr)  # change the request: resending fails
         assert agent in result.stderr
         assert "Traceback" not in result.stderr
 
@@ -410,7 +411,7 @@ def test_dm_past_its_wait_gives_a_receipt_then_status_follows_it(pair: Pair) -> 
     assert "default (echo): slow one" in followed.stdout
 
     unknown = cli(pair.a, "peer", "status", "beta", "run_doesnotexist")
-    assert unknown.exit_code == 0, unknown.stderr
+    assert unknown.exit_code == 1, unknown.stderr  # unknown is an outcome that did not arrive
     assert "unknown" in unknown.stdout
     assert len(user_messages_with(pair.beta, "slow one")) == 1
 

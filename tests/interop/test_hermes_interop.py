@@ -75,4 +75,4 @@ def test_wrong_key_and_unknown_run_against_hermes(initialised: Path) -> None:
         assert wrong.exit_code == 1 and "key" in wrong.stderr
         run_cli("peer", "add", "herm", "--url", hermes.url, "--key", KEY)
         unknown = run_cli("peer", "status", "herm", "run_0000")
-        assert unknown.exit_code == 0 and "unknown" in unknown.stdout
+        assert unknown.exit_code == 1 and "unknown" in unknown.stdout

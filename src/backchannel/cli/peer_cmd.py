@@ -258,15 +258,14 @@ def status(target: str, run_id: str, follow: bool, as_json: bool) -> None:
             return await gateway.outbound.status(p, run_id, agent=agent)
 
         result, found = asyncio.run(go())
-    base = {"peer": name, "agent": agent or _agent_of(result)}
+    base = {"peer": name, "agent": agent or _agent_of(result), "result": result.outcome.value}
     if not found:
         data = {**base, "run_id": run_id, "status": "unknown", "reason": result.code or "run_not_found"}
         emit(data, as_json=as_json, text=lambda: click.echo(f"{run_id}: unknown ({result.error})"))
-        return
-    data = {**base, **found}
-    emit(data, as_json=as_json, text=lambda: _print_run(run_id, data))
-    if follow and result.outcome is Outcome.FAILED:
-        sys.exit(1)
+    else:
+        data = {**base, **found}
+        emit(data, as_json=as_json, text=lambda: _print_run(run_id, data))
+    sys.exit(result.outcome.exit_code)  # 0 completed or still going, 1 failed or unknown
 
 
 def _agent_of(result: Result) -> str | None:

@@ -80,10 +80,12 @@ def ledger(address: str | None, other: str | None, limit: int, as_json: bool) ->
 
     With ADDRESS, what it sent or received (a profile covers its sessions); with two, what passed between them.
     """
-    for given in (address, other):
-        if given is not None and not given.startswith("human:"):
-            addresses.parse(given)  # refuse a malformed address
     with home_gateway(config.home()) as gateway:
+        for given in (address, other):
+            if given is not None and not given.startswith("human:"):
+                parsed = addresses.parse(given)  # a malformed address is a usage error
+                if not isinstance(parsed, RemoteAddress):
+                    gateway.directory.find(parsed)  # so is one that names nothing here, as for `send`
         rows = gateway.delivery.ledger(address, other, limit=limit)
 
     def text() -> None:

@@ -145,7 +145,14 @@ class PeerClient:
     async def bot_chat(self) -> str:
         """Find the target's session titled Bot Chat, or create it (never a second one)."""
         query = urllib.parse.urlencode({"limit": 200, "title": BOT_CHAT, "include_hidden": 1})
-        listing = self._json(await self._request("GET", f"/api/sessions?{query}"), "the session list")
+        answer = await self._request("GET", f"/api/sessions?{query}")
+        if answer.status == 404 and self.agent:  # the peer has no such agent: a request to change, not to retry
+            err = error_of(answer.status, answer.json_object())
+            raise PeerRefused(
+                f"{self.who} has no agent {self.agent!r} ({err.code or 'not_found'}): {err.message}",
+                code=err.code or "not_found",
+            )
+        listing = self._json(answer, "the session list")
         rows = [r for r in listing.get("data") or [] if isinstance(r, dict) and isinstance(r.get("title"), str)]
         for row in rows:  # exact title first, then a compressed Bot Chat's tip (Hermes 0.19 lists "Bot Chat #2")
             if row["title"].strip() == BOT_CHAT and row.get("id"):
