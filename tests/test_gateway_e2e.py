@@ -9,17 +9,21 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import sqlite3
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
 
 from backchannel.home import config
-from conftest import GatewayProcess, api_key
+from conftest import GatewayProcess, api_key, free_port
 
 TIMEOUT = httpx.Timeout(10.0)
 TERMINAL = {"completed", "failed", "cancelled", "expired"}
@@ -271,6 +275,33 @@ def test_cli_chat_goes_through_the_gateway_and_runs_locally_without_it(gateway: 
     assert out_local["state"] == "completed"
     assert out_local["reply"] == ECHO + "hello"
     assert out_local["session_id"] != out["session_id"]
+
+
+def test_the_cli_finds_a_gateway_started_on_another_port_and_a_second_one_is_refused(
+    initialised: Path, cli: Any
+) -> None:
+    """The home's runtime file says where its gateway listens; its lock keeps a second gateway out."""
+    gw = GatewayProcess(initialised, free_port())  # config.yaml still names the default port
+    gw.start()
+    try:
+        out = json.loads(cli("send", "default", "where are you?", "--json").stdout)
+        assert out["via"] == "gateway", out
+        assert state_lines(gw, out["run_id"], "completed"), "the gateway did not run the CLI's turn"
+
+        second = subprocess.run(
+            [sys.executable, "-m", "backchannel", "gateway", "--port", str(free_port())],
+            env={**os.environ, "BACKCHANNEL_HOME": str(initialised)},
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert second.returncode == 2, second.stderr
+        assert "another gateway is already running" in second.stderr and str(gw.proc.pid) in second.stderr
+        assert "Traceback" not in second.stderr
+    finally:
+        assert gw.terminate() == 0
+    assert not (initialised / "gateway.json").exists()  # a stopped gateway takes its runtime file with it
+    assert json.loads(cli("send", "default", "and now?", "--json").stdout)["via"] == "local"
 
 
 # --- 6. run states in the gateway log, never the key --------------------------------------------

@@ -17,6 +17,7 @@ from ..core.gateway import Gateway
 from ..core.runlog import RunLog
 from ..errors import UsageError
 from ..home import config
+from ..home.runtime import GatewayLock
 from .app import create_app
 from .context import Context
 
@@ -70,11 +71,22 @@ def bind(host: str, port: int) -> socket.socket:
 def serve(root: Path, *, host: str | None = None, port: int | None = None, grace: float = 10.0) -> None:
     """Run in the foreground until SIGINT/SIGTERM: stop taking work, let turns finish within `grace`."""
     settings = config.load_gateway_config(root)
-    app, _gateway = build(root, grace=grace)
-    host = host or settings.host
-    port = settings.port if port is None else port
+    app, _gateway = build(root, grace=grace)  # every file checked before anything is created or locked
+    lock = GatewayLock(root)
+    lock.acquire()  # one gateway per home: a second one stops here, naming the first
+    try:
+        port = settings.port if port is None else port
+        _serve(app, lock, settings, host=host or settings.host, port=port, grace=grace, root=root)
+    finally:
+        lock.release()
+
+
+def _serve(
+    app: Starlette, lock: GatewayLock, settings: config.GatewayConfig, *, host: str, port: int, grace: float, root: Path
+) -> None:
     sock = bind(host, port)
     bound_port = sock.getsockname()[1]
+    lock.publish(host=host, port=bound_port, gateway_id=settings.gateway_id)  # the CLI finds it on any port
     log.info("gateway %s listening on http://%s:%d (home %s)", settings.gateway_id or "-", host, bound_port, root)
     server = uvicorn.Server(
         uvicorn.Config(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -14,6 +15,7 @@ from ..core.delivery import Incoming
 from ..core.gateway import Gateway, running
 from ..errors import DeliveryError
 from ..home import config
+from ..home.runtime import listening
 from ..outcome import Outcome, Result, of_state
 from ..store.sessions import SessionRow
 
@@ -59,9 +61,13 @@ def home_gateway(root: Path) -> Iterator[Gateway]:
 
 
 async def find_gateway(root: Path) -> GatewayClient | None:
-    """This home's running gateway, or None. A closed port is seen without loading the HTTP client."""
+    """This home's running gateway, or None: where its runtime file says it listens (whatever port it was
+    started on), else config.yaml's address. A closed port is seen without loading the HTTP client."""
     settings = config.load_gateway_config(root)
     key = config.read_env(root).get(config.API_KEY_VAR)
+    found = listening(root)
+    if found is not None:
+        settings = dataclasses.replace(settings, host=found.host, port=found.port)
     if not key or not settings.gateway_id or not _port_open(settings.host, settings.port):
         return None
     from ..net.local import GatewayClient

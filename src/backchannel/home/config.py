@@ -89,7 +89,8 @@ def write_atomic(path: Path, text: str, *, mode: int = 0o644) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
-        os.fchmod(fd, mode)
+        if hasattr(os, "fchmod"):  # POSIX; on Windows a file's mode is only its read-only bit
+            os.fchmod(fd, mode)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
         os.replace(tmp, path)

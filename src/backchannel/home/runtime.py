@@ -1,0 +1,106 @@
+"""Where this home's gateway listens: a lock one gateway holds while it runs, and a runtime file beside it.
+
+`gateway.lock` is locked by the running gateway (released by the OS when the process ends, whatever
+ends it), so a second gateway on the same home refuses to start. `gateway.json` says where it listens
+and its pid, so the CLI finds it whatever port it was started on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from .. import procs
+from ..errors import UsageError
+from .config import write_atomic
+
+RUNTIME_FILE = "gateway.json"
+LOCK_FILE = "gateway.lock"
+
+
+@dataclass(frozen=True)
+class Listening:
+    """A running gateway of this home: its process and the address it serves."""
+
+    pid: int
+    host: str
+    port: int
+    gateway_id: str
+    started_at: float
+
+    @property
+    def url(self) -> str:
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host
+        return f"http://[{host}]:{self.port}" if ":" in host else f"http://{host}:{self.port}"
+
+
+def listening(root: Path) -> Listening | None:
+    """The gateway this home's runtime file names, if its process is alive; None otherwise."""
+    try:
+        data: Any = json.loads((root / RUNTIME_FILE).read_text(encoding="utf-8"))
+        found = Listening(
+            pid=int(data["pid"]),
+            host=str(data["host"]),
+            port=int(data["port"]),
+            gateway_id=str(data.get("gateway_id") or ""),
+            started_at=float(data.get("started_at") or 0),
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # none, or left half-written by a crash: as good as none
+    return found if procs.alive(found.pid) else None
+
+
+class GatewayLock:
+    """Held by the one gateway of a home from before it binds until it has stopped."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._file: IO[str] | None = None
+        self._published = False
+
+    def acquire(self) -> None:
+        path = self.root / LOCK_FILE
+        handle = path.open("a+", encoding="utf-8")
+        try:
+            _lock(handle)
+        except OSError:
+            handle.close()
+            other = listening(self.root)
+            where = f" (pid {other.pid}, {other.url})" if other is not None else ""
+            raise UsageError(
+                f"another gateway is already running on the home {str(self.root)!r}{where}; "
+                "stop it first, or give this one its own BACKCHANNEL_HOME"
+            ) from None
+        self._file = handle
+
+    def publish(self, *, host: str, port: int, gateway_id: str) -> None:
+        """Say where this gateway listens (once it is bound)."""
+        record = Listening(pid=os.getpid(), host=host, port=port, gateway_id=gateway_id, started_at=time.time())
+        write_atomic(self.root / RUNTIME_FILE, json.dumps(asdict(record)) + "\n", mode=0o600)
+        self._published = True
+
+    def release(self) -> None:
+        if self._published:
+            (self.root / RUNTIME_FILE).unlink(missing_ok=True)
+            self._published = False
+        if self._file is not None:
+            self._file.close()  # closing the file releases the lock
+            self._file = None
+
+
+def _lock(handle: IO[str]) -> None:
+    """Lock the file without waiting; OSError when another process holds it."""
+    if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
+        import msvcrt
+
+        handle.seek(0)
+        msvcrt.locking(handle.fileno(), msvcrt.LK_NBLCK, 1)
+    else:
+        import fcntl
+
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
