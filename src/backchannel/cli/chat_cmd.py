@@ -27,25 +27,43 @@ from .output import emit, note, read_message
 def chat(profile_name: str | None, query: str | None, resume: str | None, as_json: bool) -> None:
     """Talk to an agent. Without -q, a prompt that keeps one session (Ctrl-D or /exit to leave)."""
     root = config.home()
+    # Everything that can be refused is refused before a session is made: none is left behind empty.
+    if as_json and query is None:
+        raise UsageError("--json needs -q (one message)")
+    message = None
+    if query is not None:
+        message = read_message(query) or ""
+        if not message.strip():
+            raise UsageError("the message is empty")
     with home_gateway(root) as gateway:
         if resume:
             session = gateway.directory.session(resume)
             if profile_name and profile_name != session.profile:
                 raise UsageError(f"session {resume!r} belongs to profile {session.profile!r}, not {profile_name!r}")
         else:
+            gateway.directory.check_profile(profile_name or DEFAULT_PROFILE)
+            if message is None and not sys.stdin.isatty() and not _peek_stdin():
+                raise UsageError("nothing to say: stdin is empty (give -q MESSAGE, or type at a terminal)")
             session, _ = asyncio.run(gateway.directory.create_session(profile_name or DEFAULT_PROFILE, source="cli"))
             note(f"new session {session.id} (profile {session.profile})")
-    if query is not None:
-        message = read_message(query) or ""
-        if not message.strip():
-            raise UsageError("the message is empty")
+    if message is not None:
         sent = _turn(session, message)
         emit(sent.to_dict(), as_json=as_json, text=lambda: _print(sent))
         note(f"session: {session.id} (resume with --resume {session.id})")
         return
-    if as_json:
-        raise UsageError("--json needs -q (one message)")
     _interactive(session)
+
+
+_pending: list[str] = []  # stdin read ahead to see that it is not empty; handed to the prompt loop
+
+
+def _peek_stdin() -> bool:
+    """Whether stdin (not a terminal) holds any non-blank line; what was read is kept for the loop."""
+    for line in sys.stdin:
+        _pending.append(line.rstrip("\n"))
+        if line.strip():
+            return True
+    return False
 
 
 def _turn(session: SessionRow, message: str) -> Sent:
@@ -70,8 +88,10 @@ def _interactive(session: SessionRow) -> None:
         note(f"talking to {session.profile} in session {session.id}; /exit or Ctrl-D to leave")
     while True:
         try:
-            line = input("you> " if tty else "")
+            line = _pending.pop(0) if _pending else input("you> " if tty else "")
         except EOFError:
+            if tty:
+                click.echo("", err=True)  # the prompt's line ends before the goodbye
             break
         if line.strip() in ("/exit", "/quit"):
             break

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from ..errors import UsageError
 from ..home import config, profiles
 from .output import emit, note
 
@@ -13,7 +14,12 @@ from .output import emit, note
 def init(as_json: bool) -> None:
     """Create the home (BACKCHANNEL_HOME, default ~/.backchannel). Keeps whatever already exists."""
     root = config.home()
-    root.mkdir(parents=True, exist_ok=True)
+    if root.exists() and not root.is_dir():
+        raise UsageError(f"BACKCHANNEL_HOME {str(root)!r} is a file, not a folder: point it at a folder")
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create the home {str(root)!r}: {exc.strerror or exc}") from exc
     created: list[str] = []
     kept: list[str] = []
     cfg = config.config_path(root)

@@ -7,10 +7,10 @@ from pathlib import Path
 import click
 
 from ..agent import persona
-from ..errors import UsageError
+from ..errors import ConfigError, UsageError
 from ..home import config, files, profiles
 from ..home.profiles import Profile
-from .output import emit, table
+from .output import emit, note, table
 
 
 @click.group("profile")
@@ -79,17 +79,33 @@ def create(
 @profile.command("list")
 @click.option("--json", "as_json", is_flag=True)
 def list_(as_json: bool) -> None:
-    """List the profiles of this home."""
+    """List the profiles of this home (a profile whose config.yaml cannot be read is listed with its error)."""
     root = config.home()
     config.require_home(root)
-    found = [profiles.load_profile(root, name) for name in profiles.list_profiles(root)]
+    found: list[Profile] = []
+    broken: dict[str, str] = {}
+    for name in profiles.list_profiles(root):
+        try:
+            found.append(profiles.load_profile(root, name))
+        except ConfigError as exc:
+            broken[name] = exc.message
+    rows = [describe(p) for p in found] + [
+        {"name": n, "error": {"code": "invalid_config", "message": m}} for n, m in broken.items()
+    ]
+    rows.sort(key=lambda r: str(r["name"]))
 
     def text() -> None:
         table(
-            [[p.name, p.config.model.engine, p.config.model.model or "-"] for p in found], ["NAME", "ENGINE", "MODEL"]
+            [
+                [str(r["name"]), *(("BROKEN", "-") if "error" in r else (str(r["engine"]), str(r["model"] or "-")))]
+                for r in rows
+            ],
+            ["NAME", "ENGINE", "MODEL"],
         )
+        for name, message in broken.items():
+            note(f"profile {name} is broken: {message}")
 
-    emit([describe(p) for p in found], as_json=as_json, text=text)
+    emit(rows, as_json=as_json, text=text)
 
 
 @profile.command("show")

@@ -1,0 +1,60 @@
+"""Edges a new user meets first: a home that is a file, a broken profile among good ones, chats that say nothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+
+
+def sessions(home: Path) -> list[object]:
+    listed = run_cli("sessions", "list", "--json")
+    assert listed.exit_code == 0, listed.stderr
+    found: list[object] = json.loads(listed.stdout)
+    return found
+
+
+def test_a_home_that_is_a_file_is_a_clear_usage_error(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home.parent.mkdir(parents=True, exist_ok=True)
+    home.write_text("not a folder")
+    result = run_cli("init")
+    assert result.exit_code == 2
+    assert "is a file, not a folder" in result.stderr and "Traceback" not in result.stderr
+    assert home.read_text() == "not a folder"
+
+
+def test_one_broken_profile_does_not_hide_the_others(initialised: Path) -> None:
+    assert run_cli("profile", "create", "good").exit_code == 0
+    assert run_cli("profile", "create", "bad").exit_code == 0
+    (initialised / "profiles" / "bad" / "config.yaml").write_text("model: [unclosed\n")
+    listed = run_cli("profile", "list", "--json")
+    assert listed.exit_code == 0, listed.stderr
+    rows = {r["name"]: r for r in json.loads(listed.stdout)}
+    assert set(rows) == {"bad", "default", "good"}
+    assert rows["good"]["engine"] == "echo" and "error" not in rows["good"]
+    assert rows["bad"]["error"]["code"] == "invalid_config" and "config.yaml" in rows["bad"]["error"]["message"]
+    text = run_cli("profile", "list")
+    assert "BROKEN" in text.stdout and "good" in text.stdout and "profile bad is broken" in text.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "stdin"),
+    [(["chat", "-q", ""], None), (["chat", "-q", "   "], None), (["chat", "--json"], None), (["chat"], "")],
+    ids=["empty -q", "blank -q", "--json without -q", "empty stdin"],
+)
+def test_a_chat_refused_before_it_starts_leaves_no_session(
+    initialised: Path, args: list[str], stdin: str | None
+) -> None:
+    result = run_cli(*args, input=stdin)
+    assert result.exit_code == 2, (result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr
+    assert sessions(initialised) == []
+
+
+def test_an_interactive_chat_on_stdin_answers_every_line(initialised: Path) -> None:
+    result = run_cli("chat", input="first\n\nsecond\n")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.splitlines() == ["default (echo): first", "default (echo): second"]
