@@ -10,6 +10,7 @@ from .gateway_cmd import gateway
 from .init_cmd import init
 from .peer_cmd import peer
 from .profile_cmd import profile
+from .runs_cmd import runs
 from .send_cmd import ledger, send
 from .sessions_cmd import sessions
 
@@ -24,5 +25,5 @@ def cli() -> None:
     """
 
 
-for command in (init, profile, chat, sessions, send, peer, ledger, gateway):
+for command in (init, profile, chat, sessions, send, runs, peer, ledger, gateway):
     cli.add_command(command)

@@ -135,7 +135,7 @@ async def _via_gateway(
     while wait is None:  # the person waits for the end: follow the run
         run = (await gateway.request("GET", run_path)).body
         if run.get("status") not in ("queued", "running"):
-            return Sent(session.profile, _of_run(to, run, replayed=replayed, key=key), "gateway")
+            return Sent(session.profile, of_run(to, run, replayed=replayed, key=key), "gateway")
         await asyncio.sleep(POLL_SECONDS)
     receipt = Result(
         Outcome.RECEIPT,
@@ -150,7 +150,7 @@ async def _via_gateway(
     return Sent(session.profile, receipt, "gateway")
 
 
-def _of_run(to: str, run: dict[str, Any], *, replayed: bool, key: str) -> Result:
+def of_run(to: str, run: dict[str, Any], *, replayed: bool, key: str | None) -> Result:
     """A run as the gateway's /v1/runs route shows it, as an outcome."""
     state = str(run.get("status"))
     outcome = of_state(state)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import click
@@ -42,3 +42,22 @@ def read_message(message: str | None) -> str | None:
     if message == "-" or (message is None and not sys.stdin.isatty()):
         return sys.stdin.read()
     return message
+
+
+async def show_progress(run_id: str, events: AsyncIterator[dict[str, Any]]) -> None:
+    """A run's progress on stderr as its events arrive: one live line on a terminal, one line per event otherwise."""
+    tty = sys.stderr.isatty()
+    counts = {"chars": 0, "tools": 0}
+    async for event in events:
+        name = str(event.get("event"))
+        counts["chars"] += len(str(event.get("delta") or ""))
+        counts["tools"] += name == "tool.started"
+        if tty:
+            click.echo(
+                f"\r\033[K{run_id}: {name} · {counts['tools']} tool calls · {counts['chars']} chars", nl=False, err=True
+            )
+        elif name != "message.delta":
+            detail = event.get("tool") or event.get("error") or ""
+            note(f"{name} {detail}".rstrip())
+    if tty:
+        click.echo("", err=True)

@@ -17,7 +17,7 @@ from ..home import config
 from ..home import peers as registry
 from ..outcome import Outcome, Result
 from .connect import home_gateway
-from .output import emit, note, read_message, table
+from .output import emit, note, read_message, show_progress, table
 
 
 class AliasedGroup(click.Group):
@@ -281,23 +281,8 @@ def _print_run(run_id: str, data: dict[str, Any]) -> None:
 
 
 async def _show_events(gateway: Gateway, p: registry.Peer, run_id: str, agent: str | None) -> None:
-    """Show the run's progress on stderr: one live line on a terminal, one line per event otherwise."""
-    tty = sys.stderr.isatty()
-    counts = {"events": 0, "chars": 0, "tools": 0}
-    async for event in gateway.outbound.follow(p, run_id, agent=agent):
-        counts["events"] += 1
-        name = str(event.get("event"))
-        counts["chars"] += len(str(event.get("delta") or ""))
-        counts["tools"] += name == "tool.started"
-        if tty:
-            click.echo(
-                f"\r\033[K{run_id}: {name} · {counts['tools']} tool calls · {counts['chars']} chars", nl=False, err=True
-            )
-        elif name != "message.delta":
-            detail = event.get("tool") or event.get("error") or ""
-            note(f"{name} {detail}".rstrip())
-    if tty:
-        click.echo("", err=True)
+    """Show the run's progress on stderr until it ends."""
+    await show_progress(run_id, gateway.outbound.follow(p, run_id, agent=agent))
 
 
 @peer.command("stop")

@@ -22,6 +22,7 @@ from ..messages import MAX_MESSAGE_CHARS
 from ..outcome import Outcome, Result, of_state
 from ..store import ledger
 from ..store import refusals as refusalstore
+from ..store import runs as runstore
 from ..store.db import Database
 from ..store.runs import NewRun, RunRow, RunState
 from ..store.sessions import BOT_CHAT_TITLE, SessionRow
@@ -196,6 +197,16 @@ class Delivery:
             self.hub.reserve(run_id)
             return True
         return False
+
+    def runs(
+        self, *, states: tuple[RunState, ...] = (), profile: str | None = None, limit: int = 50
+    ) -> list[Delivered]:
+        """This home's runs, newest first, each with its outcome so far."""
+        if profile is not None:
+            self.directory.check_profile(profile)
+        return [
+            self._delivered(run) for run in runstore.list_runs(self.db, states=states, profile=profile, limit=limit)
+        ]
 
     def ledger(self, a: str | None = None, b: str | None = None, *, limit: int = 100) -> list[ledger.Entry]:
         return ledger.entries(self.db, a, b, limit=limit)

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
 from .. import keys
 from ..errors import BackchannelError, GatewayError
 from ..home.config import GatewayConfig
-from .http import Naming, Transport, error_of, quote
+from . import sse
+from .http import Naming, Transport, error_of, json_object, quote
 
 PROBE_TIMEOUT = 0.5
 TIMEOUT = 30.0
@@ -89,6 +91,14 @@ class GatewayClient:
         }
         path = f"/p/{quote(profile)}/api/sessions/{quote(session_id)}/chat"
         return await self.request("POST", path, json={"message": message}, headers=headers, timeout=wait + 30)
+
+    async def events(self, run_id: str) -> AsyncIterator[dict[str, Any]]:
+        """A run's events from the gateway, past and future, until its end (any profile's: run ids are unique)."""
+        async with self._http.stream("GET", f"/v1/runs/{quote(run_id)}/events", read_timeout=None) as stream:
+            if stream.status >= 400:
+                raise _error(stream.status, json_object(await stream.read()) or {})
+            async for event in sse.json_objects(stream.chunks()):
+                yield event
 
 
 def _error(status: int, body: dict[str, Any]) -> BackchannelError:

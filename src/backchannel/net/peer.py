@@ -341,10 +341,5 @@ class PeerClient:
         async with self._http.stream("GET", f"/v1/runs/{quote(run_id)}/events", read_timeout=None) as stream:
             if stream.status >= 400:
                 raise self._error(error_of(stream.status, json_object(await stream.read())), "the event stream")
-            async for event in sse.parse(stream.chunks()):
-                try:
-                    data = json.loads(event.data)
-                except ValueError:
-                    continue
-                if isinstance(data, dict):
-                    yield data
+            async for data in sse.json_objects(stream.chunks()):
+                yield data

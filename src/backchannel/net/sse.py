@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import AsyncIterable, AsyncIterator
 from dataclasses import dataclass
+from typing import Any
 
 # A line ends at CRLF, LF or a lone CR (the event-stream grammar allows all three).
 _LINE_END = re.compile(rb"\r\n|\r|\n")
@@ -94,3 +96,14 @@ async def parse(chunks: AsyncIterable[bytes]) -> AsyncIterator[Event]:
             yield event
     for event in parser.close():
         yield event
+
+
+async def json_objects(chunks: AsyncIterable[bytes]) -> AsyncIterator[dict[str, Any]]:
+    """The JSON objects carried in `data:` of a stream's events (run events); other payloads are skipped."""
+    async for event in parse(chunks):
+        try:
+            data = json.loads(event.data)
+        except ValueError:
+            continue
+        if isinstance(data, dict):
+            yield data

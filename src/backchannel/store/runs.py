@@ -375,3 +375,20 @@ def pair_count(db: Database, *, sender_profile: str, profile: str, origin: str, 
 
 def sessions_with_queued(db: Database) -> list[str]:
     return [r[0] for r in db.all("SELECT DISTINCT session_id FROM runs WHERE state = 'queued'")]
+
+
+def list_runs(
+    db: Database, *, states: tuple[RunState, ...] = (), profile: str | None = None, limit: int = 50
+) -> list[RunRow]:
+    """Runs, newest first; only those in `states` (any when empty) and of `profile` (any when None)."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    if states:
+        clauses.append(f"state IN ({', '.join('?' for _ in states)})")
+        params.extend(s.value for s in states)
+    if profile is not None:
+        clauses.append("profile = ?")
+        params.append(profile)
+    where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+    rows = db.all(f"SELECT * FROM runs {where} ORDER BY seq DESC LIMIT ?", (*params, limit))
+    return [_run(r) for r in rows]

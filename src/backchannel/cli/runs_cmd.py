@@ -1,0 +1,171 @@
+"""`backchannel runs list | show | follow | stop`: this home's runs, as a person sees and stops them."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import AsyncIterator
+from typing import Any
+
+import click
+
+from ..core.delivery import Delivered
+from ..core.gateway import running
+from ..home import config
+from ..outcome import Outcome, Result
+from ..store.runs import RunState
+from .connect import LOCAL_GRACE, find_gateway, home_gateway, of_run
+from .output import emit, note, show_progress, table, when
+
+STATES = [s.value for s in RunState]
+TERMINAL = frozenset(f"run.{s.value}" for s in RunState if s.terminal)
+
+
+@click.group("runs")
+def runs() -> None:
+    """This home's runs (one message to one session each): list, show, follow until they end, stop.
+
+    \b
+    Examples:
+      backchannel runs list --state queued --state running
+      backchannel runs follow run_0123abcd…
+      backchannel runs stop run_0123abcd…
+    """
+
+
+def run_dict(d: Delivered) -> dict[str, Any]:
+    run = d.run
+    return {
+        **d.result.to_dict(),
+        "profile": run.profile,
+        "sender": run.sender,
+        "message": run.message,
+        "hops": run.hops,
+        "attempts": run.attempts,
+        "created_at": run.created_at,
+        "finished_at": run.finished_at,
+    }
+
+
+@runs.command("list")
+@click.option(
+    "--state", "states", multiple=True, type=click.Choice(STATES), help="Only runs in this state (repeatable)."
+)
+@click.option("-p", "--profile", "profile_name", help="Only this profile's runs.")
+@click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True, help="At most this many.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
+def list_(states: tuple[str, ...], profile_name: str | None, limit: int, as_json: bool) -> None:
+    """Runs, newest first, with their state and queue position."""
+    with home_gateway(config.home()) as gateway:
+        found = gateway.delivery.runs(states=tuple(RunState(s) for s in states), profile=profile_name, limit=limit)
+
+    def text() -> None:
+        rows = []
+        for d in found:
+            state = d.run.state.value + (f" #{d.result.queue_position}" if d.result.queue_position else "")
+            first = d.run.message.strip().splitlines()[0] if d.run.message.strip() else ""
+            rows.append(
+                [
+                    d.run.id,
+                    f"{d.run.profile}/{d.run.session_id}",
+                    state,
+                    d.run.sender,
+                    when(d.run.created_at),
+                    first[:40],
+                ]
+            )
+        table(rows, ["RUN", "SESSION", "STATE", "FROM", "CREATED", "MESSAGE"])
+        if not found:
+            note("no runs" + (" in these states" if states else ""))
+
+    emit([run_dict(d) for d in found], as_json=as_json, text=text)
+
+
+@runs.command("show")
+@click.argument("run_id")
+@click.option("--json", "as_json", is_flag=True, help="Print the run as JSON.")
+def show(run_id: str, as_json: bool) -> None:
+    """One run: its state, what was said and what came back. Exits 1 when it failed."""
+    with home_gateway(config.home()) as gateway:
+        d = gateway.delivery.status(run_id)
+    emit(run_dict(d), as_json=as_json, text=lambda: _print(d.result, d.run.message))
+    sys.exit(d.result.outcome.exit_code)
+
+
+@runs.command("follow")
+@click.argument("run_id")
+@click.option("--json", "as_json", is_flag=True, help="At the end, print the run as JSON.")
+def follow(run_id: str, as_json: bool) -> None:
+    """Show a run's progress until it ends, then its reply. Without a gateway the run is worked here."""
+    root = config.home()
+    with home_gateway(root) as gateway:
+        gateway.delivery.run(run_id)  # an unknown run is a usage error before anything starts
+    result = asyncio.run(_follow(run_id))
+    emit(result.to_dict(), as_json=as_json, text=lambda: _print(result, None))
+    sys.exit(result.outcome.exit_code)
+
+
+async def _follow(run_id: str) -> Result:
+    root = config.home()
+    client = await find_gateway(root)
+    if client is not None:
+        try:
+            await show_progress(run_id, _until_end(client.events(run_id)))
+            body = (await client.request("GET", f"/v1/runs/{run_id}")).body
+            return of_run(f"{body.get('profile')}/{body.get('session_id')}", body, replayed=False, key=None)
+        finally:
+            await client.aclose()
+    with home_gateway(root) as gateway:
+        session_id = gateway.delivery.run(run_id).session_id
+    async with running(root, scope={session_id}, grace=LOCAL_GRACE) as local:
+        await show_progress(run_id, _until_end(_events(local.delivery.follow(run_id))))
+        return local.delivery.status(run_id).result
+
+
+async def _events(events: AsyncIterator[dict[str, Any] | None]) -> AsyncIterator[dict[str, Any]]:
+    async for event in events:
+        if event is not None:  # a keepalive
+            yield event
+
+
+async def _until_end(events: AsyncIterator[dict[str, Any]]) -> AsyncIterator[dict[str, Any]]:
+    async for event in events:
+        yield event
+        if str(event.get("event")) in TERMINAL:
+            return
+
+
+@runs.command("stop")
+@click.argument("run_id")
+@click.option("--json", "as_json", is_flag=True, help="Print the stopped run as JSON.")
+def stop(run_id: str, as_json: bool) -> None:
+    """Cancel a queued run, or interrupt a running turn, keeping what it produced so far."""
+    root = config.home()
+
+    async def go() -> Result:
+        client = await find_gateway(root)
+        if client is not None:
+            try:
+                body = (await client.request("POST", f"/v1/runs/{run_id}/stop")).body
+                return of_run(f"{body.get('profile')}/{body.get('session_id')}", body, replayed=False, key=None)
+            finally:
+                await client.aclose()
+        with home_gateway(root) as gateway:
+            return (await gateway.delivery.stop(run_id)).result
+
+    result = asyncio.run(go())
+    emit(result.to_dict(), as_json=as_json, text=lambda: _print(result, None))
+    if result.outcome is Outcome.FAILED and result.state == "cancelled":
+        sys.exit(0)  # stopped as asked
+    sys.exit(result.outcome.exit_code)
+
+
+def _print(result: Result, message: str | None) -> None:
+    position = f" (position {result.queue_position})" if result.queue_position else ""
+    click.echo(f"{result.run_id}: {result.state}{position} in {result.to}")
+    if message is not None:
+        click.echo(f"message: {message}")
+    if result.reply:
+        click.echo(result.reply)
+    if result.outcome is Outcome.FAILED and result.error:
+        note(f"{result.state}: {result.error}")

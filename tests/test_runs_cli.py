@@ -1,0 +1,60 @@
+"""`backchannel runs`: a person sees, follows and stops local runs, with or without a running gateway."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from conftest import GatewayProcess, run_cli
+
+
+def receipt(text: str) -> dict[str, Any]:
+    sent = run_cli("send", "default", text, "--wait", "0.1", "--json")
+    assert sent.exit_code == 0, sent.stderr
+    body: dict[str, Any] = json.loads(sent.stdout)
+    assert body["result"] == "receipt", body
+    return body
+
+
+def test_runs_list_show_follow_and_stop_without_a_gateway(initialised: Path) -> None:
+    # Without a gateway the command works the run itself and is cut after its grace: the run is queued again.
+    slow = receipt("/sleep 1.5\nslow work")
+    listed = run_cli("runs", "list", "--state", "queued", "--json")
+    assert listed.exit_code == 0, listed.stderr
+    assert [r["run_id"] for r in json.loads(listed.stdout)] == [slow["run_id"]]
+
+    shown = run_cli("runs", "show", slow["run_id"], "--json")
+    assert shown.exit_code == 0, shown.stderr  # still going: a receipt
+    assert json.loads(shown.stdout)["state"] == "queued"
+
+    followed = run_cli("runs", "follow", slow["run_id"])
+    assert followed.exit_code == 0, followed.stderr
+    assert "default (echo): slow work" in followed.stdout
+    assert "run.completed" in followed.stderr  # its progress, as it came
+
+    other = receipt("/sleep 1.5\nnever mind")
+    stopped = run_cli("runs", "stop", other["run_id"], "--json")
+    assert stopped.exit_code == 0, stopped.stderr
+    assert json.loads(stopped.stdout)["state"] == "cancelled"
+    assert json.loads(run_cli("runs", "show", other["run_id"], "--json").stdout)["state"] == "cancelled"
+    assert run_cli("runs", "show", other["run_id"]).exit_code == 1  # it ended without a reply
+
+    everything = json.loads(run_cli("runs", "list", "--json").stdout)
+    assert {r["run_id"] for r in everything} >= {slow["run_id"], other["run_id"]}
+    assert run_cli("runs", "show", "run_nope").exit_code == 2
+    assert run_cli("runs", "list", "-p", "nobody").exit_code == 2
+
+
+def test_runs_follow_and_stop_through_the_gateway(gateway: GatewayProcess) -> None:
+    slow = receipt("/sleep 0.5\nthrough the gateway")
+    assert slow["via"] == "gateway"
+    followed = run_cli("runs", "follow", slow["run_id"], "--json")
+    assert followed.exit_code == 0, followed.stderr
+    done = json.loads(followed.stdout)
+    assert done["result"] == "delivered" and done["reply"] == "default (echo): through the gateway"
+
+    long = receipt("/sleep 30\ntoo long")
+    stopped = run_cli("runs", "stop", long["run_id"], "--json")
+    assert stopped.exit_code == 0, stopped.stderr
+    assert json.loads(stopped.stdout)["state"] == "cancelled"
