@@ -12,7 +12,7 @@ import click
 
 from .. import addresses, keys
 from ..core.gateway import Gateway
-from ..errors import UsageError
+from ..errors import PeerError, UsageError
 from ..home import config
 from ..home import peers as registry
 from ..outcome import Outcome, Result
@@ -65,15 +65,23 @@ def add(name: str, url: str, key: str | None, note_text: str | None) -> None:
 def _probe(root: Path, p: registry.Peer) -> None:
     """Ask the new peer what it is, so messages from it are shown under its name here; never fatal."""
 
-    async def go() -> dict[str, Any]:
+    async def go() -> tuple[dict[str, Any], dict[str, Any], PeerError | None]:
         with home_gateway(root) as gateway:
             async with gateway.outbound.client(p, None) as client:
-                caps = await client.capabilities(timeout=3)
-                return {**await client.health(), **caps} if caps else {}
+                health = await client.health()
+                try:
+                    return health, await client.capabilities(timeout=3, strict=True), None
+                except PeerError as exc:
+                    return health, {}, exc
 
-    caps = asyncio.run(go())
-    if not caps:
-        note(f"note: peer {p.name} did not answer /v1/capabilities with this key just now; saved anyway")
+    health, caps, failure = asyncio.run(go())
+    if not health and failure is not None and failure.code == "peer_unreachable":
+        note(f"note: nothing answers at {p.url} just now (down, or a wrong URL); saved anyway")
+    elif failure is not None and failure.code == "peer_auth":
+        note(f"note: {p.url} answers but refused this key (HTTP 401); saved anyway: check the key")
+    elif failure is not None or not caps:
+        what = health.get("platform") or "something that is not a gateway"
+        note(f"note: {p.url} ({what}) did not answer /v1/capabilities just now; saved anyway")
     elif caps.get("platform") == "backchannel" and caps.get("gateway_id"):
         registry.remember_gateway_id(root, p.name, str(caps["gateway_id"]))
         note(f"peer {p.name} is Backchannel gateway {caps['gateway_id']} {caps.get('version', '')}".rstrip())
@@ -152,6 +160,7 @@ def dm(target: str, message: str | None, wait: float, key: str | None, as_json: 
     name, agent = _target(target)
     result = send_dm(config.home(), name, agent, _message(message), wait=wait, key=key)
     emit(dm_dict(result), as_json=as_json, text=lambda: print_dm(result))
+    retry_hint(result)
     sys.exit(result.outcome.exit_code)
 
 
@@ -191,6 +200,16 @@ def print_dm(r: Result) -> None:
         click.echo(f"follow it: backchannel peer status {r.to.removeprefix('peer:').split('/')[0]} {r.run_id} --follow")
     else:
         note(f"{r.to} {r.outcome.value}: {r.error or 'no detail'}")
+
+
+def retry_hint(r: Result) -> None:
+    """On stderr, text or --json alike: how to ask again about a message whose outcome is unknown."""
+    if r.outcome is Outcome.UNKNOWN and r.idempotency_key:
+        note(
+            "it may have arrived: ask again safely (it is never delivered twice) with the same message and key:\n"
+            f"  backchannel peer dm {r.to.removeprefix('peer:')} '<the same message>' "
+            f"--idempotency-key {r.idempotency_key}"
+        )
 
 
 @peer.command("run")

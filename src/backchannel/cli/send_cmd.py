@@ -50,6 +50,7 @@ def send(address: str, message: str | None, wait: float, key: str | None, as_jso
             raise UsageError(f"{address!r}: address a peer as peer:NAME or peer:NAME/AGENT (its Bot Chat)")
         result = peer_cmd.send_dm(root, parsed.peer, parsed.profile, text.strip(), wait=wait, key=key)
         emit(peer_cmd.dm_dict(result), as_json=as_json, text=lambda: peer_cmd.print_dm(result))
+        peer_cmd.retry_hint(result)
         sys.exit(result.outcome.exit_code)
     with home_gateway(root) as gateway:
         session = gateway.directory.resolve(parsed)

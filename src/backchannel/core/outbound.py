@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import keys
-from ..errors import BackchannelError, Conflict, PeerError
+from ..errors import BackchannelError, Conflict, PeerError, PeerOutcomeUnknown
 from ..home import peers as registry
 from ..outcome import Outcome, Result, of_state
 from ..store import outbound as outstore
@@ -83,7 +83,8 @@ class Outbound:
     ) -> Result:
         """Deliver into the Bot Chat of `agent` on `peer` and wait up to `wait` seconds for its reply.
 
-        Raises PeerError when the peer cannot be reached or refuses our key (recorded as such)."""
+        Raises PeerError when the peer cannot be reached or refuses our key (recorded as such); a request
+        that may have arrived without an answer is the outcome `unknown`, with the key that asks again."""
         new = self._new(peer, agent, message, key, sender, wait)
         row = outstore.record(self.db, new)
         if (row.message, row.target) != (new.message, new.target):
@@ -106,6 +107,9 @@ class Outbound:
                     chain=sender.chain,
                 )
                 await self._learn_gateway_id(peer, client)
+        except PeerOutcomeUnknown as exc:  # it may have arrived: the same key asks again safely
+            outstore.update(self.db, row.id, state="unknown", error=exc.message)
+            return Result(Outcome.UNKNOWN, row.target, code=exc.code, error=exc.message, idempotency_key=key)
         except PeerError as exc:
             outstore.update(self.db, row.id, state=_failure_state(exc), error=exc.message)
             raise

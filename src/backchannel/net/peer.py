@@ -120,13 +120,15 @@ class PeerClient:
 
     # --- discovery -----------------------------------------------------------------------------
 
-    async def capabilities(self, *, timeout: float = 10) -> dict[str, Any]:
-        """The peer's /v1/capabilities, or {} when it has none (any failure is tolerated)."""
+    async def capabilities(self, *, timeout: float = 10, strict: bool = False) -> dict[str, Any]:
+        """The peer's /v1/capabilities, or {} when it has none (any failure is tolerated unless `strict`)."""
         if self._caps is None:
             try:
                 response = await self._request("GET", "/v1/capabilities", timeout=timeout)
                 self._caps = self._json(response, "the capabilities request")
             except PeerError:
+                if strict:
+                    raise
                 self._caps = {}
         return self._caps
 
