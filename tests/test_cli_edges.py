@@ -58,3 +58,23 @@ def test_an_interactive_chat_on_stdin_answers_every_line(initialised: Path) -> N
     result = run_cli("chat", input="first\n\nsecond\n")
     assert result.exit_code == 0, result.stderr
     assert result.stdout.splitlines() == ["default (echo): first", "default (echo): second"]
+
+
+def test_a_message_from_stdin_loses_only_its_final_newline(initialised: Path) -> None:
+    sent = run_cli("send", "default", "-", "--json", input="two lines\nof text\n")
+    assert sent.exit_code == 0, sent.stderr
+    assert json.loads(sent.stdout)["reply"] == "default (echo): two lines\nof text"
+
+
+def test_profile_show_prints_no_python_reprs(initialised: Path) -> None:
+    shown = run_cli("profile", "show", "default")
+    assert shown.exit_code == 0, shown.stderr
+    assert "{" not in shown.stdout and "None" not in shown.stdout and "'" not in shown.stdout
+    assert "session_messaging.max_hops:" in shown.stdout
+
+
+def test_a_receipt_says_what_the_run_is_doing(initialised: Path) -> None:
+    slow = run_cli("send", "default", "/sleep 1\nslow", "--wait", "0.1")
+    assert slow.exit_code == 0, slow.stderr
+    assert "is running" in slow.stdout and "queued" not in slow.stdout.split("is running")[1]
+    assert "backchannel runs follow run_" in slow.stderr

@@ -76,10 +76,8 @@ def _print(sent: Sent) -> None:
     if result.outcome is Outcome.DELIVERED:
         click.echo(result.reply or "(no reply)")
     else:
-        click.echo(
-            f"{result.state}: run {result.run_id} accepted and queued (position "
-            f"{result.queue_position or '-'}): do not resend"
-        )
+        where = f", position {result.queue_position}" if result.queue_position else ""
+        click.echo(f"receipt: run {result.run_id} is {result.state}{where}: accepted, do not resend")
 
 
 def _interactive(session: SessionRow) -> None:

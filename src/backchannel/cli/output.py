@@ -40,7 +40,7 @@ def table(rows: list[list[str]], headers: list[str]) -> None:
 def read_message(message: str | None) -> str | None:
     """The message argument; '-' (or none, with stdin not a terminal) reads stdin."""
     if message == "-" or (message is None and not sys.stdin.isatty()):
-        return sys.stdin.read()
+        return sys.stdin.read().rstrip("\r\n")  # the newline that ends the last line is not part of the message
     return message
 
 

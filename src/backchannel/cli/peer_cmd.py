@@ -199,7 +199,7 @@ def print_dm(r: Result) -> None:
         )
         click.echo(f"follow it: backchannel peer status {r.to.removeprefix('peer:').split('/')[0]} {r.run_id} --follow")
     else:
-        note(f"{r.to} {r.outcome.value}: {r.error or 'no detail'}")
+        note(f"error: {r.error or r.outcome.value}")  # the error names the peer already
 
 
 def retry_hint(r: Result) -> None:

@@ -118,9 +118,16 @@ def show(name: str, as_json: bool) -> None:
     data = describe(profiles.load_profile(root, name))
 
     def text() -> None:
-        for key, value in data.items():
-            if isinstance(value, list):
+        def line(key: str, value: object) -> None:
+            if isinstance(value, dict):
+                for sub, inner in value.items():
+                    line(f"{key}.{sub}", inner)
+                return
+            if isinstance(value, list | tuple):
                 value = ", ".join(map(str, value)) or "-"
-            click.echo(f"{key + ':':<20}{value if value is not None else '-'}")
+            click.echo(f"{key + ':':<40}{value if value is not None else '-'}")
+
+        for key, value in data.items():
+            line(key, value)
 
     emit(data, as_json=as_json, text=text)

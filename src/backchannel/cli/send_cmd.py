@@ -66,7 +66,7 @@ def _print(sent: Sent) -> None:
         click.echo(result.reply or "(no reply)")
         return
     position = f", position {result.queue_position}" if result.queue_position else ""
-    click.echo(f"receipt: run {result.run_id} {result.state}{position}: accepted and queued, do not resend")
+    click.echo(f"receipt: run {result.run_id} is {result.state}{position}: accepted, do not resend")
     note(f"follow it: backchannel runs follow {result.run_id}")
     if sent.via == "local":
         note("no gateway is running: the run is answered when one starts (backchannel gateway) or by the next command")

@@ -106,7 +106,11 @@ class PeerClient:
         if response.status >= 400:
             raise self._error(error_of(response.status, data), what)
         if data is None:
-            raise PeerError(f"{self.who} answered {what} with no JSON object: {response.text[:200]!r}")
+            kind = response.headers.get("content-type", "no content type").split(";")[0]
+            raise PeerError(
+                f"{self.who} answered {what} with something that is not a JSON object (HTTP {response.status}, "
+                f"{kind}): is this the URL of a Backchannel or Hermes gateway?"
+            )
         return data
 
     def _error(self, err: ErrorBody, what: str) -> PeerError:

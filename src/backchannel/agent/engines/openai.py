@@ -170,7 +170,8 @@ def map_aiohttp_errors(where: str, timeout: float) -> Iterator[None]:
     except TimeoutError as exc:
         raise EngineError(f"{where} hit the timeout: no complete answer within {timeout:g}s") from exc
     except aiohttp.ClientConnectorError as exc:
-        raise EngineError(f"{where} is unreachable: {exc}") from exc
+        reason = exc.os_error.strerror or str(exc.os_error) if exc.os_error is not None else "connection failed"
+        raise EngineError(f"{where} is unreachable: {reason}") from exc
     except aiohttp.ServerDisconnectedError as exc:
         raise EngineError(f"{where} closed the connection before answering: {exc}") from exc
     except aiohttp.ClientPayloadError as exc:
