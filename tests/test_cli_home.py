@@ -30,6 +30,7 @@ def test_init_again_changes_nothing_and_says_so(initialised: Path) -> None:
     result = run_cli("init")
     assert result.exit_code == 0
     assert "nothing changed" in result.stderr
+    assert f"home: {initialised}" in result.stdout and "next: backchannel chat" in result.stdout
     assert {p: p.read_bytes() for p in initialised.rglob("*") if p.is_file()} == before
 
 
@@ -190,5 +191,7 @@ def test_hermes_profile_folder_works_as_it_is(initialised: Path) -> None:
 
 def test_help_and_version() -> None:
     assert run_cli("--help").exit_code == 0
+    bare = run_cli()
+    assert bare.exit_code == 0 and "Usage: backchannel" in bare.stdout and "runs" in bare.stdout
     assert "backchannel" in run_cli("--version").stdout
     assert run_cli("chat", "--bogus").exit_code == 2

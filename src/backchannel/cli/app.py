@@ -15,14 +15,20 @@ from .send_cmd import ledger, send
 from .sessions_cmd import sessions
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(context_settings={"help_option_names": ["-h", "--help"]}, invoke_without_command=True)
 @click.version_option(__version__, prog_name="backchannel")
-def cli() -> None:
+@click.pass_context
+def cli(ctx: click.Context) -> None:
     """Backchannel: persistent AI agents messaging each other.
 
     The home is $BACKCHANNEL_HOME (default ~/.backchannel). Start with `backchannel init`.
-    Exit codes: 0 ok, 1 delivery or gateway error, 2 usage error or refused by policy.
+
+    \b
+    Exit codes: 0 delivered, receipt or held; 1 a delivery or peer error, a failed run, an unknown outcome;
+    2 a usage error or refused by policy.
     """
+    if ctx.invoked_subcommand is None:
+        click.echo(ctx.get_help())
 
 
 for command in (init, profile, chat, sessions, send, runs, peer, ledger, gateway):

@@ -47,5 +47,7 @@ def init(as_json: bool) -> None:
             note(f"kept existing {item}")
         if not created:
             note(f"{str(root)!r} is already initialised; nothing changed")
+        click.echo(f"home: {root}")
+        click.echo("next: backchannel chat -q 'hello'  ·  backchannel gateway  ·  backchannel profile create NAME")
 
     emit({"home": str(root), "created": created, "kept": kept}, as_json=as_json, text=text)
