@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -78,3 +83,39 @@ def test_a_receipt_says_what_the_run_is_doing(initialised: Path) -> None:
     assert slow.exit_code == 0, slow.stderr
     assert "is running" in slow.stdout and "queued" not in slow.stdout.split("is running")[1]
     assert "backchannel runs follow run_" in slow.stderr
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="sends SIGINT")
+def test_ctrl_c_during_a_send_says_how_to_ask_again_and_asking_again_is_one_run(initialised: Path) -> None:
+    env = {**os.environ, "BACKCHANNEL_HOME": str(initialised)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "backchannel", "send", "default", "/sleep 1.5\nslow answer", "--wait", "30"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 10
+    while not json.loads(run_cli("runs", "list", "--json").stdout):  # the message was handed in
+        assert time.monotonic() < deadline, "the send never arrived"
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=15)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "may already be accepted" in err
+    key = err.split("--idempotency-key ", 1)[1].split()[0]
+    again = run_cli("send", "default", "/sleep 1.5\nslow answer", "--idempotency-key", key, "--json")
+    assert again.exit_code == 0, again.stderr
+    body = json.loads(again.stdout)
+    assert body["reply"] == "default (echo): slow answer" and body["replayed"], body
+    assert len(json.loads(run_cli("runs", "list", "--json").stdout)) == 1  # one message, one run
+
+
+def test_chat_c_continues_the_last_chat_session(initialised: Path) -> None:
+    assert run_cli("chat", "-c", "-q", "hi").exit_code == 2  # nothing to continue yet
+    first = json.loads(run_cli("chat", "-q", "first", "--json").stdout)
+    run_cli("send", "default", "into the bot chat")  # a newer session, but not one the person chatted in
+    later = run_cli("chat", "-c", "-q", "and again", "--json")
+    assert later.exit_code == 0, later.stderr
+    assert json.loads(later.stdout)["session_id"] == first["session_id"]
+    assert run_cli("chat", "-c", "--resume", first["session_id"], "-q", "x").exit_code == 2

@@ -13,6 +13,7 @@ BackchannelError
  ├── EngineError           exit 1, 502 engine_error      the model endpoint failed
  ├── DeliveryError         exit 1, 424 run_failed        the run failed, expired or was cancelled
  ├── GatewayError          exit 1, 502 gateway_error     the running gateway could not be reached
+ ├── Interrupted           exit 130                      Ctrl-C after the message was handed in: says how to ask again
  └── PeerError             exit 1, 424 peer_error        another gateway: unreachable, wrong key, failed
       ├── PeerRefused      exit 2                        refused by the peer's policy or as malformed
       └── PeerOutcomeUnknown exit 1                      sent, but no answer: check, never resend blindly
@@ -134,6 +135,15 @@ class GatewayError(BackchannelError):
     http_status = 502
     code = "gateway_error"
     type = "server_error"
+
+
+class Interrupted(BackchannelError):
+    """The person pressed Ctrl-C while a message was on its way: it may have been accepted."""
+
+    exit_code = 130
+    http_status = 499
+    code = "interrupted"
+    type = "invalid_request_error"
 
 
 class PeerError(BackchannelError):

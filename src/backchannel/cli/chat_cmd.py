@@ -13,7 +13,7 @@ from ..home import config
 from ..home.profiles import DEFAULT_PROFILE
 from ..outcome import Outcome
 from ..store.sessions import SessionRow
-from .connect import Sent, deliver, home_gateway
+from .connect import Sent, deliver, home_gateway, interruptible
 from .output import emit, note, read_message
 
 
@@ -23,8 +23,11 @@ from .output import emit, note, read_message
 )
 @click.option("-q", "--query", "query", help="Send one message, print the reply and exit ('-' reads stdin).")
 @click.option("--resume", "resume", metavar="SESSION_ID", help="Continue an existing session.")
+@click.option(
+    "-c", "--continue", "last", is_flag=True, help="Continue the last session you chatted in (of -p's profile)."
+)
 @click.option("--json", "as_json", is_flag=True, help="With -q: print reply, session id and profile as JSON.")
-def chat(profile_name: str | None, query: str | None, resume: str | None, as_json: bool) -> None:
+def chat(profile_name: str | None, query: str | None, resume: str | None, last: bool, as_json: bool) -> None:
     """Talk to an agent. Without -q, a prompt that keeps one session (Ctrl-D or /exit to leave)."""
     root = config.home()
     # Everything that can be refused is refused before a session is made: none is left behind empty.
@@ -35,7 +38,16 @@ def chat(profile_name: str | None, query: str | None, resume: str | None, as_jso
         message = read_message(query) or ""
         if not message.strip():
             raise UsageError("the message is empty")
+    if last and resume:
+        raise UsageError("give --resume SESSION_ID or -c, not both")
     with home_gateway(root) as gateway:
+        if last:
+            name = gateway.directory.check_profile(profile_name or DEFAULT_PROFILE)
+            mine = [s for s in gateway.directory.sessions(name, limit=200) if s.source == "cli"]
+            if not mine:
+                raise UsageError(f"no chat session of profile {name!r} to continue: start one with `backchannel chat`")
+            resume = mine[0].id
+            note(f"continuing session {resume} (profile {name})")
         if resume:
             session = gateway.directory.session(resume)
             if profile_name and profile_name != session.profile:
@@ -68,7 +80,10 @@ def _peek_stdin() -> bool:
 
 def _turn(session: SessionRow, message: str) -> Sent:
     # A person's typed message is deliberate: a fresh key, so saying the same thing twice is two turns.
-    return asyncio.run(deliver(config.home(), session, message, wait=None, key=keys.cli())).check()
+    key = keys.cli()
+    again = f"backchannel send {session.profile}/{session.id} '<the same message>' --idempotency-key {key}"
+    with interruptible(again):
+        return asyncio.run(deliver(config.home(), session, message, wait=None, key=key)).check()
 
 
 def _print(sent: Sent) -> None:

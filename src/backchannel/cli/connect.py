@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.delivery import Incoming
 from ..core.gateway import Gateway, running
-from ..errors import DeliveryError
+from ..errors import DeliveryError, Interrupted
 from ..home import config
 from ..home.runtime import listening
 from ..outcome import Outcome, Result, of_state
@@ -48,6 +48,18 @@ class Sent:
                 details={"run_id": self.result.run_id, "state": self.result.state},
             )
         return self
+
+
+@contextlib.contextmanager
+def interruptible(ask_again: str) -> Iterator[None]:
+    """Ctrl-C while a message is on its way: say it may be accepted, and the command that asks again safely."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        raise Interrupted(
+            "interrupted: the message may already be accepted (it goes on if so); ask about it again, safely "
+            f"(it is handled once), with: {ask_again}"
+        ) from None
 
 
 @contextlib.contextmanager

@@ -16,7 +16,7 @@ from ..errors import PeerError, UsageError
 from ..home import config
 from ..home import peers as registry
 from ..outcome import Outcome, Result
-from .connect import home_gateway
+from .connect import home_gateway, interruptible
 from .output import emit, note, read_message, show_progress, table
 
 
@@ -158,7 +158,10 @@ def _message(message: str | None) -> str:
 def dm(target: str, message: str | None, wait: float, key: str | None, as_json: bool) -> None:
     """Deliver MESSAGE into the Bot Chat of PEER[/AGENT] and print the reply (or a receipt)."""
     name, agent = _target(target)
-    result = send_dm(config.home(), name, agent, _message(message), wait=wait, key=key)
+    text = _message(message)
+    key = keys.check_external(key) or keys.cli()
+    with interruptible(f"backchannel peer dm {target} '<the same message>' --idempotency-key {key}"):
+        result = send_dm(config.home(), name, agent, text, wait=wait, key=key)
     emit(dm_dict(result), as_json=as_json, text=lambda: print_dm(result))
     retry_hint(result)
     sys.exit(result.outcome.exit_code)

@@ -12,7 +12,7 @@ from ..addresses import RemoteAddress
 from ..errors import UsageError
 from ..home import config
 from ..outcome import Outcome
-from .connect import Sent, deliver, home_gateway
+from .connect import Sent, deliver, home_gateway, interruptible
 from .output import emit, note, read_message, table, when
 
 DEFAULT_WAIT = 120.0
@@ -48,7 +48,9 @@ def send(address: str, message: str | None, wait: float, key: str | None, as_jso
 
         if parsed.session_id is not None:
             raise UsageError(f"{address!r}: address a peer as peer:NAME or peer:NAME/AGENT (its Bot Chat)")
-        result = peer_cmd.send_dm(root, parsed.peer, parsed.profile, text.strip(), wait=wait, key=key)
+        key = key or keys.cli()
+        with interruptible(f"backchannel send {address} '<the same message>' --idempotency-key {key}"):
+            result = peer_cmd.send_dm(root, parsed.peer, parsed.profile, text.strip(), wait=wait, key=key)
         emit(peer_cmd.dm_dict(result), as_json=as_json, text=lambda: peer_cmd.print_dm(result))
         peer_cmd.retry_hint(result)
         sys.exit(result.outcome.exit_code)
@@ -56,7 +58,9 @@ def send(address: str, message: str | None, wait: float, key: str | None, as_jso
         session = gateway.directory.resolve(parsed)
     # Without --idempotency-key each invocation is a new message (a person who repeats means it);
     # retries within this invocation reuse one key, so they are handled once.
-    sent = asyncio.run(deliver(root, session, text, wait=wait, key=key or keys.cli())).check()
+    key = key or keys.cli()
+    with interruptible(f"backchannel send {address} '<the same message>' --idempotency-key {key}"):
+        sent = asyncio.run(deliver(root, session, text, wait=wait, key=key)).check()
     emit(sent.to_dict(), as_json=as_json, text=lambda: _print(sent))
 
 
