@@ -8,7 +8,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -119,3 +121,19 @@ def test_chat_c_continues_the_last_chat_session(initialised: Path) -> None:
     assert later.exit_code == 0, later.stderr
     assert json.loads(later.stdout)["session_id"] == first["session_id"]
     assert run_cli("chat", "-c", "--resume", first["session_id"], "-q", "x").exit_code == 2
+
+
+def test_every_command_has_examples_in_its_help() -> None:
+    from backchannel.cli.app import cli
+
+    def commands(group: Any, path: list[str]) -> Iterator[list[str]]:
+        for name, command in group.commands.items():
+            if hasattr(command, "commands"):
+                yield from commands(command, [*path, name])
+            else:
+                yield [*path, name]
+
+    for path in commands(cli, []):
+        shown = run_cli(*path, "--help")
+        assert shown.exit_code == 0, path
+        assert "Examples:\n    backchannel " in shown.stdout, f"no examples in `backchannel {' '.join(path)} --help`"

@@ -14,10 +14,18 @@ from ..home.profiles import DEFAULT_PROFILE
 from ..outcome import Outcome
 from ..store.sessions import SessionRow
 from .connect import Sent, deliver, home_gateway, interruptible
-from .output import emit, note, read_message
+from .output import emit, examples, note, read_message
 
 
-@click.command("chat")
+@click.command(
+    "chat",
+    epilog=examples(
+        "backchannel chat",
+        "backchannel chat -p research -q 'what did you find?'",
+        "backchannel chat -c",
+        "echo 'summarise this' | backchannel chat -q - --json",
+    ),
+)
 @click.option(
     "-p", "--profile", "profile_name", help="The agent to talk to (default: default, or the resumed session's)."
 )

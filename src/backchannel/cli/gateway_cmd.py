@@ -7,9 +7,10 @@ import logging
 import click
 
 from ..home import config
+from .output import examples
 
 
-@click.command("gateway")
+@click.command("gateway", epilog=examples("backchannel gateway", "backchannel gateway --port 8400 --grace 30"))
 @click.option("--host", help="Address to bind (default from config.yaml: 127.0.0.1).")
 @click.option(
     "--port", type=click.IntRange(0, 65535), help="Port (default from config.yaml: 8377; 0 picks a free one)."

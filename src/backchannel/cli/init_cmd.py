@@ -6,10 +6,10 @@ import click
 
 from ..errors import UsageError
 from ..home import config, profiles
-from .output import emit, note
+from .output import emit, examples, note
 
 
-@click.command("init")
+@click.command("init", epilog=examples("backchannel init", "BACKCHANNEL_HOME=/tmp/trial backchannel init --json"))
 @click.option("--json", "as_json", is_flag=True, help="Print what was created as JSON.")
 def init(as_json: bool) -> None:
     """Create the home (BACKCHANNEL_HOME, default ~/.backchannel). Keeps whatever already exists."""

@@ -11,6 +11,11 @@ from typing import Any
 import click
 
 
+def examples(*lines: str) -> str:
+    """A command's EXAMPLES section for its --help, kept as written (click does not rewrap a \\b paragraph)."""
+    return "\b\nExamples:\n" + "\n".join(f"  {line}" for line in lines)
+
+
 def emit(data: Any, *, as_json: bool, text: Callable[[], None]) -> None:
     if as_json:
         click.echo(json.dumps(data, ensure_ascii=False, indent=2))

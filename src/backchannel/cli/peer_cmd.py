@@ -17,7 +17,7 @@ from ..home import config
 from ..home import peers as registry
 from ..outcome import Outcome, Result
 from .connect import home_gateway, interruptible
-from .output import emit, note, read_message, show_progress, table
+from .output import emit, examples, note, read_message, show_progress, table
 
 
 class AliasedGroup(click.Group):
@@ -41,7 +41,13 @@ def peer() -> None:
 # --- registry ------------------------------------------------------------------------------------
 
 
-@peer.command("add")
+@peer.command(
+    "add",
+    epilog=examples(
+        "backchannel peer add spark --url http://spark.lan:8377 --note 'homelab'",
+        "backchannel peer add spark --url http://spark.lan:8377 < spark.key",
+    ),
+)
 @click.argument("name")
 @click.option("--url", required=True, help="The peer gateway's base URL, e.g. http://spark.lan:8377.")
 @click.option("--key", help="Its API_SERVER_KEY (else asked without echo, or read from stdin).")
@@ -99,8 +105,8 @@ def _read_key(name: str, root: Path) -> str | None:
     return typed or None
 
 
-@peer.command("list")
-@click.option("--json", "as_json", is_flag=True)
+@peer.command("list", epilog=examples("backchannel peer list", "backchannel peer ls --json"))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout (an error too, as one object).")
 def list_(as_json: bool) -> None:
     """The registered peers (keys are never shown)."""
     root = config.home()
@@ -115,7 +121,7 @@ def list_(as_json: bool) -> None:
     emit([p.to_dict() for p in peers], as_json=as_json, text=text)
 
 
-@peer.command("remove")
+@peer.command("remove", epilog=examples("backchannel peer rm spark"))
 @click.argument("name")
 def remove(name: str) -> None:
     """Forget peer NAME and its key."""
@@ -143,7 +149,14 @@ def _message(message: str | None) -> str:
     return text.strip()
 
 
-@peer.command("dm")
+@peer.command(
+    "dm",
+    epilog=examples(
+        "backchannel peer dm spark 'disk status?'",
+        "backchannel peer dm spark/research - < question.txt",
+        "backchannel peer dm spark 'again?' --idempotency-key ticket-7 --json",
+    ),
+)
 @click.argument("target")
 @click.argument("message", required=False)
 @click.option(
@@ -154,7 +167,7 @@ def _message(message: str | None) -> str:
     help="Seconds to wait for the reply; past it a receipt is printed (exit 0: do not resend).",
 )
 @click.option("--idempotency-key", "key", help="Retries with the same key are delivered once.")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout (an error too, as one object).")
 def dm(target: str, message: str | None, wait: float, key: str | None, as_json: bool) -> None:
     """Deliver MESSAGE into the Bot Chat of PEER[/AGENT] and print the reply (or a receipt)."""
     name, agent = _target(target)
@@ -215,11 +228,11 @@ def retry_hint(r: Result) -> None:
         )
 
 
-@peer.command("run")
+@peer.command("run", epilog=examples("backchannel peer run spark 'analyse the full log' --idempotency-key ticket-123"))
 @click.argument("target")
 @click.argument("message", required=False)
 @click.option("--idempotency-key", "key", help="The same key twice gives the same run; the turn runs once.")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout (an error too, as one object).")
 def run(target: str, message: str | None, key: str | None, as_json: bool) -> None:
     """Start a turn in the Bot Chat of PEER[/AGENT] and print its run id at once."""
     name, agent = _target(target)
@@ -261,11 +274,16 @@ def _warn_about(caps: dict[str, Any]) -> None:
         )
 
 
-@peer.command("status")
+@peer.command(
+    "status",
+    epilog=examples(
+        "backchannel peer status spark run_0123… --follow", "backchannel peer status spark/research run_0123… --json"
+    ),
+)
 @click.argument("target")
 @click.argument("run_id")
 @click.option("--follow", is_flag=True, help="Stream the run's events until it ends, then print the result.")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout (an error too, as one object).")
 def status(target: str, run_id: str, follow: bool, as_json: bool) -> None:
     """State and output of run RUN_ID on PEER (its agent is known from sending it; PEER/AGENT names it)."""
     name, agent = _target(target)
@@ -307,10 +325,10 @@ async def _show_events(gateway: Gateway, p: registry.Peer, run_id: str, agent: s
     await show_progress(run_id, gateway.outbound.follow(p, run_id, agent=agent))
 
 
-@peer.command("stop")
+@peer.command("stop", epilog=examples("backchannel peer stop spark run_0123…"))
 @click.argument("target")
 @click.argument("run_id")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout (an error too, as one object).")
 def stop(target: str, run_id: str, as_json: bool) -> None:
     """Cancel run RUN_ID on PEER and print what it produced so far."""
     name, agent = _target(target)

@@ -10,7 +10,7 @@ from ..agent import persona
 from ..errors import ConfigError, UsageError
 from ..home import config, files, profiles
 from ..home.profiles import Profile
-from .output import emit, note, table
+from .output import emit, examples, note, table
 
 
 @click.group("profile")
@@ -41,7 +41,13 @@ def describe(p: Profile) -> dict[str, object]:
     }
 
 
-@profile.command("create")
+@profile.command(
+    "create",
+    epilog=examples(
+        "backchannel profile create research --soul research-soul.md",
+        "backchannel profile create coder --engine openai --base-url http://127.0.0.1:11434/v1 --model qwen2.5:7b",
+    ),
+)
 @click.argument("name")
 @click.option("--soul", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="A file to use as SOUL.md.")
 @click.option("--engine", type=click.Choice(profiles.ENGINES), default="echo", show_default=True)
@@ -76,8 +82,8 @@ def create(
     )
 
 
-@profile.command("list")
-@click.option("--json", "as_json", is_flag=True)
+@profile.command("list", epilog=examples("backchannel profile list", "backchannel profile list --json"))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout (an error too, as one object).")
 def list_(as_json: bool) -> None:
     """List the profiles of this home (a profile whose config.yaml cannot be read is listed with its error)."""
     root = config.home()
@@ -108,9 +114,9 @@ def list_(as_json: bool) -> None:
     emit(rows, as_json=as_json, text=text)
 
 
-@profile.command("show")
+@profile.command("show", epilog=examples("backchannel profile show research"))
 @click.argument("name")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout (an error too, as one object).")
 def show(name: str, as_json: bool) -> None:
     """Show one profile: model, skills, memory sizes and messaging rules."""
     root = config.home()

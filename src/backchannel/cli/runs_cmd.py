@@ -15,7 +15,7 @@ from ..home import config
 from ..outcome import Outcome, Result
 from ..store.runs import RunState
 from .connect import LOCAL_GRACE, find_gateway, home_gateway, of_run
-from .output import emit, note, show_progress, table, when
+from .output import emit, examples, note, show_progress, table, when
 
 STATES = [s.value for s in RunState]
 TERMINAL = frozenset(f"run.{s.value}" for s in RunState if s.terminal)
@@ -47,7 +47,12 @@ def run_dict(d: Delivered) -> dict[str, Any]:
     }
 
 
-@runs.command("list")
+@runs.command(
+    "list",
+    epilog=examples(
+        "backchannel runs list --state queued --state running", "backchannel runs list -p builds --limit 10 --json"
+    ),
+)
 @click.option(
     "--state", "states", multiple=True, type=click.Choice(STATES), help="Only runs in this state (repeatable)."
 )
@@ -81,7 +86,7 @@ def list_(states: tuple[str, ...], profile_name: str | None, limit: int, as_json
     emit([run_dict(d) for d in found], as_json=as_json, text=text)
 
 
-@runs.command("show")
+@runs.command("show", epilog=examples("backchannel runs show run_0123…"))
 @click.argument("run_id")
 @click.option("--json", "as_json", is_flag=True, help="Print the run as JSON.")
 def show(run_id: str, as_json: bool) -> None:
@@ -92,7 +97,7 @@ def show(run_id: str, as_json: bool) -> None:
     sys.exit(d.result.outcome.exit_code)
 
 
-@runs.command("follow")
+@runs.command("follow", epilog=examples("backchannel runs follow run_0123…"))
 @click.argument("run_id")
 @click.option("--json", "as_json", is_flag=True, help="At the end, print the run as JSON.")
 def follow(run_id: str, as_json: bool) -> None:
@@ -135,7 +140,7 @@ async def _until_end(events: AsyncIterator[dict[str, Any]]) -> AsyncIterator[dic
             return
 
 
-@runs.command("stop")
+@runs.command("stop", epilog=examples("backchannel runs stop run_0123…"))
 @click.argument("run_id")
 @click.option("--json", "as_json", is_flag=True, help="Print the stopped run as JSON.")
 def stop(run_id: str, as_json: bool) -> None:

@@ -13,12 +13,19 @@ from ..errors import UsageError
 from ..home import config
 from ..outcome import Outcome
 from .connect import Sent, deliver, home_gateway, interruptible
-from .output import emit, note, read_message, table, when
+from .output import emit, examples, note, read_message, table, when
 
 DEFAULT_WAIT = 120.0
 
 
-@click.command("send")
+@click.command(
+    "send",
+    epilog=examples(
+        "backchannel send builds 'is the build green?'",
+        "backchannel send research/20261130_015530_55cf9b - < notes.md",
+        "backchannel send peer:spark/research 'status?' --wait 30 --json",
+    ),
+)
 @click.argument("address")
 @click.argument("message", required=False)
 @click.option(
@@ -30,7 +37,7 @@ DEFAULT_WAIT = 120.0
     help="Seconds to wait for the reply before printing a receipt.",
 )
 @click.option("--idempotency-key", "key", help="Send twice with the same key and it is handled once.")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout (an error too, as one object).")
 def send(address: str, message: str | None, wait: float, key: str | None, as_json: bool) -> None:
     """Send MESSAGE (or stdin, or '-') to ADDRESS as the person and print the reply or a receipt.
 
@@ -76,11 +83,16 @@ def _print(sent: Sent) -> None:
         note("no gateway is running: the run is answered when one starts (backchannel gateway) or by the next command")
 
 
-@click.command("ledger")
+@click.command(
+    "ledger",
+    epilog=examples("backchannel ledger", "backchannel ledger research", "backchannel ledger research builds --json"),
+)
 @click.argument("address", required=False)
 @click.argument("other", required=False)
-@click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
-@click.option("--json", "as_json", is_flag=True)
+@click.option(
+    "--limit", type=click.IntRange(1, 10_000), default=50, show_default=True, help="At most this many, newest first."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout (an error too, as one object).")
 def ledger(address: str | None, other: str | None, limit: int, as_json: bool) -> None:
     """Who said what to whom, newest first: every run and every refusal.
 

@@ -6,7 +6,7 @@ import click
 
 from ..home import config
 from .connect import home_gateway
-from .output import emit, table, when
+from .output import emit, examples, table, when
 
 
 @click.group("sessions")
@@ -14,10 +14,14 @@ def sessions() -> None:
     """List sessions and read their messages."""
 
 
-@sessions.command("list")
+@sessions.command(
+    "list", epilog=examples("backchannel sessions list -p research", "backchannel sessions list --limit 5 --json")
+)
 @click.option("-p", "--profile", "profile_name", help="Only this profile's sessions.")
-@click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
-@click.option("--json", "as_json", is_flag=True)
+@click.option(
+    "--limit", type=click.IntRange(1, 10_000), default=50, show_default=True, help="At most this many, newest first."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout (an error too, as one object).")
 def list_(profile_name: str | None, limit: int, as_json: bool) -> None:
     """Sessions, most recently active first."""
     with home_gateway(config.home()) as gateway:
@@ -34,9 +38,9 @@ def list_(profile_name: str | None, limit: int, as_json: bool) -> None:
     emit([r.to_dict() for r in rows], as_json=as_json, text=text)
 
 
-@sessions.command("show")
+@sessions.command("show", epilog=examples("backchannel sessions show 20261130_015530_55cf9b"))
 @click.argument("session_id")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout (an error too, as one object).")
 def show(session_id: str, as_json: bool) -> None:
     """One session and all its messages, in order."""
     with home_gateway(config.home()) as gateway:
