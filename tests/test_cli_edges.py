@@ -137,3 +137,35 @@ def test_every_command_has_examples_in_its_help() -> None:
         shown = run_cli(*path, "--help")
         assert shown.exit_code == 0, path
         assert "Examples:\n    backchannel " in shown.stdout, f"no examples in `backchannel {' '.join(path)} --help`"
+
+
+def test_key_show_prints_the_home_key_with_a_warning(initialised: Path) -> None:
+    from backchannel.home import config
+
+    shown = run_cli("key", "show")
+    assert shown.exit_code == 0, shown.stderr
+    assert shown.stdout.strip() == config.read_env(initialised)[config.API_KEY_VAR]
+    assert "warning" in shown.stderr
+
+
+def test_profile_remove_sets_the_folder_aside_and_keeps_the_history(initialised: Path) -> None:
+    assert run_cli("profile", "create", "scratch").exit_code == 0
+    assert run_cli("send", "scratch", "remember me").exit_code == 0
+    assert run_cli("profile", "remove", "scratch").exit_code == 2  # no terminal, no --yes: nothing removed
+    assert (initialised / "profiles" / "scratch").is_dir()
+    assert run_cli("profile", "remove", "default", "--yes").exit_code == 2
+    removed = run_cli("profile", "remove", "scratch", "--yes")
+    assert removed.exit_code == 0, removed.stderr
+    assert "scratch" not in [p["name"] for p in json.loads(run_cli("profile", "list", "--json").stdout)]
+    assert [p for p in (initialised / "profiles").iterdir() if p.name.startswith(".scratch.removed-")]
+    history = json.loads(run_cli("ledger", "--json").stdout)
+    assert any(e["message"] == "remember me" for e in history)  # what was said stays in the ledger
+    assert run_cli("profile", "remove", "scratch", "--yes").exit_code == 2
+
+
+def test_a_profile_with_work_waiting_is_not_removed(initialised: Path) -> None:
+    assert run_cli("profile", "create", "busy").exit_code == 0
+    assert run_cli("send", "busy", "/sleep 1.5\nslow", "--wait", "0.1").exit_code == 0  # requeued when cut
+    refused = run_cli("profile", "remove", "busy", "--yes")
+    assert refused.exit_code == 2 and "queued or running" in refused.stderr
+    assert (initialised / "profiles" / "busy").is_dir()

@@ -8,6 +8,7 @@ from .. import __version__
 from .chat_cmd import chat
 from .gateway_cmd import gateway
 from .init_cmd import init
+from .key_cmd import key
 from .peer_cmd import peer
 from .profile_cmd import profile
 from .runs_cmd import runs
@@ -31,5 +32,5 @@ def cli(ctx: click.Context) -> None:
         click.echo(ctx.get_help())
 
 
-for command in (init, profile, chat, sessions, send, runs, peer, ledger, gateway):
+for command in (init, profile, chat, sessions, send, runs, peer, ledger, key, gateway):
     cli.add_command(command)

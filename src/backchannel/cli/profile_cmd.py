@@ -1,7 +1,8 @@
-"""`backchannel profile create | list | show`."""
+"""`backchannel profile create | list | show | remove`."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
@@ -10,6 +11,8 @@ from ..agent import persona
 from ..errors import ConfigError, UsageError
 from ..home import config, files, profiles
 from ..home.profiles import Profile
+from ..store.runs import RunState
+from .connect import home_gateway
 from .output import emit, examples, note, table
 
 
@@ -137,3 +140,31 @@ def show(name: str, as_json: bool) -> None:
             line(key, value)
 
     emit(data, as_json=as_json, text=text)
+
+
+@profile.command(
+    "remove",
+    epilog=examples("backchannel profile remove scratch", "backchannel profile remove scratch --yes"),
+)
+@click.argument("name")
+@click.option("--yes", is_flag=True, help="Do not ask (needed when stdin is not a terminal).")
+def remove(name: str, yes: bool) -> None:
+    """Remove profile NAME: its folder is set aside (renamed, not deleted); its sessions stay in the store.
+
+    A profile with runs still queued or running is not removed: stop them first (backchannel runs list -p NAME)."""
+    root = config.home()
+    config.require_home(root)
+    with home_gateway(root) as gateway:
+        gateway.directory.check_profile(name)
+        pending = gateway.delivery.runs(states=(RunState.QUEUED, RunState.RUNNING), profile=name, limit=1000)
+    if pending:
+        raise UsageError(
+            f"profile {name!r} has {len(pending)} runs queued or running: stop them first "
+            f"(backchannel runs list -p {name})"
+        )
+    if not yes:
+        if not sys.stdin.isatty():
+            raise UsageError("removing a profile needs --yes when stdin is not a terminal")
+        click.confirm(f"remove profile {name} (its folder is set aside, its sessions stay)?", abort=True)
+    aside = profiles.remove_profile(root, name)
+    click.echo(f"removed profile {name}; its folder is now {aside}")

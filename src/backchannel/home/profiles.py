@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -122,6 +123,26 @@ def create_profile(
     config.write_yaml(staging / "config.yaml", settings)
     staging.rename(path)
     return load_profile(root, name)
+
+
+def remove_profile(root: Path, name: str) -> Path:
+    """Set a profile's folder aside (renamed, hidden from the profile list) and return where it went.
+
+    Nothing is deleted: the folder can be renamed back; its sessions and messages stay in the store."""
+    config.check_name(name)
+    if name == DEFAULT_PROFILE:
+        raise UsageError(f"profile {DEFAULT_PROFILE!r} always exists and cannot be removed")
+    path = profile_dir(root, name)
+    if not path.is_dir():
+        known = ", ".join(list_profiles(root)) or "none"
+        raise NotFound(f"no profile {name!r} (profiles: {known})", code="profile_not_found")
+    aside = path.with_name(f".{name}.removed-{time.strftime('%Y%m%d-%H%M%S')}")
+    try:
+        path.rename(aside)
+    except OSError as exc:
+        raise UsageError(f"cannot set {str(path)!r} aside: {exc.strerror or exc}") from exc
+    _cache.pop((root, name), None)
+    return aside
 
 
 def list_profiles(root: Path) -> list[str]:
