@@ -46,10 +46,9 @@ class DroppingPeer:
             status = "200 OK"
         else:
             body, status = b'{"error": {"message": "no", "type": "x", "code": "not_found"}}', "404 Not Found"
-        writer.write(
-            f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode()
-            + body
-        )
+        # Connection: close, so no request rides a connection this server already closed: each one arrives.
+        head_out = f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+        writer.write((head_out + "Connection: close\r\n\r\n").encode() + body)
         await writer.drain()
         writer.close()
 
