@@ -13,11 +13,10 @@ from typing import Any
 
 import pytest
 
-from backchannel import keys
 from backchannel.agent.engines.base import ModelRequest, OnDelta
 from backchannel.core.delivery import Delivered, Incoming
 from backchannel.core.gateway import Gateway
-from backchannel.errors import Conflict, GatewayDraining, StoreError, UsageError
+from backchannel.errors import Conflict, GatewayDraining, StoreError
 from backchannel.home import config
 from backchannel.messages import Message
 from backchannel.store.db import Database
@@ -146,13 +145,6 @@ def test_keyless_sends_are_deduplicated_over_a_sliding_window(initialised: Path)
 
     with_gateway(initialised, body, engine=engine)
     assert engine.seen == ["status?", "status?"]
-
-
-def test_reserved_key_prefixes_are_refused_from_outside(initialised: Path) -> None:
-    for key in ("wake:run_x", "dedup:abc", "send:run_y:z:0"):
-        with pytest.raises(UsageError) as caught:
-            keys.check_external(key)
-        assert caught.value.code == "invalid_idempotency_key"
 
 
 def test_idempotency_survives_a_new_gateway(initialised: Path) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from ..core.delivery import Delivered
+from ..core.events import TERMINAL_EVENTS
 from ..core.gateway import running
 from ..home import config
 from ..outcome import Outcome, Result
@@ -18,7 +19,6 @@ from .connect import LOCAL_GRACE, find_gateway, home_gateway, of_run
 from .output import emit, examples, note, show_progress, table, when
 
 STATES = [s.value for s in RunState]
-TERMINAL = frozenset(f"run.{s.value}" for s in RunState if s.terminal)
 
 
 @click.group("runs")
@@ -136,7 +136,7 @@ async def _events(events: AsyncIterator[dict[str, Any] | None]) -> AsyncIterator
 async def _until_end(events: AsyncIterator[dict[str, Any]]) -> AsyncIterator[dict[str, Any]]:
     async for event in events:
         yield event
-        if str(event.get("event")) in TERMINAL:
+        if str(event.get("event")) in TERMINAL_EVENTS:
             return
 
 

@@ -72,7 +72,7 @@ class Outbound:
 
     def sent_by(self, profile: str, remote_run_id: str) -> Result | None:
         """A message this profile sent to a peer, by the run id the peer gave, as last known here."""
-        row = outstore.by_remote_run(self.db, "", remote_run_id, sender_profile=profile)
+        row = outstore.sent_by(self.db, profile, remote_run_id)
         return _result_of(row) if row is not None else None
 
     # --- verbs -----------------------------------------------------------------------------------
@@ -170,12 +170,12 @@ class Outbound:
             try:
                 async for event in client.events(run_id):
                     yield event
-                    if str(event.get("event", "")).removeprefix("run.") in _TERMINAL:
+                    if of_state(str(event.get("event", "")).removeprefix("run.")).settled:
                         return
             except PeerError:  # no event stream (expired buffer, older peer): poll instead
                 while True:
                     found = await client.run_status(run_id)
-                    if found is None or found.get("status") in _TERMINAL:
+                    if found is None or of_state(str(found.get("status"))).settled:
                         return
                     await asyncio.sleep(1.0)
 
@@ -300,9 +300,6 @@ class Outbound:
         caps = await client.capabilities()
         if caps.get("platform") == "backchannel" and caps.get("gateway_id"):
             registry.remember_gateway_id(self.root, peer.name, str(caps["gateway_id"]))
-
-
-_TERMINAL = frozenset({"completed", "failed", "cancelled", "expired", "interrupted"})
 
 
 def _failure_state(exc: PeerError) -> str:

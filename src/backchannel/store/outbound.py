@@ -133,18 +133,21 @@ def by_key(db: Database, key: str) -> Outbound | None:
     return _row(row) if row is not None else None
 
 
-def by_remote_run(db: Database, peer: str, remote_run_id: str, *, sender_profile: str | None = None) -> Outbound | None:
+def by_remote_run(db: Database, peer: str, remote_run_id: str) -> Outbound | None:
     """The message that started run `remote_run_id` on `peer` (as that peer named it), newest first."""
-    if sender_profile is None:
-        row = db.one(
-            f"SELECT {_COLUMNS} FROM outbound WHERE peer = ? AND remote_run_id = ? ORDER BY id DESC LIMIT 1",
-            (peer, remote_run_id),
-        )
-    else:
-        row = db.one(
-            f"SELECT {_COLUMNS} FROM outbound WHERE remote_run_id = ? AND sender_profile = ? ORDER BY id DESC LIMIT 1",
-            (remote_run_id, sender_profile),
-        )
+    row = db.one(
+        f"SELECT {_COLUMNS} FROM outbound WHERE peer = ? AND remote_run_id = ? ORDER BY id DESC LIMIT 1",
+        (peer, remote_run_id),
+    )
+    return _row(row) if row is not None else None
+
+
+def sent_by(db: Database, sender_profile: str, remote_run_id: str) -> Outbound | None:
+    """The message a profile sent that a peer's run `remote_run_id` handles (for that agent's check_message)."""
+    row = db.one(
+        f"SELECT {_COLUMNS} FROM outbound WHERE remote_run_id = ? AND sender_profile = ? ORDER BY id DESC LIMIT 1",
+        (remote_run_id, sender_profile),
+    )
     return _row(row) if row is not None else None
 
 
