@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import dataclasses
 import socket
+import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -143,7 +144,7 @@ async def _via_gateway(
             idempotency_key=key,
         )
         return Sent(session.profile, result, "gateway")
-    run_path = f"/p/{session.profile}/v1/runs/{run_id}"
+    run_path = f"/p/{urllib.parse.quote(session.profile, safe='')}/v1/runs/{urllib.parse.quote(run_id, safe='')}"
     while wait is None:  # the person waits for the end: follow the run
         run = (await gateway.request("GET", run_path)).body
         if run.get("status") not in ("queued", "running"):

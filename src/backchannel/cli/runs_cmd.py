@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import urllib.parse
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -116,8 +117,7 @@ async def _follow(run_id: str) -> Result:
     if client is not None:
         try:
             await show_progress(run_id, _until_end(client.events(run_id)))
-            body = (await client.request("GET", f"/v1/runs/{run_id}")).body
-            return of_run(f"{body.get('profile')}/{body.get('session_id')}", body, replayed=False, key=None)
+            return _of_body((await client.request("GET", f"/v1/runs/{_q(run_id)}")).body)
         finally:
             await client.aclose()
     with home_gateway(root) as gateway:
@@ -151,8 +151,7 @@ def stop(run_id: str, as_json: bool) -> None:
         client = await find_gateway(root)
         if client is not None:
             try:
-                body = (await client.request("POST", f"/v1/runs/{run_id}/stop")).body
-                return of_run(f"{body.get('profile')}/{body.get('session_id')}", body, replayed=False, key=None)
+                return _of_body((await client.request("POST", f"/v1/runs/{_q(run_id)}/stop")).body)
             finally:
                 await client.aclose()
         with home_gateway(root) as gateway:
@@ -163,6 +162,15 @@ def stop(run_id: str, as_json: bool) -> None:
     if result.outcome is Outcome.FAILED and result.state == "cancelled":
         sys.exit(0)  # stopped as asked
     sys.exit(result.outcome.exit_code)
+
+
+def _q(part: str) -> str:
+    return urllib.parse.quote(part, safe="")
+
+
+def _of_body(body: dict[str, Any]) -> Result:
+    """A run as the gateway's run routes answer it, as an outcome."""
+    return of_run(f"{body.get('profile')}/{body.get('session_id')}", body, replayed=False, key=None)
 
 
 def _print(result: Result, message: str | None) -> None:
