@@ -18,6 +18,8 @@ from . import shapes
 from .context import Context, context, incoming
 from .http import DeliveryHeaders, int_param, json_body, optional_str, profile_of, text_field
 
+WAITING_TICK_SECONDS = 1.0  # how often a stream looks again at how many runs its queued run waits behind
+
 
 async def list_sessions(request: Request) -> Response:
     ctx = context(request)
@@ -115,12 +117,21 @@ async def chat_stream(request: Request) -> Response:
         )
         yield frame("message.started", message={"id": run_id, "role": "assistant"})
         if not live:  # a replay of a run that already ended: its outcome is in the store
-            yield _final(frame, first.run.state.value, first.run.reply, first.run.error, run_id)
+            yield _final(frame, first.run.state.value, first.run.reply, first.run.error, first.run.error_code, run_id)
             yield frame("done")
             return
-        keepalive = min(15.0, max(0.1, wait))
+        # While the run waits behind others in its session's queue, say behind how many (again when that changes).
+        ahead = ctx.delivery.runs_ahead(run_id)
+        if ahead:
+            yield frame("run.waiting", status="queued", runs_ahead=ahead)
+        keepalive = min(WAITING_TICK_SECONDS, max(0.1, wait))
         async for event in ctx.delivery.follow(run_id, keepalive=keepalive, reserved=True):
             if event is None:
+                if ahead is not None:
+                    now_ahead = ctx.delivery.runs_ahead(run_id)
+                    if now_ahead is not None and now_ahead != ahead:
+                        yield frame("run.waiting", status="queued", runs_ahead=now_ahead)
+                    ahead = now_ahead
                 if time.monotonic() >= deadline:
                     current = ctx.delivery.status(run_id)
                     yield frame(
@@ -132,7 +143,9 @@ async def chat_stream(request: Request) -> Response:
                     break
                 continue
             name = str(event["event"])
-            if name == "message.delta":
+            if name == "run.started":
+                ahead = None
+            elif name == "message.delta":
                 yield frame("assistant.delta", message_id=run_id, delta=event["delta"])
             elif name in ("tool.started", "tool.completed"):
                 yield frame(
@@ -143,7 +156,7 @@ async def chat_stream(request: Request) -> Response:
                     error=event.get("error"),
                 )
             elif name.startswith("run.") and name != "run.started":
-                yield _final(frame, name[4:], event.get("output"), event.get("error"), run_id)
+                yield _final(frame, name[4:], event.get("output"), event.get("error"), event.get("code"), run_id)
                 break
         yield frame("done")
 
@@ -151,7 +164,12 @@ async def chat_stream(request: Request) -> Response:
 
 
 def _final(
-    frame: Callable[..., dict[str, str]], state: str, output: str | None, error: str | None, run_id: str
+    frame: Callable[..., dict[str, str]],
+    state: str,
+    output: str | None,
+    error: str | None,
+    code: str | None,
+    run_id: str,
 ) -> dict[str, str]:
     if state == "completed":
         return frame(
@@ -162,5 +180,5 @@ def _final(
             partial=False,
             interrupted=False,
         )
-    result: dict[str, str] = frame("error", message=error or state, status=state, output=output)
+    result: dict[str, str] = frame("error", message=error or state, status=state, code=code, output=output)
     return result

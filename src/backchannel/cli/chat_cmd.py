@@ -14,6 +14,7 @@ from ..home.profiles import DEFAULT_PROFILE
 from ..outcome import Outcome
 from ..store.sessions import SessionRow
 from .connect import Sent, deliver, home_gateway, interruptible
+from .live import STREAM_HELP, Watch, deliver_live, streams
 from .output import emit, examples, note, read_message
 
 
@@ -35,12 +36,16 @@ from .output import emit, examples, note, read_message
     "-c", "--continue", "last", is_flag=True, help="Continue the last session you chatted in (of -p's profile)."
 )
 @click.option("--json", "as_json", is_flag=True, help="With -q: print reply, session id and profile as JSON.")
-def chat(profile_name: str | None, query: str | None, resume: str | None, last: bool, as_json: bool) -> None:
+@click.option("--stream/--no-stream", "stream", default=None, help=STREAM_HELP)
+def chat(
+    profile_name: str | None, query: str | None, resume: str | None, last: bool, as_json: bool, stream: bool | None
+) -> None:
     """Talk to an agent. Without -q, a prompt that keeps one session (Ctrl-D or /exit to leave)."""
     root = config.home()
     # Everything that can be refused is refused before a session is made: none is left behind empty.
     if as_json and query is None:
         raise UsageError("--json needs -q (one message)")
+    live = streams(stream, as_json=as_json)
     message = None
     if query is not None:
         message = read_message(query) or ""
@@ -67,11 +72,12 @@ def chat(profile_name: str | None, query: str | None, resume: str | None, last: 
             session, _ = asyncio.run(gateway.directory.create_session(profile_name or DEFAULT_PROFILE, source="cli"))
             note(f"new session {session.id} (profile {session.profile})")
     if message is not None:
-        sent = _turn(session, message)
-        emit(sent.to_dict(), as_json=as_json, text=lambda: _print(sent))
+        watch = Watch() if live else None
+        sent = _turn(session, message, watch)
+        emit(sent.to_dict(), as_json=as_json, text=lambda: _print(sent, watch))
         note(f"session: {session.id} (resume with --resume {session.id})")
         return
-    _interactive(session)
+    _interactive(session, Watch() if live else None)
 
 
 _pending: list[str] = []  # stdin read ahead to see that it is not empty; handed to the prompt loop
@@ -86,24 +92,32 @@ def _peek_stdin() -> bool:
     return False
 
 
-def _turn(session: SessionRow, message: str) -> Sent:
+def _turn(session: SessionRow, message: str, watch: Watch | None) -> Sent:
     # A person's typed message is deliberate: a fresh key, so saying the same thing twice is two turns.
     key = keys.cli()
     again = f"backchannel send {session.profile}/{session.id} '<the same message>' --idempotency-key {key}"
+    root = config.home()
     with interruptible(again):
-        return asyncio.run(deliver(config.home(), session, message, wait=None, key=key)).check()
+        if watch is None:
+            return asyncio.run(deliver(root, session, message, wait=None, key=key)).check()
+        try:
+            sent = asyncio.run(deliver_live(root, session, message, wait=None, key=key, watch=watch))
+        finally:
+            watch.end_line()
+        return sent.check()
 
 
-def _print(sent: Sent) -> None:
+def _print(sent: Sent, watch: Watch | None) -> None:
     result = sent.result
     if result.outcome is Outcome.DELIVERED:
-        click.echo(result.reply or "(no reply)")
+        if watch is None or not watch.shown:
+            click.echo(result.reply or "(no reply)")
     else:
         where = f", position {result.queue_position}" if result.queue_position else ""
         click.echo(f"receipt: run {result.run_id} is {result.state}{where}: accepted, do not resend")
 
 
-def _interactive(session: SessionRow) -> None:
+def _interactive(session: SessionRow, watch: Watch | None) -> None:
     tty = sys.stdin.isatty()
     if tty:
         note(f"talking to {session.profile} in session {session.id}; /exit or Ctrl-D to leave")
@@ -118,5 +132,5 @@ def _interactive(session: SessionRow) -> None:
             break
         if not line.strip():
             continue
-        _print(_turn(session, line))
+        _print(_turn(session, line, watch), watch)
     note(f"session: {session.id} (resume with --resume {session.id})")

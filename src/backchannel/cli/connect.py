@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import dataclasses
 import socket
+import time
 import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -144,12 +145,9 @@ async def _via_gateway(
             idempotency_key=key,
         )
         return Sent(session.profile, result, "gateway")
-    run_path = f"/p/{urllib.parse.quote(session.profile, safe='')}/v1/runs/{urllib.parse.quote(run_id, safe='')}"
-    while wait is None:  # the person waits for the end: follow the run
-        run = (await gateway.request("GET", run_path)).body
-        if run.get("status") not in ("queued", "running"):
-            return Sent(session.profile, of_run(to, run, replayed=replayed, key=key), "gateway")
-        await asyncio.sleep(POLL_SECONDS)
+    if wait is None:  # the person waits for the end: follow the run
+        result = await follow_run(gateway, session, run_id, wait=None, replayed=replayed, key=key)
+        return Sent(session.profile, result, "gateway")
     receipt = Result(
         Outcome.RECEIPT,
         to,
@@ -161,6 +159,20 @@ async def _via_gateway(
         idempotency_key=key,
     )
     return Sent(session.profile, receipt, "gateway")
+
+
+async def follow_run(
+    gateway: GatewayClient, session: SessionRow, run_id: str, *, wait: float | None, replayed: bool, key: str | None
+) -> Result:
+    """A run of the gateway's, read until it ends or `wait` seconds have passed (None: until it ends)."""
+    to = f"{session.profile}/{session.id}"
+    path = f"/p/{urllib.parse.quote(session.profile, safe='')}/v1/runs/{urllib.parse.quote(run_id, safe='')}"
+    deadline = None if wait is None else time.monotonic() + wait
+    while True:
+        run = (await gateway.request("GET", path)).body
+        if run.get("status") not in ("queued", "running") or (deadline is not None and time.monotonic() >= deadline):
+            return of_run(to, run, replayed=replayed, key=key)
+        await asyncio.sleep(POLL_SECONDS)
 
 
 def of_run(to: str, run: dict[str, Any], *, replayed: bool, key: str | None) -> Result:

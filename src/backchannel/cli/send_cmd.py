@@ -13,6 +13,7 @@ from ..errors import UsageError
 from ..home import config
 from ..outcome import Outcome
 from .connect import Sent, deliver, home_gateway, interruptible
+from .live import STREAM_HELP, Watch, deliver_live, streams
 from .output import emit, examples, note, read_message, table, when
 
 DEFAULT_WAIT = 120.0
@@ -38,7 +39,8 @@ DEFAULT_WAIT = 120.0
 )
 @click.option("--idempotency-key", "key", help="Send twice with the same key and it is handled once.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout (an error too, as one object).")
-def send(address: str, message: str | None, wait: float, key: str | None, as_json: bool) -> None:
+@click.option("--stream/--no-stream", "stream", default=None, help=STREAM_HELP)
+def send(address: str, message: str | None, wait: float, key: str | None, as_json: bool, stream: bool | None) -> None:
     """Send MESSAGE (or stdin, or '-') to ADDRESS as the person and print the reply or a receipt.
 
     ADDRESS is a profile (its Bot Chat), profile/session-id, a session id, or peer:NAME[/AGENT] on another
@@ -49,6 +51,7 @@ def send(address: str, message: str | None, wait: float, key: str | None, as_jso
     if not text or not text.strip():
         raise UsageError("no message: give it as an argument, or '-' to read stdin")
     keys.check_external(key)
+    live = streams(stream, as_json=as_json)
     root = config.home()
     if isinstance(parsed, RemoteAddress):  # the same as `backchannel peer dm`
         from . import peer_cmd
@@ -66,15 +69,24 @@ def send(address: str, message: str | None, wait: float, key: str | None, as_jso
     # Without --idempotency-key each invocation is a new message (a person who repeats means it);
     # retries within this invocation reuse one key, so they are handled once.
     key = key or keys.cli()
+    watch = Watch() if live else None
     with interruptible(f"backchannel send {address} '<the same message>' --idempotency-key {key}"):
-        sent = asyncio.run(deliver(root, session, text, wait=wait, key=key)).check()
-    emit(sent.to_dict(), as_json=as_json, text=lambda: _print(sent))
+        if watch is None:
+            sent = asyncio.run(deliver(root, session, text, wait=wait, key=key))
+        else:
+            try:
+                sent = asyncio.run(deliver_live(root, session, text, wait=wait, key=key, watch=watch))
+            finally:
+                watch.end_line()
+    sent.check()
+    emit(sent.to_dict(), as_json=as_json, text=lambda: _print(sent, watch))
 
 
-def _print(sent: Sent) -> None:
+def _print(sent: Sent, watch: Watch | None) -> None:
     result = sent.result
     if result.outcome is Outcome.DELIVERED:
-        click.echo(result.reply or "(no reply)")
+        if watch is None or not watch.shown:
+            click.echo(result.reply or "(no reply)")
         return
     position = f", position {result.queue_position}" if result.queue_position else ""
     click.echo(f"receipt: run {result.run_id} is {result.state}{position}: accepted, do not resend")

@@ -9,7 +9,7 @@ through `Outbound`. Every method that writes returns only once its writes are co
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -169,7 +169,7 @@ class Delivery:
 
     async def follow(
         self, run_id: str, *, keepalive: float = 15.0, reserved: bool = False
-    ) -> AsyncIterator[dict[str, Any] | None]:
+    ) -> AsyncGenerator[dict[str, Any] | None, None]:
         """The run's events, past and future, until its end; None when quiet for `keepalive` seconds.
 
         A terminal event leaves only once the run's end is committed; a run this process has no events
@@ -190,6 +190,11 @@ class Delivery:
             if event.get("event") in TERMINAL_EVENTS:
                 await self.db.durable()
             yield event
+
+    def runs_ahead(self, run_id: str) -> int | None:
+        """How many runs of its session go before a queued run (the running one too); None once it left the queue."""
+        run = self.queue.get(run_id)
+        return self.queue.runs_ahead(run) if run.state is RunState.QUEUED else None
 
     def reserve_events(self, run_id: str) -> bool:
         """Keep a new run's events for a stream that follows it a moment later; False when none will come."""

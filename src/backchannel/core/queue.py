@@ -248,6 +248,9 @@ class RunQueue:
     def queue_position(self, run: RunRow) -> int | None:
         return runstore.queue_position(self.db, run)
 
+    def runs_ahead(self, run: RunRow) -> int:
+        return runstore.runs_ahead(self.db, run)
+
     async def wait(self, run_id: str, timeout: float | None, *, known: RunRow | None = None) -> RunRow:
         """The run once it is terminal, or as it is when `timeout` seconds have passed.
 

@@ -314,12 +314,13 @@ class Transport:
         *,
         headers: Mapping[str, str] | None = None,
         read_timeout: float | None = None,
+        json: Any = None,
     ) -> AsyncIterator[Stream]:
         """An answer read as it arrives (`read_timeout` None: the body may pause for as long as it likes)."""
         response = await self._send(
             method,
             path,
-            json=None,
+            json=json,
             headers=headers,
             timeout=self._timeout(self.timeout, read=read_timeout),
             shown_timeout=read_timeout,

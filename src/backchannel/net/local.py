@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,13 +84,24 @@ class GatewayClient:
         idempotency_key: str | None = None,
         sender: str = "human:cli",
     ) -> Answer:
-        headers = {
-            "Idempotency-Key": idempotency_key or keys.cli(),
-            "X-Hermes-Wait-Seconds": f"{max(wait, 0.001):g}",
-            "X-Backchannel-Sender": sender,
-        }
+        headers = _chat_headers(idempotency_key or keys.cli(), wait, sender)
         path = f"/p/{quote(profile)}/api/sessions/{quote(session_id)}/chat"
         return await self.request("POST", path, json={"message": message}, headers=headers, timeout=wait + 30)
+
+    async def chat_stream(
+        self, profile: str, session_id: str, message: str, *, wait: float, idempotency_key: str, sender: str
+    ) -> AsyncGenerator[sse.Event, None]:
+        """The message delivered and its run's named events as they happen (`run.waiting`, `assistant.delta`,
+        `assistant.completed`, `error`, `run.queued` when `wait` runs out, then `done`)."""
+        path = f"/p/{quote(profile)}/api/sessions/{quote(session_id)}/chat/stream"
+        headers = _chat_headers(idempotency_key, wait, sender)
+        async with self._http.stream(
+            "POST", path, json={"message": message}, headers=headers, read_timeout=wait + 30
+        ) as stream:
+            if stream.status >= 400:
+                raise _error(stream.status, json_object(await stream.read()) or {})
+            async for event in sse.parse(stream.chunks()):
+                yield event
 
     async def events(self, run_id: str) -> AsyncIterator[dict[str, Any]]:
         """A run's events from the gateway, past and future, until its end (any profile's: run ids are unique)."""
@@ -99,6 +110,10 @@ class GatewayClient:
                 raise _error(stream.status, json_object(await stream.read()) or {})
             async for event in sse.json_objects(stream.chunks()):
                 yield event
+
+
+def _chat_headers(key: str, wait: float, sender: str) -> dict[str, str]:
+    return {"Idempotency-Key": key, "X-Hermes-Wait-Seconds": f"{max(wait, 0.001):g}", "X-Backchannel-Sender": sender}
 
 
 def _error(status: int, body: dict[str, Any]) -> BackchannelError:

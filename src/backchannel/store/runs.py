@@ -232,6 +232,18 @@ def queue_position(db: Database, run: RunRow) -> int | None:
     return int(row[0]) if row else None
 
 
+def runs_ahead(db: Database, run: RunRow) -> int:
+    """How many runs of the run's session go before it: the one running and those queued earlier (0 when
+    it is not queued)."""
+    if run.state is not RunState.QUEUED:
+        return 0
+    row = db.one(
+        "SELECT COUNT(*) FROM runs WHERE session_id = ? AND (state = 'running' OR (state = 'queued' AND seq < ?))",
+        (run.session_id, run.seq),
+    )
+    return int(row[0]) if row else 0
+
+
 def claim_next(
     db: Database, session_id: str, *, owner: str, lease_seconds: float
 ) -> tuple[RunRow | None, list[RunRow]]:
