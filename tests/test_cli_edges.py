@@ -169,3 +169,18 @@ def test_a_profile_with_work_waiting_is_not_removed(initialised: Path) -> None:
     refused = run_cli("profile", "remove", "busy", "--yes")
     assert refused.exit_code == 2 and "queued or running" in refused.stderr
     assert (initialised / "profiles" / "busy").is_dir()
+
+
+def test_no_command_summary_is_cut_off_in_a_listing() -> None:
+    from backchannel.cli.app import cli
+
+    def groups(group: Any, path: list[str]) -> Iterator[list[str]]:
+        yield path
+        for name, command in group.commands.items():
+            if hasattr(command, "commands"):
+                yield from groups(command, [*path, name])
+
+    for path in groups(cli, []):
+        listing = run_cli(*path, "--help").stdout.split("Commands:", 1)[1]
+        cut = [line.strip() for line in listing.splitlines() if line.rstrip().endswith("...")]
+        assert not cut, f"`backchannel {' '.join(path)} --help` cuts off: {cut}"

@@ -169,7 +169,10 @@ def _message(message: str | None) -> str:
 @click.option("--idempotency-key", "key", help="Retries with the same key are delivered once.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout (an error too, as one object).")
 def dm(target: str, message: str | None, wait: float, key: str | None, as_json: bool) -> None:
-    """Deliver MESSAGE into the Bot Chat of PEER[/AGENT] and print the reply (or a receipt)."""
+    """Message the Bot Chat of PEER[/AGENT] and print the reply.
+
+    Past --wait a receipt is printed instead (exit 0: the message is accepted, do not resend).
+    """
     name, agent = _target(target)
     text = _message(message)
     key = keys.check_external(key) or keys.cli()
@@ -234,7 +237,10 @@ def retry_hint(r: Result) -> None:
 @click.option("--idempotency-key", "key", help="The same key twice gives the same run; the turn runs once.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout (an error too, as one object).")
 def run(target: str, message: str | None, key: str | None, as_json: bool) -> None:
-    """Start a turn in the Bot Chat of PEER[/AGENT] and print its run id at once."""
+    """Start a turn on PEER[/AGENT] and print its run id at once.
+
+    The turn runs in the agent's Bot Chat; follow it with `peer status PEER RUN_ID --follow`.
+    """
     name, agent = _target(target)
     text = _message(message)
     with home_gateway(config.home()) as gateway:
@@ -285,7 +291,10 @@ def _warn_about(caps: dict[str, Any]) -> None:
 @click.option("--follow", is_flag=True, help="Stream the run's events until it ends, then print the result.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout (an error too, as one object).")
 def status(target: str, run_id: str, follow: bool, as_json: bool) -> None:
-    """State and output of run RUN_ID on PEER (its agent is known from sending it; PEER/AGENT names it)."""
+    """State and output of run RUN_ID on PEER.
+
+    The agent is known from sending the run; PEER/AGENT names it for a run sent from elsewhere.
+    """
     name, agent = _target(target)
     if not run_id.strip():
         raise UsageError("the run id is empty")

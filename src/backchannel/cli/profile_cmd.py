@@ -18,7 +18,10 @@ from .output import emit, examples, note, table
 
 @click.group("profile")
 def profile() -> None:
-    """Create and inspect agent profiles (persona, memories, skills, model)."""
+    """Agent profiles: persona, memories, skills, model.
+
+    Create, list, show and remove them.
+    """
 
 
 def describe(p: Profile) -> dict[str, object]:
@@ -88,7 +91,10 @@ def create(
 @profile.command("list", epilog=examples("backchannel profile list", "backchannel profile list --json"))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout (an error too, as one object).")
 def list_(as_json: bool) -> None:
-    """List the profiles of this home (a profile whose config.yaml cannot be read is listed with its error)."""
+    """List the profiles of this home.
+
+    A profile whose config.yaml cannot be read is listed too, with its error.
+    """
     root = config.home()
     config.require_home(root)
     found: list[Profile] = []
@@ -149,9 +155,10 @@ def show(name: str, as_json: bool) -> None:
 @click.argument("name")
 @click.option("--yes", is_flag=True, help="Do not ask (needed when stdin is not a terminal).")
 def remove(name: str, yes: bool) -> None:
-    """Remove profile NAME: its folder is set aside (renamed, not deleted); its sessions stay in the store.
+    """Remove profile NAME, keeping its history.
 
-    A profile with runs still queued or running is not removed: stop them first (backchannel runs list -p NAME)."""
+    Its folder is set aside (renamed, not deleted) and its sessions stay in the store. A profile with runs
+    still queued or running is not removed: stop them first (backchannel runs list -p NAME)."""
     root = config.home()
     config.require_home(root)
     with home_gateway(root) as gateway:

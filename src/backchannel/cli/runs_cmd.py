@@ -24,7 +24,9 @@ STATES = [s.value for s in RunState]
 
 @click.group("runs")
 def runs() -> None:
-    """This home's runs (one message to one session each): list, show, follow until they end, stop.
+    """This home's runs: list, show, follow, stop.
+
+    A run is one message to one session, answered as one turn; follow it until it ends, or stop it.
 
     \b
     Examples:
@@ -144,7 +146,10 @@ async def _until_end(events: AsyncIterator[dict[str, Any]]) -> AsyncIterator[dic
 @click.argument("run_id")
 @click.option("--json", "as_json", is_flag=True, help="Print the stopped run as JSON.")
 def stop(run_id: str, as_json: bool) -> None:
-    """Cancel a queued run, or interrupt a running turn, keeping what it produced so far."""
+    """Cancel a queued run, or interrupt a running turn.
+
+    An interrupted turn keeps what it produced so far.
+    """
     root = config.home()
 
     async def go() -> Result:

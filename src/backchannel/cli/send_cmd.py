@@ -41,8 +41,9 @@ DEFAULT_WAIT = 120.0
 @click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout (an error too, as one object).")
 @click.option("--stream/--no-stream", "stream", default=None, help=STREAM_HELP)
 def send(address: str, message: str | None, wait: float, key: str | None, as_json: bool, stream: bool | None) -> None:
-    """Send MESSAGE (or stdin, or '-') to ADDRESS as the person and print the reply or a receipt.
+    """Message ADDRESS as the person; print the reply, or a receipt.
 
+    MESSAGE is the argument, or stdin ('-', or none with stdin not a terminal).
     ADDRESS is a profile (its Bot Chat), profile/session-id, a session id, or peer:NAME[/AGENT] on another
     gateway. @session: and @peer: mentions in the message are answered by their targets first.
     """
@@ -106,9 +107,10 @@ def _print(sent: Sent, watch: Watch | None) -> None:
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout (an error too, as one object).")
 def ledger(address: str | None, other: str | None, limit: int, as_json: bool) -> None:
-    """Who said what to whom, newest first: every run and every refusal.
+    """Who said what to whom, newest first.
 
-    With ADDRESS, what it sent or received (a profile covers its sessions); with two, what passed between them.
+    Every run and every refusal. With ADDRESS, what it sent or received (a profile covers its sessions);
+    with two, what passed between them.
     """
     with home_gateway(config.home()) as gateway:
         for given in (address, other):
