@@ -105,7 +105,8 @@ def test_completion_reads_the_home_and_writes_nothing(populated: dict[str, str],
     for suffix in ("-wal", "-shm"):  # as after the last writer closed: completion must not bring them back
         (initialised / f"state.db{suffix}").unlink(missing_ok=True)
     before = snapshot(initialised)
-    for line in ("backchannel send research/", "backchannel runs show ", "backchannel chat -p ", "backchannel peer dm "):
+    lines = ("backchannel send research/", "backchannel runs show ", "backchannel chat -p ", "backchannel peer dm ")
+    for line in lines:
         assert complete(line)
     assert snapshot(initialised) == before
 
