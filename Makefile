@@ -1,4 +1,4 @@
-# Backchannel: `make demo` shows agents at work on the offline echo engine; `make test` runs the tests.
+# Backchannel: `make demo` is a tutorial on the offline echo engine (every command shown); `make test` runs the tests.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 demo: $(STAMP)
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python scripts/demo.py
+	$(BIN)/python scripts/demo.py
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -m "not interop and not faults"

@@ -1,175 +1,203 @@
-"""`make demo`: agents at work on the offline echo engine, driven through the real CLI and HTTP API.
+"""`make demo`: a tutorial that runs itself. Every step prints the command it runs as you would type it,
+the YAML it writes into a config, and the gateways it starts; nothing happens that is not shown.
 
-Runs in a fresh temporary home, so it never touches ~/.backchannel.
+Offline (the echo engine), in two fresh homes under one temporary folder, removed at the end unless
+--keep. Works wherever Python does (each command is `python -m backchannel` of this interpreter). Every
+gateway it starts is stopped, also on Ctrl-C or a failed step; a failed step exits 1.
 """
 
 from __future__ import annotations
 
-import json
+import argparse
 import os
 import shlex
+import shutil
 import socket
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
+import yaml
+
+from backchannel.home import config, profiles
 
 BOLD, DIM, RESET = ("\033[1m", "\033[2m", "\033[0m") if sys.stdout.isatty() else ("", "", "")
 
 
-def say(text: str) -> None:
-    print(f"\n{BOLD}## {text}{RESET}", flush=True)
+class StepFailed(Exception):
+    """A command of the demo exited with an unexpected code, or a gateway did not come up."""
 
 
-def run(*args: str, input: str | None = None, check: bool = True, env: dict[str, str] | None = None) -> str:
-    where = "" if env is None else f"{DIM}[on {Path(env['BACKCHANNEL_HOME']).name}]{RESET} "
-    print(f"{where}{DIM}$ backchannel {' '.join(shlex.quote(a) for a in args)}{RESET}", flush=True)
-    proc = subprocess.run(["backchannel", *args], input=input, capture_output=True, text=True, env=env or ENV)
-    out = proc.stdout + (proc.stderr if proc.returncode else "")
-    print(out.rstrip(), flush=True)
-    if check and proc.returncode != 0:
-        sys.exit(f"demo step failed with exit {proc.returncode}: {proc.stderr}")
-    return proc.stdout
+class Demo:
+    """The homes of the demo, by label, and the gateways it started (stopped by `stop_gateways`)."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.homes = {"home": base / "home", "spark": base / "spark"}
+        self.gateways: dict[str, tuple[subprocess.Popen[bytes], int]] = {}
+
+    def env(self, label: str) -> dict[str, str]:
+        return {**os.environ, "BACKCHANNEL_HOME": str(self.homes[label])}
+
+    def run(self, label: str, *args: str, stdin: str | None = None, note: str = "") -> str:
+        """Print `[label] $ backchannel ARGS`, run it on that home, print what it printed; its stdout."""
+        print(f"{DIM}[{label}]{RESET} {BOLD}$ backchannel {shlex.join(args)}{RESET}{f'   # {note}' if note else ''}")
+        proc = subprocess.run(
+            [sys.executable, "-m", "backchannel", *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            encoding="utf-8",
+            env=self.env(label),
+            timeout=120,
+        )
+        for line in (proc.stdout + proc.stderr).rstrip().splitlines():
+            print(f"  {line}")
+        if proc.returncode in (130, -2):  # Ctrl-C reached the command first: the demo stops as for its own
+            raise KeyboardInterrupt
+        if proc.returncode != 0:
+            raise StepFailed(f"`backchannel {shlex.join(args)}` on {label} exited {proc.returncode}")
+        return proc.stdout
+
+    def edit(self, label: str, relative: str, changes: dict[str, Any]) -> None:
+        """Merge `changes` into a YAML config of a home, printing them as the YAML a person would add."""
+        path = self.homes[label] / relative
+        print(f"{DIM}[{label}]{RESET} edit {relative}, setting:")
+        for line in yaml.safe_dump(changes, sort_keys=False).splitlines():
+            print(f"  {line}")
+        config.write_yaml(path, _merge(config.load_yaml(path), changes))
+
+    def start_gateway(self, label: str) -> int:
+        port = _free_port()
+        args = ["gateway", "--port", str(port)]
+        log = self.base / f"{label}-gateway.log"
+        print(f"{DIM}[{label}]{RESET} {BOLD}$ backchannel {shlex.join(args)}{RESET}   # in the background")
+        print(f"  home {self.homes[label]}, listening on http://127.0.0.1:{port}, log {log}")
+        with log.open("wb") as out:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "backchannel", *args], env=self.env(label), stdout=out, stderr=subprocess.STDOUT
+            )
+        self.gateways[label] = (proc, port)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise StepFailed(f"the gateway of {label} exited {proc.returncode}:\n{log.read_text()}")
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=0.5).status_code == 200:
+                    return port
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        raise StepFailed(f"the gateway of {label} did not answer /health within 30 s:\n{log.read_text()}")
+
+    def describe(self, label: str) -> str:
+        """A home as it is now: its path, profiles and peers."""
+        root = self.homes[label]
+        if not config.config_path(root).exists():
+            return f"{root}  (not created)"
+        peers = ", ".join(sorted(config.load_gateway_config(root).peers)) or "none"
+        return f"{root}  (profiles {', '.join(profiles.list_profiles(root))}; peers {peers})"
+
+    def stop_gateways(self) -> None:
+        for label, (proc, _) in self.gateways.items():
+            if proc.poll() is None:
+                proc.terminate()  # SIGTERM: running turns finish, then it exits (Windows: it ends at once)
+                try:
+                    proc.wait(20)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(10)
+            print(f"stopped the gateway of {label} (pid {proc.pid}, exit {proc.returncode})")
 
 
-def free_port() -> int:
+def _merge(data: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    for key, value in changes.items():
+        data[key] = _merge(dict(data.get(key) or {}), value) if isinstance(value, dict) else value
+    return data
+
+
+def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
 
-HOME = Path(tempfile.mkdtemp(prefix="backchannel-demo-"))
-ENV = {**os.environ, "BACKCHANNEL_HOME": str(HOME)}
+def step(title: str) -> None:
+    print(f"\n{BOLD}## {title}{RESET}", flush=True)
 
 
-def start_gateway(home: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str]:
-    """Give the home a free port and start its gateway; returns the process and its URL."""
-    port = free_port()
-    cfg = (home / "config.yaml").read_text().replace("port: 8377", f"port: {port}")
-    (home / "config.yaml").write_text(cfg)
-    log = (home / "gateway.log").open("w")
-    proc = subprocess.Popen(["backchannel", "gateway"], env=env, stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    for _ in range(300):
-        try:
-            if httpx.get(f"{base}/health", timeout=0.5).status_code == 200:
-                break
-        except httpx.HTTPError:
-            time.sleep(0.05)
-    return proc, base
+def tutorial(demo: Demo) -> None:
+    step("A home holds the agents (profiles), their sessions and its API key")
+    demo.run("home", "init")
+    demo.run("home", "profile", "create", "research")
+    demo.run("home", "profile", "create", "builds")
 
+    step("Talk to research; the session remembers")
+    demo.run("home", "chat", "-p", "research", "-q", "hello, I like tea")
+    demo.run("home", "chat", "-p", "research", "-c", "-q", "what did I say before?", note="-c: the same session")
 
-def api_key(home: Path) -> str:
-    return next(
-        line.split("=", 1)[1] for line in (home / ".env").read_text().splitlines() if line.startswith("API_SERVER_KEY=")
+    step("research asks builds: refused, because a profile may message nobody until allowed")
+    demo.run("home", "send", "research", "/send builds is the build green?", note="the echo engine calls the tool")
+    demo.edit("home", "profiles/research/config.yaml", {"agent": {"session_messaging": {"allow": ["builds"]}}})
+    demo.run("home", "send", "research", "/send builds is the build green?")
+    demo.run("home", "ledger", "research", "builds")
+
+    step("Two gateways (on one machine here; on two in real life); the CLI finds its home's gateway")
+    demo.run("spark", "init")
+    home_port = demo.start_gateway("home")
+    spark_port = demo.start_gateway("spark")
+
+    step("Each learns the other's key: `key show` on one, given to `peer add` on the other (on its stdin)")
+    key = demo.run("spark", "key", "show").strip()
+    demo.run("home", "peer", "add", "spark", "--url", f"http://127.0.0.1:{spark_port}", stdin=key, note="key on stdin")
+    key = demo.run("home", "key", "show").strip()
+    demo.run("spark", "peer", "add", "home", "--url", f"http://127.0.0.1:{home_port}", stdin=key, note="key on stdin")
+
+    step("A person on home messages spark's agent; then research does, under its allowlist")
+    demo.run("home", "peer", "dm", "spark", "disk status?")
+    demo.edit(
+        "home", "profiles/research/config.yaml", {"agent": {"session_messaging": {"allow": ["builds", "peer:spark"]}}}
     )
+    demo.run("home", "send", "research", "/peer spark what is the uptime?")
+    demo.run("spark", "ledger", note="what arrived at spark, under the name spark gave home")
 
 
-def main() -> None:
-    print(f"Demo home: {HOME}")
-    say("Create a home and a research agent with its own persona")
-    run("init")
-    soul = HOME / "research-soul.md"
-    soul.write_text("# Research\n\nYou are Research. You dig up facts and cite them.\n")
-    run("profile", "create", "research", "--soul", str(soul))
-    run("profile", "list")
-
-    say("Talk to it; the conversation persists across invocations")
-    first = json.loads(
-        run("chat", "-p", "research", "-q", "hello, remember that I like tea\n/remember likes tea", "--json")
-    )
-    session = first["session_id"]
-    run("chat", "--resume", session, "-q", "what did I say before?")
-    run("sessions", "show", session)
-    print(f"MEMORY.md now holds: {(HOME / 'profiles/research/memories/MEMORY.md').read_text().strip()!r}")
-
-    say("Agents message each other: research asks builds (deny by default)")
-    run("profile", "create", "builds")
-    run("send", "research", "/send builds is the build green?")
-    print("Refused: research's allowlist is empty. Allow it in profiles/research/config.yaml:")
-    cfg_path = HOME / "profiles/research/config.yaml"
-    cfg_path.write_text(cfg_path.read_text().replace("allow: []", "allow:\n    - builds"))
-    print("  agent.session_messaging.allow: [builds]")
-    run("send", "research", "/send builds is the build green?")
-
-    say("A person's @session: mention asks builds first, and research answers with the reply in hand")
-    run("send", "research", "@session:builds which tests failed last night?")
-
-    say("The ledger: who said what to whom, with states, refusals and hops")
-    run("ledger", "research", "builds")
-
-    say("Start a gateway; the CLI finds it and runs turns through it")
-    gateway, base = start_gateway(HOME, ENV)
-    spark_home = Path(tempfile.mkdtemp(prefix="backchannel-demo-spark-"))
-    spark_env = {**os.environ, "BACKCHANNEL_HOME": str(spark_home)}
-    spark: subprocess.Popen[bytes] | None = None
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--keep", action="store_true", help="keep the two homes (and say how to remove them)")
+    keep = parser.parse_args().keep
+    base = Path(tempfile.mkdtemp(prefix="backchannel-demo-"))
+    demo = Demo(base)
+    print("The demo's two homes (each command runs with BACKCHANNEL_HOME set to the one in brackets):")
+    for label, path in demo.homes.items():
+        print(f"  [{label}] {path}")
+    print(f"`backchannel` is run as `{sys.executable} -m backchannel`, the same command.")
+    code = 0
     try:
-        run("chat", "-p", "research", "--resume", session, "-q", "now through the gateway")
-
-        say("Over HTTP (the Hermes API-server dialect): a quick turn, then a slow one that answers with a receipt")
-        auth = {"Authorization": f"Bearer {api_key(HOME)}"}
-        bot = httpx.post(f"{base}/p/research/api/sessions", json={"title": "Bot Chat"}, headers=auth).json()
-        bot_id = bot["session"]["id"]
-        reply = httpx.post(
-            f"{base}/p/research/api/sessions/{bot_id}/chat",
-            json={"message": "quick question"},
-            headers=auth,
-            timeout=30,
-        ).json()
-        print(f"POST /p/research/api/sessions/{bot_id}/chat → {reply['message']['content']!r}")
-        slow = httpx.post(
-            f"{base}/p/research/api/sessions/{bot_id}/chat",
-            json={"message": "/sleep 1.5\na long analysis"},
-            headers={**auth, "X-Hermes-Wait-Seconds": "0.3"},
-            timeout=30,
-        )
-        receipt = slow.json()
-        print(
-            f"HTTP {slow.status_code}: {receipt['object']} run {receipt['run_id']} status {receipt['status']}"
-            f" — {receipt['detail']}"
-        )
-        while True:
-            state = httpx.get(f"{base}/p/research/v1/runs/{receipt['run_id']}", headers=auth).json()
-            if state["status"] not in ("queued", "running"):
-                break
-            time.sleep(0.2)
-        print(f"GET /v1/runs/{receipt['run_id']} → {state['status']}: {state.get('output')!r}")
-
-        say("A second gateway, 'spark' (another machine in real life): register each on the other")
-        run("init", env=spark_env)
-        spark, spark_url = start_gateway(spark_home, spark_env)
-        run("peer", "add", "spark", "--url", spark_url, "--note", "the homelab gateway", input=api_key(spark_home))
-        run("peer", "add", "home", "--url", base, input=api_key(HOME), env=spark_env)
-        run("peer", "list")
-
-        say("peer dm: a message into spark's Bot Chat, and its reply")
-        run("peer", "dm", "spark", "disk status on the homelab?")
-
-        say("peer run: long work starts at once; status --follow streams it to the end")
-        started = json.loads(run("peer", "run", "spark", "/sleep 1\nanalyse the full log", "--json"))
-        run("peer", "status", "spark", started["run_id"], "--follow")
-
-        say("An agent asks another gateway's agent itself (send_to_peer), under its allowlist")
-        cfg_path.write_text(cfg_path.read_text().replace("    - builds", "    - builds\n    - peer:spark"))
-        run("send", "research", "/peer spark what is the uptime?")
-
-        say("Both ledgers: what left this gateway and what arrived at spark")
-        run("ledger", "peer:spark")
-        run("ledger", env=spark_env)
+        tutorial(demo)
+    except StepFailed as exc:
+        print(f"\ndemo failed: {exc}", file=sys.stderr)
+        code = 1
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        code = 130
     finally:
-        for proc in (gateway, spark):
-            if proc is not None:
-                proc.terminate()
-                proc.wait(15)
-    say("The gateway logged each run's state changes")
-    for line in (HOME / "gateway.log").read_text().splitlines():
-        if " run " in line:
-            print("  " + line.split(" backchannel.gateway ", 1)[-1])
-    print(f"\nDone. Everything is in {HOME}")
+        demo.stop_gateways()
+        summary = [f"{label:<6} {demo.describe(label)}" for label in demo.homes]
+        if not keep:
+            shutil.rmtree(base, ignore_errors=True)
+    step("Summary")
+    fate = "kept" if keep else "removed"
+    for line in summary:
+        print(f"{line}: {fate}")
+    if keep:
+        remove = f'rmdir /s /q "{base}"' if sys.platform == "win32" else f"rm -rf {shlex.quote(str(base))}"
+        print(f"Both are in {base}. Look around with BACKCHANNEL_HOME set to one; remove them with: {remove}")
+    return code
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -26,7 +26,7 @@ def cli(ctx: click.Context) -> None:
 
     \b
     Exit codes: 0 delivered, receipt or held; 1 a delivery or peer error, a failed run, an unknown outcome;
-    2 a usage error or refused by policy.
+    2 a usage error or refused by policy; 130 interrupted (Ctrl-C).
     """
     if ctx.invoked_subcommand is None:
         click.echo(ctx.get_help())

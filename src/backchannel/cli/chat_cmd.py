@@ -13,6 +13,7 @@ from ..home import config
 from ..home.profiles import DEFAULT_PROFILE
 from ..outcome import Outcome
 from ..store.sessions import SessionRow
+from . import complete
 from .connect import Sent, deliver, home_gateway, interruptible
 from .live import STREAM_HELP, Watch, deliver_live, streams
 from .output import emit, examples, note, read_message
@@ -28,10 +29,20 @@ from .output import emit, examples, note, read_message
     ),
 )
 @click.option(
-    "-p", "--profile", "profile_name", help="The agent to talk to (default: default, or the resumed session's)."
+    "-p",
+    "--profile",
+    "profile_name",
+    shell_complete=complete.profile_names,
+    help="The agent to talk to (default: default, or the resumed session's).",
 )
 @click.option("-q", "--query", "query", help="Send one message, print the reply and exit ('-' reads stdin).")
-@click.option("--resume", "resume", metavar="SESSION_ID", help="Continue an existing session.")
+@click.option(
+    "--resume",
+    "resume",
+    metavar="SESSION_ID",
+    shell_complete=complete.session_ids,
+    help="Continue an existing session.",
+)
 @click.option(
     "-c", "--continue", "last", is_flag=True, help="Continue the last session you chatted in (of -p's profile)."
 )

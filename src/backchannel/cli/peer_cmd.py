@@ -16,6 +16,7 @@ from ..errors import PeerError, UsageError
 from ..home import config
 from ..home import peers as registry
 from ..outcome import Outcome, Result
+from . import complete
 from .connect import home_gateway, interruptible
 from .output import emit, examples, note, read_message, show_progress, table
 
@@ -48,7 +49,7 @@ def peer() -> None:
         "backchannel peer add spark --url http://spark.lan:8377 < spark.key",
     ),
 )
-@click.argument("name")
+@click.argument("name", shell_complete=complete.peer_names)
 @click.option("--url", required=True, help="The peer gateway's base URL, e.g. http://spark.lan:8377.")
 @click.option("--key", help="Its API_SERVER_KEY (else asked without echo, or read from stdin).")
 @click.option("--note", "note_text", help="A note shown by `peer list`.")
@@ -122,7 +123,7 @@ def list_(as_json: bool) -> None:
 
 
 @peer.command("remove", epilog=examples("backchannel peer rm spark"))
-@click.argument("name")
+@click.argument("name", shell_complete=complete.peer_names)
 def remove(name: str) -> None:
     """Forget peer NAME and its key."""
     root = config.home()
@@ -157,7 +158,7 @@ def _message(message: str | None) -> str:
         "backchannel peer dm spark 'again?' --idempotency-key ticket-7 --json",
     ),
 )
-@click.argument("target")
+@click.argument("target", shell_complete=complete.peer_names)
 @click.argument("message", required=False)
 @click.option(
     "--wait",
@@ -232,7 +233,7 @@ def retry_hint(r: Result) -> None:
 
 
 @peer.command("run", epilog=examples("backchannel peer run spark 'analyse the full log' --idempotency-key ticket-123"))
-@click.argument("target")
+@click.argument("target", shell_complete=complete.peer_names)
 @click.argument("message", required=False)
 @click.option("--idempotency-key", "key", help="The same key twice gives the same run; the turn runs once.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout (an error too, as one object).")
@@ -286,7 +287,7 @@ def _warn_about(caps: dict[str, Any]) -> None:
         "backchannel peer status spark run_0123… --follow", "backchannel peer status spark/research run_0123… --json"
     ),
 )
-@click.argument("target")
+@click.argument("target", shell_complete=complete.peer_names)
 @click.argument("run_id")
 @click.option("--follow", is_flag=True, help="Stream the run's events until it ends, then print the result.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout (an error too, as one object).")
@@ -335,7 +336,7 @@ async def _show_events(gateway: Gateway, p: registry.Peer, run_id: str, agent: s
 
 
 @peer.command("stop", epilog=examples("backchannel peer stop spark run_0123…"))
-@click.argument("target")
+@click.argument("target", shell_complete=complete.peer_names)
 @click.argument("run_id")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout (an error too, as one object).")
 def stop(target: str, run_id: str, as_json: bool) -> None:

@@ -12,6 +12,7 @@ from ..errors import ConfigError, UsageError
 from ..home import config, files, profiles
 from ..home.profiles import Profile
 from ..store.runs import RunState
+from . import complete
 from .connect import home_gateway
 from .output import emit, examples, note, table
 
@@ -124,7 +125,7 @@ def list_(as_json: bool) -> None:
 
 
 @profile.command("show", epilog=examples("backchannel profile show research"))
-@click.argument("name")
+@click.argument("name", shell_complete=complete.profile_names)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout (an error too, as one object).")
 def show(name: str, as_json: bool) -> None:
     """Show one profile: model, skills, memory sizes and messaging rules."""
@@ -152,7 +153,7 @@ def show(name: str, as_json: bool) -> None:
     "remove",
     epilog=examples("backchannel profile remove scratch", "backchannel profile remove scratch --yes"),
 )
-@click.argument("name")
+@click.argument("name", shell_complete=complete.profile_names)
 @click.option("--yes", is_flag=True, help="Do not ask (needed when stdin is not a terminal).")
 def remove(name: str, yes: bool) -> None:
     """Remove profile NAME, keeping its history.

@@ -16,6 +16,7 @@ from ..core.gateway import running
 from ..home import config
 from ..outcome import Outcome, Result
 from ..store.runs import RunState
+from . import complete
 from .connect import LOCAL_GRACE, find_gateway, home_gateway, of_run
 from .output import emit, examples, note, show_progress, table, when
 
@@ -59,7 +60,9 @@ def run_dict(d: Delivered) -> dict[str, Any]:
 @click.option(
     "--state", "states", multiple=True, type=click.Choice(STATES), help="Only runs in this state (repeatable)."
 )
-@click.option("-p", "--profile", "profile_name", help="Only this profile's runs.")
+@click.option(
+    "-p", "--profile", "profile_name", shell_complete=complete.profile_names, help="Only this profile's runs."
+)
 @click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True, help="At most this many.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
 def list_(states: tuple[str, ...], profile_name: str | None, limit: int, as_json: bool) -> None:
@@ -90,7 +93,7 @@ def list_(states: tuple[str, ...], profile_name: str | None, limit: int, as_json
 
 
 @runs.command("show", epilog=examples("backchannel runs show run_0123…"))
-@click.argument("run_id")
+@click.argument("run_id", shell_complete=complete.run_ids)
 @click.option("--json", "as_json", is_flag=True, help="Print the run as JSON.")
 def show(run_id: str, as_json: bool) -> None:
     """One run: its state, what was said and what came back. Exits 1 when it failed."""
@@ -101,7 +104,7 @@ def show(run_id: str, as_json: bool) -> None:
 
 
 @runs.command("follow", epilog=examples("backchannel runs follow run_0123…"))
-@click.argument("run_id")
+@click.argument("run_id", shell_complete=complete.run_ids)
 @click.option("--json", "as_json", is_flag=True, help="At the end, print the run as JSON.")
 def follow(run_id: str, as_json: bool) -> None:
     """Show a run's progress until it ends, then its reply. Without a gateway the run is worked here."""
@@ -143,7 +146,7 @@ async def _until_end(events: AsyncIterator[dict[str, Any]]) -> AsyncIterator[dic
 
 
 @runs.command("stop", epilog=examples("backchannel runs stop run_0123…"))
-@click.argument("run_id")
+@click.argument("run_id", shell_complete=complete.run_ids)
 @click.option("--json", "as_json", is_flag=True, help="Print the stopped run as JSON.")
 def stop(run_id: str, as_json: bool) -> None:
     """Cancel a queued run, or interrupt a running turn.

@@ -12,6 +12,7 @@ from ..addresses import RemoteAddress
 from ..errors import UsageError
 from ..home import config
 from ..outcome import Outcome
+from . import complete
 from .connect import Sent, deliver, home_gateway, interruptible
 from .live import STREAM_HELP, Watch, deliver_live, streams
 from .output import emit, examples, note, read_message, table, when
@@ -27,7 +28,7 @@ DEFAULT_WAIT = 120.0
         "backchannel send peer:spark/research 'status?' --wait 30 --json",
     ),
 )
-@click.argument("address")
+@click.argument("address", shell_complete=complete.addresses)
 @click.argument("message", required=False)
 @click.option(
     "--wait",
@@ -100,8 +101,8 @@ def _print(sent: Sent, watch: Watch | None) -> None:
     "ledger",
     epilog=examples("backchannel ledger", "backchannel ledger research", "backchannel ledger research builds --json"),
 )
-@click.argument("address", required=False)
-@click.argument("other", required=False)
+@click.argument("address", required=False, shell_complete=complete.addresses)
+@click.argument("other", required=False, shell_complete=complete.addresses)
 @click.option(
     "--limit", type=click.IntRange(1, 10_000), default=50, show_default=True, help="At most this many, newest first."
 )

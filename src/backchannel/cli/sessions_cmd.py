@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from ..home import config
+from . import complete
 from .connect import home_gateway
 from .output import emit, examples, table, when
 
@@ -17,7 +18,9 @@ def sessions() -> None:
 @sessions.command(
     "list", epilog=examples("backchannel sessions list -p research", "backchannel sessions list --limit 5 --json")
 )
-@click.option("-p", "--profile", "profile_name", help="Only this profile's sessions.")
+@click.option(
+    "-p", "--profile", "profile_name", shell_complete=complete.profile_names, help="Only this profile's sessions."
+)
 @click.option(
     "--limit", type=click.IntRange(1, 10_000), default=50, show_default=True, help="At most this many, newest first."
 )
@@ -39,7 +42,7 @@ def list_(profile_name: str | None, limit: int, as_json: bool) -> None:
 
 
 @sessions.command("show", epilog=examples("backchannel sessions show 20261130_015530_55cf9b"))
-@click.argument("session_id")
+@click.argument("session_id", shell_complete=complete.session_ids)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout (an error too, as one object).")
 def show(session_id: str, as_json: bool) -> None:
     """One session and all its messages, in order."""

@@ -1,0 +1,68 @@
+"""Shell completion: what Tab offers for profiles, peers, sessions, addresses and runs.
+
+A completer runs on every Tab press, so it only reads: the profile folders, the peers of config.yaml and
+state.db opened read-only (store.peek); it never initialises a home, starts a gateway or writes a file.
+A home it cannot read completes nothing: an error here would print a traceback into the person's shell.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import click
+from click.shell_completion import CompletionItem
+
+from ..home import config, profiles
+from ..store import peek
+
+Completer = Callable[[click.Context, click.Parameter, str], list[CompletionItem]]
+
+
+def _completer(candidates: Callable[[str], Iterable[str]]) -> Completer:
+    """A click `shell_complete` callback offering the candidates that start with what was typed."""
+
+    def complete(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+        try:
+            return [CompletionItem(c) for c in candidates(incomplete) if c.startswith(incomplete)]
+        except Exception:  # a broken home completes nothing; the command itself will say what is wrong
+            return []
+
+    return complete
+
+
+def _profile_names(incomplete: str = "") -> list[str]:
+    return profiles.list_profiles(config.home())
+
+
+def _peer_names(incomplete: str = "") -> list[str]:
+    return sorted(config.load_gateway_config(config.home()).peers)
+
+
+def _session_ids(incomplete: str) -> list[str]:
+    return peek.session_ids(config.db_path(config.home()), prefix=incomplete)
+
+
+def _run_ids(incomplete: str) -> list[str]:
+    return peek.run_ids(config.db_path(config.home()), prefix=incomplete)
+
+
+def _addresses(incomplete: str) -> list[str]:
+    """A local address as `send` takes it: a profile, `profile/` then that profile's sessions, or `peer:NAME`."""
+    if incomplete.startswith("peer:"):
+        return [f"peer:{name}" for name in _peer_names()]
+    if "/" in incomplete:
+        name, _, rest = incomplete.partition("/")
+        db = config.db_path(config.home())
+        return [f"{name}/{sid}" for sid in peek.session_ids(db, prefix=rest, profile=name)]
+    names = _profile_names()
+    found = [*names, *(f"{n}/" for n in names), *(f"peer:{name}" for name in _peer_names())]
+    if incomplete[:1].isdigit():  # a bare session id
+        found += _session_ids(incomplete)
+    return found
+
+
+profile_names = _completer(_profile_names)
+peer_names = _completer(_peer_names)
+session_ids = _completer(_session_ids)
+run_ids = _completer(_run_ids)
+addresses = _completer(_addresses)

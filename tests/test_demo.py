@@ -1,0 +1,107 @@
+"""`make demo` (scripts/demo.py) as a person runs it: every step it promises is shown, it exits 0, its
+gateways are stopped and its homes removed, or kept with --keep; Ctrl-C stops it the same way."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from backchannel import procs
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMO = ROOT / "scripts" / "demo.py"
+
+PROMISED = [
+    "[home] $ backchannel init",
+    "[home] $ backchannel profile create research",
+    "[home] $ backchannel chat -p research -q 'hello, I like tea'",
+    "[home] $ backchannel send research '/send builds is the build green?'",
+    '"result": "refused"',  # deny by default
+    "[home] edit profiles/research/config.yaml, setting:\n"
+    "  agent:\n    session_messaging:\n      allow:\n      - builds\n",
+    '"result": "delivered"',
+    "[home] $ backchannel ledger research builds",
+    "[spark] $ backchannel init",
+    "[home] $ backchannel gateway --port ",
+    "[spark] $ backchannel gateway --port ",
+    "[spark] $ backchannel key show",
+    "[home] $ backchannel peer add spark --url http://127.0.0.1:",
+    "[home] $ backchannel key show",
+    "[spark] $ backchannel peer add home --url http://127.0.0.1:",
+    "[home] $ backchannel peer dm spark 'disk status?'",
+    "default (echo): disk status?",
+    "      - peer:spark\n",
+    "[home] $ backchannel send research '/peer spark what is the uptime?'",
+    "[spark] $ backchannel ledger",
+    "peer:home/research",  # spark knows home by the name it gave it
+]
+
+
+def run_demo(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(DEMO), *args], cwd=ROOT, env=_env(tmp), capture_output=True, text=True, timeout=300
+    )
+
+
+def _env(tmp: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "BACKCHANNEL_HOME"}
+    return {**env, "TMPDIR": str(tmp), "TEMP": str(tmp), "TMP": str(tmp), "PYTHONUNBUFFERED": "1"}
+
+
+def stopped_gateways(output: str) -> list[int]:
+    """The pids the demo says it stopped, each checked gone."""
+    found = re.findall(r"stopped the gateway of (home|spark) \(pid (\d+), exit (-?\d+)\)", output)
+    assert sorted(label for label, _, _ in found) == ["home", "spark"], output
+    pids = [int(pid) for _, pid, _ in found]
+    assert not any(procs.alive(pid) for pid in pids), pids
+    return pids
+
+
+def test_the_demo_shows_every_step_and_removes_its_homes(tmp_path: Path) -> None:
+    done = run_demo(tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    for promised in PROMISED:
+        assert promised in done.stdout, promised
+    stopped_gateways(done.stdout)
+    summary = done.stdout.rstrip().splitlines()[-2:]
+    assert summary[0].startswith("home ") and summary[0].endswith("removed"), summary
+    assert summary[1].startswith("spark ") and summary[1].endswith("removed"), summary
+    assert list(tmp_path.iterdir()) == []  # both homes (and the gateways' logs) are gone
+
+
+def test_with_keep_the_homes_stay_and_it_says_how_to_remove_them(tmp_path: Path) -> None:
+    done = run_demo(tmp_path, "--keep")
+    assert done.returncode == 0, done.stdout + done.stderr
+    (base,) = tmp_path.iterdir()
+    for label in ("home", "spark"):
+        assert (base / label / "config.yaml").is_file()
+        assert not (base / label / "gateway.json").exists()  # each gateway stopped cleanly, not killed
+    assert f"rm -rf {base}" in done.stdout or f'rmdir /s /q "{base}"' in done.stdout
+    assert "kept" in done.stdout.splitlines()[-2]
+    stopped_gateways(done.stdout)
+
+
+@pytest.mark.faults
+@pytest.mark.skipif(sys.platform == "win32", reason="sends SIGINT")
+def test_ctrl_c_stops_the_gateways_removes_the_homes_and_exits_130(tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, str(DEMO)], cwd=ROOT, env=_env(tmp_path), stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        if "Each learns the other's key" in line:  # both gateways are up
+            break
+    proc.send_signal(signal.SIGINT)
+    rest, _ = proc.communicate(timeout=60)
+    output = "".join(seen) + rest
+    assert proc.returncode == 130, output
+    stopped_gateways(output)
+    assert list(tmp_path.iterdir()) == []
