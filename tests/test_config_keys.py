@@ -44,12 +44,16 @@ def test_hermes_keys_in_a_profile_do_not_warn(initialised: Path) -> None:
     assert "warning" not in result.stderr
 
 
-def test_an_unknown_home_key_warns_on_any_command(initialised: Path) -> None:
+def test_an_unknown_home_key_warns_once_per_command(initialised: Path) -> None:
     cfg = config.config_path(initialised)
     cfg.write_text(cfg.read_text().replace("  port: 8377", "  prot: 8377"))
-    result = run_cli("peer", "list")
-    assert result.exit_code == 0, result.stderr
-    assert "'gateway.prot' (did you mean 'gateway.port'?)" in result.stderr and str(cfg) in result.stderr
+    for args in (["peer", "list"], ["send", "default", "hi"]):  # send reads config.yaml more than once
+        cfg.write_text(cfg.read_text() + "\n")  # a new version of the file warns again
+        result = run_cli(*args)
+        assert result.exit_code == 0, result.stderr
+        warnings = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+        assert len(warnings) == 1, (args, result.stderr)
+        assert "'gateway.prot' (did you mean 'gateway.port'?)" in warnings[0] and str(cfg) in warnings[0]
 
 
 def test_the_gateway_logs_an_unknown_key(initialised: Path) -> None:
@@ -96,7 +100,8 @@ def test_init_repair_keeps_the_gateway_id_the_peers_the_key_and_the_store(initia
 def test_init_repair_keeps_readable_peers_and_settings(initialised: Path) -> None:
     key = api_key(initialised)
     cfg = config.config_path(initialised)
-    cfg.write_text("peers:\n  spark: {url: 'http://127.0.0.1:9', note: lab}\n  Bad Name: {url: 5}\ngateway:\n  port: 8390\n")
+    peers = "peers:\n  spark: {url: 'http://127.0.0.1:9', note: lab}\n  Bad Name: {url: 5}\n"
+    cfg.write_text(peers + "gateway:\n  port: 8390\n")
     result = run_cli("init")
     assert result.exit_code == 2 and "init --repair" in result.stderr
     repaired = run_cli("init", "--repair")
