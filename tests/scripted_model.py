@@ -63,8 +63,12 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.owner._track(self.connection, add=False)
 
     def do_GET(self) -> None:
+        owner = self.server.owner
         if self.path.rstrip("/") == "/v1/models":
-            model = self.server.owner.model
+            if owner.api_key is not None and self.headers.get("Authorization") != f"Bearer {owner.api_key}":
+                self._send(401, {"error": {"message": "invalid api key", "type": "invalid_request_error"}})
+                return
+            model = owner.model
             self._send(200, {"object": "list", "data": [{"id": model, "object": "model", "owned_by": "scripted"}]})
         else:
             self._send(404, {"error": {"message": f"no route for GET {self.path}"}})
@@ -200,8 +204,10 @@ class ScriptedModel:
         stream: bool | None = None,
         chunk_size: int = 8,
         model: str = "scripted",
+        api_key: str | None = None,
     ) -> None:
         self.stream = stream
+        self.api_key = api_key  # when set, GET /v1/models needs it as a bearer token
         self.chunk_size = chunk_size
         self.model = model
         self.requests: list[Any] = []  # the JSON bodies received (a str when a body was not JSON)

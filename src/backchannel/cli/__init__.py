@@ -14,7 +14,9 @@ def main() -> None:
     """Entry point: the one place where a BackchannelError becomes a message on stderr and an exit code
     (and, under --json, one JSON object on stdout: the outcome and the error)."""
     from .app import cli
+    from .output import show_config_warnings
 
+    show_config_warnings()
     try:
         cli.main(prog_name="backchannel", standalone_mode=False)
     except BackchannelError as exc:

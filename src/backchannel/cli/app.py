@@ -6,6 +6,7 @@ import click
 
 from .. import __version__
 from .chat_cmd import chat
+from .doctor_cmd import doctor
 from .gateway_cmd import gateway
 from .init_cmd import init
 from .key_cmd import key
@@ -32,5 +33,5 @@ def cli(ctx: click.Context) -> None:
         click.echo(ctx.get_help())
 
 
-for command in (init, profile, chat, sessions, send, runs, peer, ledger, key, gateway):
+for command in (init, profile, chat, sessions, send, runs, peer, ledger, key, gateway, doctor):
     cli.add_command(command)

@@ -7,7 +7,7 @@ import logging
 import click
 
 from ..home import config
-from .output import examples
+from .output import examples, show_config_warnings
 
 
 @click.command("gateway", epilog=examples("backchannel gateway", "backchannel gateway --port 8400 --grace 30"))
@@ -27,4 +27,5 @@ def gateway(host: str | None, port: int | None, grace: float) -> None:
     from ..api.server import serve  # the server stack is loaded only by the command that serves
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    show_config_warnings("log")  # an unknown config key is a line of the gateway's log
     serve(config.home(), host=host, port=port, grace=grace)

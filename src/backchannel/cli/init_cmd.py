@@ -1,17 +1,32 @@
-"""`backchannel init`: create the home, its config.yaml, .env with an API key, and the default profile."""
+"""`backchannel init`: create the home, its config.yaml, .env with an API key, and the default profile.
+
+`--repair` rewrites a home config.yaml that cannot be loaded, keeping what it can read of it."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
-from ..errors import UsageError
-from ..home import config, profiles
+from ..errors import ConfigError, UsageError
+from ..home import config, profiles, repair
 from .output import emit, examples, note
 
 
-@click.command("init", epilog=examples("backchannel init", "BACKCHANNEL_HOME=/tmp/trial backchannel init --json"))
+@click.command(
+    "init",
+    epilog=examples(
+        "backchannel init", "BACKCHANNEL_HOME=/tmp/trial backchannel init --json", "backchannel init --repair"
+    ),
+)
+@click.option(
+    "--repair",
+    "repair_config",
+    is_flag=True,
+    help="Rewrite a broken config.yaml, keeping its gateway id and peers (never .env's key or state.db).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print what was created as JSON.")
-def init(as_json: bool) -> None:
+def init(repair_config: bool, as_json: bool) -> None:
     """Create the home (BACKCHANNEL_HOME, default ~/.backchannel). Keeps whatever already exists."""
     root = config.home()
     if root.exists() and not root.is_dir():
@@ -23,8 +38,19 @@ def init(as_json: bool) -> None:
     created: list[str] = []
     kept: list[str] = []
     cfg = config.config_path(root)
-    if cfg.exists():
-        config.load_gateway_config(root)  # a broken file is reported, never overwritten
+    repaired: repair.Repaired | None = None
+    if cfg.exists() and repair_config:
+        repaired = repair.repair_home_config(root)
+        if repaired is not None:
+            created.append("config.yaml (repaired)")
+        else:
+            kept.append("config.yaml")
+    elif cfg.exists():
+        try:
+            config.load_gateway_config(root)  # a broken file is reported, never overwritten
+        except ConfigError as exc:
+            hint = "" if config.REPAIR_HINT in exc.message else f"; {config.REPAIR_HINT}"
+            raise ConfigError(f"the home is broken: {exc.message}{hint}") from exc
         kept.append("config.yaml")
     else:
         config.write_yaml(cfg, config.default_home_config())
@@ -43,6 +69,15 @@ def init(as_json: bool) -> None:
     def text() -> None:
         for item in created:
             click.echo(f"created {item}")
+        if repaired is not None:
+            for item in repaired.kept:
+                click.echo(f"  kept {item}")
+            for item in repaired.dropped:
+                note(f"  could not keep {item}")
+            if repaired.backup is not None:
+                note(f"  the old file is at {str(repaired.backup)!r}")
+        elif repair_config:
+            note("config.yaml loads: nothing to repair")
         for item in kept:
             note(f"kept existing {item}")
         if not created:
@@ -50,4 +85,7 @@ def init(as_json: bool) -> None:
         click.echo(f"home: {root}")
         click.echo("next: backchannel chat -q 'hello'  ·  backchannel gateway  ·  backchannel profile create NAME")
 
-    emit({"home": str(root), "created": created, "kept": kept}, as_json=as_json, text=text)
+    data: dict[str, Any] = {"home": str(root), "created": created, "kept": kept}
+    if repaired is not None:
+        data["repaired"] = repaired.to_dict()
+    emit(data, as_json=as_json, text=text)

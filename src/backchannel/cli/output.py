@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import sys
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Any, Literal
 
 import click
+
+from ..home import schema
 
 
 def examples(*lines: str) -> str:
@@ -25,6 +28,25 @@ def emit(data: Any, *, as_json: bool, text: Callable[[], None]) -> None:
 
 def note(message: str) -> None:
     click.echo(message, err=True)
+
+
+class _Warnings(logging.Handler):
+    """The loading code's warnings (an unknown key in a config file) as `warning:` lines on stderr."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        click.echo(f"warning: {record.getMessage()}", err=True)
+
+
+def show_config_warnings(where: Literal["stderr", "log", "nowhere"] = "stderr") -> None:
+    """Where the loading code's warnings go: stderr as lines of their own (a command), the log like the rest
+    (the gateway), or nowhere (doctor, which reports each as a check of its own)."""
+    logger = schema.log
+    for handler in [h for h in logger.handlers if isinstance(h, _Warnings)]:
+        logger.removeHandler(handler)
+    if where == "stderr":
+        logger.addHandler(_Warnings(logging.WARNING))
+    logger.propagate = where == "log"
+    logger.disabled = where == "nowhere"
 
 
 def when(epoch: float | None) -> str:

@@ -19,7 +19,7 @@ import yaml
 from dotenv.parser import parse_stream
 
 from ..errors import ConfigError, UsageError
-from . import files
+from . import files, schema
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 DEFAULT_HOST = "127.0.0.1"
@@ -172,11 +172,28 @@ class GatewayConfig:
 
 
 def load_gateway_config(root: Path) -> GatewayConfig:
+    """The home's config.yaml; an unknown key is logged as a warning (once), a missing gateway id is an error."""
     path = config_path(root)
     data = load_yaml(path)
+    settings = parse_gateway_config(data, path, exists=path.exists())
+    schema.warn_stray(data, "home", path)
+    return settings
+
+
+REPAIR_HINT = (
+    "run `backchannel init --repair` to rewrite it (it keeps the gateway id and the peers it can read; "
+    ".env and state.db are not touched)"
+)
+
+
+def parse_gateway_config(data: dict[str, Any], path: Path, *, exists: bool = True) -> GatewayConfig:
+    """Read the home config's keys; values of the wrong type, and (in a file that exists) no gateway id, are errors."""
     gw = data.get("gateway") or {}
     if not isinstance(gw, dict):
         raise ConfigError(f"{str(path)!r}: 'gateway' must be a mapping")
+    if exists and not gw.get("id"):
+        state = "it is empty" if not data else "it has no gateway.id (truncated, or edited by hand?)"
+        raise ConfigError(f"{str(path)!r} is not a usable home config: {state}; {REPAIR_HINT}")
     peers_raw = data.get("peers") or {}
     if not isinstance(peers_raw, dict):
         raise ConfigError(f"{str(path)!r}: 'peers' must be a mapping")

@@ -49,7 +49,9 @@ def check_url(url: str) -> str:
 
 
 def _peers_section(root: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    data = config.load_yaml(config.config_path(root))
+    path = config.config_path(root)
+    data = config.load_yaml(path)
+    config.parse_gateway_config(data, path, exists=path.exists())  # never rewrite a file we could not load
     peers = data.setdefault("peers", {}) or {}
     data["peers"] = peers
     return data, peers

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..errors import ConfigError, NotFound, UsageError
-from . import config
+from . import config, schema
 
 EngineName = Literal["echo", "openai"]
 ENGINES: tuple[EngineName, ...] = ("echo", "openai")
@@ -171,7 +171,9 @@ def load_profile(root: Path, name: str) -> Profile:
         stamp = (0, 0)
     if cached is None or cached[0] != stamp:
         cfg_path = Path(cfg_file)
-        profile = Profile(name=name, path=path, config=parse_profile_config(config.load_yaml(cfg_path), cfg_path))
+        data = config.load_yaml(cfg_path)
+        profile = Profile(name=name, path=path, config=parse_profile_config(data, cfg_path))
+        schema.warn_stray(data, "profile", cfg_path)
         cached = _cache[(root, name)] = (stamp, profile, cfg_file)
     return cached[1]
 
@@ -180,7 +182,10 @@ _RULES = MessagingPolicy()
 
 
 def parse_profile_config(data: dict[str, Any], path: Path) -> ProfileConfig:
-    """Read our keys and tolerate everything else, so a Hermes profile's config works as it is."""
+    """Read our keys and tolerate everything else, so a Hermes profile's config works as it is.
+
+    Every key has a default, so an empty (or missing) config.yaml is a profile on the defaults: the echo
+    engine, and messaging that allows nothing. Unlike the home's config, it holds no identity to lose."""
     where = str(path)
     model_raw = data.get("model") or {}
     if isinstance(model_raw, str):  # Hermes allows `model: provider/name`

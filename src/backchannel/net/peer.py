@@ -98,8 +98,9 @@ class PeerClient:
         body: dict[str, Any] | None = None,
         headers: dict[str, str] | None = None,
         timeout: float = LIST_TIMEOUT,
+        retries: int | None = None,
     ) -> HttpResponse:
-        return await self._http.request(method, path, json=body, headers=headers, timeout=timeout)
+        return await self._http.request(method, path, json=body, headers=headers, timeout=timeout, retries=retries)
 
     def _json(self, response: HttpResponse, what: str) -> dict[str, Any]:
         data = response.json_object()
@@ -124,11 +125,13 @@ class PeerClient:
 
     # --- discovery -----------------------------------------------------------------------------
 
-    async def capabilities(self, *, timeout: float = 10, strict: bool = False) -> dict[str, Any]:
+    async def capabilities(
+        self, *, timeout: float = 10, strict: bool = False, retries: int | None = None
+    ) -> dict[str, Any]:
         """The peer's /v1/capabilities, or {} when it has none (any failure is tolerated unless `strict`)."""
         if self._caps is None:
             try:
-                response = await self._request("GET", "/v1/capabilities", timeout=timeout)
+                response = await self._request("GET", "/v1/capabilities", timeout=timeout, retries=retries)
                 self._caps = self._json(response, "the capabilities request")
             except PeerError:
                 if strict:

@@ -235,6 +235,32 @@ class OpenAIEngine:
             raise reply.bad("the event stream carried no chunks")
         return reply.message()
 
+    async def list_models(self, *, timeout: float) -> list[str]:
+        """The model ids `{base_url}/models` lists, with the profile's key (what `doctor` checks the model against).
+
+        An EngineError with code `endpoint_auth` when the key is refused, `no_model_list` when the endpoint
+        answers but lists nothing readable; any other EngineError means it could not be reached."""
+        url = f"{self.base_url}/models"
+        where = f"model endpoint {url!r} for profile {self.profile!r}"
+        headers = {k: v for k, v in self._headers.items() if k == "Authorization"}
+        with map_aiohttp_errors(where, timeout):
+            async with (
+                aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session,
+                session.get(url, headers=headers) as resp,
+            ):
+                status, raw = resp.status, await resp.read()
+        if status in (401, 403):
+            raise EngineError(_http_error(where, status, raw), code="endpoint_auth")
+        if status >= 400:
+            raise EngineError(_http_error(where, status, raw), code="no_model_list")
+        try:
+            data = json.loads(raw).get("data")
+        except (ValueError, AttributeError):
+            data = None
+        if not isinstance(data, list):
+            raise EngineError(f"{where} answered without a model list (no JSON 'data' list)", code="no_model_list")
+        return [str(m["id"]) for m in data if isinstance(m, dict) and m.get("id")]
+
     async def aclose(self) -> None:
         session, self._session = self._session, None
         if session is not None and not session.closed:

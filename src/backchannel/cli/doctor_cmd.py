@@ -1,0 +1,42 @@
+"""`backchannel doctor`: check the home, its profiles, their endpoints, the gateway and the peers; one line each."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+import click
+
+from ..doctor import Report, Status, examine
+from ..home import config
+from .output import emit, examples, show_config_warnings
+
+
+@click.command("doctor", epilog=examples("backchannel doctor", "backchannel doctor --json | jq '.checks[]'"))
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print one JSON object: {ok, checks: [{check, status, detail, fix?}]}."
+)
+def doctor(as_json: bool) -> None:
+    """Check the home and everything it names: ok, warn or FAIL, each with what to do.
+
+    \b
+    Checks config.yaml and .env (mode 0600), state.db, every profile's config.yaml (unknown keys,
+    wrong values), each openai endpoint (answers /models, lists the model), whether this home's
+    gateway runs and where, and whether every peer answers and accepts its key.
+    Exit 0 when nothing failed (warnings allowed), 1 when something did.
+    """
+    show_config_warnings("nowhere")  # each is a check of the report
+    report = asyncio.run(examine(config.home()))
+    emit(report.to_dict(), as_json=as_json, text=lambda: _print(report))
+    sys.exit(report.exit_code)
+
+
+def _print(report: Report) -> None:
+    for c in report.checks:
+        line = f"{c.status.label:<4}  {c.check}: {c.detail}"
+        click.echo(line + (f" — fix: {c.fix}" if c.fix and c.status is not Status.OK else ""))
+    failed, warned = report.count(Status.FAIL), report.count(Status.WARN)
+    if failed or warned:
+        click.echo(f"{failed} failed, {warned} warning{'s' * (warned != 1)}")
+    else:
+        click.echo("all checks ok")

@@ -1,0 +1,55 @@
+"""`backchannel doctor`: check a home (files, configs, engines' endpoints, its gateway, its peers) and report.
+
+Every check becomes a line of the report, ok, a warning or a failure; none raises. The checks that
+talk to a network run at once, each with a short timeout, so one hung endpoint does not stall the rest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from pathlib import Path
+
+from ..errors import BackchannelError
+from ..home import peers
+from ..home.runtime import listening
+from . import configs, disk, endpoints, gateways
+from .report import Check, Report, Status, fail
+
+__all__ = ["Check", "Report", "Status", "examine"]
+
+
+async def examine(root: Path) -> Report:
+    """Check the home at `root`; changes nothing in it (opening state.db applies its pending migrations only)."""
+    found = disk.home(root)
+    if found.status is Status.FAIL:
+        return Report((found,))
+    checks = [found]
+    home_config, settings = configs.home_config(root)
+    checks += home_config
+    env, key = disk.env_file(root)
+    checks += [env, disk.store(root)]
+    folder, names = disk.profiles_folder(root)
+    checks.append(folder)
+    checks += configs.stray_folders(root)
+    remote: list[Awaitable[list[Check]]] = []
+    for name in names:
+        profile_checks, profile = configs.profile_config(root, name)
+        checks += profile_checks
+        if profile is not None and profile.config.model.engine == "openai":
+            remote.append(endpoints.endpoint(root, profile))
+    if settings is not None:
+        remote.append(_one(gateways.own(listening(root), settings, key)))
+        try:
+            known = peers.all_peers(root)
+        except BackchannelError as exc:  # .env does not parse: its own check says so
+            checks.append(fail("peers", f"cannot read the peers' keys: {exc.message}"))
+            known = []
+        remote += [_one(gateways.peer(p)) for p in known]
+    for found_checks in await asyncio.gather(*remote):
+        checks += found_checks
+    return Report(tuple(checks))
+
+
+async def _one(check: Awaitable[Check]) -> list[Check]:
+    return [await check]

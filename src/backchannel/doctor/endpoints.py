@@ -1,0 +1,60 @@
+"""Doctor's check of an openai-engine profile's endpoint: it answers `/models` with the key, and lists the model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..agent.engines.openai import OpenAIEngine
+from ..errors import ConfigError, EngineError
+from ..home import config
+from ..home.profiles import Profile
+from .report import Check, fail, ok, warn
+
+TIMEOUT = 3.0
+SHOWN_MODELS = 5
+
+
+async def endpoint(root: Path, profile: Profile) -> list[Check]:
+    check = f"endpoint {profile.name}"
+    model = profile.config.model
+    cfg = repr(str(profile.path / "config.yaml"))
+    assert model.base_url is not None  # the openai engine requires one (checked when the config was parsed)
+    checks: list[Check] = []
+    key = None
+    if model.api_key_env:
+        try:
+            key = config.secret_value(root, model.api_key_env)
+        except ConfigError:
+            key = None  # .env's own check says what is wrong with it
+        if not key:
+            checks.append(
+                warn(
+                    check,
+                    f"model.api_key_env names {model.api_key_env}, which is set neither in .env nor in the "
+                    "environment: requests go without a key",
+                    f"add {model.api_key_env}=... to {str(config.env_path(root))!r}",
+                )
+            )
+    if not model.model:
+        checks.append(fail(check, f"no model name in {cfg}", f"set model.default in {cfg}"))
+    engine = OpenAIEngine(profile=profile.name, base_url=model.base_url, model=model.model, api_key=key)
+    try:
+        listed = await engine.list_models(timeout=TIMEOUT)
+    except EngineError as exc:
+        if exc.code == "endpoint_auth":
+            fix = f"check {model.api_key_env or 'model.api_key_env'} in .env"
+            return [*checks, fail(check, exc.message, fix)]
+        if exc.code == "no_model_list":
+            detail = f"{exc.message}: the model name could not be checked"
+            return [*checks, warn(check, detail, "none needed if chats work; otherwise check model.base_url")]
+        fix = f"start the server, or correct model.base_url in {cfg}"
+        return [*checks, fail(check, exc.message, fix)]
+    finally:
+        await engine.aclose()
+    if model.model and model.model not in listed:
+        shown = ", ".join(listed[:SHOWN_MODELS]) + (", …" if len(listed) > SHOWN_MODELS else "")
+        detail = f"{model.base_url} answers, but model {model.model!r} is not among those it lists ({shown or 'none'})"
+        return [*checks, warn(check, detail, f"set model.default in {cfg} to a listed model, or pull it")]
+    if model.model:
+        checks.append(ok(check, f"{model.base_url} answers and lists model {model.model!r}"))
+    return checks
