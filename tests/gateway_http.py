@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -11,7 +12,7 @@ from typing import Any
 import httpx
 
 from backchannel.home import config
-from conftest import GatewayProcess, free_port
+from conftest import GatewayProcess, free_port, run_cli
 
 TERMINAL = {"completed", "failed", "cancelled", "expired"}
 
@@ -65,3 +66,30 @@ def set_messaging(root: Path, profile: str, **rules: Any) -> None:
     data = config.load_yaml(path)
     data["agent"]["session_messaging"].update(rules)
     config.write_yaml(path, data)
+
+
+@contextmanager
+def in_home(root: Path) -> Iterator[None]:
+    """BACKCHANNEL_HOME=root for the block (the CLI of another home)."""
+    saved = os.environ.get("BACKCHANNEL_HOME")
+    os.environ["BACKCHANNEL_HOME"] = str(root)
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("BACKCHANNEL_HOME", None)
+        else:
+            os.environ["BACKCHANNEL_HOME"] = saved
+
+
+def new_home(root: Path) -> GatewayProcess:
+    """An initialised home at `root` with a gateway process ready to start on a free port (not started)."""
+    with in_home(root):
+        result = run_cli("init")
+    assert result.exit_code == 0, result.stderr
+    gw = GatewayProcess(root, free_port())
+    path = config.config_path(root)
+    data = config.load_yaml(path)
+    data["gateway"].update(port=gw.port)
+    config.write_yaml(path, data)
+    return gw

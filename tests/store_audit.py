@@ -51,8 +51,8 @@ def audit_run(root: Path, run: dict[str, Any], *, state: str = "completed") -> A
         replies = [m for m in msgs if m["role"] == "assistant" and m["content"] == run["reply"]]
         assert run["reply"], f"run {run['id']} completed without a reply"
         assert len(replies) == 1, f"run {run['id']}: its reply is in the session {len(replies)} times: {msgs}"
-    else:
-        assert not users, f"run {run['id']} ended {state!r} yet its message is in the session: {msgs}"
+    else:  # a turn stopped while running keeps what it had (its message once, any partial output)
+        assert len(users) <= 1, f"run {run['id']} ended {state!r} with its message in the session twice: {msgs}"
     if run["wake"] and run["sender_session"]:
         assert len(wakes) == 1, f"run {run['id']}: its sender was woken {len(wakes)} times: {wakes}"
         assert wakes[0]["session_id"] == run["sender_session"], wakes[0]
