@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
+from bad_servers import CuttingProxy, SilentPeer
 from conftest import CliResult, GatewayProcess, api_key, run_cli
 from gateway_http import new_home, set_messaging
-from peer_faults import CuttingProxy, SilentPeer
 from store_audit import audit_run, runs_with_text
 
 pytestmark = pytest.mark.faults

@@ -1,5 +1,6 @@
-"""Misbehaving network neighbours for the fault tests: a peer that accepts and never answers, and a
-proxy in front of a real gateway that forwards a request and drops its answer."""
+"""Misbehaving network neighbours for the fault tests: a server that accepts and never answers, one that
+answers every request with the same raw bytes and closes, and a proxy in front of a real gateway that
+forwards a request and drops its answer."""
 
 from __future__ import annotations
 
@@ -123,3 +124,62 @@ class CuttingProxy:
         self._thread.join(5)
         self._server.close()
         self._client.close()
+
+
+class RawServer:
+    """Reads each request, answers it with `answer` (raw bytes, headers included) and closes the connection."""
+
+    def __init__(self, answer: bytes) -> None:
+        self.answer = answer
+        self.requests = 0
+        self._server = socket.create_server(("127.0.0.1", 0))
+        self.port = int(self._server.getsockname()[1])
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def _serve(self) -> None:
+        self._server.settimeout(0.1)
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._server.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            with conn:
+                conn.settimeout(5)
+                data = b""
+                try:
+                    while b"\r\n\r\n" not in data:
+                        chunk = conn.recv(65536)
+                        if not chunk:
+                            break
+                        data += chunk
+                    head, _, body = data.partition(b"\r\n\r\n")
+                    length = next(
+                        (int(line.split(b":", 1)[1]) for line in head.split(b"\r\n") if line.lower().startswith(
+                            b"content-length:")),
+                        0,
+                    )
+                    while len(body) < length:
+                        chunk = conn.recv(65536)
+                        if not chunk:
+                            break
+                        body += chunk
+                    self.requests += 1
+                    conn.sendall(self.answer)
+                except OSError:
+                    continue
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self._server.close()
