@@ -23,7 +23,8 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -m "not interop and not faults"
 
-# Crash loops with SIGKILL, the API fuzzed from its OpenAPI document, a locked store.
+# Crash loops with SIGKILL, the API fuzzed from its OpenAPI document, a locked store, a broken profile config,
+# wakes for every end, SIGTERM mid-turn, hung and cut peers, a peer restart, failing model endpoints.
 faults: $(STAMP)
 	$(BIN)/python -m pytest -m faults
 

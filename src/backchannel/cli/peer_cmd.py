@@ -53,7 +53,13 @@ def peer() -> None:
 @click.option("--url", required=True, help="The peer gateway's base URL, e.g. http://spark.lan:8377.")
 @click.option("--key", help="Its API_SERVER_KEY (else asked without echo, or read from stdin).")
 @click.option("--note", "note_text", help="A note shown by `peer list`.")
-def add(name: str, url: str, key: str | None, note_text: str | None) -> None:
+@click.option(
+    "--timeout",
+    "timeout_seconds",
+    type=click.FloatRange(min=0, min_open=True),
+    help="Seconds to wait for each answer before giving up (a message: its wait plus this) [default: 30].",
+)
+def add(name: str, url: str, key: str | None, note_text: str | None, timeout_seconds: float | None) -> None:
     """Register (or update) peer NAME. The key goes to the home's .env, never to config.yaml."""
     root = config.home()
     config.require_home(root)
@@ -61,7 +67,7 @@ def add(name: str, url: str, key: str | None, note_text: str | None) -> None:
     registry.check_url(url)
     if key is None:
         key = _read_key(name, root)
-    existed = registry.save(root, name, url=url, key=key, note=note_text)
+    existed = registry.save(root, name, url=url, key=key, note=note_text, timeout_seconds=timeout_seconds)
     click.echo(
         f"{'updated' if existed else 'added'} peer {name} ({registry.check_url(url)})"
         + ("" if key is not None else "; kept its key")
@@ -77,7 +83,7 @@ def _probe(root: Path, p: registry.Peer) -> None:
             async with gateway.outbound.client(p, None) as client:
                 health = await client.health()
                 try:
-                    return health, await client.capabilities(timeout=3, strict=True), None
+                    return health, await client.capabilities(timeout=min(3, p.timeout_seconds), strict=True), None
                 except PeerError as exc:
                     return health, {}, exc
 
@@ -204,6 +210,7 @@ def dm_dict(r: Result) -> dict[str, Any]:
         "error": r.error,
         "state": r.state,
         "queue_position": r.queue_position,
+        "replayed": r.replayed,  # the peer had this message already: this is its first run's answer
         "idempotency_key": r.idempotency_key,
     }
 

@@ -14,6 +14,7 @@ from ..core.delivery import Delivered
 from ..core.events import TERMINAL_EVENTS
 from ..core.gateway import running
 from ..home import config
+from ..home.profiles import config_error
 from ..outcome import Outcome, Result
 from ..store.runs import RunState
 from . import complete
@@ -66,14 +67,23 @@ def run_dict(d: Delivered) -> dict[str, Any]:
 @click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True, help="At most this many.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
 def list_(states: tuple[str, ...], profile_name: str | None, limit: int, as_json: bool) -> None:
-    """Runs, newest first, with their state and queue position."""
-    with home_gateway(config.home()) as gateway:
+    """Runs, newest first, with their state and queue position (and why a queued run waits, if its profile's
+    config is broken: the run resumes once the file is valid again)."""
+    root = config.home()
+    with home_gateway(root) as gateway:
         found = gateway.delivery.runs(states=tuple(RunState(s) for s in states), profile=profile_name, limit=limit)
+    queued_profiles = {d.run.profile for d in found if d.run.state is RunState.QUEUED}
+    paused = {name: error for name in queued_profiles if (error := config_error(root, name)) is not None}
+
+    def why(d: Delivered) -> str | None:
+        return paused.get(d.run.profile) if d.run.state is RunState.QUEUED else None
 
     def text() -> None:
         rows = []
         for d in found:
             state = d.run.state.value + (f" #{d.result.queue_position}" if d.result.queue_position else "")
+            if (error := why(d)) is not None:
+                state += f" (paused: {error})"
             first = d.run.message.strip().splitlines()[0] if d.run.message.strip() else ""
             rows.append(
                 [
@@ -89,7 +99,7 @@ def list_(states: tuple[str, ...], profile_name: str | None, limit: int, as_json
         if not found:
             note("no runs" + (" in these states" if states else ""))
 
-    emit([run_dict(d) for d in found], as_json=as_json, text=text)
+    emit([{**run_dict(d), "paused": why(d)} for d in found], as_json=as_json, text=text)
 
 
 @runs.command("show", epilog=examples("backchannel runs show run_0123…"))

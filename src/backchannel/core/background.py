@@ -1,11 +1,15 @@
-"""Background jobs of the store and the queue: cross-process watching, lease renewal, WAL checkpoints."""
+"""Background jobs of the store and the queue: cross-process watching, lease renewal, WAL checkpoints,
+paused profiles resumed."""
 
 from __future__ import annotations
 
 import asyncio
 
 from ..store.db import Database
+from .pauses import Pauses
 from .queue import RunQueue
+
+RESUME_SECONDS = 0.5
 
 CHECKPOINT_SECONDS = 0.5
 CHECKPOINT_PAGES = 1000  # SQLite's own default threshold
@@ -34,3 +38,16 @@ async def checkpoints(db: Database) -> None:
         await asyncio.sleep(CHECKPOINT_SECONDS)
         if db.wal_pages() >= CHECKPOINT_PAGES:
             await asyncio.to_thread(db.checkpoint)
+
+
+async def resume_paused(pauses: Pauses, queue: RunQueue) -> None:
+    """Profiles paused by a broken config: expire their runs past the TTL, hand them out once the file is valid."""
+    while True:
+        await asyncio.sleep(RESUME_SECONDS)
+        if not pauses.paused:
+            continue
+        resumed = pauses.recheck()
+        for profile in pauses.paused:
+            queue.expire_due(profile)
+        if resumed:
+            queue.discover()

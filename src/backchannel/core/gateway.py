@@ -29,6 +29,7 @@ from .directory import Directory
 from .events import EventHub
 from .mentions import Mentions
 from .outbound import Outbound
+from .pauses import Pauses
 from .queue import OnState, RunQueue
 from .sends import AgentSends
 from .turns import Turns
@@ -93,7 +94,8 @@ class Gateway:
             hub=self.hub,
             prepare=Mentions(self.sends).prepare,
         )
-        self.workers = Workers(self.queue, self.turns, hub=self.hub)
+        self.pauses = Pauses(root)
+        self.workers = Workers(self.queue, self.turns, hub=self.hub, pauses=self.pauses)
         self._jobs: list[asyncio.Task[None]] = []
         self._started = False
         self._closed = False
@@ -111,6 +113,7 @@ class Gateway:
             asyncio.create_task(background.watch(self.db, self.queue, seen=seen)),
             asyncio.create_task(background.renew(self.queue)),
             asyncio.create_task(background.checkpoints(self.db)),
+            asyncio.create_task(background.resume_paused(self.pauses, self.queue)),
         ]
 
     async def stop(self, *, grace: float = 10.0) -> None:

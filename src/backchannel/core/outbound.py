@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import keys
-from ..errors import BackchannelError, Conflict, PeerError, PeerOutcomeUnknown
+from ..errors import BackchannelError, Conflict, PeerError, PeerOutcomeUnknown, PeerRefused
 from ..home import peers as registry
 from ..outcome import Outcome, Result, of_state
 from ..store import outbound as outstore
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("backchannel.outbound")
 FOLLOW_SECONDS = 2.0
+RECONNECT_SECONDS = 60.0  # a followed peer away longer than this (a restart takes seconds) is given up on
 DEFAULT_SENDER_PROFILE = "default"
 
 
@@ -172,12 +174,36 @@ class Outbound:
                     yield event
                     if of_state(str(event.get("event", "")).removeprefix("run.")).settled:
                         return
-            except PeerError:  # no event stream (expired buffer, older peer): poll instead
-                while True:
+            except PeerError as exc:  # no event stream (expired buffer, older peer), or it broke: poll instead
+                if exc.code == "peer_auth":
+                    raise
+            # The stream ended before the run did (the peer restarting, say): poll until it ends, riding out
+            # a peer that is away for up to RECONNECT_SECONDS; past that, say the outcome is not known.
+            lost: float | None = None
+            while True:
+                try:
                     found = await client.run_status(run_id)
-                    if found is None or of_state(str(found.get("status"))).settled:
-                        return
-                    await asyncio.sleep(1.0)
+                except PeerError as exc:
+                    if exc.code == "peer_auth" or isinstance(exc, PeerRefused):
+                        raise
+                    now = time.monotonic()
+                    if lost is None:
+                        lost = now
+                        yield {"event": "peer.reconnecting", "error": exc.message}
+                    elif now - lost > RECONNECT_SECONDS:
+                        raise PeerOutcomeUnknown(
+                            f"lost peer {peer.name!r} while following run {run_id} and it did not come back within "
+                            f"{RECONNECT_SECONDS:g}s ({exc.message}); the run's outcome is unknown: ask again with "
+                            f"`backchannel peer status {peer.name} {run_id}`"
+                        ) from exc
+                    await asyncio.sleep(0.5)
+                    continue
+                if lost is not None:
+                    lost = None
+                    yield {"event": "peer.reconnected", "status": str((found or {}).get("status") or "unknown")}
+                if found is None or of_state(str(found.get("status"))).settled:
+                    return
+                await asyncio.sleep(0.5)
 
     @commits
     async def stop(

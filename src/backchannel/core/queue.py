@@ -166,6 +166,18 @@ class RunQueue:
             self._on_state(run, run.state)
         return run
 
+    def unclaim(self, run: RunRow) -> None:
+        """Put a claimed run back in the queue before its turn began (its profile is paused)."""
+        self._owned.discard(run.id)
+        back = runstore.unclaim(self.db, run.id, owner=self.owner)
+        if back is not None:
+            self._on_state(back, back.state)
+
+    def expire_due(self, profile: str) -> None:
+        """Expire the profile's queued runs past their TTL, waking their senders (a paused queue claims none)."""
+        for gone in runstore.expire_due(self.db, profile):
+            self._ended_run(gone)
+
     def release(self, session_id: str) -> None:
         """The workers stopped working the session (its queue was empty): a new run hands it out again."""
         self._handed.discard(session_id)

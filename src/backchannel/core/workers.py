@@ -10,6 +10,7 @@ from ..agent.loop import TurnProgress
 from ..errors import BackchannelError
 from ..store.runs import RunRow, RunState
 from .events import EventHub
+from .pauses import Pauses
 from .queue import RunQueue, Turn
 
 log = logging.getLogger("backchannel.workers")
@@ -24,10 +25,11 @@ class TurnRunner(Protocol):
 class Workers:
     """One drain task per session with work, each turn in a slot of the queue; a stop interrupts a turn at once."""
 
-    def __init__(self, queue: RunQueue, runner: TurnRunner, *, hub: EventHub) -> None:
+    def __init__(self, queue: RunQueue, runner: TurnRunner, *, hub: EventHub, pauses: Pauses) -> None:
         self.queue = queue
         self.runner = runner
         self.hub = hub
+        self.pauses = pauses
         self._drains: dict[str, asyncio.Task[None]] = {}
 
     async def run(self) -> None:
@@ -54,6 +56,9 @@ class Workers:
                         run = self.queue.claim(session_id)
                         if run is None:
                             break  # no await between the empty claim and the release: a new run hands it out anew
+                    if self.pauses.check(run.profile) is not None:
+                        self.queue.unclaim(run)  # its config is broken: the run waits; resumed by the gateway
+                        break
                     await self._execute(run)
         except asyncio.CancelledError:
             pass

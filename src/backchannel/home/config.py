@@ -150,11 +150,15 @@ def new_api_key() -> str:
 # --- the home's config.yaml --------------------------------------------------------------------
 
 
+PEER_TIMEOUT_SECONDS = 30.0  # a peer that accepts and says nothing is given up on after this (outcome unknown)
+
+
 @dataclass(frozen=True)
 class PeerEntry:
     url: str
     note: str = ""
     gateway_id: str | None = None
+    timeout_seconds: float = PEER_TIMEOUT_SECONDS
 
 
 @dataclass(frozen=True)
@@ -201,8 +205,16 @@ def parse_gateway_config(data: dict[str, Any], path: Path, *, exists: bool = Tru
     for name, entry in peers_raw.items():
         if not isinstance(entry, dict) or not isinstance(entry.get("url"), str):
             raise ConfigError(f"{str(path)!r}: peer {name!r} needs a 'url'")
+        timeout = entry.get("timeout_seconds", PEER_TIMEOUT_SECONDS)
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
+            raise ConfigError(
+                f"{str(path)!r}: peer {name!r}: timeout_seconds must be a positive number, got {timeout!r}"
+            )
         peers[str(name)] = PeerEntry(
-            url=entry["url"], note=str(entry.get("note") or ""), gateway_id=entry.get("gateway_id") or None
+            url=entry["url"],
+            note=str(entry.get("note") or ""),
+            gateway_id=entry.get("gateway_id") or None,
+            timeout_seconds=float(timeout),
         )
     defaults = GatewayConfig()
     try:

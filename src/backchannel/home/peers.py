@@ -19,6 +19,7 @@ class Peer:
     note: str
     key: str | None
     gateway_id: str | None = None
+    timeout_seconds: float = config.PEER_TIMEOUT_SECONDS  # each request's bound (a chat: its wait plus this)
 
     def to_dict(self) -> dict[str, Any]:
         """What may be shown: never the key, only whether there is one."""
@@ -28,6 +29,7 @@ class Peer:
             "note": self.note,
             "key": "set" if self.key else "missing",
             "gateway_id": self.gateway_id,
+            "timeout_seconds": self.timeout_seconds,
         }
 
 
@@ -65,19 +67,22 @@ def load(root: Path, name: str) -> Peer:
         raise UsageError(
             f"unknown peer {name!r} (peers: {known}); add it with `backchannel peer add`", code="unknown_peer"
         )
-    return Peer(name, entry.url, entry.note, config.secret_value(root, key_var(name)), entry.gateway_id)
+    key = config.secret_value(root, key_var(name))
+    return Peer(name, entry.url, entry.note, key, entry.gateway_id, entry.timeout_seconds)
 
 
 def all_peers(root: Path) -> list[Peer]:
     env = config.read_env(root)
     return [
-        Peer(n, e.url, e.note, env.get(key_var(n)), e.gateway_id)
+        Peer(n, e.url, e.note, env.get(key_var(n)), e.gateway_id, e.timeout_seconds)
         for n, e in sorted(config.load_gateway_config(root).peers.items())
     ]
 
 
-def save(root: Path, name: str, *, url: str, key: str | None, note: str | None) -> bool:
-    """Add or update a peer; returns True when it already existed. A None key keeps the existing one."""
+def save(
+    root: Path, name: str, *, url: str, key: str | None, note: str | None, timeout_seconds: float | None = None
+) -> bool:
+    """Add or update a peer; returns True when it already existed. A None key (or timeout) keeps the existing one."""
     config.check_name(name, what="peer")
     url = check_url(url)
     data, peers = _peers_section(root)
@@ -95,6 +100,8 @@ def save(root: Path, name: str, *, url: str, key: str | None, note: str | None) 
     entry: dict[str, Any] = {"url": url, "note": note if note is not None else previous.get("note", "")}
     if previous.get("gateway_id") and previous.get("url") == url:
         entry["gateway_id"] = previous["gateway_id"]
+    if timeout_seconds is not None or "timeout_seconds" in previous:
+        entry["timeout_seconds"] = timeout_seconds if timeout_seconds is not None else previous["timeout_seconds"]
     peers[name] = entry
     config.write_yaml(config.config_path(root), data)
     return existed

@@ -178,6 +178,19 @@ def load_profile(root: Path, name: str) -> Profile:
     return cached[1]
 
 
+def config_error(root: Path, name: str) -> str | None:
+    """Why the profile's config.yaml cannot be loaded right now (the error names the file), or None.
+
+    The gateway pauses such a profile's queue instead of failing its runs; `runs list` and `doctor` say so."""
+    try:
+        load_profile(root, name)
+    except ConfigError as exc:
+        return exc.message
+    except NotFound:
+        return None  # a profile that is gone is not paused: its runs fail with the name of what is missing
+    return None
+
+
 _RULES = MessagingPolicy()
 
 

@@ -21,7 +21,6 @@ from . import sse
 from .http import ErrorBody, HttpResponse, Naming, Transport, error_of, json_object, quote
 
 BOT_CHAT = "Bot Chat"
-LIST_TIMEOUT = 30.0
 SEND_RESULT = "hermes.peer.send_result"
 REFUSAL_CODES = frozenset(
     {
@@ -73,7 +72,8 @@ class PeerClient:
             not_sent=functools.partial(PeerError, code="peer_unreachable"),
             maybe_sent=PeerOutcomeUnknown,
         )
-        self._http = Transport(self.base, peer.key, naming=naming, follow_redirects=True, timeout=LIST_TIMEOUT)
+        self.timeout = peer.timeout_seconds  # each answer's bound; a chat waits its wait plus this
+        self._http = Transport(self.base, peer.key, naming=naming, follow_redirects=True, timeout=self.timeout)
         self._caps: dict[str, Any] | None = None
 
     def __repr__(self) -> str:
@@ -97,10 +97,11 @@ class PeerClient:
         *,
         body: dict[str, Any] | None = None,
         headers: dict[str, str] | None = None,
-        timeout: float = LIST_TIMEOUT,
+        timeout: float | None = None,
         retries: int | None = None,
     ) -> HttpResponse:
-        return await self._http.request(method, path, json=body, headers=headers, timeout=timeout, retries=retries)
+        bound = self.timeout if timeout is None else timeout
+        return await self._http.request(method, path, json=body, headers=headers, timeout=bound, retries=retries)
 
     def _json(self, response: HttpResponse, what: str) -> dict[str, Any]:
         data = response.json_object()
@@ -131,7 +132,9 @@ class PeerClient:
         """The peer's /v1/capabilities, or {} when it has none (any failure is tolerated unless `strict`)."""
         if self._caps is None:
             try:
-                response = await self._request("GET", "/v1/capabilities", timeout=timeout, retries=retries)
+                response = await self._request(
+                    "GET", "/v1/capabilities", timeout=min(timeout, self.timeout), retries=retries
+                )
                 self._caps = self._json(response, "the capabilities request")
             except PeerError:
                 if strict:
@@ -142,7 +145,8 @@ class PeerClient:
     async def health(self) -> dict[str, Any]:
         """The peer's /health (`platform`, `version`), or {} (any failure is tolerated)."""
         try:
-            return self._json(await self._request("GET", "/health", timeout=10), "the health request")
+            answer = await self._request("GET", "/health", timeout=min(10, self.timeout))
+            return self._json(answer, "the health request")
         except PeerError:
             return {}
 
@@ -218,7 +222,9 @@ class PeerClient:
         path = f"/api/sessions/{quote(session_id)}/chat"
         headers = self._delivery_headers(key, sender=sender, wait=wait, hops=hops, chain=chain)
         try:
-            response = await self._request("POST", path, body={"message": message}, headers=headers, timeout=wait + 30)
+            response = await self._request(
+                "POST", path, body={"message": message}, headers=headers, timeout=wait + self.timeout
+            )
         except PeerOutcomeUnknown as exc:
             if not await self.dedups_chat():
                 return self._unknown(
@@ -229,7 +235,7 @@ class PeerClient:
                 )
             try:  # a Backchannel peer deduplicates on the key: asking again tells what happened
                 headers["X-Hermes-Wait-Seconds"] = "1"
-                response = await self._request("POST", path, body={"message": message}, headers=headers, timeout=30)
+                response = await self._request("POST", path, body={"message": message}, headers=headers)
             except PeerError as again:
                 return self._unknown(
                     session_id, key, f"{again.message}; outcome unknown: a resend must reuse idempotency key {key!r}"

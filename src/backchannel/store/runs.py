@@ -279,6 +279,31 @@ def claim_next(
             return _run(updated), expired
 
 
+def unclaim(db: Database, run_id: str, *, owner: str) -> RunRow | None:
+    """Put a run this owner claimed back in the queue before its turn began (the claim does not count as
+    an attempt). None when it was not ours any more."""
+    with db.tx() as conn:
+        row = conn.execute(
+            "UPDATE runs SET state = 'queued', attempts = MAX(attempts - 1, 0), owner = NULL, lease_until = NULL,"
+            " started_at = NULL, updated_at = ? WHERE id = ? AND state = 'running' AND owner = ? RETURNING *",
+            (time.time(), run_id, owner),
+        ).fetchone()
+    return _run(row) if row is not None else None
+
+
+def expire_due(db: Database, profile: str) -> list[RunRow]:
+    """Expire the profile's queued runs past their TTL (as `claim_next` would, for a queue nobody claims from)."""
+    now = time.time()
+    with db.tx() as conn:
+        rows = conn.execute(
+            "UPDATE runs SET state = 'expired', error = 'expired after waiting ' || CAST(ROUND(? - created_at) AS"
+            " INTEGER) || 's in the queue', error_code = 'expired', updated_at = ?, finished_at = ?"
+            " WHERE profile = ? AND state = 'queued' AND expires_at IS NOT NULL AND expires_at < ? RETURNING *",
+            (now, now, now, profile, now),
+        ).fetchall()
+    return [_run(r) for r in rows]
+
+
 def renew_leases(db: Database, run_ids: list[str], *, owner: str, lease_seconds: float) -> None:
     if not run_ids:
         return

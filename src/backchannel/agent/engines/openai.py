@@ -60,6 +60,7 @@ class _Reply:
         self.text: list[str] = []
         self.calls: dict[int, dict[str, Any]] = {}
         self.chunks = 0
+        self.finished = False  # a chunk said why the reply ended (finish_reason): the stream is complete
 
     def bad(self, reason: str) -> EngineError:
         return EngineError(f"{self.where} returned a malformed response: {reason}")
@@ -119,6 +120,7 @@ class _Reply:
                 raise self.bad(f"stream chunk is not JSON: {payload[:200]!r}") from None
             choice = self.check(chunk, "stream chunk")
             self.chunks += 1
+            self.finished = self.finished or bool(choice.get("finish_reason"))
             delta = choice.get("delta") or {}
             if not isinstance(delta, dict):
                 raise self.bad("stream chunk has a delta that is not an object")
@@ -223,16 +225,21 @@ class OpenAIEngine:
                             done = True
                             break
                     if not done:
-                        reply.feed_events(parser.close())
+                        done = reply.feed_events(parser.close())
                 else:
                     body = await resp.read()
                     if not body.lstrip().startswith(b"data:"):
                         reply.feed_body(body)
                         return reply.message()
                     parser = SseParser()  # an event stream under the wrong content type
-                    reply.feed_events(parser.feed(body) + parser.close())
+                    done = reply.feed_events(parser.feed(body) + parser.close())
         if reply.chunks == 0:
             raise reply.bad("the event stream carried no chunks")
+        if not (done or reply.finished):  # half a reply is not a reply: the stream was cut
+            raise EngineError(
+                f"{where} closed its event stream before the reply was complete (after {reply.chunks} chunks, "
+                "with no finish_reason and no [DONE])"
+            )
         return reply.message()
 
     async def list_models(self, *, timeout: float) -> list[str]:

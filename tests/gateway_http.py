@@ -1,0 +1,95 @@
+"""Driving a real gateway process over HTTP, for the fault tests: start it with settings, chat, poll a run."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from backchannel.home import config
+from conftest import GatewayProcess, free_port, run_cli
+
+TERMINAL = {"completed", "failed", "cancelled", "expired"}
+
+
+@contextmanager
+def gateway_with(root: Path, *, grace: float = 5.0, **gateway: Any) -> Iterator[GatewayProcess]:
+    """A gateway process on `root` with these `gateway:` settings in config.yaml; killed at the end."""
+    gw = GatewayProcess(root, free_port())
+    path = config.config_path(root)
+    data = config.load_yaml(path)
+    data["gateway"].update(port=gw.port, **gateway)
+    config.write_yaml(path, data)
+    gw.start(grace=grace)
+    try:
+        yield gw
+    finally:
+        gw.kill()
+
+
+def client(gw: GatewayProcess) -> httpx.Client:
+    return httpx.Client(base_url=gw.url, headers=gw.headers(), timeout=httpx.Timeout(10.0), trust_env=False)
+
+
+def chat(
+    c: httpx.Client, session_id: str, message: str, key: str, wait: float, profile: str = ""
+) -> dict[str, Any]:
+    prefix = f"/p/{profile}" if profile else ""
+    r = c.post(
+        f"{prefix}/api/sessions/{session_id}/chat",
+        json={"message": message},
+        headers={"Idempotency-Key": key, "X-Hermes-Wait-Seconds": str(wait)},
+    )
+    assert r.status_code in (200, 202), r.text
+    body: dict[str, Any] = r.json()
+    return body
+
+
+def poll(c: httpx.Client, run_id: str, statuses: set[str], within: float) -> dict[str, Any]:
+    deadline = time.monotonic() + within
+    while True:
+        run: dict[str, Any] = c.get(f"/v1/runs/{run_id}").json()
+        if run["status"] in statuses:
+            return run
+        assert time.monotonic() < deadline, f"run {run_id} still {run['status']!r} after {within}s: {run}"
+        time.sleep(0.05)
+
+
+def set_messaging(root: Path, profile: str, **rules: Any) -> None:
+    """Set keys of a profile's agent.session_messaging."""
+    path = root / "profiles" / profile / "config.yaml"
+    data = config.load_yaml(path)
+    data["agent"]["session_messaging"].update(rules)
+    config.write_yaml(path, data)
+
+
+@contextmanager
+def in_home(root: Path) -> Iterator[None]:
+    """BACKCHANNEL_HOME=root for the block (the CLI of another home)."""
+    saved = os.environ.get("BACKCHANNEL_HOME")
+    os.environ["BACKCHANNEL_HOME"] = str(root)
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("BACKCHANNEL_HOME", None)
+        else:
+            os.environ["BACKCHANNEL_HOME"] = saved
+
+
+def new_home(root: Path) -> GatewayProcess:
+    """An initialised home at `root` with a gateway process ready to start on a free port (not started)."""
+    with in_home(root):
+        result = run_cli("init")
+    assert result.exit_code == 0, result.stderr
+    gw = GatewayProcess(root, free_port())
+    path = config.config_path(root)
+    data = config.load_yaml(path)
+    data["gateway"].update(port=gw.port)
+    config.write_yaml(path, data)
+    return gw
