@@ -32,7 +32,8 @@ def profile_config(root: Path, name: str) -> tuple[list[Check], Profile | None]:
         data = config.load_yaml(path)
         parsed = profiles.parse_profile_config(data, path)
     except ConfigError as exc:
-        return [fail(check, exc.message, f"correct {str(path)!r}")], None
+        paused = f"{exc.message}; its queued runs are paused until the file is valid again"
+        return [fail(check, paused, f"correct {str(path)!r}")], None
     strays = schema.stray_keys(data, "profile", path)
     checks = [_stray(s, check) for s in strays if not s.hermes]
     ignored = [s.key for s in strays if s.hermes]
