@@ -25,7 +25,9 @@ def problems(path: Path, *, deep: bool = False) -> list[str]:
     pragma = "integrity_check" if deep else "quick_check"
     try:
         with map_sqlite_errors(path):
-            conn = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
+            # read-only: a check never writes, not even the checkpoint a last connection makes on close
+            uri = path.resolve().as_uri() + "?mode=ro"
+            conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
             try:
                 rows = conn.execute(f"PRAGMA {pragma}({MAX_PROBLEMS})").fetchall()
             finally:
