@@ -135,6 +135,7 @@ class GatewayProcess:
     port: int
     proc: subprocess.Popen[bytes] | None = None
     log_path: Path | None = None
+    log_dir: Path | None = None  # where its log goes (default: the home); a full-disk test keeps it off that disk
 
     @property
     def url(self) -> str:
@@ -144,7 +145,7 @@ class GatewayProcess:
         return {"Authorization": f"Bearer {api_key(self.root)}", **extra}
 
     def start(self, *, grace: float = 5.0) -> GatewayProcess:
-        self.log_path = self.root / f"gateway-{self.port}.log"
+        self.log_path = (self.log_dir or self.root) / f"gateway-{self.port}.log"
         env = {**os.environ, "BACKCHANNEL_HOME": str(self.root)}
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(

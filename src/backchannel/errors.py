@@ -8,7 +8,8 @@ BackchannelError
  ├── Conflict              exit 2, 409 conflict           e.g. an id or key already used differently
  ├── Refused               exit 2, 403 not_allowed       refused by local policy
  ├── AuthError             exit 1, 401 invalid_api_key
- ├── StoreError            exit 2, 503 store_unavailable locked or newer-schema state.db
+ ├── StoreError            exit 2, 503 store_unavailable locked, damaged (store_damaged) or newer-schema state.db
+ │    └── DiskFull         exit 1, 503 store_full        the disk (or the database's size limit) is full
  ├── GatewayDraining       exit 1, 503 gateway_draining  the gateway is stopping: try again shortly (Retry-After)
  ├── EngineError           exit 1, 502 engine_error      the model endpoint failed
  ├── DeliveryError         exit 1, 424 run_failed        the run failed, expired or was cancelled
@@ -102,6 +103,14 @@ class StoreError(BackchannelError):
     http_status = 503
     code = "store_unavailable"
     type = "server_error"
+
+
+class DiskFull(StoreError):
+    """No space left for the store or a home file: nothing was changed; the same command works once space is freed."""
+
+    exit_code = 1
+    code = "store_full"
+    retry_after = 30.0
 
 
 class GatewayDraining(BackchannelError):

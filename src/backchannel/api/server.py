@@ -39,7 +39,7 @@ def build(root: Path, *, grace: float = 10.0) -> tuple[Starlette, Gateway]:
     """The app and its gateway; the gateway starts and stops with the app's lifespan."""
     config.require_home(root)
     key = api_key(root)
-    gateway = Gateway(root, on_state=RunLog())
+    gateway = Gateway(root, on_state=RunLog(), verify_store=True)  # a damaged state.db is refused here
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

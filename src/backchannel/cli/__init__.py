@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import sys
 
 import click
 
-from ..errors import BackchannelError, PeerOutcomeUnknown
+from ..errors import BackchannelError, DiskFull, PeerOutcomeUnknown
 
 
 def main() -> None:
@@ -20,10 +21,7 @@ def main() -> None:
     try:
         cli.main(prog_name="backchannel", standalone_mode=False)
     except BackchannelError as exc:
-        click.echo(f"error: {exc.message}", err=True)
-        if _wants_json():
-            click.echo(json.dumps(error_object(exc), ensure_ascii=False, indent=2))
-        sys.exit(exc.exit_code)
+        _fail(exc)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)
@@ -41,6 +39,21 @@ def main() -> None:
         sys.exit(130)
     except BrokenPipeError:
         sys.exit(1)
+    except OSError as exc:
+        if exc.errno != errno.ENOSPC:
+            raise
+        _fail(DiskFull(f"the disk is full{_named(exc)}; free some space and run the command again"))
+
+
+def _fail(exc: BackchannelError) -> None:
+    click.echo(f"error: {exc.message}", err=True)
+    if _wants_json():
+        click.echo(json.dumps(error_object(exc), ensure_ascii=False, indent=2))
+    sys.exit(exc.exit_code)
+
+
+def _named(exc: OSError) -> str:
+    return f" (writing {str(exc.filename)!r})" if exc.filename else ""
 
 
 def error_object(exc: BackchannelError) -> dict[str, object]:

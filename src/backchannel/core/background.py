@@ -1,10 +1,17 @@
 """Background jobs of the store and the queue: cross-process watching, lease renewal, WAL checkpoints,
-paused profiles resumed."""
+paused profiles resumed.
+
+Each job outlives a store that cannot be written for a while (a full disk, a lock held elsewhere): the
+failure is logged and the job tries again on its next round.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 
+from ..errors import StoreError
 from ..store.db import Database
 from .pauses import Pauses
 from .queue import RunQueue
@@ -13,31 +20,57 @@ RESUME_SECONDS = 0.5
 
 CHECKPOINT_SECONDS = 0.5
 CHECKPOINT_PAGES = 1000  # SQLite's own default threshold
+IDLE_SECONDS = 2.0  # no commit for this long: the WAL is checkpointed with TRUNCATE and its file emptied
+log = logging.getLogger("backchannel.store")
 
 
 async def watch(db: Database, queue: RunQueue, *, seen: int) -> None:
     """Notice runs queued by another process on the same home (a CLI beside the gateway)."""
     while True:
         await asyncio.sleep(queue.poll_seconds)
-        version = db.data_version()
-        if version != seen:
-            seen = version
-            queue.discover()
+        try:
+            version = db.data_version()
+            if version != seen:
+                seen = version
+                queue.discover()
+        except StoreError as exc:
+            log.warning("watching for other processes' runs: %s", exc.message)
 
 
 async def renew(queue: RunQueue) -> None:
     """Keep this process's leases fresh, and requeue runs that another, dead process left running."""
     while True:
         await asyncio.sleep(queue.lease_seconds / 3)
-        queue.renew()
+        try:
+            await queue.db.writable()
+            queue.renew()
+            await queue.db.durable()
+        except StoreError as exc:
+            log.warning("leases not renewed this round: %s", exc.message)
 
 
 async def checkpoints(db: Database) -> None:
-    """Checkpoint the WAL in a worker thread, so the fsync it needs never stalls the event loop."""
+    """Checkpoint the WAL in a worker thread, so the fsync it needs never stalls the event loop.
+
+    While writes come, a PASSIVE checkpoint whenever the WAL passes CHECKPOINT_PAGES; once no commit came
+    for IDLE_SECONDS, one TRUNCATE checkpoint empties the -wal file (after a flood it would otherwise keep
+    its largest size for good), and nothing more runs until the next write."""
+    version = (db.data_version(), db.commits)
+    changed_at = time.monotonic()
+    truncated = False
     while True:
         await asyncio.sleep(CHECKPOINT_SECONDS)
-        if db.wal_pages() >= CHECKPOINT_PAGES:
+        try:
+            now_version = (db.data_version(), db.commits)  # another process's commits, and ours
+        except StoreError:
+            continue
+        if now_version != version or db.pending_commit() is not None:
+            version, changed_at, truncated = now_version, time.monotonic(), False
+        pages = db.wal_pages()
+        if pages >= CHECKPOINT_PAGES:
             await asyncio.to_thread(db.checkpoint)
+        if not truncated and pages and time.monotonic() - changed_at >= IDLE_SECONDS:
+            truncated = await asyncio.to_thread(db.checkpoint, "TRUNCATE")
 
 
 async def resume_paused(pauses: Pauses, queue: RunQueue) -> None:
@@ -46,8 +79,12 @@ async def resume_paused(pauses: Pauses, queue: RunQueue) -> None:
         await asyncio.sleep(RESUME_SECONDS)
         if not pauses.paused:
             continue
-        resumed = pauses.recheck()
-        for profile in pauses.paused:
-            queue.expire_due(profile)
+        try:
+            resumed = pauses.recheck()
+            for profile in pauses.paused:
+                queue.expire_due(profile)
+        except StoreError as exc:
+            log.warning("paused profiles not rechecked this round: %s", exc.message)
+            continue
         if resumed:
             queue.discover()

@@ -106,6 +106,7 @@ class Delivery:
         """Record and queue the message, then wait up to `wait` seconds (None: until its run ends)."""
         started = time.monotonic()
         run, created = self._accept(incoming)
+        await self.db.durable()  # the run is on disk before it is waited for (a failed commit: 503 at once)
         run = await self.queue.wait(run.id, wait, known=run)
         return self._delivered(run, replayed=not created, waited=time.monotonic() - started)
 

@@ -22,6 +22,7 @@ from ..agent.engines.cache import EngineCache, EngineFactory
 from ..agent.tools import TOOLBOX
 from ..errors import StoreError
 from ..home import config
+from ..store import integrity
 from ..store.db import Database
 from . import background
 from .delivery import Delivery
@@ -51,13 +52,17 @@ class Gateway:
         scope: set[str] | None = None,
         lease_seconds: float = 30.0,
         poll_seconds: float = 0.25,
+        verify_store: bool = False,
     ) -> None:
+        """`verify_store`: run PRAGMA quick_check first and refuse a damaged state.db (the gateway process)."""
         config.require_home(root)
         config.read_env(root)  # a broken .env stops here, before anything is written
         self.root = root
         self.settings = config.load_gateway_config(root)
         self.gateway_id = self.settings.gateway_id or "local"
-        self.db = Database(config.db_path(root))
+        if verify_store:
+            integrity.require_intact(config.db_path(root))
+        self.db = Database(config.db_path(root), durability=self.settings.durability)
         self.hub = EventHub()
         self.queue = RunQueue(
             self.db,
@@ -127,12 +132,14 @@ class Gateway:
             for task in self._jobs:
                 task.cancel()
             await asyncio.gather(*self._jobs, return_exceptions=True)
-            self.queue.close()
-            try:
+            try:  # a store that cannot be written (a full disk) is reported; stopping goes on whatever the disk
+                self.queue.close()
                 await self.db.durable()
-            except StoreError as exc:  # what could not be committed is reported; stopping goes on
-                log.error("the last writes could not be committed: %s", exc.message)
-            self.db.checkpoint()
+            except StoreError as exc:
+                log.error(
+                    "the last writes could not be committed (their runs run again after a restart): %s", exc.message
+                )
+            self.db.checkpoint("TRUNCATE")
         await self.engines.aclose()
         self.db.close()
 

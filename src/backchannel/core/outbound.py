@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import keys
-from ..errors import BackchannelError, Conflict, PeerError, PeerOutcomeUnknown, PeerRefused
+from ..errors import BackchannelError, Conflict, PeerError, PeerOutcomeUnknown, PeerRefused, StoreError
 from ..home import peers as registry
 from ..outcome import Outcome, Result, of_state
 from ..store import outbound as outstore
@@ -230,7 +230,10 @@ class Outbound:
                     await self._follow_one(row)
                 except BackchannelError as exc:
                     log.info("reply of outbound message %d not available yet: %s", row.id, exc.message)
-            await self.db.durable()
+            try:
+                await self.db.durable()
+            except StoreError as exc:  # settled again on the next round
+                log.warning("outbound replies not saved this round: %s", exc.message)
 
     async def _follow_one(self, row: outstore.Outbound) -> None:
         peer = self.peer(row.peer)

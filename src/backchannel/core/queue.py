@@ -18,17 +18,19 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
 from .. import procs
-from ..errors import Conflict, GatewayDraining
+from ..errors import Conflict, GatewayDraining, StoreError
 from ..home.config import GatewayConfig
 from ..messages import Message
 from ..store import runs as runstore
-from ..store.db import Database
+from ..store.db import Commit, Database
 from ..store.runs import NewRun, RunRow, RunState
 from .events import EventHub
 
 log = logging.getLogger("backchannel.queue")
 
 OnState = Callable[[RunRow, RunState], None]  # a run and the state it just entered (reported in order)
+SAVE_RETRY_FIRST = 0.1  # seconds before a run's end that could not be saved (a full disk) is tried again
+SAVE_RETRY_MAX = 2.0
 
 
 @dataclass
@@ -88,6 +90,8 @@ class RunQueue:
         self._done: dict[str, asyncio.Future[RunRow]] = {}  # run id -> its end, for waiters in this process
         self._owned: set[str] = set()  # runs claimed here and not finished: their leases are renewed
         self._turns: dict[str, Turn] = {}
+        self._recorded: dict[str, Commit] = {}  # runs recorded claimed, handed out before their commit
+        self._saving: set[str] = set()  # runs whose end is computed and being saved (retried on a full disk)
         self.accepting = False  # sessions are handed out only between open() and drain()
         self.draining = False
 
@@ -109,7 +113,12 @@ class RunQueue:
         self.draining = True
 
     def close(self) -> None:
-        """Put back in the queue what this process still holds (turns cut by a stop run again later)."""
+        """Put back in the queue what this process still holds (turns cut by a stop run again later).
+
+        A run whose end could not be saved before the stop (a full disk) is among them: it was never
+        reported ended, and runs again after the restart."""
+        self._saving.clear()
+        self._recorded.clear()
         self.reclaim(is_dead=lambda owner: owner == self.owner, attempts_bonus=1)
 
     # --- putting runs in -----------------------------------------------------------------------
@@ -132,6 +141,9 @@ class RunQueue:
             if run.state is RunState.RUNNING:  # accepted and started at once: both transitions are reported
                 self._on_state(run, RunState.QUEUED)
                 self._owned.add(run.id)
+                commit = self.db.pending_commit()
+                if commit is not None:
+                    self._recorded[run.id] = commit  # its turn starts only once the run is on disk
                 self._on_state(run, run.state)
                 self._hand(run.session_id, run)
             else:
@@ -156,9 +168,15 @@ class RunQueue:
         """The next session with work, and the run already claimed for it (or None: claim with `claim`)."""
         return await self._ready.get()
 
-    def claim(self, session_id: str) -> RunRow | None:
-        """The session's next run, claimed by this process; None when it has none (or one runs elsewhere)."""
+    async def claim(self, session_id: str) -> RunRow | None:
+        """The session's next run, claimed by this process once the claim is on disk; None when it has none
+        (or one runs elsewhere). No await when it has none: a run queued meanwhile hands the session out anew.
+        A claim that cannot be saved raises StoreError; the run stays queued."""
+        if not runstore.has_queued(self.db, session_id):
+            return None
+        await self.db.writable()
         run, expired = runstore.claim_next(self.db, session_id, owner=self.owner, lease_seconds=self.lease_seconds)
+        await self.db.durable()
         for gone in expired:
             self._ended_run(gone)
         if run is not None:
@@ -178,12 +196,26 @@ class RunQueue:
         for gone in runstore.expire_due(self.db, profile):
             self._ended_run(gone)
 
+    async def confirm(self, run: RunRow) -> bool:
+        """Whether a run handed out already claimed (recorded `running` by `submit`) is on disk; False when
+        its commit failed: the run does not exist, and its turn must not run."""
+        commit = self._recorded.pop(run.id, None)
+        if commit is None:
+            return True
+        try:
+            await self.db.durable(commit)
+        except StoreError:
+            self._owned.discard(run.id)
+            return False
+        return True
+
     def release(self, session_id: str) -> None:
         """The workers stopped working the session (its queue was empty): a new run hands it out again."""
         self._handed.discard(session_id)
 
     def owns(self, run_id: str) -> bool:
-        return run_id in self._owned
+        """Whether the run is claimed here and its turn still to run (not being ended)."""
+        return run_id in self._owned and run_id not in self._saving
 
     @property
     def slots(self) -> asyncio.Semaphore:
@@ -208,7 +240,7 @@ class RunQueue:
     def untrack(self, run_id: str) -> None:
         self._turns.pop(run_id, None)
 
-    def finish(
+    async def finish(
         self,
         run: RunRow,
         state: RunState,
@@ -218,11 +250,56 @@ class RunQueue:
         code: str | None = None,
         messages: list[Message] | None = None,
     ) -> RunRow:
-        """End a run this process claimed: its messages and its state commit together."""
+        """End a run this process claimed: its messages and its state commit together, and only once they
+        are on disk is the end told (events, waiters, wake-ups).
+
+        A save that fails (a full disk, a lock held too long) keeps the end in memory and is retried until it
+        succeeds, the run's lease kept meanwhile: the turn is never run again for it. Cancelled (a shutdown)
+        while retrying, it tries once more; what cannot be saved then is requeued by `close`."""
+        self._saving.add(run.id)
+        delay = SAVE_RETRY_FIRST
+        try:
+            while True:
+                try:
+                    await self.db.writable()
+                    finished = runstore.finish(
+                        self.db,
+                        run.id,
+                        owner=self.owner,
+                        state=state,
+                        reply=reply,
+                        error=error,
+                        error_code=code,
+                        messages=messages,
+                    )
+                    await self.db.durable()
+                    break
+                except StoreError as exc:
+                    if delay == SAVE_RETRY_FIRST:
+                        log.error(
+                            "run %s ended but its end could not be saved; kept and retried: %s", run.id, exc.message
+                        )
+                    try:
+                        await asyncio.sleep(delay)
+                    except asyncio.CancelledError:
+                        with contextlib.suppress(StoreError):  # committed with the stop's last group, if it can
+                            runstore.finish(
+                                self.db,
+                                run.id,
+                                owner=self.owner,
+                                state=state,
+                                reply=reply,
+                                error=error,
+                                error_code=code,
+                                messages=messages,
+                            )
+                        raise
+                    delay = min(delay * 2, SAVE_RETRY_MAX)
+        finally:
+            self._saving.discard(run.id)
+        if delay != SAVE_RETRY_FIRST:
+            log.info("run %s: its end is saved now", run.id)
         self._owned.discard(run.id)
-        finished = runstore.finish(
-            self.db, run.id, owner=self.owner, state=state, reply=reply, error=error, error_code=code, messages=messages
-        )
         if finished is None:
             log.warning("run %s was no longer ours to finish (lease lost)", run.id)
             finished = runstore.get(self.db, run.id)
@@ -294,12 +371,15 @@ class RunQueue:
         if run.state is RunState.QUEUED:
             cancelled = runstore.cancel_queued(self.db, run_id)
             if cancelled is not None:
+                await self.db.durable()
                 self._ended_run(cancelled)
                 return cancelled
             run = runstore.get(self.db, run_id)
+        if run_id in self._saving:  # its turn is over and its end being saved: that end is the answer
+            return await self.wait(run_id, timeout=None)
         turn = self._turns.get(run_id)
         if run.id in self._owned and turn is None:  # claimed here, its turn not begun yet
-            return self.finish(run, RunState.CANCELLED, error="stopped on request", code="cancelled")
+            return await self.finish(run, RunState.CANCELLED, error="stopped on request", code="cancelled")
         if run.state is RunState.RUNNING:
             if turn is None:
                 raise Conflict(f"run {run_id!r} is running in another process; stop it there", code="run_not_active")
@@ -311,13 +391,20 @@ class RunQueue:
     # --- leases --------------------------------------------------------------------------------
 
     def renew(self) -> None:
-        """Keep this process's leases fresh; requeue runs that a dead process left running."""
+        """Keep this process's leases fresh; requeue runs that a dead process left running.
+
+        Runs this process holds are never requeued here, even when their lease ran out while the store could
+        not be written (a full disk): their turn is running or their end is being saved."""
         runstore.renew_leases(self.db, list(self._owned), owner=self.owner, lease_seconds=self.lease_seconds)
-        if self.reclaim(is_dead=owner_is_dead):
+        if self.reclaim(is_dead=owner_is_dead, keep=self._owned):
             self.discover()
 
-    def reclaim(self, *, is_dead: Callable[[str], bool], attempts_bonus: int = 0) -> list[RunRow]:
-        changed = runstore.reclaim(self.db, is_dead=is_dead, max_attempts=self.settings.max_attempts + attempts_bonus)
+    def reclaim(
+        self, *, is_dead: Callable[[str], bool], attempts_bonus: int = 0, keep: set[str] | None = None
+    ) -> list[RunRow]:
+        changed = runstore.reclaim(
+            self.db, is_dead=is_dead, max_attempts=self.settings.max_attempts + attempts_bonus, keep=keep or set()
+        )
         for run in changed:
             self._owned.discard(run.id)
             if run.state.terminal:

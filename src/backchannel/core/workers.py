@@ -7,13 +7,14 @@ import logging
 from typing import Protocol
 
 from ..agent.loop import TurnProgress
-from ..errors import BackchannelError
+from ..errors import BackchannelError, StoreError
 from ..store.runs import RunRow, RunState
 from .events import EventHub
 from .pauses import Pauses
 from .queue import RunQueue, Turn
 
 log = logging.getLogger("backchannel.workers")
+CLAIM_RETRY_SECONDS = 0.5  # a claim that could not be saved (a full disk) is tried again after this
 
 
 class TurnRunner(Protocol):
@@ -50,16 +51,27 @@ class Workers:
     async def _drain(self, session_id: str, first: RunRow | None) -> None:
         try:
             while self.queue.accepting:
+                unsaved: StoreError | None = None
                 async with self.queue.slots:
                     run, first = first, None
+                    if run is not None and not await self.queue.confirm(run):
+                        continue  # recorded in a commit that failed: the run does not exist, its sender got a 503
                     if run is None:
-                        run = self.queue.claim(session_id)
-                        if run is None:
-                            break  # no await between the empty claim and the release: a new run hands it out anew
-                    if self.pauses.check(run.profile) is not None:
-                        self.queue.unclaim(run)  # its config is broken: the run waits; resumed by the gateway
-                        break
-                    await self._execute(run)
+                        try:
+                            run = await self.queue.claim(session_id)
+                        except StoreError as exc:
+                            unsaved = exc
+                        else:
+                            if run is None:
+                                break  # no await between the empty claim and the release: a new run hands it out anew
+                    if run is not None:
+                        if self.pauses.check(run.profile) is not None:
+                            self.queue.unclaim(run)  # its config is broken: the run waits; resumed by the gateway
+                            break
+                        await self._execute(run)
+                if unsaved is not None:
+                    log.warning("session %s: its next run could not be claimed: %s", session_id, unsaved.message)
+                    await asyncio.sleep(CLAIM_RETRY_SECONDS)
         except asyncio.CancelledError:
             pass
         except Exception:  # a bug must not silently stop a session's queue
@@ -83,7 +95,7 @@ class Workers:
         except asyncio.CancelledError:
             if turn.stop_requested and task.cancelling() == 1:  # a stop, and no shutdown besides it
                 task.uncancel()
-                self.queue.finish(
+                await self.queue.finish(
                     run,
                     RunState.CANCELLED,
                     reply=progress.output() or None,
@@ -94,12 +106,12 @@ class Workers:
                 return
             raise  # shutting down: the run stays ours and is requeued when the queue closes
         except BackchannelError as exc:
-            self.queue.finish(run, RunState.FAILED, error=exc.message, code=exc.code)
+            await self.queue.finish(run, RunState.FAILED, error=exc.message, code=exc.code)
         except Exception as exc:
             log.exception("turn of run %s failed", run.id)
             error = f"internal error: {type(exc).__name__}"
-            self.queue.finish(run, RunState.FAILED, error=error, code="internal_error")
+            await self.queue.finish(run, RunState.FAILED, error=error, code="internal_error")
         else:
-            self.queue.finish(run, RunState.COMPLETED, reply=reply, messages=progress.messages)
+            await self.queue.finish(run, RunState.COMPLETED, reply=reply, messages=progress.messages)
         finally:
             self.queue.untrack(run.id)

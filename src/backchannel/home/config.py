@@ -6,6 +6,7 @@ moves the whole installation.
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 import re
@@ -13,18 +14,20 @@ import secrets
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast
 
 import yaml
 from dotenv.parser import parse_stream
 
-from ..errors import ConfigError, UsageError
+from ..errors import ConfigError, DiskFull, UsageError
 from . import files, schema
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8377
 API_KEY_VAR = "API_SERVER_KEY"
+Durability = Literal["normal", "full"]  # gateway.durability: PRAGMA synchronous NORMAL or FULL
+DURABILITIES: tuple[Durability, ...] = ("normal", "full")
 
 
 def home() -> Path:
@@ -86,17 +89,32 @@ def write_yaml(path: Path, data: dict[str, Any], *, mode: int = 0o644) -> None:
 
 
 def write_atomic(path: Path, text: str, *, mode: int = 0o644) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    """Replace `path` with `text` at once (a temporary file beside it, then a rename): whatever fails, a
+    full disk included, the old file is left as it was and the error names the file."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    except OSError as exc:
+        raise _write_error(path, exc) from exc
     try:
         if hasattr(os, "fchmod"):  # POSIX; on Windows a file's mode is only its read-only bit
             os.fchmod(fd, mode)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())  # the new text is on disk before it replaces the old
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise _write_error(path, exc) from exc
         raise
+
+
+def _write_error(path: Path, exc: OSError) -> ConfigError | DiskFull:
+    if exc.errno == errno.ENOSPC:
+        return DiskFull(f"cannot write {str(path)!r}: the disk is full; free some space and try again (unchanged)")
+    return ConfigError(f"cannot write {str(path)!r}: {exc.strerror or type(exc).__name__} (unchanged)")
 
 
 # --- .env ------------------------------------------------------------------------------------
@@ -172,6 +190,7 @@ class GatewayConfig:
     max_attempts: int = 3
     http_wait_seconds: float = 600.0
     max_body_bytes: int = 1_048_576
+    durability: Durability = "normal"
     peers: dict[str, PeerEntry] = field(default_factory=dict)
 
 
@@ -217,6 +236,11 @@ def parse_gateway_config(data: dict[str, Any], path: Path, *, exists: bool = Tru
             timeout_seconds=float(timeout),
         )
     defaults = GatewayConfig()
+    durability = gw.get("durability", defaults.durability)
+    if durability not in DURABILITIES:
+        raise ConfigError(
+            f"{str(path)!r}: gateway.durability must be one of {', '.join(DURABILITIES)}, got {durability!r}"
+        )
     try:
         return GatewayConfig(
             host=str(gw.get("host", defaults.host)),
@@ -228,6 +252,7 @@ def parse_gateway_config(data: dict[str, Any], path: Path, *, exists: bool = Tru
             max_attempts=_int(gw, "max_attempts", defaults.max_attempts, path),
             http_wait_seconds=float(_int(gw, "http_wait_seconds", int(defaults.http_wait_seconds), path)),
             max_body_bytes=_int(gw, "max_body_bytes", defaults.max_body_bytes, path),
+            durability=cast(Durability, durability),
             peers=peers,
         )
     except ValueError as exc:

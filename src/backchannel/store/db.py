@@ -4,7 +4,7 @@ Every sqlite3 call of the store goes through `map_sqlite_errors(path)`, which tu
 into a `StoreError` naming the file, with the sqlite3 error as its cause; nothing sqlite escapes the store:
 
     sqlite3.Error                                  -> StoreError store_unavailable (503)
-     ├── OperationalError "database or disk is full" -> StoreError store_full (503)
+     ├── OperationalError "database or disk is full" -> DiskFull store_full (503)
      ├── OperationalError "locked" / "busy"          -> StoreError: locked by another process
      ├── DatabaseError "not a database", "malformed" -> StoreError: not a usable database
      └── IntegrityError, ProgrammingError, …         -> StoreError naming the file
@@ -18,15 +18,27 @@ import sqlite3
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from ..errors import StoreError
+from ..errors import DiskFull, StoreError
+from ..home.config import Durability
 from .migrations import MIGRATIONS
 
-BUSY_TIMEOUT_MS = 5000
+BUSY_TIMEOUT_MS = 5000  # how long a write waits for another process's lock before it is refused
+LOOP_BUSY_TIMEOUT_MS = 50  # on the event loop's connection: longer waits happen off the loop (`writable`)
 GROUP_MAX_SECONDS = 0.002  # a group commit waits at most this long for more writes to join it
+JOURNAL_SIZE_LIMIT = 2 * 1024 * 1024  # bytes of WAL kept when it restarts after a checkpoint; the rest is given back
 log = logging.getLogger("backchannel.store")
+
+# PRAGMA synchronous per `gateway.durability`: NORMAL loses nothing on a process crash and may lose the last
+# commits (never corrupt the file) on a power loss; FULL syncs the WAL on every commit and loses none.
+SYNCHRONOUS: dict[Durability, str] = {"normal": "NORMAL", "full": "FULL"}
+Commit = asyncio.Future[None]  # one group's COMMIT: resolved once it is on disk, or failed with a StoreError
+
+# The group commits the current task wrote into, while `Database.tracking()` collects them (a service call).
+_task_commits: ContextVar[list[Commit] | None] = ContextVar("backchannel_task_commits", default=None)
 
 
 class map_sqlite_errors:
@@ -55,12 +67,14 @@ class Database:
     and nothing that tells the outside world about a write may happen before.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, durability: Durability = "normal") -> None:
         self.path = path
+        self.durability = durability
         self._loop: asyncio.AbstractEventLoop | None = None
         self._group: asyncio.Future[None] | None = None  # the open group transaction's commit
         self._group_started = 0.0
         self._fresh_writes = 0
+        self.commits = 0  # successful COMMITs of this connection (idle detection: data_version ignores our own)
         path.parent.mkdir(parents=True, exist_ok=True)
         with map_sqlite_errors(path):
             # one user at a time (the event loop), but it may not be the thread that opened it
@@ -74,7 +88,8 @@ class Database:
                 mode = self.conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
                 if mode != "wal":
                     raise StoreError(f"{str(path)!r}: could not switch to WAL journal (got {mode!r})")
-                self.conn.execute("PRAGMA synchronous=NORMAL")  # loses nothing on a process crash
+                self.conn.execute(f"PRAGMA synchronous={SYNCHRONOUS[durability]}")
+                self.conn.execute(f"PRAGMA journal_size_limit={JOURNAL_SIZE_LIMIT}")
                 self.conn.execute("PRAGMA foreign_keys=ON")
             self._migrate()
         except BaseException:
@@ -100,12 +115,73 @@ class Database:
                     conn.execute("INSERT INTO schema_migrations (name, applied_at) VALUES (?, ?)", (name, time.time()))
 
     def group_commits(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Group the commits of each loop iteration; from now on a write never waits on the loop for a lock
+        held by another process for more than LOOP_BUSY_TIMEOUT_MS (`writable` waits off the loop)."""
         self._loop = loop
+        with map_sqlite_errors(self.path):
+            self.conn.execute(f"PRAGMA busy_timeout={LOOP_BUSY_TIMEOUT_MS}")
 
-    async def durable(self) -> None:
-        """Return once every write made so far is committed (at once when none is pending)."""
-        if self._group is not None:
-            await asyncio.shield(self._group)
+    async def durable(self, commit: Commit | None = None) -> None:
+        """Return once every write made so far (or those of `commit`) is committed; raise the StoreError of a
+        commit that failed. At once when nothing is pending."""
+        commit = self._group if commit is None else commit
+        if commit is not None:
+            await asyncio.shield(commit)
+
+    def pending_commit(self) -> Commit | None:
+        """The commit the writes made so far in this iteration will be part of (None: nothing pending)."""
+        return self._group
+
+    @contextmanager
+    def tracking(self) -> Iterator[list[Commit]]:
+        """Collect the group commits the writes of the current task (and tasks it starts) go into."""
+        commits: list[Commit] = []
+        token = _task_commits.set(commits)
+        try:
+            yield commits
+        finally:
+            _task_commits.reset(token)
+
+    async def all_durable(self, commits: list[Commit]) -> None:
+        """Return once each of `commits` is on disk; raise the StoreError of the first that failed."""
+        for commit in commits:
+            await asyncio.shield(commit)
+
+    async def writable(self) -> None:
+        """Make sure this process holds the write lock (an open group), waiting for it off the event loop.
+
+        Another process (a CLI, a backup) may hold the lock for seconds: waiting in a sqlite3 busy handler
+        on the loop would freeze every request. Waits at most BUSY_TIMEOUT_MS, then raises the locked error.
+        """
+        if self._loop is None:
+            return
+        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+        while True:
+            if self._group is not None:
+                if self.conn.in_transaction:
+                    return
+                self._abandon_group()  # SQLite rolled the open group back on its own
+            try:
+                self._open_group()
+                return
+            except StoreError as exc:
+                remaining = deadline - time.monotonic()
+                if not _is_locked(exc) or remaining <= 0:
+                    raise
+            await asyncio.to_thread(self._wait_for_lock, remaining)
+
+    def _wait_for_lock(self, seconds: float) -> None:
+        """Block (in a worker thread) until the write lock is free or `seconds` have passed."""
+        try:
+            with map_sqlite_errors(self.path):
+                conn = sqlite3.connect(self.path, isolation_level=None, timeout=max(seconds, 0.001))
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                    conn.execute("ROLLBACK")
+                finally:
+                    conn.close()
+        except StoreError:
+            pass  # still locked: the caller sees it when it tries again
 
     def _commit_group(self, *, force: bool = False) -> None:
         """Commit the open group (a loop callback); its future is resolved whatever happens."""
@@ -134,6 +210,7 @@ class Database:
                 group.exception()
             raise
         else:
+            self.commits += 1
             if not group.done():
                 group.set_result(None)
 
@@ -178,6 +255,7 @@ class Database:
         except StoreError:
             self._rollback()
             raise
+        self.commits += 1
 
     @contextmanager
     def _grouped(self) -> Iterator[sqlite3.Connection]:
@@ -185,14 +263,15 @@ class Database:
         with map_sqlite_errors(self.path):
             if self._group is not None and not self.conn.in_transaction:
                 self._abandon_group()  # SQLite rolled the open group back on its own
-            if self._group is None:
-                self.conn.execute("BEGIN IMMEDIATE")
-                self._group = self._loop.create_future()
-                self._group_started = time.monotonic()
-                self._fresh_writes = 0
-                self._loop.call_soon(self._commit_group)
-            else:
-                self._fresh_writes += 1
+        if self._group is None:
+            self._open_group()
+        else:
+            self._fresh_writes += 1
+        tracked = _task_commits.get()
+        if tracked is not None and (not tracked or tracked[-1] is not self._group):
+            assert self._group is not None
+            tracked.append(self._group)
+        with map_sqlite_errors(self.path):
             self.conn.execute("SAVEPOINT w")
         try:
             with map_sqlite_errors(self.path):
@@ -204,6 +283,16 @@ class Database:
             raise
         with map_sqlite_errors(self.path):
             self.conn.execute("RELEASE w")
+
+    def _open_group(self) -> None:
+        """BEGIN IMMEDIATE the transaction the writes of this iteration share, its COMMIT scheduled."""
+        assert self._loop is not None
+        with map_sqlite_errors(self.path):
+            self.conn.execute("BEGIN IMMEDIATE")
+        self._group = self._loop.create_future()
+        self._group_started = time.monotonic()
+        self._fresh_writes = 0
+        self._loop.call_soon(self._commit_group)
 
     def _abandon_group(self) -> None:
         """The group's transaction is gone (rolled back by SQLite): fail its waiters now, not at COMMIT."""
@@ -228,18 +317,24 @@ class Database:
         with map_sqlite_errors(self.path):
             self.conn.execute("PRAGMA wal_autocheckpoint=0")
 
-    def checkpoint(self) -> None:
-        """Copy the WAL back into the database (PASSIVE: never blocks writers). Safe from another thread:
-        it uses a connection of its own. A checkpoint that cannot run now runs next time; nothing is lost."""
+    def checkpoint(self, mode: Literal["PASSIVE", "TRUNCATE"] = "PASSIVE") -> bool:
+        """Copy the WAL back into the database. Safe from another thread: it uses a connection of its own.
+
+        PASSIVE never blocks writers; TRUNCATE (for idle moments) also empties the -wal file, waiting at most
+        a moment for readers and writers. True when the whole WAL was copied (and, for TRUNCATE, emptied);
+        a checkpoint that cannot run now runs next time, nothing is lost."""
         try:
             with map_sqlite_errors(self.path):
-                conn = sqlite3.connect(self.path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
+                conn = sqlite3.connect(self.path, isolation_level=None, timeout=LOOP_BUSY_TIMEOUT_MS / 1000)
                 try:
-                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                    conn.execute(f"PRAGMA journal_size_limit={JOURNAL_SIZE_LIMIT}")
+                    busy, _log, _done = conn.execute(f"PRAGMA wal_checkpoint({mode})").fetchone()
+                    return not busy
                 finally:
                     conn.close()
         except StoreError as exc:
             log.debug("checkpoint skipped: %s", exc.message)
+            return False
 
     def wal_pages(self) -> int:
         try:
@@ -260,10 +355,15 @@ class Database:
                 self.conn.close()
 
 
+def _is_locked(exc: StoreError) -> bool:
+    cause = exc.__cause__
+    return isinstance(cause, sqlite3.OperationalError) and ("locked" in str(cause) or "busy" in str(cause))
+
+
 def _translate(exc: sqlite3.Error, path: Path) -> StoreError:
     text = str(exc)
     if getattr(exc, "sqlite_errorname", "") == "SQLITE_FULL" or "database or disk is full" in text:
-        return StoreError(f"{str(path)!r} is full (the disk or the database's size limit): {text}", code="store_full")
+        return DiskFull(f"{str(path)!r} is full (the disk or the database's size limit): {text}; nothing was saved")
     if "locked" in text or "busy" in text:
         return StoreError(f"{str(path)!r} is locked by another process (waited {BUSY_TIMEOUT_MS} ms): {text}")
     if isinstance(exc, sqlite3.DatabaseError) and ("not a database" in text or "malformed" in text):

@@ -244,15 +244,19 @@ def runs_ahead(db: Database, run: RunRow) -> int:
     return int(row[0]) if row else 0
 
 
+def has_queued(db: Database, session_id: str) -> bool:
+    """Whether the session has a queued run (a read: no write transaction)."""
+    return db.one("SELECT 1 FROM runs WHERE session_id = ? AND state = 'queued' LIMIT 1", (session_id,)) is not None
+
+
 def claim_next(
     db: Database, session_id: str, *, owner: str, lease_seconds: float
 ) -> tuple[RunRow | None, list[RunRow]]:
     """Take the oldest queued run of a session, unless one of its runs is running (in any process).
 
-    Returns (the claimed run or None, the runs that expired in the queue on the way)."""
+    Returns (the claimed run or None, the runs that expired in the queue on the way). Ask `has_queued`
+    first: the common case after a turn needs no write transaction."""
     expired: list[RunRow] = []
-    if db.one("SELECT 1 FROM runs WHERE session_id = ? AND state = 'queued' LIMIT 1", (session_id,)) is None:
-        return None, expired  # the common case after a turn: no write transaction for an empty queue
     now = time.time()
     with db.tx() as conn:
         if conn.execute("SELECT 1 FROM runs WHERE session_id = ? AND state = 'running'", (session_id,)).fetchone():
@@ -355,14 +359,18 @@ def cancel_queued(db: Database, run_id: str, *, reason: str = "cancelled before 
     return _run(row) if row is not None else None
 
 
-def reclaim(db: Database, *, is_dead: Callable[[str], bool], max_attempts: int) -> list[RunRow]:
-    """Requeue runs left `running` by a dead owner or an expired lease; past max_attempts they fail.
-    Returns the runs as they now are (queued again, or failed)."""
+def reclaim(
+    db: Database, *, is_dead: Callable[[str], bool], max_attempts: int, keep: set[str] | frozenset[str] = frozenset()
+) -> list[RunRow]:
+    """Requeue runs left `running` by a dead owner or an expired lease (except the runs in `keep`, which
+    their live owner still holds); past max_attempts they fail. Returns the runs as they now are."""
     now = time.time()
     changed: list[RunRow] = []
     with db.tx() as conn:
         rows = conn.execute("SELECT * FROM runs WHERE state = 'running'").fetchall()
-        stale = [r for r in rows if (r["lease_until"] or 0) < now or is_dead(r["owner"] or "")]
+        stale = [
+            r for r in rows if r["id"] not in keep and ((r["lease_until"] or 0) < now or is_dead(r["owner"] or ""))
+        ]
         for r in stale:
             if r["attempts"] >= max_attempts:
                 row = conn.execute(
