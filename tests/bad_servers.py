@@ -161,8 +161,11 @@ class RawServer:
                         data += chunk
                     head, _, body = data.partition(b"\r\n\r\n")
                     length = next(
-                        (int(line.split(b":", 1)[1]) for line in head.split(b"\r\n") if line.lower().startswith(
-                            b"content-length:")),
+                        (
+                            int(line.split(b":", 1)[1])
+                            for line in head.split(b"\r\n")
+                            if line.lower().startswith(b"content-length:")
+                        ),
                         0,
                     )
                     while len(body) < length:

@@ -36,9 +36,7 @@ def client(gw: GatewayProcess) -> httpx.Client:
     return httpx.Client(base_url=gw.url, headers=gw.headers(), timeout=httpx.Timeout(10.0), trust_env=False)
 
 
-def chat(
-    c: httpx.Client, session_id: str, message: str, key: str, wait: float, profile: str = ""
-) -> dict[str, Any]:
+def chat(c: httpx.Client, session_id: str, message: str, key: str, wait: float, profile: str = "") -> dict[str, Any]:
     prefix = f"/p/{profile}" if profile else ""
     r = c.post(
         f"{prefix}/api/sessions/{session_id}/chat",

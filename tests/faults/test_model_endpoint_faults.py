@@ -25,7 +25,6 @@ pytestmark = pytest.mark.faults
 TIMEOUT = 1.0  # the profile's model.timeout_seconds
 
 
-
 def _answer(status: str, kind: str, body: bytes) -> bytes:
     head = f"HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
     return head.encode() + body

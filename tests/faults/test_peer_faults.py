@@ -102,9 +102,7 @@ def test_an_answer_dropped_after_the_peer_ran_the_turn_is_asked_again_never_run_
     audit_run(beta.root, one_run(beta.root, "cut me off"))
 
 
-def test_a_peer_killed_mid_request_runs_the_turn_once_when_asked_again(
-    initialised: Path, beta: GatewayProcess
-) -> None:
+def test_a_peer_killed_mid_request_runs_the_turn_once_when_asked_again(initialised: Path, beta: GatewayProcess) -> None:
     add_peer("beta", beta.url, api_key(beta.root))
     text = "/sleep 1.5\nkilled mid-request"
     outcome: dict[str, Any] = {}

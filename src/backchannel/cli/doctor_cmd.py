@@ -17,7 +17,9 @@ from .output import emit, examples, show_config_warnings
     "--json", "as_json", is_flag=True, help="Print one JSON object: {ok, checks: [{check, status, detail, fix?}]}."
 )
 def doctor(as_json: bool) -> None:
-    """Check the home and everything it names: ok, warn or FAIL, each with what to do.
+    """Check the home and everything it names.
+
+    One line per check: ok, warn or FAIL, each with what to do.
 
     \b
     Checks config.yaml and .env (mode 0600), state.db, every profile's config.yaml (unknown keys,

@@ -67,8 +67,10 @@ def run_dict(d: Delivered) -> dict[str, Any]:
 @click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True, help="At most this many.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
 def list_(states: tuple[str, ...], profile_name: str | None, limit: int, as_json: bool) -> None:
-    """Runs, newest first, with their state and queue position (and why a queued run waits, if its profile's
-    config is broken: the run resumes once the file is valid again)."""
+    """Runs, newest first, with their state and queue position.
+
+    A queued run of a profile whose config.yaml is broken says so (paused); it resumes once the file is
+    valid again."""
     root = config.home()
     with home_gateway(root) as gateway:
         found = gateway.delivery.runs(states=tuple(RunState(s) for s in states), profile=profile_name, limit=limit)
