@@ -8,6 +8,7 @@ gateway starts on again. `store.integrity.problems(deep=True)` (doctor --deep) f
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -19,7 +20,7 @@ import pytest
 
 from backchannel.home import config
 from backchannel.store import integrity
-from conftest import GatewayProcess, free_port
+from conftest import GatewayProcess, free_port, run_cli
 
 pytestmark = pytest.mark.faults
 
@@ -78,6 +79,13 @@ def test_a_damaged_store_is_refused_on_start_with_the_commands_that_recover_it(
     assert "is damaged (PRAGMA quick_check" in err, err
     assert ".recover" in err and "integrity_check" in err, err
     assert db.read_bytes() == before, "a refused start wrote to the damaged store"
+    for deep in ([], ["--deep"]):  # doctor says so too, and names the check that found it
+        report = run_cli("doctor", *deep, "--json")
+        assert report.exit_code == 1, report.stdout
+        found = [c for c in json.loads(report.stdout)["checks"] if c["check"] == "state.db"]
+        assert found[0]["status"] == "fail" and "is damaged" in found[0]["detail"], found
+        assert ("integrity_check" if deep else "quick_check") in found[0]["detail"] and ".recover" in found[0]["fix"]
+    assert db.read_bytes() == before, "doctor wrote to the damaged store"
 
     if shutil.which("sqlite3") is None or os.name != "posix":
         pytest.skip("the sqlite3 shell is not installed: the printed recovery was not run")

@@ -12,23 +12,29 @@ from ..home import config
 from .output import emit, examples, show_config_warnings
 
 
-@click.command("doctor", epilog=examples("backchannel doctor", "backchannel doctor --json | jq '.checks[]'"))
+@click.command(
+    "doctor",
+    epilog=examples("backchannel doctor", "backchannel doctor --deep", "backchannel doctor --json | jq '.checks[]'"),
+)
+@click.option(
+    "--deep", is_flag=True, help="Check state.db with SQLite's full integrity_check (slower) instead of quick_check."
+)
 @click.option(
     "--json", "as_json", is_flag=True, help="Print one JSON object: {ok, checks: [{check, status, detail, fix?}]}."
 )
-def doctor(as_json: bool) -> None:
+def doctor(deep: bool, as_json: bool) -> None:
     """Check the home and everything it names.
 
     One line per check: ok, warn or FAIL, each with what to do.
 
     \b
-    Checks config.yaml and .env (mode 0600), state.db, every profile's config.yaml (unknown keys,
+    Checks config.yaml and .env (mode 0600), state.db (opens, intact), every profile's config.yaml (unknown keys,
     wrong values), each openai endpoint (answers /models, lists the model), whether this home's
     gateway runs and where, and whether every peer answers and accepts its key.
     Exit 0 when nothing failed (warnings allowed), 1 when something did.
     """
     show_config_warnings("nowhere")  # each is a check of the report
-    report = asyncio.run(examine(config.home()))
+    report = asyncio.run(examine(config.home(), deep=deep))
     emit(report.to_dict(), as_json=as_json, text=lambda: _print(report))
     sys.exit(report.exit_code)
 

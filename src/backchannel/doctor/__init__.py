@@ -19,8 +19,9 @@ from .report import Check, Report, Status, fail
 __all__ = ["Check", "Report", "Status", "examine"]
 
 
-async def examine(root: Path) -> Report:
-    """Check the home at `root`; changes nothing in it (opening state.db applies its pending migrations only)."""
+async def examine(root: Path, *, deep: bool = False) -> Report:
+    """Check the home at `root` (`deep`: SQLite's full integrity_check of state.db); changes nothing in it
+    (opening state.db applies its pending migrations only)."""
     found = disk.home(root)
     if found.status is Status.FAIL:
         return Report((found,))
@@ -28,7 +29,7 @@ async def examine(root: Path) -> Report:
     home_config, settings = configs.home_config(root)
     checks += home_config
     env, key = disk.env_file(root)
-    checks += [env, disk.store(root)]
+    checks += [env, disk.store(root, deep=deep)]
     folder, names = disk.profiles_folder(root)
     checks.append(folder)
     checks += configs.stray_folders(root)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..errors import ConfigError, StoreError
 from ..home import config, profiles
+from ..store import integrity
 from ..store.db import Database
 from .report import Check, fail, ok
 
@@ -42,16 +43,23 @@ def env_file(root: Path) -> tuple[Check, str | None]:
     return ok(".env", f"{config.API_KEY_VAR} set, mode {mode:04o}"), key
 
 
-def store(root: Path) -> Check:
-    """state.db opens (and is of a schema this Backchannel knows); a home that never ran anything has none yet."""
+def store(root: Path, *, deep: bool = False) -> Check:
+    """state.db opens (and is of a schema this Backchannel knows) and SQLite finds it intact (`quick_check`, or
+    with `deep` the slower `integrity_check`); a home that never ran anything has none yet."""
     path = config.db_path(root)
     if not path.exists():
         return ok("state.db", "not created yet: the first command that needs it creates it")
     try:
-        Database(path).close()
+        found = integrity.problems(path, deep=deep)
+        if not found:
+            Database(path).close()
     except StoreError as exc:
         return fail("state.db", exc.message, "stop the process that holds it, or restore it from a backup")
-    return ok("state.db", f"{str(path)!r} opens")
+    check = "integrity_check" if deep else "quick_check"
+    if found:
+        steps = "; then ".join(integrity.recovery_commands(path))
+        return fail("state.db", f"{str(path)!r} is damaged (PRAGMA {check}: {found[0]})", f"stop the gateway; {steps}")
+    return ok("state.db", f"{str(path)!r} opens; PRAGMA {check}: ok")
 
 
 def profiles_folder(root: Path) -> tuple[Check, list[str]]:
