@@ -66,3 +66,15 @@ def audit_key(root: Path, key: str, *, state: str = "completed") -> Audited:
     found = runs_by_key(root, key)
     assert len(found) == 1, f"key {key!r} has {len(found)} runs: {found}"
     return audit_run(root, found[0], state=state)
+
+
+def audit_texts(root: Path, tokens: list[str], *, attempts: int | None = 1) -> None:
+    """Each token (a unique word of one accepted message, sent without a key of ours) has one completed
+    run whose reply names it (with `attempts` turns run, when given), its message and reply once each."""
+    for token in tokens:
+        found = runs_with_text(root, token)
+        assert len(found) == 1, f"{token}: {len(found)} runs: {found}"
+        run = audit_run(root, found[0]).run
+        assert token in (run["reply"] or ""), f"{token}: run {run['id']} replied {run['reply']!r}"
+        if attempts is not None:
+            assert run["attempts"] == attempts, f"{token}: run {run['id']}'s turn ran {run['attempts']} times"

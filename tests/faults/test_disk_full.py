@@ -21,10 +21,10 @@ from typing import Any
 
 import httpx
 import pytest
-from store_checks import assert_each_once
 
 from backchannel.home import config
 from conftest import GatewayProcess, free_port, run_cli
+from store_audit import audit_texts
 
 pytestmark = pytest.mark.faults
 
@@ -180,7 +180,7 @@ def test_a_full_disk_answers_503_store_full_and_nothing_answered_is_unsaved(
             assert r.status_code == 200 and r.json().get("replayed") is not False, r.text
 
     stop_cleanly(gw)
-    assert_each_once(disk.home / "state.db", before + during)
+    audit_texts(disk.home, before + during)
 
 
 def test_a_turn_whose_end_cannot_be_saved_is_saved_when_space_returns_not_run_again(
@@ -206,7 +206,7 @@ def test_a_turn_whose_end_cannot_be_saved_is_saved_when_space_returns_not_run_ag
     with client(gw) as c:
         assert run_of(c, run_id)["attempts"] == 1
     stop_cleanly(gw)
-    assert_each_once(disk.home / "state.db", ["slow-one"])
+    audit_texts(disk.home, ["slow-one"])
 
 
 def test_sigterm_stops_the_gateway_while_the_disk_is_full(disk: SmallDisk, gw: GatewayProcess) -> None:
@@ -226,7 +226,7 @@ def test_sigterm_stops_the_gateway_while_the_disk_is_full(disk: SmallDisk, gw: G
         run = wait_completed(c, run_id)
         assert run["status"] == "completed", run
     stop_cleanly(gw)
-    assert_each_once(disk.home / "state.db", ["cut-short"], attempts=None)
+    audit_texts(disk.home, ["cut-short"], attempts=None)
 
 
 def test_the_cli_on_a_full_disk_says_so_in_one_line_and_changes_no_file(disk: SmallDisk) -> None:

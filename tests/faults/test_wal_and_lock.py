@@ -19,10 +19,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from store_checks import assert_each_once
 
 from backchannel.home import config
 from conftest import GatewayProcess
+from store_audit import audit_texts
 
 pytestmark = pytest.mark.faults
 
@@ -118,4 +118,4 @@ def test_a_write_lock_held_elsewhere_never_freezes_the_gateway(gateway: GatewayP
         assert chat.status_code == 200, chat.text
         assert "locked-out" in chat.json()["message"]["content"], chat.text
     assert gateway.terminate() == 0
-    assert_each_once(config.db_path(gateway.root), ["locked-out"])
+    audit_texts(gateway.root, ["locked-out"])
