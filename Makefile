@@ -6,6 +6,7 @@ STAMP := $(VENV)/.installed
 
 HERMES_VENV := .venv-hermes
 HERMES_STAMP := $(HERMES_VENV)/.installed
+HERMES_PLUGIN := $(HERMES_VENV)/.backchannel-plugin
 
 .PHONY: demo test faults interop bench bench-hermes lint install clean
 
@@ -35,13 +36,18 @@ $(HERMES_STAMP):
 	$(HERMES_VENV)/bin/python -m pip install --quiet 'hermes-agent==0.19.0' aiohttp
 	touch $(HERMES_STAMP)
 
-interop: $(STAMP) $(HERMES_STAMP)
+# Backchannel itself (and so its Hermes plugin, entry point group hermes_agent.plugins) in Hermes's venv.
+$(HERMES_PLUGIN): $(HERMES_STAMP) pyproject.toml
+	$(HERMES_VENV)/bin/python -m pip install --quiet -e .
+	touch $(HERMES_PLUGIN)
+
+interop: $(STAMP) $(HERMES_PLUGIN)
 	BACKCHANNEL_REQUIRE_HERMES=1 $(BIN)/python -m pytest -m interop tests/interop
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
 
-bench-hermes: $(STAMP) $(HERMES_STAMP)
+bench-hermes: $(STAMP) $(HERMES_PLUGIN)
 	$(BIN)/python bench/hermes.py
 
 lint: $(STAMP)

@@ -931,7 +931,13 @@ def test_openapi_document(api: Api) -> None:
         method: str, template: str, status: int, *, auth: bool = True, sse: bool = False, query: str = "", **kw: Any
     ) -> Any:
         """Request `template` with its path parameters filled in, check the status and note it for the route."""
-        params = {"profile": "research", "session_id": "s-missing", "run_id": "run_missing", **kw.pop("params", {})}
+        params = {
+            "profile": "research",
+            "session_id": "s-missing",
+            "run_id": "run_missing",
+            "tool": "send_to_session",
+            **kw.pop("params", {}),
+        }
         path = template.format(**params) + query
         if sse:
             response, _ = api.sse(method, path, **kw)
@@ -969,6 +975,9 @@ def test_openapi_document(api: Api) -> None:
         hit("GET", prefix + "/v1/runs/{run_id}/events", 200, params=runs, sse=True)  # until its terminal event
         hit("GET", prefix + "/v1/runs/{run_id}", 200, params=runs)
         hit("POST", prefix + "/v1/runs/{run_id}/stop", 200, params=runs)
+        tools = prefix + "/api/sessions/{session_id}/tools/{tool}"
+        hit("POST", tools, 200, params={**ids, "tool": "list_sessions"}, json={})
+        hit("POST", tools, 400, params=ids, json={"arguments": 5})
 
     for prefix in ("", "/p/{profile}"):
         hit("GET", prefix + "/health", 200, auth=False)

@@ -33,6 +33,7 @@ class RecordingEngine:
 
     name = "fake"
     uses_context = True
+    offers_tools = True
 
     def __init__(self, delay: float = 0.0) -> None:
         self.delay = delay

@@ -100,7 +100,12 @@ def fuzz_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Home]:
         yield Home(
             root=root,
             key=api_key(root),
-            known={"profile": "default", "session_id": ran["session_id"], "run_id": ran["run_id"]},
+            known={
+                "profile": "default",
+                "session_id": ran["session_id"],
+                "run_id": ran["run_id"],
+                "tool": "list_sessions",
+            },
         )
 
 

@@ -70,7 +70,8 @@ def _free_port() -> int:
 class HermesGateway:
     """`hermes gateway run` as a subprocess; a context manager that starts it and stops it on exit.
 
-    `config` is merged into the generated config.yaml (e.g. {"platform_toolsets": {"api_server": [...]}}).
+    `config` is merged into the generated config.yaml (e.g. {"platform_toolsets": {"api_server": [...]}});
+    `files` are written into HERMES_HOME before it starts (SOUL.md, .env).
     """
 
     def __init__(
@@ -80,6 +81,7 @@ class HermesGateway:
         api_key: str,
         python: str = ".venv-hermes/bin/python",
         config: dict[str, Any] | None = None,
+        files: dict[str, str] | None = None,
         expect_version: str | None = "0.19.0",
         start_timeout: float = 60.0,
     ) -> None:
@@ -88,6 +90,7 @@ class HermesGateway:
         self.api_key = api_key
         self.python = python if os.path.isabs(python) else str(ROOT / python)
         self.config = _merge(_config(model_base_url), config or {})
+        self.files = dict(files or {})  # written into HERMES_HOME: SOUL.md, .env (the plugin's settings) ...
         self.expect_version, self.start_timeout = expect_version, start_timeout
         self.url = self.version = ""
         self.start_seconds = 0.0  # from spawn to the first good /health
@@ -111,6 +114,8 @@ class HermesGateway:
         self.home = self._tmp / ".hermes"
         self.home.mkdir()
         (self.home / "config.yaml").write_text(json.dumps(self.config, indent=2))  # JSON is YAML
+        for name, text in self.files.items():
+            (self.home / name).write_text(text)
         port = _free_port()
         self.url = f"http://127.0.0.1:{port}"
         env = dict(PATH=os.environ.get("PATH", "/usr/bin:/bin"), LANG="C.UTF-8", PYTHONUNBUFFERED="1")

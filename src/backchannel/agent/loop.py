@@ -9,7 +9,7 @@ from typing import Any
 
 from ..home.profiles import Profile
 from ..messages import Message
-from .engines.base import Engine, ModelRequest
+from .engines.base import Engine, ModelRequest, SessionLink
 from .persona import system_prompt
 from .tools.base import Tool, ToolContext, call_tool
 
@@ -38,10 +38,11 @@ async def run_turn(
     ctx: ToolContext,
     progress: TurnProgress,
     emit: Emit,
+    session: SessionLink | None = None,
 ) -> str:
     """Run one turn; the new messages (incoming first) accumulate in `progress.messages`."""
     progress.messages.append(incoming)
-    specs = [tool.spec for tool in tools.values()]
+    specs = [tool.spec for tool in tools.values()] if engine.offers_tools else []
 
     def on_delta(text: str) -> None:
         progress.partial += text
@@ -53,6 +54,7 @@ async def run_turn(
             system_prompt=system_prompt(profile) if engine.uses_context else "",
             messages=[*history, *progress.messages],
             tools=specs,
+            session=session,
         )
         progress.partial = ""
         reply = await engine.step(request, on_delta)

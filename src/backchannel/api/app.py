@@ -14,7 +14,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from .. import __version__
 from ..errors import BackchannelError
 from ..messages import MAX_MESSAGE_CHARS
-from . import routes_runs, routes_sessions
+from . import routes_runs, routes_sessions, routes_tools
 from .context import Context, context
 from .http import authorize, profile_of
 from .openapi import openapi_document
@@ -81,6 +81,7 @@ def _api_routes() -> list[BaseRoute]:
         Route("/api/sessions/{session_id}/messages", protected(routes_sessions.session_messages), methods=["GET"]),
         Route("/api/sessions/{session_id}/chat", protected(routes_sessions.chat), methods=["POST"]),
         Route("/api/sessions/{session_id}/chat/stream", protected(routes_sessions.chat_stream), methods=["POST"]),
+        Route("/api/sessions/{session_id}/tools/{tool}", protected(routes_tools.call_tool), methods=["POST"]),
         Route("/v1/runs", protected(routes_runs.start_run), methods=["POST"]),
         Route("/v1/runs/{run_id}", protected(routes_runs.get_run), methods=["GET"]),
         Route("/v1/runs/{run_id}/events", protected(routes_runs.run_events), methods=["GET"]),

@@ -146,6 +146,29 @@ def _paths() -> dict[str, Any]:
                 "responses": {**_STREAM, **_errors(400, 401, 404, 409, 413)},
             }
         },
+        "/api/sessions/{session_id}/tools/{tool}": {
+            "post": {
+                "summary": "Call a messaging tool as this session (its id here or in its Hermes gateway): the "
+                "Hermes plugin's route; the run in progress on the session is the one the call comes from",
+                "parameters": [
+                    _SESSION_ID,
+                    {
+                        "name": "tool",
+                        "in": "path",
+                        "required": True,
+                        "schema": {
+                            "type": "string",
+                            "enum": ["send_to_session", "check_message", "cancel_message", "list_sessions"],
+                        },
+                    },
+                ],
+                "requestBody": _body({"type": "object", "properties": {"arguments": {"type": "object"}}}),
+                "responses": {
+                    "200": _resp("The tool's result (a refusal too, as the model reads it)", {"type": "object"}),
+                    **_errors(400, 401, 404, 413),
+                },
+            }
+        },
         "/v1/runs": {
             "post": {
                 "summary": "Start a run",

@@ -35,6 +35,7 @@ def describe(p: Profile) -> dict[str, object]:
         "model": m.model or None,
         "base_url": m.base_url,
         "api_key_env": m.api_key_env,
+        "hermes_profile": m.profile,
         "max_turns": p.config.max_turns,
         "skills": [s.name for s in persona.skills(p)],
         "memory_chars": len(persona.read_text(p.memory_path("memory"))),
@@ -53,14 +54,25 @@ def describe(p: Profile) -> dict[str, object]:
     epilog=examples(
         "backchannel profile create research --soul research-soul.md",
         "backchannel profile create coder --engine openai --base-url http://127.0.0.1:11434/v1 --model qwen2.5:7b",
+        "backchannel profile create research --engine hermes --base-url http://127.0.0.1:8642 "
+        "--api-key-env HERMES_API_SERVER_KEY",
     ),
 )
 @click.argument("name")
 @click.option("--soul", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="A file to use as SOUL.md.")
 @click.option("--engine", type=click.Choice(profiles.ENGINES), default="echo", show_default=True)
-@click.option("--base-url", help="openai engine: the OpenAI-compatible endpoint, e.g. http://127.0.0.1:11434/v1.")
+@click.option(
+    "--base-url",
+    help="openai: the OpenAI-compatible endpoint (http://127.0.0.1:11434/v1); hermes: the Hermes gateway's API "
+    "server (http://127.0.0.1:8642).",
+)
 @click.option("--model", "model_name", help="openai engine: the model name sent to the endpoint.")
-@click.option("--api-key-env", help="openai engine: the variable (in .env or the environment) holding the key.")
+@click.option(
+    "--api-key-env",
+    help="openai and hermes engines: the variable (in .env or the environment) holding the key (hermes: the "
+    "gateway's API_SERVER_KEY).",
+)
+@click.option("--hermes-profile", help="hermes engine: the Hermes profile, served at <base-url>/p/<profile>/.")
 @click.option("--json", "as_json", is_flag=True, help="Print the new profile as JSON.")
 def create(
     name: str,
@@ -69,20 +81,33 @@ def create(
     base_url: str | None,
     model_name: str | None,
     api_key_env: str | None,
+    hermes_profile: str | None,
     as_json: bool,
 ) -> None:
-    """Create profile NAME (lower-case letters, digits, '-' and '_')."""
+    """Create profile NAME (lower-case letters, digits, '-' and '_').
+
+    With --engine hermes its sessions live in a Hermes gateway: a turn is one turn of the Hermes agent in
+    the mapped Hermes session (its Bot Chat is Hermes's `Bot Chat`)."""
     root = config.home()
     config.require_home(root)
     if engine == "echo" and (base_url or model_name or api_key_env):
-        raise UsageError("--base-url, --model and --api-key-env apply to --engine openai")
+        raise UsageError("--base-url, --model and --api-key-env apply to --engine openai or hermes")
+    if engine == "hermes" and model_name:
+        raise UsageError("--model applies to --engine openai: a Hermes gateway uses the model its profile names")
+    if hermes_profile and engine != "hermes":
+        raise UsageError("--hermes-profile applies to --engine hermes")
     soul_text = files.read_text(soul, error=UsageError) if soul is not None else None
     p = profiles.create_profile(
         root,
         name,
         soul=soul_text,
         engine=engine,
-        model={"base_url": base_url or "", "default": model_name or "", "api_key_env": api_key_env or ""},
+        model={
+            "base_url": base_url or "",
+            "default": model_name or "",
+            "api_key_env": api_key_env or "",
+            "profile": hermes_profile or "",
+        },
     )
     emit(
         describe(p), as_json=as_json, text=lambda: click.echo(f"created profile {p.name} (engine {engine}) at {p.path}")

@@ -1,6 +1,8 @@
-"""`backchannel sessions list | show`."""
+"""`backchannel sessions list | show | import`."""
 
 from __future__ import annotations
+
+import asyncio
 
 import click
 
@@ -62,3 +64,30 @@ def show(session_id: str, as_json: bool) -> None:
             click.echo(f"[{when(m.created_at)}] {label}: {m.content}")
 
     emit({"session": row.to_dict(), "messages": [m.to_dict() for m in messages]}, as_json=as_json, text=text)
+
+
+@sessions.command(
+    "import",
+    epilog=examples("backchannel sessions import -p research", "backchannel sessions import -p research --json"),
+)
+@click.option("-p", "--profile", "profile_name", required=True, help="A profile with the hermes engine.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout (an error too, as one object).")
+def import_(profile_name: str, as_json: bool) -> None:
+    """Make the sessions of a hermes profile's Hermes gateway addressable here, under their Hermes ids.
+
+    Hermes's Bot Chat becomes the profile's Bot Chat; sessions already known are left as they are."""
+    with home_gateway(config.home()) as gateway:
+        found = asyncio.run(gateway.imports.sessions(profile_name))
+
+    def text() -> None:
+        table(
+            [[i.session.id, i.session.title or "-", "new" if i.created else "known"] for i in found],
+            ["ID", "TITLE", "HERE"],
+        )
+        click.echo(f"{sum(i.created for i in found)} new, {len(found)} sessions of profile {profile_name}")
+
+    emit(
+        [{**i.session.to_dict(), "hermes_id": i.session.remote_id, "created": i.created} for i in found],
+        as_json=as_json,
+        text=text,
+    )

@@ -5,7 +5,8 @@ afterwards. `start` and `stop` run and end the parts together. The gateway proce
 of it; the CLI builds the same object when no gateway runs (optionally limited to the sessions it works).
 
     queue ← delivery (with directory, wakes, outbound) ← sends (the agents' Sender) ← turns (engines,
-    tools, mentions) ← workers (take sessions from the queue, run their turns)
+    tools, mentions) ← workers (take sessions from the queue, run their turns); hosted (the same tools
+    for agents in a Hermes gateway, as the turn in progress) and imports (Hermes sessions made addressable)
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from . import background
 from .delivery import Delivery
 from .directory import Directory
 from .events import EventHub
+from .hosted import HostedTools
+from .imports import Imports
 from .mentions import Mentions
 from .outbound import Outbound
 from .pauses import Pauses
@@ -101,6 +104,15 @@ class Gateway:
         )
         self.pauses = Pauses(root)
         self.workers = Workers(self.queue, self.turns, hub=self.hub, pauses=self.pauses)
+        self.imports = Imports(self.db, self.directory, self.engines.secret)
+        self.hosted = HostedTools(
+            db=self.db,
+            directory=self.directory,
+            turns=self.turns,
+            imports=self.imports,
+            tools=TOOLBOX,
+            sender=self.sends,
+        )
         self._jobs: list[asyncio.Task[None]] = []
         self._started = False
         self._closed = False

@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from .. import keys
+from ..agent.engines.base import SessionLink
 from ..agent.engines.cache import EngineCache
 from ..agent.loop import TurnProgress, run_turn
 from ..agent.tools.base import Sender, Tool, ToolContext
@@ -22,7 +23,10 @@ Prepare = Callable[[ToolContext, RunRow], Awaitable[str]]
 
 
 class Turns:
-    """Runs turns for the workers (the `TurnRunner` they are given); knows the agent, not the queue."""
+    """Runs turns for the workers (the `TurnRunner` they are given); knows the agent, not the queue.
+
+    `live` holds the context of each turn in progress by session: a tool called from outside the turn
+    runner (the Hermes plugin, on behalf of the Hermes agent computing that turn) acts in that turn."""
 
     def __init__(
         self,
@@ -42,6 +46,7 @@ class Turns:
         self.sender = sender
         self.hub = hub
         self.prepare = prepare
+        self.live: dict[str, tuple[ToolContext, SessionLink]] = {}
 
     async def run(self, run: RunRow, progress: TurnProgress) -> str:
         profile = self.directory.profile(run.profile)
@@ -63,13 +68,23 @@ class Turns:
         def emit(event: str, **data: Any) -> None:
             self.hub.publish(run.id, event, **data)
 
-        return await run_turn(
-            engine=engine,
-            profile=profile,
-            history=history,
-            incoming=incoming,
-            tools=self.tools,
-            ctx=ctx,
-            progress=progress,
-            emit=emit,
-        )
+        row = self.directory.session(run.session_id)
+        link = SessionLink(row.id, row.title, row.remote_id)
+        self.live[run.session_id] = (ctx, link)
+        try:
+            return await run_turn(
+                engine=engine,
+                profile=profile,
+                history=history,
+                incoming=incoming,
+                tools=self.tools,
+                ctx=ctx,
+                progress=progress,
+                emit=emit,
+                session=link,
+            )
+        finally:
+            if self.live.get(run.session_id, (None,))[0] is ctx:
+                del self.live[run.session_id]
+            if link.remote_id is not None and link.remote_id != row.remote_id:
+                sessionstore.set_remote_id(self.db, row.id, link.remote_id)  # committed with the run's end

@@ -7,6 +7,7 @@ A profile's config.yaml is re-read whenever it changes on disk (checked by mtime
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import time
 from dataclasses import dataclass
@@ -16,8 +17,10 @@ from typing import Any, Literal
 from ..errors import ConfigError, NotFound, UsageError
 from . import config, schema
 
-EngineName = Literal["echo", "openai"]
-ENGINES: tuple[EngineName, ...] = ("echo", "openai")
+EngineName = Literal["echo", "openai", "hermes"]
+ENGINES: tuple[EngineName, ...] = ("echo", "openai", "hermes")
+# The profile names a Hermes gateway serves under /p/<name>/ (upper case allowed there).
+HERMES_PROFILE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 DEFAULT_PROFILE = "default"
 
 DEFAULT_SOUL = """# {name}
@@ -34,6 +37,7 @@ class ModelConfig:
     model: str = ""
     api_key_env: str | None = None
     timeout_seconds: float = 120.0
+    profile: str | None = None  # hermes engine: the Hermes profile, served under <base_url>/p/<profile>/
 
 
 @dataclass(frozen=True)
@@ -80,11 +84,16 @@ OPENAI_EXAMPLE = {
 }
 
 
+HERMES_EXAMPLE = {"base_url": "http://127.0.0.1:8642", "api_key_env": "HERMES_API_SERVER_KEY"}
+
+
 def default_profile_config(engine: EngineName) -> dict[str, Any]:
     """A new profile's config.yaml, written from the dataclasses' own defaults (one place for each default)."""
     model: dict[str, Any] = {"engine": engine}
     if engine == "openai":
         model.update(OPENAI_EXAMPLE)
+    elif engine == "hermes":
+        model.update(HERMES_EXAMPLE)
     rules = MessagingPolicy()
     return {
         "model": model,
@@ -103,7 +112,8 @@ def default_profile_config(engine: EngineName) -> dict[str, Any]:
 def create_profile(
     root: Path, name: str, *, soul: str | None = None, engine: EngineName = "echo", model: dict[str, str] | None = None
 ) -> Profile:
-    """Create the folder layout; `model` overrides keys of the model section (base_url, default, api_key_env)."""
+    """Create the folder layout; `model` overrides keys of the model section (base_url, default, api_key_env,
+    profile)."""
     config.check_name(name)
     if engine not in ENGINES:
         raise UsageError(f"unknown engine {engine!r}: choose one of {', '.join(ENGINES)}")
@@ -211,14 +221,22 @@ def parse_profile_config(data: dict[str, Any], path: Path) -> ProfileConfig:
     if engine not in ENGINES:
         raise ConfigError(f"{where!r}: model.engine {engine!r} is not one of {', '.join(ENGINES)}")
     base_url = model_raw.get("base_url")
-    if engine == "openai" and not isinstance(base_url, str):
-        raise ConfigError(f"{where!r}: model.base_url is required for the openai engine")
+    if engine in ("openai", "hermes") and not isinstance(base_url, str):
+        raise ConfigError(f"{where!r}: model.base_url is required for the {engine} engine")
+    if engine == "hermes" and isinstance(base_url, str) and not base_url.startswith(("http://", "https://")):
+        raise ConfigError(f"{where!r}: model.base_url {base_url!r} must be an http:// or https:// URL")
+    hermes_profile = model_raw.get("profile") if engine == "hermes" else None
+    if hermes_profile is not None and not (
+        isinstance(hermes_profile, str) and HERMES_PROFILE_RE.match(hermes_profile)
+    ):
+        raise ConfigError(f"{where!r}: model.profile {hermes_profile!r} is not a Hermes profile name")
     model = ModelConfig(
         engine=engine,
         base_url=base_url.rstrip("/") if isinstance(base_url, str) else None,
         model=str(model_raw.get("default") or model_raw.get("model") or ""),
         api_key_env=str(model_raw["api_key_env"]) if model_raw.get("api_key_env") else None,
         timeout_seconds=_number(model_raw, "timeout_seconds", ModelConfig().timeout_seconds, where, "model"),
+        profile=hermes_profile,
     )
     agent = data.get("agent") or {}
     if not isinstance(agent, dict):

@@ -164,6 +164,17 @@ def m0006_sliding_dedup_and_outbound_keys(conn: sqlite3.Connection) -> None:
     )
 
 
+def m0007_remote_sessions(conn: sqlite3.Connection) -> None:
+    """A session of an engine that keeps its sessions elsewhere (a Hermes gateway) records the id it has there."""
+    _run(
+        conn,
+        """
+        ALTER TABLE sessions ADD COLUMN remote_id TEXT;
+        CREATE INDEX sessions_profile_remote ON sessions (profile, remote_id) WHERE remote_id IS NOT NULL
+        """,
+    )
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0001_sessions_messages", m0001_sessions_messages),
     ("0002_runs", m0002_runs),
@@ -171,4 +182,5 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0004_outbound", m0004_outbound),
     ("0005_lean_run_indexes", m0005_lean_run_indexes),
     ("0006_sliding_dedup_and_outbound_keys", m0006_sliding_dedup_and_outbound_keys),
+    ("0007_remote_sessions", m0007_remote_sessions),
 ]

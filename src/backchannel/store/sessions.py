@@ -25,6 +25,7 @@ class SessionRow:
     created_at: float
     updated_at: float
     message_count: int
+    remote_id: str | None = None  # its id in the gateway that holds it (hermes engine), once known
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -47,11 +48,18 @@ def _session(row: sqlite3.Row) -> SessionRow:
         created_at=row["created_at"],
         updated_at=row["updated_at"],
         message_count=row["message_count"],
+        remote_id=row["remote_id"],
     )
 
 
 def create_session(
-    db: Database, profile: str, *, title: str | None = None, source: str = "cli", session_id: str | None = None
+    db: Database,
+    profile: str,
+    *,
+    title: str | None = None,
+    source: str = "cli",
+    session_id: str | None = None,
+    remote_id: str | None = None,
 ) -> SessionRow:
     now = time.time()
     if session_id is not None and not CLIENT_SESSION_ID_RE.match(session_id):
@@ -68,10 +76,11 @@ def create_session(
             if taken:
                 raise UsageError(f"Title already in use by session {taken[0]}", code="invalid_title")
         conn.execute(
-            "INSERT INTO sessions (id, profile, title, source, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)",
-            (sid, profile, title, source, now, now),
+            "INSERT INTO sessions (id, profile, title, source, created_at, updated_at, remote_id)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (sid, profile, title, source, now, now, remote_id),
         )
-    return SessionRow(sid, profile, title, source, now, now, 0)
+    return SessionRow(sid, profile, title, source, now, now, 0, remote_id)
 
 
 def get_session(db: Database, session_id: str, *, profile: str | None = None) -> SessionRow:
@@ -85,6 +94,20 @@ def get_session(db: Database, session_id: str, *, profile: str | None = None) ->
 def find_by_title(db: Database, profile: str, title: str) -> SessionRow | None:
     row = db.one("SELECT * FROM sessions WHERE profile = ? AND title = ?", (profile, title.strip()))
     return _session(row) if row else None
+
+
+def find_by_remote_id(db: Database, profile: str, remote_id: str) -> SessionRow | None:
+    """The session of `profile` known elsewhere as `remote_id`: its own id, or the remote id it records."""
+    row = db.one("SELECT * FROM sessions WHERE id = ? AND profile = ?", (remote_id, profile)) or db.one(
+        "SELECT * FROM sessions WHERE profile = ? AND remote_id = ? ORDER BY updated_at DESC", (profile, remote_id)
+    )
+    return _session(row) if row else None
+
+
+def set_remote_id(db: Database, session_id: str, remote_id: str) -> None:
+    """Record the id a session has in the gateway that holds it (it changes when that gateway rotates it)."""
+    with db.tx() as conn:
+        conn.execute("UPDATE sessions SET remote_id = ? WHERE id = ?", (remote_id, session_id))
 
 
 def bot_chat(db: Database, profile: str) -> SessionRow:

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ...home.profiles import Profile
-from .base import Engine, ModelRequest, OnDelta, ToolSpec
+from .base import Engine, ModelRequest, OnDelta, SessionLink, ToolSpec
 from .echo import EchoEngine
 
-__all__ = ["Engine", "ModelRequest", "OnDelta", "ToolSpec", "build_engine"]
+__all__ = ["Engine", "ModelRequest", "OnDelta", "SessionLink", "ToolSpec", "build_engine"]
 
 
 def build_engine(profile: Profile, secret: Callable[[str], str | None]) -> Engine:
@@ -23,6 +23,18 @@ def build_engine(profile: Profile, secret: Callable[[str], str | None]) -> Engin
             base_url=model.base_url,
             model=model.model,
             api_key=secret(model.api_key_env) if model.api_key_env else None,
+            timeout_seconds=model.timeout_seconds,
+        )
+    if model.engine == "hermes":
+        from .hermes import HermesEngine
+
+        assert model.base_url is not None  # checked when the profile config was parsed
+        return HermesEngine(
+            profile=profile.name,
+            base_url=model.base_url,
+            api_key=secret(model.api_key_env) if model.api_key_env else None,
+            api_key_env=model.api_key_env,
+            hermes_profile=model.profile,
             timeout_seconds=model.timeout_seconds,
         )
     return EchoEngine(profile=profile.name)

@@ -24,12 +24,23 @@ class ToolSpec:
         }
 
 
+@dataclass
+class SessionLink:
+    """The session a turn runs in, for an engine that keeps its sessions elsewhere (hermes): the engine sets
+    `remote_id` to the id the session has there, and moves it when that side rotates the id."""
+
+    id: str
+    title: str | None = None
+    remote_id: str | None = None
+
+
 @dataclass(frozen=True)
 class ModelRequest:
     profile: str
     system_prompt: str
     messages: Sequence[Message]  # history and the turn so far, oldest first, without the system prompt
     tools: Sequence[ToolSpec]
+    session: SessionLink | None = None
 
 
 OnDelta = Callable[[str], None]
@@ -43,9 +54,11 @@ class Engine(Protocol):
     """
 
     name: str
-    # False for an engine that reads only the turn at hand (echo): the session's history and the
-    # system prompt are then not loaded, which keeps long sessions cheap.
+    # False for an engine that reads only the turn at hand (echo), or keeps the context itself (hermes):
+    # the session's history and the system prompt are then not loaded, which keeps long sessions cheap.
     uses_context: bool
+    # False for an engine whose agent has tools of its own (hermes: Backchannel's reach it through the plugin).
+    offers_tools: bool
 
     async def step(self, request: ModelRequest, on_delta: OnDelta | None = None) -> Message: ...
 

@@ -29,6 +29,7 @@ MAX_SLEEP = 3600.0
 class EchoEngine:
     name = "echo"
     uses_context = False  # deterministic from the message alone
+    offers_tools = True
 
     def __init__(self, *, profile: str) -> None:
         self.profile = profile

@@ -187,6 +187,7 @@ class OpenAIEngine:
 
     name = "openai"
     uses_context = True
+    offers_tools = True
 
     def __init__(
         self, *, profile: str, base_url: str, model: str, api_key: str | None, timeout_seconds: float = 120.0

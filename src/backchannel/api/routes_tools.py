@@ -1,0 +1,37 @@
+"""The messaging tools as a session of a profile (the Hermes plugin's calls): `POST …/tools/{tool}`."""
+
+from __future__ import annotations
+
+import json
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from ..errors import UsageError
+from . import shapes
+from .context import context
+from .http import json_body, profile_of
+
+
+async def call_tool(request: Request) -> Response:
+    """Runs one tool as session `session_id` (its id here or its Hermes id); the model's errors (not_allowed,
+    would_deadlock …) are in `result` with 200, like a tool result; a bad request is a 4xx."""
+    ctx = context(request)
+    profile = ctx.directory.check_profile(profile_of(request))
+    body = await json_body(request, ctx.settings.max_body_bytes)
+    arguments = body.get("arguments", {})
+    if not isinstance(arguments, dict):
+        raise UsageError("field 'arguments' must be a JSON object", code="invalid_arguments")
+    done = await ctx.gateway.hosted.call(
+        profile, request.path_params["session_id"], request.path_params["tool"], arguments
+    )
+    return JSONResponse(
+        {
+            "object": "backchannel.tool_result",
+            "tool": done.tool,
+            "session": shapes.session(done.session),
+            "run_id": done.run_id,
+            "ok": done.ok,
+            "result": json.loads(done.result),
+        }
+    )

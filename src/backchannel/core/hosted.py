@@ -1,0 +1,91 @@
+"""Messaging tools called from outside the turn runner (the Hermes plugin), as the session they come from.
+
+The Hermes agent computing a turn of a hermes profile calls `send_to_session` in its own process; the
+plugin hands the call here with the Hermes session id. Backchannel runs at most one turn per session, so
+the turn in progress on that session is the one the call comes from: its hop, its chain, its exchange and
+its count of identical sends apply exactly as for a native agent. A call from a session with no turn in
+progress (its Hermes session driven from a platform chat) is hop 1 of a new exchange.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..agent.tools.base import Sender, Tool, ToolContext, call_tool
+from ..errors import NotFound
+from ..store import sessions as sessionstore
+from ..store.db import Database
+from ..store.sessions import SessionRow
+from .commits import commits
+from .directory import Directory
+from .imports import Imports
+from .turns import Turns
+
+HOSTED_TOOLS = ("send_to_session", "check_message", "cancel_message", "list_sessions")
+
+
+@dataclass(frozen=True)
+class HostedCall:
+    """A tool's result (JSON text, as a model reads it), the session it acted as and the run it came from."""
+
+    tool: str
+    session: SessionRow
+    run_id: str | None
+    result: str
+    ok: bool
+
+
+class HostedTools:
+    """The messaging tools for agents that run elsewhere, acting as one of a profile's sessions."""
+
+    def __init__(
+        self,
+        *,
+        db: Database,
+        directory: Directory,
+        turns: Turns,
+        imports: Imports,
+        tools: Mapping[str, Tool],
+        sender: Sender,
+    ) -> None:
+        self.db = db
+        self.directory = directory
+        self.turns = turns
+        self.imports = imports
+        self.tools = {name: tools[name] for name in HOSTED_TOOLS}
+        self.sender = sender
+
+    @commits
+    async def call(self, profile_name: str, session_id: str, tool: str, arguments: dict[str, Any]) -> HostedCall:
+        """Run `tool` as session `session_id` of `profile_name` (its id here or its Hermes id)."""
+        profile = self.directory.profile(self.directory.check_profile(profile_name))
+        if tool not in self.tools:
+            raise NotFound(f"no tool {tool!r} here; these are: {', '.join(HOSTED_TOOLS)}", code="unknown_tool")
+        session = self._caller(profile.name, session_id, hermes=profile.config.model.engine == "hermes")
+        live = self.turns.live.get(session.id)
+        if live is not None:
+            ctx = live[0]
+        else:
+            ctx = ToolContext(
+                profile=profile,
+                session_id=session.id,
+                run_id=f"hosted_{uuid.uuid4().hex}",  # no run: each call is its own send
+                sender=self.sender,
+            )
+            ctx.exchange = ctx.run_id
+        result, ok = await call_tool(self.tools, tool, arguments, ctx)
+        return HostedCall(tool, session, live[0].run_id if live is not None else None, result, ok)
+
+    def _caller(self, profile: str, session_id: str, *, hermes: bool) -> SessionRow:
+        found = sessionstore.find_by_remote_id(self.db, profile, session_id)
+        if found is not None:
+            return found
+        for ctx, link in self.turns.live.values():  # a tip Hermes moved to during the turn
+            if ctx.profile.name == profile and link.remote_id == session_id:
+                return self.directory.session(link.id)
+        if not hermes:
+            raise NotFound(f"no session {session_id!r} in profile {profile!r}", code="session_not_found")
+        return self.imports.adopt(profile, session_id)  # a Hermes session that never had a turn here

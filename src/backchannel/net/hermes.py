@@ -1,0 +1,217 @@
+"""A client of a Hermes gateway's API server: its sessions (list, create, the live tip) and one chat turn.
+
+Speaks HERMES-DIALECT.md sections 2.3, 2.7 and 5.1 (Hermes 0.19 and later) through the one transport
+(`net.http`); every failure becomes the error class the caller names (the hermes engine: `EngineError`),
+with a message that says who was asked and what went wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import BackchannelError
+from .http import HttpResponse, Naming, Transport, error_of, quote
+from .sse import parse
+
+BOT_CHAT_TITLE = "Bot Chat"
+# After a compression Hermes 0.19 lists a Bot Chat under its tip's title: `Bot Chat #2`, `#3`, ...
+_LINEAGE_TITLE = re.compile(r"^Bot Chat #\d+$")
+_TITLE_TAKEN = re.compile(r"Title already in use by session (\S+)")
+MAX_LISTED = 2000  # sessions read when looking for a title (10 pages of Hermes's maximum)
+
+OnText = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class HermesSession:
+    """A session as a Hermes gateway lists it."""
+
+    id: str
+    title: str | None
+    last_active: float | None = None
+
+    @property
+    def is_bot_chat(self) -> bool:
+        title = (self.title or "").strip()
+        return title == BOT_CHAT_TITLE or bool(_LINEAGE_TITLE.match(title))
+
+
+@dataclass(frozen=True)
+class ChatReply:
+    """What one turn in a Hermes session answered, and the session's id after it (compression rotates it)."""
+
+    content: str
+    session_id: str
+
+
+class SessionMissing(Exception):
+    """The Hermes gateway has no session by that id (404 before any turn ran): safe to map it again."""
+
+
+class HermesClient:
+    """One Hermes API server (optionally one of its profiles, under /p/<profile>/) reached with one key."""
+
+    def __init__(
+        self,
+        base_url: str,
+        key: str,
+        *,
+        who: str,
+        error: type[BackchannelError],
+        timeout: float = 120.0,
+        profile: str | None = None,
+    ) -> None:
+        self.url = base_url.rstrip("/") + (f"/p/{quote(profile)}" if profile else "")
+        self.who = who
+        self.error = error
+        self.timeout = timeout
+        self._http = Transport(
+            self.url,
+            key,
+            naming=Naming(who=who, not_sent=error, maybe_sent=error),
+            follow_redirects=False,  # DESIGN 5: never send the key after a redirect
+            timeout=min(timeout, 30.0) if timeout > 0 else 30.0,
+        )
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    # --- sessions ------------------------------------------------------------------------------
+
+    async def sessions(self, *, limit: int = MAX_LISTED) -> list[HermesSession]:
+        """The sessions the gateway lists (most recently active first), page by page."""
+        found: list[HermesSession] = []
+        offset = 0
+        while len(found) < limit:
+            path = f"/api/sessions?limit=200&offset={offset}"
+            body = self._object(await self._http.request("GET", path), "GET", path)
+            data = body.get("data")
+            if not isinstance(data, list):
+                raise self.error(f"{self.who} answered GET {path} without a list of sessions")
+            for item in data:
+                if isinstance(item, dict) and isinstance(item.get("id"), str) and item["id"]:
+                    title = item.get("title")
+                    active = item.get("last_active")
+                    found.append(
+                        HermesSession(
+                            item["id"],
+                            title if isinstance(title, str) else None,
+                            float(active) if isinstance(active, int | float) else None,
+                        )
+                    )
+            if not data or not body.get("has_more"):
+                break
+            offset += len(data)
+        return found[:limit]
+
+    async def create(self, session_id: str, *, title: str | None) -> str:
+        """Creates session `session_id` (the id kept when it exists already); returns its id.
+
+        Hermes titles are unique: a taken `Bot Chat` is answered with the session holding it, another taken
+        title makes the session without one."""
+        body: dict[str, Any] = {"id": session_id}
+        if title:
+            body["title"] = title
+        resp = await self._http.request("POST", "/api/sessions", json=body)
+        if resp.status == 409:
+            return session_id  # session_exists: ours from an earlier turn
+        if resp.status == 400:
+            err = error_of(resp.status, resp.json_object())
+            taken = _TITLE_TAKEN.search(err.message)
+            if err.code == "invalid_title" and taken and title == BOT_CHAT_TITLE:
+                return await self.tip(taken.group(1))  # the gateway's own Bot Chat
+            if err.code == "invalid_title" and taken:
+                return await self.create(session_id, title=None)  # another session holds the title
+        created = self._object(resp, "POST", "/api/sessions")
+        session = created.get("session")
+        got = session.get("id") if isinstance(session, dict) else created.get("id")
+        return got if isinstance(got, str) and got else session_id
+
+    async def tip(self, session_id: str) -> str:
+        """The live id of a session: `/messages` follows a compression chain forward to its tip."""
+        path = f"/api/sessions/{quote(session_id)}/messages"
+        resp = await self._http.request("GET", path)
+        if resp.status == 404:
+            raise SessionMissing(session_id)
+        tip = self._object(resp, "GET", path).get("session_id")
+        return tip if isinstance(tip, str) and tip else session_id
+
+    async def bot_chat(self, new_id: str) -> str:
+        """The id of the gateway's Bot Chat (the exact title first, then a `Bot Chat #N` tip), created as
+        `new_id` when there is none."""
+        listed = [s for s in await self.sessions() if s.is_bot_chat]
+        exact = [s for s in listed if (s.title or "").strip() == BOT_CHAT_TITLE]
+        if exact or listed:
+            return (exact or listed)[0].id
+        return await self.create(new_id, title=BOT_CHAT_TITLE)
+
+    # --- one turn ------------------------------------------------------------------------------
+
+    async def chat(self, session_id: str, message: str, *, on_text: OnText | None = None) -> ChatReply:
+        """One agent turn in `session_id` through `/chat/stream`: text as it streams, the final answer."""
+        path = f"/api/sessions/{quote(session_id)}/chat/stream"
+        tip = session_id
+        async with self._http.stream(
+            "POST", path, json={"message": message}, read_timeout=self.timeout or None
+        ) as resp:
+            if resp.status == 404:
+                body = HttpResponse(resp.status, resp.headers, await resp.read())
+                if error_of(404, body.json_object()).code == "session_not_found":
+                    raise SessionMissing(session_id)
+            if resp.status >= 400:
+                self._object(HttpResponse(resp.status, resp.headers, await resp.read()), "POST", path)
+            kind = resp.headers.get("content-type", "")
+            if "text/event-stream" not in kind:
+                snippet = (await resp.read())[:200].decode("utf-8", "replace")
+                raise self.error(
+                    f"{self.who} answered POST {path} with {kind or 'no content type'}, not an event stream"
+                    f" (body: {snippet!r})"
+                )
+            tip = resp.headers.get("x-hermes-session-id") or tip
+            content: str | None = None
+            streamed: list[str] = []
+            async for event in parse(resp.chunks()):
+                data = _payload(event.data)
+                if data is None:
+                    continue
+                moved = data.get("session_id")  # every event names the id asked for; the end ones the tip
+                if event.event in ("assistant.completed", "run.completed") and isinstance(moved, str) and moved:
+                    tip = moved
+                if event.event == "assistant.delta" and isinstance(data.get("delta"), str):
+                    streamed.append(data["delta"])
+                    if on_text is not None:
+                        on_text(data["delta"])
+                elif event.event == "assistant.completed":
+                    content = data.get("content") if isinstance(data.get("content"), str) else "".join(streamed)
+                elif event.event == "error":
+                    raise self.error(f"{self.who} failed the turn in session {session_id!r}: {data.get('message')}")
+                elif event.event == "done":
+                    break
+        if content is None:
+            raise self.error(f"{self.who} ended the turn in session {session_id!r} without an answer")
+        return ChatReply(content, tip)
+
+    def _object(self, resp: HttpResponse, method: str, path: str) -> dict[str, Any]:
+        if resp.status >= 400:
+            err = error_of(resp.status, resp.json_object())
+            code = f" ({err.code})" if err.code else ""
+            raise self.error(f"{self.who} answered HTTP {resp.status}{code} to {method} {path}: {err.message}")
+        body = resp.json_object()
+        if body is None:
+            raise self.error(
+                f"{self.who} answered {method} {path} with something that is not a JSON object"
+                f" (body: {resp.text[:200]!r})"
+            )
+        return body
+
+
+def _payload(raw: str) -> dict[str, Any] | None:
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None

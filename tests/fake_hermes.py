@@ -1,0 +1,137 @@
+"""A fake Hermes API server (the session routes of HERMES-DIALECT.md 2.3 and 2.7) for the engine's unit tests.
+
+    with FakeHermes(key="k" * 16) as hermes:
+        hermes.sessions["s1"] = {"title": "Bot Chat", "messages": []}
+        ...; hermes.requests  # (method, path, body) received, in order
+
+`mode` makes it misbehave: "nonsense" answers chats with an HTML page, "slow" never answers them, and
+`rotate` names the id a chat moves its session to (as a compression does).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Self
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: Any
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def _send(self, status: int, payload: Any, kind: str = "application/json") -> None:
+        data = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _authorized(self) -> bool:
+        if self.headers.get("Authorization") != f"Bearer {self.server.owner.key}":
+            self._send(401, {"error": {"message": "Invalid API key", "code": "invalid_api_key"}})
+            return False
+        return True
+
+    def do_GET(self) -> None:
+        owner = self.server.owner
+        owner.requests.append(("GET", self.path, None))
+        if not self._authorized():
+            return
+        path = self.path.split("?")[0]
+        if path == "/api/sessions":
+            data = [{"id": k, "title": v["title"]} for k, v in owner.sessions.items() if not v.get("child")]
+            self._send(200, {"object": "list", "data": data, "has_more": False})
+        elif path.startswith("/api/sessions/") and path.endswith("/messages"):
+            sid = path.split("/")[3]
+            if sid not in owner.sessions:
+                self._send(404, {"error": {"message": f"Session not found: {sid}", "code": "session_not_found"}})
+            else:
+                tip = owner.sessions[sid].get("tip", sid)
+                self._send(200, {"object": "list", "session_id": tip, "data": owner.sessions[tip]["messages"]})
+        else:
+            self._send(404, "404: Not Found", "text/plain")
+
+    def do_POST(self) -> None:
+        owner = self.server.owner
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+        owner.requests.append(("POST", self.path, body))
+        if not self._authorized():
+            return
+        if self.path == "/api/sessions":
+            sid = body.get("id") or f"fake_{len(owner.sessions)}"
+            if sid in owner.sessions:
+                self._send(409, {"error": {"message": f"Session already exists: {sid}", "code": "session_exists"}})
+                return
+            owner.sessions[sid] = {"title": body.get("title"), "messages": []}
+            self._send(201, {"object": "hermes.session", "session": {"id": sid, "title": body.get("title")}})
+        elif self.path.startswith("/api/sessions/") and self.path.endswith("/chat/stream"):
+            self._chat(self.path.split("/")[3], body["message"])
+        else:
+            self._send(404, "404: Not Found", "text/plain")
+
+    def _chat(self, sid: str, message: str) -> None:
+        owner = self.server.owner
+        if sid not in owner.sessions:
+            self._send(404, {"error": {"message": f"Session not found: {sid}", "code": "session_not_found"}})
+            return
+        if owner.mode == "nonsense":
+            self._send(200, "<html>not hermes</html>", "text/html")
+            return
+        if owner.mode == "slow":
+            owner.stopping.wait(30)
+            return
+        reply = f"{owner.name} heard: {message.splitlines()[-1]}"
+        tip = sid
+        if owner.rotate:
+            tip, owner.rotate = owner.rotate, None
+            owner.sessions[sid]["tip"] = tip
+            owner.sessions[sid]["child"] = True
+            owner.sessions[tip] = {"title": owner.sessions[sid]["title"], "messages": []}
+        owner.sessions[tip]["messages"] += [
+            {"role": "user", "content": message},
+            {"role": "assistant", "content": reply},
+        ]
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("X-Hermes-Session-Id", sid)
+        self.send_header("Connection", "close")
+        self.end_headers()
+        events = [("run.started", {}), *[("assistant.delta", {"delta": w}) for w in reply.split(" ")]]
+        events += [("assistant.completed", {"session_id": tip, "content": reply}), ("done", {})]
+        for name, data in events:
+            self.wfile.write(f"event: {name}\ndata: {json.dumps({'session_id': sid, **data})}\n\n".encode())
+            self.wfile.flush()
+        self.close_connection = True
+
+
+class FakeHermes:
+    def __init__(self, *, key: str, name: str = "fake hermes", mode: str = "") -> None:
+        self.key, self.name, self.mode = key, name, mode
+        self.rotate: str | None = None
+        self.sessions: dict[str, dict[str, Any]] = {}
+        self.requests: list[tuple[str, str, Any]] = []
+        self.stopping = threading.Event()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self._server.daemon_threads = True
+        self._server.owner = self  # type: ignore[attr-defined]
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def chats(self) -> list[tuple[str, str]]:
+        """(session id, message) of every chat request, in order."""
+        return [(p.split("/")[3], b["message"]) for m, p, b in self.requests if p.endswith("/chat/stream")]
+
+    def __enter__(self) -> Self:
+        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
+        time.sleep(0.01)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stopping.set()
+        self._server.shutdown()
+        self._server.server_close()

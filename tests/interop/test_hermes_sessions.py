@@ -1,0 +1,264 @@
+"""Hermes sessions messaging each other through Backchannel: two real Hermes 0.19 gateways on scripted
+models, each a Backchannel profile with the hermes engine, the Backchannel plugin installed and enabled.
+
+    research's Hermes agent --send_to_session("builds")--> plugin --HTTP--> Backchannel gateway (policy,
+    queue, ledger) --hermes engine--> builds' Hermes session --reply--> research's tool result
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from hermes_gateway import HERMES_PYTHON, HermesGateway
+
+from conftest import GatewayProcess, api_key, run_cli
+from scripted_model import ScriptedModel
+
+pytestmark = [
+    pytest.mark.interop,
+    pytest.mark.skipif(
+        HERMES_PYTHON is None and not os.environ.get("BACKCHANNEL_REQUIRE_HERMES"),
+        reason="no Hermes venv: run `make interop`",
+    ),
+]
+KEY = "interop-hermes-key-0123456789"
+
+
+def text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return ""
+
+
+def call(name: str, **arguments: Any) -> dict[str, Any]:
+    return {"tool_calls": [{"name": name, "arguments": arguments}]}
+
+
+@dataclass
+class Agent:
+    """One Hermes agent's scripted model: `decide(last user text, request body)` says what it does next;
+    after a tool result it answers `<name> got: <result>`. It measures how many of its calls overlap."""
+
+    name: str
+    decide: Callable[[str, dict[str, Any]], Any]
+    delay: float = 0.0
+    bodies: list[dict[str, Any]] = field(default_factory=list)
+    active: int = 0
+    most_active: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __call__(self, body: dict[str, Any]) -> Any:
+        with self.lock:
+            self.bodies.append(body)
+            self.active += 1
+            self.most_active = max(self.most_active, self.active)
+        try:
+            if self.delay:
+                time.sleep(self.delay)
+            last = body["messages"][-1]
+            if last["role"] == "tool":
+                return f"{self.name} got: {text_of(last['content'])}"
+            user = next(m for m in reversed(body["messages"]) if m["role"] == "user")
+            return self.decide(text_of(user["content"]), body)
+        finally:
+            with self.lock:
+                self.active -= 1
+
+    def turns_seen(self) -> list[str]:
+        """The user message of each model call that started a turn (not the calls after a tool result)."""
+        out = []
+        for body in self.bodies:
+            if body["messages"][-1]["role"] == "user":
+                out.append(text_of(body["messages"][-1]["content"]))
+        return out
+
+
+@contextlib.contextmanager
+def hermes_agent(agent: Agent, soul: str, backchannel: GatewayProcess) -> Iterator[HermesGateway]:
+    env = (
+        f"BACKCHANNEL_URL={backchannel.url}\nBACKCHANNEL_API_KEY={api_key(backchannel.root)}\n"
+        f"BACKCHANNEL_PROFILE={agent.name}\n"
+    )
+    with (
+        ScriptedModel(agent) as model,
+        HermesGateway(
+            model.base_url,
+            api_key=KEY,
+            config={"plugins": {"enabled": ["backchannel"]}},
+            files={"SOUL.md": soul, ".env": env},
+        ) as hermes,
+    ):
+        made = run_cli(
+            "profile", "create", agent.name, "--engine", "hermes", "--base-url", hermes.url,
+            "--api-key-env", "HERMES_KEY",
+        )  # fmt: skip
+        assert made.exit_code == 0, made.stderr
+        yield hermes
+
+
+def allow(root: Path, profile: str, *patterns: str, max_hops: int = 6) -> None:
+    cfg = root / "profiles" / profile / "config.yaml"
+    text = cfg.read_text().replace("allow: []", f"allow: {json.dumps(list(patterns))}")
+    cfg.write_text(text.replace("max_hops: 6", f"max_hops: {max_hops}"))
+
+
+def send(address: str, message: str, *extra: str) -> dict[str, Any]:
+    sent = run_cli("send", address, message, "--json", *extra)
+    assert "Traceback" not in sent.stderr, sent.stderr
+    out: dict[str, Any] = json.loads(sent.stdout)
+    return out
+
+
+def ledger(gw: GatewayProcess) -> list[dict[str, Any]]:
+    data: list[dict[str, Any]] = httpx.get(f"{gw.url}/v1/ledger?limit=500", headers=gw.headers()).json()["data"]
+    return data
+
+
+@pytest.fixture
+def key_in_env(initialised: Path) -> Path:
+    with (initialised / ".env").open("a") as fh:
+        fh.write(f"HERMES_KEY={KEY}\n")
+    return initialised
+
+
+def research_decides(text: str, body: dict[str, Any]) -> Any:
+    last = text.splitlines()[-1]
+    if last.startswith("ask builds"):
+        return call("send_to_session", session_id="builds", message=last.removeprefix("ask builds").strip())
+    return f"research noted: {last}"
+
+
+def builds_decides(text: str, body: dict[str, Any]) -> Any:
+    last = text.splitlines()[-1]
+    if last.startswith("ask research"):
+        return call("send_to_session", session_id="research", message="are you sure?")
+    system = next((text_of(m["content"]) for m in body["messages"] if m["role"] == "system"), "")
+    history = " | ".join(text_of(m["content"]) for m in body["messages"][1:-1] if m["role"] == "user")
+    soul = "BUILDS-SOUL" if "BUILDS-SOUL" in system else "no soul"
+    return f"builds answers {last!r} ({soul}; earlier: {history})"
+
+
+def test_a_hermes_session_asks_another_through_backchannel(key_in_env: Path, gateway: GatewayProcess) -> None:
+    research = Agent("research", research_decides)
+    builds = Agent("builds", builds_decides)
+    with (
+        hermes_agent(research, "You are research. RESEARCH-SOUL", gateway),
+        hermes_agent(builds, "You are builds. BUILDS-SOUL", gateway) as builds_hermes,
+    ):
+        # builds' Hermes session has a history of its own.
+        first = send("builds", "the codeword is kiwi")
+        assert first["result"] == "delivered", first
+
+        # Deny by default: research's tool call is refused, builds' model is never called.
+        before = len(builds.bodies)
+        refused = send("research", "ask builds what is the build status?")
+        assert refused["result"] == "delivered", refused
+        assert "not_allowed" in refused["reply"] and refused["reply"].startswith("research got:")
+        assert len(builds.bodies) == before
+
+        # Allowed: builds' Hermes session answers in its own context; the reply is research's tool result.
+        allow(key_in_env, "research", "builds")
+        asked = send("research", "ask builds what is the build status?")
+        assert asked["result"] == "delivered", asked
+        reply = asked["reply"]
+        assert reply.startswith("research got:") and "builds answers 'what is the build status?'" in reply
+        assert "BUILDS-SOUL" in reply and "kiwi" in reply  # builds' SOUL.md and its session's earlier turn
+        framed = builds.turns_seen()[-1]
+        assert framed.startswith("[Message from session research/") and "send_to_session" in framed
+        # All of it in builds' one Hermes Bot Chat, over there.
+        listing = httpx.get(f"{builds_hermes.url}/api/sessions?limit=200", headers=builds_hermes.headers).json()
+        assert [s["title"] for s in listing["data"]] == ["Bot Chat"]
+
+        # A wait that would deadlock (builds asks research back while research waits on builds): at once.
+        allow(key_in_env, "builds", "research")
+        started = time.monotonic()
+        loop = send("research", "ask builds ask research whether this is right")
+        assert "would_deadlock" in loop["reply"] and time.monotonic() - started < 30
+        assert not any("are you sure?" in t for t in research.turns_seen())  # research was never asked
+
+        states = [(e["sender"].split("/")[0], e["target"].split("/")[0], e["state"]) for e in ledger(gateway)]
+        assert ("research", "builds", "refused:not_allowed") in states
+        assert ("builds", "research", "refused:would_deadlock") in states
+        assert states.count(("research", "builds", "completed")) == 2
+        assert states.count(("human:cli", "research", "completed")) == 3
+        assert api_key(gateway.root) not in gateway.log()
+
+
+def ping_pong(name: str, other: str) -> Callable[[str, dict[str, Any]], Any]:
+    def decide(text: str, body: dict[str, Any]) -> Any:
+        if text.splitlines()[-1] == "ping":
+            return call("send_to_session", session_id=other, message="ping", wait_seconds=0)
+        return f"{name} done"
+
+    return decide
+
+
+def test_an_async_ping_pong_stops_at_the_hop_limit(key_in_env: Path, gateway: GatewayProcess) -> None:
+    research = Agent("research", ping_pong("research", "builds"))
+    builds = Agent("builds", ping_pong("builds", "research"))
+    with hermes_agent(research, "research", gateway), hermes_agent(builds, "builds", gateway):
+        allow(key_in_env, "research", "builds", max_hops=3)
+        allow(key_in_env, "builds", "research", max_hops=3)
+        assert send("research", "ping")["result"] == "delivered"
+        deadline = time.monotonic() + 90
+        while not any(e["state"] == "refused:hop_limit" for e in ledger(gateway)):
+            assert time.monotonic() < deadline, ledger(gateway)
+            time.sleep(0.5)
+        hops = sorted(e["hops"] for e in ledger(gateway) if e["message"] == "ping")
+        assert hops == [0, 1, 2, 3, 4], hops  # the person's, three sends, and the refused fourth
+        refused = [e for e in ledger(gateway) if e["state"] == "refused:hop_limit"]
+        assert len(refused) == 1 and refused[0]["hops"] == 4
+
+
+def test_concurrent_messages_to_one_hermes_session_go_in_order(key_in_env: Path, gateway: GatewayProcess) -> None:
+    builds = Agent("builds", lambda text, body: f"done {text.splitlines()[-1]}", delay=0.4)
+    with hermes_agent(builds, "builds", gateway) as hermes:
+        # Hermes alone: three requests at once on one session run side by side.
+        sid = httpx.post(f"{hermes.url}/api/sessions", json={"title": "direct"}, headers=hermes.headers).json()
+        sid = sid["session"]["id"]
+
+        def direct(n: int) -> None:
+            httpx.post(
+                f"{hermes.url}/api/sessions/{sid}/chat", json={"message": f"d{n}"}, headers=hermes.headers, timeout=60
+            )
+
+        threads = [threading.Thread(target=direct, args=(n,)) for n in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert builds.most_active > 1  # interleaved
+
+        # Through Backchannel: queued on the session, one turn at a time, in the order they came.
+        builds.most_active = 0
+        bot = httpx.post(f"{gateway.url}/p/builds/api/sessions", json={"title": "Bot Chat"}, headers=gateway.headers())
+        session_id = bot.json()["session"]["id"]
+        runs = [
+            httpx.post(
+                f"{gateway.url}/p/builds/v1/runs",
+                json={"input": f"m{n}", "session_id": session_id},
+                headers=gateway.headers(),
+            ).json()["run_id"]
+            for n in range(3)
+        ]
+        for run_id in runs:
+            deadline = time.monotonic() + 60
+            while (
+                httpx.get(f"{gateway.url}/v1/runs/{run_id}", headers=gateway.headers()).json()["status"] != "completed"
+            ):
+                assert time.monotonic() < deadline
+                time.sleep(0.2)
+        assert builds.most_active == 1
+        assert [t.splitlines()[-1] for t in builds.turns_seen()[-3:]] == ["m0", "m1", "m2"]

@@ -1,0 +1,86 @@
+"""The Hermes plugin as Hermes loads it (its register(ctx) and tool handlers), without Hermes itself."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+import backchannel_hermes
+from backchannel.agent.tools.messaging import TOOLS
+from conftest import GatewayProcess, api_key, free_port
+
+
+class PluginContext:
+    """What the plugin uses of Hermes's PluginContext."""
+
+    profile_name = "research"
+
+    def __init__(self) -> None:
+        self.tools: dict[str, dict[str, Any]] = {}
+
+    def register_tool(self, **kw: Any) -> None:
+        self.tools[kw["name"]] = kw
+
+
+def registered() -> dict[str, dict[str, Any]]:
+    ctx = PluginContext()
+    backchannel_hermes.register(ctx)
+    return ctx.tools
+
+
+def test_it_registers_the_four_tools_with_backchannels_own_schemas() -> None:
+    tools = registered()
+    assert sorted(tools) == ["cancel_message", "check_message", "list_sessions", "send_to_session"]
+    ours = {t.spec.name: t.spec for t in TOOLS}
+    for name, kw in tools.items():
+        assert kw["toolset"] == "backchannel"
+        assert kw["schema"] == {
+            "name": name,
+            "description": ours[name].description,
+            "parameters": ours[name].parameters,
+        }
+
+
+def test_an_unreachable_or_unset_gateway_is_a_tool_error_that_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    send = registered()["send_to_session"]["handler"]
+    monkeypatch.delenv("BACKCHANNEL_API_KEY", raising=False)
+    unset = json.loads(send({"session_id": "builds", "message": "hi"}, session_id="s1", task_id="t"))
+    assert unset["error"]["code"] == "unavailable" and "BACKCHANNEL_API_KEY" in unset["error"]["message"]
+    url = f"http://127.0.0.1:{free_port()}"
+    monkeypatch.setenv("BACKCHANNEL_URL", url)
+    monkeypatch.setenv("BACKCHANNEL_API_KEY", "some-key")
+    down = json.loads(send({"session_id": "builds", "message": "hi"}, session_id="s1", task_id="t"))
+    assert down["error"]["code"] == "backchannel_unreachable" and url in down["error"]["message"]
+
+
+def test_the_gateways_refusals_come_back_as_tool_results(
+    gateway: GatewayProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("BACKCHANNEL_URL", gateway.url)
+    monkeypatch.setenv("BACKCHANNEL_API_KEY", api_key(gateway.root))
+    monkeypatch.setenv("BACKCHANNEL_PROFILE", "default")
+    tools = registered()
+    # An echo profile's session that does not exist: named, not created.
+    missing = json.loads(tools["list_sessions"]["handler"]({}, session_id="nope", task_id="t"))
+    assert missing["error"]["code"] == "session_not_found" and "'nope'" in missing["error"]["message"]
+    monkeypatch.setenv("BACKCHANNEL_API_KEY", "wrong-key")
+    wrong = json.loads(tools["list_sessions"]["handler"]({}, session_id="nope", task_id="t"))
+    assert wrong["error"]["code"] == "invalid_api_key"
+
+
+def test_a_send_from_a_session_with_no_turn_in_progress_is_checked_like_any(
+    gateway: GatewayProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import httpx
+
+    monkeypatch.setenv("BACKCHANNEL_URL", gateway.url)
+    monkeypatch.setenv("BACKCHANNEL_API_KEY", api_key(gateway.root))
+    monkeypatch.setenv("BACKCHANNEL_PROFILE", "default")
+    sid = httpx.post(f"{gateway.url}/api/sessions", json={}, headers=gateway.headers()).json()["session"]["id"]
+    send = registered()["send_to_session"]["handler"]
+    refused = json.loads(send({"session_id": "default", "message": "hi"}, session_id=sid, task_id="t"))
+    assert refused["result"] == "refused" and refused["error"]["code"] == "not_allowed"
+    entries = httpx.get(f"{gateway.url}/v1/ledger", headers=gateway.headers()).json()["data"]
+    assert [(e["sender"], e["state"], e["hops"]) for e in entries] == [(f"default/{sid}", "refused:not_allowed", 1)]
