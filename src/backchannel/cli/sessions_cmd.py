@@ -73,9 +73,10 @@ def show(session_id: str, as_json: bool) -> None:
 @click.option("-p", "--profile", "profile_name", required=True, help="A profile with the hermes engine.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout (an error too, as one object).")
 def import_(profile_name: str, as_json: bool) -> None:
-    """Make the sessions of a hermes profile's Hermes gateway addressable here, under their Hermes ids.
+    """Make a Hermes gateway's sessions addressable here.
 
-    Hermes's Bot Chat becomes the profile's Bot Chat; sessions already known are left as they are."""
+    For a profile with the hermes engine: each session of its Hermes gateway is known here under its
+    Hermes id. Hermes's Bot Chat becomes the profile's Bot Chat; sessions already known are left as they are."""
     with home_gateway(config.home()) as gateway:
         found = asyncio.run(gateway.imports.sessions(profile_name))
 
