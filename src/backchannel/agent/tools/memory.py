@@ -16,20 +16,16 @@ MAX_ENTRY = 500
 SPEC = ToolSpec(
     name="memory",
     description=(
-        "Keep durable notes across sessions. target 'memory' is your own notes (MEMORY.md), 'user' is what "
-        "you know about your person (USER.md). action 'add' appends content as one line; 'replace' swaps the "
-        "line containing old_text for content; 'remove' deletes the line containing content."
+        "Durable notes: target memory (yours) or user (about your person). add appends content as a line; "
+        "replace swaps the line containing old_text for content; remove deletes the line containing content."
     ),
     parameters={
         "type": "object",
         "properties": {
             "action": {"type": "string", "enum": ["add", "replace", "remove"]},
             "target": {"type": "string", "enum": ["memory", "user"]},
-            "content": {
-                "type": "string",
-                "description": "the line to add, the new line, or text of the line to remove",
-            },
-            "old_text": {"type": "string", "description": "for replace: text identifying the line to replace"},
+            "content": {"type": "string"},
+            "old_text": {"type": "string"},
         },
         "required": ["action", "target", "content"],
     },

@@ -48,72 +48,36 @@ async def _targets(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
 
 
 _STRING = {"type": "string"}
-_WAIT = {"type": "number", "default": DEFAULT_WAIT, "minimum": 0}
+_WAIT = {"type": "number", "default": DEFAULT_WAIT}  # below 0 is refused by _wait
+
+
+def _spec(name: str, description: str, required: dict[str, Any], optional: dict[str, Any] | None = None) -> ToolSpec:
+    properties = {**required, **(optional or {})}
+    return ToolSpec(name, description, {"type": "object", "properties": properties, "required": list(required)})
+
 
 TOOLS: tuple[Tool, ...] = (
     Tool(
-        ToolSpec(
-            name="send_to_session",
-            description=(
-                "Send a message to another agent's session and get its reply. session_id takes an address: a "
-                "profile name (its Bot Chat), profile/session-id, or a session id. The target answers in its own "
-                "context. If it does not answer within wait_seconds you get a receipt: do not resend; the reply "
-                "will arrive in this session. wait_seconds=0 sends without waiting."
-            ),
-            parameters={
-                "type": "object",
-                "properties": {
-                    "session_id": {**_STRING, "description": "address of the target session"},
-                    "message": _STRING,
-                    "wait_seconds": _WAIT,
-                },
-                "required": ["session_id", "message"],
-            },
+        _spec(
+            "send_to_session",
+            "Message another agent's session and get its reply. session_id: a profile (its Bot Chat), "
+            "profile/session-id or a session id. Past wait_seconds you get a receipt: do not resend, the reply "
+            "comes to this session. wait_seconds=0: do not wait.",
+            {"session_id": _STRING, "message": _STRING},
+            {"wait_seconds": _WAIT},
         ),
         _send,
     ),
     Tool(
-        ToolSpec(
-            name="send_to_peer",
-            description=(
-                "Send a message to an agent on another gateway and get its reply. target is peer (its default "
-                "agent) or peer/profile; the message lands in that agent's Bot Chat. Past wait_seconds you get a "
-                "receipt: do not resend; the reply will arrive in this session."
-            ),
-            parameters={
-                "type": "object",
-                "properties": {
-                    "target": {**_STRING, "description": "peer or peer/profile"},
-                    "message": _STRING,
-                    "wait_seconds": _WAIT,
-                },
-                "required": ["target", "message"],
-            },
+        _spec(
+            "send_to_peer",
+            "The same for an agent on another gateway: target is peer or peer/profile.",
+            {"target": _STRING, "message": _STRING},
+            {"wait_seconds": _WAIT},
         ),
         _send_peer,
     ),
-    Tool(
-        ToolSpec(
-            name="check_message",
-            description="The state of a message you sent (by its run_id): queued, running, or its reply.",
-            parameters={"type": "object", "properties": {"run_id": _STRING}, "required": ["run_id"]},
-        ),
-        _check,
-    ),
-    Tool(
-        ToolSpec(
-            name="cancel_message",
-            description="Cancel a message you sent that is still queued or being answered.",
-            parameters={"type": "object", "properties": {"run_id": _STRING}, "required": ["run_id"]},
-        ),
-        _cancel,
-    ),
-    Tool(
-        ToolSpec(
-            name="list_sessions",
-            description="The sessions you are allowed to message, with titles and last activity.",
-            parameters={"type": "object", "properties": {"profile": _STRING}},
-        ),
-        _targets,
-    ),
+    Tool(_spec("check_message", "State or reply of a message you sent.", {"run_id": _STRING}), _check),
+    Tool(_spec("cancel_message", "Cancel a message you sent that is not answered yet.", {"run_id": _STRING}), _cancel),
+    Tool(_spec("list_sessions", "The sessions you may message.", {}, {"profile": _STRING}), _targets),
 )
