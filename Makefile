@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 HERMES_VENV := .venv-hermes
 HERMES_STAMP := $(HERMES_VENV)/.installed
 
-.PHONY: demo test faults interop bench bench-hermes lint install clean
+.PHONY: demo test faults interop bench bench-hermes lint install clean browser
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,7 +20,11 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/python scripts/demo.py
 
-test: $(STAMP)
+# Debian's chromium for the web view's browser tests (Playwright drives it; it never downloads a browser).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
+
+test: $(STAMP) browser
 	$(BIN)/python -m pytest -m "not interop and not faults"
 
 # Crash loops with SIGKILL, the API fuzzed from its OpenAPI document, a locked store.
