@@ -66,7 +66,9 @@ def entries(
                 [*_params(a), *_params(b), *_params(b), *_params(a)],
             )
     if since is not None:
-        clauses = {table: (f"({where}) AND created_at >= ?", [*params, since]) for table, (where, params) in clauses.items()}
+        clauses = {
+            table: (f"({where}) AND created_at >= ?", [*params, since]) for table, (where, params) in clauses.items()
+        }
     run_where, run_params = clauses["runs"]
     ref_where, ref_params = clauses["refusals"]
     out_where, out_params = clauses["outbound"]

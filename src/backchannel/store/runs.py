@@ -389,7 +389,8 @@ def count_by_state(db: Database, states: tuple[RunState, ...]) -> dict[RunState,
     """How many runs of the home are in each of `states` (0 for none)."""
     placeholders = ", ".join("?" for _ in states)
     rows = db.all(
-        f"SELECT state, COUNT(*) FROM runs WHERE state IN ({placeholders}) GROUP BY state", tuple(s.value for s in states)
+        f"SELECT state, COUNT(*) FROM runs WHERE state IN ({placeholders}) GROUP BY state",
+        tuple(s.value for s in states),
     )
     counts = {state: 0 for state in states}
     counts.update({RunState(r[0]): int(r[1]) for r in rows})

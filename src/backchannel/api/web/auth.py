@@ -60,7 +60,9 @@ class WebAuth:
     def login(self, key: str, response: Response, *, secure: bool) -> None:
         """Set the session cookie when `key` is the person's API key; AuthError otherwise (the key is never echoed)."""
         if not hmac.compare_digest(key.strip().encode(), self._api_key.encode()):
-            raise AuthError("that is not this gateway's API key (API_SERVER_KEY in the home's .env)", code="login_failed")
+            raise AuthError(
+                "that is not this gateway's API key (API_SERVER_KEY in the home's .env)", code="login_failed"
+            )
         token = self._signer.dumps({"sid": secrets.token_urlsafe(24)})
         response.set_cookie(
             COOKIE, token, max_age=MAX_AGE_SECONDS, path="/", httponly=True, samesite="strict", secure=secure

@@ -11,7 +11,11 @@ from ...errors import NotFound
 from .render import HEADERS
 
 PUBLIC = frozenset({"style.css"})  # the login page's stylesheet: served before logging in
-_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8", ".txt": "text/plain; charset=utf-8"}
+_TYPES = {
+    ".css": "text/css; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".txt": "text/plain; charset=utf-8",
+}
 
 
 @functools.cache
