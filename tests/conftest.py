@@ -22,6 +22,8 @@ from backchannel.cli import main
 from backchannel.core.gateway import Gateway
 from backchannel.home import config
 
+pytest_plugins = ["webpage"]  # the web view's browser fixtures (browser, page)
+
 
 def _is_loopback(address: Any) -> bool:
     if not isinstance(address, tuple):

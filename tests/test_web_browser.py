@@ -10,10 +10,10 @@ from typing import Any
 import httpx
 import pytest
 from playwright.sync_api import expect
-from webpage import api, browser, log_in, page  # noqa: F401  (fixtures)
 
 from backchannel.home import config
 from conftest import GatewayProcess, run_cli
+from webpage import api, log_in
 
 pytestmark = pytest.mark.browser
 

@@ -1,6 +1,6 @@
 """The web view's browser fixtures: one chromium per module (Debian's, driven by Playwright), a fresh browser
 context per test that fails on any console error or warning and keeps a screenshot of a failing test
-(a test module imports `browser` and `page`; the report hook they read is in conftest.py)."""
+(conftest.py loads this module as a plugin, and holds the report hook `page` reads)."""
 
 from __future__ import annotations
 
