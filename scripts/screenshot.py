@@ -17,9 +17,9 @@ from pathlib import Path
 from playwright.sync_api import sync_playwright
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from demo import Demo, tutorial  # noqa: E402
+from demo import Demo, tutorial
 
-from backchannel.home import config  # noqa: E402
+from backchannel.home import config
 
 ROOT = Path(__file__).resolve().parent.parent
 
