@@ -164,6 +164,11 @@ def tutorial(demo: Demo) -> None:
     demo.run("home", "send", "research", "/peer spark what is the uptime?")
     demo.run("spark", "ledger", note="what arrived at spark, under the name spark gave home")
 
+    step("The same in a browser: the web view of home's gateway")
+    print(f"  web view: http://127.0.0.1:{home_port}/   (log in with the key `backchannel key show` prints on home)")
+    print("  overview, sessions, runs live, the ledger and each exchange; it stops with the demo's gateways")
+    print("  (with --keep: `backchannel gateway` on that home serves it again, at the port it is started on)")
+
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -9,7 +9,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,8 @@ from click.testing import CliRunner
 from backchannel.cli import main
 from backchannel.core.gateway import Gateway
 from backchannel.home import config
+
+pytest_plugins = ["webpage"]  # the web view's browser fixtures (browser, page)
 
 
 def _is_loopback(address: Any) -> bool:
@@ -196,3 +198,11 @@ def gateway(initialised: Path) -> Iterator[GatewayProcess]:
         yield gw
     finally:
         gw.kill()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
+    """Each phase's report on the test item (`report_call`), for fixtures that act when a test failed."""
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, f"report_{report.when}", report)

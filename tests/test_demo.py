@@ -40,6 +40,7 @@ PROMISED = [
     "[home] $ backchannel send research '/peer spark what is the uptime?'",
     "[spark] $ backchannel ledger",
     "peer:home/research",  # spark knows home by the name it gave it
+    "  web view: http://127.0.0.1:",
 ]
 
 
@@ -69,6 +70,8 @@ def test_the_demo_shows_every_step_and_removes_its_homes(tmp_path: Path) -> None
     for promised in PROMISED:
         assert promised in done.stdout, promised
     stopped_gateways(done.stdout)
+    address = re.search(r"web view: (http://127\.0\.0\.1:(\d+)/)", done.stdout)
+    assert address is not None and f"--port {address.group(2)}" in done.stdout.split("[spark] $ backchannel gateway")[0]
     summary = done.stdout.rstrip().splitlines()[-2:]
     assert summary[0].startswith("home ") and summary[0].endswith("removed"), summary
     assert summary[1].startswith("spark ") and summary[1].endswith("removed"), summary

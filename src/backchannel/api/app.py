@@ -14,7 +14,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from .. import __version__
 from ..errors import BackchannelError
 from ..messages import MAX_MESSAGE_CHARS
-from . import routes_runs, routes_sessions, routes_tools
+from . import routes_runs, routes_sessions, routes_tools, web
 from .context import Context, context
 from .http import authorize, profile_of
 from .openapi import openapi_document
@@ -92,6 +92,8 @@ def _api_routes() -> list[BaseRoute]:
 
 async def _backchannel_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, BackchannelError)
+    if web.is_web(request):
+        return web.error_page(request, exc.http_status, exc.message, exc.code)
     headers = {"Retry-After": f"{exc.retry_after:.0f}"} if exc.retry_after is not None else None
     return JSONResponse(exc.envelope(), status_code=exc.http_status, headers=headers)
 
@@ -100,6 +102,8 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "invalid_request")
     message = "no such route" if exc.status_code == 404 else str(exc.detail)
+    if web.is_web(request):
+        return web.error_page(request, exc.status_code, f"{message}: {request.method} {request.url.path}", code)
     return JSONResponse(
         {
             "error": {
@@ -134,6 +138,7 @@ def create_app(ctx: Context, *, lifespan: Callable[[Starlette], object] | None =
         Route("/v1/health", health, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
         *api,
+        *web.routes(),
         Mount("/p/{profile}", routes=[Route("/health", health, methods=["GET"]), *api]),
     ]
     app = Starlette(
@@ -142,4 +147,5 @@ def create_app(ctx: Context, *, lifespan: Callable[[Starlette], object] | None =
         lifespan=lifespan,  # type: ignore[arg-type]
     )
     app.state.backchannel = ctx
+    app.state.web_auth = web.make_auth(ctx.gateway.root, ctx.api_key)
     return app

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hmac
 import json
 import re
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -42,7 +43,8 @@ def run_scope(request: Request, profiles: _Profiles) -> str | None:
     return profiles.check_profile(str(named))
 
 
-async def json_body(request: Request, limit: int) -> dict[str, Any]:
+async def read_body(request: Request, limit: int) -> bytes:
+    """The raw body, refused past `limit` bytes (declared or streamed)."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise BodyTooLarge(f"the request body has {declared} bytes; the limit is {limit}")
@@ -53,7 +55,11 @@ async def json_body(request: Request, limit: int) -> dict[str, Any]:
         if size > limit:
             raise BodyTooLarge(f"the request body is over the limit of {limit} bytes")
         chunks.append(chunk)
-    raw = b"".join(chunks)
+    return b"".join(chunks)
+
+
+async def json_body(request: Request, limit: int) -> dict[str, Any]:
+    raw = await read_body(request, limit)
     if not raw.strip():
         return {}
     try:
@@ -63,6 +69,18 @@ async def json_body(request: Request, limit: int) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise UsageError("the request body must be a JSON object", code="invalid_json")
     return data
+
+
+async def form_body(request: Request, limit: int) -> dict[str, str]:
+    """An HTML form's fields (application/x-www-form-urlencoded); the last value of a repeated field."""
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind != "application/x-www-form-urlencoded":
+        raise UsageError(f"a form must be sent as application/x-www-form-urlencoded, not {kind or 'no type'!r}")
+    raw = await read_body(request, limit)
+    try:
+        return dict(urllib.parse.parse_qsl(raw.decode("utf-8"), keep_blank_values=True))
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"the form is not valid UTF-8: {exc.reason}", code="invalid_payload") from exc
 
 
 def text_field(body: dict[str, Any], *names: str, required: bool = False) -> str | None:

@@ -24,12 +24,13 @@ from ..store import ledger
 from ..store import refusals as refusalstore
 from ..store import runs as runstore
 from ..store.db import Database
+from ..store.ledger import Entry
 from ..store.runs import NewRun, RunRow, RunState
 from ..store.sessions import BOT_CHAT_TITLE, SessionRow
 from .commits import commits
 from .directory import Directory
 from .events import TERMINAL_EVENTS, EventHub
-from .outbound import Outbound
+from .outbound import Outbound, PeerAnswer
 from .queue import RunQueue
 from .wakes import Wakes
 
@@ -214,8 +215,23 @@ class Delivery:
             self._delivered(run) for run in runstore.list_runs(self.db, states=states, profile=profile, limit=limit)
         ]
 
-    def ledger(self, a: str | None = None, b: str | None = None, *, limit: int = 100) -> list[ledger.Entry]:
-        return ledger.entries(self.db, a, b, limit=limit)
+    def ledger(
+        self, a: str | None = None, b: str | None = None, *, limit: int = 100, since: float | None = None
+    ) -> list[ledger.Entry]:
+        return ledger.entries(self.db, a, b, limit=limit, since=since)
+
+    def exchange(self, run_id: str) -> list[Entry]:
+        """Everything that followed from the person's message that began the exchange of `run_id`, in order."""
+        run = self.run(run_id)
+        return ledger.exchange(self.db, run.origin or run.id)
+
+    async def probe_peer(self, name: str, *, timeout: float) -> PeerAnswer:
+        """Whether the peer `name` answers just now (within `timeout` seconds)."""
+        return await self.outbound.probe(name, timeout=timeout)
+
+    def load(self) -> dict[RunState, int]:
+        """How many runs wait in the queues and how many turns run now, across the home."""
+        return runstore.count_by_state(self.db, (RunState.QUEUED, RunState.RUNNING))
 
     def _delivered(self, run: RunRow, *, replayed: bool = False, waited: float = 0.0) -> Delivered:
         return Delivered(run, self.result_of(run, replayed=replayed, waited=waited))

@@ -48,6 +48,16 @@ class SentFrom:
 PERSON = SentFrom()
 
 
+@dataclass(frozen=True)
+class PeerAnswer:
+    """What a peer said when asked whether it is there: `answers`, `refused` (our key), `down`, `silent` or
+    `failed`, with a detail for a person to read."""
+
+    name: str
+    state: str
+    detail: str
+
+
 def target_of(peer: str, agent: str | None) -> str:
     return f"peer:{peer}/{agent}" if agent else f"peer:{peer}"
 
@@ -76,6 +86,20 @@ class Outbound:
         """A message this profile sent to a peer, by the run id the peer gave, as last known here."""
         row = outstore.sent_by(self.db, profile, remote_run_id)
         return _result_of(row) if row is not None else None
+
+    async def probe(self, name: str, *, timeout: float) -> PeerAnswer:
+        """Whether a peer answers just now, within `timeout` seconds (never raises for a peer that does not)."""
+        peer = self.peer(name)
+        try:
+            async with self.client(peer, None) as client:
+                caps = await asyncio.wait_for(client.capabilities(timeout=timeout, strict=True), timeout)
+        except TimeoutError:
+            return PeerAnswer(name, "silent", f"no answer within {timeout:g}s")
+        except PeerError as exc:
+            state = {"peer_auth": "refused", "peer_unreachable": "down"}.get(exc.code, "failed")
+            return PeerAnswer(name, state, exc.message)
+        what = f"{caps.get('platform') or 'a gateway'} {caps.get('version') or ''}".strip()
+        return PeerAnswer(name, "answers", what)
 
     # --- verbs -----------------------------------------------------------------------------------
 

@@ -47,6 +47,11 @@ def db_path(root: Path) -> Path:
     return root / "state.db"
 
 
+def web_secret_path(root: Path) -> Path:
+    """The key the web view signs its session cookies with (made on the gateway's first start, 0600)."""
+    return root / "web.secret"
+
+
 def profiles_dir(root: Path) -> Path:
     return root / "profiles"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ..outcome import Outcome, of_state
 from .db import Database
 
 
@@ -20,9 +21,18 @@ class Entry:
     reply: str | None
     run_id: str | None
     reason: str | None
+    origin: str | None = None  # the run of the person's message this exchange descends from
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @property
+    def outcome(self) -> Outcome:
+        return Outcome.REFUSED if self.state.startswith("refused:") else of_state(self.state)
+
+    @property
+    def refusal_code(self) -> str | None:
+        return self.state.partition(":")[2] if self.state.startswith("refused:") else None
 
 
 def _match(column: str) -> str:
@@ -34,10 +44,13 @@ def _params(address: str) -> tuple[str, str, str]:
     return address, address + "/", address + "/"
 
 
-def entries(db: Database, a: str | None = None, b: str | None = None, *, limit: int = 100) -> list[Entry]:
-    """Newest first. One address: anything it sent or received; two: what passed between them."""
+def entries(
+    db: Database, a: str | None = None, b: str | None = None, *, limit: int = 100, since: float | None = None
+) -> list[Entry]:
+    """Newest first. One address: anything it sent or received; two: what passed between them. With
+    `since`, only what was sent from then on."""
     runs_target = "(profile || '/' || session_id)"
-    clauses: dict[str, tuple[str, list[str]]] = {}
+    clauses: dict[str, tuple[str, list[Any]]] = {}
     for table, sender, target in (
         ("runs", "sender", runs_target),
         ("refusals", "sender", "target"),
@@ -52,19 +65,38 @@ def entries(db: Database, a: str | None = None, b: str | None = None, *, limit: 
                 f"(({_match(sender)} AND {_match(target)}) OR ({_match(sender)} AND {_match(target)}))",
                 [*_params(a), *_params(b), *_params(b), *_params(a)],
             )
+    if since is not None:
+        clauses = {
+            table: (f"({where}) AND created_at >= ?", [*params, since]) for table, (where, params) in clauses.items()
+        }
     run_where, run_params = clauses["runs"]
     ref_where, ref_params = clauses["refusals"]
     out_where, out_params = clauses["outbound"]
     rows = db.all(
         f"SELECT created_at AS at, sender, {runs_target} AS target, state, hops, wait_seconds, message, reply,"
-        f" id AS run_id, error AS reason FROM runs WHERE {run_where}"
+        f" id AS run_id, error AS reason, origin FROM runs WHERE {run_where}"
         " UNION ALL "
         "SELECT created_at AS at, sender, target, 'refused:' || code AS state, hops, wait_seconds, message,"
-        f" NULL AS reply, NULL AS run_id, reason FROM refusals WHERE {ref_where}"
+        f" NULL AS reply, NULL AS run_id, reason, NULL AS origin FROM refusals WHERE {ref_where}"
         " UNION ALL "
         "SELECT created_at AS at, sender, target, state, hops, wait_seconds, message, reply,"
-        f" remote_run_id AS run_id, error AS reason FROM outbound WHERE {out_where}"
+        f" remote_run_id AS run_id, error AS reason, origin FROM outbound WHERE {out_where}"
         " ORDER BY at DESC LIMIT ?",
         (*run_params, *ref_params, *out_params, limit),
+    )
+    return [Entry(**dict(r)) for r in rows]
+
+
+def exchange(db: Database, origin: str) -> list[Entry]:
+    """The exchange that followed from one person's message (the run `origin`), in the order it was sent:
+    the runs here and the messages sent to peers."""
+    rows = db.all(
+        "SELECT created_at AS at, sender, (profile || '/' || session_id) AS target, state, hops, wait_seconds,"
+        " message, reply, id AS run_id, error AS reason, origin FROM runs WHERE origin = ?"
+        " UNION ALL "
+        "SELECT created_at AS at, sender, target, state, hops, wait_seconds, message, reply,"
+        " remote_run_id AS run_id, error AS reason, origin FROM outbound WHERE origin = ?"
+        " ORDER BY at",
+        (origin, origin),
     )
     return [Entry(**dict(r)) for r in rows]

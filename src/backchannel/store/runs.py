@@ -418,6 +418,18 @@ def pair_count(db: Database, *, sender_profile: str, profile: str, origin: str, 
     return int(row[0]) if row else 0
 
 
+def count_by_state(db: Database, states: tuple[RunState, ...]) -> dict[RunState, int]:
+    """How many runs of the home are in each of `states` (0 for none)."""
+    placeholders = ", ".join("?" for _ in states)
+    rows = db.all(
+        f"SELECT state, COUNT(*) FROM runs WHERE state IN ({placeholders}) GROUP BY state",
+        tuple(s.value for s in states),
+    )
+    counts = {state: 0 for state in states}
+    counts.update({RunState(r[0]): int(r[1]) for r in rows})
+    return counts
+
+
 def sessions_with_queued(db: Database) -> list[str]:
     return [r[0] for r in db.all("SELECT DISTINCT session_id FROM runs WHERE state = 'queued'")]
 

@@ -1,0 +1,60 @@
+"""The web view: pages for the person at `/` and under `/web/`, behind the API key (a login form and a cookie).
+
+Its routes call the delivery service and the directory, like every other route. Held messages (approve,
+deny) join here when the trust issue brings holds: a page beside the ledger, and a link in the menu.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from . import actions, live, pages
+from .auth import WebAuth, WebSession, load_secret
+from .guard import is_web, logged_in, web_auth
+from .render import page
+from .static import PUBLIC, static_file
+
+__all__ = ["error_page", "is_web", "make_auth", "routes"]
+
+
+def make_auth(root: Path, api_key: str) -> WebAuth:
+    return WebAuth(secret=load_secret(root), api_key=api_key)
+
+
+async def _asset(request: Request, session: WebSession) -> Response:
+    return static_file(request.path_params["name"])
+
+
+async def _static(request: Request) -> Response:
+    name = request.path_params["name"]
+    return static_file(name) if name in PUBLIC else await logged_in(_asset)(request)
+
+
+def routes() -> list[BaseRoute]:
+    return [
+        Route("/", logged_in(pages.overview), methods=["GET"]),
+        Route("/web/login", actions.login_form, methods=["GET"]),
+        Route("/web/login", actions.login, methods=["POST"]),
+        Route("/web/logout", logged_in(actions.logout), methods=["POST"]),
+        Route("/web/static/{name:path}", _static, methods=["GET"]),
+        Route("/web/sessions/{session_id}", logged_in(pages.session_page), methods=["GET"]),
+        Route("/web/sessions/{session_id}/send", logged_in(actions.send), methods=["POST"]),
+        Route("/web/runs", logged_in(pages.runs_page), methods=["GET"]),
+        Route("/web/runs/live", logged_in(live.runs_live), methods=["GET"]),
+        Route("/web/runs/{run_id}", logged_in(pages.run_page), methods=["GET"]),
+        Route("/web/runs/{run_id}/reply", logged_in(live.reply_stream), methods=["GET"]),
+        Route("/web/runs/{run_id}/stop", logged_in(actions.stop), methods=["POST"]),
+        Route("/web/ledger", logged_in(pages.ledger_page), methods=["GET"]),
+        Route("/web/exchanges/{run_id}", logged_in(pages.exchange_page), methods=["GET"]),
+        Route("/web/peers/{name}", logged_in(live.peer_status), methods=["GET"]),
+    ]
+
+
+def error_page(request: Request, status: int, message: str, code: str) -> Response:
+    """An error as the web view shows it: a page (or a fragment for htmx) naming what went wrong."""
+    session = web_auth(request).session(request)
+    return page(request, "error.html", status=status, session=session, message=message, code=code, status_code=status)

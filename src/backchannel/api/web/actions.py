@@ -1,0 +1,77 @@
+"""What a person does in the web view: log in and out, send a message into a session, stop a run.
+
+Every form that changes something carries the session's CSRF token and must come from this gateway's pages;
+each answers htmx with a fragment (or nothing) and a plain form with a redirect."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+
+from ...core.delivery import Incoming
+from ...errors import AuthError
+from ...keys import check_external
+from ..context import context
+from ..http import form_body
+from .auth import WebSession, check_csrf, check_origin
+from .guard import local_path, web_auth
+from .pages import new_send_key
+from .render import page
+
+WEB_SENDER = "human:web"
+
+
+def _back(request: Request, to: str) -> Response:
+    if "hx-request" in request.headers:
+        return Response(status_code=204)
+    return RedirectResponse(local_path(to), status_code=303)
+
+
+async def login_form(request: Request) -> Response:
+    auth = web_auth(request)
+    target = local_path(request.query_params.get("next"))
+    if auth.session(request) is not None:
+        return RedirectResponse(target, status_code=303)
+    return page(request, "login.html", next=target, error=None)
+
+
+async def login(request: Request) -> Response:
+    check_origin(request)
+    form = await form_body(request, context(request).settings.max_body_bytes)
+    target = local_path(form.get("next"))
+    response = RedirectResponse(target, status_code=303)
+    try:
+        web_auth(request).login(form.get("key", ""), response, secure=request.url.scheme == "https")
+    except AuthError as exc:  # said on the form, which never shows the key that was typed
+        return page(request, "login.html", status=401, next=target, error=exc.message)
+    return response
+
+
+async def logout(request: Request, session: WebSession) -> Response:
+    form = await form_body(request, context(request).settings.max_body_bytes)
+    check_csrf(request, session, form.get("csrf"))
+    response = RedirectResponse("/web/login", status_code=303)
+    web_auth(request).logout(session, response)
+    return response
+
+
+async def send(request: Request, session: WebSession) -> Response:
+    """The person's message into a session, through the delivery service (its mentions answered in the turn)."""
+    ctx = context(request)
+    form = await form_body(request, ctx.settings.max_body_bytes)
+    check_csrf(request, session, form.get("csrf"))
+    row = ctx.directory.session(request.path_params["session_id"])
+    d = await ctx.delivery.submit(
+        Incoming(session=row, text=form.get("message", ""), sender=WEB_SENDER, key=check_external(form.get("key")))
+    )
+    if "hx-request" not in request.headers:
+        return RedirectResponse(f"/web/sessions/{row.id}", status_code=303)
+    return page(request, "_sent.html", session=session, d=d, run=d.run, row=row, send_key=new_send_key())
+
+
+async def stop(request: Request, session: WebSession) -> Response:
+    ctx = context(request)
+    form = await form_body(request, ctx.settings.max_body_bytes)
+    check_csrf(request, session, form.get("csrf"))
+    d = await ctx.delivery.stop(request.path_params["run_id"])
+    return _back(request, form.get("next") or f"/web/runs/{d.run.id}")

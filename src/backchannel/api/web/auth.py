@@ -1,0 +1,117 @@
+"""The web view's login: the person's key taken once, a signed session cookie, CSRF tokens and the Origin check.
+
+The cookie holds a random session id signed with a per-home secret (`web.secret`), salted with a digest of
+the API key, so rotating the key logs every browser out; it never holds the key. A session's CSRF token
+is derived from its id, so nothing is kept per session but the ids logged out before their cookies expire.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from itsdangerous import BadSignature, URLSafeTimedSerializer
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ...errors import AuthError, Refused
+from ...home import config
+from ...home.files import read_text
+
+COOKIE = "backchannel_session"
+MAX_AGE_SECONDS = 12 * 3600
+SECRET_BYTES = 32
+
+
+@dataclass(frozen=True)
+class WebSession:
+    """One logged-in browser: its session id and the CSRF token its forms carry."""
+
+    sid: str
+    csrf: str
+
+
+def load_secret(root: Path) -> str:
+    """The home's cookie-signing secret, made (0600) the first time it is needed."""
+    path = config.web_secret_path(root)
+    secret = read_text(path, missing_ok=True).strip()
+    if len(secret) < SECRET_BYTES:
+        secret = secrets.token_urlsafe(SECRET_BYTES)
+        config.write_atomic(path, secret + "\n", mode=0o600)
+    return secret
+
+
+class WebAuth:
+    """Logs a browser in with the person's key and recognises it afterwards by its cookie."""
+
+    def __init__(self, *, secret: str, api_key: str) -> None:
+        self._api_key = api_key
+        self._secret = secret.encode()
+        salt = "web-session:" + hashlib.sha256(api_key.encode()).hexdigest()[:16]
+        self._signer = URLSafeTimedSerializer(secret, salt=salt)
+        self._revoked: dict[str, float] = {}  # sid -> when its cookie would have expired anyway
+
+    # --- logging in and out ----------------------------------------------------------------------
+
+    def login(self, key: str, response: Response, *, secure: bool) -> None:
+        """Set the session cookie when `key` is the person's API key; AuthError otherwise (the key is never echoed)."""
+        if not hmac.compare_digest(key.strip().encode(), self._api_key.encode()):
+            raise AuthError(
+                "that is not this gateway's API key (API_SERVER_KEY in the home's .env)", code="login_failed"
+            )
+        token = self._signer.dumps({"sid": secrets.token_urlsafe(24)})
+        response.set_cookie(
+            COOKIE, token, max_age=MAX_AGE_SECONDS, path="/", httponly=True, samesite="strict", secure=secure
+        )
+
+    def logout(self, session: WebSession, response: Response) -> None:
+        now = time.time()
+        self._revoked = {sid: until for sid, until in self._revoked.items() if until > now}
+        self._revoked[session.sid] = now + MAX_AGE_SECONDS
+        response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
+
+    # --- recognising a browser ---------------------------------------------------------------------
+
+    def session(self, request: Request) -> WebSession | None:
+        """The browser's session from its cookie, or None (no cookie, a forged or expired one, logged out)."""
+        token = request.cookies.get(COOKIE)
+        if not token:
+            return None
+        try:
+            data = self._signer.loads(token, max_age=MAX_AGE_SECONDS)
+        except BadSignature:
+            return None
+        sid = data.get("sid") if isinstance(data, dict) else None
+        if not isinstance(sid, str) or sid in self._revoked:
+            return None
+        csrf = hmac.new(self._secret, b"csrf:" + sid.encode(), hashlib.sha256).hexdigest()
+        return WebSession(sid=sid, csrf=csrf)
+
+    def require(self, request: Request) -> WebSession:
+        found = self.session(request)
+        if found is None:
+            raise AuthError("log in first: the web view needs the person's API key", code="login_required")
+        return found
+
+
+def check_origin(request: Request) -> None:
+    """A state-changing request must come from a page of this gateway (the browser's Origin says where)."""
+    if request.headers.get("sec-fetch-site") == "cross-site":
+        raise Refused("a cross-site request may not change anything here", code="cross_site_request")
+    origin = request.headers.get("origin")
+    if origin is None:
+        return  # not a browser's cross-origin request: the CSRF token still has to match
+    own = f"{request.url.scheme}://{request.url.netloc}"
+    if origin != own:
+        raise Refused(f"a request from {origin!r} may not change anything on {own!r}", code="cross_site_request")
+
+
+def check_csrf(request: Request, session: WebSession, given: str | None) -> None:
+    check_origin(request)
+    token = request.headers.get("x-csrf-token") or given or ""
+    if not hmac.compare_digest(token.encode(), session.csrf.encode()):
+        raise Refused("the form's CSRF token is missing or stale: reload the page and try again", code="csrf_failed")

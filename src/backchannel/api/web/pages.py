@@ -1,0 +1,118 @@
+"""The web view's pages: overview, a session, runs, one run, the ledger and one exchange."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ... import __version__
+from ...errors import UsageError
+from ...outcome import Outcome
+from ...store.runs import RunState
+from ..context import context
+from .auth import WebSession
+from .render import page
+from .views import LEDGER_OUTCOMES, WITHIN, active_runs, ledger_rows, session_items
+
+SESSIONS_SHOWN = 8
+
+
+async def overview(request: Request, session: WebSession) -> Response:
+    ctx = context(request)
+    profiles = []
+    for name in ctx.directory.profiles():
+        recent = ctx.directory.sessions(name, limit=SESSIONS_SHOWN + 1)
+        profiles.append(
+            {
+                "name": name,
+                "engine": ctx.directory.profile(name).config.model.engine,
+                "sessions": recent[:SESSIONS_SHOWN],
+                "more": len(recent) > SESSIONS_SHOWN,
+                "last_active": max((s.updated_at for s in recent), default=None),
+            }
+        )
+    load = ctx.delivery.load()
+    return page(
+        request,
+        "overview.html",
+        session=session,
+        gateway_id=ctx.settings.gateway_id or "local",
+        version=__version__,
+        queued=load[RunState.QUEUED],
+        running=load[RunState.RUNNING],
+        profiles=profiles,
+        peers=ctx.directory.peers(),
+    )
+
+
+async def session_page(request: Request, session: WebSession) -> Response:
+    ctx = context(request)
+    row = ctx.directory.session(request.path_params["session_id"])
+    items = session_items(ctx.directory.messages(row.id), ctx.delivery)
+    return page(request, "session.html", session=session, row=row, items=items, send_key=new_send_key())
+
+
+def new_send_key() -> str:
+    """The idempotency key of the next message a session page sends: a form sent twice is one run."""
+    return f"web-{uuid.uuid4().hex}"
+
+
+async def runs_page(request: Request, session: WebSession) -> Response:
+    active, ended = active_runs(context(request).delivery)
+    return page(request, "runs.html", session=session, active=active, ended=ended)
+
+
+async def run_page(request: Request, session: WebSession) -> Response:
+    ctx = context(request)
+    d = ctx.delivery.status(request.path_params["run_id"])
+    return page(request, "run.html", session=session, d=d, run=d.run)
+
+
+async def ledger_page(request: Request, session: WebSession) -> Response:
+    ctx = context(request)
+    query = request.query_params
+    addresses = [a.strip() for a in query.getlist("address") if a.strip()]
+    if len(addresses) > 2:
+        raise UsageError("the ledger filters by one address or a pair, not more")
+    state = query.get("state") or ""
+    outcomes = {o.value: o for o in LEDGER_OUTCOMES}
+    if state and state not in outcomes:
+        raise UsageError(f"no ledger state {state!r}: choose one of {', '.join(outcomes)}")
+    within = query.get("within") or ""
+    if within and within not in WITHIN:
+        raise UsageError(f"no time range {within!r}: choose one of {', '.join(WITHIN)}")
+    since = time.time() - WITHIN[within] if within else None
+    rows, more = ledger_rows(ctx.delivery, addresses, outcomes.get(state), since)
+    return page(
+        request,
+        "ledger.html",
+        session=session,
+        rows=rows,
+        more=more,
+        addresses=addresses + [""] * (2 - len(addresses)),
+        state=state,
+        within=within,
+        outcomes=[o.value for o in LEDGER_OUTCOMES],
+        ranges=list(WITHIN),
+        profiles=ctx.directory.profiles(),
+    )
+
+
+async def exchange_page(request: Request, session: WebSession) -> Response:
+    ctx = context(request)
+    run = ctx.delivery.run(request.path_params["run_id"])
+    entries = ctx.delivery.exchange(run.id)
+    pair = [a.strip() for a in request.query_params.getlist("address") if a.strip()][:2]
+    return page(
+        request,
+        "exchange.html",
+        session=session,
+        origin=run.origin or run.id,
+        entries=entries,
+        pair=pair,
+        focus=run.id,
+        delivered=Outcome.DELIVERED,
+    )

@@ -1,0 +1,65 @@
+"""Rendering the web view: the Jinja2 templates in the package, their filters, and the headers every page gets."""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+import jinja2
+from starlette.requests import Request
+from starlette.responses import HTMLResponse
+
+from ... import __version__
+
+# Scripts and styles only from this gateway; nothing may frame the pages or send their forms elsewhere.
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'; object-src 'none'"
+)
+HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    "Cache-Control": "no-store",
+}
+_SESSION_ADDRESS = re.compile(r"^(?P<profile>[a-z0-9][a-z0-9_-]{0,63})/(?P<session>[A-Za-z0-9_.-]{1,128})$")
+
+
+def when(epoch: float | None) -> str:
+    """A time as a person reads it: local, to the second."""
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch)) if epoch else "—"
+
+
+def session_of(address: str | None) -> str | None:
+    """The local session an address names (`profile/session-id`), or None (a person, a peer, a profile)."""
+    found = _SESSION_ADDRESS.match(address or "")
+    return found["session"] if found else None
+
+
+def short(text: str | None, limit: int = 120) -> str:
+    text = " ".join((text or "").split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+_env = jinja2.Environment(
+    loader=jinja2.PackageLoader("backchannel.api.web", "templates"),
+    autoescape=True,
+    undefined=jinja2.StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
+_env.filters.update(when=when, session_of=session_of, short=short)
+_env.globals.update(version=__version__)
+
+
+def fragment(template: str, **context: Any) -> str:
+    return _env.get_template(template).render(**context)
+
+
+def page(request: Request, template: str, *, status: int = 200, **context: Any) -> HTMLResponse:
+    """A full page (or an htmx fragment) with the security headers of every page."""
+    context.setdefault("session", None)
+    context.setdefault("path", request.url.path)
+    return HTMLResponse(fragment(template, **context), status_code=status, headers=HEADERS)

@@ -1,0 +1,164 @@
+"""The web view in a real browser (Debian's chromium through Playwright): log in, read a session, send a
+message and watch its reply stream in, watch runs move live and stop one, filter the ledger to a pair.
+Every test fails on a console error or warning; a failing test leaves a screenshot (its path is printed)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import httpx
+import pytest
+from playwright.sync_api import expect
+
+from backchannel.home import config
+from conftest import GatewayProcess, run_cli
+from webpage import api, log_in
+
+pytestmark = pytest.mark.browser
+
+
+def _session(client: httpx.Client, profile: str, title: str) -> str:
+    created = client.post(f"/p/{profile}/api/sessions", json={"title": title})
+    assert created.status_code == 201, created.text
+    return str(created.json()["session"]["id"])
+
+
+def _chat(client: httpx.Client, profile: str, session_id: str, message: str, **headers: str) -> dict[str, Any]:
+    answer = client.post(f"/p/{profile}/api/sessions/{session_id}/chat", json={"message": message}, headers=headers)
+    assert answer.status_code == 200, answer.text
+    return dict(answer.json())
+
+
+def _start(client: httpx.Client, message: str) -> str:
+    started = client.post("/v1/runs", json={"input": message})
+    assert started.status_code == 202, started.text
+    return str(started.json()["run_id"])
+
+
+def _mark(tab: Any) -> None:
+    """Mark the document: a page that reloads loses the mark."""
+    tab.evaluate("window.__still_this_page = true")
+
+
+def _same_page(tab: Any) -> bool:
+    return bool(tab.evaluate("window.__still_this_page === true"))
+
+
+def test_log_in_and_see_a_session_with_another_agents_message_and_a_folded_tool_call(
+    page: Any, gateway: GatewayProcess
+) -> None:
+    with api(gateway) as client:
+        sid = _session(client, "default", "notes")
+        _chat(client, "default", sid, "hello from the person")
+        framed = _chat(client, "default", sid, "a word from scout", **{"X-Hermes-Sender-Profile": "scout"})
+        _chat(client, "default", sid, "/send nowhere ping")  # the echo engine calls send_to_session
+
+    page.goto(gateway.url + "/")
+    expect(page).to_have_url(re.compile(r"/web/login\?next=%2F$"))  # no page without logging in
+    log_in(page, gateway)
+    expect(page.locator("#agents")).to_be_visible()
+    expect(page.locator("#queue-depth")).to_have_text("0")
+    page.get_by_role("link", name="notes").click()
+
+    expect(page.locator("h1")).to_have_text("default · notes")
+    messages = page.locator("#messages article")
+    expect(messages.first).to_contain_text("hello from the person")
+    agent = page.locator("article.agent")
+    expect(agent).to_have_count(1)
+    expect(agent).to_contain_text("from another agent")
+    expect(agent).to_contain_text("peer scout")
+    expect(agent).to_contain_text("via the peer API")
+    expect(agent.locator("a.run-link")).to_have_text(framed["run_id"] if "run_id" in framed else re.compile("run_"))
+    tool = page.locator("details.tool").first
+    expect(tool.locator("summary")).to_contain_text("send_to_session")
+    expect(tool.locator("pre").first).to_be_hidden()  # folded until opened
+    tool.locator("summary").click()
+    expect(tool.locator("pre").first).to_contain_text('"session_id": "nowhere"')
+
+
+def test_send_a_message_and_watch_the_reply_stream_in(page: Any, gateway: GatewayProcess) -> None:
+    with api(gateway) as client:
+        sid = _session(client, "default", "live")
+    log_in(page, gateway, f"/web/sessions/{sid}")
+    _mark(page)
+    page.fill("#message", "/sleep 1\nstreamed words")
+    page.keyboard.press("Tab")  # the send button is reached by keyboard
+    page.keyboard.press("Enter")
+
+    live = page.locator("article.assistant.live")
+    expect(live.locator(".state")).to_have_text(re.compile("queued|running"))
+    expect(live.locator(".reply")).to_have_text("", timeout=500)  # the turn takes a second: nothing yet
+    expect(live.locator(".reply")).to_have_text("default (echo): streamed words")
+    expect(live.locator(".state")).to_have_text("completed")
+    expect(page.locator("#message")).to_have_value("")  # a fresh box for the next message
+    assert _same_page(page)
+    with api(gateway) as client:
+        history = client.get(f"/api/sessions/{sid}/messages").json()["data"]
+    assert [m["content"] for m in history] == ["/sleep 1\nstreamed words", "default (echo): streamed words"]
+
+
+def test_watch_a_run_go_queued_running_completed_live_and_stop_another(page: Any, gateway: GatewayProcess) -> None:
+    log_in(page, gateway, "/web/runs")
+    _mark(page)
+    with api(gateway) as client:
+        first = _start(client, "/sleep 1.5\nfirst")
+        second = _start(client, "/sleep 1\nsecond")  # the same Bot Chat: it waits behind the first
+    row = page.locator(f"#run-{second}")
+    expect(row).to_have_attribute("data-state", "queued")
+    expect(row).to_contain_text("#1 in its queue")
+    expect(page.locator(f"#run-{first}")).to_have_attribute("data-state", "running")
+    expect(row).to_have_attribute("data-state", "running", timeout=5000)
+    expect(row).to_have_attribute("data-state", "completed", timeout=5000)
+    expect(page.locator(f"#ended-runs #run-{first}")).to_have_attribute("data-state", "completed")
+
+    with api(gateway) as client:
+        slow = _start(client, "/sleep 60\nnever finished")
+    expect(page.locator(f"#run-{slow}")).to_have_attribute("data-state", "running")
+    page.get_by_role("button", name=f"Stop {slow}").click()
+    expect(page.locator(f"#ended-runs #run-{slow}")).to_have_attribute("data-state", "cancelled")
+    assert _same_page(page)
+    with api(gateway) as client:
+        assert client.get(f"/v1/runs/{slow}").json()["status"] == "cancelled"
+
+
+def test_filter_the_ledger_to_a_pair_and_open_its_exchange(page: Any, gateway: GatewayProcess) -> None:
+    for name in ("research", "builds", "assistant", "vault"):
+        assert run_cli("profile", "create", name).exit_code == 0
+    path = config.profiles_dir(gateway.root) / "research" / "config.yaml"
+    settings = config.load_yaml(path)
+    settings.setdefault("agent", {})["session_messaging"] = {"allow": ["builds", "assistant"]}
+    config.write_yaml(path, settings)
+    with api(gateway) as client:
+        sid = _session(client, "research", "asks")
+        _chat(client, "research", sid, "/send builds is the build green?")
+        _chat(client, "research", sid, "/send assistant book the room")
+        _chat(client, "research", sid, "/send vault open up")  # refused: vault is not in research's allow
+
+    log_in(page, gateway, "/web/ledger")
+    expect(page.locator("#ledger tbody tr")).to_have_count(6)  # 3 from the person to research, 2 agent sends, 1 refusal
+    refusal = page.locator("#ledger tr.outcome-refused")
+    expect(refusal).to_contain_text("not_allowed")  # a refusal shows its code and its reason
+    expect(refusal.locator(".reason")).to_contain_text("vault")
+    page.fill("#address-a", "research")
+    page.fill("#address-b", "builds")
+    page.get_by_role("button", name="Filter").click()
+
+    rows = page.locator("#ledger tbody tr")
+    expect(rows).to_have_count(1)
+    expect(rows.locator(".from")).to_contain_text(f"research/{sid}")
+    expect(rows.locator(".to")).to_contain_text("builds/")
+    expect(rows).not_to_contain_text("assistant")
+    expect(rows.locator(".outcome")).to_have_text("delivered")
+    expect(page.locator("#address-a")).to_have_value("research")  # the filter stays in the form
+
+    rows.get_by_role("link", name="exchange").click()
+    hops = page.locator("#exchange li")
+    expect(hops).to_have_count(2)  # the person's message, then research's to builds
+    expect(hops.nth(0)).to_contain_text("hop 0")
+    expect(hops.nth(0)).to_contain_text("human:api")
+    expect(hops.nth(1)).to_contain_text("hop 1")
+    expect(hops.nth(1)).to_have_class(re.compile("in-pair"))
+    hops.nth(1).locator("a", has_text="builds/").click()
+    expect(page.locator("h1")).to_contain_text("builds · Bot Chat")
+    expect(page.locator("article.agent")).to_contain_text(f"session research/{sid}")
