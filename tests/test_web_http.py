@@ -138,7 +138,9 @@ def test_a_peer_key_does_not_log_in(gateway: GatewayProcess) -> None:
         refused = client.post("/web/login", data={"key": peer_key}, headers=_same_origin(gateway))
         assert refused.status_code == 401 and "set-cookie" not in refused.headers
         assert client.get("/").status_code == 303
-        cross = client.post("/web/login", data={"key": api_key(gateway.root)}, headers={"Origin": "http://evil.example"})
+        cross = client.post(
+            "/web/login", data={"key": api_key(gateway.root)}, headers={"Origin": "http://evil.example"}
+        )
         assert cross.status_code == 403 and "set-cookie" not in cross.headers
 
 

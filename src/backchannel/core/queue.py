@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import secrets
@@ -257,21 +258,23 @@ class RunQueue:
         succeeds, the run's lease kept meanwhile: the turn is never run again for it. Cancelled (a shutdown)
         while retrying, it tries once more; what cannot be saved then is requeued by `close`."""
         self._saving.add(run.id)
+        save = functools.partial(
+            runstore.finish,
+            self.db,
+            run.id,
+            owner=self.owner,
+            state=state,
+            reply=reply,
+            error=error,
+            error_code=code,
+            messages=messages,
+        )
         delay = SAVE_RETRY_FIRST
         try:
             while True:
                 try:
                     await self.db.writable()
-                    finished = runstore.finish(
-                        self.db,
-                        run.id,
-                        owner=self.owner,
-                        state=state,
-                        reply=reply,
-                        error=error,
-                        error_code=code,
-                        messages=messages,
-                    )
+                    finished = save()
                     await self.db.durable()
                     break
                 except StoreError as exc:
@@ -283,16 +286,7 @@ class RunQueue:
                         await asyncio.sleep(delay)
                     except asyncio.CancelledError:
                         with contextlib.suppress(StoreError):  # committed with the stop's last group, if it can
-                            runstore.finish(
-                                self.db,
-                                run.id,
-                                owner=self.owner,
-                                state=state,
-                                reply=reply,
-                                error=error,
-                                error_code=code,
-                                messages=messages,
-                            )
+                            save()
                         raise
                     delay = min(delay * 2, SAVE_RETRY_MAX)
         finally:
