@@ -20,6 +20,7 @@ from ..home import config
 from ..home.runtime import GatewayLock
 from .app import create_app
 from .context import Context
+from .protocol import HeadLimits, protocol_class
 
 log = logging.getLogger("backchannel.gateway")
 MIN_KEY_CHARS = 16
@@ -95,7 +96,15 @@ def _serve(
             access_log=False,
             timeout_graceful_shutdown=int(grace) or 1,
             loop="auto",
-            http="auto",
+            http=protocol_class(
+                HeadLimits(
+                    max_header_bytes=settings.max_header_bytes,
+                    max_headers=settings.max_headers,
+                    header_timeout=float(settings.header_timeout_seconds),
+                )
+            ),
+            timeout_keep_alive=settings.keepalive_timeout_seconds,
+            limit_concurrency=settings.max_connections,
             lifespan="on",
             proxy_headers=False,  # a peer's address is never taken from a header; and it saves a layer per request
             server_header=False,
