@@ -55,9 +55,7 @@ def test_a_head_too_big_or_with_too_many_headers_is_431_and_the_connection_close
 
         ok = httpx.get(gw.url + "/health", headers={f"X-H{i}": "v" for i in range(10)})
         assert ok.status_code == 200
-        big_body = httpx.post(
-            gw.url + "/api/sessions", json={"title": "t", "pad": "p" * 500_000}, headers=gw.headers()
-        )
+        big_body = httpx.post(gw.url + "/api/sessions", json={"title": "t", "pad": "p" * 500_000}, headers=gw.headers())
         assert big_body.status_code == 201, big_body.text  # a body is not a head: only max_body_bytes bounds it
 
 
@@ -84,7 +82,7 @@ def test_a_head_or_a_body_that_trickles_in_is_cut_off_with_408(initialised: Path
         key = api_key(initialised).encode()
         slow_body.sendall(
             b"POST /api/sessions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + key + b"\r\n"
-            b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"title\": "
+            b'Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"title": '
         )
         status, body = answer(slow_body)
         assert status == 408 and body["error"]["code"] == "request_timeout", body
