@@ -46,7 +46,9 @@ async def create_session(request: Request) -> Response:
     session_id = optional_str(body, "id") or optional_str(body, "session_id")
     title = optional_str(body, "title")
     source = optional_str(body, "source") or "api"
-    row, created = await ctx.directory.create_session(profile, title=title, source=source[:32], session_id=session_id)
+    row, created = await ctx.directory.create_session(
+        profile, title=title, source=source[:32], session_id=session_id, limit=ctx.settings.max_sessions_per_profile
+    )
     return JSONResponse(
         {"object": "hermes.session", "session": shapes.session(row)}, status_code=201 if created else 200
     )
