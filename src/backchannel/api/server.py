@@ -17,7 +17,7 @@ from starlette.applications import Starlette
 from ..core.gateway import Gateway
 from ..core.runlog import RunLog
 from ..errors import UsageError
-from ..home import config
+from ..home import config, modes
 from ..home.runtime import GatewayLock
 from .app import create_app
 from .context import Context
@@ -73,6 +73,7 @@ def bind(host: str, port: int) -> socket.socket:
 def serve(root: Path, *, host: str | None = None, port: int | None = None, grace: float = 10.0) -> None:
     """Run in the foreground until SIGINT/SIGTERM: stop taking work, let turns finish within `grace`."""
     settings = config.load_gateway_config(root)
+    modes.tighten(root)  # a home made before modes were enforced, or copied in
     instance = "gwi-" + secrets.token_hex(16)
     app, _gateway = build(root, grace=grace, instance=instance)  # every file checked before anything is created
     lock = GatewayLock(root)

@@ -84,11 +84,11 @@ def load_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
-def write_yaml(path: Path, data: dict[str, Any], *, mode: int = 0o644) -> None:
+def write_yaml(path: Path, data: dict[str, Any], *, mode: int = 0o600) -> None:
     write_atomic(path, yaml.safe_dump(data, sort_keys=False), mode=mode)
 
 
-def write_atomic(path: Path, text: str, *, mode: int = 0o644) -> None:
+def write_atomic(path: Path, text: str, *, mode: int = 0o600) -> None:
     """Replace `path` with `text` at once (a temporary file beside it, then a rename): whatever fails, a
     full disk included, the old file is left as it was and the error names the file."""
     try:
