@@ -331,7 +331,7 @@ def test_the_local_client_names_the_gateway_and_follows_no_redirect() -> None:
                 try:
                     with pytest.raises(GatewayError):
                         await client.request("GET", "/v1/capabilities")
-                    assert not await client.probe("gw")
+                    assert not await client.probe("gw", "gwi-x")
                 finally:
                     await client.aclose()
                 assert len(seen) == 2 and not other_seen, "the redirect was not followed"

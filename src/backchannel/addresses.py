@@ -14,7 +14,7 @@ from .errors import UsageError
 from .home.config import NAME_RE
 from .ids import CLIENT_SESSION_ID_RE
 
-REMOTE_PROFILE_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_-]{0,63}$")  # Hermes accepts upper case
+REMOTE_PROFILE_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_-]{0,63}\Z")  # Hermes accepts upper case
 # A token runs to the first character no address has; a colon followed by more text continues it
 # (`@session:peer:x` is no mention), a colon before a blank or the end is punctuation.
 MENTION_RE = re.compile(r"(?<![\w@])@(session|peer):([A-Za-z0-9_./-]+)(?![A-Za-z0-9_./-]|:\S)")

@@ -3,11 +3,13 @@
 BackchannelError
  ├── UsageError            exit 2, 400 invalid_request   bad argument, bad name, bad body
  │    ├── BodyTooLarge     exit 2, 413 body_too_large
+ │    ├── RequestTimeout   exit 2, 408 request_timeout   the request's body came too slowly
  │    └── ConfigError      exit 2, 400 invalid_config    unreadable config.yaml / .env
  ├── NotFound              exit 2, 404 not_found         unknown profile, session, run
  ├── Conflict              exit 2, 409 conflict           e.g. an id or key already used differently
  ├── Refused               exit 2, 403 not_allowed       refused by local policy
  ├── AuthError             exit 1, 401 invalid_api_key
+ ├── LimitReached          exit 1, 429 queue_full        a limit of the gateway's (also rate_limited, too_many_sessions)
  ├── StoreError            exit 2, 503 store_unavailable locked, damaged (store_damaged) or newer-schema state.db
  │    └── DiskFull         exit 1, 503 store_full        the disk (or the database's size limit) is full
  ├── GatewayDraining       exit 1, 503 gateway_draining  the gateway is stopping: try again shortly (Retry-After)
@@ -62,6 +64,11 @@ class BodyTooLarge(UsageError):
     code = "body_too_large"
 
 
+class RequestTimeout(UsageError):
+    http_status = 408
+    code = "request_timeout"
+
+
 class ConfigError(UsageError):
     code = "invalid_config"
     model_visible = False  # a broken file is the operator's to fix
@@ -96,6 +103,20 @@ class AuthError(BackchannelError):
     http_status = 401
     code = "invalid_api_key"
     type = "invalid_request_error"
+
+
+class LimitReached(BackchannelError):
+    """A limit no sender may exhaust (a session's queue, a sender's rate, a profile's sessions): try again later."""
+
+    exit_code = 1
+    model_visible = True
+    http_status = 429
+    code = "queue_full"
+    type = "rate_limit_error"
+
+    def __init__(self, message: str, *, code: str | None = None, retry_after: float | None = None) -> None:
+        super().__init__(message, code=code)
+        self.retry_after = retry_after
 
 
 class StoreError(BackchannelError):

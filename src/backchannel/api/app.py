@@ -35,7 +35,10 @@ def protected(endpoint: Endpoint) -> Endpoint:
 
 
 async def health(request: Request) -> Response:
-    return JSONResponse({"status": "ok", "platform": "backchannel", "version": __version__})
+    ctx = context(request)
+    return JSONResponse(
+        {"status": "ok", "platform": "backchannel", "version": __version__, "instance": ctx.instance or None}
+    )
 
 
 async def capabilities(request: Request) -> Response:

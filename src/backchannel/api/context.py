@@ -20,6 +20,7 @@ from .http import DeliveryHeaders, delivery_headers, sender_of
 class Context:
     gateway: Gateway
     api_key: str
+    instance: str = ""  # this process's public fingerprint, in /health and the runtime file
 
     @property
     def delivery(self) -> Delivery:

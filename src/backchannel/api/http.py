@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
 import hmac
-import json
 import re
 import urllib.parse
 from collections.abc import Callable
@@ -12,8 +12,9 @@ from typing import Any, Protocol
 
 from starlette.requests import Request
 
-from ..errors import AuthError, BodyTooLarge, UsageError
+from ..errors import AuthError, BodyTooLarge, RequestTimeout, UsageError
 from ..home.profiles import DEFAULT_PROFILE
+from . import jsonbody
 
 SENDER_PROFILE_RE = re.compile(r"[^A-Za-z0-9_.@-]")
 MAX_HOPS_HEADER = 1000
@@ -43,11 +44,32 @@ def run_scope(request: Request, profiles: _Profiles) -> str | None:
     return profiles.check_profile(str(named))
 
 
-async def read_body(request: Request, limit: int) -> bytes:
-    """The raw body, refused past `limit` bytes (declared or streamed)."""
+async def read_body(request: Request, limit: int, *, timeout: float | None = None) -> bytes:
+    """The raw body: at most `limit` bytes (declared or streamed), all of it within `timeout` seconds (a slow
+    sender gets 408 instead of holding the request)."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise BodyTooLarge(f"the request body has {declared} bytes; the limit is {limit}")
+    try:
+        async with asyncio.timeout(timeout):
+            raw = await _read(request, limit)
+    except TimeoutError:
+        raise RequestTimeout(f"the request body did not arrive within {timeout:g} s") from None
+    return raw
+
+
+async def json_body(request: Request, limit: int, *, timeout: float | None = None) -> dict[str, Any]:
+    """The body as a JSON object (see `read_body`), parsed within jsonbody's bounds."""
+    raw = await read_body(request, limit, timeout=timeout)
+    if not raw.strip():
+        return {}
+    data = jsonbody.parse(raw)
+    if not isinstance(data, dict):
+        raise UsageError("the request body must be a JSON object", code="invalid_json")
+    return data
+
+
+async def _read(request: Request, limit: int) -> bytes:
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
@@ -56,19 +78,6 @@ async def read_body(request: Request, limit: int) -> bytes:
             raise BodyTooLarge(f"the request body is over the limit of {limit} bytes")
         chunks.append(chunk)
     return b"".join(chunks)
-
-
-async def json_body(request: Request, limit: int) -> dict[str, Any]:
-    raw = await read_body(request, limit)
-    if not raw.strip():
-        return {}
-    try:
-        data = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UsageError(f"the request body is not valid JSON: {exc}", code="invalid_json") from exc
-    if not isinstance(data, dict):
-        raise UsageError("the request body must be a JSON object", code="invalid_json")
-    return data
 
 
 async def form_body(request: Request, limit: int) -> dict[str, str]:

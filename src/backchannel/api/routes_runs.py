@@ -18,7 +18,7 @@ from .http import int_param, json_body, optional_str, profile_of, run_scope, tex
 async def start_run(request: Request) -> Response:
     ctx = context(request)
     profile = ctx.directory.check_profile(profile_of(request))
-    body = await json_body(request, ctx.settings.max_body_bytes)
+    body = await json_body(request, ctx.settings.max_body_bytes, timeout=ctx.settings.body_timeout_seconds)
     message = text_field(body, "input", "message", required=True)
     session_id = optional_str(body, "session_id")
     session = ctx.directory.session(session_id, profile=profile) if session_id else ctx.directory.bot_chat(profile)

@@ -42,11 +42,13 @@ async def list_sessions(request: Request) -> Response:
 async def create_session(request: Request) -> Response:
     ctx = context(request)
     profile = ctx.directory.check_profile(profile_of(request))
-    body = await json_body(request, ctx.settings.max_body_bytes)
+    body = await json_body(request, ctx.settings.max_body_bytes, timeout=ctx.settings.body_timeout_seconds)
     session_id = optional_str(body, "id") or optional_str(body, "session_id")
     title = optional_str(body, "title")
     source = optional_str(body, "source") or "api"
-    row, created = await ctx.directory.create_session(profile, title=title, source=source[:32], session_id=session_id)
+    row, created = await ctx.directory.create_session(
+        profile, title=title, source=source[:32], session_id=session_id, limit=ctx.settings.max_sessions_per_profile
+    )
     return JSONResponse(
         {"object": "hermes.session", "session": shapes.session(row)}, status_code=201 if created else 200
     )
@@ -70,7 +72,7 @@ async def session_messages(request: Request) -> Response:
 async def _incoming(request: Request, ctx: Context) -> tuple[Incoming, DeliveryHeaders, str]:
     profile = ctx.directory.check_profile(profile_of(request))
     session = ctx.directory.session(request.path_params["session_id"], profile=profile)
-    body = await json_body(request, ctx.settings.max_body_bytes)
+    body = await json_body(request, ctx.settings.max_body_bytes, timeout=ctx.settings.body_timeout_seconds)
     message_in, headers = incoming(request, ctx, session, body, text_field(body, "message", "input", required=True))
     return message_in, headers, profile
 

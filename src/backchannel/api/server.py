@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import logging
+import secrets
 import signal
 import socket
 from collections.abc import AsyncIterator
@@ -16,10 +17,11 @@ from starlette.applications import Starlette
 from ..core.gateway import Gateway
 from ..core.runlog import RunLog
 from ..errors import UsageError
-from ..home import config
+from ..home import config, modes
 from ..home.runtime import GatewayLock
 from .app import create_app
 from .context import Context
+from .protocol import HeadLimits, protocol_class
 
 log = logging.getLogger("backchannel.gateway")
 MIN_KEY_CHARS = 16
@@ -35,7 +37,7 @@ def api_key(root: Path) -> str:
     return key
 
 
-def build(root: Path, *, grace: float = 10.0) -> tuple[Starlette, Gateway]:
+def build(root: Path, *, grace: float = 10.0, instance: str = "") -> tuple[Starlette, Gateway]:
     """The app and its gateway; the gateway starts and stops with the app's lifespan."""
     config.require_home(root)
     key = api_key(root)
@@ -49,7 +51,7 @@ def build(root: Path, *, grace: float = 10.0) -> tuple[Starlette, Gateway]:
         finally:
             await gateway.stop(grace=grace)
 
-    return create_app(Context(gateway=gateway, api_key=key), lifespan=lifespan), gateway
+    return create_app(Context(gateway=gateway, api_key=key, instance=instance), lifespan=lifespan), gateway
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -71,22 +73,34 @@ def bind(host: str, port: int) -> socket.socket:
 def serve(root: Path, *, host: str | None = None, port: int | None = None, grace: float = 10.0) -> None:
     """Run in the foreground until SIGINT/SIGTERM: stop taking work, let turns finish within `grace`."""
     settings = config.load_gateway_config(root)
-    app, _gateway = build(root, grace=grace)  # every file checked before anything is created or locked
+    modes.tighten(root)  # a home made before modes were enforced, or copied in
+    instance = "gwi-" + secrets.token_hex(16)
+    app, _gateway = build(root, grace=grace, instance=instance)  # every file checked before anything is created
     lock = GatewayLock(root)
     lock.acquire()  # one gateway per home: a second one stops here, naming the first
     try:
         port = settings.port if port is None else port
-        _serve(app, lock, settings, host=host or settings.host, port=port, grace=grace, root=root)
+        _serve(app, lock, settings, host=host or settings.host, port=port, grace=grace, root=root, instance=instance)
     finally:
         lock.release()
 
 
 def _serve(
-    app: Starlette, lock: GatewayLock, settings: config.GatewayConfig, *, host: str, port: int, grace: float, root: Path
+    app: Starlette,
+    lock: GatewayLock,
+    settings: config.GatewayConfig,
+    *,
+    host: str,
+    port: int,
+    grace: float,
+    root: Path,
+    instance: str,
 ) -> None:
     sock = bind(host, port)
     bound_port = sock.getsockname()[1]
-    lock.publish(host=host, port=bound_port, gateway_id=settings.gateway_id)  # the CLI finds it on any port
+    lock.publish(
+        host=host, port=bound_port, gateway_id=settings.gateway_id, instance=instance
+    )  # the CLI finds it on any port
     log.info("gateway %s listening on http://%s:%d (home %s)", settings.gateway_id or "-", host, bound_port, root)
     server = uvicorn.Server(
         uvicorn.Config(
@@ -95,7 +109,15 @@ def _serve(
             access_log=False,
             timeout_graceful_shutdown=int(grace) or 1,
             loop="auto",
-            http="auto",
+            http=protocol_class(
+                HeadLimits(
+                    max_header_bytes=settings.max_header_bytes,
+                    max_headers=settings.max_headers,
+                    header_timeout=float(settings.header_timeout_seconds),
+                )
+            ),
+            timeout_keep_alive=settings.keepalive_timeout_seconds,
+            limit_concurrency=settings.max_connections,
             lifespan="on",
             proxy_headers=False,  # a peer's address is never taken from a header; and it saves a layer per request
             server_header=False,

@@ -14,9 +14,11 @@ from ..errors import BackchannelError, DiskFull, PeerOutcomeUnknown
 def main() -> None:
     """Entry point: the one place where a BackchannelError becomes a message on stderr and an exit code
     (and, under --json, one JSON object on stdout: the outcome and the error)."""
+    from ..home.modes import private_umask
     from .app import cli
     from .output import show_config_warnings
 
+    private_umask()  # every file of the home is born 0600, whatever the caller's umask
     show_config_warnings()
     try:
         cli.main(prog_name="backchannel", standalone_mode=False)

@@ -76,18 +76,21 @@ def home_gateway(root: Path) -> Iterator[Gateway]:
 
 async def find_gateway(root: Path) -> GatewayClient | None:
     """This home's running gateway, or None: where its runtime file says it listens (whatever port it was
-    started on), else config.yaml's address. A closed port is seen without loading the HTTP client."""
+    started on), once that port's `/health` names the instance the file records. The key is never sent to a
+    port before that: whatever else listens there (the gateway stopped, another program took the port) gets
+    nothing. A closed port is seen without loading the HTTP client."""
     settings = config.load_gateway_config(root)
     key = config.read_env(root).get(config.API_KEY_VAR)
     found = listening(root)
-    if found is not None:
-        settings = dataclasses.replace(settings, host=found.host, port=found.port)
+    if found is None or not found.instance:
+        return None  # no gateway of this home is running (or one too old to name its instance)
+    settings = dataclasses.replace(settings, host=found.host, port=found.port)
     if not key or not settings.gateway_id or not _port_open(settings.host, settings.port):
         return None
     from ..net.local import GatewayClient
 
     client = GatewayClient.for_home(settings, key)
-    if await client.probe(settings.gateway_id):
+    if await client.probe(settings.gateway_id, found.instance):
         return client
     await client.aclose()
     return None

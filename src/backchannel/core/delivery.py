@@ -8,6 +8,7 @@ through `Outbound`. Every method that writes returns only once its writes are co
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from .directory import Directory
 from .events import TERMINAL_EVENTS, EventHub
 from .outbound import Outbound, PeerAnswer
 from .queue import RunQueue
+from .rates import SenderRates
 from .wakes import Wakes
 
 MAX_WAIT_SECONDS = 3600.0
@@ -99,6 +101,7 @@ class Delivery:
         self.outbound = outbound
         self.wakes = wakes
         self.gateway_id = settings.gateway_id or "local"
+        self.rates = SenderRates(settings.max_runs_per_sender_per_minute)  # the person is never rate-limited
 
     # --- messages handed in by a transport -------------------------------------------------------
 
@@ -146,7 +149,8 @@ class Delivery:
                 idempotency_key=incoming.key,
                 hops=incoming.hops,
                 chain=incoming.chain,
-            )
+            ),
+            admit=None if is_human(incoming.sender) else functools.partial(self.rates.admit, incoming.sender),
         )
 
     # --- runs ------------------------------------------------------------------------------------

@@ -54,16 +54,26 @@ class Directory:
 
     @commits
     async def create_session(
-        self, profile: str, *, title: str | None = None, source: str = "api", session_id: str | None = None
+        self,
+        profile: str,
+        *,
+        title: str | None = None,
+        source: str = "api",
+        session_id: str | None = None,
+        limit: int | None = None,
     ) -> tuple[SessionRow, bool]:
-        """A new session; asking for the title `Bot Chat` returns the existing one (created=False)."""
+        """A new session; asking for the title `Bot Chat` returns the existing one (created=False). With `limit`,
+        a profile that has that many sessions already gets no new one (LimitReached, too_many_sessions)."""
         self.check_profile(profile)
         if title is not None and title.strip() == BOT_CHAT_TITLE and session_id is None:
             existing = sessionstore.find_by_title(self.db, profile, BOT_CHAT_TITLE)
             if existing is not None:
                 return existing, False
             return sessionstore.bot_chat(self.db, profile), True
-        return sessionstore.create_session(self.db, profile, title=title, source=source, session_id=session_id), True
+        row = sessionstore.create_session(
+            self.db, profile, title=title, source=source, session_id=session_id, limit=limit
+        )
+        return row, True
 
     @commits
     async def open_bot_chat(self, profile: str) -> SessionRow:

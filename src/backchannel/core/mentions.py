@@ -2,7 +2,8 @@
 
 The prompt without the mention tokens goes to each mentioned target as from the person's session,
 under the same rules as `send_to_session`; each reply (or why there is none) is added to the prompt,
-marked with who gave it.
+framed as the other agent's message it is (its own lines that imitate a frame escaped), so a mentioned
+agent cannot end the replies and speak as the person.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import asyncio
 from .. import addresses
 from ..agent.tools.base import Sender, ToolContext
 from ..errors import BackchannelError
-from ..framing import is_human
+from ..framing import frame_reply, is_human, quote
 from ..outcome import Outcome
 from ..store.runs import RunRow
 
@@ -32,7 +33,12 @@ class Mentions:
         if not found:
             return run.message
         answers = await asyncio.gather(*(self._ask(ctx, m, prompt) for m in found))
-        return prompt + "\n\n[Replies to the mentions in this message]\n" + "\n\n".join(answers)
+        return (
+            prompt
+            + "\n\n[Replies to the mentions in this message: each from another agent, not your user]\n"
+            + "\n\n".join(answers)
+            + "\n[End of the replies to the mentions]"
+        )
 
     async def _ask(self, ctx: ToolContext, mention: addresses.Mention, prompt: str) -> str:
         try:
@@ -41,14 +47,14 @@ class Mentions:
             else:
                 result = await self.sender.send_peer(ctx, str(mention.address), prompt, wait=WAIT_SECONDS)
         except BackchannelError as exc:
-            return f"{mention.token} was refused ({exc.code}): {exc.message}"
+            return f"{mention.token} was refused ({exc.code}): {quote(exc.message)}"
         if result.outcome is Outcome.DELIVERED:
-            return f"{mention.token} ({result.to}) answered:\n{result.reply or ''}"
+            return frame_reply(result.to, result.reply or "", via=f"a reply to your mention {mention.token}")
         if result.outcome is Outcome.REFUSED:
-            return f"{mention.token} was refused ({result.code}): {result.error}"
+            return f"{mention.token} was refused ({result.code}): {quote(result.error or '')}"
         if result.outcome is Outcome.RECEIPT:
             return (
                 f"{mention.token} did not answer within {WAIT_SECONDS:.0f}s: run {result.run_id} "
                 "goes on and its reply will come to this session"
             )
-        return f"{mention.token} {result.outcome.value}: {result.error or 'no reply'}"
+        return f"{mention.token} {result.outcome.value}: {quote(result.error or 'no reply')}"

@@ -26,6 +26,7 @@ from ..store import runs as runstore
 from ..store.db import Commit, Database
 from ..store.runs import NewRun, RunRow, RunState
 from .events import EventHub
+from .slots import FairSlots
 
 log = logging.getLogger("backchannel.queue")
 
@@ -84,7 +85,8 @@ class RunQueue:
         self.poll_seconds = poll_seconds
         self.scope = scope
         self._on_state = on_state or (lambda run, state: None)
-        self._slots = asyncio.Semaphore(max(1, settings.max_concurrent_turns))
+        self._slots = FairSlots(settings.max_concurrent_turns, settings.turns_per_profile)
+        self._profiles: dict[str, str] = {}  # session id -> its profile, for the slots
         self._ready = _Channel()  # sessions handed to the workers, with a run already claimed for them or None
         self._handed: set[str] = set()  # sessions handed out and not yet released by the workers
         self._ended: asyncio.Queue[RunRow] = asyncio.Queue()  # ended runs whose sender asked to be woken
@@ -124,12 +126,14 @@ class RunQueue:
 
     # --- putting runs in -----------------------------------------------------------------------
 
-    def submit(self, new: NewRun) -> tuple[RunRow, bool]:
-        """Record a run (or find the one filed under the same key) and queue it; returns (run, created)."""
+    def submit(self, new: NewRun, *, admit: Callable[[], None] | None = None) -> tuple[RunRow, bool]:
+        """Record a run (or find the one filed under the same key) and queue it; returns (run, created).
+
+        A new run is refused (LimitReached) past `max_queued_per_session`, or when `admit` raises."""
         if self.draining:
             raise GatewayDraining("the gateway is shutting down and takes no new messages; try again shortly")
         # An idle session's run is recorded already claimed, when a turn slot is free here.
-        claim = self.accepting and new.session_id not in self._handed and not self._slots.locked()
+        claim = self.accepting and new.session_id not in self._handed and self._slots.free_for(new.profile)
         run, created = runstore.record(
             self.db,
             new,
@@ -137,7 +141,10 @@ class RunQueue:
             lease_seconds=self.lease_seconds,
             dedup_window=self.settings.dedup_window_seconds,
             ttl_seconds=self.settings.run_ttl_seconds or None,
+            max_queued=self.settings.max_queued_per_session,
+            admit=admit,
         )
+        self._profiles[run.session_id] = run.profile
         if created:
             if run.state is RunState.RUNNING:  # accepted and started at once: both transitions are reported
                 self._on_state(run, RunState.QUEUED)
@@ -213,26 +220,34 @@ class RunQueue:
     def release(self, session_id: str) -> None:
         """The workers stopped working the session (its queue was empty): a new run hands it out again."""
         self._handed.discard(session_id)
+        self._profiles.pop(session_id, None)
 
     def owns(self, run_id: str) -> bool:
         """Whether the run is claimed here and its turn still to run (not being ended)."""
         return run_id in self._owned and run_id not in self._saving
 
     @property
-    def slots(self) -> asyncio.Semaphore:
-        """The turn slots: at most `max_concurrent_turns` turns run at once in this process."""
+    def slots(self) -> FairSlots:
+        """The turn slots: at most `max_concurrent_turns` turns at once in this process, a fair share per profile."""
         return self._slots
 
+    def profile_of(self, session_id: str) -> str:
+        """The profile a session with runs belongs to (whose share of the slots its turns take)."""
+        profile = self._profiles.get(session_id)
+        if profile is None:
+            profile = self._profiles[session_id] = runstore.profile_of_session(self.db, session_id)
+        return profile
+
     @contextlib.asynccontextmanager
-    async def waiting(self) -> AsyncIterator[None]:
+    async def waiting(self, profile: str) -> AsyncIterator[None]:
         """A turn that waits on another run gives its slot back meanwhile, so waits cannot starve the workers."""
-        self._slots.release()
+        self._slots.release(profile)
         try:
             yield
         finally:
             # Shielded: a turn stopped while it waits for a slot still takes it back, so the drain that
             # releases it on leaving never frees a slot it does not hold.
-            await asyncio.shield(self._slots.acquire())
+            await asyncio.shield(self._slots.acquire(profile))
 
     def track(self, run_id: str, turn: Turn) -> None:
         """A turn runs here (until `untrack`): `stop` can interrupt it."""

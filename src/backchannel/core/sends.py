@@ -7,6 +7,7 @@ ordinal, and goes through the same queue (local) or `Outbound` (peers) as every 
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any
 
@@ -90,10 +91,11 @@ class AgentSends:
                 sender_session=ctx.session_id,
                 wait_seconds=wait,
                 wake=not waits,
-            )
+            ),
+            admit=functools.partial(self.delivery.rates.admit, ctx.address),
         )
         if waits and not run.state.terminal:
-            async with self.queue.waiting():
+            async with self.queue.waiting(ctx.profile.name):
                 run = await self.queue.wait(run.id, wait, known=run)
             if not run.state.terminal and not self.queue.ask_wake(run.id):
                 run = self.queue.get(run.id)  # it ended just now
@@ -128,7 +130,7 @@ class AgentSends:
             return await self._committed_refusal(refusal, attempt, message=message, wait=wait)
         key = keys.for_peer(self.gateway_id, keys.agent_send(ctx.run_id, to, message, ctx.ordinal(to, message)))
         try:
-            async with self.queue.waiting():
+            async with self.queue.waiting(ctx.profile.name):
                 return await self.outbound.dm(
                     peer,
                     remote.profile,

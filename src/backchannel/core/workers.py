@@ -52,7 +52,7 @@ class Workers:
         try:
             while self.queue.accepting:
                 unsaved: StoreError | None = None
-                async with self.queue.slots:
+                async with self.queue.slots.hold(first.profile if first else self.queue.profile_of(session_id)):
                     run, first = first, None
                     if run is not None and not await self.queue.confirm(run):
                         continue  # recorded in a commit that failed: the run does not exist, its sender got a 503

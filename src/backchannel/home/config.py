@@ -22,7 +22,7 @@ from dotenv.parser import parse_stream
 from ..errors import ConfigError, DiskFull, UsageError
 from . import files, schema
 
-NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}\Z")
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8377
 API_KEY_VAR = "API_SERVER_KEY"
@@ -89,11 +89,11 @@ def load_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
-def write_yaml(path: Path, data: dict[str, Any], *, mode: int = 0o644) -> None:
+def write_yaml(path: Path, data: dict[str, Any], *, mode: int = 0o600) -> None:
     write_atomic(path, yaml.safe_dump(data, sort_keys=False), mode=mode)
 
 
-def write_atomic(path: Path, text: str, *, mode: int = 0o644) -> None:
+def write_atomic(path: Path, text: str, *, mode: int = 0o600) -> None:
     """Replace `path` with `text` at once (a temporary file beside it, then a rename): whatever fails, a
     full disk included, the old file is left as it was and the error names the file."""
     try:
@@ -196,7 +196,25 @@ class GatewayConfig:
     http_wait_seconds: float = 600.0
     max_body_bytes: int = 1_048_576
     durability: Durability = "normal"
+    # Limits no sender can exhaust (README "Limits"); the HTTP ones bound every connection.
+    max_header_bytes: int = 65_536
+    max_headers: int = 100
+    header_timeout_seconds: int = 10
+    body_timeout_seconds: int = 30
+    keepalive_timeout_seconds: int = 5
+    max_connections: int = 1024
+    max_queued_per_session: int = 100
+    max_runs_per_sender_per_minute: int = 120
+    max_turns_per_profile: int = 0  # 0: half of max_concurrent_turns (at least 1)
+    max_sessions_per_profile: int = 10_000
     peers: dict[str, PeerEntry] = field(default_factory=dict)
+
+    @property
+    def turns_per_profile(self) -> int:
+        """The turn slots one profile may hold at once, so another profile's turns always find one."""
+        total = max(1, self.max_concurrent_turns)
+        share = self.max_turns_per_profile or total // 2
+        return max(1, min(share, total))
 
 
 def load_gateway_config(root: Path) -> GatewayConfig:
@@ -258,16 +276,36 @@ def parse_gateway_config(data: dict[str, Any], path: Path, *, exists: bool = Tru
             http_wait_seconds=float(_int(gw, "http_wait_seconds", int(defaults.http_wait_seconds), path)),
             max_body_bytes=_int(gw, "max_body_bytes", defaults.max_body_bytes, path),
             durability=cast(Durability, durability),
+            **cast(
+                dict[str, Any],
+                {name: _int(gw, name, getattr(defaults, name), path, positive=name not in _ZERO_OK) for name in LIMITS},
+            ),
             peers=peers,
         )
     except ValueError as exc:
         raise ConfigError(f"{str(path)!r}: {exc}") from exc
 
 
-def _int(section: dict[str, Any], key: str, default: int, path: Path) -> int:
+LIMITS = (
+    "max_header_bytes",
+    "max_headers",
+    "header_timeout_seconds",
+    "body_timeout_seconds",
+    "keepalive_timeout_seconds",
+    "max_connections",
+    "max_queued_per_session",
+    "max_runs_per_sender_per_minute",
+    "max_turns_per_profile",
+    "max_sessions_per_profile",
+)
+_ZERO_OK = {"max_turns_per_profile"}
+
+
+def _int(section: dict[str, Any], key: str, default: int, path: Path, *, positive: bool = False) -> int:
     value = section.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ConfigError(f"{str(path)!r}: gateway.{key} must be a non-negative integer, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or value < (1 if positive else 0):
+        kind = "positive" if positive else "non-negative"
+        raise ConfigError(f"{str(path)!r}: gateway.{key} must be a {kind} integer, got {value!r}")
     return value
 
 

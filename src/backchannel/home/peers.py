@@ -93,8 +93,11 @@ def save(
     if key is None and not config.read_env(root).get(key_var(name)):
         raise UsageError(f"peer {name!r} needs a key: give --key, or type it when asked, or pipe it on stdin")
     if key is not None:
-        if len(key) < 8 or any(c.isspace() for c in key):
-            raise UsageError("a peer key has at least 8 characters and no spaces")
+        if len(key) < 8 or not all("!" <= c <= "~" for c in key):  # never quoted: a key stays out of every message
+            raise UsageError(
+                f"the key of peer {name!r} must be at least 8 visible ASCII characters (no spaces, accents or "
+                "other symbols); nothing was saved"
+            )
         config.set_env_value(root, key_var(name), key)
     previous = peers.get(name) or {}
     entry: dict[str, Any] = {"url": url, "note": note if note is not None else previous.get("note", "")}

@@ -2,7 +2,9 @@
 
 `gateway.lock` is locked by the running gateway (released by the OS when the process ends, whatever
 ends it), so a second gateway on the same home refuses to start. `gateway.json` says where it listens
-and its pid, so the CLI finds it whatever port it was started on.
+and its pid, so the CLI finds it whatever port it was started on, and a public fingerprint (`instance`,
+random at each start, also answered by `/health` without a key): the CLI sends the key only to a port
+whose `/health` names this instance, never to whatever else listens there.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ class Listening:
     port: int
     gateway_id: str
     started_at: float
+    instance: str = ""
 
     @property
     def url(self) -> str:
@@ -49,6 +52,7 @@ def listening(root: Path) -> Listening | None:
             port=int(data["port"]),
             gateway_id=str(data.get("gateway_id") or ""),
             started_at=float(data.get("started_at") or 0),
+            instance=str(data.get("instance") or ""),
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None  # none, or left half-written by a crash: as good as none
@@ -78,9 +82,11 @@ class GatewayLock:
             ) from None
         self._file = handle
 
-    def publish(self, *, host: str, port: int, gateway_id: str) -> None:
-        """Say where this gateway listens (once it is bound)."""
-        record = Listening(pid=os.getpid(), host=host, port=port, gateway_id=gateway_id, started_at=time.time())
+    def publish(self, *, host: str, port: int, gateway_id: str, instance: str = "") -> None:
+        """Say where this gateway listens (once it is bound), and the instance its /health names."""
+        record = Listening(
+            pid=os.getpid(), host=host, port=port, gateway_id=gateway_id, started_at=time.time(), instance=instance
+        )
         write_atomic(self.root / RUNTIME_FILE, json.dumps(asdict(record)) + "\n", mode=0o600)
         self._published = True
 

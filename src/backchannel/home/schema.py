@@ -33,6 +33,21 @@ HOME: Tree = {
         "max_attempts": None,
         "http_wait_seconds": None,
         "max_body_bytes": None,
+        "durability": None,
+        **dict.fromkeys(
+            (
+                "max_header_bytes",
+                "max_headers",
+                "header_timeout_seconds",
+                "body_timeout_seconds",
+                "keepalive_timeout_seconds",
+                "max_connections",
+                "max_queued_per_session",
+                "max_runs_per_sender_per_minute",
+                "max_turns_per_profile",
+                "max_sessions_per_profile",
+            )
+        ),
     },
     "peers": {NAMES: {"url": None, "note": None, "gateway_id": None}},
 }

@@ -245,6 +245,10 @@ class Transport:
     def _timeout(seconds: float, *, read: float | None) -> httpx.Timeout:
         return httpx.Timeout(seconds, connect=min(seconds, CONNECT_TIMEOUT), read=read)
 
+    def scrub(self, text: str) -> str:
+        """`text` (an answer's error message, say) with this client's key cut out: a server may echo it back."""
+        return text.replace(self._key, "[key]")
+
     def mapped(self, method: str, path: str, timeout: float | None) -> contextlib.AbstractContextManager[None]:
         return map_httpx_errors(self.naming, method, path, timeout=timeout, secret=self._key)
 

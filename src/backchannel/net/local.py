@@ -7,6 +7,8 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
+
 from .. import keys
 from ..errors import BackchannelError, GatewayError
 from ..home.config import GatewayConfig
@@ -48,14 +50,27 @@ class GatewayClient:
     async def aclose(self) -> None:
         await self._http.aclose()
 
-    async def probe(self, gateway_id: str) -> bool:
-        """True when the gateway of this home answers (same gateway id, our key accepted)."""
+    async def probe(self, gateway_id: str, instance: str) -> bool:
+        """True when the gateway of this home answers: first `/health`, without the key, must name `instance`
+        (the fingerprint its runtime file holds); only then is the key sent (same gateway id, key accepted)."""
+        if not instance or not await self._names(instance):
+            return False
         try:
             r = await self._http.request("GET", "/v1/capabilities", timeout=PROBE_TIMEOUT, retries=0)
         except GatewayError:
             return False
         body = r.json_object() if r.status == 200 else None
         return body is not None and body.get("gateway_id") == gateway_id
+
+    async def _names(self, instance: str) -> bool:
+        """Whether whatever listens at the base URL says it is `instance`, asked with no credentials at all."""
+        try:
+            async with httpx.AsyncClient(timeout=PROBE_TIMEOUT, trust_env=False, follow_redirects=False) as anonymous:
+                r = await anonymous.get(self.base_url + "/health")
+                body = r.json() if r.status_code == 200 else None
+        except (httpx.HTTPError, ValueError):
+            return False
+        return isinstance(body, dict) and body.get("instance") == instance
 
     async def request(
         self,

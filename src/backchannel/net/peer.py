@@ -7,6 +7,7 @@ after is "outcome unknown" (`PeerOutcomeUnknown`). A delivery's answer becomes a
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import re
@@ -117,6 +118,7 @@ class PeerClient:
 
     def _error(self, err: ErrorBody, what: str) -> PeerError:
         status, code = err.status, err.code
+        err = dataclasses.replace(err, message=self._http.scrub(err.message))
         if status == 401 or code in ("invalid_api_key", "gateway_auth_failed"):
             return PeerError(f"{self.who} refused our key (HTTP {status}): {err.message}", code="peer_auth")
         if code in REFUSAL_CODES or status in (403, 409):
@@ -162,7 +164,7 @@ class PeerClient:
         if answer.status == 404 and self.agent:  # the peer has no such agent: a request to change, not to retry
             err = error_of(answer.status, answer.json_object())
             raise PeerRefused(
-                f"{self.who} has no agent {self.agent!r} ({err.code or 'not_found'}): {err.message}",
+                f"{self.who} has no agent {self.agent!r} ({err.code or 'not_found'}): {self._http.scrub(err.message)}",
                 code=err.code or "not_found",
             )
         listing = self._json(answer, "the session list")

@@ -14,11 +14,13 @@ from enum import StrEnum
 from typing import Any
 
 from .. import keys
-from ..errors import Conflict, NotFound
+from ..errors import Conflict, LimitReached, NotFound
 from ..ids import new_run_id
 from ..messages import Message
 from .db import Database
 from .sessions import append_messages
+
+QUEUE_FULL_RETRY_SECONDS = 2.0
 
 
 class RunState(StrEnum):
@@ -143,8 +145,13 @@ def record(
     lease_seconds: float = 30.0,
     dedup_window: float = 900.0,
     ttl_seconds: float | None = None,
+    max_queued: int | None = None,
+    admit: Callable[[], None] | None = None,
 ) -> tuple[RunRow, bool]:
     """Insert a queued run, or return the run already filed under the same key (created=False).
+
+    A new run (never a replay) is refused with LimitReached when its session already has `max_queued`
+    runs waiting, or when `admit` raises (a sender's rate); nothing is written then.
 
     With `claim_for`, a run whose session has nothing queued or running is recorded already claimed
     by that owner (`running`): one transaction instead of two on the common path. The run expires
@@ -165,6 +172,25 @@ def record(
             if recent is not None:
                 return _run(recent), False
             key = keys.dedup(fp, run_id)
+        elif (max_queued or admit) and (
+            known := conn.execute("SELECT * FROM runs WHERE idempotency_key = ?", (key,)).fetchone()
+        ):
+            max_queued = admit = None  # a replay: it is answered with its run, whatever the limits say now
+            if known["fingerprint"] == fp:
+                return _run(known), False
+        if max_queued:
+            waiting = conn.execute(
+                "SELECT COUNT(*) FROM runs WHERE session_id = ? AND state = 'queued'", (new.session_id,)
+            ).fetchone()[0]
+            if waiting >= max_queued:
+                raise LimitReached(
+                    f"session {new.session_id!r} already has {waiting} messages waiting (gateway.max_queued_per_session"
+                    f" is {max_queued}); try again once it has answered some",
+                    code="queue_full",
+                    retry_after=QUEUE_FULL_RETRY_SECONDS,
+                )
+        if admit is not None:
+            admit()
         claimed = (
             claim_for is not None
             and not conn.execute(
@@ -428,6 +454,13 @@ def count_by_state(db: Database, states: tuple[RunState, ...]) -> dict[RunState,
     counts = {state: 0 for state in states}
     counts.update({RunState(r[0]): int(r[1]) for r in rows})
     return counts
+
+
+def profile_of_session(db: Database, session_id: str) -> str:
+    row = db.one("SELECT profile FROM runs WHERE session_id = ? ORDER BY seq DESC LIMIT 1", (session_id,))
+    if row is None:
+        raise NotFound(f"no runs for session {session_id!r}", code="session_not_found")
+    return str(row[0])
 
 
 def sessions_with_queued(db: Database) -> list[str]:

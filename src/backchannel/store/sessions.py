@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import Conflict, NotFound, UsageError
+from ..errors import Conflict, LimitReached, NotFound, UsageError
 from ..ids import CLIENT_SESSION_ID_RE, new_session_id
 from ..messages import Message, ToolCall
 from .db import Database
@@ -60,6 +60,7 @@ def create_session(
     source: str = "cli",
     session_id: str | None = None,
     remote_id: str | None = None,
+    limit: int | None = None,
 ) -> SessionRow:
     now = time.time()
     if session_id is not None and not CLIENT_SESSION_ID_RE.match(session_id):
@@ -75,6 +76,14 @@ def create_session(
             taken = conn.execute("SELECT id FROM sessions WHERE profile = ? AND title = ?", (profile, title)).fetchone()
             if taken:
                 raise UsageError(f"Title already in use by session {taken[0]}", code="invalid_title")
+        if limit is not None:
+            count = conn.execute("SELECT COUNT(*) FROM sessions WHERE profile = ?", (profile,)).fetchone()[0]
+            if count >= limit:
+                raise LimitReached(
+                    f"profile {profile!r} has {count} sessions (gateway.max_sessions_per_profile is {limit}); "
+                    "remove some, or raise the limit",
+                    code="too_many_sessions",
+                )
         conn.execute(
             "INSERT INTO sessions (id, profile, title, source, created_at, updated_at, remote_id)"
             " VALUES (?, ?, ?, ?, ?, ?, ?)",
