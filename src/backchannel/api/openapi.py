@@ -193,6 +193,27 @@ def _paths() -> dict[str, Any]:
                 "responses": {"200": _resp("Run", run), **_errors(401, 404, 409)},
             }
         },
+        "/v1/held": {
+            "get": {
+                "summary": "Messages held for the person (the person's key only)",
+                "responses": {"200": _resp("Held runs", {"type": "object"}), **_errors(401, 403, 404)},
+            }
+        },
+        "/v1/held/{run_id}/approve": {
+            "post": {
+                "summary": "Queue a held message (the person's key only)",
+                "parameters": [_RUN_ID],
+                "responses": {"200": _resp("Run", run), **_errors(401, 403, 404, 409)},
+            }
+        },
+        "/v1/held/{run_id}/deny": {
+            "post": {
+                "summary": "Refuse a held message (the person's key only); body {why?}",
+                "parameters": [_RUN_ID],
+                "requestBody": _body({"type": "object", "properties": {"why": {"type": "string"}}}),
+                "responses": {"200": _resp("Run", run), **_errors(400, 401, 403, 404, 409)},
+            }
+        },
     }
 
 
@@ -285,7 +306,16 @@ def openapi_document() -> dict[str, Any]:
                         "session_id": {"type": "string"},
                         "status": {
                             "type": "string",
-                            "enum": ["queued", "running", "completed", "failed", "cancelled", "expired"],
+                            "enum": [
+                                "held",
+                                "queued",
+                                "running",
+                                "completed",
+                                "failed",
+                                "cancelled",
+                                "expired",
+                                "denied",
+                            ],
                         },
                         "output": {"type": "string"},
                         "error": {"type": "string"},

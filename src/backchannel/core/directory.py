@@ -6,7 +6,6 @@ from pathlib import Path
 
 from ..addresses import LocalAddress
 from ..errors import NotFound
-from ..home import peers as registry
 from ..home.config import NAME_RE
 from ..home.profiles import Profile, list_profiles, load_profile
 from ..messages import Message
@@ -107,9 +106,3 @@ class Directory:
 
     def is_bot_chat(self, session_id: str) -> bool:
         return self.session(session_id).title == BOT_CHAT_TITLE
-
-    def peer_sender(self, *, gateway_id: str | None, profile: str | None) -> str:
-        """The address of a sender on another gateway: our name for that gateway when we know it."""
-        name = (registry.name_of_gateway(self.root, gateway_id) if gateway_id else None) or gateway_id
-        parts = [p for p in (name, profile) if p]
-        return "peer:" + "/".join(parts) if parts else "peer:unknown"

@@ -34,8 +34,11 @@ def _params(address: str) -> tuple[str, str, str]:
     return address, address + "/", address + "/"
 
 
-def entries(db: Database, a: str | None = None, b: str | None = None, *, limit: int = 100) -> list[Entry]:
-    """Newest first. One address: anything it sent or received; two: what passed between them."""
+def entries(
+    db: Database, a: str | None = None, b: str | None = None, *, limit: int = 100, profile: str | None = None
+) -> list[Entry]:
+    """Newest first. One address: anything it sent or received; two: what passed between them. With
+    `profile`, only what that profile's sessions received or sent."""
     runs_target = "(profile || '/' || session_id)"
     clauses: dict[str, tuple[str, list[str]]] = {}
     for table, sender, target in (
@@ -52,6 +55,14 @@ def entries(db: Database, a: str | None = None, b: str | None = None, *, limit: 
                 f"(({_match(sender)} AND {_match(target)}) OR ({_match(sender)} AND {_match(target)}))",
                 [*_params(a), *_params(b), *_params(b), *_params(a)],
             )
+    if profile is not None:
+        own = {
+            "runs": ("(profile = ? OR sender_profile = ?)", [profile, profile]),
+            "refusals": (f"({_match('sender')} OR {_match('target')})", [*_params(profile), *_params(profile)]),
+            "outbound": ("sender_profile = ?", [profile]),
+        }
+        for table, (where, params) in own.items():
+            clauses[table] = (f"{clauses[table][0]} AND {where}", [*clauses[table][1], *params])
     run_where, run_params = clauses["runs"]
     ref_where, ref_params = clauses["refusals"]
     out_where, out_params = clauses["outbound"]
