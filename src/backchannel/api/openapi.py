@@ -23,6 +23,7 @@ def _errors(*codes: int) -> dict[str, Any]:
     names = {
         400: "Malformed request",
         401: "Missing or wrong API key",
+        403: "The key used does not reach this (a peer's key: other profiles, sessions, runs, the ledger, holds)",
         404: "Unknown profile, session or run",
         409: "Conflict (idempotency key reused for another message, run not active)",
         413: "Body too large",
