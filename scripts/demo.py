@@ -153,7 +153,14 @@ def tutorial(demo: Demo) -> None:
     step("A key each way: each makes a key for the other (printed once), given to `peer add` there (on its stdin)")
     key = demo.run("spark", "key", "create", "home", "--profile", "*", note="home's messages at spark: peer:home/…")
     demo.run(
-        "home", "peer", "add", "spark", "--url", f"http://127.0.0.1:{spark_port}", stdin=key.strip(), note="key on stdin"
+        "home",
+        "peer",
+        "add",
+        "spark",
+        "--url",
+        f"http://127.0.0.1:{spark_port}",
+        stdin=key.strip(),
+        note="key on stdin",
     )
     key = demo.run("home", "key", "create", "spark", note="spark's messages at home: peer:spark/…, default only")
     demo.run(

@@ -28,9 +28,7 @@ def make_key(name: str, *args: str) -> str:
 
 
 def as_key(gw: GatewayProcess, key: str) -> httpx.Client:
-    return httpx.Client(
-        base_url=gw.url, headers={"Authorization": f"Bearer {key}"}, timeout=TIMEOUT, trust_env=False
-    )
+    return httpx.Client(base_url=gw.url, headers={"Authorization": f"Bearer {key}"}, timeout=TIMEOUT, trust_env=False)
 
 
 def person(gw: GatewayProcess) -> httpx.Client:
@@ -163,7 +161,16 @@ def test_a_peer_key_reaches_its_bot_chats_and_its_own_runs_only(gateway: Gateway
 
 def test_peer_add_makes_the_key_back_and_prints_the_command(initialised: Path) -> None:
     added = run_cli(
-        "peer", "add", "spark", "--url", "http://127.0.0.1:9", "--key", "bcpk_xxxxxxxxxxxx", "--key-back", "--as", "home"
+        "peer",
+        "add",
+        "spark",
+        "--url",
+        "http://127.0.0.1:9",
+        "--key",
+        "bcpk_xxxxxxxxxxxx",
+        "--key-back",
+        "--as",
+        "home",
     )
     assert added.exit_code == 0, added.stderr
     line = next(ln for ln in added.stdout.splitlines() if "peer add home" in ln)

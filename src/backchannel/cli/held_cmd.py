@@ -51,7 +51,9 @@ async def _call(method: str, path: str, json: dict[str, Any] | None = None) -> d
 @click.option("-p", "--profile", "profile_name", shell_complete=complete.profile_names, help="Only this profile's.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
 def held(profile_name: str | None, as_json: bool) -> None:
-    """Messages waiting for your approval (a session_messaging.hold rule), oldest first."""
+    """Messages held for your approval.
+
+    A session_messaging.hold rule keeps them; oldest first."""
     root = config.home()
     config.require_home(root)
     prefix = f"/p/{urllib.parse.quote(profile_name, safe='')}" if profile_name else ""
@@ -87,7 +89,9 @@ def _first(row: dict[str, Any]) -> str:
 @click.argument("run_id", shell_complete=complete.run_ids)
 @click.option("--json", "as_json", is_flag=True, help="Print the run as JSON.")
 def approve(run_id: str, as_json: bool) -> None:
-    """Queue a held message: its turn runs, and its sender gets the reply."""
+    """Queue a held message.
+
+    Its turn runs, and its sender gets the reply."""
     root = config.home()
     config.require_home(root)
     body = asyncio.run(_call("POST", f"/v1/held/{urllib.parse.quote(run_id, safe='')}/approve"))
@@ -107,7 +111,9 @@ def approve(run_id: str, as_json: bool) -> None:
 @click.option("--why", help="The reason its sender reads.")
 @click.option("--json", "as_json", is_flag=True, help="Print the run as JSON.")
 def deny(run_id: str, why: str | None, as_json: bool) -> None:
-    """Refuse a held message: it ends `denied`, and its sender is told (the outcome refused)."""
+    """Refuse a held message.
+
+    It ends `denied`, and its sender is told (the outcome refused)."""
     root = config.home()
     config.require_home(root)
     path = f"/v1/held/{urllib.parse.quote(run_id, safe='')}/deny"

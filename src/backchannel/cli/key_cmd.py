@@ -30,7 +30,9 @@ def key() -> None:
     epilog=examples("backchannel key show"),
 )
 def show() -> None:
-    """Print this home's API_SERVER_KEY on stdout (a warning goes to stderr)."""
+    """Print this home's API_SERVER_KEY.
+
+    On stdout; a warning goes to stderr."""
     root = config.home()
     config.require_home(root)
     value = config.read_env(root).get(config.API_KEY_VAR)
@@ -79,7 +81,7 @@ def _print_new(k: PeerKey, value: str, *, as_json: bool, verb: str) -> None:
 @click.option("--read", is_flag=True, help="Also read sessions, messages, runs and the ledger of those profiles.")
 @click.option("--json", "as_json", is_flag=True, help="Print the key and its record as JSON.")
 def create(name: str, profiles: tuple[str, ...], read: bool, as_json: bool) -> None:
-    """Make a key for peer NAME and print it once.
+    """Make a key for peer NAME, printed once.
 
     A request made with it is from peer:NAME (peer:NAME/<its sender profile>), whatever its headers
     say; it reaches the Bot Chats of its profiles and the runs it sent, and nothing else unless --read.
@@ -92,7 +94,9 @@ def create(name: str, profiles: tuple[str, ...], read: bool, as_json: bool) -> N
 @key.command("list", epilog=examples("backchannel key list", "backchannel key list --json"))
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
 def list_(as_json: bool) -> None:
-    """The peers' keys: name, profiles, read, created, last used (never the key)."""
+    """The peers' keys.
+
+    Name, profiles, read, created, last used: never the key."""
     with home_gateway(config.home()) as gateway:
         found = gateway.access.keys()
 
@@ -115,7 +119,9 @@ def list_(as_json: bool) -> None:
 @click.argument("name")
 @click.option("--json", "as_json", is_flag=True, help="Print the new key and its record as JSON.")
 def rotate(name: str, as_json: bool) -> None:
-    """Give peer NAME's key a new value, printed once; the old value stops working at once."""
+    """Give peer NAME's key a new value.
+
+    It is printed once; the old value stops working at once."""
     with home_gateway(config.home()) as gateway:
         rotated, value = gateway.access.rotate(name)
     _print_new(rotated, value, as_json=as_json, verb="rotated")
@@ -125,7 +131,9 @@ def rotate(name: str, as_json: bool) -> None:
 @click.argument("name")
 @click.option("--json", "as_json", is_flag=True, help="Print the revoked key's record as JSON.")
 def revoke(name: str, as_json: bool) -> None:
-    """Remove peer NAME's key: requests made with it are refused (401) from now on."""
+    """Remove peer NAME's key.
+
+    Requests made with it are refused (401) from now on."""
     with home_gateway(config.home()) as gateway:
         gone = gateway.access.revoke(name)
     emit(_key_dict(gone), as_json=as_json, text=lambda: click.echo(f"revoked the key of peer {gone.name!r}"))
