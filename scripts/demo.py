@@ -150,11 +150,23 @@ def tutorial(demo: Demo) -> None:
     home_port = demo.start_gateway("home")
     spark_port = demo.start_gateway("spark")
 
-    step("Each learns the other's key: `key show` on one, given to `peer add` on the other (on its stdin)")
-    key = demo.run("spark", "key", "show").strip()
-    demo.run("home", "peer", "add", "spark", "--url", f"http://127.0.0.1:{spark_port}", stdin=key, note="key on stdin")
-    key = demo.run("home", "key", "show").strip()
-    demo.run("spark", "peer", "add", "home", "--url", f"http://127.0.0.1:{home_port}", stdin=key, note="key on stdin")
+    step("A key each way: each makes a key for the other (printed once), given to `peer add` there (on its stdin)")
+    key = demo.run("spark", "key", "create", "home", "--profile", "*", note="home's messages at spark: peer:home/…")
+    demo.run(
+        "home",
+        "peer",
+        "add",
+        "spark",
+        "--url",
+        f"http://127.0.0.1:{spark_port}",
+        stdin=key.strip(),
+        note="key on stdin",
+    )
+    key = demo.run("home", "key", "create", "spark", note="spark's messages at home: peer:spark/…, default only")
+    demo.run(
+        "spark", "peer", "add", "home", "--url", f"http://127.0.0.1:{home_port}", stdin=key.strip(), note="key on stdin"
+    )
+    demo.run("spark", "key", "list", note="the key's name, profiles and last use: never the key")
 
     step("A person on home messages spark's agent; then research does, under its allowlist")
     demo.run("home", "peer", "dm", "spark", "disk status?")

@@ -30,10 +30,11 @@ PROMISED = [
     "[spark] $ backchannel init",
     "[home] $ backchannel gateway --port ",
     "[spark] $ backchannel gateway --port ",
-    "[spark] $ backchannel key show",
+    "[spark] $ backchannel key create home --profile '*'",
     "[home] $ backchannel peer add spark --url http://127.0.0.1:",
-    "[home] $ backchannel key show",
+    "[home] $ backchannel key create spark",
     "[spark] $ backchannel peer add home --url http://127.0.0.1:",
+    "[spark] $ backchannel key list",
     "[home] $ backchannel peer dm spark 'disk status?'",
     "default (echo): disk status?",
     "      - peer:spark\n",
@@ -100,7 +101,7 @@ def test_ctrl_c_stops_the_gateways_removes_the_homes_and_exits_130(tmp_path: Pat
     seen = []
     for line in proc.stdout:
         seen.append(line)
-        if "Each learns the other's key" in line:  # both gateways are up
+        if "A key each way" in line:  # both gateways are up
             break
     proc.send_signal(signal.SIGINT)
     rest, _ = proc.communicate(timeout=60)

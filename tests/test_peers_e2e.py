@@ -86,13 +86,31 @@ def _init_home(root: Path) -> GatewayProcess:
     return gw
 
 
+def peer_key(root: Path, name: str) -> str:
+    """A key made on `root` for peer `name`, reaching every profile there (printed once, on stdout)."""
+    made = cli(root, "key", "create", name, "--profile", "*", "--json")
+    assert made.exit_code == 0, made.stderr
+    key: str = json.loads(made.stdout)["key"]
+    return key
+
+
+def fresh_link(pair: Pair, name: str) -> str:
+    """A second way from alpha to beta: a key of its own on beta (so an exchange of its own), registered on alpha."""
+    key = peer_key(pair.b, name)
+    SECRETS.add(key)
+    added = cli(pair.a, "peer", "add", name, "--url", pair.beta.url, "--key", key)
+    assert added.exit_code == 0, added.stderr
+    return name
+
+
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
     base = tmp_path_factory.mktemp("peers")
     alpha = _init_home(base / "alpha")
     beta = _init_home(base / "beta")
-    p = Pair(alpha, beta, api_key(alpha.root), api_key(beta.root))
-    SECRETS.update({p.alpha_key, p.beta_key})
+    # A key each way: alpha_key reaches alpha (alpha made it for beta), beta_key reaches beta (made for alpha).
+    p = Pair(alpha, beta, peer_key(alpha.root, "beta"), peer_key(beta.root, "alpha"))
+    SECRETS.update({p.alpha_key, p.beta_key, api_key(alpha.root), api_key(beta.root)})
     try:
         alpha.start()
         beta.start()
@@ -607,9 +625,10 @@ def test_a_reply_that_would_come_back_into_the_waiting_session_is_refused_as_a_d
     assert inner[0]["result"] == "refused", inner
     assert inner[0]["error"]["code"] == "would_deadlock", inner
 
-    refusals = [e for e in ledger(pair.a) if e["message"] == "ping back"]
+    # beta knows from its own records that alpha waits on the turn asking: it refuses before anything leaves.
+    refusals = [e for e in ledger(pair.a) + ledger(pair.b) if e["message"] == "ping back"]
     assert [e["state"] for e in refusals] == ["refused:would_deadlock"], refusals
-    assert refusals[0]["sender"] == "peer:beta/default", refusals
+    assert refusals[0]["sender"].startswith("default/") and refusals[0]["target"] == "peer:alpha", refusals
     assert refusals[0]["hops"] == 2, refusals
 
 
@@ -656,13 +675,15 @@ def test_a_peer_that_refuses_gives_exit_2_and_agents_a_refusal(pair: Pair) -> No
     assert [e["state"] for e in ledger(pair.b) if e["message"] == "knock knock"] == ["refused:not_allowed"]
 
     # A person's message is hop 0: a peer with max_hops 0 takes it; an agent's (hop 1) is refused there.
+    # A link of its own (beta's exchanges with alpha reached further hops earlier in this module).
+    link = fresh_link(pair, "hopzero")
     with (
         messaging_rules(pair.b, "default", max_hops=0),
-        messaging_rules(pair.a, "default", allow=["peer:beta"]),
+        messaging_rules(pair.a, "default", allow=[f"peer:{link}"]),
     ):
-        person = cli(pair.a, "peer", "dm", "beta", "from a person, hop zero")
+        person = cli(pair.a, "peer", "dm", link, "from a person, hop zero")
         assert person.exit_code == 0, person.stderr
-        agent = cli(pair.a, "send", "default", "/peer beta from an agent, hop one", "--json")
+        agent = cli(pair.a, "send", "default", f"/peer {link} from an agent, hop one", "--json")
     assert agent.exit_code == 0, agent.stderr
     results = tool_results(json.loads(agent.stdout)["reply"], "send_to_peer")
     assert len(results) == 1 and results[0]["result"] == "refused", results
@@ -703,11 +724,16 @@ def test_hop_limit_and_deadlock_are_enforced_on_arrival(pair: Pair) -> None:
     session_id = bot_chat_id(pair.beta)
 
     def deliver(message: str, **headers: str) -> httpx.Response:
-        with api(pair.beta) as c:
+        with api(pair.beta) as c:  # as alpha: with the key beta made for it
             return c.post(
                 f"/api/sessions/{session_id}/chat",
                 json={"message": message},
-                headers={"X-Hermes-Sender-Profile": "default", "X-Hermes-Wait-Seconds": "5", **headers},
+                headers={
+                    "Authorization": f"Bearer {pair.beta_key}",
+                    "X-Hermes-Sender-Profile": "default",
+                    "X-Hermes-Wait-Seconds": "5",
+                    **headers,
+                },
             )
 
     def refused(r: httpx.Response, code: str) -> bool:

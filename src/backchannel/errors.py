@@ -8,6 +8,7 @@ BackchannelError
  ├── NotFound              exit 2, 404 not_found         unknown profile, session, run
  ├── Conflict              exit 2, 409 conflict           e.g. an id or key already used differently
  ├── Refused               exit 2, 403 not_allowed       refused by local policy
+ ├── Forbidden             exit 2, 403 forbidden         the key used does not reach this (a peer's key)
  ├── AuthError             exit 1, 401 invalid_api_key
  ├── LimitReached          exit 1, 429 queue_full        a limit of the gateway's (also rate_limited, too_many_sessions)
  ├── StoreError            exit 2, 503 store_unavailable locked, damaged (store_damaged) or newer-schema state.db
@@ -95,6 +96,15 @@ class Refused(BackchannelError):
     model_visible = True
     http_status = 403
     code = "not_allowed"
+    type = "permission_error"
+
+
+class Forbidden(BackchannelError):
+    """A valid key that does not reach what was asked: another profile, session or run, or the ledger."""
+
+    exit_code = 2
+    http_status = 403
+    code = "forbidden"
     type = "permission_error"
 
 

@@ -17,6 +17,7 @@ from enum import StrEnum
 from typing import Any
 
 RECEIPT_DETAIL = "accepted and queued: do not resend. The reply comes when the run ends; ask for it with its run id."
+HELD_DETAIL = "held for the target's person to approve: do not resend. The outcome comes when the person decides."
 FAILED_STATES = frozenset({"failed", "cancelled", "expired", "interrupted"})
 PENDING_STATES = frozenset({"queued", "running", "started", "stopping", "sending"})
 
@@ -91,7 +92,7 @@ class Result:
             body["reply"] = self.reply or ""
         elif self.outcome in (Outcome.RECEIPT, Outcome.HELD):
             body["queue_position"] = self.queue_position
-            body["detail"] = RECEIPT_DETAIL
+            body["detail"] = RECEIPT_DETAIL if self.outcome is Outcome.RECEIPT else HELD_DETAIL
         else:
             body["error"] = {"code": self.code or self.outcome.value, "message": self.error or "no detail"}
             if self.reply:

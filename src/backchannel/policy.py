@@ -28,7 +28,7 @@ DEADLOCK_ADVICE = (
 
 @dataclass(frozen=True)
 class Refusal:
-    code: str  # not_allowed | hop_limit | would_deadlock | pair_budget | self_send
+    code: str  # not_allowed | hop_limit | would_deadlock | pair_budget | inbound_budget | self_send
     reason: str
 
 
@@ -49,7 +49,8 @@ class Party:
 @dataclass(frozen=True)
 class Attempt:
     """The facts of one message: who, to whom, its hop, the chain of turns waiting on it, whether the
-    sender waits for the reply, and how many agent-sent messages this pair already exchanged."""
+    sender waits for the reply, how many agent-sent messages this pair already exchanged, and for an
+    arrival how many this peer already sent the profile."""
 
     kind: Kind
     sender: Party
@@ -58,6 +59,7 @@ class Attempt:
     chain: Sequence[str] = ()
     waits: bool = False
     pair_sent: int = 0
+    arrived: int = 0  # an arrival: what this peer key already sent this profile within the hour
 
 
 def matches(patterns: Iterable[str], names: Sequence[str]) -> bool:
@@ -119,4 +121,21 @@ def check(attempt: Attempt) -> Refusal | None:
                 f"this profile already sent {attempt.pair_sent} messages to {target.shown.split('/')[0]} in this "
                 f"exchange within the hour (pair_budget_per_hour {budget}); wait for your person",
             )
+    if attempt.kind == "arrival" and rules is not None and attempt.arrived >= rules.inbound_budget_per_hour:
+        return Refusal(
+            "inbound_budget",
+            f"{sender.names[0]} already sent {attempt.arrived} messages to {target.shown.split('/')[0]} within the "
+            f"hour (inbound_budget_per_hour {rules.inbound_budget_per_hour}); its person can raise it",
+        )
     return None
+
+
+def held(attempt: Attempt) -> bool:
+    """Whether a message let through waits for the target's person (the target's `hold` list names its sender)."""
+    rules = attempt.target.policy
+    if rules is None or attempt.kind not in ("send", "arrival") or not rules.hold:
+        return False
+    names = list(attempt.sender.names)
+    if attempt.kind == "send":  # a local sender is held by its profile's name too, whatever its session
+        names.append(names[-1].split("/")[0])
+    return matches(rules.hold, names)

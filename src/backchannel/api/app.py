@@ -14,9 +14,9 @@ from starlette.routing import BaseRoute, Mount, Route
 from .. import __version__
 from ..errors import BackchannelError
 from ..messages import MAX_MESSAGE_CHARS
-from . import routes_runs, routes_sessions, routes_tools, web
-from .context import Context, context
-from .http import authorize, profile_of
+from . import routes_held, routes_runs, routes_sessions, routes_tools, web
+from .context import Context, caller, context
+from .http import bearer, profile_of
 from .openapi import openapi_document
 
 log = logging.getLogger("backchannel.api")
@@ -24,9 +24,19 @@ log = logging.getLogger("backchannel.api")
 Endpoint = Callable[[Request], Awaitable[Response]]
 
 
-def protected(endpoint: Endpoint) -> Endpoint:
+def protected(endpoint: Endpoint, *, person_only: bool = False, runs: bool = False) -> Endpoint:
+    """The route with its key checked: the caller (the person, or the peer whose key it is) is kept on the
+    request; a peer's key reaches only the profiles it was made for (and `person_only` routes not at all).
+    A run route at the root finds a run in any profile: the route checks the run's own profile."""
+
     async def guarded(request: Request) -> Response:
-        authorize(request, context(request).api_key)
+        ctx = context(request)
+        who = ctx.gateway.access.identify(bearer(request), person_key=ctx.api_key)
+        request.state.caller = who
+        if person_only:
+            who.require_person(f"{request.method} {request.url.path}")
+        if not runs or "profile" in request.path_params:
+            who.require_profile(profile_of(request))
         return await endpoint(request)
 
     guarded.__name__ = endpoint.__name__
@@ -44,6 +54,7 @@ async def health(request: Request) -> Response:
 async def capabilities(request: Request) -> Response:
     ctx = context(request)
     ctx.directory.check_profile(profile_of(request))
+    who = caller(request)
     features = {
         "session_chat": True,
         "session_chat_streaming": True,
@@ -64,7 +75,7 @@ async def capabilities(request: Request) -> Response:
             "platform": "backchannel",
             "version": __version__,
             "gateway_id": ctx.settings.gateway_id,
-            "auth": {"type": "bearer", "required": True},
+            "auth": {"type": "bearer", "required": True, "identity": "person" if who.is_person else f"peer:{who.peer}"},
             "features": features,
             "limits": {"max_body_bytes": ctx.settings.max_body_bytes, "max_message_chars": MAX_MESSAGE_CHARS},
         }
@@ -84,12 +95,19 @@ def _api_routes() -> list[BaseRoute]:
         Route("/api/sessions/{session_id}/messages", protected(routes_sessions.session_messages), methods=["GET"]),
         Route("/api/sessions/{session_id}/chat", protected(routes_sessions.chat), methods=["POST"]),
         Route("/api/sessions/{session_id}/chat/stream", protected(routes_sessions.chat_stream), methods=["POST"]),
-        Route("/api/sessions/{session_id}/tools/{tool}", protected(routes_tools.call_tool), methods=["POST"]),
+        Route(
+            "/api/sessions/{session_id}/tools/{tool}",
+            protected(routes_tools.call_tool, person_only=True),  # acting as one of our sessions: the person only
+            methods=["POST"],
+        ),
         Route("/v1/runs", protected(routes_runs.start_run), methods=["POST"]),
-        Route("/v1/runs/{run_id}", protected(routes_runs.get_run), methods=["GET"]),
-        Route("/v1/runs/{run_id}/events", protected(routes_runs.run_events), methods=["GET"]),
-        Route("/v1/runs/{run_id}/stop", protected(routes_runs.stop_run), methods=["POST"]),
+        Route("/v1/runs/{run_id}", protected(routes_runs.get_run, runs=True), methods=["GET"]),
+        Route("/v1/runs/{run_id}/events", protected(routes_runs.run_events, runs=True), methods=["GET"]),
+        Route("/v1/runs/{run_id}/stop", protected(routes_runs.stop_run, runs=True), methods=["POST"]),
         Route("/v1/ledger", protected(routes_runs.get_ledger), methods=["GET"]),
+        Route("/v1/held", protected(routes_held.list_held, person_only=True), methods=["GET"]),
+        Route("/v1/held/{run_id}/approve", protected(routes_held.approve, person_only=True), methods=["POST"]),
+        Route("/v1/held/{run_id}/deny", protected(routes_held.deny, person_only=True), methods=["POST"]),
     ]
 
 

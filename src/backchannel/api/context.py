@@ -7,9 +7,11 @@ from typing import Any
 
 from starlette.requests import Request
 
+from ..core.access import Caller
 from ..core.delivery import Delivery, Incoming
 from ..core.directory import Directory
 from ..core.gateway import Gateway
+from ..errors import UsageError
 from ..home.config import GatewayConfig
 from ..keys import check_external
 from ..store.sessions import SessionRow
@@ -40,16 +42,26 @@ def context(request: Request) -> Context:
     return ctx
 
 
+def caller(request: Request) -> Caller:
+    """Who made the request (set by the app's key check)."""
+    who: Caller = request.state.caller
+    return who
+
+
 def incoming(
     request: Request, ctx: Context, session: SessionRow, body: dict[str, Any], message: str | None
 ) -> tuple[Incoming, DeliveryHeaders]:
     """A request's message as the delivery service takes it: key, sender, hops and chain from its headers."""
     headers = delivery_headers(request)
+    who = caller(request)
+    author = body.get("author")
+    if author is not None and not isinstance(author, dict):
+        raise UsageError("field 'author' must be an object {id, name, is_bot}", code="invalid_author")
     return (
         Incoming(
             session=session,
             text=message or "",
-            sender=sender_of(request, body, headers, ctx.directory.peer_sender),
+            sender=who.sender(headers.sender_profile) if who.peer else sender_of(request),
             key=check_external(headers.idempotency_key),
             hops=headers.hops,
             chain=headers.chain,

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import hmac
 import re
 import urllib.parse
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -20,11 +18,13 @@ SENDER_PROFILE_RE = re.compile(r"[^A-Za-z0-9_.@-]")
 MAX_HOPS_HEADER = 1000
 
 
-def authorize(request: Request, key: str) -> None:
+def bearer(request: Request) -> str:
+    """The request's bearer token; AuthError when it has none."""
     header = request.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
-    if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), key.encode()):
-        raise AuthError("Invalid API key: send Authorization: Bearer <API_SERVER_KEY>")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise AuthError("Invalid API key: send Authorization: Bearer <API_SERVER_KEY or a peer key>")
+    return token.strip()
 
 
 def profile_of(request: Request) -> str:
@@ -180,19 +180,11 @@ def int_param(request: Request, name: str, default: int, *, low: int, high: int)
     return value
 
 
-def sender_of(request: Request, body: dict[str, Any], headers: DeliveryHeaders, peer_sender: Callable[..., str]) -> str:
-    """Who is speaking: another gateway's agent when the request says so, else the person with the key."""
-    author = body.get("author")
-    if author is not None and not isinstance(author, dict):
-        raise UsageError("field 'author' must be an object {id, name, is_bot}", code="invalid_author")
-    gateway = request.headers.get("x-backchannel-gateway") or None
-    if gateway is not None:
-        gateway = SENDER_PROFILE_RE.sub("_", gateway)[:64]
-    if gateway or headers.sender_profile:
-        return peer_sender(gateway_id=gateway, profile=headers.sender_profile)
-    if isinstance(author, dict) and author.get("is_bot"):
-        name = str(author.get("name") or author.get("id") or "unknown").removeprefix("bot:")
-        return "peer:" + SENDER_PROFILE_RE.sub("_", name)[:64]
+def sender_of(request: Request) -> str:
+    """The surface a person's request names (`X-Backchannel-Sender: human:<surface>`), else `human:api`.
+
+    A request made with the person's key is the person's, whatever its other headers say: who sends is
+    the key's to say (a peer has a key of its own), not `X-Backchannel-Gateway` or a sender profile."""
     declared = request.headers.get("x-backchannel-sender", "")
     if re.fullmatch(r"human:[a-z0-9_-]{1,32}", declared):
         return declared

@@ -23,6 +23,7 @@ def _errors(*codes: int) -> dict[str, Any]:
     names = {
         400: "Malformed request",
         401: "Missing or wrong API key",
+        403: "The key used does not reach this (a peer's key: other profiles, sessions, runs, the ledger, holds)",
         404: "Unknown profile, session or run",
         409: "Conflict (idempotency key reused for another message, run not active)",
         413: "Body too large",
@@ -216,6 +217,27 @@ def _paths() -> dict[str, Any]:
                 "responses": {"200": _resp("Run", run), **_errors(401, 404, 409)},
             }
         },
+        "/v1/held": {
+            "get": {
+                "summary": "Messages held for the person (the person's key only)",
+                "responses": {"200": _resp("Held runs", {"type": "object"}), **_errors(401, 403, 404)},
+            }
+        },
+        "/v1/held/{run_id}/approve": {
+            "post": {
+                "summary": "Queue a held message (the person's key only)",
+                "parameters": [_RUN_ID],
+                "responses": {"200": _resp("Run", run), **_errors(401, 403, 404, 409)},
+            }
+        },
+        "/v1/held/{run_id}/deny": {
+            "post": {
+                "summary": "Refuse a held message (the person's key only); body {why?}",
+                "parameters": [_RUN_ID],
+                "requestBody": _body({"type": "object", "properties": {"why": {"type": "string"}}}),
+                "responses": {"200": _resp("Run", run), **_errors(400, 401, 403, 404, 409)},
+            }
+        },
     }
 
 
@@ -308,7 +330,16 @@ def openapi_document() -> dict[str, Any]:
                         "session_id": {"type": "string"},
                         "status": {
                             "type": "string",
-                            "enum": ["queued", "running", "completed", "failed", "cancelled", "expired"],
+                            "enum": [
+                                "held",
+                                "queued",
+                                "running",
+                                "completed",
+                                "failed",
+                                "cancelled",
+                                "expired",
+                                "denied",
+                            ],
                         },
                         "output": {"type": "string"},
                         "error": {"type": "string"},

@@ -11,7 +11,7 @@ from starlette.responses import JSONResponse, Response
 
 from ..errors import UsageError
 from . import shapes
-from .context import context, incoming
+from .context import caller, context, incoming
 from .http import int_param, json_body, optional_str, profile_of, run_scope, text_field
 
 
@@ -21,7 +21,10 @@ async def start_run(request: Request) -> Response:
     body = await json_body(request, ctx.settings.max_body_bytes, timeout=ctx.settings.body_timeout_seconds)
     message = text_field(body, "input", "message", required=True)
     session_id = optional_str(body, "session_id")
-    session = ctx.directory.session(session_id, profile=profile) if session_id else ctx.directory.bot_chat(profile)
+    if session_id:
+        session = caller(request).require_bot_chat(ctx.directory.session(session_id, profile=profile))
+    else:
+        session = ctx.directory.bot_chat(profile)
     message_in, _headers = incoming(request, ctx, session, body, message)
     d = await ctx.delivery.submit(message_in)
     body_out = {
@@ -38,18 +41,22 @@ async def start_run(request: Request) -> Response:
 async def get_run(request: Request) -> Response:
     ctx = context(request)
     d = ctx.delivery.status(request.path_params["run_id"], profile=run_scope(request, ctx.directory))
+    caller(request).require_run(d.run)
     return JSONResponse(shapes.run(d.run, d.result.queue_position))
 
 
 async def stop_run(request: Request) -> Response:
     ctx = context(request)
-    d = await ctx.delivery.stop(request.path_params["run_id"], profile=run_scope(request, ctx.directory))
+    run_id = request.path_params["run_id"]
+    caller(request).require_run(ctx.delivery.run(run_id, profile=run_scope(request, ctx.directory)), stopping=True)
+    d = await ctx.delivery.stop(run_id, profile=run_scope(request, ctx.directory))
     return JSONResponse(shapes.run(d.run, None))
 
 
 async def run_events(request: Request) -> Response:
     ctx = context(request)
     run = ctx.delivery.run(request.path_params["run_id"], profile=run_scope(request, ctx.directory))
+    caller(request).require_run(run)
 
     async def frames() -> AsyncIterator[dict[str, str]]:
         async for event in ctx.delivery.follow(run.id):
@@ -60,10 +67,14 @@ async def run_events(request: Request) -> Response:
 
 async def get_ledger(request: Request) -> Response:
     ctx = context(request)
-    ctx.directory.check_profile(profile_of(request))
+    profile = ctx.directory.check_profile(profile_of(request))
+    who = caller(request)
+    who.require_read("the ledger")
+    # Under /p/<profile>, that profile's entries only; at the root, every profile's for the person.
+    scope = profile if "profile" in request.path_params or not who.is_person else None
     given = request.query_params.getlist("address")
     if len(given) > 2:
         raise UsageError("at most two 'address' parameters")
     limit = int_param(request, "limit", 100, low=1, high=10_000)
-    rows = ctx.delivery.ledger(*given, limit=limit)
+    rows = ctx.delivery.ledger(*given, limit=limit, profile=scope)
     return JSONResponse({"object": "list", "data": [r.to_dict() for r in rows]})

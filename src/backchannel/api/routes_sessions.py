@@ -12,10 +12,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ..core.delivery import Incoming
-from ..errors import DeliveryError
+from ..errors import DeliveryError, Forbidden, Refused
 from ..outcome import Outcome
+from ..store.sessions import BOT_CHAT_TITLE
 from . import shapes
-from .context import Context, context, incoming
+from .context import Context, caller, context, incoming
 from .http import DeliveryHeaders, int_param, json_body, optional_str, profile_of, text_field
 
 WAITING_TICK_SECONDS = 1.0  # how often a stream looks again at how many runs its queued run waits behind
@@ -27,6 +28,9 @@ async def list_sessions(request: Request) -> Response:
     limit = int_param(request, "limit", 50, low=1, high=10_000)
     offset = int_param(request, "offset", 0, low=0, high=10**9)
     title = request.query_params.get("title") or None
+    who = caller(request)
+    if not who.is_person and not who.read:
+        title = BOT_CHAT_TITLE  # a peer's key sees its profiles' Bot Chats only
     rows = ctx.directory.sessions(profile, title=title, limit=limit + 1, offset=offset)
     return JSONResponse(
         {
@@ -46,6 +50,11 @@ async def create_session(request: Request) -> Response:
     session_id = optional_str(body, "id") or optional_str(body, "session_id")
     title = optional_str(body, "title")
     source = optional_str(body, "source") or "api"
+    who = caller(request)
+    if not who.is_person and (session_id is not None or (title or "").strip() != BOT_CHAT_TITLE):
+        raise Forbidden(
+            f"{who.shown} may find or create only the Bot Chat (title {BOT_CHAT_TITLE!r}), no other session"
+        )
     row, created = await ctx.directory.create_session(
         profile, title=title, source=source[:32], session_id=session_id, limit=ctx.settings.max_sessions_per_profile
     )
@@ -58,6 +67,7 @@ async def get_session(request: Request) -> Response:
     ctx = context(request)
     profile = ctx.directory.check_profile(profile_of(request))
     row = ctx.directory.session(request.path_params["session_id"], profile=profile)
+    caller(request).require_bot_chat(row, reading=True)
     return JSONResponse({"object": "hermes.session", "session": shapes.session(row)})
 
 
@@ -65,13 +75,16 @@ async def session_messages(request: Request) -> Response:
     ctx = context(request)
     profile = ctx.directory.check_profile(profile_of(request))
     session_id = request.path_params["session_id"]
+    caller(request).require_read("reading a session's messages")
     messages = ctx.directory.messages(session_id, profile=profile)
     return JSONResponse({"object": "list", "session_id": session_id, "data": [m.to_dict() for m in messages]})
 
 
 async def _incoming(request: Request, ctx: Context) -> tuple[Incoming, DeliveryHeaders, str]:
     profile = ctx.directory.check_profile(profile_of(request))
-    session = ctx.directory.session(request.path_params["session_id"], profile=profile)
+    session = caller(request).require_bot_chat(
+        ctx.directory.session(request.path_params["session_id"], profile=profile)
+    )
     body = await json_body(request, ctx.settings.max_body_bytes, timeout=ctx.settings.body_timeout_seconds)
     message_in, headers = incoming(request, ctx, session, body, text_field(body, "message", "input", required=True))
     return message_in, headers, profile
@@ -81,13 +94,19 @@ async def chat(request: Request) -> Response:
     ctx = context(request)
     message_in, headers, profile = await _incoming(request, ctx)
     wait = headers.wait_seconds if headers.wait_seconds is not None else ctx.settings.http_wait_seconds
-    d = await ctx.delivery.deliver(message_in, wait=wait)
+    try:
+        d = await ctx.delivery.deliver(message_in, wait=wait)
+    except Refused as exc:
+        if not headers.wants_envelope:
+            raise
+        # The receipt dialect's own answer to a policy refusal: its clients read `refused` (hermes peer: exit 2).
+        return JSONResponse(shapes.refused_result(exc, profile=profile, session_id=message_in.session.id))
     if headers.wants_envelope:
-        return JSONResponse(shapes.send_result(d, profile=profile))
+        return JSONResponse(shapes.send_result(d, profile=profile, ahead=ctx.delivery.runs_ahead(d.run.id)))
     outcome = d.result.outcome
     if outcome is Outcome.DELIVERED:
         return JSONResponse(shapes.completion(d), headers={"X-Hermes-Session-Id": d.run.session_id})
-    if outcome is Outcome.RECEIPT:
+    if outcome in (Outcome.RECEIPT, Outcome.HELD):
         return JSONResponse(shapes.queued(d), status_code=202, headers={"X-Hermes-Session-Id": d.run.session_id})
     raise DeliveryError(
         f"run {d.run.id} {d.run.state.value}: {d.run.error or 'no reply'}",
@@ -100,7 +119,7 @@ async def chat_stream(request: Request) -> Response:
     ctx = context(request)
     message_in, headers, _profile = await _incoming(request, ctx)
     wait = headers.wait_seconds if headers.wait_seconds is not None else ctx.settings.http_wait_seconds
-    first = await ctx.delivery.submit(message_in)
+    first = await ctx.delivery.submit(message_in, wait=wait)
     run_id, session_id = first.run.id, first.run.session_id
     deadline = time.monotonic() + wait
     live = ctx.delivery.reserve_events(run_id)  # before the run can start: the stream sees all its events

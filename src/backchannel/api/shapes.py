@@ -7,7 +7,8 @@ import uuid
 from typing import Any
 
 from ..core.delivery import Delivered
-from ..outcome import RECEIPT_DETAIL, Outcome
+from ..errors import BackchannelError
+from ..outcome import HELD_DETAIL, RECEIPT_DETAIL, Outcome
 from ..store.runs import RunRow, RunState
 from ..store.sessions import SessionRow
 
@@ -75,18 +76,32 @@ def queued(d: Delivered) -> dict[str, Any]:
     }
 
 
-def send_result(d: Delivered, *, profile: str) -> dict[str, Any]:
-    """The 23-key `hermes.peer.send_result` envelope, in its order; `result` is the outcome."""
+def _status_detail(run: RunRow, ahead: int | None) -> str | None:
+    """Why a pending message waits: behind other runs of its session, for a turn slot, its own turn, the person."""
+    if run.state is RunState.RUNNING:
+        return "running: the message's own turn is under way; delivery pending"
+    if run.state is RunState.HELD:
+        return "held: waiting for the target's person to approve it"
+    if run.state is not RunState.QUEUED:
+        return None
+    if ahead:
+        return f"target_busy: turn slot held by another turn; delivery queued behind {ahead} earlier run(s)"
+    return "target_free: turn slot free, delivery queued behind earlier deliveries"
+
+
+def send_result(d: Delivered, *, profile: str, ahead: int | None = None) -> dict[str, Any]:
+    """The 23-key `hermes.peer.send_result` envelope, in its order; `result` is the outcome. `ahead`: how many
+    runs of its session go before a queued run (busy only then, not for the message's own running turn)."""
     run, result = d.run, d.result
     status = "delivered" if run.state is RunState.COMPLETED else run.state.value
-    receipt = result.outcome is Outcome.RECEIPT
-    failed = result.outcome is Outcome.FAILED
+    receipt = result.outcome in (Outcome.RECEIPT, Outcome.HELD)
+    failed = result.outcome in (Outcome.FAILED, Outcome.REFUSED)
     queued_until = run.started_at or (time.time() if run.state is RunState.QUEUED else run.updated_at)
     return {
         "object": "hermes.peer.send_result",
         "result": result.outcome.value,
         "status": status,
-        "status_detail": "target_busy: turn slot held by another turn; delivery queued" if receipt else None,
+        "status_detail": _status_detail(run, ahead),
         "send_id": uuid.uuid4().hex,
         "delivery_id": run.id,
         "idempotency_key": run.idempotency_key,
@@ -98,12 +113,41 @@ def send_result(d: Delivered, *, profile: str) -> dict[str, Any]:
         "attempts": run.attempts,
         "queued_seconds": round(max(0.0, queued_until - run.created_at), 3),
         "waited_seconds": round(result.waited, 3),
-        "busy": receipt,
+        "busy": run.state is RunState.QUEUED and bool(ahead),
         "retryable": False,
         "retry_after_seconds": None,
         "reply": run.reply if result.outcome is Outcome.DELIVERED else None,
         "error": run.error if failed else None,
         "reason": run.error_code if failed else None,
-        "detail": RECEIPT_DETAIL if receipt else None,
+        "detail": (HELD_DETAIL if result.outcome is Outcome.HELD else RECEIPT_DETAIL) if receipt else None,
+        "at": int(time.time()),
+    }
+
+
+def refused_result(exc: BackchannelError, *, profile: str, session_id: str | None) -> dict[str, Any]:
+    """The envelope of a message our policy refused (nothing was recorded as a run): `result` `refused`."""
+    return {
+        "object": "hermes.peer.send_result",
+        "result": "refused",
+        "status": "refused",
+        "status_detail": None,
+        "send_id": uuid.uuid4().hex,
+        "delivery_id": None,
+        "idempotency_key": None,
+        "replayed": False,
+        "peer": None,
+        "profile": profile,
+        "session_id": session_id,
+        "queue_position": None,
+        "attempts": 0,
+        "queued_seconds": 0.0,
+        "waited_seconds": 0.0,
+        "busy": False,
+        "retryable": False,
+        "retry_after_seconds": None,
+        "reply": None,
+        "error": exc.message,
+        "reason": exc.code,
+        "detail": "refused by the target's policy: do not resend; change the request or ask the person",
         "at": int(time.time()),
     }

@@ -8,6 +8,7 @@ from .. import __version__
 from .chat_cmd import chat
 from .doctor_cmd import doctor
 from .gateway_cmd import gateway
+from .held_cmd import approve, deny, held
 from .init_cmd import init
 from .key_cmd import key
 from .peer_cmd import peer
@@ -33,5 +34,5 @@ def cli(ctx: click.Context) -> None:
         click.echo(ctx.get_help())
 
 
-for command in (init, profile, chat, sessions, send, runs, peer, ledger, key, gateway, doctor):
+for command in (init, profile, chat, sessions, send, runs, peer, ledger, held, approve, deny, key, gateway, doctor):
     cli.add_command(command)

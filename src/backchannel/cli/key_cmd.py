@@ -1,27 +1,38 @@
-"""`backchannel key show`: the person's own API key, for setting up a peer by hand."""
+"""`backchannel key`: the person's own key, and a key per peer (create, list, rotate, revoke).
+
+A peer's key is printed once, when it is made or rotated; only its hash is kept (in state.db)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import click
 
 from ..errors import UsageError
 from ..home import config
-from .output import examples, note
+from ..store.peer_keys import PeerKey
+from .connect import home_gateway
+from .output import emit, examples, note, table, when
 
 
 @click.group("key")
 def key() -> None:
-    """The API key of this home."""
+    """The person's key, and keys for peers.
+
+    \b
+    The home's API_SERVER_KEY is the person's: it reaches everything. A peer gets a key of its own:
+    a request made with it is from peer:NAME, and reaches only the Bot Chats of its profiles.
+    """
 
 
 @key.command(
     "show",
-    epilog=examples(
-        "backchannel key show", "backchannel key show | ssh spark backchannel peer add home --url http://home.lan:8377"
-    ),
+    epilog=examples("backchannel key show"),
 )
 def show() -> None:
-    """Print this home's API_SERVER_KEY on stdout (a warning goes to stderr)."""
+    """Print this home's API_SERVER_KEY.
+
+    On stdout; a warning goes to stderr."""
     root = config.home()
     config.require_home(root)
     value = config.read_env(root).get(config.API_KEY_VAR)
@@ -29,6 +40,100 @@ def show() -> None:
         raise UsageError(f"{str(config.env_path(root))!r} has no {config.API_KEY_VAR}: run `backchannel init`")
     note(
         "warning: this key is the person's: whoever holds it can do everything on this gateway. "
-        "Give it only to a peer you trust as yourself, over a private channel."
+        "Give a peer a key of its own instead: `backchannel key create NAME`."
     )
     click.echo(value)
+
+
+def _key_dict(k: PeerKey) -> dict[str, Any]:
+    return k.to_dict()
+
+
+def _print_new(k: PeerKey, value: str, *, as_json: bool, verb: str) -> None:
+    reach = ", ".join(k.profiles)
+    emit(
+        {**_key_dict(k), "key": value},
+        as_json=as_json,
+        text=lambda: click.echo(value),
+    )
+    if not as_json:
+        note(
+            f"{verb} the key of peer {k.name!r} (profiles: {reach}; {'may read' if k.read else 'no reading'}). "
+            "It is shown only this once: give it to that peer over a private channel."
+        )
+
+
+@key.command(
+    "create",
+    epilog=examples(
+        "backchannel key create spark",
+        "backchannel key create spark --profile default --profile research",
+        "backchannel key create laptop --profile '*' --read",
+    ),
+)
+@click.argument("name")
+@click.option(
+    "--profile",
+    "profiles",
+    multiple=True,
+    help="A profile the key reaches (repeatable; a glob such as '*' too). Default: default.",
+)
+@click.option("--read", is_flag=True, help="Also read sessions, messages, runs and the ledger of those profiles.")
+@click.option("--json", "as_json", is_flag=True, help="Print the key and its record as JSON.")
+def create(name: str, profiles: tuple[str, ...], read: bool, as_json: bool) -> None:
+    """Make a key for peer NAME, printed once.
+
+    A request made with it is from peer:NAME (peer:NAME/<its sender profile>), whatever its headers
+    say; it reaches the Bot Chats of its profiles and the runs it sent, and nothing else unless --read.
+    """
+    with home_gateway(config.home()) as gateway:
+        made, value = gateway.access.create(name, profiles=profiles, read=read)
+    _print_new(made, value, as_json=as_json, verb="made")
+
+
+@key.command("list", epilog=examples("backchannel key list", "backchannel key list --json"))
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
+def list_(as_json: bool) -> None:
+    """The peers' keys.
+
+    Name, profiles, read, created, last used: never the key."""
+    with home_gateway(config.home()) as gateway:
+        found = gateway.access.keys()
+
+    def text() -> None:
+        if not found:
+            note("no peer keys yet: `backchannel key create NAME` makes one")
+            return
+        table(
+            [
+                [k.name, ",".join(k.profiles), "yes" if k.read else "no", when(k.created_at), when(k.last_used_at)]
+                for k in found
+            ],
+            ["NAME", "PROFILES", "READ", "CREATED", "LAST USED"],
+        )
+
+    emit([_key_dict(k) for k in found], as_json=as_json, text=text)
+
+
+@key.command("rotate", epilog=examples("backchannel key rotate spark"))
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="Print the new key and its record as JSON.")
+def rotate(name: str, as_json: bool) -> None:
+    """Give peer NAME's key a new value.
+
+    It is printed once; the old value stops working at once."""
+    with home_gateway(config.home()) as gateway:
+        rotated, value = gateway.access.rotate(name)
+    _print_new(rotated, value, as_json=as_json, verb="rotated")
+
+
+@key.command("revoke", epilog=examples("backchannel key revoke spark"))
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="Print the revoked key's record as JSON.")
+def revoke(name: str, as_json: bool) -> None:
+    """Remove peer NAME's key.
+
+    Requests made with it are refused (401) from now on."""
+    with home_gateway(config.home()) as gateway:
+        gone = gateway.access.revoke(name)
+    emit(_key_dict(gone), as_json=as_json, text=lambda: click.echo(f"revoked the key of peer {gone.name!r}"))

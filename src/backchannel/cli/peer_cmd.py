@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import getpass
+import re
+import socket
 import sys
 from pathlib import Path
 from typing import Any, ClassVar
@@ -47,6 +49,7 @@ def peer() -> None:
     epilog=examples(
         "backchannel peer add spark --url http://spark.lan:8377 --note 'homelab'",
         "backchannel peer add spark --url http://spark.lan:8377 < spark.key",
+        "backchannel peer add spark --url http://spark.lan:8377 --key-back --as home --url-back http://home.lan:8377",
     ),
 )
 @click.argument("name", shell_complete=complete.peer_names)
@@ -59,8 +62,28 @@ def peer() -> None:
     type=click.FloatRange(min=0, min_open=True),
     help="Seconds to wait for each answer before giving up (a message: its wait plus this) [default: 30].",
 )
-def add(name: str, url: str, key: str | None, note_text: str | None, timeout_seconds: float | None) -> None:
-    """Register (or update) peer NAME. The key goes to the home's .env, never to config.yaml."""
+@click.option(
+    "--key-back/--no-key-back",
+    default=None,
+    help="Make the key NAME uses to message this gateway back, and print the command to run there "
+    "[default: asked at a terminal].",
+)
+@click.option("--as", "as_name", help="This gateway's name on the other side, for that command [default: host name].")
+@click.option("--url-back", help="The URL the peer reaches this gateway at, for that command.")
+def add(
+    name: str,
+    url: str,
+    key: str | None,
+    note_text: str | None,
+    timeout_seconds: float | None,
+    key_back: bool | None,
+    as_name: str | None,
+    url_back: str | None,
+) -> None:
+    """Register (or update) peer NAME. The key goes to the home's .env, never to config.yaml.
+
+    It can also make the key for the way back (a key of NAME's own here: its messages are from
+    peer:NAME) and print the `backchannel peer add` or `hermes peer add` to run on the other side."""
     root = config.home()
     config.require_home(root)
     config.check_name(name, what="peer")
@@ -68,15 +91,57 @@ def add(name: str, url: str, key: str | None, note_text: str | None, timeout_sec
     if key is None:
         key = _read_key(name, root)
     existed = registry.save(root, name, url=url, key=key, note=note_text, timeout_seconds=timeout_seconds)
+    if as_name is not None:
+        config.check_name(as_name, what="peer")
+    if url_back is not None:
+        registry.check_url(url_back)
+    interactive = sys.stdin.isatty() and sys.stdout.isatty()
     click.echo(
         f"{'updated' if existed else 'added'} peer {name} ({registry.check_url(url)})"
         + ("" if key is not None else "; kept its key")
     )
-    _probe(root, registry.load(root, name))
+    platform = _probe(root, registry.load(root, name))
+    if key_back is None:
+        key_back = interactive and click.confirm(
+            f"Make a key for {name} to message this gateway back (its messages are then from peer:{name})?",
+            default=True,
+        )
+    if key_back:
+        _key_back(root, name, platform, as_name=as_name or _own_name(root), url_back=url_back)
 
 
-def _probe(root: Path, p: registry.Peer) -> None:
-    """Ask the new peer what it is, so messages from it are shown under its name here; never fatal."""
+def _own_name(root: Path) -> str:
+    """This gateway's name for the other side: the host name when it is a valid peer name, else the gateway id."""
+    host = socket.gethostname().split(".")[0].lower()
+    host = re.sub(r"[^a-z0-9_-]", "-", host).strip("-_")[:64]
+    return host if config.NAME_RE.fullmatch(host) else (config.load_gateway_config(root).gateway_id or "home")
+
+
+def _key_back(root: Path, name: str, platform: str | None, *, as_name: str, url_back: str | None) -> None:
+    """The key `name` messages us with, and the command that registers us over there."""
+    with home_gateway(root) as gateway:
+        if gateway.access.get(name) is not None:
+            note(
+                f"peer {name} has a key here already (`backchannel key rotate {name}` gives it a new value, "
+                "printed once)"
+            )
+            return
+        _made, value = gateway.access.create(name)
+    settings = config.load_gateway_config(root)
+    url = url_back or f"http://{settings.host}:{settings.port}"
+    program = "hermes" if platform is not None and platform != "backchannel" else "backchannel"
+    note(f"made the key {name} uses to message this gateway (profile default; shown only this once)")
+    if url_back is None and settings.host in ("127.0.0.1", "localhost", "::1"):
+        note(
+            f"this gateway listens on {settings.host} only: start it with --host on an address {name} reaches, "
+            "and give that URL below"
+        )
+    click.echo(f"On {name}, run:")
+    click.echo(f"  {program} peer add {as_name} --url {url} --key {value}")
+
+
+def _probe(root: Path, p: registry.Peer) -> str | None:
+    """Ask the new peer what it is (its platform, or None when it did not say); never fatal."""
 
     async def go() -> tuple[dict[str, Any], dict[str, Any], PeerError | None]:
         with home_gateway(root) as gateway:
@@ -98,8 +163,15 @@ def _probe(root: Path, p: registry.Peer) -> None:
     elif caps.get("platform") == "backchannel" and caps.get("gateway_id"):
         registry.remember_gateway_id(root, p.name, str(caps["gateway_id"]))
         note(f"peer {p.name} is Backchannel gateway {caps['gateway_id']} {caps.get('version', '')}".rstrip())
+        if caps.get("auth", {}).get("identity") == "person":
+            note(
+                f"warning: {p.name} takes this key as its person's (it reaches everything there): ask for a key "
+                f"of our own there, `backchannel key create <our name>`"
+            )
     else:
         note(f"peer {p.name} is {caps.get('platform') or 'a gateway'} {caps.get('version') or ''}".rstrip())
+    platform = caps.get("platform") or health.get("platform")
+    return str(platform) if platform else None
 
 
 def _read_key(name: str, root: Path) -> str | None:
@@ -225,8 +297,14 @@ def print_dm(r: Result) -> None:
             f" (session {r.session_id}): accepted and queued, do not resend"
         )
         click.echo(f"follow it: backchannel peer status {r.to.removeprefix('peer:').split('/')[0]} {r.run_id} --follow")
+    elif r.outcome is Outcome.HELD:
+        click.echo(
+            f"held: run {r.run_id} waits for the person of {r.to.removeprefix('peer:')} to approve it; do not resend"
+        )
+        click.echo(f"follow it: backchannel peer status {r.to.removeprefix('peer:').split('/')[0]} {r.run_id} --follow")
     else:
-        note(f"error: {r.error or r.outcome.value}")  # the error names the peer already
+        code = f" ({r.code})" if r.code and r.code not in (r.error or "") else ""
+        note(f"error: {r.error or r.outcome.value}{code}")  # the error names the peer already
 
 
 def retry_hint(r: Result) -> None:

@@ -21,7 +21,7 @@ from ..framing import is_human
 from ..home.config import GatewayConfig
 from ..messages import MAX_MESSAGE_CHARS
 from ..outcome import Outcome, Result, of_state
-from ..store import ledger
+from ..store import exchanges, ledger
 from ..store import refusals as refusalstore
 from ..store import runs as runstore
 from ..store.db import Database
@@ -38,6 +38,7 @@ from .wakes import Wakes
 
 MAX_WAIT_SECONDS = 3600.0
 PAIR_WINDOW_SECONDS = 3600.0
+EXCHANGE_IDLE_SECONDS = 600.0  # a peer quiet this long (both ways) starts its next exchange at its own hop
 
 
 @dataclass(frozen=True)
@@ -109,22 +110,25 @@ class Delivery:
     async def deliver(self, incoming: Incoming, *, wait: float | None) -> Delivered:
         """Record and queue the message, then wait up to `wait` seconds (None: until its run ends)."""
         started = time.monotonic()
-        run, created = self._accept(incoming)
+        run, created = self._accept(incoming, wait=wait)
         await self.db.durable()  # the run is on disk before it is waited for (a failed commit: 503 at once)
         run = await self.queue.wait(run.id, wait, known=run)
         return self._delivered(run, replayed=not created, waited=time.monotonic() - started)
 
     @commits
-    async def submit(self, incoming: Incoming) -> Delivered:
-        """Record and queue the message; its outcome so far (a receipt, or a replayed run's end)."""
-        run, created = self._accept(incoming)
+    async def submit(self, incoming: Incoming, *, wait: float | None = None) -> Delivered:
+        """Record and queue the message; its outcome so far (a receipt, or a replayed run's end). `wait`: how
+        long its sender waits for it elsewhere (a stream)."""
+        run, created = self._accept(incoming, wait=wait)
         return self._delivered(run, replayed=not created)
 
-    def _accept(self, incoming: Incoming) -> tuple[RunRow, bool]:
+    def _accept(self, incoming: Incoming, *, wait: float | None = None) -> tuple[RunRow, bool]:
         check_message(incoming.text)
         session = incoming.session
+        hops, chain, held = incoming.hops, incoming.chain, False
         if not is_human(incoming.sender):
             target = self.directory.profile(session.profile)
+            hops, chain, arrived = self._peer_facts(incoming)
             attempt = policy.Attempt(
                 kind="arrival",
                 sender=policy.Party(policy.remote_names(incoming.sender)),
@@ -133,13 +137,15 @@ class Delivery:
                     key=self.key(session.id),
                     policy=target.config.messaging,
                 ),
-                hops=incoming.hops,
-                chain=incoming.chain,
+                hops=hops,
+                chain=chain,
+                arrived=arrived,
             )
             refusal = policy.check(attempt)
             if refusal is not None:
                 self.record_refusal(refusal, attempt, message=incoming.text, wait=None)
                 raise Refused(refusal.reason, code=refusal.code)
+            held = policy.held(attempt)
         return self.queue.submit(
             NewRun(
                 sender=incoming.sender,
@@ -147,11 +153,30 @@ class Delivery:
                 session_id=session.id,
                 message=incoming.text,
                 idempotency_key=incoming.key,
-                hops=incoming.hops,
-                chain=incoming.chain,
+                hops=hops,
+                chain=chain,
+                wait_seconds=None if is_human(incoming.sender) else wait,  # a peer's wait: what may deadlock
+                held=held,
+                ttl_seconds=self.hold_expiry(session.profile) if held else None,
             ),
             admit=None if is_human(incoming.sender) else functools.partial(self.rates.admit, incoming.sender),
         )
+
+    def _peer_facts(self, incoming: Incoming) -> tuple[int, tuple[str, ...], int]:
+        """An arrival's hop, chain and count from our own records: its headers are the peer's word only.
+
+        The hop is never lower than this peer's exchange already reached here; the chain gets our sessions
+        that wait on this peer right now; the count is what this peer sent the profile within the hour."""
+        peer = incoming.sender.removeprefix("peer:").split("/")[0]
+        now = time.time()
+        hops = max(incoming.hops, exchanges.hop_floor(self.db, peer, since=now - EXCHANGE_IDLE_SECONDS))
+        ours = [self.key(s) for s in exchanges.sessions_waiting_on(self.db, peer, now=now)]
+        chain = tuple(dict.fromkeys((*incoming.chain, *ours)))
+        arrived = exchanges.arrivals(self.db, peer, incoming.session.profile, since=now - PAIR_WINDOW_SECONDS)
+        return hops, chain, arrived
+
+    def hold_expiry(self, profile: str) -> float:
+        return self.directory.profile(profile).config.messaging.hold_expiry_seconds
 
     # --- runs ------------------------------------------------------------------------------------
 
@@ -220,10 +245,17 @@ class Delivery:
         ]
 
     def ledger(
-        self, a: str | None = None, b: str | None = None, *, limit: int = 100, since: float | None = None
+        self,
+        a: str | None = None,
+        b: str | None = None,
+        *,
+        limit: int = 100,
+        since: float | None = None,
+        profile: str | None = None,
     ) -> list[ledger.Entry]:
-        return ledger.entries(self.db, a, b, limit=limit, since=since)
-
+        """Newest first; with `since`, from then on; with `profile`, only what that profile's sessions sent or
+        received."""
+        return ledger.entries(self.db, a, b, limit=limit, since=since, profile=profile)
     def exchange(self, run_id: str) -> list[Entry]:
         """Everything that followed from the person's message that began the exchange of `run_id`, in order."""
         run = self.run(run_id)
@@ -251,8 +283,8 @@ class Delivery:
             state=run.state.value,
             reply=run.reply,
             queue_position=self.queue.queue_position(run) if outcome is Outcome.RECEIPT else None,
-            code=run.error_code if outcome is Outcome.FAILED else None,
-            error=run.error if outcome is Outcome.FAILED else None,
+            code=run.error_code if outcome in (Outcome.FAILED, Outcome.REFUSED) else None,
+            error=run.error if outcome in (Outcome.FAILED, Outcome.REFUSED) else None,
             replayed=replayed,
             idempotency_key=run.idempotency_key,
             waited=waited,

@@ -118,12 +118,7 @@ class Directory:
     def is_bot_chat(self, session_id: str) -> bool:
         return self.session(session_id).title == BOT_CHAT_TITLE
 
+
     def peers(self) -> list[registry.Peer]:
         """The gateways this home knows, by name."""
         return registry.all_peers(self.root)
-
-    def peer_sender(self, *, gateway_id: str | None, profile: str | None) -> str:
-        """The address of a sender on another gateway: our name for that gateway when we know it."""
-        name = (registry.name_of_gateway(self.root, gateway_id) if gateway_id else None) or gateway_id
-        parts = [p for p in (name, profile) if p]
-        return "peer:" + "/".join(parts) if parts else "peer:unknown"

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-TERMINAL_EVENTS = frozenset({"run.completed", "run.failed", "run.cancelled", "run.expired"})
+TERMINAL_EVENTS = frozenset({"run.completed", "run.failed", "run.cancelled", "run.expired", "run.denied"})
 RETAIN_RUNS = 1024
 RETAIN_SECONDS = 300.0
 

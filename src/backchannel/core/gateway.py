@@ -26,9 +26,11 @@ from ..home import config
 from ..store import integrity
 from ..store.db import Database
 from . import background
+from .access import Access
 from .delivery import Delivery
 from .directory import Directory
 from .events import EventHub
+from .holds import Holds
 from .hosted import HostedTools
 from .imports import Imports
 from .mentions import Mentions
@@ -77,6 +79,7 @@ class Gateway:
             scope=scope,
         )
         self.directory = Directory(root, self.db)
+        self.access = Access(self.db)
         self.wakes = Wakes(self.queue, self.directory)
         self.outbound = Outbound(root, self.db, self.wakes, gateway_id=self.gateway_id)
         self.delivery = Delivery(
@@ -89,6 +92,7 @@ class Gateway:
             outbound=self.outbound,
             wakes=self.wakes,
         )
+        self.holds = Holds(self.db, self.queue, self.directory, self.wakes)
         self.sends = AgentSends(
             db=self.db, queue=self.queue, directory=self.directory, outbound=self.outbound, delivery=self.delivery
         )
@@ -131,6 +135,7 @@ class Gateway:
             asyncio.create_task(background.renew(self.queue)),
             asyncio.create_task(background.checkpoints(self.db)),
             asyncio.create_task(background.resume_paused(self.pauses, self.queue)),
+            asyncio.create_task(self.holds.sweep()),
         ]
 
     async def stop(self, *, grace: float = 10.0) -> None:

@@ -156,7 +156,8 @@ class RunQueue:
                 self._hand(run.session_id, run)
             else:
                 self._on_state(run, run.state)
-                self._hand(run.session_id, None)
+                if run.state is RunState.QUEUED:
+                    self._hand(run.session_id, None)
         return run, created
 
     def discover(self) -> None:
@@ -198,6 +199,29 @@ class RunQueue:
         back = runstore.unclaim(self.db, run.id, owner=self.owner)
         if back is not None:
             self._on_state(back, back.state)
+
+    # --- holds (a person's approval) ------------------------------------------------------------
+
+    def approve(self, run_id: str) -> RunRow | None:
+        """A held run queued; None when it was not held (any more)."""
+        run = runstore.approve(self.db, run_id, ttl_seconds=self.settings.run_ttl_seconds or None)
+        if run is not None:
+            self._on_state(run, run.state)
+            self._hand(run.session_id, None)
+        return run
+
+    def deny(self, run_id: str, why: str) -> RunRow | None:
+        """A held run refused; its end is told like any other (waiters, events, the sender's wake-up)."""
+        run = runstore.deny(self.db, run_id, why=why)
+        if run is not None:
+            self._ended_run(run)
+        return run
+
+    def expire_held(self) -> list[RunRow]:
+        expired = runstore.expire_held(self.db)
+        for run in expired:
+            self._ended_run(run)
+        return expired
 
     def expire_due(self, profile: str) -> None:
         """Expire the profile's queued runs past their TTL, waking their senders (a paused queue claims none)."""
@@ -355,7 +379,7 @@ class RunQueue:
         `known` is the run as the caller just saw it (saves reading it again)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         run = known if known is not None and known.id == run_id else runstore.get(self.db, run_id)
-        while not run.state.terminal:
+        while not run.state.terminal and run.state is not RunState.HELD:  # a held run waits for a person
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 return run

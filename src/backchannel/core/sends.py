@@ -16,6 +16,7 @@ from ..addresses import RemoteAddress
 from ..agent.tools.base import ToolContext
 from ..errors import NotFound, PeerError, UsageError
 from ..outcome import Outcome, Result
+from ..store import exchanges
 from ..store import runs as runstore
 from ..store.db import Database
 from ..store.runs import NewRun, RunRow
@@ -77,6 +78,7 @@ class AgentSends:
             return self.delivery.record_refusal(refusal, attempt, message=message, wait=wait)
         session = target if target is not None else self.directory.bot_chat(profile_name)
         shown = attempt.target.shown
+        held = policy.held(attempt)
         run, created = self.queue.submit(
             NewRun(
                 sender=ctx.address,
@@ -91,6 +93,8 @@ class AgentSends:
                 sender_session=ctx.session_id,
                 wait_seconds=wait,
                 wake=not waits,
+                held=held,
+                ttl_seconds=self.delivery.hold_expiry(session.profile) if held else None,
             ),
             admit=functools.partial(self.delivery.rates.admit, ctx.address),
         )
@@ -125,7 +129,7 @@ class AgentSends:
                 ctx.profile.name, to, ctx.exchange, since=time.time() - PAIR_WINDOW_SECONDS
             ),
         )
-        refusal = policy.check(attempt)
+        refusal = policy.check(attempt) or self._peer_waits_on_us(ctx, peer.name, attempt)
         if refusal is not None:
             return await self._committed_refusal(refusal, attempt, message=message, wait=wait)
         key = keys.for_peer(self.gateway_id, keys.agent_send(ctx.run_id, to, message, ctx.ordinal(to, message)))
@@ -170,8 +174,12 @@ class AgentSends:
         allow = ctx.profile.config.messaging.allow
         names = [profile] if profile else self.directory.profiles()
         found: list[dict[str, Any]] = []
+        sender = self._sender_party(ctx).names
         for name in names:
             self.directory.check_profile(name)
+            accept = self.directory.profile(name).config.messaging.accept
+            if accept is not None and not policy.matches(accept, sender):
+                continue  # its accept list would refuse this sender: not a target
             sessions = self.directory.sessions(name, limit=50)
             if policy.matches(allow, [name]) and not any(s.title == BOT_CHAT_TITLE for s in sessions):
                 found.append({"address": name, "title": BOT_CHAT_TITLE, "last_active": None, "bot_chat": True})
@@ -196,6 +204,17 @@ class AgentSends:
         if run is None or run.sender_profile != ctx.profile.name:
             raise NotFound(f"no message {run_id!r} sent by profile {ctx.profile.name!r}", code="not_found")
         return run
+
+    def _peer_waits_on_us(self, ctx: ToolContext, peer: str, attempt: policy.Attempt) -> policy.Refusal | None:
+        """A wait on `peer` while it waits on this turn (or on a turn waiting for this one) never ends: refused
+        from our own records (the runs it sent us synchronously), whatever chain it sent."""
+        if not attempt.waits:
+            return None
+        local = f"{self.gateway_id}:"
+        sessions = [ctx.session_id, *(e.removeprefix(local) for e in ctx.chain if e.startswith(local))]
+        if exchanges.waited_on_by(self.db, peer, sessions, now=time.time()) is None:
+            return None
+        return policy.Refusal("would_deadlock", f"peer:{peer} {policy.DEADLOCK_ADVICE}")
 
     def _sender_party(self, ctx: ToolContext) -> policy.Party:
         bot = self.directory.is_bot_chat(ctx.session_id)

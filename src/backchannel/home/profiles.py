@@ -46,6 +46,9 @@ class MessagingPolicy:
     accept: tuple[str, ...] | None = None
     max_hops: int = 6
     pair_budget_per_hour: int = 30
+    inbound_budget_per_hour: int = 120  # messages from one peer key to this profile per hour, whatever they say
+    hold: tuple[str, ...] = ()  # senders whose messages wait for the person's approval
+    hold_expiry_seconds: float = 86400.0  # a held message not approved by then expires
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,9 @@ def default_profile_config(engine: EngineName) -> dict[str, Any]:
                 "accept": rules.accept,
                 "max_hops": rules.max_hops,
                 "pair_budget_per_hour": rules.pair_budget_per_hour,
+                "inbound_budget_per_hour": rules.inbound_budget_per_hour,
+                "hold": list(rules.hold),
+                "hold_expiry_seconds": rules.hold_expiry_seconds,
             },
         },
     }
@@ -249,7 +255,16 @@ def parse_profile_config(data: dict[str, Any], path: Path) -> ProfileConfig:
         pair_budget_per_hour=int(
             _number(sm, "pair_budget_per_hour", _RULES.pair_budget_per_hour, where, "agent.session_messaging")
         ),
+        inbound_budget_per_hour=int(
+            _number(sm, "inbound_budget_per_hour", _RULES.inbound_budget_per_hour, where, "agent.session_messaging")
+        ),
+        hold=_patterns(sm.get("hold"), where, "hold") or (),
+        hold_expiry_seconds=_number(
+            sm, "hold_expiry_seconds", _RULES.hold_expiry_seconds, where, "agent.session_messaging"
+        ),
     )
+    if messaging.hold_expiry_seconds <= 0:
+        raise ConfigError(f"{where!r}: agent.session_messaging.hold_expiry_seconds must be a positive number")
     max_turns = int(_number(agent, "max_turns", ProfileConfig().max_turns, where, "agent"))
     if max_turns < 1:
         raise ConfigError(f"{where!r}: agent.max_turns must be at least 1")

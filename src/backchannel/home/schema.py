@@ -63,7 +63,15 @@ PROFILE: Tree = {
     },
     "agent": {
         "max_turns": None,
-        "session_messaging": {"allow": None, "accept": None, "max_hops": None, "pair_budget_per_hour": None},
+        "session_messaging": {
+            "allow": None,
+            "accept": None,
+            "max_hops": None,
+            "pair_budget_per_hour": None,
+            "inbound_budget_per_hour": None,
+            "hold": None,
+            "hold_expiry_seconds": None,
+        },
     },
 }
 

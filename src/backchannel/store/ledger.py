@@ -45,10 +45,16 @@ def _params(address: str) -> tuple[str, str, str]:
 
 
 def entries(
-    db: Database, a: str | None = None, b: str | None = None, *, limit: int = 100, since: float | None = None
+    db: Database,
+    a: str | None = None,
+    b: str | None = None,
+    *,
+    limit: int = 100,
+    since: float | None = None,
+    profile: str | None = None,
 ) -> list[Entry]:
     """Newest first. One address: anything it sent or received; two: what passed between them. With
-    `since`, only what was sent from then on."""
+    `since`, only what was sent from then on; with `profile`, only what that profile's sessions received or sent."""
     runs_target = "(profile || '/' || session_id)"
     clauses: dict[str, tuple[str, list[Any]]] = {}
     for table, sender, target in (
@@ -69,6 +75,14 @@ def entries(
         clauses = {
             table: (f"({where}) AND created_at >= ?", [*params, since]) for table, (where, params) in clauses.items()
         }
+    if profile is not None:
+        own = {
+            "runs": ("(profile = ? OR sender_profile = ?)", [profile, profile]),
+            "refusals": (f"({_match('sender')} OR {_match('target')})", [*_params(profile), *_params(profile)]),
+            "outbound": ("sender_profile = ?", [profile]),
+        }
+        for table, (where, params) in own.items():
+            clauses[table] = (f"{clauses[table][0]} AND {where}", [*clauses[table][1], *params])
     run_where, run_params = clauses["runs"]
     ref_where, ref_params = clauses["refusals"]
     out_where, out_params = clauses["outbound"]

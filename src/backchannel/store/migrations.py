@@ -175,6 +175,27 @@ def m0007_remote_sessions(conn: sqlite3.Connection) -> None:
     )
 
 
+def m0008_peer_keys_and_peer_senders(conn: sqlite3.Connection) -> None:
+    """A key per peer (only its hash is kept); runs found by their peer sender (hop floor, inbound budget) and
+    messages to a peer by peer and time (which of our sessions wait on which peer)."""
+    _run(
+        conn,
+        """
+        CREATE TABLE peer_keys (
+            name TEXT PRIMARY KEY,
+            key_hash TEXT NOT NULL UNIQUE,
+            profiles TEXT NOT NULL,
+            read INTEGER NOT NULL DEFAULT 0,
+            created_at REAL NOT NULL,
+            rotated_at REAL,
+            last_used_at REAL
+        );
+        CREATE INDEX runs_peer_sender ON runs (sender, created_at) WHERE sender GLOB 'peer:*';
+        CREATE INDEX outbound_peer_created ON outbound (peer, created_at)
+        """,
+    )
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0001_sessions_messages", m0001_sessions_messages),
     ("0002_runs", m0002_runs),
@@ -183,4 +204,5 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0005_lean_run_indexes", m0005_lean_run_indexes),
     ("0006_sliding_dedup_and_outbound_keys", m0006_sliding_dedup_and_outbound_keys),
     ("0007_remote_sessions", m0007_remote_sessions),
+    ("0008_peer_keys_and_peer_senders", m0008_peer_keys_and_peer_senders),
 ]

@@ -24,16 +24,18 @@ QUEUE_FULL_RETRY_SECONDS = 2.0
 
 
 class RunState(StrEnum):
+    HELD = "held"  # waiting for the target's person to approve (a hold rule); then queued, or denied/expired
     QUEUED = "queued"
     RUNNING = "running"
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELLED = "cancelled"
     EXPIRED = "expired"
+    DENIED = "denied"  # a held message the person refused
 
     @property
     def terminal(self) -> bool:
-        return self not in (RunState.QUEUED, RunState.RUNNING)
+        return self not in (RunState.HELD, RunState.QUEUED, RunState.RUNNING)
 
 
 @dataclass(frozen=True)
@@ -135,6 +137,7 @@ class NewRun:
     sender_session: str | None = None
     wait_seconds: float | None = None
     wake: bool = False  # deliver the reply into the sender's session when it comes
+    held: bool = False  # recorded `held` (a hold rule): it waits for the person; `ttl_seconds` is its hold expiry
 
 
 def record(
@@ -193,6 +196,7 @@ def record(
             admit()
         claimed = (
             claim_for is not None
+            and not new.held
             and not conn.execute(
                 "SELECT 1 FROM runs WHERE session_id = ? AND state IN ('queued', 'running') LIMIT 1", (new.session_id,)
             ).fetchone()
@@ -213,7 +217,7 @@ def record(
                 new.message,
                 new.hops,
                 json.dumps(list(new.chain)),
-                (RunState.RUNNING if claimed else RunState.QUEUED).value,
+                (RunState.HELD if new.held else RunState.RUNNING if claimed else RunState.QUEUED).value,
                 now,
                 now,
                 now + ttl if ttl else None,
@@ -419,7 +423,7 @@ def ask_wake(db: Database, run_id: str) -> bool:
     """The sender stopped waiting: deliver the reply into its session when it comes. False if already over."""
     with db.tx() as conn:
         cur = conn.execute(
-            "UPDATE runs SET wake = 1 WHERE id = ? AND state IN ('queued', 'running')",
+            "UPDATE runs SET wake = 1 WHERE id = ? AND state IN ('held', 'queued', 'running')",
             (run_id,),
         )
     return cur.rowcount == 1
@@ -428,7 +432,7 @@ def ask_wake(db: Database, run_id: str) -> bool:
 def pending_wakes(db: Database) -> list[RunRow]:
     """Finished runs whose sender asked to be woken and whose wake-up run does not exist yet."""
     rows = db.all(
-        "SELECT r.* FROM runs r WHERE r.wake = 1 AND r.state NOT IN ('queued', 'running')"
+        "SELECT r.* FROM runs r WHERE r.wake = 1 AND r.state NOT IN ('held', 'queued', 'running')"
         " AND NOT EXISTS (SELECT 1 FROM runs w WHERE w.idempotency_key = ? || r.id)",
         (keys.WAKE,),
     )
@@ -481,4 +485,50 @@ def list_runs(
         params.append(profile)
     where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
     rows = db.all(f"SELECT * FROM runs {where} ORDER BY seq DESC LIMIT ?", (*params, limit))
+    return [_run(r) for r in rows]
+
+
+# --- holds -------------------------------------------------------------------------------------------
+
+
+def held(db: Database, *, profile: str | None = None) -> list[RunRow]:
+    """Messages waiting for the person, oldest first (of `profile` only, when given)."""
+    where, params = ("AND profile = ?", (profile,)) if profile is not None else ("", ())
+    return [_run(r) for r in db.all(f"SELECT * FROM runs WHERE state = 'held' {where} ORDER BY seq", params)]
+
+
+def approve(db: Database, run_id: str, *, ttl_seconds: float | None) -> RunRow | None:
+    """A held run queued (its queue TTL starts now); None when it is not held (any more)."""
+    now = time.time()
+    with db.tx() as conn:
+        row = conn.execute(
+            "UPDATE runs SET state = 'queued', updated_at = ?, expires_at = ? WHERE id = ? AND state = 'held'"
+            " RETURNING *",
+            (now, now + ttl_seconds if ttl_seconds else None, run_id),
+        ).fetchone()
+    return _run(row) if row is not None else None
+
+
+def deny(db: Database, run_id: str, *, why: str) -> RunRow | None:
+    """A held run refused by the person (`denied`); None when it is not held (any more)."""
+    now = time.time()
+    with db.tx() as conn:
+        row = conn.execute(
+            "UPDATE runs SET state = 'denied', error = ?, error_code = 'denied', updated_at = ?, finished_at = ?"
+            " WHERE id = ? AND state = 'held' RETURNING *",
+            (why, now, now, run_id),
+        ).fetchone()
+    return _run(row) if row is not None else None
+
+
+def expire_held(db: Database) -> list[RunRow]:
+    """Held runs past their hold expiry, expired."""
+    now = time.time()
+    with db.tx() as conn:
+        rows = conn.execute(
+            "UPDATE runs SET state = 'expired', error = 'held for the person ' || CAST(ROUND(? - created_at) AS"
+            " INTEGER) || 's and not approved (hold_expiry_seconds)', error_code = 'hold_expired', updated_at = ?,"
+            " finished_at = ? WHERE state = 'held' AND expires_at IS NOT NULL AND expires_at < ? RETURNING *",
+            (now, now, now, now),
+        ).fetchall()
     return [_run(r) for r in rows]

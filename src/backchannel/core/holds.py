@@ -1,0 +1,88 @@
+"""Holds: messages a hold rule keeps for the person (`session_messaging.hold`), approved, denied or expired.
+
+A held run is recorded `held` and its sender told so at once (the outcome `held`). Approving queues it
+like any other; denying ends it `denied` (the outcome `refused`); past the profile's `hold_expiry_seconds`
+it ends `expired`. Every end wakes an agent sender that asked to be woken, as a late reply does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from ..errors import Conflict, NotFound, StoreError
+from ..store import runs as runstore
+from ..store.db import Database
+from ..store.runs import RunRow, RunState
+from .commits import commits
+from .directory import Directory
+from .queue import RunQueue
+from .wakes import Wakes
+
+log = logging.getLogger("backchannel.holds")
+SWEEP_SECONDS = 1.0  # how often the gateway looks for held messages past their expiry
+DENIED_BY_DEFAULT = "denied by the person"
+
+
+class Holds:
+    """The person's side of every hold: the list, approve, deny, and expiry."""
+
+    def __init__(self, db: Database, queue: RunQueue, directory: Directory, wakes: Wakes) -> None:
+        self.db = db
+        self.queue = queue
+        self.directory = directory
+        self.wakes = wakes
+
+    @commits
+    async def held(self, *, profile: str | None = None) -> list[RunRow]:
+        """Messages waiting for the person, oldest first (those past their expiry are expired first)."""
+        if profile is not None:
+            self.directory.check_profile(profile)
+        self._expire()
+        return runstore.held(self.db, profile=profile)
+
+    @commits
+    async def approve(self, run_id: str, *, profile: str | None = None) -> RunRow:
+        self._expire()
+        self._held(run_id, profile)
+        run = self.queue.approve(run_id)
+        return run if run is not None else self._held(run_id, profile)
+
+    @commits
+    async def deny(self, run_id: str, *, why: str | None = None, profile: str | None = None) -> RunRow:
+        self._expire()
+        self._held(run_id, profile)
+        run = self.queue.deny(run_id, why.strip() if why and why.strip() else DENIED_BY_DEFAULT)
+        if run is None:
+            return self._held(run_id, profile)
+        self.wakes.of_run(run)  # keyed once per run: the gateway's own wake of it is the same run
+        return run
+
+    async def sweep(self) -> None:
+        """Background job: expire held messages past their hold expiry, waking their senders."""
+        while True:
+            await asyncio.sleep(SWEEP_SECONDS)
+            try:
+                await self.db.writable()
+                self._expire()
+                await self.db.durable()
+            except StoreError as exc:
+                log.warning("held messages not checked for expiry this round: %s", exc.message)
+
+    def _expire(self) -> None:
+        for run in self.queue.expire_held():
+            log.info("held run %s expired without the person's approval", run.id)
+            self.wakes.of_run(run)
+
+    def _held(self, run_id: str, profile: str | None) -> RunRow:
+        try:
+            run = self.queue.get(run_id)
+        except NotFound:
+            raise NotFound(f"no held message {run_id!r}", code="run_not_found") from None
+        if profile is not None and run.profile != profile:
+            raise NotFound(f"no held message {run_id!r} in profile {profile!r}", code="run_not_found")
+        if run.state is not RunState.HELD:
+            raise Conflict(
+                f"run {run_id!r} is {run.state.value}, not held: nothing to approve or deny", code="not_held"
+            )
+        return run
