@@ -4,7 +4,9 @@ Every test fails on a console error or warning; a failing test leaves a screensh
 
 from __future__ import annotations
 
+import json
 import re
+import time
 from typing import Any
 
 import httpx
@@ -49,9 +51,10 @@ def test_log_in_and_see_a_session_with_another_agents_message_and_a_folded_tool_
     page: Any, gateway: GatewayProcess
 ) -> None:
     with api(gateway) as client:
-        sid = _session(client, "default", "notes")
+        sid = _session(client, "default", "Bot Chat")  # the one session a peer's key reaches
         _chat(client, "default", sid, "hello from the person")
-        framed = _chat(client, "default", sid, "a word from scout", **{"X-Hermes-Sender-Profile": "scout"})
+        scout = json.loads(run_cli("key", "create", "scout", "--read", "--json").stdout)["key"]
+        framed = _chat(client, "default", sid, "a word from scout", Authorization=f"Bearer {scout}")
         _chat(client, "default", sid, "/send nowhere ping")  # the echo engine calls send_to_session
 
     page.goto(gateway.url + "/")
@@ -59,9 +62,9 @@ def test_log_in_and_see_a_session_with_another_agents_message_and_a_folded_tool_
     log_in(page, gateway)
     expect(page.locator("#agents")).to_be_visible()
     expect(page.locator("#queue-depth")).to_have_text("0")
-    page.get_by_role("link", name="notes").click()
+    page.get_by_role("link", name="Bot Chat").click()
 
-    expect(page.locator("h1")).to_have_text("default · notes")
+    expect(page.locator("h1")).to_have_text("default · Bot Chat")
     messages = page.locator("#messages article")
     expect(messages.first).to_contain_text("hello from the person")
     agent = page.locator("article.agent")
@@ -162,3 +165,45 @@ def test_filter_the_ledger_to_a_pair_and_open_its_exchange(page: Any, gateway: G
     hops.nth(1).locator("a", has_text="builds/").click()
     expect(page.locator("h1")).to_contain_text("builds · Bot Chat")
     expect(page.locator("article.agent")).to_contain_text(f"session research/{sid}")
+
+
+def test_approve_and_deny_held_messages_and_the_sender_learns_each_outcome(page: Any, gateway: GatewayProcess) -> None:
+    assert run_cli("profile", "create", "research").exit_code == 0
+    for name, rules in (("research", {"allow": ["default"]}), ("default", {"hold": ["research"]})):
+        path = config.profiles_dir(gateway.root) / name / "config.yaml"
+        settings = config.load_yaml(path)
+        settings.setdefault("agent", {})["session_messaging"] = rules
+        config.write_yaml(path, settings)
+    with api(gateway) as client:
+        sid = _session(client, "research", "asks")
+        for text in ("first please", "second please"):
+            sent = _chat(client, "research", sid, f"/send default {text}")
+            assert '"result": "held"' in sent["message"]["content"], sent  # held for the person, not refused
+
+    log_in(page, gateway, "/web/held")
+    items = page.locator(".held-item")
+    expect(items).to_have_count(2)
+    first, second = items.filter(has_text="first please"), items.filter(has_text="second please")
+    expect(first).to_contain_text(f"research/{sid}")
+    first.get_by_role("button", name="Approve").click()
+    expect(page.locator("h1")).to_contain_text("run_")  # the approved run's page
+    page.goto(gateway.url + "/web/held")
+    expect(items).to_have_count(1)
+    second.get_by_label("Reason").fill("not during the freeze")
+    second.get_by_role("button", name="Deny").click()
+    expect(page.locator("#held-empty")).to_be_visible()
+
+    with api(gateway) as client:  # each outcome wakes the sender's session, like a late reply
+        for _ in range(100):
+            told = " ".join(
+                m["content"] or "" for m in client.get(f"/p/research/api/sessions/{sid}/messages").json()["data"]
+            )
+            if "default (echo): first please" in told and "not during the freeze" in told:
+                break
+            time.sleep(0.1)
+        states = sorted(
+            r["state"] for r in client.get("/v1/ledger").json()["data"] if r["sender"].startswith("research/")
+        )
+    assert "default (echo): first please" in told, told
+    assert "not during the freeze" in told, told
+    assert states == ["completed", "denied"], states

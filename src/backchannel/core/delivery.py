@@ -256,6 +256,7 @@ class Delivery:
         """Newest first; with `since`, from then on; with `profile`, only what that profile's sessions sent or
         received."""
         return ledger.entries(self.db, a, b, limit=limit, since=since, profile=profile)
+
     def exchange(self, run_id: str) -> list[Entry]:
         """Everything that followed from the person's message that began the exchange of `run_id`, in order."""
         run = self.run(run_id)

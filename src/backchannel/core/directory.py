@@ -118,7 +118,6 @@ class Directory:
     def is_bot_chat(self, session_id: str) -> bool:
         return self.session(session_id).title == BOT_CHAT_TITLE
 
-
     def peers(self) -> list[registry.Peer]:
         """The gateways this home knows, by name."""
         return registry.all_peers(self.root)

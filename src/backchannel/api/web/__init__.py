@@ -1,7 +1,7 @@
 """The web view: pages for the person at `/` and under `/web/`, behind the API key (a login form and a cookie).
 
-Its routes call the delivery service and the directory, like every other route. Held messages (approve,
-deny) join here when the trust issue brings holds: a page beside the ledger, and a link in the menu.
+Its routes call the delivery service and the directory, like every other route, and the holds for the
+messages waiting for the person's approval.
 """
 
 from __future__ import annotations
@@ -51,6 +51,9 @@ def routes() -> list[BaseRoute]:
         Route("/web/ledger", logged_in(pages.ledger_page), methods=["GET"]),
         Route("/web/exchanges/{run_id}", logged_in(pages.exchange_page), methods=["GET"]),
         Route("/web/peers/{name}", logged_in(live.peer_status), methods=["GET"]),
+        Route("/web/held", logged_in(pages.held_page), methods=["GET"]),
+        Route("/web/held/{run_id}/approve", logged_in(actions.approve), methods=["POST"]),
+        Route("/web/held/{run_id}/deny", logged_in(actions.deny), methods=["POST"]),
     ]
 
 

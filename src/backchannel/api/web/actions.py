@@ -1,4 +1,5 @@
-"""What a person does in the web view: log in and out, send a message into a session, stop a run.
+"""What a person does in the web view: log in and out, send a message into a session, stop a run, approve
+or deny a held message.
 
 Every form that changes something carries the session's CSRF token and must come from this gateway's pages;
 each answers htmx with a fragment (or nothing) and a plain form with a redirect."""
@@ -75,3 +76,21 @@ async def stop(request: Request, session: WebSession) -> Response:
     check_csrf(request, session, form.get("csrf"))
     d = await ctx.delivery.stop(request.path_params["run_id"])
     return _back(request, form.get("next") or f"/web/runs/{d.run.id}")
+
+
+async def approve(request: Request, session: WebSession) -> Response:
+    """Queue a held message: it runs like any other; its sender learns the outcome when it ends."""
+    ctx = context(request)
+    form = await form_body(request, ctx.settings.max_body_bytes)
+    check_csrf(request, session, form.get("csrf"))
+    run = await ctx.gateway.holds.approve(request.path_params["run_id"])
+    return _back(request, f"/web/runs/{run.id}")
+
+
+async def deny(request: Request, session: WebSession) -> Response:
+    """Refuse a held message, with the person's reason (told to the sender)."""
+    ctx = context(request)
+    form = await form_body(request, ctx.settings.max_body_bytes)
+    check_csrf(request, session, form.get("csrf"))
+    await ctx.gateway.holds.deny(request.path_params["run_id"], why=(form.get("why") or "").strip() or None)
+    return _back(request, "/web/held")

@@ -1,4 +1,4 @@
-"""The web view's pages: overview, a session, runs, one run, the ledger and one exchange."""
+"""The web view's pages: overview, a session, runs, one run, the ledger, one exchange and the held messages."""
 
 from __future__ import annotations
 
@@ -116,3 +116,9 @@ async def exchange_page(request: Request, session: WebSession) -> Response:
         focus=run.id,
         delivered=Outcome.DELIVERED,
     )
+
+
+async def held_page(request: Request, session: WebSession) -> Response:
+    """The messages waiting for the person's approval, oldest first, each with who sent it and when it expires."""
+    held = await context(request).gateway.holds.held()
+    return page(request, "held.html", session=session, held=held)
