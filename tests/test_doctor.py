@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -202,6 +204,22 @@ def test_the_running_gateway_and_peers_with_right_and_wrong_keys(
     assert gateway.proc is not None
     assert own["status"] == "ok" and gateway.url in own["detail"] and f"pid {gateway.proc.pid}" in own["detail"]
     assert "backchannel 0.1.0" in own["detail"]
+    beta = only(checks, "peer beta")  # the other home's own key: we would arrive there as its person
+    assert beta["status"] == "warn" and "takes our key as its person's" in beta["detail"], beta
+    assert "key create" in beta["fix"]
+
+    made = subprocess.run(
+        [sys.executable, "-m", "backchannel", "key", "create", "alpha", "--json"],
+        env={**os.environ, "BACKCHANNEL_HOME": str(second_home.root)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert made.returncode == 0, made.stderr
+    peer_key = json.loads(made.stdout)["key"]
+    assert run_cli("peer", "add", "beta", "--url", second_home.url, "--key", peer_key).exit_code == 0
+    code, checks, _ = doctor()
+    assert code == 0, checks
     beta = only(checks, "peer beta")
     assert beta["status"] == "ok" and "key accepted" in beta["detail"] and second_home.url in beta["detail"]
 

@@ -73,6 +73,13 @@ async def peer(p: Peer) -> Check:
     if p.gateway_id and answered and answered != p.gateway_id:
         detail = f"{p.url} now answers as gateway {answered}, not {p.gateway_id} as before"
         return warn(check, detail, f"if it is the same machine rebuilt: {readd}")
+    identity = (caps.get("auth") or {}).get("identity") if isinstance(caps.get("auth"), dict) else None
+    if identity == "person":  # the peer's own API_SERVER_KEY: our agents arrive there as its person, unframed
+        detail = (
+            f"{what} at {p.url} takes our key as its person's: what our agents send arrives there unframed, "
+            "past its allowlists and hop limits"
+        )
+        return warn(check, detail, f"ask its owner for a peer key (`backchannel key create NAME` there), then {readd}")
     lacking = [f"{name} ({use})" for name, use in USED_FEATURES.items() if not _has(caps, name)]
     if lacking:
         return warn(check, f"{what} at {p.url}, key accepted; it lacks: {', '.join(lacking)}")
