@@ -875,9 +875,11 @@ def test_run_events_of_a_failed_run(api: Api) -> None:
 # --- OpenAPI -------------------------------------------------------------------------------------
 
 
-# Routes the app serves that the document leaves out: the document itself, and two health aliases
-# (api/openapi.py documents only /health). Each entry must stay a route of the app.
-UNDOCUMENTED: set[tuple[str, str]] = set()  # every route is in the document
+# Routes the app serves that the document leaves out. Each entry must stay a route of the app.
+# The MCP endpoint speaks the MCP protocol (streamable HTTP), which its own specification describes.
+UNDOCUMENTED: set[tuple[str, str]] = {
+    (method, prefix + "/mcp") for method in ("GET", "POST", "DELETE") for prefix in ("", "/p/{profile}")
+}
 HTTP_METHODS = {"get", "put", "post", "delete", "patch", "head", "options", "trace"}
 
 

@@ -10,6 +10,7 @@ from .doctor_cmd import doctor
 from .gateway_cmd import gateway
 from .init_cmd import init
 from .key_cmd import key
+from .mcp_cmd import mcp
 from .peer_cmd import peer
 from .profile_cmd import profile
 from .runs_cmd import runs
@@ -33,5 +34,5 @@ def cli(ctx: click.Context) -> None:
         click.echo(ctx.get_help())
 
 
-for command in (init, profile, chat, sessions, send, runs, peer, ledger, key, gateway, doctor):
+for command in (init, profile, chat, sessions, send, runs, peer, ledger, key, gateway, mcp, doctor):
     cli.add_command(command)
