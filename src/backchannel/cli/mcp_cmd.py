@@ -21,8 +21,9 @@ from .output import examples
 @click.command(
     "mcp",
     epilog=examples(
-        "claude mcp add backchannel -- backchannel mcp --as research",
+        "backchannel mcp --as research",
         "backchannel mcp --as research --session 20261130_015530_55cf9b",
+        "claude mcp add backchannel -- backchannel mcp --as research",
     ),
 )
 @click.option("--as", "profile", required=True, metavar="PROFILE", help="The profile whose session the host acts as.")
@@ -33,13 +34,14 @@ from .output import examples
     help="Act as this session of PROFILE (default: a new session for each host connection).",
 )
 def mcp(profile: str, session_id: str | None) -> None:
-    """Serve send_to_session, send_to_peer, check_message, cancel_message and list_sessions over stdio.
+    """An MCP server on stdio: the messaging tools, as PROFILE.
 
     \b
-    An MCP server for any MCP host. Each call is made as a session of PROFILE, under its messaging rules
-    (allow, hops, deadlock guard, pair budget; every message in the ledger). Through the home's running
-    gateway; when none runs, this process runs the turns itself while it serves. A send waits at most 50 s,
-    then returns a receipt: the reply comes back to the session, and check_message reads it.
+    send_to_session, send_to_peer, check_message, cancel_message and list_sessions for any MCP host.
+    Each call is made as a session of PROFILE, under its messaging rules (allow, hops, deadlock guard,
+    pair budget; every message in the ledger), through the home's running gateway; when none runs,
+    this process runs the turns itself while it serves. A send waits at most 50 s, then returns a
+    receipt: the reply comes back to the session, and check_message reads it.
     """
     config.require_home(config.home())
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)  # stdout is the MCP host's
