@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from conftest import GatewayProcess, free_port, run_cli
+from conftest import GatewayProcess, api_key, free_port, run_cli
 from scripted_model import ScriptedModel
 from test_openai_e2e import make_openai_profile
 
@@ -171,3 +171,27 @@ def test_a_bad_mcp_servers_entry_is_refused_naming_the_key(initialised: Path, en
     assert result.exit_code == 2
     assert "mcp_servers.x" in result.stderr and says in result.stderr, result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_streamable_http_server_with_a_header_from_dot_env(initialised: Path) -> None:
+    """An agent's `url:` server: here the gateway's own /mcp, its key in a header filled in from .env."""
+    script = [call("bc__list_sessions"), "listed"]
+    with ScriptedModel(script) as model:
+        make_openai_profile(initialised, model.base_url)
+        assert run_cli("profile", "create", "builds").exit_code == 0
+        gateway = GatewayProcess(initialised, free_port())
+        with (initialised / ".env").open("a") as fh:
+            fh.write(f"BC_KEY={api_key(initialised)}\n")
+        add_servers(
+            initialised,
+            {"bc": {"url": f"{gateway.url}/p/builds/mcp", "headers": {"Authorization": "Bearer ${BC_KEY}"}}},
+        )
+        gateway.start()
+        try:
+            result = chat("who can builds message?")
+            assert result.exit_code == 0, result.stderr
+        finally:
+            gateway.kill()
+        (listed,) = tool_results(model)
+    assert "error" not in listed, listed
+    assert json.loads(listed["content"]) == {"sessions": []}  # builds may message nothing (deny by default)
