@@ -876,11 +876,13 @@ def test_run_events_of_a_failed_run(api: Api) -> None:
 # --- OpenAPI -------------------------------------------------------------------------------------
 
 
-# Routes the app serves that the document leaves out: the document itself, and two health aliases
-# (api/openapi.py documents only /health). Each entry must stay a route of the app.
-# Every route is in the document but the web view's pages, which are a browser's, not an API client's.
+# Routes the app serves that the document leaves out. Each entry must stay a route of the app.
+# The web view's pages are a browser's, not an API client's; the MCP endpoint speaks the MCP protocol
+# (streamable HTTP), which its own specification describes.
 UNDOCUMENTED: set[tuple[str, str]] = {
     (m, r.path) for r in web.routes() if isinstance(r, Route) for m in r.methods or () if m != "HEAD"
+} | {
+    (method, prefix + "/mcp") for method in ("GET", "POST", "DELETE") for prefix in ("", "/p/{profile}")
 }
 HTTP_METHODS = {"get", "put", "post", "delete", "patch", "head", "options", "trace"}
 

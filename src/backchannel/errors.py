@@ -15,6 +15,7 @@ BackchannelError
  │    └── DiskFull         exit 1, 503 store_full        the disk (or the database's size limit) is full
  ├── GatewayDraining       exit 1, 503 gateway_draining  the gateway is stopping: try again shortly (Retry-After)
  ├── EngineError           exit 1, 502 engine_error      the model endpoint failed
+ ├── McpServerError        exit 1, 502 mcp_server_failed a profile's MCP server cannot start or list its tools
  ├── DeliveryError         exit 1, 424 run_failed        the run failed, expired or was cancelled
  ├── GatewayError          exit 1, 502 gateway_error     the running gateway could not be reached
  ├── Interrupted           exit 130                      Ctrl-C after the message was handed in: says how to ask again
@@ -158,6 +159,15 @@ class EngineError(BackchannelError):
     exit_code = 1
     http_status = 502
     code = "engine_error"
+    type = "server_error"
+
+
+class McpServerError(BackchannelError):
+    """A profile's MCP server that cannot be started or listed: the turn that needs its tools fails naming it."""
+
+    exit_code = 1
+    http_status = 502
+    code = "mcp_server_failed"
     type = "server_error"
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -17,6 +19,7 @@ from ..messages import MAX_MESSAGE_CHARS
 from . import routes_held, routes_runs, routes_sessions, routes_tools, web
 from .context import Context, caller, context
 from .http import bearer, profile_of
+from .mcp_endpoint import McpEndpoint
 from .openapi import openapi_document
 
 log = logging.getLogger("backchannel.api")
@@ -152,8 +155,13 @@ async def _unexpected(request: Request, exc: Exception) -> Response:
     )
 
 
-def create_app(ctx: Context, *, lifespan: Callable[[Starlette], object] | None = None) -> Starlette:
-    api = _api_routes()
+MCP_METHODS = ["GET", "POST", "DELETE"]
+
+
+def create_app(ctx: Context, *, lifespan: Callable[[Starlette], Any] | None = None) -> Starlette:
+    """The app; `lifespan` (the gateway's start and stop) runs around the MCP endpoint's own."""
+    mcp = McpEndpoint(ctx.gateway, ctx.api_key)
+    api = [*_api_routes(), Route("/mcp", mcp, methods=MCP_METHODS)]
     routes: list[BaseRoute] = [
         Route("/health", health, methods=["GET"]),
         Route("/v1/health", health, methods=["GET"]),
@@ -162,10 +170,19 @@ def create_app(ctx: Context, *, lifespan: Callable[[Starlette], object] | None =
         *web.routes(),
         Mount("/p/{profile}", routes=[Route("/health", health, methods=["GET"]), *api]),
     ]
+
+    @contextlib.asynccontextmanager
+    async def both(app: Starlette) -> AsyncIterator[None]:
+        async with contextlib.AsyncExitStack() as stack:
+            if lifespan is not None:
+                await stack.enter_async_context(lifespan(app))
+            await stack.enter_async_context(mcp.running())
+            yield
+
     app = Starlette(
         routes=routes,
         exception_handlers={BackchannelError: _backchannel_error, HTTPException: _http_error, Exception: _unexpected},
-        lifespan=lifespan,  # type: ignore[arg-type]
+        lifespan=both,
     )
     app.state.backchannel = ctx
     app.state.web_auth = web.make_auth(ctx.gateway.root, ctx.api_key)

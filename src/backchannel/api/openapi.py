@@ -159,7 +159,13 @@ def _paths() -> dict[str, Any]:
                         "required": True,
                         "schema": {
                             "type": "string",
-                            "enum": ["send_to_session", "check_message", "cancel_message", "list_sessions"],
+                            "enum": [
+                                "send_to_session",
+                                "send_to_peer",
+                                "check_message",
+                                "cancel_message",
+                                "list_sessions",
+                            ],
                         },
                     },
                 ],

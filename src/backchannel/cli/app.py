@@ -11,6 +11,7 @@ from .gateway_cmd import gateway
 from .held_cmd import approve, deny, held
 from .init_cmd import init
 from .key_cmd import key
+from .mcp_cmd import mcp
 from .peer_cmd import peer
 from .profile_cmd import profile
 from .runs_cmd import runs
@@ -34,5 +35,5 @@ def cli(ctx: click.Context) -> None:
         click.echo(ctx.get_help())
 
 
-for command in (init, profile, chat, sessions, send, runs, peer, ledger, held, approve, deny, key, gateway, doctor):
+for command in (init, profile, chat, sessions, send, runs, peer, ledger, held, approve, deny, key, gateway, mcp, doctor):
     cli.add_command(command)

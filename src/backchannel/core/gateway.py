@@ -21,6 +21,7 @@ from types import TracebackType
 from ..agent.engines import build_engine
 from ..agent.engines.cache import EngineCache, EngineFactory
 from ..agent.tools import TOOLBOX
+from ..agent.tools.mcp import McpTools
 from ..errors import StoreError
 from ..home import config
 from ..store import integrity
@@ -97,6 +98,7 @@ class Gateway:
             db=self.db, queue=self.queue, directory=self.directory, outbound=self.outbound, delivery=self.delivery
         )
         self.engines = EngineCache(root, engine_factory)
+        self.mcp = McpTools(self.engines.secret, TOOLBOX)
         self.turns = Turns(
             db=self.db,
             directory=self.directory,
@@ -105,6 +107,7 @@ class Gateway:
             sender=self.sends,
             hub=self.hub,
             prepare=Mentions(self.sends).prepare,
+            mcp=self.mcp,
         )
         self.pauses = Pauses(root)
         self.workers = Workers(self.queue, self.turns, hub=self.hub, pauses=self.pauses)
@@ -157,6 +160,7 @@ class Gateway:
                     "the last writes could not be committed (their runs run again after a restart): %s", exc.message
                 )
             self.db.checkpoint("TRUNCATE")
+        await self.mcp.aclose()
         await self.engines.aclose()
         self.db.close()
 

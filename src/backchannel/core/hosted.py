@@ -1,4 +1,4 @@
-"""Messaging tools called from outside the turn runner (the Hermes plugin), as the session they come from.
+"""Messaging tools called from outside the turn runner (the Hermes plugin, MCP hosts), as the session they come from.
 
 The Hermes agent computing a turn of a hermes profile calls `send_to_session` in its own process; the
 plugin hands the call here with the Hermes session id. Backchannel runs at most one turn per session, so
@@ -24,7 +24,7 @@ from .directory import Directory
 from .imports import Imports
 from .turns import Turns
 
-HOSTED_TOOLS = ("send_to_session", "check_message", "cancel_message", "list_sessions")
+HOSTED_TOOLS = ("send_to_session", "send_to_peer", "check_message", "cancel_message", "list_sessions")
 
 
 @dataclass(frozen=True)

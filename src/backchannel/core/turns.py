@@ -10,6 +10,7 @@ from ..agent.engines.base import SessionLink
 from ..agent.engines.cache import EngineCache
 from ..agent.loop import TurnProgress, run_turn
 from ..agent.tools.base import Sender, Tool, ToolContext
+from ..agent.tools.mcp import McpTools
 from ..framing import frame
 from ..messages import Message
 from ..store import sessions as sessionstore
@@ -38,6 +39,7 @@ class Turns:
         sender: Sender,
         hub: EventHub,
         prepare: Prepare | None = None,
+        mcp: McpTools | None = None,
     ) -> None:
         self.db = db
         self.directory = directory
@@ -46,11 +48,15 @@ class Turns:
         self.sender = sender
         self.hub = hub
         self.prepare = prepare
+        self.mcp = mcp
         self.live: dict[str, tuple[ToolContext, SessionLink]] = {}
 
     async def run(self, run: RunRow, progress: TurnProgress) -> str:
         profile = self.directory.profile(run.profile)
         engine = self.engines.engine(profile)
+        tools = self.tools
+        if self.mcp is not None and engine.offers_tools and profile.config.mcp_servers:
+            tools = {**tools, **await self.mcp.tools(profile)}  # started on first use, kept running
         history = sessionstore.list_messages(self.db, run.session_id) if engine.uses_context else []
         ctx = ToolContext(
             profile=profile,
@@ -77,7 +83,7 @@ class Turns:
                 profile=profile,
                 history=history,
                 incoming=incoming,
-                tools=self.tools,
+                tools=tools,
                 ctx=ctx,
                 progress=progress,
                 emit=emit,

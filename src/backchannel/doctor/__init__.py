@@ -1,4 +1,4 @@
-"""`backchannel doctor`: check a home (files, configs, engines' endpoints, its gateway, its peers) and report.
+"""`backchannel doctor`: check a home (files, configs, engines' endpoints, MCP servers, its gateway, its peers).
 
 Every check becomes a line of the report, ok, a warning or a failure; none raises. The checks that
 talk to a network run at once, each with a short timeout, so one hung endpoint does not stall the rest.
@@ -13,7 +13,7 @@ from pathlib import Path
 from ..errors import BackchannelError
 from ..home import peers
 from ..home.runtime import listening
-from . import configs, disk, endpoints, gateways
+from . import configs, disk, endpoints, gateways, mcp
 from .report import Check, Report, Status, fail
 
 __all__ = ["Check", "Report", "Status", "examine"]
@@ -39,6 +39,8 @@ async def examine(root: Path, *, deep: bool = False) -> Report:
         checks += profile_checks
         if profile is not None and profile.config.model.engine == "openai":
             remote.append(endpoints.endpoint(root, profile))
+        if profile is not None and profile.config.mcp_servers:
+            remote.append(mcp.servers(root, profile))
     if settings is not None:
         remote.append(_one(gateways.own(listening(root), settings, key)))
         try:

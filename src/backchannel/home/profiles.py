@@ -51,11 +51,31 @@ class MessagingPolicy:
     hold_expiry_seconds: float = 86400.0  # a held message not approved by then expires
 
 
+# An MCP server's name becomes the prefix of its tools' names (`<server>__<tool>`), as the model sees them.
+MCP_SERVER_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
+
+
+@dataclass(frozen=True)
+class McpServerConfig:
+    """One entry of a profile's `mcp_servers:`, in the shape Claude Code and Hermes read: a command to run
+    (stdio) or a URL (streamable HTTP). `${VAR}` in args, env, url and headers is filled in when it starts."""
+
+    name: str
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    url: str | None = None
+    headers: tuple[tuple[str, str], ...] = ()
+    timeout: float = 120.0  # seconds a tool call may take
+    connect_timeout: float = 60.0  # seconds to start and list the tools
+
+
 @dataclass(frozen=True)
 class ProfileConfig:
     model: ModelConfig = ModelConfig()
     max_turns: int = 20
     messaging: MessagingPolicy = MessagingPolicy()
+    mcp_servers: tuple[McpServerConfig, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -268,7 +288,60 @@ def parse_profile_config(data: dict[str, Any], path: Path) -> ProfileConfig:
     max_turns = int(_number(agent, "max_turns", ProfileConfig().max_turns, where, "agent"))
     if max_turns < 1:
         raise ConfigError(f"{where!r}: agent.max_turns must be at least 1")
-    return ProfileConfig(model=model, max_turns=max_turns, messaging=messaging)
+    servers = _mcp_servers(data.get("mcp_servers"), where)
+    return ProfileConfig(model=model, max_turns=max_turns, messaging=messaging, mcp_servers=servers)
+
+
+def _mcp_servers(value: Any, where: str) -> tuple[McpServerConfig, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where!r}: 'mcp_servers' must be a mapping of server names")
+    servers: list[McpServerConfig] = []
+    for name, entry in value.items():
+        key = f"mcp_servers.{name}"
+        if not isinstance(name, str) or not MCP_SERVER_NAME_RE.match(name):
+            raise ConfigError(f"{where!r}: {key}: a server name is 1-32 letters, digits, '_' or '-'")
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{where!r}: {key} must be a mapping (command and args, or url)")
+        command, url = entry.get("command"), entry.get("url")
+        if (command is None) == (url is None):
+            raise ConfigError(f"{where!r}: {key} needs either 'command' (stdio) or 'url' (streamable HTTP)")
+        if command is not None and not (isinstance(command, str) and command):
+            raise ConfigError(f"{where!r}: {key}.command must be a non-empty string")
+        if url is not None and not (isinstance(url, str) and url.startswith(("http://", "https://"))):
+            raise ConfigError(f"{where!r}: {key}.url {url!r} must be an http:// or https:// URL")
+        args = entry.get("args") or []
+        if not isinstance(args, list) or not all(isinstance(a, str | int | float) for a in args):
+            raise ConfigError(f"{where!r}: {key}.args must be a list of strings")
+        servers.append(
+            McpServerConfig(
+                name=name,
+                command=command,
+                args=tuple(str(a) for a in args),
+                env=_str_map(entry.get("env"), where, f"{key}.env"),
+                url=url,
+                headers=_str_map(entry.get("headers"), where, f"{key}.headers"),
+                timeout=_positive(entry, "timeout", McpServerConfig.timeout, where, key),
+                connect_timeout=_positive(entry, "connect_timeout", McpServerConfig.connect_timeout, where, key),
+            )
+        )
+    return tuple(servers)
+
+
+def _str_map(value: Any, where: str, key: str) -> tuple[tuple[str, str], ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, dict) or not all(isinstance(v, str | int | float) for v in value.values()):
+        raise ConfigError(f"{where!r}: {key} must be a mapping of names to strings")
+    return tuple((str(k), str(v)) for k, v in value.items())
+
+
+def _positive(section: dict[str, Any], key: str, default: float, where: str, prefix: str) -> float:
+    value = _number(section, key, default, where, prefix)
+    if value <= 0:
+        raise ConfigError(f"{where!r}: {prefix}.{key} must be a positive number of seconds, got {value!r}")
+    return value
 
 
 def _patterns(value: Any, where: str, key: str) -> tuple[str, ...] | None:

@@ -73,6 +73,10 @@ PROFILE: Tree = {
             "hold_expiry_seconds": None,
         },
     },
+    "mcp_servers": {
+        NAMES: {"command": None, "args": None, "env": None, "url": None, "headers": None, "timeout": None,
+                "connect_timeout": None}
+    },
 }
 
 # Hermes Agent 0.19's own config keys (hermes_cli/config.py DEFAULT_CONFIG and the model section it reads):
@@ -80,7 +84,7 @@ PROFILE: Tree = {
 _HERMES_TOP = (  # noqa: SIM905 (a list of words reads better as words)
     "providers fallback_providers fallback_model custom_providers credential_pool_strategies toolsets "
     "platform_toolsets max_concurrent_sessions max_live_sessions terminal web browser checkpoints "
-    "context_file_max_chars file_read_max_chars mcp_discovery_timeout mcp mcp_servers tool_output "
+    "context_file_max_chars file_read_max_chars mcp_discovery_timeout mcp tool_output "
     "tool_loop_guardrails compression kanban prompt_caching openrouter bedrock auxiliary display "
     "dashboard privacy tts stt voice human_delay context memory delegation prefill_messages_file goals "
     "moa skills curator honcho timezone slack discord whatsapp telegram mattermost matrix approvals "

@@ -1,0 +1,75 @@
+"""`backchannel mcp --as PROFILE`: Backchannel's messaging tools for an MCP host (Claude Code, Codex, Cursor,
+Hermes …) over stdio, as a session of PROFILE, through the running gateway or, when none runs, its own."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from pathlib import Path
+
+import click
+
+from ..core.gateway import running
+from ..home import config
+from ..mcpserver import Backend, Caller, InProcess, ViaGateway, build_server
+from ..net.http import quote
+from .connect import find_gateway
+from .output import examples
+
+
+@click.command(
+    "mcp",
+    epilog=examples(
+        "backchannel mcp --as research",
+        "backchannel mcp --as research --session 20261130_015530_55cf9b",
+        "claude mcp add backchannel -- backchannel mcp --as research",
+    ),
+)
+@click.option("--as", "profile", required=True, metavar="PROFILE", help="The profile whose session the host acts as.")
+@click.option(
+    "--session",
+    "session_id",
+    metavar="ID",
+    help="Act as this session of PROFILE (default: a new session for each host connection).",
+)
+def mcp(profile: str, session_id: str | None) -> None:
+    """An MCP server on stdio: the messaging tools, as PROFILE.
+
+    \b
+    send_to_session, send_to_peer, check_message, cancel_message and list_sessions for any MCP host.
+    Each call is made as a session of PROFILE, under its messaging rules (allow, hops, deadlock guard,
+    pair budget; every message in the ledger), through the home's running gateway; when none runs,
+    this process runs the turns itself while it serves. A send waits at most 50 s, then returns a
+    receipt: the reply comes back to the session, and check_message reads it.
+    """
+    config.require_home(config.home())
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING)  # stdout is the MCP host's
+    asyncio.run(_serve(config.home(), Caller(config.check_name(profile), session_id)))
+
+
+async def _serve(root: Path, caller: Caller) -> None:
+    client = await find_gateway(root)
+    if client is not None:
+        try:
+            path = f"/p/{quote(caller.profile)}/v1/capabilities"
+            await client.request("GET", path)  # an unknown profile is refused here, before serving
+            if caller.session_id is not None:
+                await client.request("GET", f"/p/{quote(caller.profile)}/api/sessions/{quote(caller.session_id)}")
+            await _stdio(ViaGateway(client), caller)
+        finally:
+            await client.aclose()
+        return
+    async with running(root, grace=1.0) as gateway:
+        gateway.directory.check_profile(caller.profile)
+        if caller.session_id is not None:
+            gateway.directory.session(caller.session_id, profile=caller.profile)
+        await _stdio(InProcess(gateway), caller)
+
+
+async def _stdio(backend: Backend, caller: Caller) -> None:
+    from mcp.server.stdio import stdio_server
+
+    server = build_server(backend, lambda ctx: caller)
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())

@@ -1,0 +1,69 @@
+"""Where the MCP server's calls go: the gateway in this process, or the home's running gateway over HTTP."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Protocol
+
+from ..core.gateway import Gateway
+from ..net.http import quote
+from ..net.local import GatewayClient
+
+HTTP_MARGIN = 30.0  # seconds a call to the gateway may take beyond the wait it asks for
+
+
+class Backend(Protocol):
+    """The hosted tools as one profile's session calls them, and a new session for a host connection."""
+
+    async def call(
+        self, profile: str, session_id: str, tool: str, arguments: dict[str, Any], *, wait: float
+    ) -> tuple[dict[str, Any], bool]: ...
+
+    async def new_session(self, profile: str, title: str) -> str: ...
+
+    def check_profile(self, profile: str) -> str: ...
+
+
+class InProcess:
+    """The hosted tools of a gateway in this process (the HTTP app's, or `backchannel mcp`'s own)."""
+
+    def __init__(self, gateway: Gateway) -> None:
+        self.gateway = gateway
+
+    async def call(
+        self, profile: str, session_id: str, tool: str, arguments: dict[str, Any], *, wait: float
+    ) -> tuple[dict[str, Any], bool]:
+        done = await self.gateway.hosted.call(profile, session_id, tool, arguments)
+        result: dict[str, Any] = json.loads(done.result)
+        return result, done.ok
+
+    async def new_session(self, profile: str, title: str) -> str:
+        row, _ = await self.gateway.directory.create_session(profile, title=title, source="mcp")
+        return row.id
+
+    def check_profile(self, profile: str) -> str:
+        return self.gateway.directory.check_profile(profile)
+
+
+class ViaGateway:
+    """The home's running gateway: `POST /p/{profile}/api/sessions/{session}/tools/{tool}` as the person."""
+
+    def __init__(self, client: GatewayClient) -> None:
+        self.client = client
+
+    async def call(
+        self, profile: str, session_id: str, tool: str, arguments: dict[str, Any], *, wait: float
+    ) -> tuple[dict[str, Any], bool]:
+        path = f"/p/{quote(profile)}/api/sessions/{quote(session_id)}/tools/{quote(tool)}"
+        answer = await self.client.request("POST", path, json={"arguments": arguments}, timeout=wait + HTTP_MARGIN)
+        result = answer.body.get("result")
+        return (result if isinstance(result, dict) else {"result": result}), bool(answer.body.get("ok"))
+
+    async def new_session(self, profile: str, title: str) -> str:
+        answer = await self.client.request(
+            "POST", f"/p/{quote(profile)}/api/sessions", json={"title": title, "source": "mcp"}
+        )
+        return str(answer.body["session"]["id"])
+
+    def check_profile(self, profile: str) -> str:
+        return profile  # the gateway checks it on every call

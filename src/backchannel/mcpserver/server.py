@@ -1,0 +1,152 @@
+"""The MCP server: Backchannel's five messaging tools (their own schemas), each call made as one session.
+
+MCP hosts give up on a call after about 60 s, so a send waits at most `max_wait()` seconds (50; the
+environment's BACKCHANNEL_MCP_MAX_WAIT_SECONDS lowers it) and then returns the receipt, never a failure:
+the message goes on, its reply comes back to the session (wake on reply) and `check_message` reads it.
+While a send waits, progress notifications go to a host that asked for them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import mcp_types as types
+from mcp.server import Server, ServerRequestContext
+
+from .. import __version__
+from ..agent.tools.messaging import DEFAULT_WAIT
+from ..agent.tools.messaging import TOOLS as MESSAGING
+from ..errors import BackchannelError
+from .backends import Backend
+
+MAX_WAIT_SECONDS = 50.0
+MAX_WAIT_ENV = "BACKCHANNEL_MCP_MAX_WAIT_SECONDS"
+PROGRESS_SECONDS = 5.0
+SENDS = ("send_to_session", "send_to_peer")
+TOOLS = {tool.name: tool.spec for tool in MESSAGING}
+INSTRUCTIONS = (
+    "Backchannel: message other AI agents' sessions and read their replies. A receipt means the message is "
+    "accepted and queued: never resend it; its reply comes back later, read it with check_message."
+)
+
+
+def max_wait() -> float:
+    """The longest a send waits before it returns a receipt (hosts time out around 60 s)."""
+    raw = os.environ.get(MAX_WAIT_ENV)
+    try:
+        value = float(raw) if raw else MAX_WAIT_SECONDS
+    except ValueError:
+        value = MAX_WAIT_SECONDS
+    return min(max(value, 0.0), MAX_WAIT_SECONDS)
+
+
+@dataclass
+class Caller:
+    """Who a host connection acts as: a profile, and its session (given, or made on the first call)."""
+
+    profile: str
+    session_id: str | None = None
+    _lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
+
+    async def session(self, backend: Backend, client: str) -> str:
+        async with self._lock:
+            if self.session_id is None:
+                title = f"MCP {client} {time.strftime('%Y-%m-%d %H:%M')} {uuid.uuid4().hex[:4]}"
+                self.session_id = await backend.new_session(self.profile, title)
+            return self.session_id
+
+
+CallerOf = Callable[[ServerRequestContext[Any, Any]], Caller]
+
+
+def build_server(backend: Backend, caller_of: CallerOf) -> Server[Any]:
+    """An MCP server whose calls go to `backend` as the caller `caller_of` finds for each request."""
+
+    async def list_tools(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[_tool(name) for name in TOOLS])
+
+    async def call_tool(
+        ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        arguments = dict(params.arguments or {})
+        if params.name not in TOOLS:
+            return _result({"error": {"code": "unknown_tool", "message": f"no tool {params.name!r}"}}, ok=False)
+        wait = _cap_wait(arguments) if params.name in SENDS else 0.0
+        try:
+            caller = caller_of(ctx)
+            session = await caller.session(backend, _client_name(ctx))
+            call = backend.call(caller.profile, session, params.name, arguments, wait=wait)
+            result, ok = await (_with_progress(ctx, call, wait, arguments) if wait > 0 else call)
+        except BackchannelError as exc:  # the gateway's refusal or failure: the host's model reads it
+            return _result({"error": {"code": exc.code, "message": exc.message}}, ok=False)
+        return _result(result, ok=ok)
+
+    return Server(
+        "backchannel",
+        version=__version__,
+        instructions=INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+def _tool(name: str) -> types.Tool:
+    spec = TOOLS[name]
+    description = spec.description
+    if name in SENDS:
+        description += f" Here a wait is at most {max_wait():g} s; then you get a receipt (the reply comes later)."
+    return types.Tool(name=name, description=description, input_schema=spec.parameters)
+
+
+def _cap_wait(arguments: dict[str, Any]) -> float:
+    value = arguments.get("wait_seconds", DEFAULT_WAIT)
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        return 0.0  # the tool refuses it (invalid_arguments)
+    arguments["wait_seconds"] = min(float(value), max_wait())
+    return float(arguments["wait_seconds"])
+
+
+async def _with_progress(
+    ctx: ServerRequestContext[Any, Any], call: Any, wait: float, arguments: dict[str, Any]
+) -> tuple[dict[str, Any], bool]:
+    """Run `call`, telling the host every few seconds that the reply is still awaited."""
+    target = arguments.get("session_id") or arguments.get("target") or "the target"
+    task: asyncio.Task[tuple[dict[str, Any], bool]] = asyncio.ensure_future(call)
+    started = time.monotonic()
+    every = max(0.2, min(PROGRESS_SECONDS, wait / 5))
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=every)
+            if done:
+                return task.result()
+            elapsed = time.monotonic() - started
+            with contextlib.suppress(Exception):  # a host that went away: the call goes on, its outcome is kept
+                await ctx.session.report_progress(
+                    min(elapsed, wait), wait, f"waiting for the reply of {target} ({elapsed:.0f} s of {wait:g})"
+                )
+    finally:
+        if not task.done():
+            task.cancel()
+
+
+def _result(result: dict[str, Any], *, ok: bool) -> types.CallToolResult:
+    text = json.dumps(result, ensure_ascii=False)
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)], structured_content=result, is_error=not ok
+    )
+
+
+def _client_name(ctx: ServerRequestContext[Any, Any]) -> str:
+    params = ctx.session.client_params
+    name = params.client_info.name if params is not None else ""
+    return "".join(c for c in name if c.isalnum() or c in "-_.")[:32] or "host"
