@@ -313,7 +313,7 @@ def test_a_hermes_turn_cut_by_a_sigkilled_gateway_is_answered_once(key_in_env: P
             ("user", "compile the kernel"),
             ("assistant", "built: compile the kernel"),
         ]
-        # Backchannel: one run (answered in its second attempt), one copy of the message and the reply, one ledger entry.
+        # Backchannel: one run (answered in its second attempt), one copy of message and reply, one ledger entry.
         here = httpx.get(f"{gateway.url}/p/builds/api/sessions/{session_id}/messages", headers=gateway.headers())
         assert [(m["role"], m["content"]) for m in here.json()["data"]] == [
             ("user", "compile the kernel"),
@@ -321,3 +321,37 @@ def test_a_hermes_turn_cut_by_a_sigkilled_gateway_is_answered_once(key_in_env: P
         ]
         entries = [e for e in ledger(gateway) if e["message"] == "compile the kernel"]
         assert [e["state"] for e in entries] == ["completed"], entries
+
+
+def test_send_to_session_reaches_a_hermes_session_backchannel_never_imported(
+    key_in_env: Path, gateway: GatewayProcess
+) -> None:
+    hermes_id = "20260801_110135_3a75b0"  # the seed's: a session made in builds' Hermes, unknown here
+
+    def research(text: str, body: dict[str, Any]) -> Any:
+        return call("send_to_session", session_id=hermes_id, message=text.splitlines()[-1])
+
+    builds = Agent("builds", builds_decides)
+    with (
+        hermes_agent(Agent("research", research), "research", gateway),
+        hermes_agent(builds, "BUILDS-SOUL", gateway) as builds_hermes,
+    ):
+        made = httpx.post(
+            f"{builds_hermes.url}/api/sessions",
+            json={"id": hermes_id, "title": "pricing"},
+            headers=builds_hermes.headers,
+        )
+        assert made.status_code == 201, made.text
+        allow(key_in_env, "research", f"builds/{hermes_id}")
+        asked = send("research", "what did pricing find?")
+        assert asked["result"] == "delivered", asked
+        assert "builds answers 'what did pricing find?'" in asked["reply"], asked
+        there = httpx.get(f"{builds_hermes.url}/api/sessions/{hermes_id}/messages", headers=builds_hermes.headers)
+        assert [m["role"] for m in there.json()["data"]] == ["user", "assistant"]  # the turn ran in that session
+        listed = json.loads(run_cli("sessions", "list", "-p", "builds", "--json").stdout)
+        assert [s["id"] for s in listed] == [hermes_id]  # imported under its Hermes id, nothing else made
+
+        # An id that neither Backchannel nor builds' Hermes knows: a not_found tool result.
+        hermes_id = "20260801_999999_000000"
+        missing = send("research", "anyone?")
+        assert "not_found" in missing["reply"] and "no such session" in missing["reply"], missing

@@ -89,10 +89,16 @@ class Gateway:
             outbound=self.outbound,
             wakes=self.wakes,
         )
-        self.sends = AgentSends(
-            db=self.db, queue=self.queue, directory=self.directory, outbound=self.outbound, delivery=self.delivery
-        )
         self.engines = EngineCache(root, engine_factory)
+        self.imports = Imports(self.db, self.directory, self.engines.secret)
+        self.sends = AgentSends(
+            db=self.db,
+            queue=self.queue,
+            directory=self.directory,
+            outbound=self.outbound,
+            delivery=self.delivery,
+            imports=self.imports,
+        )
         self.turns = Turns(
             db=self.db,
             directory=self.directory,
@@ -104,7 +110,6 @@ class Gateway:
         )
         self.pauses = Pauses(root)
         self.workers = Workers(self.queue, self.turns, hub=self.hub, pauses=self.pauses)
-        self.imports = Imports(self.db, self.directory, self.engines.secret)
         self.hosted = HostedTools(
             db=self.db,
             directory=self.directory,
