@@ -30,9 +30,9 @@ def registered() -> dict[str, dict[str, Any]]:
     return ctx.tools
 
 
-def test_it_registers_the_four_tools_with_backchannels_own_schemas() -> None:
+def test_it_registers_the_five_tools_with_backchannels_own_schemas() -> None:
     tools = registered()
-    assert sorted(tools) == ["cancel_message", "check_message", "list_sessions", "send_to_session"]
+    assert sorted(tools) == ["cancel_message", "check_message", "list_sessions", "send_to_peer", "send_to_session"]
     ours = {t.spec.name: t.spec for t in TOOLS}
     for name, kw in tools.items():
         assert kw["toolset"] == "backchannel"
@@ -84,3 +84,31 @@ def test_a_send_from_a_session_with_no_turn_in_progress_is_checked_like_any(
     assert refused["result"] == "refused" and refused["error"]["code"] == "not_allowed"
     entries = httpx.get(f"{gateway.url}/v1/ledger", headers=gateway.headers()).json()["data"]
     assert [(e["sender"], e["state"], e["hops"]) for e in entries] == [(f"default/{sid}", "refused:not_allowed", 1)]
+
+
+def test_send_to_peer_goes_through_the_tools_route_under_the_senders_rules(
+    gateway: GatewayProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import httpx
+
+    from conftest import run_cli
+
+    monkeypatch.setenv("BACKCHANNEL_URL", gateway.url)
+    monkeypatch.setenv("BACKCHANNEL_API_KEY", api_key(gateway.root))
+    monkeypatch.setenv("BACKCHANNEL_PROFILE", "default")
+    added = run_cli("peer", "add", "mirror", "--url", gateway.url, "--key", api_key(gateway.root))  # itself, as a peer
+    assert added.exit_code == 0, added.stderr
+    sid = httpx.post(f"{gateway.url}/api/sessions", json={}, headers=gateway.headers()).json()["session"]["id"]
+    send = registered()["send_to_peer"]["handler"]
+
+    unknown = json.loads(send({"target": "nowhere", "message": "hi"}, session_id=sid, task_id="t"))
+    assert "nowhere" in json.dumps(unknown) and (unknown.get("error") or {}).get("code"), unknown
+    refused = json.loads(send({"target": "mirror", "message": "hi"}, session_id=sid, task_id="t"))
+    assert refused["result"] == "refused" and refused["error"]["code"] == "not_allowed", refused
+
+    cfg = gateway.root / "profiles" / "default" / "config.yaml"
+    cfg.write_text(cfg.read_text().replace("allow: []", 'allow: ["peer:mirror"]'))
+    answered = json.loads(send({"target": "mirror", "message": "over there?"}, session_id=sid, task_id="t"))
+    assert answered["result"] == "delivered" and "over there?" in answered["reply"], answered
+    entries = httpx.get(f"{gateway.url}/v1/ledger", headers=gateway.headers()).json()["data"]
+    assert (f"default/{sid}", "refused:not_allowed") in [(e["sender"], e["state"]) for e in entries]

@@ -35,7 +35,7 @@ from typing import Any
 from backchannel.agent.tools.messaging import DEFAULT_WAIT, TOOLS
 
 TOOLSET = "backchannel"
-HOSTED = ("send_to_session", "check_message", "cancel_message", "list_sessions")
+HOSTED = ("send_to_session", "send_to_peer", "check_message", "cancel_message", "list_sessions")
 DEFAULT_URL = "http://127.0.0.1:8377"
 ANSWER_MARGIN = 30.0  # seconds past a send's own wait before the gateway's silence is a timeout
 REQUEST_TIMEOUT = 30.0
@@ -69,7 +69,7 @@ def call(tool: str, args: dict[str, Any], *, session_id: str, profile: str) -> s
         return _error("unavailable", "Hermes did not say which session is calling; Backchannel needs it")
     url = f"{base}/p/{_quote(profile)}/api/sessions/{_quote(session_id)}/tools/{_quote(tool)}"
     timeout = REQUEST_TIMEOUT
-    if tool == "send_to_session":
+    if tool in ("send_to_session", "send_to_peer"):
         wait = args.get("wait_seconds", DEFAULT_WAIT)
         timeout = (float(wait) if isinstance(wait, int | float) and wait > 0 else 0.0) + ANSWER_MARGIN
     request = urllib.request.Request(
@@ -129,7 +129,7 @@ def _handler(tool: str, default_profile: str) -> Callable[..., str]:
 
 
 def register(ctx: Any) -> None:
-    """Hermes's plugin entry: the four messaging tools, in the `backchannel` toolset."""
+    """Hermes's plugin entry: the five messaging tools, in the `backchannel` toolset."""
     profile = str(getattr(ctx, "profile_name", None) or "default")
     for tool in TOOLS:
         spec = tool.spec

@@ -6,6 +6,7 @@ import copy
 from typing import Any
 
 from .. import __version__
+from ..core.hosted import HOSTED_TOOLS
 from ..messages import MAX_MESSAGE_CHARS
 
 ERROR = {"$ref": "#/components/schemas/Error"}
@@ -158,7 +159,7 @@ def _paths() -> dict[str, Any]:
                         "required": True,
                         "schema": {
                             "type": "string",
-                            "enum": ["send_to_session", "check_message", "cancel_message", "list_sessions"],
+                            "enum": list(HOSTED_TOOLS),
                         },
                     },
                 ],

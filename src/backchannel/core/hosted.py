@@ -24,7 +24,7 @@ from .directory import Directory
 from .imports import Imports
 from .turns import Turns
 
-HOSTED_TOOLS = ("send_to_session", "check_message", "cancel_message", "list_sessions")
+HOSTED_TOOLS = ("send_to_session", "send_to_peer", "check_message", "cancel_message", "list_sessions")
 
 
 @dataclass(frozen=True)
