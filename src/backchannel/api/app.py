@@ -82,6 +82,7 @@ def _api_routes() -> list[BaseRoute]:
         Route("/api/sessions/{session_id}/chat", protected(routes_sessions.chat), methods=["POST"]),
         Route("/api/sessions/{session_id}/chat/stream", protected(routes_sessions.chat_stream), methods=["POST"]),
         Route("/api/sessions/{session_id}/tools/{tool}", protected(routes_tools.call_tool), methods=["POST"]),
+        Route("/api/sessions/{session_id}/mentions", protected(routes_tools.answer_mentions), methods=["POST"]),
         Route("/v1/runs", protected(routes_runs.start_run), methods=["POST"]),
         Route("/v1/runs/{run_id}", protected(routes_runs.get_run), methods=["GET"]),
         Route("/v1/runs/{run_id}/events", protected(routes_runs.run_events), methods=["GET"]),

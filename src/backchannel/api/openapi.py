@@ -147,6 +147,28 @@ def _paths() -> dict[str, Any]:
                 "responses": {**_STREAM, **_errors(400, 401, 404, 409, 413)},
             }
         },
+        "/api/sessions/{session_id}/mentions": {
+            "post": {
+                "summary": "Answer the @session: and @peer: mentions in a person's text as from this session (its id "
+                "here or in its Hermes gateway): the Hermes plugin's route for platform chats; the text comes back "
+                "with the replies added, marked as Backchannel's own mentions are",
+                "parameters": [_SESSION_ID],
+                "requestBody": _body(
+                    {
+                        "type": "object",
+                        "required": ["text"],
+                        "properties": {
+                            "text": {"type": "string", "maxLength": MAX_MESSAGE_CHARS},
+                            "wait_seconds": {"type": "number", "minimum": 0, "maximum": 120},
+                        },
+                    }
+                ),
+                "responses": {
+                    "200": _resp("The text, its mentions answered, and how many it had", {"type": "object"}),
+                    **_errors(400, 401, 404, 413),
+                },
+            }
+        },
         "/api/sessions/{session_id}/tools/{tool}": {
             "post": {
                 "summary": "Call a messaging tool as this session (its id here or in its Hermes gateway): the "

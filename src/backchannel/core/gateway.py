@@ -99,6 +99,7 @@ class Gateway:
             delivery=self.delivery,
             imports=self.imports,
         )
+        self.mentions = Mentions(self.sends)
         self.turns = Turns(
             db=self.db,
             directory=self.directory,
@@ -106,7 +107,7 @@ class Gateway:
             tools=TOOLBOX,
             sender=self.sends,
             hub=self.hub,
-            prepare=Mentions(self.sends).prepare,
+            prepare=self.mentions.prepare,
         )
         self.pauses = Pauses(root)
         self.workers = Workers(self.queue, self.turns, hub=self.hub, pauses=self.pauses)
@@ -117,6 +118,7 @@ class Gateway:
             imports=self.imports,
             tools=TOOLBOX,
             sender=self.sends,
+            mentions=self.mentions,
         )
         self._jobs: list[asyncio.Task[None]] = []
         self._started = False

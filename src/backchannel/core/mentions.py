@@ -17,6 +17,7 @@ from ..outcome import Outcome
 from ..store.runs import RunRow
 
 WAIT_SECONDS = 120.0
+MARK = "[Replies to the mentions in this message]"
 
 
 class Mentions:
@@ -26,20 +27,27 @@ class Mentions:
         self.sender = sender
 
     async def prepare(self, ctx: ToolContext, run: RunRow) -> str:
-        if not is_human(run.sender) or "@" not in run.message:
+        if not is_human(run.sender):
             return run.message
-        prompt, found = addresses.mentions(run.message)
-        if not found:
-            return run.message
-        answers = await asyncio.gather(*(self._ask(ctx, m, prompt) for m in found))
-        return prompt + "\n\n[Replies to the mentions in this message]\n" + "\n\n".join(answers)
+        return (await self.answer(ctx, run.message))[0]
 
-    async def _ask(self, ctx: ToolContext, mention: addresses.Mention, prompt: str) -> str:
+    async def answer(self, ctx: ToolContext, text: str, *, wait: float = WAIT_SECONDS) -> tuple[str, int]:
+        """`text` with its mentions answered as from the session of `ctx` (each waited for up to `wait`
+        seconds), and how many it had."""
+        if "@" not in text:
+            return text, 0
+        prompt, found = addresses.mentions(text)
+        if not found:
+            return text, 0
+        answers = await asyncio.gather(*(self._ask(ctx, m, prompt, wait) for m in found))
+        return prompt + "\n\n" + MARK + "\n" + "\n\n".join(answers), len(found)
+
+    async def _ask(self, ctx: ToolContext, mention: addresses.Mention, prompt: str, wait: float) -> str:
         try:
             if isinstance(mention.address, addresses.LocalAddress):
-                result = await self.sender.send(ctx, str(mention.address), prompt, wait=WAIT_SECONDS)
+                result = await self.sender.send(ctx, str(mention.address), prompt, wait=wait)
             else:
-                result = await self.sender.send_peer(ctx, str(mention.address), prompt, wait=WAIT_SECONDS)
+                result = await self.sender.send_peer(ctx, str(mention.address), prompt, wait=wait)
         except BackchannelError as exc:
             return f"{mention.token} was refused ({exc.code}): {exc.message}"
         if result.outcome is Outcome.DELIVERED:
@@ -48,7 +56,7 @@ class Mentions:
             return f"{mention.token} was refused ({result.code}): {result.error}"
         if result.outcome is Outcome.RECEIPT:
             return (
-                f"{mention.token} did not answer within {WAIT_SECONDS:.0f}s: run {result.run_id} "
+                f"{mention.token} did not answer within {wait:.0f}s: run {result.run_id} "
                 "goes on and its reply will come to this session"
             )
         return f"{mention.token} {result.outcome.value}: {result.error or 'no reply'}"
