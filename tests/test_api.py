@@ -978,6 +978,9 @@ def test_openapi_document(api: Api) -> None:
         tools = prefix + "/api/sessions/{session_id}/tools/{tool}"
         hit("POST", tools, 200, params={**ids, "tool": "list_sessions"}, json={})
         hit("POST", tools, 400, params=ids, json={"arguments": 5})
+        mentions = prefix + "/api/sessions/{session_id}/mentions"
+        hit("POST", mentions, 200, params=ids, json={"message": "no mentions"})
+        hit("POST", mentions, 400, params=ids, json={"text": "not the field"})
 
     for prefix in ("", "/p/{profile}"):
         hit("GET", prefix + "/health", 200, auth=False)

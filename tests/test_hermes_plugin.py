@@ -192,9 +192,12 @@ def test_the_mentions_route_refuses_bad_input_and_changes_nothing(gateway: Gatew
 
     sid = httpx.post(f"{gateway.url}/api/sessions", json={}, headers=gateway.headers()).json()["session"]["id"]
     url = f"{gateway.url}/p/default/api/sessions/{sid}/mentions"
-    for body, code in (({}, "missing_message"), ({"text": "hi @session:x", "wait_seconds": -1}, "invalid_arguments")):
+    for body, code in (
+        ({}, "missing_message"),
+        ({"message": "hi @session:x", "wait_seconds": -1}, "invalid_arguments"),
+    ):
         answer = httpx.post(url, json=body, headers=gateway.headers())
         assert answer.status_code == 400 and answer.json()["error"]["code"] == code, answer.text
-    plain = httpx.post(url, json={"text": "nothing to answer"}, headers=gateway.headers()).json()
-    assert plain["mentions"] == 0 and plain["text"] == "nothing to answer"
+    plain = httpx.post(url, json={"message": "nothing to answer"}, headers=gateway.headers()).json()
+    assert plain["mentions"] == 0 and plain["message"] == "nothing to answer"
     assert httpx.get(f"{gateway.url}/v1/ledger", headers=gateway.headers()).json()["data"] == []

@@ -86,14 +86,14 @@ def answer_mentions(text: str, *, session_id: str, profile: str, wait: float = M
         return None
     body = _post(
         "mentions",
-        {"text": text, "wait_seconds": wait},
+        {"message": text, "wait_seconds": wait},
         session_id=session_id,
         profile=profile,
         timeout=wait + ANSWER_MARGIN,
     )
     if "error" in body:
         raise RuntimeError(f"Backchannel did not answer the mentions: {body['error'].get('message')}")
-    rewritten = body.get("text")
+    rewritten = body.get("message")
     return rewritten if isinstance(rewritten, str) and body.get("mentions") else None
 
 

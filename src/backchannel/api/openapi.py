@@ -149,16 +149,16 @@ def _paths() -> dict[str, Any]:
         },
         "/api/sessions/{session_id}/mentions": {
             "post": {
-                "summary": "Answer the @session: and @peer: mentions in a person's text as from this session (its id "
+                "summary": "Answer the @session: and @peer: mentions in a person's message as from this session (its id "
                 "here or in its Hermes gateway): the Hermes plugin's route for platform chats; the text comes back "
                 "with the replies added, marked as Backchannel's own mentions are",
                 "parameters": [_SESSION_ID],
                 "requestBody": _body(
                     {
                         "type": "object",
-                        "required": ["text"],
+                        "required": ["message"],
                         "properties": {
-                            "text": {"type": "string", "maxLength": MAX_MESSAGE_CHARS},
+                            "message": {"type": "string", "maxLength": MAX_MESSAGE_CHARS},
                             "wait_seconds": {"type": "number", "minimum": 0, "maximum": 120},
                         },
                     }

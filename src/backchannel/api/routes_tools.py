@@ -46,7 +46,7 @@ async def answer_mentions(request: Request) -> Response:
     ctx = context(request)
     profile = ctx.directory.check_profile(profile_of(request))
     body = await json_body(request, ctx.settings.max_body_bytes)
-    text = check_message(body.get("text"))
+    text = check_message(body.get("message"))
     wait = body.get("wait_seconds", WAIT_SECONDS)
     if not isinstance(wait, int | float) or isinstance(wait, bool) or not 0 <= wait <= WAIT_SECONDS:
         raise UsageError(f"field 'wait_seconds' must be a number from 0 to {WAIT_SECONDS:g}", code="invalid_arguments")
@@ -54,5 +54,5 @@ async def answer_mentions(request: Request) -> Response:
         profile, request.path_params["session_id"], text, wait=float(wait)
     )
     return JSONResponse(
-        {"object": "backchannel.mentions", "session": shapes.session(session), "mentions": count, "text": rewritten}
+        {"object": "backchannel.mentions", "session": shapes.session(session), "mentions": count, "message": rewritten}
     )
