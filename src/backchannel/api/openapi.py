@@ -149,9 +149,9 @@ def _paths() -> dict[str, Any]:
         },
         "/api/sessions/{session_id}/mentions": {
             "post": {
-                "summary": "Answer the @session: and @peer: mentions in a person's message as from this session (its id "
-                "here or in its Hermes gateway): the Hermes plugin's route for platform chats; the text comes back "
-                "with the replies added, marked as Backchannel's own mentions are",
+                "summary": "Answer the @session: and @peer: mentions in a person's message as from this session "
+                "(its id here or in its Hermes gateway): the Hermes plugin's route for platform chats; the message "
+                "comes back with the replies added, marked as Backchannel's own mentions are",
                 "parameters": [_SESSION_ID],
                 "requestBody": _body(
                     {
