@@ -92,11 +92,11 @@ class Imports:
         profile, session = await self.find(address)
         return session if session is not None else self.directory.bot_chat(profile)
 
-    @commits
     async def find(self, address: LocalAddress) -> tuple[str, SessionRow | None]:
         """`Directory.find`; when it names no session here, the session id is asked of the Hermes gateways of
         the hermes profiles (the named one, else all; `LOOKUP_SECONDS` each) and imported from the one that
-        knows it. Otherwise the directory's not_found, saying which gateways were asked."""
+        knows it. Otherwise the directory's not_found, saying which gateways were asked. The import commits
+        with the caller's writes (`resolve`, an agent's send): no commit is waited for when nothing is new."""
         try:
             return self.directory.find(address)
         except NotFound as missing:
