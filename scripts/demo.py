@@ -182,6 +182,73 @@ def tutorial(demo: Demo) -> None:
     print("  (with --keep: `backchannel gateway` on that home serves it again, at the port it is started on)")
 
 
+HERMES_PYTHON = Path(__file__).resolve().parent.parent / ".venv-hermes" / "bin" / "python"
+HERMES_KEY = "demo-hermes-api-key-0123456789"
+
+
+def hermes_sessions(demo: Demo) -> None:
+    """Optional: two Hermes Agent gateways (from `make interop`'s .venv-hermes), one Hermes session asking the
+    other through Backchannel. Hermes needs a real model: an OpenAI-compatible endpoint named by
+    BACKCHANNEL_DEMO_MODEL_URL (and BACKCHANNEL_DEMO_MODEL); without one this part is a one-line note."""
+    model_url, model = os.environ.get("BACKCHANNEL_DEMO_MODEL_URL"), os.environ.get("BACKCHANNEL_DEMO_MODEL", "")
+    if not HERMES_PYTHON.exists():
+        print("\n(Hermes sessions through Backchannel: run `make interop` first to build .venv-hermes.)")
+        return
+    if not model_url:
+        print("\n(Hermes sessions through Backchannel: set BACKCHANNEL_DEMO_MODEL_URL to an OpenAI-compatible model.)")
+        return
+    step("Hermes sessions message each other through Backchannel (two Hermes gateways, the plugin enabled)")
+    port = demo.gateways["home"][1]
+    key = demo.run("home", "key", "show").strip()
+    for name in ("hermes-research", "hermes-builds"):
+        hermes_port = _free_port()
+        home = demo.base / name
+        home.mkdir()
+        settings = {
+            "model": {"provider": "custom", "default": model, "base_url": model_url},
+            "plugins": {"enabled": ["backchannel"]},
+        }
+        (home / "config.yaml").write_text(yaml.safe_dump(settings))
+        (home / ".env").write_text(
+            f"BACKCHANNEL_URL=http://127.0.0.1:{port}\nBACKCHANNEL_API_KEY={key}\nBACKCHANNEL_PROFILE={name}\n"
+        )
+        (home / "SOUL.md").write_text(f"You are {name}.\n")
+        env = {
+            **os.environ,
+            "HERMES_HOME": str(home),
+            "API_SERVER_ENABLED": "true",
+            "API_SERVER_KEY": HERMES_KEY,
+            "API_SERVER_PORT": str(hermes_port),
+        }
+        print(f"{DIM}[{name}]{RESET} {BOLD}$ HERMES_HOME={home} API_SERVER_ENABLED=true hermes gateway run{RESET}")
+        log = (demo.base / f"{name}.log").open("wb")
+        proc = subprocess.Popen(
+            [str(HERMES_PYTHON), "-m", "hermes_cli.main", "gateway", "run"], env=env, stdout=log, stderr=log
+        )
+        demo.gateways[name] = (proc, hermes_port)
+        _wait_for(f"http://127.0.0.1:{hermes_port}/health", name)
+        demo.run("home", "profile", "create", name, "--engine", "hermes", "--base-url",
+                 f"http://127.0.0.1:{hermes_port}", "--api-key-env", "DEMO_HERMES_KEY")  # fmt: skip
+    with (demo.homes["home"] / ".env").open("a") as env_file:
+        env_file.write(f"DEMO_HERMES_KEY={HERMES_KEY}\n")
+    print(f"{DIM}[home]{RESET} .env: added DEMO_HERMES_KEY=<the Hermes gateways' API_SERVER_KEY>")
+    allow = {"agent": {"session_messaging": {"allow": ["hermes-builds"]}}}
+    demo.edit("home", "profiles/hermes-research/config.yaml", allow)
+    demo.run("home", "send", "hermes-research", "Use send_to_session to ask hermes-builds for a one-word status.")
+    demo.run("home", "ledger", "hermes-research", "hermes-builds")
+
+
+def _wait_for(url: str, label: str) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url, timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    raise StepFailed(f"{label} did not answer {url} within 60 s")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keep", action="store_true", help="keep the two homes (and say how to remove them)")
@@ -195,6 +262,7 @@ def main() -> int:
     code = 0
     try:
         tutorial(demo)
+        hermes_sessions(demo)
     except StepFailed as exc:
         print(f"\ndemo failed: {exc}", file=sys.stderr)
         code = 1

@@ -881,9 +881,7 @@ def test_run_events_of_a_failed_run(api: Api) -> None:
 # (streamable HTTP), which its own specification describes.
 UNDOCUMENTED: set[tuple[str, str]] = {
     (m, r.path) for r in web.routes() if isinstance(r, Route) for m in r.methods or () if m != "HEAD"
-} | {
-    (method, prefix + "/mcp") for method in ("GET", "POST", "DELETE") for prefix in ("", "/p/{profile}")
-}
+} | {(method, prefix + "/mcp") for method in ("GET", "POST", "DELETE") for prefix in ("", "/p/{profile}")}
 HTTP_METHODS = {"get", "put", "post", "delete", "patch", "head", "options", "trace"}
 
 
@@ -984,6 +982,9 @@ def test_openapi_document(api: Api) -> None:
         tools = prefix + "/api/sessions/{session_id}/tools/{tool}"
         hit("POST", tools, 200, params={**ids, "tool": "list_sessions"}, json={})
         hit("POST", tools, 400, params=ids, json={"arguments": 5})
+        mentions = prefix + "/api/sessions/{session_id}/mentions"
+        hit("POST", mentions, 200, params=ids, json={"message": "no mentions"})
+        hit("POST", mentions, 400, params=ids, json={"text": "not the field"})
 
     for prefix in ("", "/p/{profile}"):
         hit("GET", prefix + "/health", 200, auth=False)

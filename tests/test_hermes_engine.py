@@ -119,3 +119,32 @@ def test_profile_create_refuses_what_the_hermes_engine_does_not_take(initialised
     assert ok.exit_code == 0, ok.stderr
     shown = json.loads(run_cli("profile", "show", "w", "--json").stdout)
     assert shown["engine"] == "hermes" and shown["hermes_profile"] == "Ops" and shown["api_key_env"]
+
+
+def test_a_hermes_session_id_not_imported_yet_is_imported_when_addressed(initialised: Path) -> None:
+    with FakeHermes(key=KEY) as hermes:
+        hermes.sessions["20260801_110135_3a75b0"] = {"title": "pricing study", "messages": []}
+        hermes_profile(initialised, hermes.url)
+        assert send("20260801_110135_3a75b0", "status?")["reply"] == "fake hermes heard: status?"
+        assert hermes.chats()[-1][0] == "20260801_110135_3a75b0"
+        listed = json.loads(run_cli("sessions", "list", "-p", "research", "--json").stdout)
+        assert [s["id"] for s in listed] == ["20260801_110135_3a75b0"]
+        assert send("research/20260801_110135_3a75b0", "again")["exit_code"] == 0  # the same session, not a copy
+        assert len(json.loads(run_cli("sessions", "list", "-p", "research", "--json").stdout)) == 1
+
+        # An id no Hermes gateway knows: not_found naming what was asked; nothing made, nothing sent.
+        before = len(hermes.requests)
+        missing = run_cli("send", "20260801_999999_000000", "hello?", "--json")
+        assert missing.exit_code == 2 and "Traceback" not in missing.stderr, missing.stderr
+        error = json.loads(missing.stdout)["error"]
+        assert error["code"] == "not_found" and "research: no such session" in error["message"], error
+        assert not any(method == "POST" for method, _, _ in hermes.requests[before:])
+        assert len(json.loads(run_cli("sessions", "list", "-p", "research", "--json").stdout)) == 1
+
+
+def test_an_unreachable_hermes_gateway_is_named_in_the_not_found(initialised: Path) -> None:
+    hermes_profile(initialised, f"http://127.0.0.1:{free_port()}")
+    missing = run_cli("send", "research/20260801_110135_3a75b0", "hello?", "--json")
+    assert missing.exit_code == 2 and "Traceback" not in missing.stderr, missing.stderr
+    message = json.loads(missing.stdout)["error"]["message"]
+    assert "20260801_110135_3a75b0" in message and "research:" in message and "127.0.0.1" in message, message

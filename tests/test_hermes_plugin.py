@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 import backchannel_hermes
 from backchannel.agent.tools.messaging import TOOLS
+from backchannel.core import mentions
 from conftest import GatewayProcess, api_key, free_port
 
 
@@ -19,9 +22,13 @@ class PluginContext:
 
     def __init__(self) -> None:
         self.tools: dict[str, dict[str, Any]] = {}
+        self.hooks: dict[str, list[Any]] = {}
 
     def register_tool(self, **kw: Any) -> None:
         self.tools[kw["name"]] = kw
+
+    def register_hook(self, name: str, callback: Any) -> None:
+        self.hooks.setdefault(name, []).append(callback)
 
 
 def registered() -> dict[str, dict[str, Any]]:
@@ -30,9 +37,9 @@ def registered() -> dict[str, dict[str, Any]]:
     return ctx.tools
 
 
-def test_it_registers_the_four_tools_with_backchannels_own_schemas() -> None:
+def test_it_registers_the_five_tools_with_backchannels_own_schemas() -> None:
     tools = registered()
-    assert sorted(tools) == ["cancel_message", "check_message", "list_sessions", "send_to_session"]
+    assert sorted(tools) == ["cancel_message", "check_message", "list_sessions", "send_to_peer", "send_to_session"]
     ours = {t.spec.name: t.spec for t in TOOLS}
     for name, kw in tools.items():
         assert kw["toolset"] == "backchannel"
@@ -84,3 +91,116 @@ def test_a_send_from_a_session_with_no_turn_in_progress_is_checked_like_any(
     assert refused["result"] == "refused" and refused["error"]["code"] == "not_allowed"
     entries = httpx.get(f"{gateway.url}/v1/ledger", headers=gateway.headers()).json()["data"]
     assert [(e["sender"], e["state"], e["hops"]) for e in entries] == [(f"default/{sid}", "refused:not_allowed", 1)]
+
+
+def test_send_to_peer_goes_through_the_tools_route_under_the_senders_rules(
+    gateway: GatewayProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import httpx
+
+    from conftest import run_cli
+
+    monkeypatch.setenv("BACKCHANNEL_URL", gateway.url)
+    monkeypatch.setenv("BACKCHANNEL_API_KEY", api_key(gateway.root))
+    monkeypatch.setenv("BACKCHANNEL_PROFILE", "default")
+    added = run_cli("peer", "add", "mirror", "--url", gateway.url, "--key", api_key(gateway.root))  # itself, as a peer
+    assert added.exit_code == 0, added.stderr
+    sid = httpx.post(f"{gateway.url}/api/sessions", json={}, headers=gateway.headers()).json()["session"]["id"]
+    send = registered()["send_to_peer"]["handler"]
+
+    unknown = json.loads(send({"target": "nowhere", "message": "hi"}, session_id=sid, task_id="t"))
+    assert "nowhere" in json.dumps(unknown) and (unknown.get("error") or {}).get("code"), unknown
+    refused = json.loads(send({"target": "mirror", "message": "hi"}, session_id=sid, task_id="t"))
+    assert refused["result"] == "refused" and refused["error"]["code"] == "not_allowed", refused
+
+    cfg = gateway.root / "profiles" / "default" / "config.yaml"
+    cfg.write_text(cfg.read_text().replace("allow: []", 'allow: ["peer:mirror"]'))
+    answered = json.loads(send({"target": "mirror", "message": "over there?"}, session_id=sid, task_id="t"))
+    assert answered["result"] == "delivered" and "over there?" in answered["reply"], answered
+    entries = httpx.get(f"{gateway.url}/v1/ledger", headers=gateway.headers()).json()["data"]
+    assert (f"default/{sid}", "refused:not_allowed") in [(e["sender"], e["state"]) for e in entries]
+
+
+@dataclass
+class Chat:
+    """What the hook reads of Hermes's MessageEvent, GatewayRunner and SessionStore for one platform chat."""
+
+    session_id: str
+    authorized: bool = True
+    text: str = ""
+    internal: bool = False
+    source: object = "telegram:chat-1"
+
+    @property
+    def event(self) -> Chat:
+        return self
+
+    def _is_user_authorized(self, source: object) -> bool:
+        return self.authorized
+
+    def get_or_create_session(self, source: object) -> Any:
+        return SimpleNamespace(session_id=self.session_id)
+
+
+def dispatch(chat: Chat, text: str) -> Any:
+    ctx = PluginContext()
+    backchannel_hermes.register(ctx)
+    (hook,) = ctx.hooks["pre_gateway_dispatch"]
+    chat.text = text
+    return hook(event=chat, gateway=chat, session_store=chat, telemetry_schema_version=1)
+
+
+def test_a_platform_messages_mentions_are_answered_through_backchannel_and_the_text_rewritten(
+    gateway: GatewayProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Hermes's API server does not fire pre_gateway_dispatch (only platform adapters do), so the hook is
+    called here as Hermes calls it, with stand-ins for its event, gateway and session store, against a real
+    Backchannel gateway."""
+    import httpx
+
+    from conftest import run_cli
+
+    monkeypatch.setenv("BACKCHANNEL_URL", gateway.url)
+    monkeypatch.setenv("BACKCHANNEL_API_KEY", api_key(gateway.root))
+    monkeypatch.setenv("BACKCHANNEL_PROFILE", "default")
+    assert run_cli("profile", "create", "builds").exit_code == 0
+    cfg = gateway.root / "profiles" / "default" / "config.yaml"
+    cfg.write_text(cfg.read_text().replace("allow: []", 'allow: ["builds"]'))
+    sid = httpx.post(f"{gateway.url}/api/sessions", json={}, headers=gateway.headers()).json()["session"]["id"]
+    chat = Chat(sid)
+
+    rewritten = dispatch(chat, "@session:builds what is the build status?")
+    assert rewritten["action"] == "rewrite", rewritten
+    text = rewritten["text"]
+    assert text.startswith(f"what is the build status?\n\n{mentions.MARK}\n"), text
+    assert text.endswith(mentions.END_MARK), text
+    assert "[Message from session builds/" in text and "via a reply to your mention @session:builds" in text, text
+    assert text.count("build status") >= 2, text
+    refused = dispatch(chat, "and @session:secret, you?")["text"]
+    assert "@session:secret was refused (" in refused, refused
+
+    assert dispatch(chat, "no mentions here") is None
+    entries = len(httpx.get(f"{gateway.url}/v1/ledger", headers=gateway.headers()).json()["data"])
+    chat.authorized = False  # the hook runs before Hermes's own auth: a stranger's mentions are not sent
+    assert dispatch(chat, "@session:builds hello?") is None
+    assert len(httpx.get(f"{gateway.url}/v1/ledger", headers=gateway.headers()).json()["data"]) == entries
+    ledger = httpx.get(f"{gateway.url}/v1/ledger", headers=gateway.headers()).json()["data"]
+    assert [(e["sender"], e["target"].split("/")[0], e["state"]) for e in ledger if e["state"] == "completed"] == [
+        (f"default/{sid}", "builds", "completed")
+    ]
+
+
+def test_the_mentions_route_refuses_bad_input_and_changes_nothing(gateway: GatewayProcess) -> None:
+    import httpx
+
+    sid = httpx.post(f"{gateway.url}/api/sessions", json={}, headers=gateway.headers()).json()["session"]["id"]
+    url = f"{gateway.url}/p/default/api/sessions/{sid}/mentions"
+    for body, code in (
+        ({}, "missing_message"),
+        ({"message": "hi @session:x", "wait_seconds": -1}, "invalid_arguments"),
+    ):
+        answer = httpx.post(url, json=body, headers=gateway.headers())
+        assert answer.status_code == 400 and answer.json()["error"]["code"] == code, answer.text
+    plain = httpx.post(url, json={"message": "nothing to answer"}, headers=gateway.headers()).json()
+    assert plain["mentions"] == 0 and plain["message"] == "nothing to answer"
+    assert httpx.get(f"{gateway.url}/v1/ledger", headers=gateway.headers()).json()["data"] == []

@@ -18,8 +18,13 @@ alike, is a tool result the model reads (`{"error": {"code", "message"}}`), neve
 Hermes turn. The HTTP client is the standard library's: the handler runs in Hermes's agent thread, and a
 blocking call there needs no event loop of ours.
 
-Not done: `@session:` mentions in platform messages (Hermes's `pre_gateway_dispatch` hook) are not
-rewritten yet; Hermes's API server does not fire that hook anyway.
+Mentions: the `pre_gateway_dispatch` hook sees each platform message (Telegram, weixin …) before Hermes's
+agent does. A message from an authorized user with `@session:` or `@peer:` mentions goes to the Backchannel
+gateway as that chat's Hermes session (`POST …/mentions`), which answers them as Backchannel's own mentions
+are; the hook rewrites the text with the replies, marked `[Replies to the mentions in this message: …]`.
+Hermes calls its hooks synchronously in its event loop, so its gateway waits for those replies
+(`BACKCHANNEL_MENTION_WAIT` seconds at most, default 60). Hermes's API server does not fire this hook;
+mentions sent through it (or through Backchannel) are Backchannel's to answer.
 """
 
 from __future__ import annotations
@@ -32,13 +37,15 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
+from backchannel.addresses import MENTION_RE
 from backchannel.agent.tools.messaging import DEFAULT_WAIT, TOOLS
 
 TOOLSET = "backchannel"
-HOSTED = ("send_to_session", "check_message", "cancel_message", "list_sessions")
+HOSTED = ("send_to_session", "send_to_peer", "check_message", "cancel_message", "list_sessions")
 DEFAULT_URL = "http://127.0.0.1:8377"
 ANSWER_MARGIN = 30.0  # seconds past a send's own wait before the gateway's silence is a timeout
 REQUEST_TIMEOUT = 30.0
+MENTION_WAIT = 60.0
 
 
 def _error(code: str, message: str) -> str:
@@ -59,22 +66,53 @@ def _quote(part: str) -> str:
 
 def call(tool: str, args: dict[str, Any], *, session_id: str, profile: str) -> str:
     """One tool call made as Hermes session `session_id` of Backchannel profile `profile`; the result text."""
-    base = (os.environ.get("BACKCHANNEL_URL") or DEFAULT_URL).rstrip("/")
-    key = os.environ.get("BACKCHANNEL_API_KEY") or ""
-    if not key:
-        return _error(
-            "unavailable", "Backchannel is not set up here: BACKCHANNEL_API_KEY is missing from Hermes's .env"
-        )
-    if not session_id:
-        return _error("unavailable", "Hermes did not say which session is calling; Backchannel needs it")
-    url = f"{base}/p/{_quote(profile)}/api/sessions/{_quote(session_id)}/tools/{_quote(tool)}"
     timeout = REQUEST_TIMEOUT
-    if tool == "send_to_session":
+    if tool in ("send_to_session", "send_to_peer"):
         wait = args.get("wait_seconds", DEFAULT_WAIT)
         timeout = (float(wait) if isinstance(wait, int | float) and wait > 0 else 0.0) + ANSWER_MARGIN
+    body = _post(f"tools/{_quote(tool)}", {"arguments": args}, session_id=session_id, profile=profile, timeout=timeout)
+    if "error" in body and "result" not in body:
+        return json.dumps(body, ensure_ascii=False)
+    result = body.get("result")
+    if not isinstance(result, dict):
+        return _error("backchannel_error", f"the Backchannel gateway at {_base()} answered without a tool result")
+    return json.dumps(result, ensure_ascii=False)
+
+
+def answer_mentions(text: str, *, session_id: str, profile: str, wait: float = MENTION_WAIT) -> str | None:
+    """`text` with its mentions answered through Backchannel as session `session_id`; None when it has none or
+    Backchannel could not answer (the text then goes to Hermes's agent as it is, the reason logged by Hermes)."""
+    if not MENTION_RE.search(text):
+        return None
+    body = _post(
+        "mentions",
+        {"message": text, "wait_seconds": wait},
+        session_id=session_id,
+        profile=profile,
+        timeout=wait + ANSWER_MARGIN,
+    )
+    if "error" in body:
+        raise RuntimeError(f"Backchannel did not answer the mentions: {body['error'].get('message')}")
+    rewritten = body.get("message")
+    return rewritten if isinstance(rewritten, str) and body.get("mentions") else None
+
+
+def _base() -> str:
+    return (os.environ.get("BACKCHANNEL_URL") or DEFAULT_URL).rstrip("/")
+
+
+def _post(route: str, payload: dict[str, Any], *, session_id: str, profile: str, timeout: float) -> dict[str, Any]:
+    """POST to the session's route on the Backchannel gateway: its JSON object, or `{"error": …}` saying why not."""
+    base = _base()
+    key = os.environ.get("BACKCHANNEL_API_KEY") or ""
+    if not key:
+        return _fail("unavailable", "Backchannel is not set up here: BACKCHANNEL_API_KEY is missing from Hermes's .env")
+    if not session_id:
+        return _fail("unavailable", "Hermes did not say which session is calling; Backchannel needs it")
+    url = f"{base}/p/{_quote(profile)}/api/sessions/{_quote(session_id)}/{route}"
     request = urllib.request.Request(
         url,
-        data=json.dumps({"arguments": args}).encode(),
+        data=json.dumps(payload).encode(),
         headers={
             "Authorization": f"Bearer {key}",
             "Content-Type": "application/json",
@@ -88,33 +126,36 @@ def call(tool: str, args: dict[str, Any], *, session_id: str, profile: str) -> s
     except urllib.error.HTTPError as exc:
         return _refused(exc, base)
     except TimeoutError:
-        return _error(
+        return _fail(
             "outcome_unknown",
             f"the Backchannel gateway at {base} did not answer within {timeout:g}s: the message may have been "
             "accepted; do not resend it, ask with check_message or list_sessions later",
         )
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
-        return _error(
+        return _fail(
             "backchannel_unreachable",
             f"the Backchannel gateway at {base} could not be reached ({reason}); nothing was sent",
         )
     except ValueError:
-        return _error("backchannel_error", f"the Backchannel gateway at {base} answered with something not JSON")
-    result = body.get("result") if isinstance(body, dict) else None
-    if not isinstance(result, dict):
-        return _error("backchannel_error", f"the Backchannel gateway at {base} answered without a tool result")
-    return json.dumps(result, ensure_ascii=False)
+        return _fail("backchannel_error", f"the Backchannel gateway at {base} answered with something not JSON")
+    if not isinstance(body, dict):
+        return _fail("backchannel_error", f"the Backchannel gateway at {base} answered with something not an object")
+    return body
 
 
-def _refused(exc: urllib.error.HTTPError, base: str) -> str:
+def _fail(code: str, message: str) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message}}
+
+
+def _refused(exc: urllib.error.HTTPError, base: str) -> dict[str, Any]:
     try:
         err = json.loads(exc.read()).get("error")
     except (ValueError, AttributeError, OSError):
         err = None
     if isinstance(err, dict) and err.get("code"):
-        return _error(str(err["code"]), str(err.get("message") or f"HTTP {exc.code}"))
-    return _error("backchannel_error", f"the Backchannel gateway at {base} answered HTTP {exc.code}")
+        return _fail(str(err["code"]), str(err.get("message") or f"HTTP {exc.code}"))
+    return _fail("backchannel_error", f"the Backchannel gateway at {base} answered HTTP {exc.code}")
 
 
 def _handler(tool: str, default_profile: str) -> Callable[..., str]:
@@ -128,9 +169,52 @@ def _handler(tool: str, default_profile: str) -> Callable[..., str]:
     return handle
 
 
+def _mention_wait() -> float:
+    try:
+        wait = float(os.environ.get("BACKCHANNEL_MENTION_WAIT") or MENTION_WAIT)
+    except ValueError:
+        return MENTION_WAIT
+    return min(wait, 120.0) if wait > 0 else MENTION_WAIT  # Backchannel waits 120 s at most
+
+
+def _chat_session(event: Any, gateway: Any, session_store: Any) -> str | None:
+    """The Hermes session of the chat a platform message came from (made as Hermes would make it next)."""
+    source = getattr(event, "source", None)
+    if source is None or session_store is None:
+        return None
+    entry = session_store.get_or_create_session(source)
+    session_id = getattr(entry, "session_id", None)
+    return session_id if isinstance(session_id, str) and session_id else None
+
+
+def pre_gateway_dispatch_hook(default_profile: str) -> Callable[..., dict[str, Any] | None]:
+    """The `pre_gateway_dispatch` hook: a platform message's mentions answered, the text rewritten."""
+
+    def hook(*, event: Any = None, gateway: Any = None, session_store: Any = None, **_: Any) -> dict[str, Any] | None:
+        text = getattr(event, "text", None)
+        if not isinstance(text, str) or not MENTION_RE.search(text) or getattr(event, "internal", False):
+            return None
+        source = getattr(event, "source", None)
+        authorized = getattr(gateway, "_is_user_authorized", None)
+        if source is None or authorized is None or not authorized(source):
+            return None  # the hook runs before Hermes's own auth: a stranger's mentions are not ours to send
+        session_id = _chat_session(event, gateway, session_store)
+        if session_id is None:
+            return None
+        profile = os.environ.get("BACKCHANNEL_PROFILE") or default_profile
+        rewritten = answer_mentions(text, session_id=session_id, profile=profile, wait=_mention_wait())
+        return {"action": "rewrite", "text": rewritten} if rewritten is not None else None
+
+    hook.__name__ = "backchannel_mentions"
+    return hook
+
+
 def register(ctx: Any) -> None:
-    """Hermes's plugin entry: the four messaging tools, in the `backchannel` toolset."""
+    """Hermes's plugin entry: the five messaging tools, in the `backchannel` toolset, and the mentions hook."""
     profile = str(getattr(ctx, "profile_name", None) or "default")
+    register_hook = getattr(ctx, "register_hook", None)
+    if register_hook is not None:
+        register_hook("pre_gateway_dispatch", pre_gateway_dispatch_hook(profile))
     for tool in TOOLS:
         spec = tool.spec
         if spec.name not in HOSTED:

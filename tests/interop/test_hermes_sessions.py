@@ -262,3 +262,96 @@ def test_concurrent_messages_to_one_hermes_session_go_in_order(key_in_env: Path,
                 time.sleep(0.2)
         assert builds.most_active == 1
         assert [t.splitlines()[-1] for t in builds.turns_seen()[-3:]] == ["m0", "m1", "m2"]
+
+
+def test_a_hermes_turn_cut_by_a_sigkilled_gateway_is_answered_once(key_in_env: Path, gateway: GatewayProcess) -> None:
+    """Hermes runs the cut turn on and saves it when it ends (0.19, observed); the restarted gateway finds
+    the message and its answer in the Hermes session and takes that answer as the run's reply: the run is
+    not sent again, so Hermes has one user message and one turn, and Backchannel one copy of each."""
+    release = threading.Event()
+
+    def slow(text: str, body: dict[str, Any]) -> Any:
+        release.wait(60)
+        return f"built: {text.splitlines()[-1]}"
+
+    builds = Agent("builds", slow)
+    with hermes_agent(builds, "builds", gateway) as hermes:
+        bot = httpx.post(f"{gateway.url}/p/builds/api/sessions", json={"title": "Bot Chat"}, headers=gateway.headers())
+        session_id = bot.json()["session"]["id"]
+        started = httpx.post(
+            f"{gateway.url}/p/builds/v1/runs",
+            json={"input": "compile the kernel", "session_id": session_id},
+            headers=gateway.headers(),
+        )
+        run_id = started.json()["run_id"]
+        deadline = time.monotonic() + 30
+        while not builds.bodies:  # the turn is in Hermes, its model thinking
+            assert time.monotonic() < deadline, gateway.log()
+            time.sleep(0.05)
+        gateway.kill()
+        gateway.start()  # before Hermes is done: the restarted gateway waits for the cut turn's answer
+        time.sleep(1.0)
+        release.set()
+
+        deadline = time.monotonic() + 60
+        while (run := httpx.get(f"{gateway.url}/v1/runs/{run_id}", headers=gateway.headers()).json())["status"] not in (
+            "completed",
+            "failed",
+        ):
+            assert time.monotonic() < deadline, run
+            time.sleep(0.2)
+        assert run["status"] == "completed", run
+        assert run["output"] == "built: compile the kernel" and run["attempts"] == 2, run
+        time.sleep(1.0)  # a second turn, were one sent, would have reached the model by now
+
+        # Hermes: the message once, answered once; its model called once.
+        assert builds.turns_seen() == ["compile the kernel"]
+        listing = httpx.get(f"{hermes.url}/api/sessions?limit=200", headers=hermes.headers).json()["data"]
+        assert [s["title"] for s in listing] == ["Bot Chat"]
+        there = httpx.get(f"{hermes.url}/api/sessions/{listing[0]['id']}/messages", headers=hermes.headers).json()
+        assert [(m["role"], m["content"]) for m in there["data"]] == [
+            ("user", "compile the kernel"),
+            ("assistant", "built: compile the kernel"),
+        ]
+        # Backchannel: one run (answered in its second attempt), one copy of message and reply, one ledger entry.
+        here = httpx.get(f"{gateway.url}/p/builds/api/sessions/{session_id}/messages", headers=gateway.headers())
+        assert [(m["role"], m["content"]) for m in here.json()["data"]] == [
+            ("user", "compile the kernel"),
+            ("assistant", "built: compile the kernel"),
+        ]
+        entries = [e for e in ledger(gateway) if e["message"] == "compile the kernel"]
+        assert [e["state"] for e in entries] == ["completed"], entries
+
+
+def test_send_to_session_reaches_a_hermes_session_backchannel_never_imported(
+    key_in_env: Path, gateway: GatewayProcess
+) -> None:
+    hermes_id = "20260801_110135_3a75b0"  # the seed's: a session made in builds' Hermes, unknown here
+
+    def research(text: str, body: dict[str, Any]) -> Any:
+        return call("send_to_session", session_id=hermes_id, message=text.splitlines()[-1])
+
+    builds = Agent("builds", builds_decides)
+    with (
+        hermes_agent(Agent("research", research), "research", gateway),
+        hermes_agent(builds, "BUILDS-SOUL", gateway) as builds_hermes,
+    ):
+        made = httpx.post(
+            f"{builds_hermes.url}/api/sessions",
+            json={"id": hermes_id, "title": "pricing"},
+            headers=builds_hermes.headers,
+        )
+        assert made.status_code == 201, made.text
+        allow(key_in_env, "research", f"builds/{hermes_id}")
+        asked = send("research", "what did pricing find?")
+        assert asked["result"] == "delivered", asked
+        assert "builds answers 'what did pricing find?'" in asked["reply"], asked
+        there = httpx.get(f"{builds_hermes.url}/api/sessions/{hermes_id}/messages", headers=builds_hermes.headers)
+        assert [m["role"] for m in there.json()["data"]] == ["user", "assistant"]  # the turn ran in that session
+        listed = json.loads(run_cli("sessions", "list", "-p", "builds", "--json").stdout)
+        assert [s["id"] for s in listed] == [hermes_id]  # imported under its Hermes id, nothing else made
+
+        # An id that neither Backchannel nor builds' Hermes knows: a not_found tool result.
+        hermes_id = "20260801_999999_000000"
+        missing = send("research", "anyone?")
+        assert "not_found" in missing["reply"] and "no such session" in missing["reply"], missing

@@ -103,6 +103,11 @@ def _api_routes() -> list[BaseRoute]:
             protected(routes_tools.call_tool, person_only=True),  # acting as one of our sessions: the person only
             methods=["POST"],
         ),
+        Route(
+            "/api/sessions/{session_id}/mentions",
+            protected(routes_tools.answer_mentions, person_only=True),
+            methods=["POST"],
+        ),
         Route("/v1/runs", protected(routes_runs.start_run), methods=["POST"]),
         Route("/v1/runs/{run_id}", protected(routes_runs.get_run, runs=True), methods=["GET"]),
         Route("/v1/runs/{run_id}/events", protected(routes_runs.run_events, runs=True), methods=["GET"]),

@@ -6,6 +6,7 @@ import copy
 from typing import Any
 
 from .. import __version__
+from ..core.hosted import HOSTED_TOOLS
 from ..messages import MAX_MESSAGE_CHARS
 
 ERROR = {"$ref": "#/components/schemas/Error"}
@@ -147,6 +148,28 @@ def _paths() -> dict[str, Any]:
                 "responses": {**_STREAM, **_errors(400, 401, 404, 409, 413)},
             }
         },
+        "/api/sessions/{session_id}/mentions": {
+            "post": {
+                "summary": "Answer the @session: and @peer: mentions in a person's message as from this session "
+                "(its id here or in its Hermes gateway): the Hermes plugin's route for platform chats; the message "
+                "comes back with the replies added, marked as Backchannel's own mentions are",
+                "parameters": [_SESSION_ID],
+                "requestBody": _body(
+                    {
+                        "type": "object",
+                        "required": ["message"],
+                        "properties": {
+                            "message": {"type": "string", "maxLength": MAX_MESSAGE_CHARS},
+                            "wait_seconds": {"type": "number", "minimum": 0, "maximum": 120},
+                        },
+                    }
+                ),
+                "responses": {
+                    "200": _resp("The text, its mentions answered, and how many it had", {"type": "object"}),
+                    **_errors(400, 401, 404, 413),
+                },
+            }
+        },
         "/api/sessions/{session_id}/tools/{tool}": {
             "post": {
                 "summary": "Call a messaging tool as this session (its id here or in its Hermes gateway): the "
@@ -159,13 +182,7 @@ def _paths() -> dict[str, Any]:
                         "required": True,
                         "schema": {
                             "type": "string",
-                            "enum": [
-                                "send_to_session",
-                                "send_to_peer",
-                                "check_message",
-                                "cancel_message",
-                                "list_sessions",
-                            ],
+                            "enum": list(HOSTED_TOOLS),
                         },
                     },
                 ],

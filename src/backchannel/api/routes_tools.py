@@ -1,4 +1,5 @@
-"""The messaging tools as a session of a profile (the Hermes plugin's calls): `POST …/tools/{tool}`."""
+"""The messaging tools and mentions as a session of a profile (the Hermes plugin's calls):
+`POST …/tools/{tool}` and `POST …/mentions`."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import json
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from ..core.delivery import check_message
+from ..core.mentions import WAIT_SECONDS
 from ..errors import UsageError
 from . import shapes
 from .context import context
@@ -34,4 +37,22 @@ async def call_tool(request: Request) -> Response:
             "ok": done.ok,
             "result": json.loads(done.result),
         }
+    )
+
+
+async def answer_mentions(request: Request) -> Response:
+    """A person's text typed in the session (a Hermes platform chat), its mentions answered as from it; text
+    without mentions comes back as it is (`mentions: 0`)."""
+    ctx = context(request)
+    profile = ctx.directory.check_profile(profile_of(request))
+    body = await json_body(request, ctx.settings.max_body_bytes)
+    text = check_message(body.get("message"))
+    wait = body.get("wait_seconds", WAIT_SECONDS)
+    if not isinstance(wait, int | float) or isinstance(wait, bool) or not 0 <= wait <= WAIT_SECONDS:
+        raise UsageError(f"field 'wait_seconds' must be a number from 0 to {WAIT_SECONDS:g}", code="invalid_arguments")
+    session, rewritten, count = await ctx.gateway.hosted.mentions(
+        profile, request.path_params["session_id"], text, wait=float(wait)
+    )
+    return JSONResponse(
+        {"object": "backchannel.mentions", "session": shapes.session(session), "mentions": count, "message": rewritten}
     )

@@ -67,7 +67,7 @@ def send(address: str, message: str | None, wait: float, key: str | None, as_jso
         peer_cmd.retry_hint(result)
         sys.exit(result.outcome.exit_code)
     with home_gateway(root) as gateway:
-        session = gateway.directory.resolve(parsed)
+        session = asyncio.run(gateway.imports.resolve(parsed))  # a Hermes session id: imported on demand
     # Without --idempotency-key each invocation is a new message (a person who repeats means it);
     # retries within this invocation reuse one key, so they are handled once.
     key = key or keys.cli()

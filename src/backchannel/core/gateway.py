@@ -94,10 +94,17 @@ class Gateway:
             wakes=self.wakes,
         )
         self.holds = Holds(self.db, self.queue, self.directory, self.wakes)
-        self.sends = AgentSends(
-            db=self.db, queue=self.queue, directory=self.directory, outbound=self.outbound, delivery=self.delivery
-        )
         self.engines = EngineCache(root, engine_factory)
+        self.imports = Imports(self.db, self.directory, self.engines.secret)
+        self.sends = AgentSends(
+            db=self.db,
+            queue=self.queue,
+            directory=self.directory,
+            outbound=self.outbound,
+            delivery=self.delivery,
+            imports=self.imports,
+        )
+        self.mentions = Mentions(self.sends)
         self.mcp = McpTools(self.engines.secret, TOOLBOX)
         self.turns = Turns(
             db=self.db,
@@ -106,12 +113,11 @@ class Gateway:
             tools=TOOLBOX,
             sender=self.sends,
             hub=self.hub,
-            prepare=Mentions(self.sends).prepare,
+            prepare=self.mentions.prepare,
             mcp=self.mcp,
         )
         self.pauses = Pauses(root)
         self.workers = Workers(self.queue, self.turns, hub=self.hub, pauses=self.pauses)
-        self.imports = Imports(self.db, self.directory, self.engines.secret)
         self.hosted = HostedTools(
             db=self.db,
             directory=self.directory,
@@ -119,6 +125,7 @@ class Gateway:
             imports=self.imports,
             tools=TOOLBOX,
             sender=self.sends,
+            mentions=self.mentions,
         )
         self._jobs: list[asyncio.Task[None]] = []
         self._started = False

@@ -63,6 +63,8 @@ class Holds:
         while True:
             await asyncio.sleep(SWEEP_SECONDS)
             try:
+                if not self.queue.held_expired():
+                    continue  # the common case: nothing to write, no write transaction
                 await self.db.writable()
                 self._expire()
                 await self.db.durable()

@@ -22,6 +22,7 @@ from ..store.sessions import SessionRow
 from .commits import commits
 from .directory import Directory
 from .imports import Imports
+from .mentions import Mentions
 from .turns import Turns
 
 HOSTED_TOOLS = ("send_to_session", "send_to_peer", "check_message", "cancel_message", "list_sessions")
@@ -50,8 +51,10 @@ class HostedTools:
         imports: Imports,
         tools: Mapping[str, Tool],
         sender: Sender,
+        mentions: Mentions,
     ) -> None:
         self.db = db
+        self.mentions_of = mentions
         self.directory = directory
         self.turns = turns
         self.imports = imports
@@ -61,23 +64,37 @@ class HostedTools:
     @commits
     async def call(self, profile_name: str, session_id: str, tool: str, arguments: dict[str, Any]) -> HostedCall:
         """Run `tool` as session `session_id` of `profile_name` (its id here or its Hermes id)."""
-        profile = self.directory.profile(self.directory.check_profile(profile_name))
+        self.directory.check_profile(profile_name)
         if tool not in self.tools:
             raise NotFound(f"no tool {tool!r} here; these are: {', '.join(HOSTED_TOOLS)}", code="unknown_tool")
+        session, ctx, run_id = self._context(profile_name, session_id)
+        result, ok = await call_tool(self.tools, tool, arguments, ctx)
+        return HostedCall(tool, session, run_id, result, ok)
+
+    @commits
+    async def mentions(
+        self, profile_name: str, session_id: str, text: str, *, wait: float
+    ) -> tuple[SessionRow, str, int]:
+        """A person's `text` typed in session `session_id` (a Hermes platform chat) with its `@session:` and
+        `@peer:` mentions answered as from that session, as Backchannel's own mentions are; how many it had."""
+        session, ctx, _ = self._context(profile_name, session_id)
+        rewritten, count = await self.mentions_of.answer(ctx, text, wait=wait)
+        return session, rewritten, count
+
+    def _context(self, profile_name: str, session_id: str) -> tuple[SessionRow, ToolContext, str | None]:
+        profile = self.directory.profile(self.directory.check_profile(profile_name))
         session = self._caller(profile.name, session_id, hermes=profile.config.model.engine == "hermes")
         live = self.turns.live.get(session.id)
         if live is not None:
-            ctx = live[0]
-        else:
-            ctx = ToolContext(
-                profile=profile,
-                session_id=session.id,
-                run_id=f"hosted_{uuid.uuid4().hex}",  # no run: each call is its own send
-                sender=self.sender,
-            )
-            ctx.exchange = ctx.run_id
-        result, ok = await call_tool(self.tools, tool, arguments, ctx)
-        return HostedCall(tool, session, live[0].run_id if live is not None else None, result, ok)
+            return session, live[0], live[0].run_id
+        ctx = ToolContext(
+            profile=profile,
+            session_id=session.id,
+            run_id=f"hosted_{uuid.uuid4().hex}",  # no run: each call is its own send
+            sender=self.sender,
+        )
+        ctx.exchange = ctx.run_id
+        return session, ctx, None
 
     def _caller(self, profile: str, session_id: str, *, hermes: bool) -> SessionRow:
         found = sessionstore.find_by_remote_id(self.db, profile, session_id)

@@ -1,14 +1,17 @@
-"""Sessions of a hermes profile that live in its Hermes gateway, made addressable here (`sessions import`)."""
+"""Sessions of a hermes profile that live in its Hermes gateway, made addressable here: all at once
+(`sessions import`), or one on demand when an address names a Hermes session id not imported yet."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..errors import EngineError, NotFound, UsageError
+from ..addresses import LocalAddress
+from ..errors import BackchannelError, EngineError, NotFound, UsageError
 from ..home.profiles import Profile
 from ..ids import CLIENT_SESSION_ID_RE
-from ..net.hermes import HermesClient
+from ..net.hermes import HermesClient, SessionMissing
 from ..store import sessions as sessionstore
 from ..store.db import Database
 from ..store.sessions import SessionRow
@@ -24,7 +27,12 @@ class Imported:
     created: bool
 
 
-def hermes_client(profile: Profile, secret: Callable[[str], str | None]) -> HermesClient:
+LOOKUP_SECONDS = 3.0  # how long an on-demand lookup waits for each Hermes gateway
+
+
+def hermes_client(
+    profile: Profile, secret: Callable[[str], str | None], *, timeout: float | None = None
+) -> HermesClient:
     """A client of the Hermes gateway a hermes profile's config names (errors name the profile and the URL)."""
     model = profile.config.model
     if model.engine != "hermes" or model.base_url is None:
@@ -35,7 +43,12 @@ def hermes_client(profile: Profile, secret: Callable[[str], str | None]) -> Herm
     if not key:
         raise EngineError(f"{who} needs its API server key: set {model.api_key_env or 'model.api_key_env'} in .env")
     return HermesClient(
-        model.base_url, key, who=who, error=EngineError, timeout=model.timeout_seconds, profile=model.profile
+        model.base_url,
+        key,
+        who=who,
+        error=EngineError,
+        timeout=model.timeout_seconds if timeout is None else timeout,
+        profile=model.profile,
     )
 
 
@@ -73,15 +86,73 @@ class Imports:
             out.append(Imported(self.adopt(profile.name, remote.id, title=remote.title), True))
         return out
 
-    def adopt(self, profile: str, remote_id: str, *, title: str | None = None) -> SessionRow:
-        """A new session here for Hermes session `remote_id` (its id too where it is one we accept)."""
+    @commits
+    async def resolve(self, address: LocalAddress) -> SessionRow:
+        """`Directory.resolve`, and a Hermes session id not imported yet imported on demand."""
+        profile, session = await self.find(address)
+        return session if session is not None else self.directory.bot_chat(profile)
+
+    async def find(self, address: LocalAddress) -> tuple[str, SessionRow | None]:
+        """`Directory.find`; when it names no session here, the session id is asked of the Hermes gateways of
+        the hermes profiles (the named one, else all; `LOOKUP_SECONDS` each) and imported from the one that
+        knows it. Otherwise the directory's not_found, saying which gateways were asked. The import commits
+        with the caller's writes (`resolve`, an agent's send): no commit is waited for when nothing is new."""
+        try:
+            return self.directory.find(address)
+        except NotFound as missing:
+            wanted = address.session_id or address.profile  # a bare token may be a Hermes session id
+            if wanted is None or not CLIENT_SESSION_ID_RE.match(wanted):
+                raise
+            names = (
+                [address.profile] if address.session_id is not None and address.profile else self.directory.profiles()
+            )
+            candidates = [p for p in (self._hermes_profile(n) for n in names) if p is not None]
+            if not candidates:
+                raise
+            known = await asyncio.gather(*(self._knows(p, wanted) for p in candidates))
+            for profile, (tip, _) in zip(candidates, known, strict=True):
+                if tip is not None:
+                    existing = sessionstore.find_by_remote_id(self.db, profile.name, tip)
+                    return profile.name, existing or self.adopt(profile.name, wanted, remote_tip=tip)
+            asked = "; ".join(f"{p.name}: {why}" for p, (_, why) in zip(candidates, known, strict=True))
+            raise NotFound(
+                f"{missing.message}; nor does a Hermes gateway know it ({asked})", code=missing.code
+            ) from None
+
+    def _hermes_profile(self, name: str) -> Profile | None:
+        try:
+            profile = self.directory.profile(name)
+        except BackchannelError:
+            return None
+        return profile if profile.config.model.engine == "hermes" and profile.config.model.base_url else None
+
+    async def _knows(self, profile: Profile, session_id: str) -> tuple[str | None, str]:
+        """The session's live id in the profile's Hermes gateway, or None and why not."""
+        try:
+            client = hermes_client(profile, self.secret, timeout=LOOKUP_SECONDS)
+        except BackchannelError as exc:
+            return None, exc.message
+        try:
+            return await client.tip(session_id), "found"
+        except SessionMissing:
+            return None, "no such session"
+        except BackchannelError as exc:
+            return None, exc.message
+        finally:
+            await client.aclose()
+
+    def adopt(
+        self, profile: str, remote_id: str, *, title: str | None = None, remote_tip: str | None = None
+    ) -> SessionRow:
+        """A new session here for Hermes session `remote_id` (its id too where it is one we accept); its
+        turns go to `remote_tip` when Hermes moved the session on (a compression)."""
         own_id = remote_id if CLIENT_SESSION_ID_RE.match(remote_id) else None
         if own_id is not None and self._taken(own_id):
             own_id = None
         if title and sessionstore.find_by_title(self.db, profile, title) is not None:
             title = None  # titles are unique per profile here too
         return sessionstore.create_session(
-            self.db, profile, title=title, source="hermes", session_id=own_id, remote_id=remote_id
+            self.db, profile, title=title, source="hermes", session_id=own_id, remote_id=remote_tip or remote_id
         )
 
     def _taken(self, session_id: str) -> bool:

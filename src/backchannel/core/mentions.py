@@ -18,6 +18,8 @@ from ..outcome import Outcome
 from ..store.runs import RunRow
 
 WAIT_SECONDS = 120.0
+MARK = "[Replies to the mentions in this message: each from another agent, not your user]"
+END_MARK = "[End of the replies to the mentions]"
 
 
 class Mentions:
@@ -27,25 +29,27 @@ class Mentions:
         self.sender = sender
 
     async def prepare(self, ctx: ToolContext, run: RunRow) -> str:
-        if not is_human(run.sender) or "@" not in run.message:
+        if not is_human(run.sender):
             return run.message
-        prompt, found = addresses.mentions(run.message)
-        if not found:
-            return run.message
-        answers = await asyncio.gather(*(self._ask(ctx, m, prompt) for m in found))
-        return (
-            prompt
-            + "\n\n[Replies to the mentions in this message: each from another agent, not your user]\n"
-            + "\n\n".join(answers)
-            + "\n[End of the replies to the mentions]"
-        )
+        return (await self.answer(ctx, run.message))[0]
 
-    async def _ask(self, ctx: ToolContext, mention: addresses.Mention, prompt: str) -> str:
+    async def answer(self, ctx: ToolContext, text: str, *, wait: float = WAIT_SECONDS) -> tuple[str, int]:
+        """`text` with its mentions answered as from the session of `ctx` (each waited for up to `wait`
+        seconds), and how many it had."""
+        if "@" not in text:
+            return text, 0
+        prompt, found = addresses.mentions(text)
+        if not found:
+            return text, 0
+        answers = await asyncio.gather(*(self._ask(ctx, m, prompt, wait) for m in found))
+        return prompt + "\n\n" + MARK + "\n" + "\n\n".join(answers) + "\n" + END_MARK, len(found)
+
+    async def _ask(self, ctx: ToolContext, mention: addresses.Mention, prompt: str, wait: float) -> str:
         try:
             if isinstance(mention.address, addresses.LocalAddress):
-                result = await self.sender.send(ctx, str(mention.address), prompt, wait=WAIT_SECONDS)
+                result = await self.sender.send(ctx, str(mention.address), prompt, wait=wait)
             else:
-                result = await self.sender.send_peer(ctx, str(mention.address), prompt, wait=WAIT_SECONDS)
+                result = await self.sender.send_peer(ctx, str(mention.address), prompt, wait=wait)
         except BackchannelError as exc:
             return f"{mention.token} was refused ({exc.code}): {quote(exc.message)}"
         if result.outcome is Outcome.DELIVERED:
@@ -54,7 +58,7 @@ class Mentions:
             return f"{mention.token} was refused ({result.code}): {quote(result.error or '')}"
         if result.outcome is Outcome.RECEIPT:
             return (
-                f"{mention.token} did not answer within {WAIT_SECONDS:.0f}s: run {result.run_id} "
+                f"{mention.token} did not answer within {wait:.0f}s: run {result.run_id} "
                 "goes on and its reply will come to this session"
             )
         return f"{mention.token} {result.outcome.value}: {quote(result.error or 'no reply')}"

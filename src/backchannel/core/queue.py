@@ -217,6 +217,10 @@ class RunQueue:
             self._ended_run(run)
         return run
 
+    def held_expired(self) -> bool:
+        """Whether a held run is past its hold expiry (a read: no write transaction)."""
+        return runstore.has_held_expired(self.db, time.time())
+
     def expire_held(self) -> list[RunRow]:
         expired = runstore.expire_held(self.db)
         for run in expired:

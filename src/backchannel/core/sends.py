@@ -24,6 +24,7 @@ from ..store.sessions import BOT_CHAT_TITLE
 from .commits import commits
 from .delivery import MAX_WAIT_SECONDS, PAIR_WINDOW_SECONDS, Delivery, check_message
 from .directory import Directory
+from .imports import Imports
 from .outbound import Outbound, SentFrom
 from .queue import RunQueue
 
@@ -32,9 +33,17 @@ class AgentSends:
     """send_to_session, send_to_peer, check, cancel and the list of allowed targets, for one home's agents."""
 
     def __init__(
-        self, *, db: Database, queue: RunQueue, directory: Directory, outbound: Outbound, delivery: Delivery
+        self,
+        *,
+        db: Database,
+        queue: RunQueue,
+        directory: Directory,
+        outbound: Outbound,
+        delivery: Delivery,
+        imports: Imports,
     ) -> None:
         self.db = db
+        self.imports = imports
         self.queue = queue
         self.directory = directory
         self.outbound = outbound
@@ -49,7 +58,8 @@ class AgentSends:
         parsed = addresses.parse(address)
         if isinstance(parsed, RemoteAddress):
             raise UsageError(f"{address!r} is a peer address: use send_to_peer", code="invalid_address")
-        profile_name, target = self.directory.find(parsed)  # a Bot Chat is made only once the send is allowed
+        # A Bot Chat is made only once the send is allowed; a Hermes session id is imported on demand.
+        profile_name, target = await self.imports.find(parsed)
         target_profile = self.directory.profile(profile_name)
         is_bot = target is None or target.title == BOT_CHAT_TITLE
         target_id = target.id if target is not None else ""

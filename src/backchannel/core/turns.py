@@ -76,6 +76,9 @@ class Turns:
 
         row = self.directory.session(run.session_id)
         link = SessionLink(row.id, row.title, row.remote_id)
+        if run.attempts > 1 and not engine.uses_context:  # cut before: the far side may have the message
+            kept = sessionstore.list_messages(self.db, run.session_id)
+            link.interrupted_copies = sum(m.role == "user" and m.content == incoming.content for m in kept)
         self.live[run.session_id] = (ctx, link)
         try:
             return await run_turn(

@@ -74,8 +74,15 @@ PROFILE: Tree = {
         },
     },
     "mcp_servers": {
-        NAMES: {"command": None, "args": None, "env": None, "url": None, "headers": None, "timeout": None,
-                "connect_timeout": None}
+        NAMES: {
+            "command": None,
+            "args": None,
+            "env": None,
+            "url": None,
+            "headers": None,
+            "timeout": None,
+            "connect_timeout": None,
+        }
     },
 }
 

@@ -48,6 +48,15 @@ class ChatReply:
     session_id: str
 
 
+@dataclass(frozen=True)
+class HermesMessage:
+    """One message of a Hermes session's transcript, as `/messages` lists it (text content only)."""
+
+    role: str
+    content: str
+    calls_tools: bool = False
+
+
 class SessionMissing(Exception):
     """The Hermes gateway has no session by that id (404 before any turn ran): safe to map it again."""
 
@@ -140,6 +149,23 @@ class HermesClient:
         tip = self._object(resp, "GET", path).get("session_id")
         return tip if isinstance(tip, str) and tip else session_id
 
+    async def messages(self, session_id: str) -> tuple[str, list[HermesMessage]]:
+        """The session's live id (its tip) and its transcript there, oldest first."""
+        path = f"/api/sessions/{quote(session_id)}/messages"
+        resp = await self._http.request("GET", path)
+        if resp.status == 404:
+            raise SessionMissing(session_id)
+        body = self._object(resp, "GET", path)
+        data = body.get("data")
+        if not isinstance(data, list):
+            raise self.error(f"{self.who} answered GET {path} without a list of messages")
+        tip = body.get("session_id")
+        return (tip if isinstance(tip, str) and tip else session_id), [
+            HermesMessage(str(item.get("role")), _text(item.get("content")), bool(item.get("tool_calls")))
+            for item in data
+            if isinstance(item, dict)
+        ]
+
     async def bot_chat(self, new_id: str) -> str:
         """The id of the gateway's Bot Chat (the exact title first, then a `Bot Chat #N` tip), created as
         `new_id` when there is none."""
@@ -207,6 +233,14 @@ class HermesClient:
                 f" (body: {resp.text[:200]!r})"
             )
         return body
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # multimodal parts
+        return "".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
+    return ""
 
 
 def _payload(raw: str) -> dict[str, Any] | None:

@@ -522,8 +522,11 @@ def deny(db: Database, run_id: str, *, why: str) -> RunRow | None:
 
 
 def expire_held(db: Database) -> list[RunRow]:
-    """Held runs past their hold expiry, expired."""
+    """Held runs past their hold expiry, expired (a read first: no write transaction when there are none, so
+    an idle gateway stays idle and its WAL can be truncated)."""
     now = time.time()
+    if not has_held_expired(db, now):
+        return []
     with db.tx() as conn:
         rows = conn.execute(
             "UPDATE runs SET state = 'expired', error = 'held for the person ' || CAST(ROUND(? - created_at) AS"
@@ -532,3 +535,11 @@ def expire_held(db: Database) -> list[RunRow]:
             (now, now, now, now),
         ).fetchall()
     return [_run(r) for r in rows]
+
+
+def has_held_expired(db: Database, now: float) -> bool:
+    """Whether a held run is past its hold expiry (a read)."""
+    found = db.one(
+        "SELECT 1 FROM runs WHERE state = 'held' AND expires_at IS NOT NULL AND expires_at < ? LIMIT 1", (now,)
+    )
+    return found is not None

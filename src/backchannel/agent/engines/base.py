@@ -32,6 +32,10 @@ class SessionLink:
     id: str
     title: str | None = None
     remote_id: str | None = None
+    # Set when an earlier attempt of this turn was cut (its gateway stopped or died mid-turn): how many of
+    # this session's messages here are already the turn's message. The far side may hold one more, the cut
+    # attempt's, perhaps answered there; an engine that can read it recovers that answer instead of sending.
+    interrupted_copies: int | None = None
 
 
 @dataclass(frozen=True)

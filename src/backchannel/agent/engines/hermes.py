@@ -8,16 +8,31 @@ that agent through the Backchannel plugin, not through this engine. Session mapp
     the profile's Bot Chat                          -> Hermes's `Bot Chat` (or `Bot Chat #N` tip), else made
     any other session                               -> the Hermes session of the same id, made if missing
 
-A stop cancels the step: the request is abandoned (Hermes cancels its turn when the stream closes) and
-the text streamed so far stays with the run.
+A stop cancels the step: the request is abandoned and the text streamed so far stays with the run.
+Hermes 0.19 does not stop the turn itself when its stream closes (observed): the agent runs on in its
+thread and saves the message and its answer in the session when the turn ends.
+
+That is what a turn cut by a dead or stopped Backchannel gateway relies on (`SessionLink.interrupted_copies`
+set): before sending, the engine reads the Hermes session. The turn's message there, beyond the copies
+Backchannel holds, is the cut attempt's: its answer, once Hermes saved it, is the reply, and nothing is
+sent again (one user message, one turn over there). Seen without an answer, it is awaited up to
+`timeout_seconds`, then the run fails naming the session, never sending it twice. Not seen within that
+time, the cut attempt never reached Hermes (or is a longer turn still running, the one case that can run
+twice): it is sent.
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
+from collections.abc import Sequence
+
 from ...errors import EngineError
 from ...messages import Message
-from ...net.hermes import BOT_CHAT_TITLE, HermesClient, SessionMissing
+from ...net.hermes import BOT_CHAT_TITLE, HermesClient, HermesMessage, SessionMissing
 from .base import ModelRequest, OnDelta, SessionLink
+
+RECOVER_POLL_SECONDS = 0.5
 
 
 class HermesEngine:
@@ -40,6 +55,7 @@ class HermesEngine:
         self.profile = profile
         self.url = base_url.rstrip("/") + (f"/p/{hermes_profile}" if hermes_profile else "")
         self.where = f"Hermes gateway {self.url!r} for profile {profile!r}"
+        self.recover_seconds = timeout_seconds if timeout_seconds > 0 else 120.0
         self._missing_key: str | None = None
         self._client: HermesClient | None = None
         if not api_key:
@@ -70,6 +86,13 @@ class HermesEngine:
             if link.remote_id is None:
                 link.remote_id = await self._map(link)
             try:
+                if link.interrupted_copies is not None:
+                    recovered = await self._recover(link, incoming.content, link.interrupted_copies)
+                    link.interrupted_copies = None
+                    if recovered is not None:
+                        if on_delta is not None:
+                            on_delta(recovered)
+                        return Message(role="assistant", content=recovered)
                 reply = await self._client.chat(link.remote_id, incoming.content, on_text=on_delta)
             except SessionMissing:  # gone over there (deleted, or a new Hermes home): map it again, once
                 if attempt:
@@ -79,6 +102,25 @@ class HermesEngine:
             link.remote_id = reply.session_id
             return Message(role="assistant", content=reply.content)
         raise AssertionError("unreachable")
+
+    async def _recover(self, link: SessionLink, message: str, copies_here: int) -> str | None:
+        """The answer Hermes saved for a cut attempt of this turn; None when that attempt never reached it."""
+        assert self._client is not None and link.remote_id is not None
+        deadline = time.monotonic() + self.recover_seconds
+        while True:
+            link.remote_id, transcript = await self._client.messages(link.remote_id)
+            seen, answer = answer_to(transcript, message, copies_here)
+            if answer is not None:
+                return answer
+            if time.monotonic() >= deadline:
+                if seen:
+                    raise EngineError(
+                        f"{self.where}: this turn's message reached Hermes session {link.remote_id!r} before the"
+                        f" gateway stopped, and no answer appeared there within {self.recover_seconds:g}s; not"
+                        " sent again (read the session there)"
+                    )
+                return None
+            await asyncio.sleep(RECOVER_POLL_SECONDS)
 
     async def _map(self, link: SessionLink) -> str:
         assert self._client is not None
@@ -92,3 +134,18 @@ class HermesEngine:
     async def aclose(self) -> None:
         if self._client is not None:
             await self._client.aclose()
+
+
+def answer_to(transcript: Sequence[HermesMessage], message: str, copies_here: int) -> tuple[bool, str | None]:
+    """Whether `message` is in the transcript more often than the `copies_here` Backchannel holds, and the
+    final answer after its last copy (the first assistant text without tool calls before the next user
+    message), if Hermes saved one."""
+    copies = [i for i, m in enumerate(transcript) if m.role == "user" and m.content == message]
+    if len(copies) <= copies_here:
+        return False, None
+    for later in transcript[copies[-1] + 1 :]:
+        if later.role == "user":
+            break
+        if later.role == "assistant" and later.content and not later.calls_tools:
+            return True, later.content
+    return True, None

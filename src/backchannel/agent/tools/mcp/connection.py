@@ -112,8 +112,7 @@ class McpConnection:
         except TimeoutError:
             await self._close_quietly()
             raise McpServerError(
-                f"{self.who} did not start and list its tools within {self.server.connect_timeout:g} s "
-                f"({self._what()})"
+                f"{self.who} did not start and list its tools within {self.server.connect_timeout:g} s ({self._what()})"
             ) from None
         except McpServerError:
             await self._close_quietly()
