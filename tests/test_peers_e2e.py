@@ -12,7 +12,6 @@ one test, with gateways of its own, checks every output and both gateways' logs 
 from __future__ import annotations
 
 import json
-import os
 import stat
 import time
 from collections.abc import Iterator
@@ -26,6 +25,7 @@ import pytest
 
 from backchannel.home import config, profiles
 from conftest import CliResult, GatewayProcess, api_key, free_port, run_cli
+from gateway_http import in_home
 
 TIMEOUT = httpx.Timeout(15.0)
 BOT_CHAT = "Bot Chat"
@@ -36,22 +36,9 @@ STDIN_KEY = "stdin-key-0123456789abcdef"
 SECRETS: set[str] = {WRONG_KEY, STDIN_KEY}
 
 
-@contextmanager
-def _home_env(root: Path) -> Iterator[None]:
-    saved = os.environ.get("BACKCHANNEL_HOME")
-    os.environ["BACKCHANNEL_HOME"] = str(root)
-    try:
-        yield
-    finally:
-        if saved is None:
-            os.environ.pop("BACKCHANNEL_HOME", None)
-        else:
-            os.environ["BACKCHANNEL_HOME"] = saved
-
-
 def cli(root: Path, *args: str, input: str | None = None) -> CliResult:
     """`backchannel ARGS` with BACKCHANNEL_HOME=root; fails the test if a secret shows up in its output."""
-    with _home_env(root):
+    with in_home(root):
         result = run_cli(*args, input=input)
     for secret in SECRETS:
         assert secret not in result.stdout, f"a secret leaked to stdout of {args}"

@@ -286,18 +286,7 @@ def parse_gateway_config(data: dict[str, Any], path: Path, *, exists: bool = Tru
         raise ConfigError(f"{str(path)!r}: {exc}") from exc
 
 
-LIMITS = (
-    "max_header_bytes",
-    "max_headers",
-    "header_timeout_seconds",
-    "body_timeout_seconds",
-    "keepalive_timeout_seconds",
-    "max_connections",
-    "max_queued_per_session",
-    "max_runs_per_sender_per_minute",
-    "max_turns_per_profile",
-    "max_sessions_per_profile",
-)
+LIMITS = schema.GATEWAY_LIMITS
 _ZERO_OK = {"max_turns_per_profile"}
 
 

@@ -17,6 +17,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+# The gateway's limits (config.yaml `gateway:`), each an optional positive number.
+GATEWAY_LIMITS = (
+    "max_header_bytes",
+    "max_headers",
+    "header_timeout_seconds",
+    "body_timeout_seconds",
+    "keepalive_timeout_seconds",
+    "max_connections",
+    "max_queued_per_session",
+    "max_runs_per_sender_per_minute",
+    "max_turns_per_profile",
+    "max_sessions_per_profile",
+)
+
+
 Tree = Mapping[str, "Tree | None"]
 NAMES = "*"  # any name: the entries of a mapping of names (peers)
 
@@ -34,20 +49,7 @@ HOME: Tree = {
         "http_wait_seconds": None,
         "max_body_bytes": None,
         "durability": None,
-        **dict.fromkeys(
-            (
-                "max_header_bytes",
-                "max_headers",
-                "header_timeout_seconds",
-                "body_timeout_seconds",
-                "keepalive_timeout_seconds",
-                "max_connections",
-                "max_queued_per_session",
-                "max_runs_per_sender_per_minute",
-                "max_turns_per_profile",
-                "max_sessions_per_profile",
-            )
-        ),
+        **dict.fromkeys(GATEWAY_LIMITS),
     },
     "peers": {NAMES: {"url": None, "note": None, "gateway_id": None}},
 }
