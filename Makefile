@@ -28,7 +28,7 @@ browser:
 	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
 
 test: $(STAMP) browser
-	$(BIN)/python -m pytest -m "not interop and not faults"
+	BACKCHANNEL_REQUIRE_BROWSER=1 $(BIN)/python -m pytest -m "not interop and not faults"
 
 # Crash loops with SIGKILL, the API fuzzed from its OpenAPI document, a locked store, a broken profile config,
 # wakes for every end, SIGTERM mid-turn, hung and cut peers, a peer restart, failing model endpoints.

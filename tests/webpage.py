@@ -4,6 +4,7 @@ context per test that fails on any console error or warning and keeps a screensh
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -21,7 +22,10 @@ CONSOLE_FAILS = ("error", "warning")
 def chromium_path() -> str:
     found = shutil.which("chromium") or shutil.which("chromium-browser")
     if found is None:
-        pytest.fail("no chromium on PATH: run `make browser` (it apt-get installs Debian's chromium)")
+        why = "no chromium on PATH: run `make browser` (it apt-get installs Debian's chromium)"
+        if os.environ.get("BACKCHANNEL_REQUIRE_BROWSER"):  # `make test` (and so CI): a missing browser fails
+            pytest.fail(why)
+        pytest.skip(why)
     return found
 
 
