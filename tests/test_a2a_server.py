@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -190,13 +192,18 @@ def test_a_peer_key_the_profile_does_not_accept_is_rejected_with_the_refusal_cod
 
 def test_a_peer_keys_message_is_framed_as_that_peers(gateway: GatewayProcess) -> None:
     key = make_key("spark")
+    sessions: list[str] = []
 
     async def body(client: Client) -> None:
         task = await send(client, request("hello from spark", "m-spark"))
         assert task.status.state == TaskState.TASK_STATE_COMPLETED, task
+        sessions.append(task.context_id)
 
     with_client(gateway, body, key=key)
     assert [e["sender"] for e in ledger(gateway) if e["message"] == "hello from spark"] == ["peer:spark"]
+    r = httpx.get(f"{gateway.url}/api/sessions/{sessions[0]}/messages", headers=gateway.headers(), trust_env=False)
+    users = [m["content"] for m in r.json()["data"] if m["role"] == "user"]
+    assert len(users) == 1 and users[0].startswith("[Message from peer spark"), users
 
 
 def test_another_callers_task_is_not_found(gateway: GatewayProcess) -> None:
@@ -229,3 +236,51 @@ def test_no_key_is_401_and_changes_nothing(gateway: GatewayProcess) -> None:
         r = httpx.post(f"{gateway.url}{path}", json=body, headers={"A2A-Version": "1.0"}, trust_env=False)
         assert r.status_code == 401 and r.json()["error"]["code"] == "invalid_api_key", r.text
     assert not [e for e in ledger(gateway) if e["message"] == "who am I"]
+
+
+def test_a_held_message_is_a_task_that_waits_with_a_status_message(gateway: GatewayProcess) -> None:
+    key = make_key("spark")
+    set_messaging(gateway.root, "default", hold=["peer:*"])
+
+    async def body(client: Client) -> None:
+        task = await send(client, request("may I", "m-held"))  # blocking, yet answered at once: a person decides
+        assert task.status.state == TaskState.TASK_STATE_SUBMITTED, task
+        assert task.status.message.metadata["code"] == "held"
+        assert "approve" in task.status.message.parts[0].text
+        seen = await client.get_task(GetTaskRequest(id=task.id))
+        assert seen.status.state == TaskState.TASK_STATE_SUBMITTED
+
+    with_client(gateway, body, key=key)
+
+
+def test_bad_input_gets_a_clear_error_and_changes_nothing(gateway: GatewayProcess) -> None:
+    def call(params: dict[str, Any]) -> dict[str, Any]:
+        r = httpx.post(
+            f"{gateway.url}/a2a/jsonrpc",
+            json={"jsonrpc": "2.0", "id": 7, "method": "SendMessage", "params": params},
+            headers=gateway.headers(**{"A2A-Version": "1.0"}),
+            trust_env=False,
+            timeout=10,
+        )
+        assert r.status_code == 200, r.text
+        error: dict[str, Any] = r.json()["error"]
+        return error
+
+    def message(**fields: Any) -> dict[str, Any]:
+        return {"message": {"messageId": "m-bad", "role": "ROLE_USER", "parts": [{"text": "bad one"}], **fields}}
+
+    unknown = call(message(contextId="20260101_000000_abcdef"))
+    assert unknown["code"] == -32602 and "no session '20260101_000000_abcdef'" in unknown["message"], unknown
+    follow_up = call(message(taskId="run_x"))
+    assert follow_up["code"] == -32004 and "continuing task 'run_x'" in follow_up["message"], follow_up
+    data = call({"message": {"messageId": "m-data", "role": "ROLE_USER", "parts": [{"data": {"a": 1}}]}})
+    assert data["code"] == -32005 and "only text parts" in data["message"], data
+    empty = call({"message": {"messageId": "m-empty", "role": "ROLE_USER", "parts": [{"text": "  "}]}})
+    assert empty["code"] == -32602 and empty["data"][0]["metadata"] == {"code": "missing_message"}, empty
+    assert not [e for e in ledger(gateway) if e.get("run_id")]
+
+
+def test_the_sdk_is_imported_only_when_a2a_is_asked_for() -> None:
+    probe = "import sys, backchannel.api.app; print(any(m == 'a2a' or m.startswith('a2a.') for m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False", out

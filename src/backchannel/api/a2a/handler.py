@@ -189,7 +189,7 @@ def _text(message: Message) -> str:
     other = [str(k) for k in kinds if k != "text"]
     if other:
         raise ContentTypeNotSupportedError(
-            f"only text parts are accepted; this message has {', '.join(other)} parts", data={"code": "invalid_payload"}
+            f"only text parts are accepted; this message has {', '.join(other)} parts", {"code": "invalid_payload"}
         )
     return "".join(part.text for part in message.parts)
 
@@ -197,9 +197,9 @@ def _text(message: Message) -> str:
 def _fail(exc: BackchannelError) -> NoReturn:
     """A Backchannel error as the A2A error the SDK answers with: the caller's doing is invalid params, the
     gateway's an internal error; the code is the one the README lists."""
-    data: dict[str, object] = {"code": exc.code}
+    data = {"code": exc.code}  # the SDK sends it as the error's google.rpc.ErrorInfo metadata: strings
     if exc.retry_after is not None:
-        data["retryAfter"] = exc.retry_after
+        data["retryAfter"] = f"{exc.retry_after:.0f}"
     caller_s = exc.http_status < 500  # a bad request, an unknown session, a key that does not reach it, a limit
     error: A2AError = InvalidParamsError(exc.message, data) if caller_s else InternalError(exc.message, data)
     raise error from exc
