@@ -29,7 +29,7 @@ from a2a.types import (
     Task,
     TaskState,
 )
-from a2a.utils.errors import TaskNotFoundError
+from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError
 
 from conftest import GatewayProcess, api_key, run_cli
 from gateway_http import set_messaging
@@ -171,6 +171,8 @@ def test_cancel_stops_a_slow_task(gateway: GatewayProcess) -> None:
         assert time.monotonic() - started < 5
         seen = await client.get_task(GetTaskRequest(id=task.id))
         assert seen.status.state == TaskState.TASK_STATE_CANCELED
+        with pytest.raises(TaskNotCancelableError, match="ended already"):
+            await client.cancel_task(CancelTaskRequest(id=task.id))
 
     with_client(gateway, body)
 
@@ -249,6 +251,8 @@ def test_a_held_message_is_a_task_that_waits_with_a_status_message(gateway: Gate
         assert "approve" in task.status.message.parts[0].text
         seen = await client.get_task(GetTaskRequest(id=task.id))
         assert seen.status.state == TaskState.TASK_STATE_SUBMITTED
+        with pytest.raises(TaskNotCancelableError, match="held for the person"):
+            await client.cancel_task(CancelTaskRequest(id=task.id))
 
     with_client(gateway, body, key=key)
 
@@ -284,3 +288,26 @@ def test_the_sdk_is_imported_only_when_a2a_is_asked_for() -> None:
     probe = "import sys, backchannel.api.app; print(any(m == 'a2a' or m.startswith('a2a.') for m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False", out
+
+
+def test_a_body_over_the_limit_is_413_and_changes_nothing(gateway: GatewayProcess) -> None:
+    text = "x" * 1_100_000
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendMessage",
+        "params": {"message": {"messageId": "m-big", "role": "ROLE_USER", "parts": [{"text": text}]}},
+    }
+    r = httpx.post(
+        f"{gateway.url}/a2a/jsonrpc",
+        json=body,
+        headers=gateway.headers(**{"A2A-Version": "1.0"}),
+        trust_env=False,
+        timeout=10,
+    )
+    assert r.status_code == 413 and r.json()["error"]["code"] == "body_too_large", r.text
+    assert not [e for e in ledger(gateway) if e.get("run_id")]
+    garbled = httpx.post(
+        f"{gateway.url}/a2a/jsonrpc", content=b"{not json", headers=gateway.headers(), trust_env=False, timeout=10
+    )
+    assert garbled.status_code == 200 and garbled.json()["error"]["code"] == -32700, garbled.text

@@ -7,9 +7,10 @@ from typing import TYPE_CHECKING
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+from starlette.types import Message
 
 from ..context import context
-from ..http import profile_of
+from ..http import profile_of, read_body
 
 if TYPE_CHECKING:
     from .jsonrpc import Served
@@ -33,9 +34,18 @@ class A2AEndpoints:
         return self._served
 
     async def jsonrpc(self, request: Request) -> Response:
-        """A2A JSON-RPC: SendMessage, GetTask and CancelTask on the profile's runs, as the key's caller."""
-        context(request).directory.check_profile(profile_of(request))
-        return await self._load(request).dispatch(request)
+        """A2A JSON-RPC: SendMessage, GetTask and CancelTask on the profile's runs, as the key's caller.
+
+        The body is read here, within the gateway's size and time bounds, then handed to the SDK (whose
+        answer to a body that is not JSON is JSON-RPC's parse error)."""
+        ctx = context(request)
+        ctx.directory.check_profile(profile_of(request))
+        raw = await read_body(request, ctx.settings.max_body_bytes, timeout=ctx.settings.body_timeout_seconds)
+
+        async def replay() -> Message:
+            return {"type": "http.request", "body": raw, "more_body": False}
+
+        return await self._load(request).dispatch(Request(request.scope, replay))
 
     async def card(self, request: Request) -> Response:
         """The profile's agent card: public, like /health."""

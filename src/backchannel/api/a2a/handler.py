@@ -42,7 +42,7 @@ from ...core.access import Caller
 from ...core.delivery import Incoming
 from ...errors import BackchannelError, NotFound, Refused, UsageError
 from ...framing import is_human
-from ...store.runs import RunRow
+from ...store.runs import RunRow, RunState
 from ...store.sessions import SessionRow
 from ..context import Context
 from .tasks import rejected, task_of
@@ -74,9 +74,6 @@ class RunsHandler(RequestHandler):
         sender = who.sender(None) if who.peer else PERSON_SENDER
         try:
             session = await self._session(who, profile, message.context_id)
-        except BackchannelError as exc:
-            _fail(exc)
-        try:
             incoming = Incoming(
                 session=session, text=text, sender=sender, key=keys.a2a(sender, profile, message.message_id)
             )
@@ -84,7 +81,7 @@ class RunsHandler(RequestHandler):
                 delivered = await self.ctx.delivery.submit(incoming)
             else:
                 delivered = await self.ctx.delivery.deliver(incoming, wait=self.ctx.settings.http_wait_seconds)
-        except Refused as exc:
+        except Refused as exc:  # only the delivery refuses: the session was found
             asked = Message()
             asked.CopyFrom(message)
             asked.context_id = session.id
@@ -104,6 +101,10 @@ class RunsHandler(RequestHandler):
         run = self._own_run(params.id, context)
         if run.state.terminal:
             raise TaskNotCancelableError(f"task {run.id!r} has ended already ({run.state.value}): nothing to cancel")
+        if run.state is RunState.HELD:
+            raise TaskNotCancelableError(
+                f"task {run.id!r} is held for the person of {run.profile!r}: they approve or deny it"
+            )
         try:
             delivered = await self.ctx.delivery.stop(run.id, profile=run.profile)
         except BackchannelError as exc:
