@@ -38,7 +38,7 @@ def test_every_reserved_prefix_is_refused_from_outside(prefix: str) -> None:
 
 
 def test_the_reserved_prefixes_are_the_ones_the_gateway_makes() -> None:
-    assert set(keys.RESERVED_PREFIXES) == {"dedup:", "send:", "wake:"}
+    assert set(keys.RESERVED_PREFIXES) == {"dedup:", "send:", "wake:", "a2a:"}
 
 
 @pytest.mark.parametrize(
@@ -48,11 +48,19 @@ def test_the_reserved_prefixes_are_the_ones_the_gateway_makes() -> None:
         keys.wake_outbound(7),
         keys.agent_send(RUN, "bob", "hi", 0),
         keys.dedup(keys.fingerprint("a", "s", "m"), RUN),
+        keys.a2a("peer:spark", "default", "m-1"),
     ],
 )
 def test_every_key_the_gateway_makes_is_refused_from_outside(key: str) -> None:
     with pytest.raises(UsageError):
         keys.check_external(key)
+
+
+def test_an_a2a_message_id_is_a_key_per_caller_and_profile() -> None:
+    mine = keys.a2a("human:a2a", "default", "m:1")
+    assert keys.a2a_message_id(mine) == "m:1"
+    assert len({mine, keys.a2a("peer:spark", "default", "m:1"), keys.a2a("human:a2a", "research", "m:1")}) == 3
+    assert keys.a2a_message_id("cli-abc") is None
 
 
 # --- fingerprint -----------------------------------------------------------------------------------

@@ -6,7 +6,8 @@
 - a person's CLI command: a fresh key per invocation (retries inside it reuse it);
 - an HTTP request without a key: a new run unless a run with the same fingerprint (sender, target,
   text) was accepted within the dedup window (a sliding window, not a fixed bucket);
-- a wake-up (a reply delivered into the session of a sender that stopped waiting): one per run.
+- a wake-up (a reply delivered into the session of a sender that stopped waiting): one per run;
+- an A2A message: its `messageId`, scoped to the caller and the profile it was sent to.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ MAX_KEY_CHARS = 255
 AUTO = "dedup:"
 SEND = "send:"
 WAKE = "wake:"
-RESERVED_PREFIXES = (AUTO, SEND, WAKE)
+A2A = "a2a:"
+RESERVED_PREFIXES = (AUTO, SEND, WAKE, A2A)
 
 
 def check_external(key: str | None) -> str | None:
@@ -74,3 +76,24 @@ def is_wake(key: str) -> bool:
 def cli() -> str:
     """A person's command: one key per invocation."""
     return f"cli-{uuid.uuid4().hex}"
+
+
+def a2a(caller: str, profile: str, message_id: str) -> str:
+    """An A2A message's key: its `messageId` as `caller` sent it to `profile` (another caller's is another key)."""
+    if not message_id or any(c in message_id for c in "\r\n\0"):
+        raise UsageError("an A2A messageId must be non-empty, without line breaks", code="invalid_idempotency_key")
+    key = f"{A2A}{caller}>{profile}:{message_id}"
+    if len(key) > MAX_KEY_CHARS:
+        raise UsageError(
+            f"the A2A messageId has {len(message_id)} characters; at most {MAX_KEY_CHARS - len(key) + len(message_id)}"
+            " are accepted",
+            code="invalid_idempotency_key",
+        )
+    return key
+
+
+def a2a_message_id(key: str) -> str | None:
+    """The `messageId` an A2A message's key was made from; None for any other key."""
+    _, arrow, rest = key.partition(">")  # callers and profiles hold no ">"; profiles no ":"
+    _, colon, message_id = rest.partition(":")
+    return message_id if key.startswith(A2A) and arrow and colon else None

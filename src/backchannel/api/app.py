@@ -17,6 +17,7 @@ from .. import __version__
 from ..errors import BackchannelError
 from ..messages import MAX_MESSAGE_CHARS
 from . import routes_held, routes_runs, routes_sessions, routes_tools, web
+from .a2a import A2AEndpoints
 from .context import Context, caller, context
 from .http import bearer, profile_of
 from .mcp_endpoint import McpEndpoint
@@ -89,8 +90,9 @@ async def openapi(request: Request) -> Response:
     return JSONResponse(openapi_document())
 
 
-def _api_routes() -> list[BaseRoute]:
+def _api_routes(a2a: A2AEndpoints) -> list[BaseRoute]:
     return [
+        Route("/a2a/jsonrpc", protected(a2a.jsonrpc), methods=["POST"]),
         Route("/v1/capabilities", protected(capabilities), methods=["GET"]),
         Route("/api/sessions", protected(routes_sessions.list_sessions), methods=["GET"]),
         Route("/api/sessions", protected(routes_sessions.create_session), methods=["POST"]),
@@ -166,14 +168,19 @@ MCP_METHODS = ["GET", "POST", "DELETE"]
 def create_app(ctx: Context, *, lifespan: Callable[[Starlette], Any] | None = None) -> Starlette:
     """The app; `lifespan` (the gateway's start and stop) runs around the MCP endpoint's own."""
     mcp = McpEndpoint(ctx.gateway, ctx.api_key)
-    api = [*_api_routes(), Route("/mcp", mcp, methods=MCP_METHODS)]
-    routes: list[BaseRoute] = [
+    a2a = A2AEndpoints()
+    api = [*_api_routes(a2a), Route("/mcp", mcp, methods=MCP_METHODS)]
+    public = [  # discovery: no key asked
         Route("/health", health, methods=["GET"]),
+        Route("/.well-known/agent-card.json", a2a.card, methods=["GET"]),
+    ]
+    routes: list[BaseRoute] = [
+        *public,
         Route("/v1/health", health, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
         *api,
         *web.routes(),
-        Mount("/p/{profile}", routes=[Route("/health", health, methods=["GET"]), *api]),
+        Mount("/p/{profile}", routes=[*public, *api]),
     ]
 
     @contextlib.asynccontextmanager

@@ -1,0 +1,56 @@
+"""A profile's agent card: its name, what its SOUL.md says first, its skills, and how to call it."""
+
+from __future__ import annotations
+
+from a2a.types import (
+    AgentCapabilities,
+    AgentCard,
+    AgentInterface,
+    AgentSkill,
+    HTTPAuthSecurityScheme,
+    SecurityRequirement,
+    SecurityScheme,
+    StringList,
+)
+
+from ... import __version__
+from ...agent import persona
+from ...home.profiles import Profile
+
+SCHEME = "bearer"
+PROTOCOL_VERSION = "1.0"
+MAX_DESCRIPTION_CHARS = 1000
+
+
+def agent_card(profile: Profile, url: str) -> AgentCard:
+    """The card a stranger may read: nothing of the profile's memories, sessions or configuration."""
+    return AgentCard(
+        name=profile.name,
+        description=description(persona.read_text(profile.soul_path)) or f"The Backchannel agent {profile.name}.",
+        version=__version__,
+        supported_interfaces=[AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version=PROTOCOL_VERSION)],
+        capabilities=AgentCapabilities(streaming=False, push_notifications=False),
+        security_schemes={
+            SCHEME: SecurityScheme(
+                http_auth_security_scheme=HTTPAuthSecurityScheme(
+                    scheme="Bearer", description="the person's API_SERVER_KEY, or a peer key (backchannel key create)"
+                )
+            )
+        },
+        security_requirements=[SecurityRequirement(schemes={SCHEME: StringList()})],
+        default_input_modes=["text/plain"],
+        default_output_modes=["text/plain"],
+        skills=[
+            AgentSkill(id=s.name, name=s.name, description=s.description or s.name, tags=[s.name])
+            for s in persona.skills(profile)
+        ],
+    )
+
+
+def description(soul: str) -> str:
+    """The first paragraph of SOUL.md that is not a heading, on one line."""
+    for paragraph in soul.replace("\r\n", "\n").split("\n\n"):
+        lines = [line.strip() for line in paragraph.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+        if lines:
+            return " ".join(lines)[:MAX_DESCRIPTION_CHARS]
+    return ""

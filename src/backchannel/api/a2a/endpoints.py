@@ -1,0 +1,54 @@
+"""The A2A routes' endpoints: they load the SDK on first use and hand each request over to it."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.types import Message
+
+from ..context import context
+from ..http import profile_of, read_body
+
+if TYPE_CHECKING:
+    from .jsonrpc import Served
+
+# The SDK's OpenTelemetry instrumentation is on by default; off unless the operator asks for it.
+OTEL_SWITCH = "OTEL_INSTRUMENTATION_A2A_SDK_ENABLED"
+
+
+class A2AEndpoints:
+    """The JSON-RPC endpoint (behind the app's key check) and the public agent card of every profile."""
+
+    def __init__(self) -> None:
+        self._served: Served | None = None
+
+    def _load(self, request: Request) -> Served:
+        if self._served is None:
+            os.environ.setdefault(OTEL_SWITCH, "false")
+            from .jsonrpc import Served  # the SDK, imported only once A2A is asked for
+
+            self._served = Served(context(request))
+        return self._served
+
+    async def jsonrpc(self, request: Request) -> Response:
+        """A2A JSON-RPC: SendMessage, GetTask and CancelTask on the profile's runs, as the key's caller.
+
+        The body is read here, within the gateway's size and time bounds, then handed to the SDK (whose
+        answer to a body that is not JSON is JSON-RPC's parse error)."""
+        ctx = context(request)
+        ctx.directory.check_profile(profile_of(request))
+        raw = await read_body(request, ctx.settings.max_body_bytes, timeout=ctx.settings.body_timeout_seconds)
+
+        async def replay() -> Message:
+            return {"type": "http.request", "body": raw, "more_body": False}
+
+        return await self._load(request).dispatch(Request(request.scope, replay))
+
+    async def card(self, request: Request) -> Response:
+        """The profile's agent card: public, like /health."""
+        ctx = context(request)
+        profile = ctx.directory.profile(ctx.directory.check_profile(profile_of(request)))
+        return JSONResponse(self._load(request).card(profile, str(request.base_url)))

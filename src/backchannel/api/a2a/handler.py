@@ -1,0 +1,212 @@
+"""The SDK's `RequestHandler` over the delivery service: a task is a run, sent and seen as the key's caller."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+from typing import NoReturn
+
+from a2a.server.context import ServerCallContext
+from a2a.server.events.event_queue import Event
+from a2a.server.request_handlers import RequestHandler
+from a2a.types import (
+    AgentCard,
+    CancelTaskRequest,
+    DeleteTaskPushNotificationConfigRequest,
+    GetExtendedAgentCardRequest,
+    GetTaskPushNotificationConfigRequest,
+    GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest,
+    ListTaskPushNotificationConfigsResponse,
+    ListTasksRequest,
+    ListTasksResponse,
+    Message,
+    SendMessageRequest,
+    SubscribeToTaskRequest,
+    Task,
+    TaskPushNotificationConfig,
+)
+from a2a.utils.errors import (
+    A2AError,
+    ContentTypeNotSupportedError,
+    ExtendedAgentCardNotConfiguredError,
+    InternalError,
+    InvalidParamsError,
+    PushNotificationNotSupportedError,
+    TaskNotCancelableError,
+    TaskNotFoundError,
+    UnsupportedOperationError,
+)
+
+from ... import keys
+from ...core.access import Caller
+from ...core.delivery import Incoming
+from ...errors import BackchannelError, NotFound, Refused, UsageError
+from ...framing import is_human
+from ...store.runs import RunRow, RunState
+from ...store.sessions import SessionRow
+from ..context import Context
+from .tasks import rejected, task_of
+
+CALLER = "backchannel.caller"
+PROFILE = "backchannel.profile"
+PERSON_SENDER = "human:a2a"
+
+
+class RunsHandler(RequestHandler):
+    """SendMessage, GetTask and CancelTask as deliver/submit, status and stop; the rest not supported yet.
+
+    `contextId` is a session of the path's profile (none: its Bot Chat), `taskId` a run, `messageId` the
+    run's idempotency key for this caller and profile (a replay answers with the same task). A task is its
+    sender's: another caller's is not found."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+
+    async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Task | Message:
+        who, profile = _scope(context)
+        message = params.message
+        if message.task_id:
+            raise UnsupportedOperationError(
+                f"continuing task {message.task_id!r} is not supported yet: send a new message (no taskId),"
+                " with its contextId to stay in the same session"
+            )
+        text = _text(message)
+        sender = who.sender(None) if who.peer else PERSON_SENDER
+        try:
+            session = await self._session(who, profile, message.context_id)
+            incoming = Incoming(
+                session=session, text=text, sender=sender, key=keys.a2a(sender, profile, message.message_id)
+            )
+            if params.configuration.return_immediately:
+                delivered = await self.ctx.delivery.submit(incoming)
+            else:
+                delivered = await self.ctx.delivery.deliver(incoming, wait=self.ctx.settings.http_wait_seconds)
+        except Refused as exc:  # only the delivery refuses: the session was found
+            asked = Message()
+            asked.CopyFrom(message)
+            asked.context_id = session.id
+            return rejected(session.id, asked, code=exc.code, reason=exc.message)
+        except BackchannelError as exc:
+            _fail(exc)
+        return task_of(delivered.run)
+
+    async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
+        task = task_of(self._own_run(params.id, context))
+        if params.HasField("history_length"):
+            keep = max(0, params.history_length)
+            del task.history[: max(0, len(task.history) - keep)]
+        return task
+
+    async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task | None:
+        run = self._own_run(params.id, context)
+        if run.state.terminal:
+            raise TaskNotCancelableError(f"task {run.id!r} has ended already ({run.state.value}): nothing to cancel")
+        if run.state is RunState.HELD:
+            raise TaskNotCancelableError(
+                f"task {run.id!r} is held for the person of {run.profile!r}: they approve or deny it"
+            )
+        try:
+            delivered = await self.ctx.delivery.stop(run.id, profile=run.profile)
+        except BackchannelError as exc:
+            _fail(exc)
+        return task_of(delivered.run)
+
+    # --- what is not served yet ------------------------------------------------------------------
+
+    async def on_list_tasks(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
+        raise UnsupportedOperationError("ListTasks is not supported yet: ask for each task with GetTask")
+
+    async def on_message_send_stream(
+        self, params: SendMessageRequest, context: ServerCallContext
+    ) -> AsyncGenerator[Event]:
+        raise UnsupportedOperationError("streaming is not supported yet (the card says streaming: false)")
+        yield
+
+    async def on_subscribe_to_task(
+        self, params: SubscribeToTaskRequest, context: ServerCallContext
+    ) -> AsyncGenerator[Event]:
+        raise UnsupportedOperationError("SubscribeToTask is not supported yet: poll with GetTask")
+        yield
+
+    async def on_create_task_push_notification_config(
+        self, params: TaskPushNotificationConfig, context: ServerCallContext
+    ) -> TaskPushNotificationConfig:
+        _no_push()
+
+    async def on_get_task_push_notification_config(
+        self, params: GetTaskPushNotificationConfigRequest, context: ServerCallContext
+    ) -> TaskPushNotificationConfig:
+        _no_push()
+
+    async def on_list_task_push_notification_configs(
+        self, params: ListTaskPushNotificationConfigsRequest, context: ServerCallContext
+    ) -> ListTaskPushNotificationConfigsResponse:
+        _no_push()
+
+    async def on_delete_task_push_notification_config(
+        self, params: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
+    ) -> None:
+        _no_push()
+
+    async def on_get_extended_agent_card(
+        self, params: GetExtendedAgentCardRequest, context: ServerCallContext
+    ) -> AgentCard:
+        raise ExtendedAgentCardNotConfiguredError("there is no extended agent card: the public card is all")
+
+    # --- helpers ---------------------------------------------------------------------------------
+
+    async def _session(self, who: Caller, profile: str, context_id: str) -> SessionRow:
+        if not context_id:
+            return await self.ctx.directory.open_bot_chat(profile)
+        try:
+            session = self.ctx.directory.session(context_id, profile=profile)
+        except NotFound:
+            raise UsageError(
+                f"no session {context_id!r} in profile {profile!r}: send without contextId for its Bot Chat",
+                code="session_not_found",
+            ) from None
+        return who.require_bot_chat(session)
+
+    def _own_run(self, task_id: str, context: ServerCallContext) -> RunRow:
+        """The caller's run `task_id` in the path's profile; anyone else's is not found."""
+        who, profile = _scope(context)
+        try:
+            run = self.ctx.delivery.run(task_id, profile=profile)
+        except NotFound:
+            raise TaskNotFoundError(f"no task {task_id!r} in profile {profile!r}") from None
+        if not (is_human(run.sender) if who.is_person else who.sent(run.sender)):
+            raise TaskNotFoundError(f"no task {task_id!r} in profile {profile!r}")
+        return run
+
+
+def _scope(context: ServerCallContext) -> tuple[Caller, str]:
+    who, profile = context.state[CALLER], context.state[PROFILE]
+    assert isinstance(who, Caller) and isinstance(profile, str)
+    return who, profile
+
+
+def _text(message: Message) -> str:
+    kinds = [part.WhichOneof("content") for part in message.parts]
+    other = [str(k) for k in kinds if k != "text"]
+    if other:
+        raise ContentTypeNotSupportedError(
+            f"only text parts are accepted; this message has {', '.join(other)} parts", {"code": "invalid_payload"}
+        )
+    return "".join(part.text for part in message.parts)
+
+
+def _fail(exc: BackchannelError) -> NoReturn:
+    """A Backchannel error as the A2A error the SDK answers with: the caller's doing is invalid params, the
+    gateway's an internal error; the code is the one the README lists."""
+    data = {"code": exc.code}  # the SDK sends it as the error's google.rpc.ErrorInfo metadata: strings
+    if exc.retry_after is not None:
+        data["retryAfter"] = f"{exc.retry_after:.0f}"
+    caller_s = exc.http_status < 500  # a bad request, an unknown session, a key that does not reach it, a limit
+    error: A2AError = InvalidParamsError(exc.message, data) if caller_s else InternalError(exc.message, data)
+    raise error from exc
+
+
+def _no_push() -> NoReturn:
+    raise PushNotificationNotSupportedError(
+        "push notifications are not supported (the card says pushNotifications: false)"
+    )

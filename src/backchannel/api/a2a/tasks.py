@@ -1,0 +1,95 @@
+"""Runs as A2A tasks: the states mapped, the reply as an artifact and a message, the reason as a status message.
+
+    queued → SUBMITTED      held → SUBMITTED, its status message says it waits for the person's approval
+    running → WORKING       completed → COMPLETED (the reply: an artifact and the last message of the history)
+    failed, expired → FAILED    cancelled → CANCELED    denied (a held message refused) → REJECTED
+A message the policy refuses has no run: it is a REJECTED task of its own, with the refusal code.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from a2a.types import Artifact, Message, Part, Role, Task, TaskState, TaskStatus
+from google.protobuf.struct_pb2 import Struct
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from ...keys import a2a_message_id
+from ...store.runs import RunRow, RunState
+
+STATES: dict[RunState, TaskState] = {
+    RunState.QUEUED: TaskState.TASK_STATE_SUBMITTED,
+    RunState.HELD: TaskState.TASK_STATE_SUBMITTED,
+    RunState.RUNNING: TaskState.TASK_STATE_WORKING,
+    RunState.COMPLETED: TaskState.TASK_STATE_COMPLETED,
+    RunState.FAILED: TaskState.TASK_STATE_FAILED,
+    RunState.EXPIRED: TaskState.TASK_STATE_FAILED,
+    RunState.CANCELLED: TaskState.TASK_STATE_CANCELED,
+    RunState.DENIED: TaskState.TASK_STATE_REJECTED,
+}
+
+
+def task_of(run: RunRow) -> Task:
+    """The task a run is: its id the run's, its context the run's session."""
+    asked = _message(run, a2a_message_id(run.idempotency_key) or f"{run.id}:in", Role.ROLE_USER, run.message)
+    status = TaskStatus(state=STATES[run.state], timestamp=_stamp(run.updated_at))
+    task = Task(id=run.id, context_id=run.session_id, history=[asked])
+    if run.state is RunState.COMPLETED:
+        reply = _message(run, f"{run.id}:reply", Role.ROLE_AGENT, run.reply or "")
+        task.artifacts.append(Artifact(artifact_id=f"{run.id}:reply", name="reply", parts=[Part(text=run.reply or "")]))
+        task.history.append(reply)
+        status.message.CopyFrom(reply)
+    elif run.state is RunState.HELD:
+        status.message.CopyFrom(
+            _message(
+                run,
+                f"{run.id}:held",
+                Role.ROLE_AGENT,
+                f"held for the person of {run.profile!r} to approve; the task goes on once they decide",
+                code="held",
+            )
+        )
+    elif run.state.terminal:
+        status.message.CopyFrom(
+            _message(run, f"{run.id}:end", Role.ROLE_AGENT, run.error or run.state.value, code=run.error_code)
+        )
+        if run.reply:
+            task.artifacts.append(
+                Artifact(artifact_id=f"{run.id}:partial", name="partial output", parts=[Part(text=run.reply)])
+            )
+    task.status.CopyFrom(status)
+    return task
+
+
+def rejected(session_id: str, asked: Message, *, code: str, reason: str) -> Task:
+    """A message the policy refused (recorded as a refusal, never as a run): a task that ends where it began."""
+    task_id = f"rejected_{uuid.uuid4().hex}"
+    answer = Message(
+        message_id=f"{task_id}:end",
+        context_id=session_id,
+        task_id=task_id,
+        role=Role.ROLE_AGENT,
+        parts=[Part(text=reason)],
+    )
+    answer.metadata.update({"code": code})
+    task = Task(id=task_id, context_id=session_id, history=[asked])
+    task.status.CopyFrom(TaskStatus(state=TaskState.TASK_STATE_REJECTED, message=answer))
+    task.status.timestamp.GetCurrentTime()
+    return task
+
+
+def _message(run: RunRow, message_id: str, role: Role, text: str, *, code: str | None = None) -> Message:
+    message = Message(
+        message_id=message_id, context_id=run.session_id, task_id=run.id, role=role, parts=[Part(text=text)]
+    )
+    if code is not None:
+        meta = Struct()
+        meta.update({"code": code})
+        message.metadata.CopyFrom(meta)
+    return message
+
+
+def _stamp(when: float) -> Timestamp:
+    stamp = Timestamp()
+    stamp.FromNanoseconds(int(when * 1e9))
+    return stamp
