@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import yaml
 
 
 def free_port() -> int:
@@ -73,6 +74,10 @@ def start_gateway(home: Path) -> Gateway:
     port = free_port()
     cfg = home / "config.yaml"
     cfg.write_text(cfg.read_text().replace("port: 8377", f"port: {port}"))
+    settings = yaml.safe_load(cfg.read_text())
+    # The idle-sessions measure makes 11,000 sessions in one profile: past the default cap of 10,000.
+    settings["gateway"]["max_sessions_per_profile"] = 1_000_000
+    cfg.write_text(yaml.safe_dump(settings, sort_keys=False))
     env = {**os.environ, "BACKCHANNEL_HOME": str(home)}
     log = (home / "gateway.log").open("ab")
     proc = subprocess.Popen(
