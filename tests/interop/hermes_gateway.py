@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Self
 
 import httpx
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 LOOPBACK = "127.0.0.1,localhost,::1"
@@ -39,6 +40,12 @@ def _find_python() -> str | None:
 
 
 HERMES_PYTHON = _find_python()
+
+# `make interop` sets BACKCHANNEL_REQUIRE_HERMES: there a missing Hermes is a failure, not a skip.
+needs_hermes = pytest.mark.skipif(
+    HERMES_PYTHON is None and not os.environ.get("BACKCHANNEL_REQUIRE_HERMES"),
+    reason="no Hermes venv: run `make interop`",
+)
 
 
 def _config(model_base_url: str) -> dict[str, Any]:

@@ -7,24 +7,17 @@ Hermes cannot deduplicate a chat on its key, so our side never asks it again bli
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import httpx
 import pytest
-from hermes_gateway import HERMES_PYTHON, HermesGateway
+from hermes_gateway import HermesGateway, needs_hermes
 
 from bad_servers import CuttingProxy
 from conftest import run_cli
 from scripted_model import ScriptedModel
 
-pytestmark = [
-    pytest.mark.interop,
-    pytest.mark.skipif(
-        HERMES_PYTHON is None and not os.environ.get("BACKCHANNEL_REQUIRE_HERMES"),
-        reason="no Hermes venv: run `make interop`",
-    ),
-]
+pytestmark = [pytest.mark.interop, needs_hermes]
 KEY = "interop-key-0123456789abcdef"
 
 

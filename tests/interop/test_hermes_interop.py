@@ -3,25 +3,17 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from hermes_gateway import HERMES_PYTHON, HermesGateway
+from hermes_gateway import HermesGateway, needs_hermes
 
 from conftest import run_cli
 from scripted_model import ScriptedModel
 
-pytestmark = [
-    pytest.mark.interop,
-    # `make interop` sets BACKCHANNEL_REQUIRE_HERMES: there a missing Hermes is a failure, not a skip
-    pytest.mark.skipif(
-        HERMES_PYTHON is None and not os.environ.get("BACKCHANNEL_REQUIRE_HERMES"),
-        reason="no Hermes venv: run `make interop`",
-    ),
-]
+pytestmark = [pytest.mark.interop, needs_hermes]
 KEY = "interop-key-0123456789abcdef"
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -19,18 +18,12 @@ from typing import Any
 
 import httpx
 import pytest
-from hermes_gateway import HERMES_PYTHON, HermesGateway
+from hermes_gateway import HermesGateway, needs_hermes
 
 from conftest import GatewayProcess, api_key, run_cli
 from scripted_model import ScriptedModel
 
-pytestmark = [
-    pytest.mark.interop,
-    pytest.mark.skipif(
-        HERMES_PYTHON is None and not os.environ.get("BACKCHANNEL_REQUIRE_HERMES"),
-        reason="no Hermes venv: run `make interop`",
-    ),
-]
+pytestmark = [pytest.mark.interop, needs_hermes]
 KEY = "interop-hermes-key-0123456789"
 
 
