@@ -172,9 +172,12 @@ def test_one_engine_serves_several_steps() -> None:
         assert asyncio.run(go(model.base_url)) == ["one", "two", "(script exhausted)"]
 
 
+STEPS_BACK_TO_BACK = 30  # the server's FIN races the next request: enough steps that the race is run
+
+
 def test_a_server_that_closes_after_each_stream_still_gets_the_tool_result() -> None:
-    """llama.cpp's server closes the connection after every event stream, under keep-alive headers: the step
-    after a tool call must not fail on the dead pooled connection (nothing was sent on it: a fresh one is safe)."""
+    """llama.cpp's server closes the connection after every event stream, under keep-alive headers: no step
+    (the one after a tool call, nor thirty back to back) may fail on, or be lost to, a connection it closed."""
     call = {"tool_calls": [{"id": "call_1", "name": "send_to_peer", "arguments": {"target": "a", "message": "b"}}]}
 
     async def go(base_url: str) -> list[Message]:
@@ -183,16 +186,17 @@ def test_a_server_that_closes_after_each_stream_still_gets_the_tool_result() -> 
             first = await engine.step(request(tools=(SEND,)))
             result = Message("tool", '{"result": "delivered"}', tool_call_id="call_1", name="send_to_peer")
             second = await engine.step(request(Message("user", "hi"), first, result, tools=(SEND,)))
-            third = await engine.step(request())
-            return [first, second, third]
+            rest = [await engine.step(request()) for _ in range(STEPS_BACK_TO_BACK)]  # no pause for a FIN
+            return [first, second, *rest]
         finally:
             await engine.aclose()
 
-    with ScriptedModel([call, "sent it", "again"], stream=True, close_after_stream=True) as model:
-        first, second, third = asyncio.run(go(model.base_url))
+    again = [f"again {n}" for n in range(STEPS_BACK_TO_BACK)]
+    with ScriptedModel([call, "sent it", *again], stream=True, close_after_stream=True) as model:
+        first, second, *rest = asyncio.run(go(model.base_url))
     assert first.tool_calls[0].name == "send_to_peer"
-    assert (second.content, third.content) == ("sent it", "again")
-    assert len(model.requests) == 3  # each request reached the model once
+    assert [second.content, *(m.content for m in rest)] == ["sent it", *again]
+    assert len(model.requests) == 2 + STEPS_BACK_TO_BACK  # each request reached the model once
     assert model.requests[1]["messages"][-1]["tool_call_id"] == "call_1"
 
 

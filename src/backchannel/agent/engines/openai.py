@@ -164,27 +164,6 @@ def _http_error(where: str, status: int, raw: bytes) -> str:
     return f"{where} returned HTTP {status}{reason} (body: {snippet!r})"
 
 
-NOT_SENT_RETRIES = 2  # fresh attempts after a request that never left: each drops one dead pooled connection
-
-
-def never_sent(exc: BaseException) -> bool:
-    """True when aiohttp gave up before handing a byte of the request to the socket.
-
-    A pooled connection that the server closed (llama.cpp's server closes after every event stream, under
-    keep-alive headers) is found closing only when the request is written: aiohttp raises
-    `ClientOSError("Can not write request body")` caused by "Cannot write to closing transport", and drops
-    that connection. Nothing reached the server, so the same request on a fresh connection is safe. A
-    connection lost after bytes went out ("Connection lost", a server that disconnected) may have delivered
-    the request: never retried.
-    """
-    cause = exc.__cause__
-    return (
-        isinstance(exc, aiohttp.ClientOSError)
-        and isinstance(cause, aiohttp.ClientConnectionResetError)
-        and "closing transport" in str(cause)
-    )
-
-
 @contextlib.contextmanager
 def map_aiohttp_errors(where: str, timeout: float) -> Iterator[None]:
     """The one boundary of aiohttp in the engine: each of its errors becomes an EngineError naming the endpoint."""
@@ -228,7 +207,12 @@ class OpenAIEngine:
         loop = asyncio.get_running_loop()
         if self._session is None or self._session.closed or self._loop is not loop:
             timeout = aiohttp.ClientTimeout(total=self.timeout_seconds)
-            self._session = aiohttp.ClientSession(timeout=timeout)
+            # A fresh connection for every step, never a pooled one. llama.cpp's server closes each connection
+            # right after its event stream, under keep-alive headers; its FIN can land just after the next
+            # request went out on the pooled connection, and a request that may have reached the server cannot
+            # be sent again. One connect per step (a model step takes far longer) makes that case impossible.
+            connector = aiohttp.TCPConnector(force_close=True)
+            self._session = aiohttp.ClientSession(timeout=timeout, connector=connector)
             self._loop = loop
         return self._session
 
@@ -236,13 +220,7 @@ class OpenAIEngine:
         where = f"model endpoint {self.url!r} for profile {self.profile!r}"
         payload = build_payload(self.model, request)
         with map_aiohttp_errors(where, self.timeout_seconds):
-            for attempt in range(NOT_SENT_RETRIES + 1):
-                try:
-                    return await self._exchange(where, payload, on_delta)
-                except aiohttp.ClientOSError as exc:
-                    if attempt == NOT_SENT_RETRIES or not never_sent(exc):
-                        raise
-        raise AssertionError("unreachable")
+            return await self._exchange(where, payload, on_delta)
 
     async def _exchange(self, where: str, payload: dict[str, Any], on_delta: OnDelta | None) -> Message:
         """One request and its whole answer."""
