@@ -1,0 +1,89 @@
+"""The Backchannel extension of A2A: a message's hop count and wait chain, carried across the protocol.
+
+An A2A message says nothing of how many agent-to-agent hops led to it nor of who is waiting on whom, so
+the hop limit and the deadlock guard would stop at an A2A door. Between parties that both declare this
+extension (the server in its agent card's `capabilities.extensions`, the client in the `A2A-Extensions`
+header, `X-A2A-Extensions` in 0.3) the message's `metadata` carries them under the extension's URI:
+
+    {"metadata": {URI: {"hops": 2, "chain": ["peer:alpha/research", "builds"]}}}
+
+The same meaning as the Hermes dialect's `X-Backchannel-Hops` and `X-Backchannel-Chain` headers. Plain
+dicts only: no A2A SDK here, so the client side and the server side share it without loading the SDK.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from .errors import UsageError
+
+URI = "urn:backchannel:a2a:hops-chain:v1"
+HEADER = "A2A-Extensions"  # what the client lists the extensions it activates in (0.3: X-A2A-Extensions)
+MAX_HOPS = 1000  # as the HTTP dialect's X-Backchannel-Hops
+MAX_CHAIN = 64  # addresses; a longer chain is not a real wait chain
+MAX_ADDRESS_CHARS = 200
+
+
+@dataclass(frozen=True)
+class HopsChain:
+    """How many agent-to-agent hops led to a message, and the addresses waiting on it (oldest first)."""
+
+    hops: int = 0
+    chain: tuple[str, ...] = ()
+
+
+def card_entry() -> dict[str, object]:
+    """The extension as an agent card's `capabilities.extensions` lists it (AgentExtension)."""
+    return {
+        "uri": URI,
+        "description": "Backchannel's hop count and wait chain: message metadata under this URI, "
+        '{"hops": int, "chain": [address, ...]}; the hop limit and the deadlock guard hold across A2A.',
+        "required": False,
+    }
+
+
+def metadata(value: HopsChain) -> dict[str, object]:
+    """The message metadata entry a client sends (merge it into `Message.metadata`)."""
+    return {URI: {"hops": value.hops, "chain": list(value.chain)}}
+
+
+def declared(card_extensions: object) -> bool:
+    """True when an agent card's `capabilities.extensions` (a list of dicts) names this extension."""
+    if not isinstance(card_extensions, list):
+        return False
+    return any(isinstance(e, Mapping) and e.get("uri") == URI for e in card_extensions)
+
+
+def activated(header: str | None) -> bool:
+    """True when a request's `A2A-Extensions` header (comma-separated URIs) activates this extension."""
+    return bool(header) and URI in {part.strip() for part in (header or "").split(",")}
+
+
+def read(message_metadata: Mapping[str, object] | None) -> HopsChain:
+    """The hops and chain a message's metadata carries; none (0, ()) when it carries no entry.
+
+    Raises UsageError naming the field when the entry is there but malformed: a wrong hop count is not
+    taken as zero (that would reset the hop limit)."""
+    if not message_metadata or URI not in message_metadata:
+        return HopsChain()
+    entry = message_metadata[URI]
+    if not isinstance(entry, Mapping):
+        raise UsageError(f"metadata[{URI!r}] must be an object with hops and chain", code="invalid_payload")
+    hops = entry.get("hops", 0)
+    if isinstance(hops, float) and hops.is_integer():  # JSON numbers through protobuf Struct are doubles
+        hops = int(hops)
+    if isinstance(hops, bool) or not isinstance(hops, int) or not 0 <= hops <= MAX_HOPS:
+        raise UsageError(
+            f"metadata[{URI!r}].hops must be an integer from 0 to {MAX_HOPS}, got {hops!r}", code="invalid_payload"
+        )
+    chain = entry.get("chain", [])
+    if (
+        not isinstance(chain, list | tuple)
+        or len(chain) > MAX_CHAIN
+        or not all(isinstance(a, str) and 0 < len(a.strip()) <= MAX_ADDRESS_CHARS for a in chain)
+    ):
+        raise UsageError(
+            f"metadata[{URI!r}].chain must be a list of at most {MAX_CHAIN} addresses", code="invalid_payload"
+        )
+    return HopsChain(hops=hops, chain=tuple(a.strip() for a in chain))
