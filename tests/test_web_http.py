@@ -152,3 +152,15 @@ def test_logging_out_closes_the_door_for_that_cookie(gateway: GatewayProcess) ->
     with _browser(gateway) as replay:
         replay.cookies.update(cookie)  # the old cookie, kept by someone: it no longer opens anything
         assert replay.get("/").status_code == 303
+
+
+def test_ten_failed_logins_in_a_minute_shut_the_form_even_for_the_right_key(gateway: GatewayProcess) -> None:
+    with _browser(gateway) as client:
+        for n in range(10):
+            wrong = client.post("/web/login", data={"key": f"guess-{n}"}, headers=_same_origin(gateway))
+            assert wrong.status_code == 401, (n, wrong.status_code)
+        right = client.post("/web/login", data={"key": api_key(gateway.root)}, headers=_same_origin(gateway))
+        assert right.status_code == 429 and "set-cookie" not in right.headers
+        assert 1 <= int(right.headers["retry-after"]) <= 60
+        assert "10 failed logins from 127.0.0.1" in right.text and api_key(gateway.root) not in right.text
+        assert client.get("/").status_code == 303  # still logged out

@@ -12,26 +12,41 @@ MAX_SENDERS = 10_000  # senders remembered at once; the quietest are forgotten f
 
 
 class SenderRates:
-    """A sliding window of start times per sender; `admit` raises LimitReached (rate_limited) past the cap."""
+    """A sliding window of event times per sender: `admit` counts a start and raises LimitReached past the cap;
+    `retry_after` and `record` let a caller count only some events (the web view's failed logins)."""
 
     def __init__(self, per_minute: int) -> None:
         self.per_minute = per_minute
         self._starts: dict[str, deque[float]] = {}
 
     def admit(self, sender: str) -> None:
-        now = time.monotonic()
-        starts = self._starts.pop(sender, None) or deque()
-        while starts and starts[0] <= now - WINDOW_SECONDS:
-            starts.popleft()
-        self._starts[sender] = starts  # most recently active last
-        if len(starts) >= self.per_minute:
-            retry = max(1.0, starts[0] + WINDOW_SECONDS - now)
+        """Count a start for `sender`, or raise LimitReached (rate_limited) when its minute is full."""
+        retry = self.retry_after(sender)
+        if retry is not None:
             raise LimitReached(
-                f"sender {sender!r} started {len(starts)} runs in the last minute (gateway."
+                f"sender {sender!r} started {self.per_minute} runs in the last minute (gateway."
                 f"max_runs_per_sender_per_minute is {self.per_minute}); try again in {retry:.0f} s",
                 code="rate_limited",
                 retry_after=retry,
             )
-        starts.append(now)
+        self.record(sender)
+
+    def retry_after(self, sender: str) -> float | None:
+        """Seconds until `sender` may go again when its minute is full; None when it may go now."""
+        now = time.monotonic()
+        starts = self._starts.get(sender)
+        if not starts:
+            return None
+        while starts and starts[0] <= now - WINDOW_SECONDS:
+            starts.popleft()
+        if len(starts) < self.per_minute:
+            return None
+        return max(1.0, starts[0] + WINDOW_SECONDS - now)
+
+    def record(self, sender: str) -> None:
+        """Count one event for `sender` now."""
+        starts = self._starts.pop(sender, None) or deque()
+        starts.append(time.monotonic())
+        self._starts[sender] = starts  # most recently active last
         while len(self._starts) > MAX_SENDERS:
             del self._starts[next(iter(self._starts))]

@@ -10,7 +10,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from ...core.delivery import Incoming
-from ...errors import AuthError
+from ...errors import AuthError, LimitReached
 from ...keys import check_external
 from ..context import context
 from ..http import form_body
@@ -41,10 +41,15 @@ async def login(request: Request) -> Response:
     form = await form_body(request, context(request).settings.max_body_bytes)
     target = local_path(form.get("next"))
     response = RedirectResponse(target, status_code=303)
+    client = request.client.host if request.client else "unknown"
     try:
-        web_auth(request).login(form.get("key", ""), response, secure=request.url.scheme == "https")
+        web_auth(request).login(form.get("key", ""), response, secure=request.url.scheme == "https", client=client)
     except AuthError as exc:  # said on the form, which never shows the key that was typed
         return page(request, "login.html", status=401, next=target, error=exc.message)
+    except LimitReached as exc:
+        throttled = page(request, "login.html", status=429, next=target, error=exc.message)
+        throttled.headers["Retry-After"] = f"{exc.retry_after or 60:.0f}"
+        return throttled
     return response
 
 

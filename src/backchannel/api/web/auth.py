@@ -18,13 +18,15 @@ from itsdangerous import BadSignature, URLSafeTimedSerializer
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ...errors import AuthError, Refused
+from ...core.rates import SenderRates
+from ...errors import AuthError, LimitReached, Refused
 from ...home import config
 from ...home.files import read_text
 
 COOKIE = "backchannel_session"
 MAX_AGE_SECONDS = 12 * 3600
 SECRET_BYTES = 32
+FAILED_LOGINS_PER_MINUTE = 10  # per client address: guessing a weak key takes years, a typo a retry
 
 
 @dataclass(frozen=True)
@@ -54,12 +56,25 @@ class WebAuth:
         salt = "web-session:" + hashlib.sha256(api_key.encode()).hexdigest()[:16]
         self._signer = URLSafeTimedSerializer(secret, salt=salt)
         self._revoked: dict[str, float] = {}  # sid -> when its cookie would have expired anyway
+        self._failures = SenderRates(FAILED_LOGINS_PER_MINUTE)  # failed logins per client address
 
     # --- logging in and out ----------------------------------------------------------------------
 
-    def login(self, key: str, response: Response, *, secure: bool) -> None:
-        """Set the session cookie when `key` is the person's API key; AuthError otherwise (the key is never echoed)."""
+    def login(self, key: str, response: Response, *, secure: bool, client: str) -> None:
+        """Set the session cookie when `key` is the person's API key; AuthError otherwise (the key is never echoed).
+
+        LimitReached (login_throttled) once `client` (an address) failed FAILED_LOGINS_PER_MINUTE times in
+        the last minute: then not even the right key is tried until the minute has passed."""
+        retry = self._failures.retry_after(client)
+        if retry is not None:
+            raise LimitReached(
+                f"{FAILED_LOGINS_PER_MINUTE} failed logins from {client} in the last minute: "
+                f"try again in {retry:.0f} s",
+                code="login_throttled",
+                retry_after=retry,
+            )
         if not hmac.compare_digest(key.strip().encode(), self._api_key.encode()):
+            self._failures.record(client)
             raise AuthError(
                 "that is not this gateway's API key (API_SERVER_KEY in the home's .env)", code="login_failed"
             )
