@@ -14,7 +14,7 @@ from typing import Any
 from backchannel.core.delivery import Delivered, Incoming
 from backchannel.core.gateway import Gateway
 from backchannel.home import config
-from backchannel.store.runs import RunState
+from backchannel.store.runs import RunState, pending_wakes
 from conftest import run_cli, with_gateway
 from scripted_model import ScriptedModel
 
@@ -181,10 +181,12 @@ def ping_pong_script(counter: itertools.count[int]) -> Callable[[dict[str, Any]]
 
 
 async def quiesce(gw: Gateway) -> None:
-    """Until nothing in the ledger is still queued or running."""
+    """Until nothing in the ledger is still queued or running, and no ended run still owes its sender a wake
+    (between a run's end and its wake-up run, nothing is queued: the exchange has not stopped yet)."""
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
-        if not any(e.state in ("queued", "running") for e in gw.delivery.ledger(limit=10_000)):
+        busy = any(e.state in ("queued", "running") for e in gw.delivery.ledger(limit=10_000))
+        if not busy and not pending_wakes(gw.db):
             return
         await asyncio.sleep(0.05)
     raise AssertionError("the exchange did not stop")
