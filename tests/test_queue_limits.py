@@ -3,6 +3,7 @@ and a fair share of turn slots per profile (DESIGN 5 "Limits", issue 15 item 7).
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -108,3 +109,24 @@ def test_internal_idempotency_prefixes_are_refused_from_outside(gateway: Gateway
             r = start_run(c, sid, "hi", key)
             assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_idempotency_key", r.text
         assert c.get(f"/api/sessions/{sid}/messages").json()["data"] == []
+
+
+def test_a_wake_up_goes_into_its_senders_session_past_the_queue_cap(initialised: Path) -> None:
+    """The answer an agent asked for is not refused by its own busy session: one wake per message it sent."""
+    set_messaging(initialised, "default", allow=["default/*"])
+    with gateway_with(initialised, max_queued_per_session=1) as gw, client(gw) as c:
+        target, sender = new_session(c), new_session(c)
+        send = {"session_id": f"default/{target}", "message": "/sleep 1.5\nslow question", "wait_seconds": 0}
+        chat(c, sender, f"/tool send_to_session {json.dumps(send)}", "k-send", wait=10)
+        sent = [e for e in c.get("/v1/ledger").json()["data"] if e.get("message") == "/sleep 1.5\nslow question"]
+        assert len(sent) == 1, sent
+        assert start_run(c, sender, "/sleep 6", "k-busy").status_code == 202  # the sender's turn runs...
+        assert start_run(c, sender, "next", "k-next").status_code == 202  # ...and its queue is full
+        assert start_run(c, sender, "one too many", "k-over").status_code == 429
+        deadline, wake = time.monotonic() + 4.5, None  # the slow question ends at ~1.5 s, the busy turn at ~6 s
+        while wake is None and time.monotonic() < deadline:
+            entries = c.get("/v1/ledger").json()["data"]
+            wake = next((e for e in entries if f"[Reply to your message {sent[0]['run_id']}" in e["message"]), None)
+            time.sleep(0.1)
+        assert wake is not None, "the wake-up was not queued while its sender's session was full"
+        assert wake["state"] == "queued" and "slow question" in wake["message"]

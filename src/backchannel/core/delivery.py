@@ -8,6 +8,7 @@ through `Outbound`. Every method that writes returns only once its writes are co
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import time
 from collections.abc import AsyncGenerator
@@ -38,6 +39,8 @@ from .wakes import Wakes
 
 MAX_WAIT_SECONDS = 3600.0
 PAIR_WINDOW_SECONDS = 3600.0
+WAKE_RETRY_SECONDS = 5.0  # how soon a wake that could not be queued is tried again (then twice as late)
+WAKE_RETRY_MAX_SECONDS = 300.0
 EXCHANGE_IDLE_SECONDS = 600.0  # a peer quiet this long (both ways) starts its next exchange at its own hop
 
 
@@ -294,10 +297,26 @@ class Delivery:
     # --- wake-ups --------------------------------------------------------------------------------
 
     async def wake_senders(self) -> None:
-        """Background job: every run that ended after its sender stopped waiting wakes that sender."""
+        """Background job: every run that ended after its sender stopped waiting wakes that sender.
+
+        A wake that cannot be queued now (a full disk, a store error) is tried again while the gateway
+        runs, after WAKE_RETRY_SECONDS and then less often (up to WAKE_RETRY_MAX_SECONDS), not only at its
+        next start; its key keeps it to one wake-up whatever the tries."""
+        owed: dict[str, RunRow] = {}
+        delay, next_try = WAKE_RETRY_SECONDS, 0.0
         while True:
-            run = await self.queue.ended()
-            self.wakes.of_run(run)
+            timeout = max(0.0, next_try - time.monotonic()) if owed else None
+            try:
+                run = await asyncio.wait_for(self.queue.ended(), timeout)
+            except TimeoutError:
+                owed = {run_id: late for run_id, late in owed.items() if not self.wakes.of_run(late)}
+                delay = min(delay * 2, WAKE_RETRY_MAX_SECONDS) if owed else WAKE_RETRY_SECONDS
+                next_try = time.monotonic() + delay
+                continue
+            if not self.wakes.of_run(run):
+                if not owed:
+                    next_try = time.monotonic() + delay
+                owed[run.id] = run
 
     # --- helpers ---------------------------------------------------------------------------------
 

@@ -126,10 +126,13 @@ class RunQueue:
 
     # --- putting runs in -----------------------------------------------------------------------
 
-    def submit(self, new: NewRun, *, admit: Callable[[], None] | None = None) -> tuple[RunRow, bool]:
+    def submit(
+        self, new: NewRun, *, admit: Callable[[], None] | None = None, capped: bool = True
+    ) -> tuple[RunRow, bool]:
         """Record a run (or find the one filed under the same key) and queue it; returns (run, created).
 
-        A new run is refused (LimitReached) past `max_queued_per_session`, or when `admit` raises."""
+        A new run is refused (LimitReached) past `max_queued_per_session` (unless not `capped`: a wake-up,
+        at most one per message its session sent), or when `admit` raises."""
         if self.draining:
             raise GatewayDraining("the gateway is shutting down and takes no new messages; try again shortly")
         # An idle session's run is recorded already claimed, when a turn slot is free here.
@@ -141,7 +144,7 @@ class RunQueue:
             lease_seconds=self.lease_seconds,
             dedup_window=self.settings.dedup_window_seconds,
             ttl_seconds=self.settings.run_ttl_seconds or None,
-            max_queued=self.settings.max_queued_per_session,
+            max_queued=self.settings.max_queued_per_session if capped else None,
             admit=admit,
         )
         self._profiles[run.session_id] = run.profile

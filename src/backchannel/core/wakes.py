@@ -25,15 +25,15 @@ class Wakes:
         self.queue = queue
         self.directory = directory
 
-    def of_run(self, run: RunRow) -> None:
-        """A local run ended after its sender stopped waiting."""
+    def of_run(self, run: RunRow) -> bool:
+        """A local run ended after its sender stopped waiting: False when its wake could not be queued now."""
         if not (run.wake and run.sender_session and run.state.terminal):
-            return
+            return True
         if run.state is RunState.COMPLETED:
             outcome = run.reply or "(no reply)"
         else:
             outcome = f"({run.state.value}: {run.error or 'no reply'})"
-        self.deliver(
+        woken = self.deliver(
             session_id=run.sender_session,
             text=reply_text(run.id, run.message, outcome),
             sender=f"{run.profile}/{run.session_id}",
@@ -41,11 +41,14 @@ class Wakes:
             hops=run.hops + 1,
             exchange=run.origin,
         )
+        return woken is not None
 
     def deliver(
         self, *, session_id: str, text: str, sender: str, key: str, hops: int, exchange: str | None
     ) -> RunRow | None:
-        """Queue the wake-up run; None when it cannot be delivered now (retried at the next start)."""
+        """Queue the wake-up run; None when it cannot be delivered now (the caller tries again later).
+
+        Past the session's queue cap: the sender asked for this answer, and there is one per message."""
         try:
             session = self.directory.session(session_id)
             refusal = policy.check(
@@ -61,7 +64,8 @@ class Wakes:
                     idempotency_key=key,
                     hops=hops,
                     origin=exchange,
-                )
+                ),
+                capped=False,
             )
             return run
         except BackchannelError as exc:
