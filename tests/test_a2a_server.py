@@ -1,92 +1,57 @@
-"""Every profile an A2A agent: a real gateway process, called through `a2a-sdk`'s own client over JSON-RPC.
+"""Every profile an A2A agent: a real gateway process, called through `a2a-sdk`'s own client over JSON-RPC
+and REST.
 
-The card is public; SendMessage (blocking and returnImmediately), GetTask and CancelTask are the runs of
-the delivery service, as the key's caller: the person's key, or a peer's (`backchannel key create`).
+The card is public; SendMessage (blocking, returnImmediately, streamed), SubscribeToTask, GetTask, ListTasks
+and CancelTask are the runs of the delivery service, as the key's caller: the person's key, or a peer's
+(`backchannel key create`). 0.3 clients are answered too. The spec's MUSTs are in test_a2a_spec.py.
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
-from a2a.client import ClientConfig, create_client
 from a2a.client.client import Client
 from a2a.types import (
     CancelTaskRequest,
     GetTaskRequest,
-    Message,
-    Part,
+    ListTasksRequest,
     Role,
-    SendMessageConfiguration,
-    SendMessageRequest,
-    Task,
+    StreamResponse,
+    SubscribeToTaskRequest,
     TaskState,
 )
 from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError
 
-from conftest import GatewayProcess, api_key, run_cli
+from a2a_client import (
+    JSONRPC,
+    REST,
+    V1,
+    ledger,
+    make_key,
+    request,
+    rpc,
+    send,
+    shared_gateway,
+    until,
+    with_client,
+)
+from backchannel.a2a_extension import card_entry
+from conftest import GatewayProcess, run_cli
 from gateway_http import set_messaging
 
-TIMEOUT = 30.0
+BINDINGS = pytest.mark.parametrize("binding", [JSONRPC, REST])
 
 
-def make_key(name: str, *args: str) -> str:
-    made = run_cli("key", "create", name, *args, "--json")
-    assert made.exit_code == 0, made.stderr
-    key: str = json.loads(made.stdout)["key"]
-    return key
-
-
-def with_client(
-    gw: GatewayProcess, body: Callable[[Client], Awaitable[None]], *, key: str | None = None, path: str = ""
-) -> None:
-    """Run `body` with an A2A client made from the agent card at `path` (a profile's), with `key`."""
-
-    async def main() -> None:
-        token = key or api_key(gw.root)
-        async with httpx.AsyncClient(
-            headers={"Authorization": f"Bearer {token}"}, timeout=TIMEOUT, trust_env=False
-        ) as http:
-            client = await create_client(f"{gw.url}{path}", ClientConfig(streaming=False, httpx_client=http))
-            await body(client)
-
-    asyncio.run(main())
-
-
-def request(text: str, message_id: str, *, immediately: bool = False, context_id: str = "") -> SendMessageRequest:
-    return SendMessageRequest(
-        message=Message(message_id=message_id, role=Role.ROLE_USER, parts=[Part(text=text)], context_id=context_id),
-        configuration=SendMessageConfiguration(return_immediately=immediately),
-    )
-
-
-async def send(client: Client, req: SendMessageRequest) -> Task:
-    answers = [a async for a in client.send_message(req)]
-    assert len(answers) == 1 and answers[0].HasField("task"), answers
-    return answers[0].task
-
-
-async def until(client: Client, task_id: str, done: Callable[[Task], bool], *, within: float = 20.0) -> Task:
-    deadline = time.monotonic() + within
-    while True:
-        task = await client.get_task(GetTaskRequest(id=task_id))
-        if done(task) or time.monotonic() > deadline:
-            return task
-        await asyncio.sleep(0.05)
-
-
-def ledger(gw: GatewayProcess) -> list[dict[str, Any]]:
-    r = httpx.get(f"{gw.url}/v1/ledger", headers=gw.headers(), timeout=10, trust_env=False)
-    assert r.status_code == 200, r.text
-    data: list[dict[str, Any]] = r.json()["data"]
-    return data
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
+    """One gateway for the tests that change nothing of its configuration."""
+    yield from shared_gateway(tmp_path_factory, "a2a-server")
 
 
 def test_the_agent_card_is_public_and_names_the_profile_its_soul_and_skills(gateway: GatewayProcess) -> None:
@@ -108,10 +73,17 @@ def test_the_agent_card_is_public_and_names_the_profile_its_soul_and_skills(gate
             "tags": ["summaries"],
         }
     ]
+    base = f"{gateway.url}/p/research/a2a"
     assert card["supportedInterfaces"] == [
-        {"url": f"{gateway.url}/p/research/a2a/jsonrpc", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
+        {"url": f"{base}/jsonrpc", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+        {"url": f"{base}/rest", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
+        {"url": f"{base}/jsonrpc", "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+        {"url": f"{base}/rest", "protocolBinding": "HTTP+JSON", "protocolVersion": "0.3"},
     ]
-    assert card["capabilities"] == {"streaming": False, "pushNotifications": False}
+    # the 0.3 form of the same card, for 0.3 clients
+    assert card["url"] == f"{base}/jsonrpc" and card["protocolVersion"] == "0.3"
+    assert card["additionalInterfaces"] == [{"transport": "HTTP+JSON", "url": f"{base}/rest"}]
+    assert card["capabilities"] == {"streaming": True, "pushNotifications": False, "extensions": [card_entry()]}
     assert card["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"] == "Bearer"
     assert card["securityRequirements"] == [{"schemes": {"bearer": {}}}]
     root = httpx.get(f"{gateway.url}/.well-known/agent-card.json", trust_env=False).json()
@@ -178,7 +150,7 @@ def test_cancel_stops_a_slow_task(gateway: GatewayProcess) -> None:
 
 
 def test_a_peer_key_the_profile_does_not_accept_is_rejected_with_the_refusal_code(gateway: GatewayProcess) -> None:
-    key = make_key("spark")
+    key = make_key(gateway.root, "spark")
     set_messaging(gateway.root, "default", accept=["peer:someone-else"])
 
     async def body(client: Client) -> None:
@@ -193,7 +165,7 @@ def test_a_peer_key_the_profile_does_not_accept_is_rejected_with_the_refusal_cod
 
 
 def test_a_peer_keys_message_is_framed_as_that_peers(gateway: GatewayProcess) -> None:
-    key = make_key("spark")
+    key = make_key(gateway.root, "spark")
     sessions: list[str] = []
 
     async def body(client: Client) -> None:
@@ -209,7 +181,7 @@ def test_a_peer_keys_message_is_framed_as_that_peers(gateway: GatewayProcess) ->
 
 
 def test_another_callers_task_is_not_found(gateway: GatewayProcess) -> None:
-    key = make_key("spark")
+    key = make_key(gateway.root, "spark")
     ids: list[str] = []
 
     async def as_person(client: Client) -> None:
@@ -241,7 +213,7 @@ def test_no_key_is_401_and_changes_nothing(gateway: GatewayProcess) -> None:
 
 
 def test_a_held_message_is_a_task_that_waits_with_a_status_message(gateway: GatewayProcess) -> None:
-    key = make_key("spark")
+    key = make_key(gateway.root, "spark")
     set_messaging(gateway.root, "default", hold=["peer:*"])
 
     async def body(client: Client) -> None:
@@ -311,3 +283,158 @@ def test_a_body_over_the_limit_is_413_and_changes_nothing(gateway: GatewayProces
         f"{gateway.url}/a2a/jsonrpc", content=b"{not json", headers=gateway.headers(), trust_env=False, timeout=10
     )
     assert garbled.status_code == 200 and garbled.json()["error"]["code"] == -32700, garbled.text
+
+
+# --- streaming, subscribing, listing, REST, 0.3 ---------------------------------------------------------
+
+
+async def events(stream: Any) -> list[StreamResponse]:
+    return [e async for e in stream]
+
+
+def kinds(seen: list[StreamResponse]) -> list[str]:
+    return [str(e.WhichOneof("payload")) for e in seen]
+
+
+@BINDINGS
+def test_a_streamed_message_is_its_task_then_the_reply_then_its_end(shared: GatewayProcess, binding: str) -> None:
+    async def body(client: Client) -> None:
+        seen = await events(client.send_message(request(f"stream me {binding}", f"m-stream-{binding}")))
+        assert kinds(seen)[0] == "task" and kinds(seen)[-1] == "status_update", kinds(seen)
+        assert seen[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
+        chunks = [e.artifact_update for e in seen if e.HasField("artifact_update")]
+        assert chunks and chunks[-1].last_chunk
+        assert chunks[-1].artifact.parts[0].text == f"default (echo): stream me {binding}"
+        task_id = seen[0].task.id
+        stored = await client.get_task(GetTaskRequest(id=task_id))
+        assert stored.status.state == TaskState.TASK_STATE_COMPLETED
+
+    with_client(shared, body, binding=binding, streaming=True)
+    assert len([e for e in ledger(shared) if e["message"] == f"stream me {binding}"]) == 1
+
+
+@BINDINGS
+def test_subscribe_follows_a_running_task_to_its_end(shared: GatewayProcess, binding: str) -> None:
+    ids: list[str] = []
+
+    async def start(client: Client) -> None:
+        ids.append((await send(client, request("/sleep 1\nfollow me", f"m-follow-{binding}", immediately=True))).id)
+
+    async def follow(client: Client) -> None:
+        seen = await events(client.subscribe(SubscribeToTaskRequest(id=ids[0])))
+        assert kinds(seen)[0] == "task" and seen[0].task.id == ids[0]
+        assert seen[0].task.status.state in (TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING)
+        assert seen[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED, seen[-1]
+        assert seen[-2].artifact_update.artifact.parts[0].text == "default (echo): follow me"
+
+    with_client(shared, start, binding=binding)
+    with_client(shared, follow, binding=binding, streaming=True)
+
+
+def test_a_resubscribe_after_a_gateway_restart_replays_from_the_store(gateway: GatewayProcess) -> None:
+    ids: list[str] = []
+
+    async def before(client: Client) -> None:
+        task = await send(client, request("/sleep 2\nsurvive", "m-restart", immediately=True))
+        await until(client, task.id, lambda t: t.status.state == TaskState.TASK_STATE_WORKING)
+        ids.append(task.id)
+
+    with_client(gateway, before)
+    gateway.kill()  # SIGKILL mid-turn: the run is reclaimed and run again by the next gateway
+    gateway.start()
+
+    async def after(client: Client) -> None:
+        seen = await events(client.subscribe(SubscribeToTaskRequest(id=ids[0])))
+        assert kinds(seen)[0] == "task" and seen[0].task.id == ids[0]
+        assert seen[0].task.history[0].parts[0].text == "/sleep 2\nsurvive"  # the task as the store has it
+        assert seen[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED, seen[-1]
+        assert seen[-2].artifact_update.artifact.parts[0].text == "default (echo): survive"
+
+    with_client(gateway, after, binding=REST, streaming=True)
+    assert len([e for e in ledger(gateway) if e["message"] == "/sleep 2\nsurvive"]) == 1
+
+
+def test_list_tasks_shows_the_callers_own_a_page_at_a_time(shared: GatewayProcess) -> None:
+    key = make_key(shared.root, "lister")
+    contexts: list[str] = []
+
+    async def as_peer(client: Client) -> None:
+        for n in range(3):
+            contexts.append((await send(client, request(f"peer task {n}", f"m-list-{n}"))).context_id)
+        first = await client.list_tasks(ListTasksRequest(page_size=2))
+        assert first.total_size == 3 and first.page_size == 2 and len(first.tasks) == 2 and first.next_page_token
+        rest = await client.list_tasks(ListTasksRequest(page_size=2, page_token=first.next_page_token))
+        assert len(rest.tasks) == 1 and rest.next_page_token == ""
+        listed = [t.history[0].parts[0].text for t in [*first.tasks, *rest.tasks]]
+        assert listed == ["peer task 2", "peer task 1", "peer task 0"]  # most recently updated first
+        in_context = await client.list_tasks(ListTasksRequest(context_id=contexts[0]))
+        assert in_context.total_size == 3
+        working = await client.list_tasks(ListTasksRequest(status=TaskState.TASK_STATE_WORKING))
+        assert working.total_size == 0 and list(working.tasks) == []
+
+    with_client(shared, as_peer, key=key, binding=REST)
+
+    async def as_person(client: Client) -> None:
+        mine = await client.list_tasks(ListTasksRequest(page_size=100))
+        assert not [t for t in mine.tasks if t.history[0].parts[0].text.startswith("peer task")]
+
+    with_client(shared, as_person)
+
+
+def test_cancel_over_rest_stops_a_slow_task(shared: GatewayProcess) -> None:
+    async def body(client: Client) -> None:
+        task = await send(client, request("/sleep 30\ncancel me over REST", "m-rest-cancel", immediately=True))
+        await until(client, task.id, lambda t: t.status.state == TaskState.TASK_STATE_WORKING)
+        cancelled = await client.cancel_task(CancelTaskRequest(id=task.id))
+        assert cancelled.status.state == TaskState.TASK_STATE_CANCELED, cancelled
+        with pytest.raises(TaskNotCancelableError, match="ended already"):
+            await client.cancel_task(CancelTaskRequest(id=task.id))
+
+    with_client(shared, body, binding=REST)
+
+
+def test_a_0_3_client_is_answered_in_0_3(shared: GatewayProcess) -> None:
+    message = {
+        "messageId": "m-old",
+        "role": "user",
+        "kind": "message",
+        "parts": [{"kind": "text", "text": "old style"}],
+    }
+    sent = rpc(shared, "message/send", {"message": message})  # no A2A-Version: 0.3
+    task = sent["result"]
+    assert task["kind"] == "task" and task["status"]["state"] == "completed", sent
+    assert task["artifacts"][0]["parts"] == [{"kind": "text", "text": "default (echo): old style"}]
+    got = rpc(shared, "tasks/get", {"id": task["id"]})
+    assert got["result"]["id"] == task["id"] and got["result"]["status"]["state"] == "completed", got
+    r = httpx.post(
+        f"{shared.url}/a2a/rest/v1/message:send",
+        # 0.3's HTTP+JSON is its protobuf's JSON: the parts are `content`
+        json={"message": {"messageId": "m-old-rest", "role": "ROLE_USER", "content": [{"text": "old style"}]}},
+        headers=shared.headers(),
+        timeout=30,
+        trust_env=False,
+    )
+    assert r.status_code == 200 and r.json()["task"]["status"]["state"] == "TASK_STATE_COMPLETED", r.text
+    assert len([e for e in ledger(shared) if e["message"] == "old style"]) == 2
+
+
+def test_a_request_without_a_version_is_taken_as_0_3(shared: GatewayProcess) -> None:
+    params = {"message": {"messageId": "m-nover", "role": "ROLE_USER", "parts": [{"text": "which version"}]}}
+    answer = rpc(shared, "SendMessage", params)
+    assert answer["error"]["code"] == -32009 and "'0.3' is not supported" in answer["error"]["message"], answer
+    r = httpx.get(f"{shared.url}/a2a/rest/tasks", headers=shared.headers(), timeout=10, trust_env=False)
+    assert r.status_code == 400 and r.json()["error"]["status"] == "FAILED_PRECONDITION", r.text
+    assert not [e for e in ledger(shared) if e["message"] == "which version"]
+    assert "result" in rpc(shared, "SendMessage", params, headers=V1)
+
+
+def test_rest_routes_are_behind_the_key_and_unknown_ones_are_404(shared: GatewayProcess) -> None:
+    for path in ("/a2a/rest/tasks", "/p/default/a2a/rest/tasks"):
+        r = httpx.get(f"{shared.url}{path}", headers=V1, trust_env=False, timeout=10)
+        assert r.status_code == 401 and r.json()["error"]["code"] == "invalid_api_key", r.text
+        ok = httpx.get(f"{shared.url}{path}", headers=shared.headers(**V1), trust_env=False, timeout=10)
+        assert ok.status_code == 200 and "tasks" in ok.json(), ok.text
+    missing = httpx.get(f"{shared.url}/a2a/rest/nothing/here", headers=shared.headers(**V1), trust_env=False)
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found", missing.text
+    nobody = httpx.get(f"{shared.url}/p/nobody/a2a/rest/tasks", headers=shared.headers(**V1), trust_env=False)
+    assert nobody.status_code == 404 and nobody.json()["error"]["code"] == "profile_not_found", nobody.text

@@ -878,11 +878,12 @@ def test_run_events_of_a_failed_run(api: Api) -> None:
 
 # Routes the app serves that the document leaves out. Each entry must stay a route of the app.
 # The web view's pages are a browser's, not an API client's; the MCP endpoint speaks the MCP protocol
-# (streamable HTTP), which its own specification describes; so do A2A's JSON-RPC endpoint and agent card.
+# (streamable HTTP), which its own specification describes; so do A2A's JSON-RPC and REST endpoints and agent card.
 UNDOCUMENTED: set[tuple[str, str]] = (
     {(m, r.path) for r in web.routes() if isinstance(r, Route) for m in r.methods or () if m != "HEAD"}
     | {(method, prefix + "/mcp") for method in ("GET", "POST", "DELETE") for prefix in ("", "/p/{profile}")}
     | {("POST", prefix + "/a2a/jsonrpc") for prefix in ("", "/p/{profile}")}
+    | {(m, prefix + "/a2a/rest/{rest:path}") for m in ("GET", "POST", "DELETE") for prefix in ("", "/p/{profile}")}
     | {("GET", prefix + "/.well-known/agent-card.json") for prefix in ("", "/p/{profile}")}
 )
 HTTP_METHODS = {"get", "put", "post", "delete", "patch", "head", "options", "trace"}

@@ -93,6 +93,7 @@ async def openapi(request: Request) -> Response:
 def _api_routes(a2a: A2AEndpoints) -> list[BaseRoute]:
     return [
         Route("/a2a/jsonrpc", protected(a2a.jsonrpc), methods=["POST"]),
+        Route("/a2a/rest/{rest:path}", protected(a2a.rest), methods=["GET", "POST", "DELETE"]),
         Route("/v1/capabilities", protected(capabilities), methods=["GET"]),
         Route("/api/sessions", protected(routes_sessions.list_sessions), methods=["GET"]),
         Route("/api/sessions", protected(routes_sessions.create_session), methods=["POST"]),

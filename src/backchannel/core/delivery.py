@@ -247,6 +247,11 @@ class Delivery:
             self._delivered(run) for run in runstore.list_runs(self.db, states=states, profile=profile, limit=limit)
         ]
 
+    def a2a_tasks(self, query: runstore.TaskQuery, *, limit: int) -> tuple[list[RunRow], int]:
+        """A page of what one caller sent a profile over A2A, most recently updated first, and the total."""
+        self.directory.check_profile(query.profile)
+        return runstore.a2a_tasks(self.db, query, limit=limit)
+
     def ledger(
         self,
         a: str | None = None,

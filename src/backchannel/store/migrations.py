@@ -196,6 +196,17 @@ def m0008_peer_keys_and_peer_senders(conn: sqlite3.Connection) -> None:
     )
 
 
+def m0009_a2a_tasks(conn: sqlite3.Connection) -> None:
+    """A caller's A2A tasks in a profile, most recently updated first (ListTasks pages through them)."""
+    _run(
+        conn,
+        """
+        CREATE INDEX runs_a2a_tasks ON runs (profile, sender, updated_at DESC, seq DESC)
+            WHERE idempotency_key GLOB 'a2a:*'
+        """,
+    )
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0001_sessions_messages", m0001_sessions_messages),
     ("0002_runs", m0002_runs),
@@ -205,4 +216,5 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0006_sliding_dedup_and_outbound_keys", m0006_sliding_dedup_and_outbound_keys),
     ("0007_remote_sessions", m0007_remote_sessions),
     ("0008_peer_keys_and_peer_senders", m0008_peer_keys_and_peer_senders),
+    ("0009_a2a_tasks", m0009_a2a_tasks),
 ]

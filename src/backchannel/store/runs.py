@@ -543,3 +543,47 @@ def has_held_expired(db: Database, now: float) -> bool:
         "SELECT 1 FROM runs WHERE state = 'held' AND expires_at IS NOT NULL AND expires_at < ? LIMIT 1", (now,)
     )
     return found is not None
+
+
+# --- A2A tasks -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TaskQuery:
+    """Which of a caller's A2A runs in a profile to list: `after` is the (updated_at, seq) of the last one
+    a previous page ended on; `since` keeps those updated at or after it."""
+
+    profile: str
+    sender: str
+    session_id: str | None = None
+    states: tuple[RunState, ...] = ()
+    since: float | None = None
+    after: tuple[float, int] | None = None
+
+
+def a2a_tasks(db: Database, query: TaskQuery, *, limit: int) -> tuple[list[RunRow], int]:
+    """A page of the runs `query.sender` sent to `query.profile` over A2A, most recently updated first, and
+    how many match in all (every page): both read through the runs_a2a_tasks index."""
+    clauses = ["profile = ?", "sender = ?", "idempotency_key GLOB 'a2a:*'"]
+    params: list[Any] = [query.profile, query.sender]
+    if query.session_id is not None:
+        clauses.append("session_id = ?")
+        params.append(query.session_id)
+    if query.states:
+        clauses.append(f"state IN ({', '.join('?' for _ in query.states)})")
+        params.extend(s.value for s in query.states)
+    if query.since is not None:
+        clauses.append("updated_at >= ?")
+        params.append(query.since)
+    where = " AND ".join(clauses)
+    counted = db.one(f"SELECT COUNT(*) FROM runs WHERE {where}", params)
+    total = int(counted[0]) if counted is not None else 0
+    page_where, page_params = where, list(params)
+    if query.after is not None:
+        page_where += " AND (updated_at, seq) < (?, ?)"
+        page_params.extend(query.after)
+    rows = db.all(
+        f"SELECT * FROM runs WHERE {page_where} ORDER BY updated_at DESC, seq DESC LIMIT ?",
+        (*page_params, limit),
+    )
+    return [_run(r) for r in rows], total

@@ -13,14 +13,14 @@ from ..context import context
 from ..http import profile_of, read_body
 
 if TYPE_CHECKING:
-    from .jsonrpc import Served
+    from .served import Served
 
 # The SDK's OpenTelemetry instrumentation is on by default; off unless the operator asks for it.
 OTEL_SWITCH = "OTEL_INSTRUMENTATION_A2A_SDK_ENABLED"
 
 
 class A2AEndpoints:
-    """The JSON-RPC endpoint (behind the app's key check) and the public agent card of every profile."""
+    """The JSON-RPC and REST endpoints (behind the app's key check) and the public agent card of every profile."""
 
     def __init__(self) -> None:
         self._served: Served | None = None
@@ -28,27 +28,44 @@ class A2AEndpoints:
     def _load(self, request: Request) -> Served:
         if self._served is None:
             os.environ.setdefault(OTEL_SWITCH, "false")
-            from .jsonrpc import Served  # the SDK, imported only once A2A is asked for
+            from .served import Served  # the SDK, imported only once A2A is asked for
 
             self._served = Served(context(request))
         return self._served
 
     async def jsonrpc(self, request: Request) -> Response:
-        """A2A JSON-RPC: SendMessage, GetTask and CancelTask on the profile's runs, as the key's caller.
+        """A2A JSON-RPC on the profile's runs, as the key's caller (the 0.3 method names too).
 
         The body is read here, within the gateway's size and time bounds, then handed to the SDK (whose
         answer to a body that is not JSON is JSON-RPC's parse error)."""
-        ctx = context(request)
-        ctx.directory.check_profile(profile_of(request))
-        raw = await read_body(request, ctx.settings.max_body_bytes, timeout=ctx.settings.body_timeout_seconds)
+        return await self._load(request).dispatch(await _bounded(request))
 
-        async def replay() -> Message:
-            return {"type": "http.request", "body": raw, "more_body": False}
-
-        return await self._load(request).dispatch(Request(request.scope, replay))
+    async def rest(self, request: Request) -> Response:
+        """A2A over HTTP+JSON (`.../a2a/rest/message:send`, `/tasks/{id}`, ...), the same as JSON-RPC."""
+        served = self._load(request)
+        return served.rest(await _bounded(request), "/" + request.path_params["rest"])
 
     async def card(self, request: Request) -> Response:
         """The profile's agent card: public, like /health."""
         ctx = context(request)
         profile = ctx.directory.profile(ctx.directory.check_profile(profile_of(request)))
         return JSONResponse(self._load(request).card(profile, str(request.base_url)))
+
+
+async def _bounded(request: Request) -> Request:
+    """The request with its body read within the gateway's size and time bounds (413 or 408 past them)."""
+    ctx = context(request)
+    ctx.directory.check_profile(profile_of(request))
+    raw = await read_body(request, ctx.settings.max_body_bytes, timeout=ctx.settings.body_timeout_seconds)
+
+    given = False
+
+    async def replay() -> Message:
+        """The body once; then what the connection says next (a stream learns of the client leaving)."""
+        nonlocal given
+        if given:
+            return await request.receive()
+        given = True
+        return {"type": "http.request", "body": raw, "more_body": False}
+
+    return Request(request.scope, replay)

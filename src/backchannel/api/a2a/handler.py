@@ -24,6 +24,7 @@ from a2a.types import (
     SubscribeToTaskRequest,
     Task,
     TaskPushNotificationConfig,
+    TaskState,
 )
 from a2a.utils.errors import (
     A2AError,
@@ -45,15 +46,27 @@ from ...framing import is_human
 from ...store.runs import RunRow, RunState
 from ...store.sessions import SessionRow
 from ..context import Context
-from .tasks import rejected, task_of
+from .listing import list_tasks
+from .streams import updates
+from .tasks import STATES, rejected, task_of
 
 CALLER = "backchannel.caller"
 PROFILE = "backchannel.profile"
 PERSON_SENDER = "human:a2a"
+ENDS = frozenset(
+    {
+        TaskState.TASK_STATE_COMPLETED,
+        TaskState.TASK_STATE_FAILED,
+        TaskState.TASK_STATE_CANCELED,
+        TaskState.TASK_STATE_REJECTED,
+    }
+)
 
 
 class RunsHandler(RequestHandler):
-    """SendMessage, GetTask and CancelTask as deliver/submit, status and stop; the rest not supported yet.
+    """SendMessage, GetTask and CancelTask as deliver/submit, status and stop; SendStreamingMessage and
+    SubscribeToTask follow the run's events; ListTasks pages through the caller's tasks. Push notifications
+    and the extended card are not served.
 
     `contextId` is a session of the path's profile (none: its Bot Chat), `taskId` a run, `messageId` the
     run's idempotency key for this caller and profile (a replay answers with the same task). A task is its
@@ -111,22 +124,45 @@ class RunsHandler(RequestHandler):
             _fail(exc)
         return task_of(delivered.run)
 
-    # --- what is not served yet ------------------------------------------------------------------
-
     async def on_list_tasks(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
-        raise UnsupportedOperationError("ListTasks is not supported yet: ask for each task with GetTask")
+        who, profile = _scope(context)
+        return list_tasks(self.ctx.delivery, params, profile=profile, sender=_sender(who))
 
     async def on_message_send_stream(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event]:
-        raise UnsupportedOperationError("streaming is not supported yet (the card says streaming: false)")
-        yield
+        """The message accepted as SendMessage with returnImmediately does it, then its task followed: the
+        Task, its updates, closed when it ends. A task that cannot move on its own (refused, held for the
+        person, a replay of one that ended) is the Task alone."""
+        accepting = SendMessageRequest()
+        accepting.CopyFrom(params)
+        accepting.configuration.return_immediately = True
+        task = await self.on_message_send(accepting, context)
+        assert isinstance(task, Task)
+        yield task
+        if task.status.state in ENDS:
+            return
+        run = self.ctx.delivery.run(task.id)
+        if run.state is RunState.HELD:
+            return
+        async for event in updates(self.ctx.delivery, run):
+            yield event
 
     async def on_subscribe_to_task(
         self, params: SubscribeToTaskRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event]:
-        raise UnsupportedOperationError("SubscribeToTask is not supported yet: poll with GetTask")
-        yield
+        """The task as the store has it now (what a caller missed, across a restart too), then its updates
+        until it ends; a task that has ended is UnsupportedOperation (§3.1.6): GetTask reads it."""
+        run = self._own_run(params.id, context)
+        if run.state.terminal:
+            raise UnsupportedOperationError(
+                f"task {run.id!r} has ended already ({TaskState.Name(STATES[run.state])}): read it with GetTask"
+            )
+        yield task_of(run)
+        async for event in updates(self.ctx.delivery, run):
+            yield event
+
+    # --- what is not served yet ------------------------------------------------------------------
 
     async def on_create_task_push_notification_config(
         self, params: TaskPushNotificationConfig, context: ServerCallContext
@@ -183,6 +219,11 @@ def _scope(context: ServerCallContext) -> tuple[Caller, str]:
     who, profile = context.state[CALLER], context.state[PROFILE]
     assert isinstance(who, Caller) and isinstance(profile, str)
     return who, profile
+
+
+def _sender(who: Caller) -> str:
+    """Whom a caller's A2A messages are from (as on_message_send files them): its tasks are those runs."""
+    return who.sender(None) if who.peer else PERSON_SENDER
 
 
 def _text(message: Message) -> str:

@@ -36,7 +36,9 @@ def task_of(run: RunRow) -> Task:
     task = Task(id=run.id, context_id=run.session_id, history=[asked])
     if run.state is RunState.COMPLETED:
         reply = _message(run, f"{run.id}:reply", Role.ROLE_AGENT, run.reply or "")
-        task.artifacts.append(Artifact(artifact_id=f"{run.id}:reply", name="reply", parts=[Part(text=run.reply or "")]))
+        task.artifacts.append(
+            Artifact(artifact_id=reply_artifact_id(run), name="reply", parts=[Part(text=run.reply or "")])
+        )
         task.history.append(reply)
         status.message.CopyFrom(reply)
     elif run.state is RunState.HELD:
@@ -59,6 +61,11 @@ def task_of(run: RunRow) -> Task:
             )
     task.status.CopyFrom(status)
     return task
+
+
+def reply_artifact_id(run: RunRow) -> str:
+    """The reply's artifact: the same id in the Task and in a stream's chunks of it."""
+    return f"{run.id}:reply"
 
 
 def rejected(session_id: str, asked: Message, *, code: str, reason: str) -> Task:
