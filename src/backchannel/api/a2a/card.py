@@ -5,6 +5,7 @@ from __future__ import annotations
 from a2a.types import (
     AgentCapabilities,
     AgentCard,
+    AgentExtension,
     AgentInterface,
     AgentSkill,
     HTTPAuthSecurityScheme,
@@ -13,7 +14,7 @@ from a2a.types import (
     StringList,
 )
 
-from ... import __version__
+from ... import __version__, a2a_extension
 from ...agent import persona
 from ...home.profiles import Profile
 
@@ -24,7 +25,7 @@ MAX_DESCRIPTION_CHARS = 1000
 
 def agent_card(profile: Profile, url: str) -> AgentCard:
     """The card a stranger may read: nothing of the profile's memories, sessions or configuration."""
-    return AgentCard(
+    card = AgentCard(
         name=profile.name,
         description=description(persona.read_text(profile.soul_path)) or f"The Backchannel agent {profile.name}.",
         version=__version__,
@@ -45,6 +46,8 @@ def agent_card(profile: Profile, url: str) -> AgentCard:
             for s in persona.skills(profile)
         ],
     )
+    card.capabilities.extensions.append(AgentExtension(**a2a_extension.card_entry()))  # type: ignore[arg-type]
+    return card
 
 
 def description(soul: str) -> str:
