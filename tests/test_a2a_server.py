@@ -111,7 +111,8 @@ def test_the_agent_card_is_public_and_names_the_profile_its_soul_and_skills(gate
     assert card["supportedInterfaces"] == [
         {"url": f"{gateway.url}/p/research/a2a/jsonrpc", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
     ]
-    assert card["capabilities"] == {"streaming": False, "pushNotifications": False}
+    assert card["capabilities"]["pushNotifications"] is False
+    assert [e["uri"] for e in card["capabilities"]["extensions"]] == ["urn:backchannel:a2a:hops-chain:v1"]
     assert card["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"] == "Bearer"
     assert card["securityRequirements"] == [{"schemes": {"bearer": {}}}]
     root = httpx.get(f"{gateway.url}/.well-known/agent-card.json", trust_env=False).json()
