@@ -15,7 +15,7 @@ import click
 
 from .. import addresses, keys
 from ..core.gateway import Gateway
-from ..errors import PeerError, UsageError
+from ..errors import PeerError, PeerOutcomeUnknown, UsageError
 from ..home import config
 from ..home import peers as registry
 from ..net import a2a_card
@@ -212,7 +212,11 @@ def _probe(root: Path, p: registry.Peer) -> Found:
             None, notes=(f"note: {p.url} answers but refused this key (HTTP 401); saved anyway: check the key",)
         )
     if failure is not None or not caps:
-        if not health:
+        # an error only when both answered, and as neither; a URL that dropped or timed out is saved anyway
+        answered = not any(
+            isinstance(e, PeerOutcomeUnknown) or e.code == "peer_unreachable" for e in (failure, card) if e
+        )
+        if not health and answered:
             raise UsageError(
                 f"{p.url} answers as neither a gateway (no /health or /v1/capabilities) nor an A2A agent "
                 f"(no agent card at {a2a_card.card_url(p.url)}); nothing was saved",
