@@ -181,8 +181,8 @@ def _probe(root: Path, p: registry.Peer) -> Found:
                         caps = await client.capabilities(timeout=min(3, p.timeout_seconds), strict=True)
                     except PeerError as exc:
                         failure = exc
-                if caps:
-                    return health, caps, None, None
+                if caps or health.get("platform"):  # a gateway (one that refused our key too): no card asked
+                    return health, caps, failure, None
             try:
                 return health, caps, failure, await gateway.outbound.agent_card(p, timeout=min(3, p.timeout_seconds))
             except PeerError as exc:
