@@ -151,7 +151,9 @@ def tutorial(demo: Demo) -> None:
     spark_port = demo.start_gateway("spark")
 
     step("A key each way: each makes a key for the other (printed once), given to `peer add` there (on its stdin)")
-    key = demo.run("spark", "key", "create", "home", "--profile", "*", note="home's messages at spark: peer:home/…")
+    key = key_at_spark = demo.run(
+        "spark", "key", "create", "home", "--profile", "*", note="home's messages at spark: peer:home/…"
+    )
     demo.run(
         "home",
         "peer",
@@ -175,6 +177,20 @@ def tutorial(demo: Demo) -> None:
     )
     demo.run("home", "send", "research", "/peer spark what is the uptime?")
     demo.run("spark", "ledger", note="what arrived at spark, under the name spark gave home")
+
+    step("spark's agent as an A2A agent: `peer add` finds its agent card, and `peer dm` goes over A2A JSON-RPC")
+    demo.run(
+        "home",
+        "peer",
+        "add",
+        "spark-a2a",
+        "--url",
+        f"http://127.0.0.1:{spark_port}/.well-known/agent-card.json",
+        "--no-key-back",
+        stdin=key_at_spark.strip(),
+        note="the same key: the card names the JSON-RPC endpoint",
+    )
+    demo.run("home", "peer", "dm", "spark-a2a", "disk status, over A2A?")
 
     step("The same in a browser: the web view of home's gateway")
     print(f"  web view: http://127.0.0.1:{home_port}/   (log in with the key `backchannel key show` prints on home)")

@@ -41,7 +41,9 @@ class DroppingPeer:
             self.chats += 1
             writer.close()  # the message arrived; its answer never leaves
             return
-        if line.startswith("GET /api/sessions"):
+        if line.startswith("GET /health"):  # a gateway's /health, as Hermes answers it (peer add asks)
+            body, status = json.dumps({"status": "ok", "platform": "hermes-agent"}).encode(), "200 OK"
+        elif line.startswith("GET /api/sessions"):
             body = json.dumps({"object": "list", "data": [{"id": "s-bot", "title": "Bot Chat"}]}).encode()
             status = "200 OK"
         else:

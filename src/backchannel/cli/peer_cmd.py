@@ -7,6 +7,7 @@ import getpass
 import re
 import socket
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -14,9 +15,10 @@ import click
 
 from .. import addresses, keys
 from ..core.gateway import Gateway
-from ..errors import PeerError, UsageError
+from ..errors import PeerError, PeerOutcomeUnknown, UsageError
 from ..home import config
 from ..home import peers as registry
+from ..net import a2a_card
 from ..outcome import Outcome, Result
 from . import complete
 from .connect import home_gateway, interruptible
@@ -87,27 +89,47 @@ def add(
     root = config.home()
     config.require_home(root)
     config.check_name(name, what="peer")
-    registry.check_url(url)
-    if key is None:
-        key = _read_key(name, root)
-    existed = registry.save(root, name, url=url, key=key, note=note_text, timeout_seconds=timeout_seconds)
+    url = registry.check_url(url)
     if as_name is not None:
         config.check_name(as_name, what="peer")
     if url_back is not None:
         registry.check_url(url_back)
+    if key is None:
+        key = _read_key(name, root)
+    probe_key = registry.check_key(name, key) if key is not None else config.secret_value(root, registry.key_var(name))
+    if probe_key is None:
+        raise UsageError(f"peer {name!r} needs a key: give --key, or type it when asked, or pipe it on stdin")
+    found = _probe(
+        root, registry.Peer(name, url, "", probe_key, timeout_seconds=timeout_seconds or config.PEER_TIMEOUT_SECONDS)
+    )
+    existed = registry.save(
+        root, name, url=url, key=key, note=note_text, timeout_seconds=timeout_seconds, a2a_url=found.a2a_url
+    )
     interactive = sys.stdin.isatty() and sys.stdout.isatty()
     click.echo(
-        f"{'updated' if existed else 'added'} peer {name} ({registry.check_url(url)})"
-        + ("" if key is not None else "; kept its key")
+        f"{'updated' if existed else 'added'} peer {name} ({url})" + ("" if key is not None else "; kept its key")
     )
-    platform = _probe(root, registry.load(root, name))
+    if found.gateway_id:
+        registry.remember_gateway_id(root, name, found.gateway_id)
+    for line in found.notes:
+        note(line)
     if key_back is None:
         key_back = interactive and click.confirm(
             f"Make a key for {name} to message this gateway back (its messages are then from peer:{name})?",
             default=True,
         )
     if key_back:
-        _key_back(root, name, platform, as_name=as_name or _own_name(root), url_back=url_back)
+        _key_back(root, name, found.platform, as_name=as_name or _own_name(root), url_back=url_back)
+
+
+@dataclass(frozen=True)
+class Found:
+    """What a new peer's URL turned out to be: its platform, an A2A agent's JSON-RPC URL, what to tell."""
+
+    platform: str | None
+    a2a_url: str | None = None
+    gateway_id: str | None = None
+    notes: tuple[str, ...] = ()
 
 
 def _own_name(root: Path) -> str:
@@ -129,7 +151,9 @@ def _key_back(root: Path, name: str, platform: str | None, *, as_name: str, url_
         _made, value = gateway.access.create(name)
     settings = config.load_gateway_config(root)
     url = url_back or f"http://{settings.host}:{settings.port}"
-    program = "hermes" if platform is not None and platform != "backchannel" else "backchannel"
+    program = "hermes" if platform is not None and platform not in ("backchannel", "a2a") else "backchannel"
+    if platform == "a2a":  # an A2A agent finds this gateway by its card (a Backchannel gateway's `peer add` does)
+        url += "/.well-known/agent-card.json"
     note(f"made the key {name} uses to message this gateway (profile default; shown only this once)")
     if url_back is None and settings.host in ("127.0.0.1", "localhost", "::1"):
         note(
@@ -140,38 +164,82 @@ def _key_back(root: Path, name: str, platform: str | None, *, as_name: str, url_
     click.echo(f"  {program} peer add {as_name} --url {url} --key {value}")
 
 
-def _probe(root: Path, p: registry.Peer) -> str | None:
-    """Ask the new peer what it is (its platform, or None when it did not say); never fatal."""
+def _probe(root: Path, p: registry.Peer) -> Found:
+    """What answers at the peer's URL: a Hermes-dialect gateway (its /v1/capabilities), else an A2A agent (its
+    card). A URL that is down is saved anyway (as a gateway); one that answers as neither is an error, and
+    nothing is saved."""
 
-    async def go() -> tuple[dict[str, Any], dict[str, Any], PeerError | None]:
+    async def go() -> tuple[dict[str, Any], dict[str, Any], PeerError | None, a2a_card.AgentCard | PeerError | None]:
+        health: dict[str, Any] = {}
+        caps: dict[str, Any] = {}
+        failure: PeerError | None = None
         with home_gateway(root) as gateway:
-            async with gateway.outbound.client(p, None) as client:
-                health = await client.health()
-                try:
-                    return health, await client.capabilities(timeout=min(3, p.timeout_seconds), strict=True), None
-                except PeerError as exc:
-                    return health, {}, exc
+            if not a2a_card.is_card_url(p.url):
+                async with gateway.outbound.client(p, None) as client:
+                    health = await client.health()
+                    try:
+                        caps = await client.capabilities(timeout=min(3, p.timeout_seconds), strict=True)
+                    except PeerError as exc:
+                        failure = exc
+                if caps or health.get("platform"):  # a gateway (one that refused our key too): no card asked
+                    return health, caps, failure, None
+            try:
+                return health, caps, failure, await gateway.outbound.agent_card(p, timeout=min(3, p.timeout_seconds))
+            except PeerError as exc:
+                return health, caps, failure, exc
 
-    health, caps, failure = asyncio.run(go())
+    health, caps, failure, card = asyncio.run(go())
+    if isinstance(card, a2a_card.AgentCard):
+        extension = "declares" if card.extension else "does not declare"
+        return Found(
+            "a2a",
+            a2a_url=card.rpc_url,
+            notes=(
+                f"peer {p.name} is the A2A agent {card.name} {card.version}".rstrip()
+                + f" (JSON-RPC at {card.rpc_url}; streaming {'yes' if card.streaming else 'no'}; "
+                f"it {extension} Backchannel's hop and chain extension)",
+            ),
+        )
+    if isinstance(card, PeerError) and card.code == "unsupported_binding":
+        raise UsageError(f"{card.message}; nothing was saved", code="not_a_peer")
+    if a2a_card.is_card_url(p.url):
+        why = card.message if card is not None else "no card"
+        raise UsageError(f"{p.url} is not a usable A2A agent card ({why}); nothing was saved", code="not_a_peer")
     if not health and failure is not None and failure.code == "peer_unreachable":
-        note(f"note: nothing answers at {p.url} just now (down, or a wrong URL); saved anyway")
-    elif failure is not None and failure.code == "peer_auth":
-        note(f"note: {p.url} answers but refused this key (HTTP 401); saved anyway: check the key")
-    elif failure is not None or not caps:
+        return Found(None, notes=(f"note: nothing answers at {p.url} just now (down, or a wrong URL); saved anyway",))
+    if failure is not None and failure.code == "peer_auth":
+        return Found(
+            None, notes=(f"note: {p.url} answers but refused this key (HTTP 401); saved anyway: check the key",)
+        )
+    if failure is not None or not caps:
+        # an error only when both answered, and as neither; a URL that dropped or timed out is saved anyway
+        answered = not any(
+            isinstance(e, PeerOutcomeUnknown) or e.code == "peer_unreachable" for e in (failure, card) if e
+        )
+        if not health and answered:
+            raise UsageError(
+                f"{p.url} answers as neither a gateway (no /health or /v1/capabilities) nor an A2A agent "
+                f"(no agent card at {a2a_card.card_url(p.url)}); nothing was saved",
+                code="not_a_peer",
+            )
         what = health.get("platform") or "something that is not a gateway"
-        note(f"note: {p.url} ({what}) did not answer /v1/capabilities just now; saved anyway")
-    elif caps.get("platform") == "backchannel" and caps.get("gateway_id"):
-        registry.remember_gateway_id(root, p.name, str(caps["gateway_id"]))
-        note(f"peer {p.name} is Backchannel gateway {caps['gateway_id']} {caps.get('version', '')}".rstrip())
+        return Found(
+            str(health.get("platform") or "") or None,
+            notes=(f"note: {p.url} ({what}) did not answer /v1/capabilities just now; saved anyway",),
+        )
+    platform = str(caps.get("platform") or health.get("platform") or "") or None
+    if caps.get("platform") == "backchannel" and caps.get("gateway_id"):
+        notes = [f"peer {p.name} is Backchannel gateway {caps['gateway_id']} {caps.get('version', '')}".rstrip()]
         if caps.get("auth", {}).get("identity") == "person":
-            note(
+            notes.append(
                 f"warning: {p.name} takes this key as its person's (it reaches everything there): ask for a key "
                 f"of our own there, `backchannel key create <our name>`"
             )
-    else:
-        note(f"peer {p.name} is {caps.get('platform') or 'a gateway'} {caps.get('version') or ''}".rstrip())
-    platform = caps.get("platform") or health.get("platform")
-    return str(platform) if platform else None
+        return Found(platform, gateway_id=str(caps["gateway_id"]), notes=tuple(notes))
+    return Found(
+        platform,
+        notes=(f"peer {p.name} is {caps.get('platform') or 'a gateway'} {caps.get('version') or ''}".rstrip(),),
+    )
 
 
 def _read_key(name: str, root: Path) -> str | None:

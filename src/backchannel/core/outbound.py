@@ -8,6 +8,7 @@ session with the reply when it comes (through `Wakes`, like a local reply).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -25,6 +26,8 @@ from .commits import commits
 from .wakes import Wakes, reply_text
 
 if TYPE_CHECKING:
+    from ..net.a2a_card import AgentCard
+    from ..net.a2a_peer import A2APeerClient
     from ..net.peer import PeerClient
 
 log = logging.getLogger("backchannel.outbound")
@@ -74,10 +77,24 @@ class Outbound:
     def peer(self, name: str) -> registry.Peer:
         return registry.load(self.root, name)
 
-    def client(self, peer: registry.Peer, agent: str | None) -> PeerClient:
-        from ..net.peer import PeerClient  # the HTTP client is loaded only when a peer is messaged
+    def client(self, peer: registry.Peer, agent: str | None) -> PeerClient | A2APeerClient:
+        """The peer's client in its dialect (loaded only when a peer is messaged)."""
+        if peer.is_a2a:
+            from ..net.a2a_peer import A2APeerClient
+
+            return A2APeerClient(peer, agent, gateway_id=self.gateway_id)
+        from ..net.peer import PeerClient
 
         return PeerClient(peer, agent, gateway_id=self.gateway_id)
+
+    async def agent_card(self, peer: registry.Peer, *, timeout: float) -> AgentCard:
+        """The A2A agent card at the peer's URL (its well-known card, or the URL itself); PeerError if none."""
+        from ..net.a2a_peer import A2APeerClient
+
+        async with A2APeerClient(dataclasses.replace(peer, dialect="a2a", a2a_url=None)) as client:
+            card = await client.card(strict=True, timeout=timeout)
+        assert card is not None
+        return card
 
     def sent_count(self, profile: str, target: str, exchange: str, *, since: float) -> int:
         return outstore.count(self.db, sender_profile=profile, target=target, origin=exchange, since=since)
@@ -346,7 +363,7 @@ class Outbound:
             origin=sender.exchange,
         )
 
-    async def _learn_gateway_id(self, peer: registry.Peer, client: PeerClient) -> None:
+    async def _learn_gateway_id(self, peer: registry.Peer, client: PeerClient | A2APeerClient) -> None:
         """A Backchannel peer's gateway id, so messages from it are shown under its name here."""
         if peer.gateway_id:
             return

@@ -8,6 +8,7 @@ from ..errors import BackchannelError, PeerError, PeerOutcomeUnknown
 from ..home.config import GatewayConfig
 from ..home.peers import Peer
 from ..home.runtime import Listening
+from ..net.a2a_peer import A2APeerClient
 from ..net.local import GatewayClient
 from ..net.peer import PeerClient
 from .report import Check, fail, ok, warn
@@ -54,6 +55,8 @@ async def peer(p: Peer) -> Check:
     readd = f"backchannel peer add {p.name} --url {p.url} --key KEY"
     if not p.key:
         return fail(check, f"no key for {p.url} in .env", readd)
+    if p.is_a2a:
+        return await _a2a_peer(p, check, readd)
     try:
         client = PeerClient(p)
     except BackchannelError as exc:
@@ -84,6 +87,21 @@ async def peer(p: Peer) -> Check:
     if lacking:
         return warn(check, f"{what} at {p.url}, key accepted; it lacks: {', '.join(lacking)}")
     return ok(check, f"{what} at {p.url}, key accepted" + (f", gateway {answered}" if answered else ""))
+
+
+async def _a2a_peer(p: Peer, check: str, readd: str) -> Check:
+    """An A2A peer's card answers and still names a JSON-RPC interface (its key is checked by the first message)."""
+    async with A2APeerClient(p) as client:
+        try:
+            card = await client.card(strict=True, timeout=TIMEOUT)
+        except PeerError as exc:
+            return fail(check, exc.message, f"is the agent running? if its URL changed: {readd}")
+    assert card is not None
+    what = f"A2A agent {card.name} {card.version}".rstrip()
+    if card.rpc_url != p.a2a_url:
+        return warn(check, f"{what}: its card now names {card.rpc_url}, not {p.a2a_url}", readd)
+    extension = "declares" if card.extension else "does not declare"
+    return ok(check, f"{what} at {card.rpc_url}, card read; it {extension} the hop and chain extension")
 
 
 def _has(caps: dict[str, Any], name: str) -> bool:

@@ -182,6 +182,11 @@ class PeerEntry:
     note: str = ""
     gateway_id: str | None = None
     timeout_seconds: float = PEER_TIMEOUT_SECONDS
+    dialect: str = "hermes"  # how it is spoken to: the Hermes API-server dialect, or A2A (`a2a_url`, from its card)
+    a2a_url: str | None = None
+
+
+PEER_DIALECTS = ("hermes", "a2a")
 
 
 @dataclass(frozen=True)
@@ -252,11 +257,23 @@ def parse_gateway_config(data: dict[str, Any], path: Path, *, exists: bool = Tru
             raise ConfigError(
                 f"{str(path)!r}: peer {name!r}: timeout_seconds must be a positive number, got {timeout!r}"
             )
+        dialect = entry.get("dialect") or "hermes"  # a peer file from before A2A: the Hermes dialect
+        a2a_url = entry.get("a2a_url")
+        if dialect not in PEER_DIALECTS:
+            raise ConfigError(
+                f"{str(path)!r}: peer {name!r}: dialect must be one of {', '.join(PEER_DIALECTS)}, got {dialect!r}"
+            )
+        if dialect == "a2a" and not (isinstance(a2a_url, str) and a2a_url):
+            raise ConfigError(
+                f"{str(path)!r}: peer {name!r}: an a2a peer needs its a2a_url (run `backchannel peer add` again)"
+            )
         peers[str(name)] = PeerEntry(
             url=entry["url"],
             note=str(entry.get("note") or ""),
             gateway_id=entry.get("gateway_id") or None,
             timeout_seconds=float(timeout),
+            dialect=str(dialect),
+            a2a_url=str(a2a_url) if dialect == "a2a" else None,
         )
     defaults = GatewayConfig()
     durability = gw.get("durability", defaults.durability)

@@ -1,4 +1,8 @@
-"""The peer registry: name, URL and note in the home's config.yaml; the key in .env (0600), never elsewhere."""
+"""The peer registry: name, URL, note and dialect in the home's config.yaml; the key in .env (0600), never elsewhere.
+
+A peer is spoken to in the Hermes API-server dialect (`hermes`, Backchannel and Hermes gateways), or over
+A2A (`a2a`: an agent found by its agent card, at the card's JSON-RPC interface, `a2a_url`). A peer file
+from before A2A has no dialect: the Hermes dialect."""
 
 from __future__ import annotations
 
@@ -20,6 +24,12 @@ class Peer:
     key: str | None
     gateway_id: str | None = None
     timeout_seconds: float = config.PEER_TIMEOUT_SECONDS  # each request's bound (a chat: its wait plus this)
+    dialect: str = "hermes"
+    a2a_url: str | None = None  # an A2A peer's JSON-RPC endpoint, from its agent card
+
+    @property
+    def is_a2a(self) -> bool:
+        return self.dialect == "a2a"
 
     def to_dict(self) -> dict[str, Any]:
         """What may be shown: never the key, only whether there is one."""
@@ -30,6 +40,8 @@ class Peer:
             "key": "set" if self.key else "missing",
             "gateway_id": self.gateway_id,
             "timeout_seconds": self.timeout_seconds,
+            "dialect": self.dialect,
+            "a2a_url": self.a2a_url,
         }
 
 
@@ -68,23 +80,44 @@ def load(root: Path, name: str) -> Peer:
             f"unknown peer {name!r} (peers: {known}); add it with `backchannel peer add`", code="unknown_peer"
         )
     key = config.secret_value(root, key_var(name))
-    return Peer(name, entry.url, entry.note, key, entry.gateway_id, entry.timeout_seconds)
+    return _peer(name, entry, key)
+
+
+def _peer(name: str, entry: config.PeerEntry, key: str | None) -> Peer:
+    return Peer(name, entry.url, entry.note, key, entry.gateway_id, entry.timeout_seconds, entry.dialect, entry.a2a_url)
 
 
 def all_peers(root: Path) -> list[Peer]:
     env = config.read_env(root)
-    return [
-        Peer(n, e.url, e.note, env.get(key_var(n)), e.gateway_id, e.timeout_seconds)
-        for n, e in sorted(config.load_gateway_config(root).peers.items())
-    ]
+    return [_peer(n, e, env.get(key_var(n))) for n, e in sorted(config.load_gateway_config(root).peers.items())]
+
+
+def check_key(name: str, key: str) -> str:
+    if len(key) < 8 or not all("!" <= c <= "~" for c in key):  # never quoted: a key stays out of every message
+        raise UsageError(
+            f"the key of peer {name!r} must be at least 8 visible ASCII characters (no spaces, accents or "
+            "other symbols); nothing was saved"
+        )
+    return key
 
 
 def save(
-    root: Path, name: str, *, url: str, key: str | None, note: str | None, timeout_seconds: float | None = None
+    root: Path,
+    name: str,
+    *,
+    url: str,
+    key: str | None,
+    note: str | None,
+    timeout_seconds: float | None = None,
+    a2a_url: str | None = None,
 ) -> bool:
-    """Add or update a peer; returns True when it already existed. A None key (or timeout) keeps the existing one."""
+    """Add or update a peer; returns True when it already existed. A None key (or timeout) keeps the existing one.
+
+    `a2a_url` (the JSON-RPC interface its agent card names) makes it an A2A peer; None, a Hermes-dialect one."""
     config.check_name(name, what="peer")
     url = check_url(url)
+    if a2a_url is not None:
+        a2a_url = check_url(a2a_url)
     data, peers = _peers_section(root)
     for other in peers:
         if other != name and key_var(other) == key_var(name):
@@ -93,18 +126,15 @@ def save(
     if key is None and not config.read_env(root).get(key_var(name)):
         raise UsageError(f"peer {name!r} needs a key: give --key, or type it when asked, or pipe it on stdin")
     if key is not None:
-        if len(key) < 8 or not all("!" <= c <= "~" for c in key):  # never quoted: a key stays out of every message
-            raise UsageError(
-                f"the key of peer {name!r} must be at least 8 visible ASCII characters (no spaces, accents or "
-                "other symbols); nothing was saved"
-            )
-        config.set_env_value(root, key_var(name), key)
+        config.set_env_value(root, key_var(name), check_key(name, key))
     previous = peers.get(name) or {}
     entry: dict[str, Any] = {"url": url, "note": note if note is not None else previous.get("note", "")}
     if previous.get("gateway_id") and previous.get("url") == url:
         entry["gateway_id"] = previous["gateway_id"]
     if timeout_seconds is not None or "timeout_seconds" in previous:
         entry["timeout_seconds"] = timeout_seconds if timeout_seconds is not None else previous["timeout_seconds"]
+    if a2a_url is not None:
+        entry.update(dialect="a2a", a2a_url=a2a_url)
     peers[name] = entry
     config.write_yaml(config.config_path(root), data)
     return existed

@@ -51,7 +51,16 @@ HOME: Tree = {
         "durability": None,
         **dict.fromkeys(GATEWAY_LIMITS),
     },
-    "peers": {NAMES: {"url": None, "note": None, "gateway_id": None}},
+    "peers": {
+        NAMES: {
+            "url": None,
+            "note": None,
+            "gateway_id": None,
+            "timeout_seconds": None,
+            "dialect": None,
+            "a2a_url": None,
+        }
+    },
 }
 
 PROFILE: Tree = {

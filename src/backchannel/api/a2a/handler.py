@@ -37,8 +37,9 @@ from a2a.utils.errors import (
     TaskNotFoundError,
     UnsupportedOperationError,
 )
+from google.protobuf.json_format import MessageToDict
 
-from ... import keys
+from ... import a2a_extension, keys
 from ...core.access import Caller
 from ...core.delivery import Incoming
 from ...errors import BackchannelError, NotFound, Refused, UsageError
@@ -86,9 +87,15 @@ class RunsHandler(RequestHandler):
         text = _text(message)
         sender = who.sender(None) if who.peer else PERSON_SENDER
         try:
+            carried = _hops_chain(message)
             session = await self._session(who, profile, message.context_id)
             incoming = Incoming(
-                session=session, text=text, sender=sender, key=keys.a2a(sender, profile, message.message_id)
+                session=session,
+                text=text,
+                sender=sender,
+                key=keys.a2a(sender, profile, message.message_id),
+                hops=carried.hops,
+                chain=carried.chain,
             )
             if params.configuration.return_immediately:
                 delivered = await self.ctx.delivery.submit(incoming)
@@ -224,6 +231,17 @@ def _scope(context: ServerCallContext) -> tuple[Caller, str]:
 def _sender(who: Caller) -> str:
     """Whom a caller's A2A messages are from (as on_message_send files them): its tasks are those runs."""
     return who.sender(None) if who.peer else PERSON_SENDER
+
+
+def _hops_chain(message: Message) -> a2a_extension.HopsChain:
+    """The Backchannel extension's hops and chain in the message's metadata (none: hop 0, no chain).
+
+    A peer's word is checked against our own records by the delivery service (its hop never lower than its
+    exchange reached here); a person's is taken as they say it, as the X-Backchannel-Hops header is. A
+    malformed entry is an invalid-params error naming the field, and nothing is recorded."""
+    if not message.HasField("metadata"):
+        return a2a_extension.HopsChain()
+    return a2a_extension.read(MessageToDict(message.metadata))
 
 
 def _text(message: Message) -> str:

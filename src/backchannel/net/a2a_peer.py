@@ -1,0 +1,391 @@
+"""The client of an A2A agent as a peer: the verbs of `net.peer` (dm, run, status, stop, events) over A2A JSON-RPC.
+
+    dm       SendMessage, blocking, bounded by the wait: the task back (terminal: the reply; not: a receipt)
+    run      SendMessage with returnImmediately: a receipt with the task id as the run id
+    status   GetTask          stop   CancelTask          events   SubscribeToTask (when the card says streaming)
+
+Plain JSON-RPC on the one transport (`net.http`), not the a2a-sdk client: the transport tells a request
+that was never sent from one that may have arrived (the SDK's client folds both into one error), cuts the
+key out of errors, and costs no SDK import. Our idempotency key is the `messageId`. A request that may
+have arrived is asked again only of an agent that deduplicates on `messageId`: one that declares the
+Backchannel extension (a Backchannel gateway); of any other, the outcome is `unknown` and nothing is resent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import itertools
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from .. import a2a_extension
+from ..errors import PeerError, PeerOutcomeUnknown, PeerRefused
+from ..home.peers import Peer
+from ..outcome import Outcome, Result, of_state
+from . import a2a_card, sse
+from .a2a_card import AgentCard
+from .http import HttpResponse, Naming, Transport
+
+VERSION_HEADER = {"A2A-Version": "1.0"}
+POLL_SECONDS = 0.1
+TASK_NOT_FOUND = -32001
+TASK_NOT_CANCELABLE = -32002
+REFUSING_CODES = {-32600, -32602, -32005, -32004, -32006, -32009}  # the request was wrong: resending will not help
+
+# A2A task states as run states (net.peer's vocabulary: outcome.of_state reads them).
+STATES = {
+    "TASK_STATE_SUBMITTED": "queued",
+    "TASK_STATE_WORKING": "running",
+    "TASK_STATE_COMPLETED": "completed",
+    "TASK_STATE_INPUT_REQUIRED": "completed",  # the agent answered with a question: its turn is over
+    "TASK_STATE_FAILED": "failed",
+    "TASK_STATE_CANCELED": "cancelled",
+    "TASK_STATE_REJECTED": "refused",
+    "TASK_STATE_AUTH_REQUIRED": "auth_required",
+}
+
+
+def _text(message: Any) -> str | None:
+    if not isinstance(message, dict):
+        return None
+    texts = [p["text"] for p in message.get("parts") or [] if isinstance(p, dict) and isinstance(p.get("text"), str)]
+    return "".join(texts) if texts else None
+
+
+class A2APeerClient:
+    """One A2A agent, found by its card, spoken to as a peer with `net.peer.PeerClient`'s interface."""
+
+    def __init__(self, peer: Peer, agent: str | None = None, *, gateway_id: str = "") -> None:
+        if not peer.key:
+            raise PeerError(f"peer {peer.name!r} has no key: set one with `backchannel peer add {peer.name} --url ...`")
+        if agent:
+            raise PeerRefused(
+                f"peer {peer.name!r} is an A2A agent, one agent at its card's URL: address it as {peer.name!r}, "
+                f"not {peer.name}/{agent} (add another agent's card as a peer of its own)",
+                code="invalid_request",
+            )
+        self.peer = peer
+        self.agent = None
+        self.to = f"peer:{peer.name}"
+        self.rpc_url = peer.a2a_url or peer.url
+        self.who = f"A2A peer {peer.name!r} at {self.rpc_url}"
+        self.gateway_id = gateway_id
+        self.timeout = peer.timeout_seconds
+        naming = Naming(
+            who=self.who,
+            not_sent=functools.partial(PeerError, code="peer_unreachable"),
+            maybe_sent=PeerOutcomeUnknown,
+        )
+        self._http = Transport("", peer.key, naming=naming, follow_redirects=True, timeout=self.timeout)
+        self._card: AgentCard | None = None
+        self._ids = itertools.count(1)
+
+    def __repr__(self) -> str:
+        return f"A2APeerClient({self.to!r}, {self.rpc_url!r})"
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> A2APeerClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # --- the card ---------------------------------------------------------------------------------
+
+    async def card(self, *, strict: bool = False, timeout: float | None = None) -> AgentCard | None:
+        """The agent's card (read once per client); None when it cannot be read, unless `strict`."""
+        if self._card is None:
+            url = a2a_card.card_url(self.peer.url)
+            try:
+                response = await self._http.request("GET", url, timeout=min(timeout or self.timeout, self.timeout))
+                data = response.json_object()
+                if response.status >= 400 or data is None:
+                    raise self._http_error(response, "the agent card request")
+                self._card = a2a_card.parse(data, url)
+            except PeerError:
+                if strict:
+                    raise
+                return None
+        return self._card
+
+    async def health(self) -> dict[str, Any]:
+        card = await self.card()
+        return card.about() if card else {}
+
+    async def capabilities(
+        self, *, timeout: float = 10, strict: bool = False, retries: int | None = None
+    ) -> dict[str, Any]:
+        """What `net.peer` reads from /v1/capabilities, from the card (runs are replayed by messageId only
+        where the agent deduplicates on it: a Backchannel gateway, which declares our extension)."""
+        card = await self.card(strict=strict, timeout=timeout)
+        if card is None:
+            return {}
+        replay = {"supported": card.extension, "durable": card.extension}
+        return {**card.about(), "streaming": card.streaming, "features": {"runs_idempotency": replay}}
+
+    async def dedups_chat(self) -> bool:
+        card = await self.card()
+        return card is not None and card.extension
+
+    # --- JSON-RPC --------------------------------------------------------------------------------
+
+    def _http_error(self, response: HttpResponse, what: str) -> PeerError:
+        if response.status in (401, 403):
+            return PeerError(f"{self.who} refused our key (HTTP {response.status})", code="peer_auth")
+        kind = response.headers.get("content-type", "no content type").split(";")[0]
+        return PeerError(
+            f"{self.who} answered {what} with HTTP {response.status} ({kind}), not A2A JSON-RPC: "
+            "is this the URL of an A2A agent?",
+            code="peer_error",
+        )
+
+    def _rpc_error(self, error: Any, what: str) -> PeerError:
+        error = error if isinstance(error, dict) else {}
+        number = error.get("code")
+        message = self._http.scrub(str(error.get("message") or "no message"))
+        ours = next(
+            (
+                d["metadata"]["code"]
+                for d in error.get("data") or []
+                if isinstance(d, dict) and isinstance(d.get("metadata"), dict) and d["metadata"].get("code")
+            ),
+            None,
+        )
+        detail = f"{self.who} refused {what} (A2A error {number}{', ' + ours if ours else ''}): {message}"
+        if number in REFUSING_CODES:
+            return PeerRefused(detail, code=str(ours or "invalid_request"))
+        return PeerError(detail, code=str(ours or "peer_error"))
+
+    def _body(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        return {"jsonrpc": "2.0", "id": next(self._ids), "method": method, "params": params}
+
+    async def _headers(self) -> dict[str, str]:
+        card = await self.card()
+        if card is not None and card.extension:
+            return {**VERSION_HEADER, a2a_extension.HEADER: a2a_extension.URI}
+        return dict(VERSION_HEADER)
+
+    async def _call(
+        self,
+        method: str,
+        params: dict[str, Any],
+        what: str,
+        *,
+        timeout: float | None = None,
+        tolerate: frozenset[int] = frozenset(),
+    ) -> Any:
+        """The `result` of one JSON-RPC call; PeerError (PeerRefused for a wrong request) for an error, but
+        for an error number in `tolerate`, which is returned (an int) instead."""
+        response = await self._http.request(
+            "POST", self.rpc_url, json=self._body(method, params), headers=await self._headers(), timeout=timeout
+        )
+        data = response.json_object()
+        if response.status in (401, 403) or data is None or not ("result" in data or "error" in data):
+            raise self._http_error(response, what)
+        if "error" in data:
+            number = data["error"].get("code") if isinstance(data["error"], dict) else None
+            if isinstance(number, int) and number in tolerate:
+                return number
+            raise self._rpc_error(data["error"], what)
+        return data["result"]
+
+    async def _message(
+        self, message: str, *, key: str, hops: int, chain: tuple[str, ...], immediately: bool, timeout: float
+    ) -> dict[str, Any]:
+        card = await self.card()
+        sent: dict[str, Any] = {"messageId": key, "role": "ROLE_USER", "parts": [{"text": message}]}
+        if card is not None and card.extension:
+            sent["metadata"] = a2a_extension.metadata(a2a_extension.HopsChain(hops=hops, chain=chain))
+        params = {"message": sent, "configuration": {"returnImmediately": immediately}}
+        result = await self._call("SendMessage", params, "the message", timeout=timeout)
+        task = result.get("task") if isinstance(result, dict) else None
+        if isinstance(task, dict):
+            return task
+        reply = result.get("message") if isinstance(result, dict) else None
+        if isinstance(reply, dict):  # an agent may answer with a message and no task
+            return {"id": None, "status": {"state": "TASK_STATE_COMPLETED", "message": reply}}
+        raise PeerError(f"{self.who} answered the message with neither a task nor a message")
+
+    # --- verbs -----------------------------------------------------------------------------------
+
+    async def dm(
+        self,
+        message: str,
+        *,
+        wait: float,
+        key: str,
+        sender: str = "default",
+        hops: int = 0,
+        chain: tuple[str, ...] = (),
+    ) -> Result:
+        """SendMessage and its task within `wait` seconds: the reply, a receipt (the task goes on), or why not.
+
+        An agent that deduplicates on messageId is sent a blocking SendMessage bounded by the wait, and asked
+        again with the same messageId when the wait runs out; any other gets returnImmediately, then GetTask
+        until the task ends or the wait does (so nothing is ever sent twice)."""
+        blocking = wait > 0 and await self.dedups_chat()
+        started = time.monotonic()
+        try:
+            task = await self._message(
+                message,
+                key=key,
+                hops=hops,
+                chain=chain,
+                immediately=not blocking,
+                timeout=max(wait, 0.001) if blocking else self.timeout,
+            )
+        except PeerOutcomeUnknown as exc:
+            if not blocking:
+                return self._unknown(key, f"{exc.message}; the task may be running there: do not resend")
+            try:  # it deduplicates: the same messageId answers with the task it has
+                task = await self._message(message, key=key, hops=hops, chain=chain, immediately=True, timeout=10)
+            except PeerError as again:
+                return self._unknown(key, f"{again.message}; outcome unknown: a resend must reuse key {key!r}")
+        except PeerRefused as exc:
+            return self._result(Outcome.REFUSED, None, key, code=exc.code, error=exc.message)
+        except PeerError as exc:
+            if exc.code in ("peer_auth", "peer_unreachable"):
+                raise
+            return self._result(Outcome.FAILED, None, key, code=exc.code, error=exc.message)
+        while not blocking and task.get("id") and not of_state(self._state(task)).settled:
+            left = wait - (time.monotonic() - started)
+            if left <= 0:
+                break
+            await asyncio.sleep(min(POLL_SECONDS, left))
+            found = await self._get(str(task["id"]))
+            if found is None:
+                break
+            task = found
+        return self._of_task(task, key)
+
+    async def start_run(
+        self,
+        message: str,
+        *,
+        key: str,
+        sender: str = "default",
+        hops: int = 0,
+        chain: tuple[str, ...] = (),
+    ) -> Result:
+        """SendMessage with returnImmediately: a receipt with the task id (or a refusal, a failure)."""
+        try:
+            task = await self._message(message, key=key, hops=hops, chain=chain, immediately=True, timeout=self.timeout)
+        except PeerRefused as exc:
+            return self._result(Outcome.REFUSED, None, key, code=exc.code, error=exc.message)
+        result = self._of_task(task, key)
+        if result.outcome in (Outcome.REFUSED, Outcome.FAILED):
+            return result
+        if not result.run_id:
+            raise PeerError(f"{self.who} answered with a message, not a task: there is no run to follow")
+        return dataclasses.replace(result, outcome=Outcome.RECEIPT)
+
+    async def run_status(self, run_id: str) -> dict[str, Any] | None:
+        """GetTask as a run object (`status`, `output`, `session_id`, `error`, `code`); None for a task not found."""
+        task = await self._get(run_id)
+        return None if task is None else self._run(task)
+
+    async def stop(self, run_id: str) -> dict[str, Any]:
+        """CancelTask; a task that cannot be cancelled (it has ended) is shown as it is."""
+        task = await self._call(
+            "CancelTask", {"id": run_id}, "the stop request", tolerate=frozenset({TASK_NOT_FOUND, TASK_NOT_CANCELABLE})
+        )
+        if task == TASK_NOT_CANCELABLE:
+            task = await self._get(run_id)
+        if not isinstance(task, dict):
+            raise PeerError(f"{self.who} does not know task {run_id!r}", code="run_not_found")
+        return self._run(task)
+
+    async def events(self, run_id: str) -> AsyncIterator[dict[str, Any]]:
+        """SubscribeToTask's events as run events (`run.<state>`, `message.delta`) while the card says streaming;
+        PeerError when it does not (the caller polls GetTask instead)."""
+        card = await self.card()
+        if card is None or not card.streaming:
+            raise PeerError(f"{self.who} does not stream (its card says streaming: false)", code="no_stream")
+        body = self._body("SubscribeToTask", {"id": run_id})
+        headers = {**await self._headers(), "Accept": "text/event-stream"}
+        async with self._http.stream("POST", self.rpc_url, json=body, headers=headers, read_timeout=None) as stream:
+            if stream.status >= 400:
+                await stream.read()
+                raise PeerError(f"{self.who} answered SubscribeToTask with HTTP {stream.status}")
+            async for data in sse.json_objects(stream.chunks()):
+                if "error" in data:
+                    raise self._rpc_error(data["error"], "the subscription")
+                for event in self._events(data.get("result")):
+                    yield event
+
+    # --- tasks as runs -----------------------------------------------------------------------------
+
+    async def _get(self, run_id: str) -> dict[str, Any] | None:
+        task = await self._call("GetTask", {"id": run_id}, "the status request", tolerate=frozenset({TASK_NOT_FOUND}))
+        return task if isinstance(task, dict) else None
+
+    @staticmethod
+    def _state(task: dict[str, Any]) -> str:
+        given = task.get("status")
+        status: dict[str, Any] = given if isinstance(given, dict) else {}
+        return STATES.get(str(status.get("state")), "unknown")
+
+    def _events(self, result: Any) -> list[dict[str, Any]]:
+        if not isinstance(result, dict):
+            return []
+        if isinstance(result.get("artifactUpdate"), dict):
+            artifact = result["artifactUpdate"].get("artifact") or {}
+            return [{"event": "message.delta", "delta": _text(artifact) or ""}]
+        found = result.get("statusUpdate") or result.get("task")
+        if isinstance(found, dict):
+            state = self._state(found)
+            if state == "auth_required":
+                raise PeerError(f"{self.who} asks for other credentials (auth-required)", code="peer_auth")
+            return [{"event": f"run.{state}", "status": state}]
+        return []
+
+    def _run(self, task: dict[str, Any]) -> dict[str, Any]:
+        state = self._state(task)
+        if state == "auth_required":
+            raise PeerError(f"{self.who} asks for other credentials for task {task.get('id')!r}", code="peer_auth")
+        status = task.get("status") or {}
+        if state == "queued" and self._code(status) == "held":  # a Backchannel gateway's held message
+            state = "held"
+        said = _text(status.get("message"))
+        artifacts = [t for t in (_text(a) for a in task.get("artifacts") or [] if isinstance(a, dict)) if t]
+        body: dict[str, Any] = {"run_id": task.get("id"), "status": state, "session_id": task.get("contextId")}
+        if state == "completed":
+            body["output"] = said if said is not None else "\n".join(artifacts)
+        elif of_state(state).settled:
+            body["error"] = said or state
+            body["code"] = self._code(status) or state
+            if artifacts:
+                body["output"] = "\n".join(artifacts)
+        return body
+
+    @staticmethod
+    def _code(status: dict[str, Any]) -> str | None:
+        message = status.get("message")
+        meta = message.get("metadata") if isinstance(message, dict) else None
+        code = meta.get("code") if isinstance(meta, dict) else None
+        return str(code) if code else None
+
+    def _of_task(self, task: dict[str, Any], key: str) -> Result:
+        run = self._run(task)
+        state = str(run["status"])
+        outcome = of_state(state)
+        run_id, session_id = run.get("run_id"), run.get("session_id")
+        if outcome is Outcome.DELIVERED:
+            return self._result(outcome, session_id, key, run_id=run_id, state=state, reply=run.get("output") or "")
+        if outcome.settled:
+            return self._result(
+                outcome, session_id, key, run_id=run_id, state=state, code=run.get("code"), error=run.get("error")
+            )
+        pending = Outcome.HELD if outcome is Outcome.HELD else Outcome.RECEIPT
+        return self._result(pending, session_id, key, run_id=run_id, state=state)
+
+    def _result(self, outcome: Outcome, session_id: str | None, key: str, **fields: Any) -> Result:
+        return Result(outcome, self.to, session_id=session_id, idempotency_key=key, **fields)
+
+    def _unknown(self, key: str, error: str) -> Result:
+        return self._result(Outcome.UNKNOWN, None, key, code=PeerOutcomeUnknown.code, error=error)
