@@ -60,7 +60,7 @@ class FairSlots:
         self._in_use += 1
 
     def _grant(self) -> None:
-        while self._in_use < self.total:
+        while self._waiters and self._in_use < self.total:
             eligible = [
                 (self._held.get(p, 0), i) for i, (p, f) in enumerate(self._waiters) if not f.done() and self.free_for(p)
             ]
