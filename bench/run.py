@@ -12,6 +12,7 @@ import platform
 import sqlite3
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,18 +24,30 @@ from common import Gateway, api_key, backchannel, median, new_home, pct, start_g
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-async def sequential(session: aiohttp.ClientSession, method: str, url: str, n: int, **kw: Any) -> list[float]:
+# A JSON-RPC answer is 200 whether it succeeded or not: an A2A request counts only with a result in it.
+Check = Callable[[bytes], bool]
+
+
+def a2a_ok(body: bytes) -> bool:
+    return b'"result"' in body and b"TASK_STATE_COMPLETED" in body
+
+
+async def sequential(
+    session: aiohttp.ClientSession, method: str, url: str, n: int, *, ok: Check | None = None, **kw: Any
+) -> list[float]:
     times = []
     for _ in range(n):
         t = time.perf_counter()
         async with session.request(method, url, **kw) as r:
-            await r.read()
-            assert r.status < 300, (r.status, await r.text())
+            body = await r.read()
+            assert r.status < 300 and (ok is None or ok(body)), (r.status, body[:500])
         times.append(time.perf_counter() - t)
     return times
 
 
-async def concurrent(session: aiohttp.ClientSession, clients: int, duration: float, make: Any) -> float:
+async def concurrent(
+    session: aiohttp.ClientSession, clients: int, duration: float, make: Any, *, ok: Check | None = None
+) -> float:
     """Requests per second with `clients` loops each issuing requests back to back for `duration`."""
     done = 0
     stop = time.perf_counter() + duration
@@ -44,8 +57,8 @@ async def concurrent(session: aiohttp.ClientSession, clients: int, duration: flo
         while time.perf_counter() < stop:
             method, url, kw = make(i)
             async with session.request(method, url, **kw) as r:
-                await r.read()
-                assert r.status < 300, (r.status, await r.text())
+                body = await r.read()
+                assert r.status < 300 and (ok is None or ok(body)), (r.status, body[:500])
             done += 1
 
     started = time.perf_counter()
@@ -65,37 +78,77 @@ def chat_request(gw: Gateway, session_id: str, counter: list[int]) -> tuple[str,
     )
 
 
+def a2a_request(gw: Gateway, session_id: str, counter: list[int]) -> tuple[str, str, dict[str, Any]]:
+    """A2A `SendMessage`, blocking (the default), into the session: the same turn as `chat_request`'s."""
+    counter[0] += 1
+    message = {
+        "messageId": f"{session_id}-a2a-{counter[0]}",
+        "contextId": session_id,
+        "role": "ROLE_USER",
+        "parts": [{"text": f"ping {counter[0]}"}],
+    }
+    return (
+        "POST",
+        f"{gw.url}/p/default/a2a/jsonrpc",
+        {
+            "json": {"jsonrpc": "2.0", "id": counter[0], "method": "SendMessage", "params": {"message": message}},
+            "headers": {**gw.headers, "A2A-Version": "1.0"},
+        },
+    )
+
+
+async def new_session(s: aiohttp.ClientSession, gw: Gateway, title: str) -> str:
+    async with s.post(f"{gw.url}/api/sessions", json={"title": title}, headers=gw.headers) as r:
+        sid: str = (await r.json())["session"]["id"]
+    return sid
+
+
 async def bench_turns(gw: Gateway, rounds: int, n: int) -> dict[str, Any]:
     async with aiohttp.ClientSession() as s:
-        async with s.post(f"{gw.url}/api/sessions", json={"title": "bench"}, headers=gw.headers) as r:
-            sid = (await r.json())["session"]["id"]
+        sid = await new_session(s, gw, "bench")
+        a2a_sid = await new_session(s, gw, "bench-a2a")
         counter = [0]
+        m, u, kw = a2a_request(gw, a2a_sid, counter)
+        await sequential(s, m, u, 1, ok=a2a_ok, **kw)  # the SDK is imported on the first A2A request
         health: list[float] = []
         turns: list[float] = []
-        for _ in range(rounds):  # interleaved, so drift hits both alike
+        a2a: list[float] = []
+        for _ in range(rounds):  # interleaved, so drift hits all alike
             health += await sequential(s, "GET", f"{gw.url}/health", n)
             for _ in range(n):
                 m, u, kw = chat_request(gw, sid, counter)
                 turns += await sequential(s, m, u, 1, **kw)
+                m, u, kw = a2a_request(gw, a2a_sid, counter)
+                a2a += await sequential(s, m, u, 1, ok=a2a_ok, **kw)
     return {
         "health_p50_ms": median(health) * 1e3,
         "turn_p50_ms": median(turns) * 1e3,
         "turn_p99_ms": pct(turns, 0.99) * 1e3,
         "ratio_p50": median(turns) / median(health),
+        "a2a_p50_ms": median(a2a) * 1e3,
+        "a2a_p99_ms": pct(a2a, 0.99) * 1e3,
+        "a2a_ratio_to_turn": median(a2a) / median(turns),
     }
 
 
 async def bench_throughput(gw: Gateway, clients: int, duration: float) -> dict[str, Any]:
+    """/health, chat turns and A2A `SendMessage` turns per second, one session per client for each route."""
     conn = aiohttp.TCPConnector(limit=clients)
     async with aiohttp.ClientSession(connector=conn) as s:
-        sids = []
-        for i in range(clients):
-            async with s.post(f"{gw.url}/api/sessions", json={"title": f"tp-{clients}-{i}"}, headers=gw.headers) as r:
-                sids.append((await r.json())["session"]["id"])
+        sids = [await new_session(s, gw, f"tp-{clients}-{i}") for i in range(clients)]
+        a2a_sids = [await new_session(s, gw, f"tp-a2a-{clients}-{i}") for i in range(clients)]
         counter = [0]
         health_rps = await concurrent(s, clients, duration, lambda i: ("GET", f"{gw.url}/health", {}))
         turns_rps = await concurrent(s, clients, duration, lambda i: chat_request(gw, sids[i], counter))
-    return {"clients": clients, "turns_per_s": turns_rps, "health_per_s": health_rps, "ratio": turns_rps / health_rps}
+        a2a_rps = await concurrent(s, clients, duration, lambda i: a2a_request(gw, a2a_sids[i], counter), ok=a2a_ok)
+    return {
+        "clients": clients,
+        "turns_per_s": turns_rps,
+        "health_per_s": health_rps,
+        "ratio": turns_rps / health_rps,
+        "a2a_per_s": a2a_rps,
+        "a2a_ratio_to_turns": a2a_rps / turns_rps,
+    }
 
 
 async def bench_big_session(gw: Gateway, messages: int) -> dict[str, Any]:
@@ -233,6 +286,12 @@ def table(results: dict[str, Any]) -> None:
             "<= 3x",
         ),
         ("turn p99", f"{results['turns']['turn_p99_ms']:.2f} ms", "", ""),
+        (
+            "A2A SendMessage p50 vs turn p50",
+            f"{results['turns']['a2a_p50_ms']:.2f} ms vs {results['turns']['turn_p50_ms']:.2f} ms",
+            f"{results['turns']['a2a_ratio_to_turn']:.2f}x",
+            "<= 1.5x",
+        ),
     ]
     for tp in results["throughput"]:
         rows.append(
@@ -243,7 +302,18 @@ def table(results: dict[str, Any]) -> None:
                 ">= 3000/s at 32",
             )
         )
-    big = results["big_session"]
+        rows.append(
+            (
+                f"A2A turns/s, {tp['clients']} clients vs turns/s",
+                f"{tp['a2a_per_s']:.0f} vs {tp['turns_per_s']:.0f}",
+                f"{tp['a2a_ratio_to_turns']:.2f}x",
+                ">= 0.70x",
+            )
+        )
+    big = results.get("big_session")
+    if big is None:  # --core: the turn, A2A and throughput measures only
+        print_rows(rows)
+        return
     rows.append(
         (
             f"turn on a {big['messages']}-message session",
@@ -273,6 +343,10 @@ def table(results: dict[str, Any]) -> None:
                 "",
             )
         )
+    print_rows(rows)
+
+
+def print_rows(rows: list[tuple[str, str, str, str]]) -> None:
     widths = [max(len(str(r[i])) for r in rows) for i in range(4)]
     for r in [("measure", "figures", "ratio", "target"), *rows]:
         print("  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)))
@@ -296,10 +370,11 @@ async def main(args: argparse.Namespace) -> None:
     try:
         results["turns"] = await bench_turns(gw, rounds=args.rounds, n=args.n)
         results["throughput"] = [await bench_throughput(gw, c, args.duration) for c in (16, 32)]
-        results["big_session"] = await bench_big_session(gw, 10_000)
-        results["idle_sessions"] = await bench_idle_sessions(gw, 10_000)
-        results["send_to_session"] = await bench_send_to_session(gw, args.n)
-        if not args.quick:
+        if not args.core:
+            results["big_session"] = await bench_big_session(gw, 10_000)
+            results["idle_sessions"] = await bench_idle_sessions(gw, 10_000)
+            results["send_to_session"] = await bench_send_to_session(gw, args.n)
+        if not args.quick and not args.core:
             other = start_gateway(new_home("bench-peer-"))
             try:
                 results["peer_dm"] = await bench_peer_dm(gw, other, 10)
@@ -319,5 +394,6 @@ if __name__ == "__main__":
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--n", type=int, default=60)
     parser.add_argument("--duration", type=float, default=3.0)
-    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--quick", action="store_true", help="without the peer dm measure")
+    parser.add_argument("--core", action="store_true", help="the turn, A2A and throughput measures only")
     asyncio.run(main(parser.parse_args()))

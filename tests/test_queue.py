@@ -353,3 +353,26 @@ def test_a_draining_gateway_refuses_new_messages_with_503(initialised: Path) -> 
         assert caught.value.http_status == 503 and caught.value.retry_after
 
     with_gateway(initialised, body)
+
+
+def test_a_turn_commits_twice_and_a_lone_write_commits_at_the_next_loop_iteration(initialised: Path) -> None:
+    """The hot path's cost in commits: a turn is its acceptance and its end, each committed once, and a write
+    that no other joins is not held back for one more iteration (a group waits only while writes keep coming)."""
+
+    async def body(gw: Gateway) -> None:
+        session = await new_session(gw)
+        await deliver(gw, session, "warm up", wait=10)
+        before = gw.db.commits
+        done = await deliver(gw, session, "counted", wait=10)
+        assert done.run.state is RunState.COMPLETED
+        assert gw.db.commits - before == 2, "one commit for the run's acceptance, one for its end"
+
+        await gw.db.writable()  # as a service call begins: the group is opened before its first write
+        with gw.db.tx() as conn:
+            conn.execute("UPDATE sessions SET title = title WHERE id = ?", (session.id,))
+        commit = gw.db.pending_commit()
+        assert commit is not None
+        await asyncio.sleep(0)
+        assert commit.done() and commit.exception() is None, "a lone write waited a second iteration"
+
+    with_gateway(initialised, body)

@@ -177,11 +177,12 @@ def create_app(ctx: Context, *, lifespan: Callable[[Starlette], Any] | None = No
     ]
     routes: list[BaseRoute] = [
         *public,
+        # Early: a /p/ path is matched against the routes in order, and no other route starts with /p/.
+        Mount("/p/{profile}", routes=[*public, *api]),
         Route("/v1/health", health, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
         *api,
         *web.routes(),
-        Mount("/p/{profile}", routes=[*public, *api]),
     ]
 
     @contextlib.asynccontextmanager

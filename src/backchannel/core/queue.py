@@ -395,10 +395,10 @@ class RunQueue:
                 done = self._done[run_id] = asyncio.get_running_loop().create_future()
             # The poll bound also notices a run finished by another process on the same home.
             step = self.poll_seconds * 4 if remaining is None else min(remaining, self.poll_seconds * 4)
-            try:
-                run = await asyncio.wait_for(asyncio.shield(done), timeout=step)
-            except TimeoutError:
-                run = runstore.get(self.db, run_id)
+            # asyncio.wait leaves `done` alone on a timeout or a cancel (other waiters share it), and wakes this
+            # task one loop iteration sooner than wait_for(shield(done)) did.
+            ended, _ = await asyncio.wait((done,), timeout=step)
+            run = done.result() if ended else runstore.get(self.db, run_id)
         return run
 
     def ask_wake(self, run_id: str) -> bool:

@@ -8,8 +8,6 @@ holds the fewest, first come first served among equals.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator
 
 
 class FairSlots:
@@ -53,20 +51,16 @@ class FairSlots:
         self._in_use -= 1
         self._grant()
 
-    @contextlib.asynccontextmanager
-    async def hold(self, profile: str) -> AsyncIterator[None]:
-        await self.acquire(profile)
-        try:
-            yield
-        finally:
-            self.release(profile)
+    def hold(self, profile: str) -> _Held:
+        """A slot of `profile` for an `async with` block (a plain object: it is taken on every turn)."""
+        return _Held(self, profile)
 
     def _take(self, profile: str) -> None:
         self._held[profile] = self._held.get(profile, 0) + 1
         self._in_use += 1
 
     def _grant(self) -> None:
-        while self._in_use < self.total:
+        while self._waiters and self._in_use < self.total:
             eligible = [
                 (self._held.get(p, 0), i) for i, (p, f) in enumerate(self._waiters) if not f.done() and self.free_for(p)
             ]
@@ -77,3 +71,19 @@ class FairSlots:
             profile, granted = self._waiters.pop(index)
             self._take(profile)
             granted.set_result(None)
+
+
+class _Held:
+    """`FairSlots.hold`'s block: the slot taken on entry, given back on leaving however the block ends."""
+
+    __slots__ = ("profile", "slots")
+
+    def __init__(self, slots: FairSlots, profile: str) -> None:
+        self.slots = slots
+        self.profile = profile
+
+    async def __aenter__(self) -> None:
+        await self.slots.acquire(self.profile)
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.slots.release(self.profile)

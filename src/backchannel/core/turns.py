@@ -74,8 +74,12 @@ class Turns:
         def emit(event: str, **data: Any) -> None:
             self.hub.publish(run.id, event, **data)
 
-        row = self.directory.session(run.session_id)
-        link = SessionLink(row.id, row.title, row.remote_id)
+        # Only an engine that keeps the session elsewhere (no context from here) reads the link's title and id.
+        if engine.uses_context:
+            link, known_remote = SessionLink(run.session_id), None
+        else:
+            row = self.directory.session(run.session_id)
+            link, known_remote = SessionLink(row.id, row.title, row.remote_id), row.remote_id
         if run.attempts > 1 and not engine.uses_context:  # cut before: the far side may have the message
             kept = sessionstore.list_messages(self.db, run.session_id)
             link.interrupted_copies = sum(m.role == "user" and m.content == incoming.content for m in kept)
@@ -95,5 +99,5 @@ class Turns:
         finally:
             if self.live.get(run.session_id, (None,))[0] is ctx:
                 del self.live[run.session_id]
-            if link.remote_id is not None and link.remote_id != row.remote_id:
-                sessionstore.set_remote_id(self.db, row.id, link.remote_id)  # committed with the run's end
+            if link.remote_id is not None and link.remote_id != known_remote:
+                sessionstore.set_remote_id(self.db, link.id, link.remote_id)  # committed with the run's end

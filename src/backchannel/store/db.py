@@ -73,6 +73,7 @@ class Database:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._group: asyncio.Future[None] | None = None  # the open group transaction's commit
         self._group_started = 0.0
+        self._group_written = False  # whether the open group holds a write yet (the first one is not "fresh")
         self._fresh_writes = 0
         self.commits = 0  # successful COMMITs of this connection (idle detection: data_version ignores our own)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -265,8 +266,9 @@ class Database:
                 self._abandon_group()  # SQLite rolled the open group back on its own
         if self._group is None:
             self._open_group()
-        else:
-            self._fresh_writes += 1
+        elif self._group_written:
+            self._fresh_writes += 1  # joined a group that already had writes: its commit may wait for more
+        self._group_written = True
         tracked = _task_commits.get()
         if tracked is not None and (not tracked or tracked[-1] is not self._group):
             assert self._group is not None
@@ -291,6 +293,7 @@ class Database:
             self.conn.execute("BEGIN IMMEDIATE")
         self._group = self._loop.create_future()
         self._group_started = time.monotonic()
+        self._group_written = False
         self._fresh_writes = 0
         self._loop.call_soon(self._commit_group)
 

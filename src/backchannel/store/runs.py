@@ -175,32 +175,36 @@ def record(
             if recent is not None:
                 return _run(recent), False
             key = keys.dedup(fp, run_id)
-        elif (max_queued or admit) and (
+        elif admit is not None and (
             known := conn.execute("SELECT * FROM runs WHERE idempotency_key = ?", (key,)).fetchone()
         ):
             max_queued = admit = None  # a replay: it is answered with its run, whatever the limits say now
             if known["fingerprint"] == fp:
                 return _run(known), False
-        if max_queued:
-            waiting = conn.execute(
-                "SELECT COUNT(*) FROM runs WHERE session_id = ? AND state = 'queued'", (new.session_id,)
-            ).fetchone()[0]
-            if waiting >= max_queued:
-                raise LimitReached(
-                    f"session {new.session_id!r} already has {waiting} messages waiting (gateway.max_queued_per_session"
-                    f" is {max_queued}); try again once it has answered some",
-                    code="queue_full",
-                    retry_after=QUEUE_FULL_RETRY_SECONDS,
-                )
+        # One read for the queue cap and the claim: how many of the session's runs wait, and whether one runs.
+        waiting, running = (
+            conn.execute(
+                "SELECT COALESCE(SUM(state = 'queued'), 0), COALESCE(SUM(state = 'running'), 0) FROM runs"
+                " WHERE session_id = ? AND state IN ('queued', 'running')",
+                (new.session_id,),
+            ).fetchone()
+            if max_queued or claim_for is not None
+            else (0, 0)
+        )
+        if (
+            max_queued
+            and waiting >= max_queued
+            and (key is None or conn.execute("SELECT 1 FROM runs WHERE idempotency_key = ?", (key,)).fetchone() is None)
+        ):  # a replay (its key known) is answered with its run below, whatever the limits say now
+            raise LimitReached(
+                f"session {new.session_id!r} already has {waiting} messages waiting (gateway.max_queued_per_session"
+                f" is {max_queued}); try again once it has answered some",
+                code="queue_full",
+                retry_after=QUEUE_FULL_RETRY_SECONDS,
+            )
         if admit is not None:
             admit()
-        claimed = (
-            claim_for is not None
-            and not new.held
-            and not conn.execute(
-                "SELECT 1 FROM runs WHERE session_id = ? AND state IN ('queued', 'running') LIMIT 1", (new.session_id,)
-            ).fetchone()
-        )
+        claimed = claim_for is not None and not new.held and not (waiting or running)
         cur = conn.execute(
             "INSERT INTO runs (id, idempotency_key, fingerprint, sender, profile, session_id, message, hops, chain,"
             " state, created_at, updated_at, expires_at, origin, sender_profile, sender_session, wait_seconds, wake,"
