@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from backchannel import keys
 from conftest import run_cli
 from gateway_http import TERMINAL, chat, client, gateway_with, poll, set_messaging
-from store_audit import audit_key, runs_with_text
+from store_audit import audit_key, runs_by_key, runs_with_text
 
 pytestmark = pytest.mark.faults
 
@@ -51,7 +52,10 @@ def test_every_end_of_a_message_wakes_the_sender_that_stopped_waiting(initialise
             stopped = run_cli("runs", "stop", str(queued["id"]))
             assert stopped.exit_code in (0, 1), stopped.stderr
         run = wait_for_bob_run(initialised, text, TERMINAL)
-        woken = audit_key(initialised, str(run["idempotency_key"]), state=end)
+        deadline = time.monotonic() + 10  # the wake-up is its own commit after the run's end (or its retry)
+        while not runs_by_key(initialised, keys.wake(str(run["id"]))) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        woken = audit_key(initialised, str(run["idempotency_key"]), state=end)  # woken once, not twice
         assert woken.wake is not None, "the sender was not woken"
         wake = poll(c, woken.wake["id"], TERMINAL, within=5)
         assert wake["status"] == "completed", wake

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import policy
-from ..errors import BodyTooLarge, NotFound, Refused, UsageError
+from ..errors import BodyTooLarge, NotFound, Refused, StoreError, UsageError
 from ..framing import is_human
 from ..home.config import GatewayConfig
 from ..messages import MAX_MESSAGE_CHARS
@@ -314,14 +314,22 @@ class Delivery:
             try:
                 run = await asyncio.wait_for(self.queue.ended(), timeout)
             except TimeoutError:
-                owed = {run_id: late for run_id, late in owed.items() if not self.wakes.of_run(late)}
+                owed = {run_id: late for run_id, late in owed.items() if not await self._wake(late)}
                 delay = min(delay * 2, WAKE_RETRY_MAX_SECONDS) if owed else WAKE_RETRY_SECONDS
                 next_try = time.monotonic() + delay
                 continue
-            if not self.wakes.of_run(run):
+            if not await self._wake(run):
                 if not owed:
                     next_try = time.monotonic() + delay
                 owed[run.id] = run
+
+    async def _wake(self, run: RunRow) -> bool:
+        """Wake the sender of `run` once the write lock is ours (another process may hold it a while)."""
+        try:
+            await self.db.writable()
+        except StoreError:
+            return False
+        return self.wakes.of_run(run)
 
     # --- helpers ---------------------------------------------------------------------------------
 
