@@ -144,14 +144,23 @@ def test_a_peer_key_does_not_log_in(gateway: GatewayProcess) -> None:
         assert cross.status_code == 403 and "set-cookie" not in cross.headers
 
 
-def test_logging_out_closes_the_door_for_that_cookie(gateway: GatewayProcess) -> None:
-    with _logged_in(gateway) as client:
+def test_logging_out_closes_the_door_for_that_cookie_across_a_restart(gateway: GatewayProcess) -> None:
+    with _logged_in(gateway) as client, _logged_in(gateway) as other:
         cookie = dict(client.cookies)
         out = client.post("/web/logout", data={"csrf": _csrf(client)}, headers=_same_origin(gateway))
         assert out.status_code == 303 and out.headers["location"] == "/web/login"
+        kept = dict(other.cookies)  # another browser, still logged in
     with _browser(gateway) as replay:
         replay.cookies.update(cookie)  # the old cookie, kept by someone: it no longer opens anything
         assert replay.get("/").status_code == 303
+    gateway.terminate()
+    gateway.start()
+    with _browser(gateway) as replay:
+        replay.cookies.update(cookie)  # nor after the gateway restarted
+        assert replay.get("/").status_code == 303
+    with _browser(gateway) as still:
+        still.cookies.update(kept)
+        assert still.get("/").status_code == 200  # a logout is one browser's, not everyone's
 
 
 def test_ten_failed_logins_in_a_minute_shut_the_form_even_for_the_right_key(gateway: GatewayProcess) -> None:

@@ -199,5 +199,5 @@ def create_app(ctx: Context, *, lifespan: Callable[[Starlette], Any] | None = No
         lifespan=both,
     )
     app.state.backchannel = ctx
-    app.state.web_auth = web.make_auth(ctx.gateway.root, ctx.api_key)
+    app.state.web_auth = web.make_auth(ctx.gateway.root, ctx.api_key, ctx.gateway.logouts)
     return app

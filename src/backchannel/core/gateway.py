@@ -34,6 +34,7 @@ from .events import EventHub
 from .holds import Holds
 from .hosted import HostedTools
 from .imports import Imports
+from .logouts import WebLogouts
 from .mentions import Mentions
 from .outbound import Outbound
 from .pauses import Pauses
@@ -94,6 +95,7 @@ class Gateway:
             wakes=self.wakes,
         )
         self.holds = Holds(self.db, self.queue, self.directory, self.wakes)
+        self.logouts = WebLogouts(self.db)
         self.engines = EngineCache(root, engine_factory)
         self.imports = Imports(self.db, self.directory, self.engines.secret)
         self.sends = AgentSends(

@@ -207,6 +207,11 @@ def m0009_a2a_tasks(conn: sqlite3.Connection) -> None:
     )
 
 
+def m0010_web_logouts(conn: sqlite3.Connection) -> None:
+    """The web view's sessions logged out before their cookies expire (a restart must not let them back in)."""
+    _run(conn, "CREATE TABLE web_logouts (sid TEXT PRIMARY KEY, until REAL NOT NULL)")
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0001_sessions_messages", m0001_sessions_messages),
     ("0002_runs", m0002_runs),
@@ -217,4 +222,5 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0007_remote_sessions", m0007_remote_sessions),
     ("0008_peer_keys_and_peer_senders", m0008_peer_keys_and_peer_senders),
     ("0009_a2a_tasks", m0009_a2a_tasks),
+    ("0010_web_logouts", m0010_web_logouts),
 ]

@@ -57,7 +57,7 @@ async def logout(request: Request, session: WebSession) -> Response:
     form = await form_body(request, context(request).settings.max_body_bytes)
     check_csrf(request, session, form.get("csrf"))
     response = RedirectResponse("/web/login", status_code=303)
-    web_auth(request).logout(session, response)
+    await web_auth(request).logout(session, response)
     return response
 
 

@@ -2,7 +2,8 @@
 
 The cookie holds a random session id signed with a per-home secret (`web.secret`), salted with a digest of
 the API key, so rotating the key logs every browser out; it never holds the key. A session's CSRF token
-is derived from its id, so nothing is kept per session but the ids logged out before their cookies expire.
+is derived from its id, so nothing is kept per session but the ids logged out before their cookies expire
+(in state.db, so that a restart does not let a logged-out cookie back in).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from itsdangerous import BadSignature, URLSafeTimedSerializer
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ...core.logouts import WebLogouts
 from ...core.rates import SenderRates
 from ...errors import AuthError, LimitReached, Refused
 from ...home import config
@@ -50,12 +52,12 @@ def load_secret(root: Path) -> str:
 class WebAuth:
     """Logs a browser in with the person's key and recognises it afterwards by its cookie."""
 
-    def __init__(self, *, secret: str, api_key: str) -> None:
+    def __init__(self, *, secret: str, api_key: str, logouts: WebLogouts) -> None:
         self._api_key = api_key
         self._secret = secret.encode()
         salt = "web-session:" + hashlib.sha256(api_key.encode()).hexdigest()[:16]
         self._signer = URLSafeTimedSerializer(secret, salt=salt)
-        self._revoked: dict[str, float] = {}  # sid -> when its cookie would have expired anyway
+        self._logouts = logouts
         self._failures = SenderRates(FAILED_LOGINS_PER_MINUTE)  # failed logins per client address
 
     # --- logging in and out ----------------------------------------------------------------------
@@ -83,10 +85,9 @@ class WebAuth:
             COOKIE, token, max_age=MAX_AGE_SECONDS, path="/", httponly=True, samesite="strict", secure=secure
         )
 
-    def logout(self, session: WebSession, response: Response) -> None:
-        now = time.time()
-        self._revoked = {sid: until for sid, until in self._revoked.items() if until > now}
-        self._revoked[session.sid] = now + MAX_AGE_SECONDS
+    async def logout(self, session: WebSession, response: Response) -> None:
+        """Log the session out for good (its cookie no longer opens anything) and ask the browser to drop it."""
+        await self._logouts.revoke(session.sid, until=time.time() + MAX_AGE_SECONDS)
         response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
 
     # --- recognising a browser ---------------------------------------------------------------------
@@ -101,7 +102,7 @@ class WebAuth:
         except BadSignature:
             return None
         sid = data.get("sid") if isinstance(data, dict) else None
-        if not isinstance(sid, str) or sid in self._revoked:
+        if not isinstance(sid, str) or self._logouts.revoked(sid):
             return None
         csrf = hmac.new(self._secret, b"csrf:" + sid.encode(), hashlib.sha256).hexdigest()
         return WebSession(sid=sid, csrf=csrf)
