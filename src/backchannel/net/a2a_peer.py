@@ -27,7 +27,7 @@ from ..home.peers import Peer
 from ..outcome import Outcome, Result, of_state
 from . import a2a_card, sse
 from .a2a_card import AgentCard
-from .http import HttpResponse, Naming, Transport
+from .http import HttpResponse, Naming, OverTransport, Transport
 
 VERSION_HEADER = {"A2A-Version": "1.0"}
 POLL_SECONDS = 0.1
@@ -55,7 +55,7 @@ def _text(message: Any) -> str | None:
     return "".join(texts) if texts else None
 
 
-class A2APeerClient:
+class A2APeerClient(OverTransport):
     """One A2A agent, found by its card, spoken to as a peer with `net.peer.PeerClient`'s interface."""
 
     def __init__(self, peer: Peer, agent: str | None = None, *, gateway_id: str = "") -> None:
@@ -85,15 +85,6 @@ class A2APeerClient:
 
     def __repr__(self) -> str:
         return f"A2APeerClient({self.to!r}, {self.rpc_url!r})"
-
-    async def aclose(self) -> None:
-        await self._http.aclose()
-
-    async def __aenter__(self) -> A2APeerClient:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
     # --- the card ---------------------------------------------------------------------------------
 

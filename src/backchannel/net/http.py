@@ -24,7 +24,7 @@ import time
 import urllib.parse
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 import httpx
 
@@ -336,3 +336,18 @@ class Transport:
         finally:
             with self.mapped(method, path, read_timeout):
                 await response.aclose()
+
+
+class OverTransport:
+    """A client that speaks over one Transport (`self._http`) and closes with it: an async context manager."""
+
+    _http: Transport
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()

@@ -19,7 +19,7 @@ from ..errors import PeerError, PeerOutcomeUnknown, PeerRefused
 from ..home.peers import Peer
 from ..outcome import Outcome, Result, of_state
 from . import sse
-from .http import ErrorBody, HttpResponse, Naming, Transport, error_of, json_object, quote
+from .http import ErrorBody, HttpResponse, Naming, OverTransport, Transport, error_of, json_object, quote
 
 BOT_CHAT = "Bot Chat"
 SEND_RESULT = "hermes.peer.send_result"
@@ -56,7 +56,7 @@ def _outcome(given: Any) -> Outcome:
         return Outcome.UNKNOWN
 
 
-class PeerClient:
+class PeerClient(OverTransport):
     """One peer gateway (or one of its agents, under `/p/AGENT`), spoken to in the Hermes dialect."""
 
     def __init__(self, peer: Peer, agent: str | None = None, *, gateway_id: str = "") -> None:
@@ -79,15 +79,6 @@ class PeerClient:
 
     def __repr__(self) -> str:
         return f"PeerClient({self.to!r}, {self.base!r})"
-
-    async def aclose(self) -> None:
-        await self._http.aclose()
-
-    async def __aenter__(self) -> PeerClient:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
     # --- answers -------------------------------------------------------------------------------
 

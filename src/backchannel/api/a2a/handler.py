@@ -85,7 +85,7 @@ class RunsHandler(RequestHandler):
                 " with its contextId to stay in the same session"
             )
         text = _text(message)
-        sender = who.sender(None) if who.peer else PERSON_SENDER
+        sender = _sender(who)
         try:
             carried = _hops_chain(message)
             session = await self._session(who, profile, message.context_id)
