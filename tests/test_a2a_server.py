@@ -285,6 +285,33 @@ def test_a_body_over_the_limit_is_413_and_changes_nothing(gateway: GatewayProces
     assert garbled.status_code == 200 and garbled.json()["error"]["code"] == -32700, garbled.text
 
 
+@pytest.mark.parametrize(
+    ("what", "params", "code", "says"),
+    [
+        ("nested too deep", b'{"message": ' + b"[" * 5000 + b"]" * 5000 + b"}", "invalid_json", "deeper than 32"),
+        ("a number too long", b'{"message": {"messageId": ' + b"9" * 5000 + b"}}", "invalid_json", "5000 characters"),
+        (
+            "a lone surrogate",
+            b'{"message": {"messageId": "m-s", "role": "ROLE_USER", "parts": [{"text": "\\ud800"}]}}',
+            "invalid_payload",
+            "lone UTF-16 surrogate",
+        ),
+    ],
+)
+def test_a_body_past_the_json_bounds_is_a_parse_error_that_names_it_and_changes_nothing(
+    gateway: GatewayProcess, what: str, params: bytes, code: str, says: str
+) -> None:
+    """The JSON-RPC body is parsed within the gateway's JSON bounds, as every other route's: the caller's
+    mistake is JSON-RPC's parse error with the bound it broke, not an internal error."""
+    body = b'{"jsonrpc": "2.0", "id": 7, "method": "SendMessage", "params": ' + params + b"}"
+    headers = gateway.headers(**{"A2A-Version": "1.0", "Content-Type": "application/json"})
+    r = httpx.post(f"{gateway.url}/a2a/jsonrpc", content=body, headers=headers, trust_env=False, timeout=10)
+    error = r.json()["error"]
+    assert r.status_code == 200 and error["code"] == -32700, (what, r.text)
+    assert says in error["message"] and error["data"] == {"code": code}, (what, error)
+    assert not [e for e in ledger(gateway) if e.get("run_id")]
+
+
 # --- streaming, subscribing, listing, REST, 0.3 ---------------------------------------------------------
 
 
