@@ -299,10 +299,8 @@ def test_cancelling_a_step_during_a_slow_reply_returns_promptly() -> None:
         assert len(model.requests) == 1  # the request was in flight when cancelled
 
 
-def test_scripted_model_serves_models_and_starts_fast() -> None:
-    started = time.monotonic()
+def test_scripted_model_serves_models() -> None:
     with ScriptedModel([], model="tiny") as model:
-        assert time.monotonic() - started < 0.3
 
         async def models() -> Any:
             import aiohttp
