@@ -68,7 +68,7 @@ def rejected(session_id: str, asked: Message, *, code: str, reason: str) -> Task
         message_id=f"{task_id}:end",
         context_id=session_id,
         task_id=task_id,
-        role=Role.ROLE_AGENT,
+        role=AGENT,
         parts=[Part(text=reason)],
     )
     answer.metadata.update({"code": code})
