@@ -137,6 +137,27 @@ def test_a_terminal_event_of_a_run_with_no_buffer_is_not_kept() -> None:
     assert hub.known("live")
 
 
+def test_a_follower_that_leaves_a_run_with_no_events_leaves_nothing_behind() -> None:
+    """A run that never moves while followed (held for a person who never decides, say): once its last
+    follower is gone the hub keeps no entry for it; its first event makes one again, for late followers."""
+
+    async def body() -> None:
+        hub = EventHub()
+        stream = hub.follow("held", keepalive=0.01)
+        assert await anext(stream) is None and hub.known("held")
+        await stream.aclose()
+        assert not hub.known("held")
+        finish(hub, "held")
+        assert names(await collect(hub, "held")) == ["run.started", "run.completed"]
+        hub.publish("busy", "run.started")  # a run with events is kept for its later followers
+        busy = hub.follow("busy", keepalive=LONG)
+        assert (await anext(busy) or {})["event"] == "run.started"
+        await busy.aclose()
+        assert hub.known("busy")
+
+    run(body)
+
+
 def test_finished_runs_are_retained_up_to_retain_runs() -> None:
     hub = EventHub()
     extra = 10

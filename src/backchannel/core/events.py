@@ -92,3 +92,5 @@ class EventHub:
             stream.followers -= 1
             if stream.done and not stream.followers:
                 self._retire(run_id)
+            elif not stream.followers and not stream.events and self._streams.get(run_id) is stream:
+                del self._streams[run_id]  # nothing kept for nobody: its first event makes it again
