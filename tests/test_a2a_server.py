@@ -310,6 +310,17 @@ def test_a_body_past_the_json_bounds_is_a_parse_error_that_names_it_and_changes_
     assert not [e for e in ledger(gateway) if e.get("run_id")]
 
 
+def test_a_send_that_asks_for_push_notifications_is_refused_and_nothing_is_sent(shared: GatewayProcess) -> None:
+    """The card says pushNotifications: false; a send that asks for them is refused before anything is sent."""
+    key = make_key(shared.root, "push")
+    push = {"taskPushNotificationConfig": {"url": "https://example.invalid/hook"}}
+    message = {"messageId": "m-push", "role": "ROLE_USER", "parts": [{"text": "tell me later"}]}
+    params = {"message": message, "configuration": push}
+    refused = rpc(shared, "SendMessage", params, headers=V1, key=key)
+    assert refused["error"]["code"] == -32003, refused  # PushNotificationNotSupportedError
+    assert rpc(shared, "ListTasks", {}, headers=V1, key=key)["result"]["tasks"] == []
+
+
 # --- streaming, subscribing, listing, REST, 0.3 ---------------------------------------------------------
 
 

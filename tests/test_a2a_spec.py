@@ -127,6 +127,23 @@ def test_spec_3_2_4_history_length_zero_returns_no_history(gw: GatewayProcess) -
     assert [m["role"] for m in one[0]["history"]] == ["ROLE_AGENT"], one  # the most recent message
 
 
+def test_spec_3_2_4_send_and_get_keep_history_within_history_length(gw: GatewayProcess) -> None:
+    key = make_key(gw.root, "history-send")
+    params = {**_params("a short memory", "m-history-send"), "configuration": {"historyLength": 1}}
+    sent = rpc(gw, "SendMessage", params, headers=V1, key=key)["result"]["task"]
+    assert [m["role"] for m in sent["history"]] == ["ROLE_AGENT"], sent  # the most recent message only
+    assert sent["artifacts"][0]["parts"][0]["text"] == "default (echo): a short memory", sent
+    none = rpc(gw, "GetTask", {"id": sent["id"], "historyLength": 0}, headers=V1, key=key)["result"]
+    assert not none.get("history") and none["status"]["state"] == "TASK_STATE_COMPLETED", none
+    whole = rpc(gw, "GetTask", {"id": sent["id"]}, headers=V1, key=key)["result"]
+    assert [m["role"] for m in whole["history"]] == ["ROLE_USER", "ROLE_AGENT"], whole  # unset: all of it
+    negative = {**_params("never sent", "m-history-negative"), "configuration": {"historyLength": -1}}
+    refused = rpc(gw, "SendMessage", negative, headers=V1, key=key)
+    assert refused["error"]["code"] == -32602 and "non-negative" in refused["error"]["message"], refused
+    listed = rpc(gw, "ListTasks", {}, headers=V1, key=key)["result"]["tasks"]
+    assert [t["id"] for t in listed] == [sent["id"]], listed  # the refused one was never sent
+
+
 def test_spec_3_1_6_subscribing_to_a_terminal_task_is_unsupported_operation(gw: GatewayProcess) -> None:
     ids: list[str] = []
 

@@ -20,6 +20,7 @@ from a2a.types import (
     ListTasksRequest,
     ListTasksResponse,
     Message,
+    SendMessageConfiguration,
     SendMessageRequest,
     SubscribeToTaskRequest,
     Task,
@@ -37,6 +38,7 @@ from a2a.utils.errors import (
     TaskNotFoundError,
     UnsupportedOperationError,
 )
+from a2a.utils.task import apply_history_length, validate_history_length
 from google.protobuf.json_format import MessageToDict
 
 from ... import a2a_extension, keys
@@ -77,45 +79,16 @@ class RunsHandler(RequestHandler):
         self.ctx = ctx
 
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Task | Message:
-        who, profile = _scope(context)
-        message = params.message
-        if message.task_id:
-            raise UnsupportedOperationError(
-                f"continuing task {message.task_id!r} is not supported yet: send a new message (no taskId),"
-                " with its contextId to stay in the same session"
-            )
-        text = _text(message)
-        sender = _sender(who)
-        try:
-            carried = _hops_chain(message)
-            session = await self._session(who, profile, message.context_id)
-            incoming = Incoming(
-                session=session,
-                text=text,
-                sender=sender,
-                key=keys.a2a(sender, profile, message.message_id),
-                hops=carried.hops,
-                chain=carried.chain,
-            )
-            if params.configuration.return_immediately:
-                delivered = await self.ctx.delivery.submit(incoming)
-            else:
-                delivered = await self.ctx.delivery.deliver(incoming, wait=self.ctx.settings.http_wait_seconds)
-        except Refused as exc:  # only the delivery refuses: the session was found
-            asked = Message()
-            asked.CopyFrom(message)
-            asked.context_id = session.id
-            return rejected(session.id, asked, code=exc.code, reason=exc.message)
-        except BackchannelError as exc:
-            _fail(exc)
-        return task_of(delivered.run)
+        """The task the message is (its history within `configuration.historyLength`)."""
+        config = params.configuration
+        _check(config)
+        return apply_history_length(
+            await self._accept(params.message, context, immediately=config.return_immediately), config
+        )
 
     async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
-        task = task_of(self._own_run(params.id, context))
-        if params.HasField("history_length"):
-            keep = max(0, params.history_length)
-            del task.history[: max(0, len(task.history) - keep)]
-        return task
+        validate_history_length(params)
+        return apply_history_length(task_of(self._own_run(params.id, context)), params)
 
     async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task | None:
         run = self._own_run(params.id, context)
@@ -141,12 +114,10 @@ class RunsHandler(RequestHandler):
         """The message accepted as SendMessage with returnImmediately does it, then its task followed: the
         Task, its updates, closed when it ends. A task that cannot move on its own (refused, held for the
         person, a replay of one that ended) is the Task alone."""
-        accepting = SendMessageRequest()
-        accepting.CopyFrom(params)
-        accepting.configuration.return_immediately = True
-        task = await self.on_message_send(accepting, context)
-        assert isinstance(task, Task)
-        yield task
+        config = params.configuration
+        _check(config)
+        task = await self._accept(params.message, context, immediately=True)
+        yield apply_history_length(task, config)
         if task.status.state in ENDS:
             return
         run = self.ctx.delivery.run(task.id)
@@ -197,6 +168,41 @@ class RunsHandler(RequestHandler):
         raise ExtendedAgentCardNotConfiguredError("there is no extended agent card: the public card is all")
 
     # --- helpers ---------------------------------------------------------------------------------
+
+    async def _accept(self, message: Message, context: ServerCallContext, *, immediately: bool) -> Task:
+        """The message delivered (or, `immediately`, accepted) as the caller's: its run's task, or the REJECTED
+        task of a message the policy refuses."""
+        who, profile = _scope(context)
+        if message.task_id:
+            raise UnsupportedOperationError(
+                f"continuing task {message.task_id!r} is not supported yet: send a new message (no taskId),"
+                " with its contextId to stay in the same session"
+            )
+        text = _text(message)
+        sender = _sender(who)
+        try:
+            carried = _hops_chain(message)
+            session = await self._session(who, profile, message.context_id)
+            incoming = Incoming(
+                session=session,
+                text=text,
+                sender=sender,
+                key=keys.a2a(sender, profile, message.message_id),
+                hops=carried.hops,
+                chain=carried.chain,
+            )
+            if immediately:
+                delivered = await self.ctx.delivery.submit(incoming)
+            else:
+                delivered = await self.ctx.delivery.deliver(incoming, wait=self.ctx.settings.http_wait_seconds)
+        except Refused as exc:  # only the delivery refuses: the session was found
+            asked = Message()
+            asked.CopyFrom(message)
+            asked.context_id = session.id
+            return rejected(session.id, asked, code=exc.code, reason=exc.message)
+        except BackchannelError as exc:
+            _fail(exc)
+        return task_of(delivered.run)
 
     async def _session(self, who: Caller, profile: str, context_id: str) -> SessionRow:
         if not context_id:
@@ -263,6 +269,13 @@ def _fail(exc: BackchannelError) -> NoReturn:
     caller_s = exc.http_status < 500  # a bad request, an unknown session, a key that does not reach it, a limit
     error: A2AError = InvalidParamsError(exc.message, data) if caller_s else InternalError(exc.message, data)
     raise error from exc
+
+
+def _check(config: SendMessageConfiguration) -> None:
+    """Refuse what a send's configuration asks that is not served: a push config, a negative historyLength."""
+    if config.HasField("task_push_notification_config"):
+        _no_push()
+    validate_history_length(config)
 
 
 def _no_push() -> NoReturn:
