@@ -53,7 +53,7 @@ def test_dm_run_status_stop_and_follow_against_a_gateways_a2a_endpoint(pair: Pai
     assert dm.exit_code == 0, dm.stderr
     assert dm.stdout.strip() == "default (echo): over a2a"
     received = [e for e in ledger(pair.b) if "over a2a" in e["message"]]
-    assert [(e["sender"], e["state"]) for e in received] == [("peer:alpha", "completed")], received
+    assert [(e["sender"], e["state"]) for e in received] == [("peer:alpha/default", "completed")], received
 
     started = cli(pair.a, "peer", "run", "beta", "/sleep 0.5\nrun over a2a", "--json")
     assert started.exit_code == 0, started.stderr

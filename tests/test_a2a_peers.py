@@ -119,7 +119,7 @@ def test_dm_is_a_blocking_send_message_with_our_key_as_message_id(initialised: P
     assert code == 0 and again["replayed"] is True and again["run_id"] == body["run_id"], again
 
 
-def test_the_extension_carries_hops_and_chain_when_the_card_declares_it(
+def test_the_extension_carries_hops_chain_and_the_sending_profile_when_the_card_declares_it(
     initialised: Path, agent: Agent, plain_agent: Agent
 ) -> None:
     add("echo", agent.url)
@@ -127,7 +127,8 @@ def test_the_extension_carries_hops_and_chain_when_the_card_declares_it(
     result = run_cli("peer", "dm", "echo", "/seen")
     assert result.exit_code == 0, result.stderr
     seen = json.loads(result.stdout.removeprefix("echo: "))
-    assert seen == {"metadata": {EXTENSION: {"hops": 0.0, "chain": []}}, "extensions": [EXTENSION]}, seen
+    carried = {"hops": 0.0, "chain": [], "profile": "default"}
+    assert seen == {"metadata": {EXTENSION: carried}, "extensions": [EXTENSION]}, seen
     result = run_cli("peer", "dm", "plain", "/seen")
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout.removeprefix("echo: ")) == {"metadata": {}, "extensions": []}

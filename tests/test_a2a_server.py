@@ -321,6 +321,39 @@ def test_a_send_that_asks_for_push_notifications_is_refused_and_nothing_is_sent(
     assert rpc(shared, "ListTasks", {}, headers=V1, key=key)["result"]["tasks"] == []
 
 
+def test_a_peers_message_is_from_the_profile_its_extension_names_and_listed_with_the_peers_others(
+    shared: GatewayProcess,
+) -> None:
+    """As `X-Hermes-Sender-Profile` in the Hermes dialect: `peer:NAME/<profile>`; the peer's tasks are all of
+    its own (whichever profile sent them), never those of another peer whose name starts with its own."""
+    alpha, alpha_2 = make_key(shared.root, "prof-a"), make_key(shared.root, "prof-a-2")
+    extension = {**V1, "A2A-Extensions": card_entry()["uri"]}
+
+    def send_as(key: str, text: str, message_id: str, profile: object = None) -> dict[str, Any]:
+        message: dict[str, Any] = {"messageId": message_id, "role": "ROLE_USER", "parts": [{"text": text}]}
+        if profile is not None:
+            message["metadata"] = {card_entry()["uri"]: {"profile": profile}}
+        return rpc(shared, "SendMessage", {"message": message}, headers=extension, key=key)
+
+    research = send_as(alpha, "from prof-a research", "m-prof-1", "research")["result"]["task"]
+    plain = send_as(alpha, "from prof-a", "m-prof-2")["result"]["task"]
+    other = send_as(alpha_2, "from prof-a-2 research", "m-prof-3", "research")["result"]["task"]
+    senders = {e["message"]: e["sender"] for e in ledger(shared) if e["message"].startswith("from prof-a")}
+    assert senders == {
+        "from prof-a research": "peer:prof-a/research",
+        "from prof-a": "peer:prof-a",
+        "from prof-a-2 research": "peer:prof-a-2/research",
+    }, senders
+    listed = rpc(shared, "ListTasks", {}, headers=V1, key=alpha)["result"]
+    assert sorted(t["id"] for t in listed["tasks"]) == sorted([research["id"], plain["id"]]), listed
+    assert listed["totalSize"] == 2, listed
+    assert rpc(shared, "GetTask", {"id": research["id"]}, headers=V1, key=alpha)["result"]["id"] == research["id"]
+    assert rpc(shared, "GetTask", {"id": other["id"]}, headers=V1, key=alpha)["error"]["code"] == -32001
+    bad = send_as(alpha, "never recorded", "m-prof-4", "no spaces")
+    assert bad["error"]["code"] == -32602 and "profile" in bad["error"]["message"], bad
+    assert not [e for e in ledger(shared) if e["message"] == "never recorded"]
+
+
 # --- streaming, subscribing, listing, REST, 0.3 ---------------------------------------------------------
 
 

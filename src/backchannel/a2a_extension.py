@@ -5,14 +5,17 @@ the hop limit and the deadlock guard would stop at an A2A door. Between parties 
 extension (the server in its agent card's `capabilities.extensions`, the client in the `A2A-Extensions`
 header, `X-A2A-Extensions` in 0.3) the message's `metadata` carries them under the extension's URI:
 
-    {"metadata": {URI: {"hops": 2, "chain": ["peer:alpha/research", "builds"]}}}
+    {"metadata": {URI: {"hops": 2, "chain": ["peer:alpha/research", "builds"], "profile": "research"}}}
 
-The same meaning as the Hermes dialect's `X-Backchannel-Hops` and `X-Backchannel-Chain` headers. Plain
+The same meaning as the Hermes dialect's `X-Backchannel-Hops` and `X-Backchannel-Chain` headers; the
+optional `profile` is the sending profile, as `X-Hermes-Sender-Profile` (a peer's message is then from
+`peer:NAME/<profile>`, not `peer:NAME`). Plain
 dicts only: no A2A SDK here, so the client side and the server side share it without loading the SDK.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -23,14 +26,17 @@ HEADER = "A2A-Extensions"  # what the client lists the extensions it activates i
 MAX_HOPS = 1000  # as the HTTP dialect's X-Backchannel-Hops
 MAX_CHAIN = 64  # addresses; a longer chain is not a real wait chain
 MAX_ADDRESS_CHARS = 200
+PROFILE_RE = re.compile(r"[A-Za-z0-9_.@-]{1,64}\Z")  # what X-Hermes-Sender-Profile keeps of a profile name
 
 
 @dataclass(frozen=True)
 class HopsChain:
-    """How many agent-to-agent hops led to a message, and the addresses waiting on it (oldest first)."""
+    """How many agent-to-agent hops led to a message, the addresses waiting on it (oldest first), and the
+    profile that sent it (None: not said)."""
 
     hops: int = 0
     chain: tuple[str, ...] = ()
+    profile: str | None = None
 
 
 def card_entry() -> dict[str, object]:
@@ -38,14 +44,18 @@ def card_entry() -> dict[str, object]:
     return {
         "uri": URI,
         "description": "Backchannel's hop count and wait chain: message metadata under this URI, "
-        '{"hops": int, "chain": [address, ...]}; the hop limit and the deadlock guard hold across A2A.',
+        '{"hops": int, "chain": [address, ...], "profile": sending profile}; the hop limit and the deadlock'
+        " guard hold across A2A.",
         "required": False,
     }
 
 
 def metadata(value: HopsChain) -> dict[str, object]:
     """The message metadata entry a client sends (merge it into `Message.metadata`)."""
-    return {URI: {"hops": value.hops, "chain": list(value.chain)}}
+    entry: dict[str, object] = {"hops": value.hops, "chain": list(value.chain)}
+    if value.profile:
+        entry["profile"] = value.profile
+    return {URI: entry}
 
 
 def declared(card_extensions: object) -> bool:
@@ -86,4 +96,11 @@ def read(message_metadata: Mapping[str, object] | None) -> HopsChain:
         raise UsageError(
             f"metadata[{URI!r}].chain must be a list of at most {MAX_CHAIN} addresses", code="invalid_payload"
         )
-    return HopsChain(hops=hops, chain=tuple(a.strip() for a in chain))
+    profile = entry.get("profile")
+    if profile is not None and not (isinstance(profile, str) and PROFILE_RE.match(profile)):
+        raise UsageError(
+            f"metadata[{URI!r}].profile must be a profile name (letters, digits, _ . @ -, at most 64), got"
+            f" {str(profile)[:80]!r}",
+            code="invalid_payload",
+        )
+    return HopsChain(hops=hops, chain=tuple(a.strip() for a in chain), profile=profile)

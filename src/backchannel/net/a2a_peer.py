@@ -186,12 +186,21 @@ class A2APeerClient(OverTransport):
         return data["result"]
 
     async def _message(
-        self, message: str, *, key: str, hops: int, chain: tuple[str, ...], immediately: bool, timeout: float
+        self,
+        message: str,
+        *,
+        key: str,
+        sender: str,
+        hops: int,
+        chain: tuple[str, ...],
+        immediately: bool,
+        timeout: float,
     ) -> dict[str, Any]:
         card = await self.card()
         sent: dict[str, Any] = {"messageId": key, "role": "ROLE_USER", "parts": [{"text": message}]}
         if card is not None and card.extension:
-            sent["metadata"] = a2a_extension.metadata(a2a_extension.HopsChain(hops=hops, chain=chain))
+            carried = a2a_extension.HopsChain(hops=hops, chain=chain, profile=sender)
+            sent["metadata"] = a2a_extension.metadata(carried)
         params = {"message": sent, "configuration": {"returnImmediately": immediately}}
         result = await self._call("SendMessage", params, "the message", timeout=timeout)
         task = result.get("task") if isinstance(result, dict) else None
@@ -225,6 +234,7 @@ class A2APeerClient(OverTransport):
             task = await self._message(
                 message,
                 key=key,
+                sender=sender,
                 hops=hops,
                 chain=chain,
                 immediately=not blocking,
@@ -234,7 +244,9 @@ class A2APeerClient(OverTransport):
             if not blocking:
                 return self._unknown(key, f"{exc.message}; the task may be running there: do not resend")
             try:  # it deduplicates: the same messageId answers with the task it has
-                task = await self._message(message, key=key, hops=hops, chain=chain, immediately=True, timeout=10)
+                task = await self._message(
+                    message, key=key, sender=sender, hops=hops, chain=chain, immediately=True, timeout=10
+                )
             except PeerError as again:
                 return self._unknown(key, f"{again.message}; outcome unknown: a resend must reuse key {key!r}")
         except PeerRefused as exc:
@@ -265,7 +277,9 @@ class A2APeerClient(OverTransport):
     ) -> Result:
         """SendMessage with returnImmediately: a receipt with the task id (or a refusal, a failure)."""
         try:
-            task = await self._message(message, key=key, hops=hops, chain=chain, immediately=True, timeout=self.timeout)
+            task = await self._message(
+                message, key=key, sender=sender, hops=hops, chain=chain, immediately=True, timeout=self.timeout
+            )
         except PeerRefused as exc:
             return self._result(Outcome.REFUSED, None, key, code=exc.code, error=exc.message)
         result = self._of_task(task, key)

@@ -554,11 +554,13 @@ def has_held_expired(db: Database, now: float) -> bool:
 
 @dataclass(frozen=True)
 class TaskQuery:
-    """Which of a caller's A2A runs in a profile to list: `after` is the (updated_at, seq) of the last one
-    a previous page ended on; `since` keeps those updated at or after it."""
+    """Which of a caller's A2A runs in a profile to list: `sender`'s (with `sender_profiles`, also those from
+    `sender/<profile>`); `after` is the (updated_at, seq) of the last one a previous page ended on; `since`
+    keeps those updated at or after it."""
 
     profile: str
     sender: str
+    sender_profiles: bool = False
     session_id: str | None = None
     states: tuple[RunState, ...] = ()
     since: float | None = None
@@ -568,8 +570,15 @@ class TaskQuery:
 def a2a_tasks(db: Database, query: TaskQuery, *, limit: int) -> tuple[list[RunRow], int]:
     """A page of the runs `query.sender` sent to `query.profile` over A2A, most recently updated first, and
     how many match in all (every page): both read through the runs_a2a_tasks index."""
-    clauses = ["profile = ?", "sender = ?", "idempotency_key GLOB 'a2a:*'"]
-    params: list[Any] = [query.profile, query.sender]
+    clauses = ["profile = ?", "idempotency_key GLOB 'a2a:*'"]
+    params: list[Any] = [query.profile]
+    if query.sender_profiles:  # "peer:alpha" and "peer:alpha/<profile>": a range of the index ('0' follows '/')
+        family = f"{query.sender}/"
+        clauses.append("sender >= ? AND sender < ? AND (sender = ? OR substr(sender, 1, ?) = ?)")
+        params.extend((query.sender, f"{query.sender}0", query.sender, len(family), family))
+    else:
+        clauses.append("sender = ?")
+        params.append(query.sender)
     if query.session_id is not None:
         clauses.append("session_id = ?")
         params.append(query.session_id)

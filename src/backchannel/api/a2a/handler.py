@@ -106,7 +106,9 @@ class RunsHandler(RequestHandler):
 
     async def on_list_tasks(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
         who, profile = _scope(context)
-        return list_tasks(self.ctx.delivery, params, profile=profile, sender=_sender(who))
+        return list_tasks(
+            self.ctx.delivery, params, profile=profile, sender=_sender(who), profiles=who.peer is not None
+        )
 
     async def on_message_send_stream(
         self, params: SendMessageRequest, context: ServerCallContext
@@ -179,9 +181,9 @@ class RunsHandler(RequestHandler):
                 " with its contextId to stay in the same session"
             )
         text = _text(message)
-        sender = _sender(who)
         try:
             carried = _hops_chain(message)
+            sender = who.sender(carried.profile) if who.peer else PERSON_SENDER
             session = await self._session(who, profile, message.context_id)
             incoming = Incoming(
                 session=session,
@@ -235,7 +237,8 @@ def _scope(context: ServerCallContext) -> tuple[Caller, str]:
 
 
 def _sender(who: Caller) -> str:
-    """Whom a caller's A2A messages are from (as on_message_send files them): its tasks are those runs."""
+    """Whom a caller's A2A messages are from as `_accept` files them (a peer's also as `peer:NAME/<profile>`
+    when its message says the profile): its tasks are those runs."""
     return who.sender(None) if who.peer else PERSON_SENDER
 
 

@@ -21,8 +21,11 @@ from .tasks import STATES, task_of
 DEFAULT_PAGE_SIZE = 50
 
 
-def list_tasks(delivery: Delivery, params: ListTasksRequest, *, profile: str, sender: str) -> ListTasksResponse:
-    """One page of `sender`'s A2A tasks in `profile` as `params` asks for it."""
+def list_tasks(
+    delivery: Delivery, params: ListTasksRequest, *, profile: str, sender: str, profiles: bool = False
+) -> ListTasksResponse:
+    """One page of `sender`'s A2A tasks in `profile` as `params` asks for it (`profiles`: those it sent as
+    `sender/<profile>` too)."""
     validate_history_length(params)
     size = params.page_size if params.HasField("page_size") else DEFAULT_PAGE_SIZE
     validate_page_size(size)
@@ -32,6 +35,7 @@ def list_tasks(delivery: Delivery, params: ListTasksRequest, *, profile: str, se
     query = TaskQuery(
         profile=profile,
         sender=sender,
+        sender_profiles=profiles,
         session_id=params.context_id or None,
         states=states,
         since=_since(params),
