@@ -183,7 +183,7 @@ class RunsHandler(RequestHandler):
         text = _text(message)
         try:
             carried = _hops_chain(message)
-            sender = who.sender(carried.profile) if who.peer else PERSON_SENDER
+            sender = _sender(who, carried.profile)
             session = await self._session(who, profile, message.context_id)
             incoming = Incoming(
                 session=session,
@@ -236,10 +236,10 @@ def _scope(context: ServerCallContext) -> tuple[Caller, str]:
     return who, profile
 
 
-def _sender(who: Caller) -> str:
-    """Whom a caller's A2A messages are from as `_accept` files them (a peer's also as `peer:NAME/<profile>`
-    when its message says the profile): its tasks are those runs."""
-    return who.sender(None) if who.peer else PERSON_SENDER
+def _sender(who: Caller, profile: str | None = None) -> str:
+    """Whom a caller's A2A messages are from: a peer's `peer:NAME`, or `peer:NAME/<profile>` when its message
+    says the sending profile; a person's `human:a2a`. Its tasks are those runs."""
+    return who.sender(profile) if who.peer else PERSON_SENDER
 
 
 def _hops_chain(message: Message) -> a2a_extension.HopsChain:
