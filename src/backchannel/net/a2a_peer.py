@@ -186,20 +186,11 @@ class A2APeerClient(OverTransport):
         return data["result"]
 
     async def _message(
-        self,
-        message: str,
-        *,
-        key: str,
-        sender: str,
-        hops: int,
-        chain: tuple[str, ...],
-        immediately: bool,
-        timeout: float,
+        self, message: str, *, key: str, carried: a2a_extension.HopsChain, immediately: bool, timeout: float
     ) -> dict[str, Any]:
         card = await self.card()
         sent: dict[str, Any] = {"messageId": key, "role": "ROLE_USER", "parts": [{"text": message}]}
         if card is not None and card.extension:
-            carried = a2a_extension.HopsChain(hops=hops, chain=chain, profile=sender)
             sent["metadata"] = a2a_extension.metadata(carried)
         params = {"message": sent, "configuration": {"returnImmediately": immediately}}
         result = await self._call("SendMessage", params, "the message", timeout=timeout)
@@ -229,14 +220,13 @@ class A2APeerClient(OverTransport):
         again with the same messageId when the wait runs out; any other gets returnImmediately, then GetTask
         until the task ends or the wait does (so nothing is ever sent twice)."""
         blocking = wait > 0 and await self.dedups_chat()
+        carried = a2a_extension.HopsChain(hops=hops, chain=chain, profile=sender)
         started = time.monotonic()
         try:
             task = await self._message(
                 message,
                 key=key,
-                sender=sender,
-                hops=hops,
-                chain=chain,
+                carried=carried,
                 immediately=not blocking,
                 timeout=max(wait, 0.001) if blocking else self.timeout,
             )
@@ -244,9 +234,7 @@ class A2APeerClient(OverTransport):
             if not blocking:
                 return self._unknown(key, f"{exc.message}; the task may be running there: do not resend")
             try:  # it deduplicates: the same messageId answers with the task it has
-                task = await self._message(
-                    message, key=key, sender=sender, hops=hops, chain=chain, immediately=True, timeout=10
-                )
+                task = await self._message(message, key=key, carried=carried, immediately=True, timeout=10)
             except PeerError as again:
                 return self._unknown(key, f"{again.message}; outcome unknown: a resend must reuse key {key!r}")
         except PeerRefused as exc:
@@ -277,9 +265,8 @@ class A2APeerClient(OverTransport):
     ) -> Result:
         """SendMessage with returnImmediately: a receipt with the task id (or a refusal, a failure)."""
         try:
-            task = await self._message(
-                message, key=key, sender=sender, hops=hops, chain=chain, immediately=True, timeout=self.timeout
-            )
+            carried = a2a_extension.HopsChain(hops=hops, chain=chain, profile=sender)
+            task = await self._message(message, key=key, carried=carried, immediately=True, timeout=self.timeout)
         except PeerRefused as exc:
             return self._result(Outcome.REFUSED, None, key, code=exc.code, error=exc.message)
         result = self._of_task(task, key)
