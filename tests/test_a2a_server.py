@@ -172,7 +172,7 @@ def test_a_peer_keys_message_is_framed_as_that_peers(gateway: GatewayProcess) ->
         sessions.append(task.context_id)
 
     with_client(gateway, body, key=key)
-    assert [e["sender"] for e in ledger(gateway) if e["message"] == "hello from spark"] == ["peer:spark"]
+    assert [e["sender"] for e in ledger(gateway) if e["message"] == "hello from spark"] == ["peer:spark/default"]
     r = httpx.get(f"{gateway.url}/api/sessions/{sessions[0]}/messages", headers=gateway.headers(), trust_env=False)
     users = [m["content"] for m in r.json()["data"] if m["role"] == "user"]
     assert len(users) == 1 and users[0].startswith("[Message from peer spark"), users
@@ -341,7 +341,7 @@ def test_a_peers_message_is_from_the_profile_its_extension_names_and_listed_with
     senders = {e["message"]: e["sender"] for e in ledger(shared) if e["message"].startswith("from prof-a")}
     assert senders == {
         "from prof-a research": "peer:prof-a/research",
-        "from prof-a": "peer:prof-a",
+        "from prof-a": "peer:prof-a/default",
         "from prof-a-2 research": "peer:prof-a-2/research",
     }, senders
     listed = rpc(shared, "ListTasks", {}, headers=V1, key=alpha)["result"]

@@ -38,7 +38,7 @@ def test_every_reserved_prefix_is_refused_from_outside(prefix: str) -> None:
 
 
 def test_the_reserved_prefixes_are_the_ones_the_gateway_makes() -> None:
-    assert set(keys.RESERVED_PREFIXES) == {"dedup:", "send:", "wake:", "a2a:"}
+    assert set(keys.RESERVED_PREFIXES) == {"dedup:", "send:", "wake:", "a2a:", "peer:"}
 
 
 @pytest.mark.parametrize(
@@ -49,6 +49,7 @@ def test_the_reserved_prefixes_are_the_ones_the_gateway_makes() -> None:
         keys.agent_send(RUN, "bob", "hi", 0),
         keys.dedup(keys.fingerprint("a", "s", "m"), RUN),
         keys.a2a("peer:spark", "default", "m-1"),
+        keys.of_caller("peer:spark/default", "ticket-1"),
     ],
 )
 def test_every_key_the_gateway_makes_is_refused_from_outside(key: str) -> None:

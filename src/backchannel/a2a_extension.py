@@ -9,7 +9,7 @@ header, `X-A2A-Extensions` in 0.3) the message's `metadata` carries them under t
 
 The same meaning as the Hermes dialect's `X-Backchannel-Hops` and `X-Backchannel-Chain` headers; the
 optional `profile` is the sending profile, as `X-Hermes-Sender-Profile` (a peer's message is then from
-`peer:NAME/<profile>`, not `peer:NAME`). Plain
+`peer:NAME/<profile>`; without it, `peer:NAME/default`). Plain
 dicts only: no A2A SDK here, so the client side and the server side share it without loading the SDK.
 """
 

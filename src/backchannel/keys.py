@@ -1,6 +1,7 @@
 """Idempotency keys: who makes which, the internal prefixes nobody outside may use, and content fingerprints.
 
-- a key given by a caller (HTTP `Idempotency-Key`, `--idempotency-key`) is used as it is;
+- a key given by a caller (HTTP `Idempotency-Key`, `--idempotency-key`) is that caller's: the person's is kept
+  as it is, a peer's under its sender (`peer:NAME/<profile>>KEY`), so one caller's key never names another's run;
 - an agent's send from inside a turn: the sending turn's run, the target, the text and its ordinal in
   the turn, so a turn re-run after a crash does not send twice and a later turn always sends;
 - a person's CLI command: a fresh key per invocation (retries inside it reuse it);
@@ -23,7 +24,9 @@ AUTO = "dedup:"
 SEND = "send:"
 WAKE = "wake:"
 A2A = "a2a:"
-RESERVED_PREFIXES = (AUTO, SEND, WAKE, A2A)
+PEER = "peer:"  # a peer's own key, kept under its sender
+RESERVED_PREFIXES = (AUTO, SEND, WAKE, A2A, PEER)
+SCOPE_END = ">"  # between a peer's sender and its key (neither peer names nor sending profiles hold it)
 
 
 def check_external(key: str | None) -> str | None:
@@ -37,6 +40,21 @@ def check_external(key: str | None) -> str | None:
             f"idempotency keys starting with {', '.join(map(repr, RESERVED_PREFIXES))} are reserved for the gateway",
             code="invalid_idempotency_key",
         )
+    return key
+
+
+def of_caller(sender: str, key: str | None) -> str | None:
+    """The key a caller's message is filed under: the person's as given, a peer's under its sender (another
+    peer, or the person, may use the same words for a key of their own); the gateway's own keys as they are."""
+    if key is None or sender.startswith("human:") or key.startswith(RESERVED_PREFIXES):
+        return key
+    return f"{sender}{SCOPE_END}{key}"
+
+
+def given(key: str) -> str:
+    """The key as its caller gave it (a peer's without the sender it is filed under)."""
+    if key.startswith(PEER) and SCOPE_END in key:
+        return key.partition(SCOPE_END)[2]
     return key
 
 

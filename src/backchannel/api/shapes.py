@@ -104,7 +104,7 @@ def send_result(d: Delivered, *, profile: str, ahead: int | None = None) -> dict
         "status_detail": _status_detail(run, ahead),
         "send_id": uuid.uuid4().hex,
         "delivery_id": run.id,
-        "idempotency_key": run.idempotency_key,
+        "idempotency_key": run.given_key,
         "replayed": result.replayed,
         "peer": None,
         "profile": profile,

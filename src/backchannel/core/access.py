@@ -46,10 +46,17 @@ class Caller:
     def reaches(self, profile: str) -> bool:
         return self.is_person or any(fnmatchcase(profile, p) for p in self.profiles)
 
-    def sender(self, sender_profile: str | None) -> str:
-        """The address a peer's message is from: `peer:NAME`, or `peer:NAME/<its X-Hermes-Sender-Profile>`."""
+    @property
+    def principal(self) -> str:
+        """The peer as a whole, `peer:NAME`: what every one of its senders `peer:NAME/<profile>` belongs to."""
         assert self.peer is not None
-        return f"peer:{self.peer}/{sender_profile}" if sender_profile else f"peer:{self.peer}"
+        return f"peer:{self.peer}"
+
+    def sender(self, sender_profile: str | None) -> str:
+        """The address a peer's message is from: `peer:NAME/<its sending profile>` (X-Hermes-Sender-Profile,
+        or the A2A extension's `profile`), and `peer:NAME/default` when it names none, so that every rule
+        (accept, hold, budgets, the ledger) sees one address for one sender whatever the client sends."""
+        return f"{self.principal}/{sender_profile or DEFAULT_PROFILE}"
 
     def sent(self, sender: str) -> bool:
         """Whether a run with this sender was sent with this key."""

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import policy
+from .. import keys, policy
 from ..errors import BodyTooLarge, NotFound, Refused, StoreError, UsageError
 from ..framing import is_human
 from ..home.config import GatewayConfig
@@ -155,7 +155,7 @@ class Delivery:
                 profile=session.profile,
                 session_id=session.id,
                 message=incoming.text,
-                idempotency_key=incoming.key,
+                idempotency_key=keys.of_caller(incoming.sender, incoming.key),  # one caller's key is its own
                 hops=hops,
                 chain=chain,
                 wait_seconds=None if is_human(incoming.sender) else wait,  # a peer's wait: what may deadlock
@@ -295,7 +295,7 @@ class Delivery:
             code=run.error_code if outcome in (Outcome.FAILED, Outcome.REFUSED) else None,
             error=run.error if outcome in (Outcome.FAILED, Outcome.REFUSED) else None,
             replayed=replayed,
-            idempotency_key=run.idempotency_key,
+            idempotency_key=run.given_key,
             waited=waited,
         )
 

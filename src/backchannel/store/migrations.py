@@ -5,6 +5,8 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 
+from .. import keys
+
 
 def _run(conn: sqlite3.Connection, script: str) -> None:
     # executescript() would commit the surrounding transaction; run statement by statement instead.
@@ -212,6 +214,35 @@ def m0010_web_logouts(conn: sqlite3.Connection) -> None:
     _run(conn, "CREATE TABLE web_logouts (sid TEXT PRIMARY KEY, until REAL NOT NULL)")
 
 
+def m0013_peer_senders_and_their_keys(conn: sqlite3.Connection) -> None:
+    """A peer's message without a sending profile is from `peer:NAME/default` (as every rule now sees it), and
+    a peer's own idempotency keys are its own (filed under its sender): the runs and refusals recorded before
+    are brought to both, so a peer's retry of an old message is still its replay and the person's keys keep
+    their meaning. A rewritten key another run already holds is left as it was (that run stays findable)."""
+    for row in conn.execute(
+        "SELECT seq, sender, session_id, message, idempotency_key FROM runs WHERE sender GLOB 'peer:*'"
+        " AND idempotency_key NOT GLOB 'wake:*'"
+    ).fetchall():
+        old_sender, old_key = str(row[1]), str(row[4])
+        sender = old_sender if "/" in old_sender else f"{old_sender}/default"
+        key = old_key
+        if old_key.startswith(f"a2a:{old_sender}>"):  # an A2A messageId, scoped to the sender already
+            key = f"a2a:{sender}>" + old_key[len(f"a2a:{old_sender}>") :]
+        elif not old_key.startswith(("dedup:", "send:", "wake:", "a2a:", "peer:")):  # the peer's own key
+            key = f"{sender}>{old_key}"
+        if key != old_key and conn.execute("SELECT 1 FROM runs WHERE idempotency_key = ?", (key,)).fetchone():
+            key = old_key
+        if (sender, key) == (old_sender, old_key):
+            continue
+        conn.execute(
+            "UPDATE runs SET sender = ?, idempotency_key = ?, fingerprint = ? WHERE seq = ?",
+            (sender, key, keys.fingerprint(sender, str(row[2]), str(row[3])), row[0]),
+        )
+    conn.execute(
+        "UPDATE refusals SET sender = sender || '/default' WHERE sender GLOB 'peer:*' AND sender NOT GLOB '*/*'"
+    )
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0001_sessions_messages", m0001_sessions_messages),
     ("0002_runs", m0002_runs),
@@ -223,4 +254,5 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0008_peer_keys_and_peer_senders", m0008_peer_keys_and_peer_senders),
     ("0009_a2a_tasks", m0009_a2a_tasks),
     ("0010_web_logouts", m0010_web_logouts),
+    ("0013_peer_senders_and_their_keys", m0013_peer_senders_and_their_keys),
 ]

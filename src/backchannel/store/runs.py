@@ -65,6 +65,11 @@ class RunRow:
     wait_seconds: float | None = None
     wake: bool = False
 
+    @property
+    def given_key(self) -> str:
+        """The idempotency key as its sender gave it (a peer's is filed under its sender)."""
+        return keys.given(self.idempotency_key)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "run_id": self.id,
@@ -79,7 +84,7 @@ class RunRow:
             "error": self.error,
             "error_code": self.error_code,
             "attempts": self.attempts,
-            "idempotency_key": self.idempotency_key,
+            "idempotency_key": self.given_key,
             "created_at": self.created_at,
             "updated_at": self.updated_at,
             "started_at": self.started_at,
@@ -242,7 +247,7 @@ def record(
             row = conn.execute("SELECT * FROM runs WHERE idempotency_key = ?", (key,)).fetchone()
     if not created and row["fingerprint"] != fp:
         raise Conflict(
-            f"idempotency key {key!r} was already used for a different message or target (run {row['id']})",
+            f"idempotency key {keys.given(key)!r} was already used for a different message or target (run {row['id']})",
             code="idempotency_key_conflict",
         )
     return _run(row), created

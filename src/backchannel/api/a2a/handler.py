@@ -107,7 +107,11 @@ class RunsHandler(RequestHandler):
     async def on_list_tasks(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
         who, profile = _scope(context)
         return list_tasks(
-            self.ctx.delivery, params, profile=profile, sender=_sender(who), profiles=who.peer is not None
+            self.ctx.delivery,
+            params,
+            profile=profile,
+            sender=PERSON_SENDER if who.is_person else who.principal,
+            profiles=not who.is_person,
         )
 
     async def on_message_send_stream(
@@ -237,8 +241,8 @@ def _scope(context: ServerCallContext) -> tuple[Caller, str]:
 
 
 def _sender(who: Caller, profile: str | None = None) -> str:
-    """Whom a caller's A2A messages are from: a peer's `peer:NAME`, or `peer:NAME/<profile>` when its message
-    says the sending profile; a person's `human:a2a`. Its tasks are those runs."""
+    """Whom a caller's A2A messages are from: a peer's `peer:NAME/<profile>` (`peer:NAME/default` when its
+    message says no sending profile); a person's `human:a2a`. Its tasks are those runs."""
     return who.sender(profile) if who.peer else PERSON_SENDER
 
 

@@ -1,0 +1,186 @@
+"""The breaks the security audit found (issue 21), each closed through the public surface: a real gateway
+process, raw HTTP with the person's key and with peers' keys, the real CLI.
+
+1. a peer message without a sending profile is `peer:NAME/default` for every rule (hold, accept, …);
+4. idempotency keys are their caller's: a peer's key never names the person's run, nor the other way round;
+   runs recorded before keep their meaning (migration 0013).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from backchannel.home import config
+from backchannel.home.profiles import DEFAULT_PROFILE
+from backchannel.store import db as store_db
+from backchannel.store import migrations
+from backchannel.store import runs as runstore
+from backchannel.store import sessions as sessionstore
+from conftest import GatewayProcess, free_port
+from gateway_http import set_messaging
+from test_trust_keys import as_key, bot_chat, ledger, make_key, person
+
+A2A_V1 = {"A2A-Version": "1.0"}
+
+
+def chat(c: httpx.Client, session_id: str, text: str, *, key: str | None = None, **headers: str) -> httpx.Response:
+    """A Hermes-style chat as the key's caller; no X-Hermes-Sender-Profile unless given."""
+    sent = {"X-Hermes-Wait-Seconds": "5", **headers}
+    if key is not None:
+        sent["Idempotency-Key"] = key
+    return c.post(f"/api/sessions/{session_id}/chat", json={"message": text}, headers=sent)
+
+
+def a2a_send(c: httpx.Client, text: str, message_id: str) -> dict[str, Any]:
+    """SendMessage over JSON-RPC without the Backchannel extension: no sending profile said."""
+    message = {"messageId": message_id, "role": "ROLE_USER", "parts": [{"text": text}]}
+    r = c.post(
+        "/a2a/jsonrpc",
+        json={"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}},
+        headers=A2A_V1,
+    )
+    assert r.status_code == 200, r.text
+    body: dict[str, Any] = r.json()
+    return body
+
+
+# --- 1. no sending profile is the default profile, for every rule ----------------------------------------
+
+
+def test_a_peer_without_a_sending_profile_is_held_by_a_hold_on_its_profiles(gateway: GatewayProcess) -> None:
+    """`hold: ["peer:spark/*"]` holds spark's messages whether its client names a sending profile or not, over
+    the Hermes dialect and A2A alike; `accept` with the same pattern lets them in."""
+    key = make_key("spark")
+    set_messaging(gateway.root, "default", hold=["peer:spark/*"], accept=["peer:spark/*"])
+    with as_key(gateway, key) as c, person(gateway) as p:
+        sid = bot_chat(c)
+        plain = chat(c, sid, "no profile said", key="np-1")  # neither X-Hermes-Sender-Profile nor the extension
+        assert plain.status_code == 202, plain.text
+        assert plain.json()["status"] == "held", plain.text
+        named = chat(c, sid, "profile said", key="np-2", **{"X-Hermes-Sender-Profile": "default"})
+        assert named.json()["result"] == "held", named.text
+        task = a2a_send(c, "no profile over a2a", "np-3")["result"]["task"]
+        assert task["status"]["state"] == "TASK_STATE_SUBMITTED", task
+        assert task["status"]["message"]["metadata"]["code"] == "held", task
+        entries = {e["message"]: e for e in ledger(p)}
+    for text in ("no profile said", "profile said", "no profile over a2a"):
+        assert (entries[text]["sender"], entries[text]["state"]) == ("peer:spark/default", "held"), entries[text]
+
+
+# --- 4. idempotency keys are their caller's --------------------------------------------------------------
+
+
+def test_a_peer_taking_a_key_first_never_answers_the_persons_send_with_it(gateway: GatewayProcess) -> None:
+    """A peer sends with `ticket-123` first; the person's later send with the same key is the person's own run
+    (not a 409 naming the peer's); each caller's retry is a replay of its own run only."""
+    key = make_key("spark")
+    with as_key(gateway, key) as c, person(gateway) as p:
+        sid = bot_chat(c)
+        theirs = chat(c, sid, "the peer's ticket", key="ticket-123", **{"X-Hermes-Sender-Profile": "default"})
+        assert theirs.status_code == 200, theirs.text
+        mine = chat(p, sid, "the person's ticket", key="ticket-123")
+        assert mine.status_code == 200, mine.text
+        assert mine.json()["message"]["content"] == "default (echo): the person's ticket"
+        again = chat(p, sid, "the person's ticket", key="ticket-123")
+        assert again.json()["replayed"] is True and again.json()["run_id"] == mine.json()["run_id"], again.text
+        replay = chat(c, sid, "the peer's ticket", key="ticket-123", **{"X-Hermes-Sender-Profile": "default"})
+        assert replay.json()["replayed"] is True and replay.json()["idempotency_key"] == "ticket-123", replay.text
+        assert replay.json()["delivery_id"] == theirs.json()["delivery_id"]
+
+        # /v1/runs the same way round: the person first, then the peer.
+        first = p.post("/v1/runs", json={"input": "the person's run"}, headers={"Idempotency-Key": "ticket-7"})
+        second = c.post("/v1/runs", json={"input": "the peer's run"}, headers={"Idempotency-Key": "ticket-7"})
+        assert (first.status_code, second.status_code) == (202, 202), (first.text, second.text)
+        assert first.json()["run_id"] != second.json()["run_id"] and second.json()["replayed"] is False
+        # The peer still cannot read the person's run, and a conflict names only the caller's own key and run.
+        assert c.get(f"/v1/runs/{first.json()['run_id']}").status_code == 403
+        clash = c.post("/v1/runs", json={"input": "other words"}, headers={"Idempotency-Key": "ticket-7"})
+        assert clash.status_code == 409, clash.text
+        assert second.json()["run_id"] in clash.text and first.json()["run_id"] not in clash.text
+        assert "'ticket-7'" in clash.json()["error"]["message"]
+        runs = {e["message"]: e for e in ledger(p)}
+    assert runs["the person's run"]["sender"] == "human:api"
+    assert runs["the peer's run"]["sender"] == "peer:spark/default"
+
+
+def test_a_peer_key_may_not_take_the_form_of_a_filed_one(gateway: GatewayProcess) -> None:
+    key = make_key("spark")
+    with as_key(gateway, key) as c:
+        sid = bot_chat(c)
+        r = chat(c, sid, "sneaky", key="peer:other/default>ticket-1")
+    assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_idempotency_key", r.text
+
+
+def _store_before_0013(root: Path) -> None:
+    """state.db as a gateway made it before migration 0013: a peer's runs under `peer:NAME` (no profile said)
+    and `peer:NAME/default`, filed under the keys they gave, one of them an A2A messageId."""
+    everything = list(migrations.MIGRATIONS)
+    older = [m for m in everything if m[0] < "0013"]
+    try:
+        migrations.MIGRATIONS[:] = older
+        db = store_db.Database(config.db_path(root))
+        try:
+            session = sessionstore.create_session(db, DEFAULT_PROFILE, title="Bot Chat", source="test")
+            for sender, message, key in (
+                ("peer:spark", "an old message of spark", "ticket-9"),
+                ("peer:spark/default", "an old one with its profile", "ticket-10"),
+                ("peer:spark", "an old a2a message", f"a2a:peer:spark>{DEFAULT_PROFILE}:m-old"),
+            ):
+                run, _ = runstore.record(
+                    db,
+                    runstore.NewRun(
+                        sender=sender,
+                        profile=DEFAULT_PROFILE,
+                        session_id=session.id,
+                        message=message,
+                        idempotency_key=key,
+                    ),
+                    claim_for="before-0013",
+                )
+                ended = runstore.finish(
+                    db, run.id, owner="before-0013", state=runstore.RunState.COMPLETED, reply=f"old reply to {message}"
+                )
+                assert ended is not None
+        finally:
+            db.close()
+    finally:
+        migrations.MIGRATIONS[:] = everything
+
+
+def test_runs_recorded_before_keep_their_meaning(initialised: Path) -> None:
+    """After migration 0013 a peer's retry of an old message is its replay (also one that said no profile, also
+    an A2A messageId), and the person's send with a key the peer used is the person's own new run."""
+    _store_before_0013(initialised)
+    key = make_key("spark")
+    gw = GatewayProcess(initialised, free_port())
+    data = config.load_yaml(config.config_path(initialised))
+    data["gateway"]["port"] = gw.port
+    config.write_yaml(config.config_path(initialised), data)
+    gw.start()
+    try:
+        with as_key(gw, key) as c, person(gw) as p:
+            sid = bot_chat(c)
+            old = {e["message"]: e for e in ledger(p)}
+            assert old["an old message of spark"]["sender"] == "peer:spark/default"
+            replay = chat(c, sid, "an old message of spark", key="ticket-9")
+            assert replay.status_code == 200 and replay.json()["message"]["content"] == (
+                "old reply to an old message of spark"
+            ), replay.text
+            named = chat(
+                c, sid, "an old one with its profile", key="ticket-10", **{"X-Hermes-Sender-Profile": "default"}
+            )
+            assert (
+                named.json()["replayed"] is True and named.json()["reply"] == "old reply to an old one with its profile"
+            )
+            task = a2a_send(c, "an old a2a message", "m-old")["result"]["task"]
+            assert task["id"] == old["an old a2a message"]["run_id"], task
+            mine = chat(p, sid, "the person's own ticket", key="ticket-9")
+            assert mine.status_code == 200, mine.text
+            assert mine.json()["message"]["content"] == "default (echo): the person's own ticket"
+            runs = [e for e in ledger(p) if e["message"].startswith(("an old", "the person's own"))]
+        assert len(runs) == 4, runs  # nothing ran twice
+    finally:
+        gw.kill()
