@@ -1,18 +1,27 @@
 """How a message is shown to the agent that receives it: a person's words as they are, anyone else's framed.
 
 The frame's lines are the only ones of their kind in a model's input: each line of another agent's text
-that begins with a bracket (after blanks and invisible characters; `[` and its look-alikes) is shown
-with a backslash before it, so no text can open, close or fake a frame. The store keeps the raw text.
+that begins with a bracket (after blanks, invisible characters and combining marks) is shown with a
+backslash before it, so no text can open, close or fake a frame. A bracket is told by its Unicode
+properties, not by a list: any opening or closing punctuation (Ps, Pe: every bracket of every script,
+fullwidth and small forms included), anything whose name says BRACKET (the bracket pieces ⎡ ⎣ ⎤ …), anything
+whose compatibility form begins with one (⑴, ［), and a character this Python's Unicode data does not know
+or a private-use one (it could be a bracket to the model's font). Unicode's own confusables data
+(UTS #39) has no entry for `[` or `]` at all, so it adds nothing here. The store keeps the raw text.
+
+Backchannel's own lines (the frame, a wake-up's heading naming the message it answers) are never escaped.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from dataclasses import dataclass
 
-BRACKETS = frozenset("[［⟦〚【〔⁅")
 ESCAPE = "\\"
+_CLEAR = ("Cc", "Cf", "Zs", "Zl", "Zp", "Mn", "Mc", "Me")  # blanks, invisible characters, marks: looked past
+_UNKNOWN = ("Cn", "Co")  # unassigned here, or private use: taken for a bracket
 
 _FRAME_RE = re.compile(r"\[Message from (?P<origin>.+?) via (?P<via>.+?) — another agent, not your user\]\n")
 
@@ -41,13 +50,28 @@ def quote(text: str) -> str:
     return "".join(ESCAPE + line if _opens_with_bracket(line) else line for line in lines)
 
 
-def frame(sender: str, message: str, *, via: str = "send_to_session") -> str:
-    """Provenance first, so another agent's text is never taken for the person's."""
+def frame(sender: str, message: str, *, via: str = "send_to_session", heading: str | None = None) -> str:
+    """Provenance first, so another agent's text is never taken for the person's. `heading` is a line of
+    Backchannel's own (a wake-up's `[Reply to your message …]`): shown after the frame as it is."""
     if is_human(sender):
         return message
     if sender.startswith("peer:") and via == "send_to_session":
         via = "the peer API"
-    return f"[Message from {origin(sender)} via {via} — another agent, not your user]\n{quote(message)}"
+    own = f"{heading}\n" if heading else ""
+    return f"[Message from {origin(sender)} via {via} — another agent, not your user]\n{own}{quote(message)}"
+
+
+def reply_heading(run_id: str, message: str) -> str:
+    """The first line of a wake-up, Backchannel's own: which of the sender's messages it answers (one line: the
+    message's first line, quoted with repr, so no line break or control character of it gets through)."""
+    first_line = message.strip().splitlines()[0][:120] if message.strip() else ""
+    return f"[Reply to your message {run_id} ({first_line!r})]"
+
+
+def split_reply(text: str) -> tuple[str, str]:
+    """A wake-up's text as `reply_heading` and `Wakes` made it: (our heading, the outcome that answers)."""
+    heading, _, outcome = text.partition("\n")
+    return heading, outcome
 
 
 def frame_reply(sender: str, message: str, *, via: str) -> str:
@@ -57,10 +81,20 @@ def frame_reply(sender: str, message: str, *, via: str) -> str:
 
 def _opens_with_bracket(line: str) -> bool:
     for char in line:
-        if char.isspace() or unicodedata.category(char) in ("Cf", "Cc", "Zs"):
+        if char.isspace() or unicodedata.category(char) in _CLEAR:
             continue
-        return char in BRACKETS
+        return is_bracket(char)
     return False
+
+
+@functools.lru_cache(maxsize=4096)
+def is_bracket(char: str) -> bool:
+    """Whether a model could take `char` for a bracket that opens a frame line (see the module's docstring)."""
+    category = unicodedata.category(char)
+    if category in ("Ps", "Pe") or category in _UNKNOWN or "BRACKET" in unicodedata.name(char, ""):
+        return True
+    folded = unicodedata.normalize("NFKC", char)
+    return folded != char and bool(folded) and is_bracket(folded[0])
 
 
 def unframe(content: str) -> Framed | None:

@@ -23,7 +23,7 @@ from ..outcome import Outcome, Result, of_state
 from ..store import outbound as outstore
 from ..store.db import Database
 from .commits import commits
-from .wakes import Wakes, reply_text
+from .wakes import Wakes, failure_text, reply_text
 
 if TYPE_CHECKING:
     from ..net.a2a_card import AgentCard
@@ -317,7 +317,7 @@ class Outbound:
         if row is None or not result.outcome.settled:
             return result
         done = result.outcome is Outcome.DELIVERED
-        text = (result.reply or "") if done else f"({result.state or result.code}: {result.error or 'no reply'})"
+        text = (result.reply or "") if done else failure_text(str(result.state or result.code), result.error)
         if row.wake and row.sender_session:
             woken = self.wakes.deliver(
                 session_id=row.sender_session,

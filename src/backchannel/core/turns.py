@@ -11,7 +11,7 @@ from ..agent.engines.cache import EngineCache
 from ..agent.loop import TurnProgress, run_turn
 from ..agent.tools.base import Sender, Tool, ToolContext
 from ..agent.tools.mcp import McpTools
-from ..framing import frame
+from ..framing import frame, split_reply
 from ..messages import Message
 from ..store import sessions as sessionstore
 from ..store.db import Database
@@ -68,8 +68,12 @@ class Turns:
             sender=self.sender,
         )
         text = await self.prepare(ctx, run) if self.prepare is not None else run.message
-        via = "a reply to your message" if keys.is_wake(run.idempotency_key) else "send_to_session"
-        incoming = Message(role="user", content=frame(run.sender, text, via=via))
+        if keys.is_wake(run.idempotency_key):  # our own heading stays as it is; only the outcome is the other's
+            heading, outcome = split_reply(text)
+            content = frame(run.sender, outcome, via="a reply to your message", heading=heading)
+        else:
+            content = frame(run.sender, text)
+        incoming = Message(role="user", content=content)
 
         def emit(event: str, **data: Any) -> None:
             self.hub.publish(run.id, event, **data)

@@ -11,11 +11,13 @@ import logging
 
 from .. import keys, policy
 from ..errors import BackchannelError
+from ..framing import reply_heading
 from ..store.runs import NewRun, RunRow, RunState
 from .directory import Directory
 from .queue import RunQueue
 
 log = logging.getLogger("backchannel.wakes")
+MAX_ERROR_CHARS = 2000  # of a failure's reason in a wake-up (a deny's reason, a peer's error): what an agent reads
 
 
 class Wakes:
@@ -32,7 +34,7 @@ class Wakes:
         if run.state is RunState.COMPLETED:
             outcome = run.reply or "(no reply)"
         else:
-            outcome = f"({run.state.value}: {run.error or 'no reply'})"
+            outcome = failure_text(run.state.value, run.error)
         woken = self.deliver(
             session_id=run.sender_session,
             text=reply_text(run.id, run.message, outcome),
@@ -74,6 +76,15 @@ class Wakes:
 
 
 def reply_text(run_id: str, message: str, outcome: str) -> str:
-    """The text a woken sender reads: which of its messages this answers, then the outcome."""
-    first_line = message.strip().splitlines()[0][:120] if message.strip() else ""
-    return f"[Reply to your message {run_id} ({first_line!r})]\n{outcome}"
+    """The text a woken sender reads: which of its messages this answers (our own heading line, shown to its
+    model as it is), then the outcome (escaped like any other agent's text)."""
+    return f"{reply_heading(run_id, message)}\n{outcome}"
+
+
+def failure_text(state: str, error: str | None) -> str:
+    """A failed end as a wake-up says it, `(state: why)`; a reason past MAX_ERROR_CHARS is cut (a deny's reason
+    or a peer's error is not pasted whole into the sender's session)."""
+    why = error or "no reply"
+    if len(why) > MAX_ERROR_CHARS:
+        why = f"{why[:MAX_ERROR_CHARS]}… ({len(why) - MAX_ERROR_CHARS} more characters not shown)"
+    return f"({state}: {why})"
