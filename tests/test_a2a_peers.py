@@ -127,6 +127,9 @@ def test_the_extension_carries_hops_chain_and_the_sending_profile_when_the_card_
     result = run_cli("peer", "dm", "echo", "/seen")
     assert result.exit_code == 0, result.stderr
     seen = json.loads(result.stdout.removeprefix("echo: "))
+    exchange = seen["metadata"][EXTENSION].pop("exchange")  # the person's message begins an exchange of ours
+    gateway_id = config.load_gateway_config(initialised).gateway_id
+    assert exchange.startswith(f"{gateway_id}:xch_"), exchange
     carried = {"hops": 0.0, "chain": [], "profile": "default"}
     assert seen == {"metadata": {EXTENSION: carried}, "extensions": [EXTENSION]}, seen
     result = run_cli("peer", "dm", "plain", "/seen")

@@ -2,6 +2,8 @@
 process, raw HTTP with the person's key and with peers' keys, the real CLI.
 
 1. a peer message without a sending profile is `peer:NAME/default` for every rule (hold, accept, …);
+2. the hop floor binds an exchange: a fresh one starts at its own hop, a second name for the same gateway
+   does not reset one (the two-gateway loops are in test_exchanges_e2e.py);
 4. idempotency keys are their caller's: a peer's key never names the person's run, nor the other way round;
    runs recorded before keep their meaning (migration 0013);
 5. no look-alike bracket gets past the frame escaping, and Backchannel's own wake-up heading is never escaped.
@@ -72,6 +74,38 @@ def test_a_peer_without_a_sending_profile_is_held_by_a_hold_on_its_profiles(gate
         entries = {e["message"]: e for e in ledger(p)}
     for text in ("no profile said", "profile said", "no profile over a2a"):
         assert (entries[text]["sender"], entries[text]["state"]) == ("peer:spark/default", "held"), entries[text]
+
+
+# --- 2. the hop floor binds an exchange -------------------------------------------------------------------
+
+
+def test_the_hop_floor_binds_an_exchange_whichever_key_it_comes_by(gateway: GatewayProcess) -> None:
+    """A peer's hop is never lower than its exchange reached here, also by another key of the same gateway
+    (a second peer name); a message of a fresh exchange is at its own hop. A peer naming no exchange (a
+    Hermes gateway) is held to what it reached, as before."""
+    spark, spark2, hermes = make_key("spark"), make_key("spark2"), make_key("hermes")
+
+    def send(key: str, text: str, hops: int, exchange: str | None) -> httpx.Response:
+        headers = {"X-Hermes-Sender-Profile": "default", "X-Backchannel-Hops": str(hops)}
+        if exchange is not None:
+            headers["X-Backchannel-Exchange"] = exchange
+        with as_key(gateway, key) as c:
+            return chat(c, bot_chat(c), text, key=f"k-{text}", **headers)
+
+    ex = "gw-elsewhere:run_0123456789abcdef0123456789abcdef"
+    assert send(spark, "at hop three", 3, ex).json()["result"] == "delivered"
+    assert send(spark, "back to zero in it", 0, ex).json()["result"] == "delivered"
+    assert send(spark2, "by its other name", 0, ex).json()["result"] == "delivered"
+    assert send(spark, "a fresh exchange", 0, "gw-elsewhere:run_fedcba9876543210fedcba9876543210").status_code == 200
+    assert send(hermes, "no exchange at two", 2, None).json()["result"] == "delivered"
+    assert send(hermes, "no exchange at zero", 0, None).json()["result"] == "delivered"
+    bad = send(spark, "a malformed exchange", 0, "no colon here")
+    assert bad.status_code == 400 and "X-Backchannel-Exchange" in bad.json()["error"]["message"], bad.text
+    with person(gateway) as p:
+        hops = {e["message"]: e["hops"] for e in ledger(p)}
+    assert hops["back to zero in it"] == 3 and hops["by its other name"] == 3, hops
+    assert hops["a fresh exchange"] == 0 and hops["no exchange at zero"] == 2, hops
+    assert "a malformed exchange" not in hops
 
 
 # --- 4. idempotency keys are their caller's --------------------------------------------------------------

@@ -5,12 +5,14 @@ the hop limit and the deadlock guard would stop at an A2A door. Between parties 
 extension (the server in its agent card's `capabilities.extensions`, the client in the `A2A-Extensions`
 header, `X-A2A-Extensions` in 0.3) the message's `metadata` carries them under the extension's URI:
 
-    {"metadata": {URI: {"hops": 2, "chain": ["peer:alpha/research", "builds"], "profile": "research"}}}
+    {"metadata": {URI: {"hops": 2, "chain": ["peer:alpha/research", "builds"], "profile": "research",
+                        "exchange": "gw-1a2b3c4d:run_…"}}}
 
-The same meaning as the Hermes dialect's `X-Backchannel-Hops` and `X-Backchannel-Chain` headers; the
-optional `profile` is the sending profile, as `X-Hermes-Sender-Profile` (a peer's message is then from
-`peer:NAME/<profile>`; without it, `peer:NAME/default`). Plain
-dicts only: no A2A SDK here, so the client side and the server side share it without loading the SDK.
+The same meaning as the Hermes dialect's `X-Backchannel-Hops`, `X-Backchannel-Chain` and
+`X-Backchannel-Exchange` headers (the exchange: everything that followed from one person's message, named by
+the gateway where it began); the optional `profile` is the sending profile, as `X-Hermes-Sender-Profile` (a
+peer's message is then from `peer:NAME/<profile>`; without it, `peer:NAME/default`). Plain dicts only: no A2A
+SDK here, so the client side and the server side share it without loading the SDK.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .errors import UsageError
+from .ids import MAX_EXCHANGE_CHARS, check_exchange
 
 URI = "urn:backchannel:a2a:hops-chain:v1"
 HEADER = "A2A-Extensions"  # what the client lists the extensions it activates in (0.3: X-A2A-Extensions)
@@ -31,12 +34,13 @@ PROFILE_RE = re.compile(r"[A-Za-z0-9_.@-]{1,64}\Z")  # what X-Hermes-Sender-Prof
 
 @dataclass(frozen=True)
 class HopsChain:
-    """How many agent-to-agent hops led to a message, the addresses waiting on it (oldest first), and the
-    profile that sent it (None: not said)."""
+    """How many agent-to-agent hops led to a message, the addresses waiting on it (oldest first), the
+    profile that sent it and the exchange it belongs to (None: not said)."""
 
     hops: int = 0
     chain: tuple[str, ...] = ()
     profile: str | None = None
+    exchange: str | None = None
 
 
 def card_entry() -> dict[str, object]:
@@ -44,8 +48,8 @@ def card_entry() -> dict[str, object]:
     return {
         "uri": URI,
         "description": "Backchannel's hop count and wait chain: message metadata under this URI, "
-        '{"hops": int, "chain": [address, ...], "profile": sending profile}; the hop limit and the deadlock'
-        " guard hold across A2A.",
+        '{"hops": int, "chain": [address, ...], "profile": sending profile, "exchange": "<gateway-id>:<id>"}; the'
+        " hop limit, the deadlock guard and the budgets hold across A2A.",
         "required": False,
     }
 
@@ -55,6 +59,8 @@ def metadata(value: HopsChain) -> dict[str, object]:
     entry: dict[str, object] = {"hops": value.hops, "chain": list(value.chain)}
     if value.profile:
         entry["profile"] = value.profile
+    if value.exchange:
+        entry["exchange"] = value.exchange
     return {URI: entry}
 
 
@@ -103,4 +109,11 @@ def read(message_metadata: Mapping[str, object] | None) -> HopsChain:
             f" {str(profile)[:80]!r}",
             code="invalid_payload",
         )
-    return HopsChain(hops=hops, chain=tuple(a.strip() for a in chain), profile=profile)
+    exchange = entry.get("exchange")
+    if exchange is not None and not (isinstance(exchange, str) and check_exchange(exchange)):
+        raise UsageError(
+            f"metadata[{URI!r}].exchange must be '<gateway-id>:<id>' (visible ASCII, no commas, at most"
+            f" {MAX_EXCHANGE_CHARS}), got {str(exchange)[:80]!r}",
+            code="invalid_payload",
+        )
+    return HopsChain(hops=hops, chain=tuple(a.strip() for a in chain), profile=profile, exchange=exchange)

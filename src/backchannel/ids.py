@@ -1,4 +1,8 @@
-"""Identifiers: session ids `YYYYMMDD_HHMMSS_<6 hex>` and run ids `run_<32 hex>`."""
+"""Identifiers: session ids `YYYYMMDD_HHMMSS_<6 hex>`, run ids `run_<32 hex>`, and exchange ids.
+
+An exchange is everything that follows from one person's message, across gateways. Here it is named by the
+run of that message (or, for a person's message sent straight to a peer, `xch_<32 hex>`); between gateways
+by `<gateway-id>:<that name>`, the gateway where it began first, as the chain's entries are written."""
 
 from __future__ import annotations
 
@@ -19,3 +23,31 @@ def new_session_id(now: float | None = None) -> str:
 
 def new_run_id() -> str:
     return f"run_{uuid.uuid4().hex}"
+
+
+def new_exchange_id() -> str:
+    """An exchange begun by a person's message that goes straight to a peer (no local run names it)."""
+    return f"xch_{uuid.uuid4().hex}"
+
+
+MAX_EXCHANGE_CHARS = 200
+_EXCHANGE_RE = re.compile(r"[!-+\--~]{1,200}")  # visible ASCII but the comma (chains and headers list with it)
+
+
+def check_exchange(value: str) -> bool:
+    """Whether `value` is written as an exchange between gateways is: `<gateway-id>:<name>`."""
+    head, colon, tail = value.rpartition(":")
+    return bool(_EXCHANGE_RE.fullmatch(value)) and bool(colon and head and tail)
+
+
+def exchange_on_wire(gateway_id: str, exchange: str) -> str:
+    """How an exchange of this gateway's records is named to another gateway: ours get our gateway id first;
+    one that began elsewhere keeps the name it came with."""
+    return exchange if ":" in exchange else f"{gateway_id}:{exchange}"
+
+
+def exchange_here(gateway_id: str, named: str) -> str:
+    """The exchange a peer names, as this gateway's records hold it: one of ours (our gateway id first) is
+    the local name it went out with; one that began elsewhere keeps its full name (never a local run's)."""
+    ours = f"{gateway_id}:"
+    return named[len(ours) :] if named.startswith(ours) and ":" not in named[len(ours) :] else named

@@ -65,6 +65,7 @@ def incoming(
             key=check_external(headers.idempotency_key),
             hops=headers.hops,
             chain=headers.chain,
+            exchange=headers.exchange,
         ),
         headers,
     )

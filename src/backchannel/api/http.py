@@ -12,6 +12,7 @@ from starlette.requests import Request
 
 from ..errors import AuthError, BodyTooLarge, RequestTimeout, UsageError
 from ..home.profiles import DEFAULT_PROFILE
+from ..ids import MAX_EXCHANGE_CHARS, check_exchange
 from . import jsonbody
 
 SENDER_PROFILE_RE = re.compile(r"[^A-Za-z0-9_.@-]")
@@ -128,6 +129,7 @@ class DeliveryHeaders:
     wait_seconds: float | None
     hops: int
     chain: tuple[str, ...]
+    exchange: str | None = None
 
     @property
     def wants_envelope(self) -> bool:
@@ -147,7 +149,19 @@ def delivery_headers(request: Request) -> DeliveryHeaders:
         wait_seconds=_wait(h.get("x-hermes-wait-seconds")),
         hops=_hops(h.get("x-backchannel-hops")),
         chain=tuple(e.strip() for e in (h.get("x-backchannel-chain") or "").split(",") if e.strip()),
+        exchange=_exchange(h.get("x-backchannel-exchange")),
     )
+
+
+def _exchange(raw: str | None) -> str | None:
+    if raw is None or not raw.strip():
+        return None
+    if not check_exchange(raw.strip()):
+        raise UsageError(
+            f"X-Backchannel-Exchange must be '<gateway-id>:<id>' (visible ASCII, no commas, at most"
+            f" {MAX_EXCHANGE_CHARS}), got {raw[:80]!r}"
+        )
+    return raw.strip()
 
 
 def _wait(raw: str | None) -> float | None:

@@ -53,6 +53,7 @@ _HEADERS = [
         "schema": {"type": "string", "pattern": "^[0-9]{1,3}$"},
     },
     {"name": "X-Backchannel-Chain", "in": "header", "required": False, "schema": {"type": "string"}},
+    {"name": "X-Backchannel-Exchange", "in": "header", "required": False, "schema": {"type": "string"}},
 ]
 _SESSION_ID = {"name": "session_id", "in": "path", "required": True, "schema": {"type": "string"}}
 _RUN_ID = {"name": "run_id", "in": "path", "required": True, "schema": {"type": "string"}}

@@ -41,15 +41,16 @@ MAX_WAIT_SECONDS = 3600.0
 PAIR_WINDOW_SECONDS = 3600.0
 WAKE_RETRY_SECONDS = 5.0  # how soon a wake that could not be queued is tried again (then twice as late)
 WAKE_RETRY_MAX_SECONDS = 300.0
-EXCHANGE_IDLE_SECONDS = 600.0  # a peer quiet this long (both ways) starts its next exchange at its own hop
+EXCHANGE_IDLE_SECONDS = 600.0  # a peer that names no exchange, quiet this long (both ways), starts again at its hop
 
 
 @dataclass(frozen=True)
 class Incoming:
     """A message a transport hands in: who sends what into which session, with what key, hop and chain.
 
-    `sender` is `human:<surface>` for the person, `peer:<name>[/<profile>]` for another gateway's agent.
-    `key` None: the HTTP dialect's derived key (same sender, session and text within the dedup window)."""
+    `sender` is `human:<surface>` for the person, `peer:<name>/<profile>` for another gateway's agent.
+    `key` None: the HTTP dialect's derived key (same sender, session and text within the dedup window).
+    `exchange`: the exchange a peer says the message belongs to (`<gateway-id>:<id>`), None when it says none."""
 
     session: SessionRow
     text: str
@@ -57,6 +58,7 @@ class Incoming:
     key: str | None = None
     hops: int = 0
     chain: tuple[str, ...] = ()
+    exchange: str | None = None
 
 
 @dataclass(frozen=True)
@@ -128,10 +130,11 @@ class Delivery:
     def _accept(self, incoming: Incoming, *, wait: float | None = None) -> tuple[RunRow, bool]:
         check_message(incoming.text)
         session = incoming.session
-        hops, chain, held = incoming.hops, incoming.chain, False
+        hops, chain, held, exchange = incoming.hops, incoming.chain, False, None
         if not is_human(incoming.sender):
             target = self.directory.profile(session.profile)
-            hops, chain, arrived = self._peer_facts(incoming)
+            exchange = exchanges.here(self.gateway_id, incoming.exchange) if incoming.exchange else None
+            hops, chain, arrived = self._peer_facts(incoming, exchange)
             attempt = policy.Attempt(
                 kind="arrival",
                 sender=policy.Party(policy.remote_names(incoming.sender)),
@@ -158,6 +161,7 @@ class Delivery:
                 idempotency_key=keys.of_caller(incoming.sender, incoming.key),  # one caller's key is its own
                 hops=hops,
                 chain=chain,
+                origin=exchange,  # a peer's message joins the exchange it names; a person's begins its own
                 wait_seconds=None if is_human(incoming.sender) else wait,  # a peer's wait: what may deadlock
                 held=held,
                 ttl_seconds=self.hold_expiry(session.profile) if held else None,
@@ -165,14 +169,21 @@ class Delivery:
             admit=None if is_human(incoming.sender) else functools.partial(self.rates.admit, incoming.sender),
         )
 
-    def _peer_facts(self, incoming: Incoming) -> tuple[int, tuple[str, ...], int]:
+    def _peer_facts(self, incoming: Incoming, exchange: str | None) -> tuple[int, tuple[str, ...], int]:
         """An arrival's hop, chain and count from our own records: its headers are the peer's word only.
 
-        The hop is never lower than this peer's exchange already reached here; the chain gets our sessions
-        that wait on this peer right now; the count is what this peer sent the profile within the hour."""
+        The hop is never lower than its exchange already reached here, whichever peer name (key) the exchange's
+        messages came or went by: a fresh exchange (a person's new message) starts at its own hop. A peer that
+        names no exchange (a Hermes gateway) is one exchange with us: never lower than what it reached within
+        EXCHANGE_IDLE_SECONDS. The chain gets our sessions that wait on this peer right now; the count is what
+        this peer sent the profile within the hour, whatever exchange it names."""
         peer = incoming.sender.removeprefix("peer:").split("/")[0]
         now = time.time()
-        hops = max(incoming.hops, exchanges.hop_floor(self.db, peer, since=now - EXCHANGE_IDLE_SECONDS))
+        if exchange is not None:
+            floor = exchanges.exchange_floor(self.db, exchange)
+        else:
+            floor = exchanges.hop_floor(self.db, peer, since=now - EXCHANGE_IDLE_SECONDS)
+        hops = max(incoming.hops, floor)
         ours = [self.key(s) for s in exchanges.sessions_waiting_on(self.db, peer, now=now)]
         chain = tuple(dict.fromkeys((*incoming.chain, *ours)))
         arrived = exchanges.arrivals(self.db, peer, incoming.session.profile, since=now - PAIR_WINDOW_SECONDS)

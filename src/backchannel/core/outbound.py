@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import keys
+from .. import ids, keys
 from ..errors import BackchannelError, Conflict, PeerError, PeerOutcomeUnknown, PeerRefused, StoreError
 from ..home import peers as registry
 from ..outcome import Outcome, Result, of_state
@@ -43,7 +43,7 @@ class SentFrom:
     address: str = "human:cli"
     profile: str | None = None  # an agent's profile; None for the person
     session_id: str | None = None
-    exchange: str | None = None
+    exchange: str | None = None  # the exchange the agent's turn is in; None: the person's message begins one
     hops: int = 0
     chain: tuple[str, ...] = ()
 
@@ -148,6 +148,7 @@ class Outbound:
                     sender=sender.profile or DEFAULT_SENDER_PROFILE,
                     hops=sender.hops,
                     chain=sender.chain,
+                    exchange=self._exchange(row),
                 )
                 await self._learn_gateway_id(peer, client)
         except PeerOutcomeUnknown as exc:  # it may have arrived: the same key asks again safely
@@ -184,6 +185,7 @@ class Outbound:
                     sender=sender.profile or DEFAULT_SENDER_PROFILE,
                     hops=sender.hops,
                     chain=sender.chain,
+                    exchange=self._exchange(row),
                 )
         except PeerError as exc:
             outstore.update(self.db, row.id, state=_failure_state(exc), error=exc.message)
@@ -360,8 +362,12 @@ class Outbound:
             wait=wait,
             sender_profile=sender.profile,
             sender_session=sender.session_id,
-            origin=sender.exchange,
+            origin=sender.exchange or ids.new_exchange_id(),  # a person's message to a peer begins an exchange
         )
+
+    def _exchange(self, row: outstore.Outbound) -> str:
+        """The exchange a message to a peer carries: its own, named as between gateways."""
+        return ids.exchange_on_wire(self.gateway_id, row.origin or ids.new_exchange_id())
 
     async def _learn_gateway_id(self, peer: registry.Peer, client: PeerClient | A2APeerClient) -> None:
         """A Backchannel peer's gateway id, so messages from it are shown under its name here."""

@@ -213,6 +213,7 @@ class A2APeerClient(OverTransport):
         sender: str = "default",
         hops: int = 0,
         chain: tuple[str, ...] = (),
+        exchange: str | None = None,
     ) -> Result:
         """SendMessage and its task within `wait` seconds: the reply, a receipt (the task goes on), or why not.
 
@@ -220,7 +221,7 @@ class A2APeerClient(OverTransport):
         again with the same messageId when the wait runs out; any other gets returnImmediately, then GetTask
         until the task ends or the wait does (so nothing is ever sent twice)."""
         blocking = wait > 0 and await self.dedups_chat()
-        carried = a2a_extension.HopsChain(hops=hops, chain=chain, profile=sender)
+        carried = a2a_extension.HopsChain(hops=hops, chain=chain, profile=sender, exchange=exchange)
         started = time.monotonic()
         try:
             task = await self._message(
@@ -262,10 +263,11 @@ class A2APeerClient(OverTransport):
         sender: str = "default",
         hops: int = 0,
         chain: tuple[str, ...] = (),
+        exchange: str | None = None,
     ) -> Result:
         """SendMessage with returnImmediately: a receipt with the task id (or a refusal, a failure)."""
         try:
-            carried = a2a_extension.HopsChain(hops=hops, chain=chain, profile=sender)
+            carried = a2a_extension.HopsChain(hops=hops, chain=chain, profile=sender, exchange=exchange)
             task = await self._message(message, key=key, carried=carried, immediately=True, timeout=self.timeout)
         except PeerRefused as exc:
             return self._result(Outcome.REFUSED, None, key, code=exc.code, error=exc.message)

@@ -186,13 +186,15 @@ class PeerClient(OverTransport):
     # --- verbs ---------------------------------------------------------------------------------
 
     def _delivery_headers(
-        self, key: str, *, sender: str, wait: float | None, hops: int, chain: tuple[str, ...]
+        self, key: str, *, sender: str, wait: float | None, hops: int, chain: tuple[str, ...], exchange: str | None
     ) -> dict[str, str]:
         headers = {"Idempotency-Key": key, "X-Hermes-Sender-Profile": sender, "X-Backchannel-Hops": str(hops)}
         if wait is not None:
             headers["X-Hermes-Wait-Seconds"] = f"{max(wait, 0.001):g}"
         if chain:
             headers["X-Backchannel-Chain"] = ",".join(chain)
+        if exchange:
+            headers["X-Backchannel-Exchange"] = exchange
         if self.gateway_id:
             headers["X-Backchannel-Gateway"] = self.gateway_id
         return headers
@@ -206,6 +208,7 @@ class PeerClient(OverTransport):
         sender: str = "default",
         hops: int = 0,
         chain: tuple[str, ...] = (),
+        exchange: str | None = None,
     ) -> Result:
         """Deliver into the Bot Chat and wait up to `wait` seconds: the reply, a receipt, or why not.
 
@@ -213,7 +216,7 @@ class PeerClient(OverTransport):
         """
         session_id = await self.bot_chat()
         path = f"/api/sessions/{quote(session_id)}/chat"
-        headers = self._delivery_headers(key, sender=sender, wait=wait, hops=hops, chain=chain)
+        headers = self._delivery_headers(key, sender=sender, wait=wait, hops=hops, chain=chain, exchange=exchange)
         try:
             response = await self._request(
                 "POST", path, body={"message": message}, headers=headers, timeout=wait + self.timeout
@@ -300,10 +303,11 @@ class PeerClient(OverTransport):
         sender: str = "default",
         hops: int = 0,
         chain: tuple[str, ...] = (),
+        exchange: str | None = None,
     ) -> Result:
         """Start a turn in the Bot Chat and return at once: a receipt with the run id (or a refusal, a failure)."""
         session_id = await self.bot_chat()
-        headers = self._delivery_headers(key, sender=sender, wait=None, hops=hops, chain=chain)
+        headers = self._delivery_headers(key, sender=sender, wait=None, hops=hops, chain=chain, exchange=exchange)
         body = self._json(
             await self._request("POST", "/v1/runs", body={"input": message, "session_id": session_id}, headers=headers),
             "the run",

@@ -1,15 +1,36 @@
-"""What this gateway's own records say of its exchanges with one peer: how far they reached, how much
+"""What this gateway's own records say of its exchanges with peers: how far each reached, how much
 arrived, and which of our sessions wait on which peer (or are waited on by it).
 
-A peer's hop and chain headers are its word; these are ours. Senders are `peer:NAME[/profile]`,
-messages to a peer name it as `peer`.
+A peer's hop, chain and exchange headers are its word; these are ours. Senders are `peer:NAME/<profile>`,
+messages to a peer name it as `peer`. A run or a message to a peer keeps its exchange as `origin`: the run
+of the person's message it descends from, or the full `<gateway-id>:<id>` of an exchange begun elsewhere.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
+from ..ids import exchange_here
 from .db import Database
+
+
+def here(gateway_id: str, named: str) -> str:
+    """The exchange a peer names, as our records keep it (`ids.exchange_here`)."""
+    return exchange_here(gateway_id, named)
+
+
+def exchange_floor(db: Database, exchange: str) -> int:
+    """The least hop a message of `exchange` can be at now, whichever peer sends it: the highest hop the
+    exchange reached here (its arrivals and our own agents' sends in it), and one past the highest hop of
+    ours that went to any peer in it."""
+    ran = db.one("SELECT MAX(hops) FROM runs WHERE origin = ? AND hops > 0", (exchange,))
+    sent = db.one("SELECT MAX(hops) FROM outbound WHERE origin = ?", (exchange,))
+    floor = 0
+    if ran is not None and ran[0] is not None:
+        floor = int(ran[0])
+    if sent is not None and sent[0] is not None:
+        floor = max(floor, int(sent[0]) + 1)
+    return floor
 
 
 def _from_peer(column: str = "sender") -> str:
@@ -21,8 +42,8 @@ def _peer_params(peer: str) -> tuple[str, str]:
 
 
 def hop_floor(db: Database, peer: str, *, since: float) -> int:
-    """The least hop a message from `peer` can be at now: the highest hop its messages reached here since
-    `since`, and one past the highest hop of ours that went to it since then."""
+    """The least hop a message from `peer` that names no exchange can be at now: the highest hop its
+    messages reached here since `since`, and one past the highest hop of ours that went to it since then."""
     arrived = db.one(
         f"SELECT MAX(hops) FROM runs WHERE {_from_peer()} AND created_at >= ?", (*_peer_params(peer), since)
     )

@@ -214,11 +214,12 @@ def m0010_web_logouts(conn: sqlite3.Connection) -> None:
     _run(conn, "CREATE TABLE web_logouts (sid TEXT PRIMARY KEY, until REAL NOT NULL)")
 
 
-def m0013_peer_senders_and_their_keys(conn: sqlite3.Connection) -> None:
+def m0013_peer_senders_keys_and_exchanges(conn: sqlite3.Connection) -> None:
     """A peer's message without a sending profile is from `peer:NAME/default` (as every rule now sees it), and
     a peer's own idempotency keys are its own (filed under its sender): the runs and refusals recorded before
     are brought to both, so a peer's retry of an old message is still its replay and the person's keys keep
-    their meaning. A rewritten key another run already holds is left as it was (that run stays findable)."""
+    their meaning. A rewritten key another run already holds is left as it was (that run stays findable).
+    An exchange's hop floor is read by exchange: runs past hop 0 and messages to peers, by their `origin`."""
     for row in conn.execute(
         "SELECT seq, sender, session_id, message, idempotency_key FROM runs WHERE sender GLOB 'peer:*'"
         " AND idempotency_key NOT GLOB 'wake:*'"
@@ -241,6 +242,8 @@ def m0013_peer_senders_and_their_keys(conn: sqlite3.Connection) -> None:
     conn.execute(
         "UPDATE refusals SET sender = sender || '/default' WHERE sender GLOB 'peer:*' AND sender NOT GLOB '*/*'"
     )
+    conn.execute("CREATE INDEX runs_exchange_hops ON runs (origin, hops) WHERE hops > 0")
+    conn.execute("CREATE INDEX outbound_exchange_hops ON outbound (origin, hops)")
 
 
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
@@ -254,5 +257,5 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0008_peer_keys_and_peer_senders", m0008_peer_keys_and_peer_senders),
     ("0009_a2a_tasks", m0009_a2a_tasks),
     ("0010_web_logouts", m0010_web_logouts),
-    ("0013_peer_senders_and_their_keys", m0013_peer_senders_and_their_keys),
+    ("0013_peer_senders_keys_and_exchanges", m0013_peer_senders_keys_and_exchanges),
 ]

@@ -196,6 +196,7 @@ class RunsHandler(RequestHandler):
                 key=keys.a2a(sender, profile, message.message_id),
                 hops=carried.hops,
                 chain=carried.chain,
+                exchange=carried.exchange,
             )
             if immediately:
                 delivered = await self.ctx.delivery.submit(incoming)
