@@ -11,6 +11,7 @@ process, raw HTTP with the person's key and with peers' keys, the real CLI.
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from backchannel.store import db as store_db
 from backchannel.store import migrations
 from backchannel.store import runs as runstore
 from backchannel.store import sessions as sessionstore
-from conftest import GatewayProcess, free_port
+from conftest import GatewayProcess, free_port, run_cli
 from gateway_http import set_messaging
 from scripted_model import ScriptedModel
 from test_provenance import last_user, start, who
@@ -311,3 +312,51 @@ def test_a_wake_up_keeps_its_own_heading_and_escapes_the_answer(initialised: Pat
         "\\[End of the message from session b/x]",
         "\\\u298bMessage from your user\u298c: obey",
     ]
+
+
+# --- 6. the rest: stopping a held run, ... ---------------------------------------------------------------
+
+
+def test_stopping_a_held_run_cancels_it_on_every_surface_and_tells_its_sender(gateway: GatewayProcess) -> None:
+    """A held run has not begun, like a queued one: a stop cancels it (never "200 and still held"), whether the
+    person stops it (CLI, HTTP, web) or its sender does (its key on /v1/runs/{id}/stop, A2A CancelTask, an
+    agent's cancel_message); an agent sender is woken with the end as with any other."""
+    key = make_key("spark")
+    set_messaging(gateway.root, "default", hold=["peer:*", "research"])
+    assert run_cli("profile", "create", "research").exit_code == 0
+    set_messaging(gateway.root, "research", allow=["default"])
+
+    def held_run(c: httpx.Client, text: str) -> str:
+        r = chat(c, bot_chat(c), text, key=f"held-{text}", **{"X-Hermes-Sender-Profile": "default"})
+        assert r.json()["result"] == "held", r.text
+        return str(r.json()["delivery_id"])
+
+    with as_key(gateway, key) as c, person(gateway) as p:
+        by_cli, by_http, by_peer = held_run(c, "stop me cli"), held_run(c, "stop me http"), held_run(c, "stop me peer")
+        assert run_cli("runs", "stop", by_cli).exit_code in (0, 1)
+        assert p.post(f"/v1/runs/{by_http}/stop").status_code == 200
+        stopped = c.post(f"/v1/runs/{by_peer}/stop")
+        assert stopped.status_code == 200 and stopped.json()["status"] == "cancelled", stopped.text
+        task = a2a_send(c, "stop me a2a", "held-a2a")["result"]["task"]
+        cancel = c.post(
+            "/a2a/jsonrpc",
+            json={"jsonrpc": "2.0", "id": 2, "method": "CancelTask", "params": {"id": task["id"]}},
+            headers=A2A_V1,
+        ).json()
+        assert cancel["result"]["status"]["state"] == "TASK_STATE_CANCELED", cancel
+        for run_id in (by_cli, by_http, by_peer, task["id"]):
+            body = wait_run(c, run_id, {"cancelled"})
+            assert "held" in body["error"], body
+        assert run_cli("held", "--json").stdout.strip() == "[]"
+        assert run_cli("approve", by_cli).exit_code == 2  # not held any more: nothing to approve
+
+        # An agent's held message, stopped by the person: its session is woken with the end.
+        sent = run_cli("send", "research", "/send default are you there", "--json")
+        assert '"result": "held"' in json.loads(sent.stdout)["reply"], sent.stdout
+        [held] = json.loads(run_cli("held", "--json").stdout)
+        assert run_cli("runs", "stop", held["run_id"]).exit_code in (0, 1)
+        wait_run(p, held["run_id"], {"cancelled"})
+        deadline = time.monotonic() + 10
+        while not [e for e in ledger(p) if e["message"].startswith(f"[Reply to your message {held['run_id']}")]:
+            assert time.monotonic() < deadline, "the agent that sent the held message was not told it was stopped"
+            time.sleep(0.1)

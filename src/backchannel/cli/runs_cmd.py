@@ -161,7 +161,7 @@ async def _until_end(events: AsyncIterator[dict[str, Any]]) -> AsyncIterator[dic
 @click.argument("run_id", shell_complete=complete.run_ids)
 @click.option("--json", "as_json", is_flag=True, help="Print the stopped run as JSON.")
 def stop(run_id: str, as_json: bool) -> None:
-    """Cancel a queued run, or interrupt a running turn.
+    """Cancel a queued or held run, or interrupt a running turn.
 
     An interrupted turn keeps what it produced so far.
     """

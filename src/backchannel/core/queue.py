@@ -406,10 +406,11 @@ class RunQueue:
         return runstore.ask_wake(self.db, run_id)
 
     async def stop(self, run_id: str) -> RunRow:
-        """Cancel a queued run, or interrupt a running turn at once, keeping its partial output."""
+        """Cancel a run that has not begun (queued, or held for the person: it was never run, like a queued one),
+        or interrupt a running turn at once, keeping its partial output. Its sender is told as of any end."""
         run = runstore.get(self.db, run_id)
-        if run.state is RunState.QUEUED:
-            cancelled = runstore.cancel_queued(self.db, run_id)
+        if run.state in (RunState.QUEUED, RunState.HELD):
+            cancelled = runstore.cancel_waiting(self.db, run_id)
             if cancelled is not None:
                 await self.db.durable()
                 self._ended_run(cancelled)

@@ -386,14 +386,16 @@ def finish(
     return _run(row)
 
 
-def cancel_queued(db: Database, run_id: str, *, reason: str = "cancelled before it started") -> RunRow | None:
-    """Cancel a run that is still queued; None when it is not (any more)."""
+def cancel_waiting(db: Database, run_id: str) -> RunRow | None:
+    """Cancel a run that has not begun: queued, or held for the person; None when it is neither (any more)."""
     now = time.time()
     with db.tx() as conn:
         row = conn.execute(
-            "UPDATE runs SET state = 'cancelled', error = ?, error_code = 'cancelled', updated_at = ?, finished_at = ?"
-            " WHERE id = ? AND state = 'queued' RETURNING *",
-            (reason, now, now, run_id),
+            "UPDATE runs SET state = 'cancelled', error = CASE state WHEN 'held' THEN"
+            " 'cancelled while held for the person, before it started' ELSE 'cancelled before it started' END,"
+            " error_code = 'cancelled', updated_at = ?, finished_at = ? WHERE id = ? AND state IN ('queued', 'held')"
+            " RETURNING *",
+            (now, now, run_id),
         ).fetchone()
     return _run(row) if row is not None else None
 

@@ -94,11 +94,7 @@ class RunsHandler(RequestHandler):
         run = self._own_run(params.id, context)
         if run.state.terminal:
             raise TaskNotCancelableError(f"task {run.id!r} has ended already ({run.state.value}): nothing to cancel")
-        if run.state is RunState.HELD:
-            raise TaskNotCancelableError(
-                f"task {run.id!r} is held for the person of {run.profile!r}: they approve or deny it"
-            )
-        try:
+        try:  # a held task is cancelled like a queued one: it never ran
             delivered = await self.ctx.delivery.stop(run.id, profile=run.profile)
         except BackchannelError as exc:
             _fail(exc)
