@@ -360,3 +360,41 @@ def test_stopping_a_held_run_cancels_it_on_every_surface_and_tells_its_sender(ga
         while not [e for e in ledger(p) if e["message"].startswith(f"[Reply to your message {held['run_id']}")]:
             assert time.monotonic() < deadline, "the agent that sent the held message was not told it was stopped"
             time.sleep(0.1)
+
+
+def test_a_deny_reason_is_bounded_where_it_is_given(gateway: GatewayProcess) -> None:
+    """A reason past 2,000 characters is a clear error at `deny --why` and on the HTTP route, and the run stays
+    held; one within the bound is what the sender reads."""
+    key = make_key("spark")
+    set_messaging(gateway.root, "default", hold=["peer:*"])
+    with as_key(gateway, key) as c, person(gateway) as p:
+        r = chat(c, bot_chat(c), "deny me politely", key="deny-1", **{"X-Hermes-Sender-Profile": "default"})
+        run_id = r.json()["delivery_id"]
+        essay = "no. " * 25_000  # 100,000 characters
+        refused = run_cli("deny", run_id, "--why", essay, "--json")
+        assert refused.exit_code == 2, refused.stdout
+        assert json.loads(refused.stdout)["error"]["code"] == "reason_too_long"
+        assert "2,000" in refused.stdout and "Traceback" not in refused.stderr
+        over = p.post(f"/v1/held/{run_id}/deny", json={"why": essay})
+        assert over.status_code == 400 and over.json()["error"]["code"] == "reason_too_long", over.text
+        assert c.get(f"/v1/runs/{run_id}").json()["status"] == "held"  # nothing changed
+        fine = run_cli("deny", run_id, "--why", "x" * 2000, "--json")
+        assert fine.exit_code == 0, fine.stdout
+        assert c.get(f"/v1/runs/{run_id}").json()["error"] == "x" * 2000
+
+
+def test_a_long_failure_reason_is_cut_where_it_is_framed_into_the_senders_session(gateway: GatewayProcess) -> None:
+    """However long the reason a run failed with, the wake-up that tells its agent sender says at most 2,000
+    characters of it."""
+    assert run_cli("profile", "create", "research").exit_code == 0
+    set_messaging(gateway.root, "research", allow=["default"])
+    send = {"session_id": "default", "message": "/fail " + "z" * 5000, "wait_seconds": 0}
+    sent = run_cli("send", "research", f"/tool send_to_session {json.dumps(send)}", "--json")
+    assert sent.exit_code == 0, sent.stdout
+    with person(gateway) as p:
+        deadline = time.monotonic() + 15
+        while not (woken := [e for e in ledger(p) if e["message"].startswith("[Reply to your message")]):
+            assert time.monotonic() < deadline, "the sender was not woken with the failure"
+            time.sleep(0.1)
+    text = woken[0]["message"]
+    assert "more characters not shown" in text and len(text) < 2600, len(text)

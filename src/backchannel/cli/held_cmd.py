@@ -108,7 +108,7 @@ def approve(run_id: str, as_json: bool) -> None:
 
 @click.command("deny", epilog=examples("backchannel deny run_0123… --why 'not today'"))
 @click.argument("run_id", shell_complete=complete.run_ids)
-@click.option("--why", help="The reason its sender reads.")
+@click.option("--why", help="The reason its sender reads (at most 2,000 characters).")
 @click.option("--json", "as_json", is_flag=True, help="Print the run as JSON.")
 def deny(run_id: str, why: str | None, as_json: bool) -> None:
     """Refuse a held message.

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from ..errors import Conflict, NotFound, StoreError
+from ..errors import Conflict, NotFound, StoreError, UsageError
 from ..store import runs as runstore
 from ..store.db import Database
 from ..store.runs import RunRow, RunState
@@ -22,6 +22,7 @@ from .wakes import Wakes
 log = logging.getLogger("backchannel.holds")
 SWEEP_SECONDS = 1.0  # how often the gateway looks for held messages past their expiry
 DENIED_BY_DEFAULT = "denied by the person"
+MAX_REASON_CHARS = 2000  # a deny's reason: its sender reads it (framed into an agent's session), so it is bounded
 
 
 class Holds:
@@ -50,6 +51,14 @@ class Holds:
 
     @commits
     async def deny(self, run_id: str, *, why: str | None = None, profile: str | None = None) -> RunRow:
+        """Refuse a held message with the person's reason (at most MAX_REASON_CHARS: a longer one is refused
+        and changes nothing)."""
+        if why is not None and len(why.strip()) > MAX_REASON_CHARS:
+            raise UsageError(
+                f"the reason has {len(why.strip()):,} characters; a deny's reason has at most {MAX_REASON_CHARS:,}"
+                " (its sender reads it): say it shorter",
+                code="reason_too_long",
+            )
         self._expire()
         self._held(run_id, profile)
         run = self.queue.deny(run_id, why.strip() if why and why.strip() else DENIED_BY_DEFAULT)
