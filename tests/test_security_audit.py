@@ -398,3 +398,50 @@ def test_a_long_failure_reason_is_cut_where_it_is_framed_into_the_senders_sessio
             time.sleep(0.1)
     text = woken[0]["message"]
     assert "more characters not shown" in text and len(text) < 2600, len(text)
+
+
+def _leaks_home(text: str, root: Path) -> bool:
+    return any(spelling in text for spelling in {str(root), str(root.resolve()), root.as_posix()})
+
+
+def test_errors_that_leave_the_gateway_name_no_path_of_the_home(gateway: GatewayProcess) -> None:
+    """A peer's message to a profile whose config is broken is refused naming the file under $BACKCHANNEL_HOME
+    (HTTP envelope and A2A error alike); a turn that fails on a file of the home fails with an error its
+    sender reads without the home's path; the person's own CLI still names the file in full."""
+    root = gateway.root
+    assert run_cli("profile", "create", "broken").exit_code == 0
+    assert run_cli("profile", "create", "forgetful").exit_code == 0
+    key = make_key("spark", "--profile", "*")
+    with as_key(gateway, key) as c:
+        sid = bot_chat(c, "/p/broken")
+        forgetful = bot_chat(c, "/p/forgetful")
+        (root / "profiles" / "broken" / "config.yaml").write_text("agent: [unclosed\n")
+        refused = c.post(
+            f"/p/broken/api/sessions/{sid}/chat", json={"message": "hello"}, headers={"Idempotency-Key": "p-1"}
+        )
+        assert refused.status_code == 400 and refused.json()["error"]["code"] == "invalid_config", refused.text
+        assert "$BACKCHANNEL_HOME/profiles/broken/config.yaml" in refused.text and not _leaks_home(refused.text, root)
+        message = {"messageId": "p-2", "role": "ROLE_USER", "parts": [{"text": "hello"}]}
+        rpc = c.post(
+            "/p/broken/a2a/jsonrpc",
+            json={"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}},
+            headers=A2A_V1,
+        )
+        assert "error" in rpc.json() and "config.yaml" in rpc.text, rpc.text
+        assert not _leaks_home(rpc.text, root), rpc.text
+
+        memories = root / "profiles" / "forgetful" / "memories" / "MEMORY.md"
+        memories.unlink(missing_ok=True)
+        memories.mkdir()  # a file the turn cannot write: the turn fails naming it
+        failed = c.post(
+            f"/p/forgetful/api/sessions/{forgetful}/chat",
+            json={"message": "/remember the code is 1234"},
+            headers={"Idempotency-Key": "p-3", "X-Hermes-Sender-Profile": "default"},
+        ).json()
+        assert failed["result"] == "failed" and "MEMORY.md" in failed["error"], failed
+        run = c.get(f"/v1/runs/{failed['delivery_id']}")
+        for text in (json.dumps(failed), run.text):
+            assert "$BACKCHANNEL_HOME/profiles/forgetful/memories/MEMORY.md" in text and not _leaks_home(text, root)
+    mine = run_cli("send", "broken", "hello")  # the person's own CLI says which home $BACKCHANNEL_HOME is
+    assert mine.exit_code == 2 and "$BACKCHANNEL_HOME/profiles/broken/config.yaml" in mine.stderr, mine.stderr
+    assert f"note: $BACKCHANNEL_HOME is this home, {str(root)!r}" in mine.stderr, mine.stderr

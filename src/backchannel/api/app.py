@@ -15,6 +15,7 @@ from starlette.routing import BaseRoute, Mount, Route
 
 from .. import __version__
 from ..errors import BackchannelError
+from ..home.redact import redact
 from ..messages import MAX_MESSAGE_CHARS
 from . import routes_held, routes_runs, routes_sessions, routes_tools, web
 from .a2a import A2AEndpoints
@@ -123,7 +124,9 @@ def _api_routes(a2a: A2AEndpoints) -> list[BaseRoute]:
 
 
 async def _backchannel_error(request: Request, exc: Exception) -> Response:
+    """Every error a route raises, as the one envelope (or the web view's page), naming no path of the home."""
     assert isinstance(exc, BackchannelError)
+    redact(exc, context(request).gateway.root)
     if web.is_web(request):
         return web.error_page(request, exc.http_status, exc.message, exc.code)
     headers = {"Retry-After": f"{exc.retry_after:.0f}"} if exc.retry_after is not None else None

@@ -48,7 +48,11 @@ def main() -> None:
 
 
 def _fail(exc: BackchannelError) -> None:
+    from ..home import config, redact
+
     click.echo(f"error: {exc.message}", err=True)
+    if redact.SHOWN in exc.message:  # a run's error names files of the home so (its sender may be a peer)
+        click.echo(f"note: {redact.SHOWN} is this home, {str(config.home())!r}", err=True)
     if _wants_json():
         click.echo(json.dumps(error_object(exc), ensure_ascii=False, indent=2))
     sys.exit(exc.exit_code)

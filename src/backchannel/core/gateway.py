@@ -119,7 +119,7 @@ class Gateway:
             mcp=self.mcp,
         )
         self.pauses = Pauses(root)
-        self.workers = Workers(self.queue, self.turns, hub=self.hub, pauses=self.pauses)
+        self.workers = Workers(self.queue, self.turns, hub=self.hub, pauses=self.pauses, home=root)
         self.hosted = HostedTools(
             db=self.db,
             directory=self.directory,

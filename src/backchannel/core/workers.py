@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from pathlib import Path
 from typing import Protocol
 
 from ..agent.loop import TurnProgress
 from ..errors import BackchannelError, StoreError
+from ..home.redact import redact
 from ..store.runs import RunRow, RunState
 from .events import EventHub
 from .pauses import Pauses
@@ -26,11 +28,13 @@ class TurnRunner(Protocol):
 class Workers:
     """One drain task per session with work, each turn in a slot of the queue; a stop interrupts a turn at once."""
 
-    def __init__(self, queue: RunQueue, runner: TurnRunner, *, hub: EventHub, pauses: Pauses) -> None:
+    def __init__(self, queue: RunQueue, runner: TurnRunner, *, hub: EventHub, pauses: Pauses, home: Path) -> None:
+        """`home`: the home whose path is kept out of a failed run's error (its sender reads it)."""
         self.queue = queue
         self.runner = runner
         self.hub = hub
         self.pauses = pauses
+        self.home = home
         self._drains: dict[str, asyncio.Task[None]] = {}
 
     async def run(self) -> None:
@@ -105,7 +109,9 @@ class Workers:
                 )
                 return
             raise  # shutting down: the run stays ours and is requeued when the queue closes
-        except BackchannelError as exc:
+        except BackchannelError as exc:  # its sender reads the error (a peer, an MCP host): no path of the home in it
+            log.info("turn of run %s failed: %s", run.id, exc.message)
+            redact(exc, self.home)
             await self.queue.finish(run, RunState.FAILED, error=exc.message, code=exc.code)
         except Exception as exc:
             log.exception("turn of run %s failed", run.id)

@@ -6,6 +6,8 @@ import json
 from typing import Any, Protocol
 
 from ..core.gateway import Gateway
+from ..errors import BackchannelError
+from ..home.redact import redact
 from ..net.http import quote
 from ..net.local import GatewayClient
 
@@ -33,7 +35,10 @@ class InProcess:
     async def call(
         self, profile: str, session_id: str, tool: str, arguments: dict[str, Any], *, wait: float
     ) -> tuple[dict[str, Any], bool]:
-        done = await self.gateway.hosted.call(profile, session_id, tool, arguments)
+        try:
+            done = await self.gateway.hosted.call(profile, session_id, tool, arguments)
+        except BackchannelError as exc:  # the host reads it: no path of the home in it
+            raise redact(exc, self.gateway.root) from None
         result: dict[str, Any] = json.loads(done.result)
         return result, done.ok
 

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from ...errors import BackchannelError
 from ...home.profiles import Profile
+from ...home.redact import redact
 from ...outcome import Result
 from ..engines.base import ToolSpec
 
@@ -110,7 +111,8 @@ async def call_tool(
     except BackchannelError as exc:
         if not exc.model_visible:
             raise  # the operator's problem: the turn fails with it
-        return error_result(exc.code, exc.message), False
+        # A result may leave the gateway (a Hermes agent's tool call, an MCP host's): no path of the home in it.
+        return error_result(exc.code, redact(exc, ctx.profile.path.parent.parent).message), False
     ok = "error" not in result
     return json.dumps(result, ensure_ascii=False), ok
 

@@ -46,6 +46,7 @@ from ...core.access import Caller
 from ...core.delivery import Incoming
 from ...errors import BackchannelError, NotFound, Refused, UsageError
 from ...framing import is_human
+from ...home.redact import redact
 from ...store.runs import RunRow, RunState
 from ...store.sessions import SessionRow
 from ..context import Context
@@ -97,7 +98,7 @@ class RunsHandler(RequestHandler):
         try:  # a held task is cancelled like a queued one: it never ran
             delivered = await self.ctx.delivery.stop(run.id, profile=run.profile)
         except BackchannelError as exc:
-            _fail(exc)
+            _fail(redact(exc, self.ctx.gateway.root))  # what leaves names no path of the home
         return task_of(delivered.run)
 
     async def on_list_tasks(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
@@ -204,7 +205,7 @@ class RunsHandler(RequestHandler):
             asked.context_id = session.id
             return rejected(session.id, asked, code=exc.code, reason=exc.message)
         except BackchannelError as exc:
-            _fail(exc)
+            _fail(redact(exc, self.ctx.gateway.root))  # what leaves names no path of the home
         return task_of(delivered.run)
 
     async def _session(self, who: Caller, profile: str, context_id: str) -> SessionRow:
