@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -445,3 +446,73 @@ def test_errors_that_leave_the_gateway_name_no_path_of_the_home(gateway: Gateway
     mine = run_cli("send", "broken", "hello")  # the person's own CLI says which home $BACKCHANNEL_HOME is
     assert mine.exit_code == 2 and "$BACKCHANNEL_HOME/profiles/broken/config.yaml" in mine.stderr, mine.stderr
     assert f"note: $BACKCHANNEL_HOME is this home, {str(root)!r}" in mine.stderr, mine.stderr
+
+
+def _sse(lines: Iterator[str]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(event name, data) of each server-sent event with JSON data ("message" when unnamed)."""
+    name, data = "message", ""
+    for line in lines:
+        if not line:
+            if data:
+                yield name, json.loads(data)
+            name, data = "message", ""
+        elif line.startswith("event:"):
+            name = line[6:].strip()
+        elif line.startswith("data:"):
+            data += line[5:].strip()
+
+
+def test_a_revoked_keys_open_streams_end_with_a_clear_end(gateway: GatewayProcess) -> None:
+    """Streams opened with a peer key end soon after `key revoke` (no event of the run is due meanwhile), each
+    with its surface's clear end, while the runs they followed go on: chat/stream (`error` key_revoked, then
+    `done`), /v1/runs/{id}/events (`stream.closed` key_revoked) and A2A SendStreamingMessage (a JSON-RPC
+    error whose data names key_revoked)."""
+    chat_key, runs_key, a2a_key = make_key("chatter"), make_key("runner"), make_key("streamer")
+    stream_timeout = httpx.Timeout(10.0, read=20.0)  # a stream left open past the revoke fails the read
+    with person(gateway) as p:
+        with as_key(gateway, chat_key) as c:
+            sid = bot_chat(c)
+            with c.stream(
+                "POST",
+                f"/api/sessions/{sid}/chat/stream",
+                json={"message": "/sleep 60\nslow chat"},
+                headers={"Idempotency-Key": "rv-1"},
+                timeout=stream_timeout,
+            ) as r:
+                events = _sse(r.iter_lines())
+                assert next(events)[0] == "run.started"
+                assert run_cli("key", "revoke", "chatter").exit_code == 0
+                rest = list(events)
+            assert [name for name, _ in rest][-2:] == ["error", "done"], rest
+            error = rest[-2][1]
+            assert error["code"] == "key_revoked" and error["status"] in ("queued", "running"), error
+            assert "revoked" in error["message"]
+
+        with as_key(gateway, runs_key) as c:
+            run_id = c.post("/v1/runs", json={"input": "/sleep 60\nslow run"}).json()["run_id"]
+            with c.stream("GET", f"/v1/runs/{run_id}/events", timeout=stream_timeout) as r:
+                assert r.status_code == 200
+                assert run_cli("key", "revoke", "runner").exit_code == 0
+                seen = [data for _, data in _sse(r.iter_lines())]
+            assert seen and seen[-1]["event"] == "stream.closed" and seen[-1]["code"] == "key_revoked", seen
+            assert p.get(f"/v1/runs/{run_id}").json()["status"] in ("queued", "running")  # the run goes on
+
+        with as_key(gateway, a2a_key) as c:
+            message = {"messageId": "rv-3", "role": "ROLE_USER", "parts": [{"text": "/sleep 60\nslow a2a"}]}
+            with c.stream(
+                "POST",
+                "/a2a/jsonrpc",
+                json={"jsonrpc": "2.0", "id": 3, "method": "SendStreamingMessage", "params": {"message": message}},
+                headers=A2A_V1,
+                timeout=stream_timeout,
+            ) as r:
+                events = _sse(r.iter_lines())
+                first = next(events)[1]
+                assert "task" in first["result"], first
+                assert run_cli("key", "revoke", "streamer").exit_code == 0
+                rest = [data for _, data in events]
+            assert rest and rest[-1]["error"]["data"][0]["metadata"]["code"] == "key_revoked", rest
+            task_id = first["result"]["task"]["id"]
+        assert p.get(f"/v1/runs/{task_id}").json()["status"] in ("queued", "running")
+        for run in (run_id, task_id):
+            p.post(f"/v1/runs/{run}/stop")  # done with them

@@ -116,6 +116,12 @@ class AuthError(BackchannelError):
     type = "invalid_request_error"
 
 
+class KeyRevoked(AuthError):
+    """The key a stream was opened with was revoked or rotated meanwhile: the stream ends."""
+
+    code = "key_revoked"
+
+
 class LimitReached(BackchannelError):
     """A limit no sender may exhaust (a session's queue, a sender's rate, a profile's sessions): try again later."""
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import AsyncIterator
 
 from sse_starlette.sse import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ..errors import UsageError
+from ..errors import KeyRevoked, UsageError
 from . import shapes
 from .context import caller, context, incoming
 from .http import int_param, json_body, optional_str, profile_of, run_scope, text_field
@@ -62,7 +63,17 @@ async def run_events(request: Request) -> Response:
         async for event in ctx.delivery.follow(run.id):
             yield {"comment": "keepalive"} if event is None else {"data": json.dumps(event, ensure_ascii=False)}
 
-    return EventSourceResponse(frames(), ping=30)
+    async def while_valid() -> AsyncIterator[dict[str, str]]:
+        """The events until the run's end, or until the key the stream was opened with is revoked: then a last
+        `stream.closed` event that says why (the run goes on)."""
+        try:
+            async for f in ctx.gateway.access.while_valid(caller(request), frames()):
+                yield f
+        except KeyRevoked as exc:
+            closed = {"event": "stream.closed", "run_id": run.id, "timestamp": time.time()}
+            yield {"data": json.dumps({**closed, "code": exc.code, "error": exc.message}, ensure_ascii=False)}
+
+    return EventSourceResponse(while_valid(), ping=30)
 
 
 async def get_ledger(request: Request) -> Response:

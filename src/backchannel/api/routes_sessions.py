@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ..core.delivery import Incoming
-from ..errors import DeliveryError, Forbidden, Refused
+from ..errors import DeliveryError, Forbidden, KeyRevoked, Refused
 from ..outcome import Outcome
 from ..store.sessions import BOT_CHAT_TITLE
 from . import shapes
@@ -123,16 +123,15 @@ async def chat_stream(request: Request) -> Response:
     run_id, session_id = first.run.id, first.run.session_id
     deadline = time.monotonic() + wait
     live = ctx.delivery.reserve_events(run_id)  # before the run can start: the stream sees all its events
+    seq = 0
+
+    def frame(event: str, **data: Any) -> dict[str, str]:
+        nonlocal seq
+        seq += 1
+        payload = {"session_id": session_id, "run_id": run_id, "seq": seq, "ts": time.time(), **data}
+        return {"event": event, "data": json.dumps(payload, ensure_ascii=False)}
 
     async def frames() -> AsyncIterator[dict[str, str]]:
-        seq = 0
-
-        def frame(event: str, **data: Any) -> dict[str, str]:
-            nonlocal seq
-            seq += 1
-            payload = {"session_id": session_id, "run_id": run_id, "seq": seq, "ts": time.time(), **data}
-            return {"event": event, "data": json.dumps(payload, ensure_ascii=False)}
-
         yield frame(
             "run.started", user_message={"role": "user", "content": first.run.message}, replayed=first.result.replayed
         )
@@ -181,7 +180,17 @@ async def chat_stream(request: Request) -> Response:
                 break
         yield frame("done")
 
-    return EventSourceResponse(frames(), ping=15)
+    async def while_valid() -> AsyncIterator[dict[str, str]]:
+        """The frames until the run's end, or until the key the stream was opened with is revoked."""
+        try:
+            async for f in ctx.gateway.access.while_valid(caller(request), frames()):
+                yield f
+        except KeyRevoked as exc:
+            state = ctx.delivery.run(run_id).state.value
+            yield frame("error", message=exc.message, status=state, code=exc.code, output=None)
+            yield frame("done")
+
+    return EventSourceResponse(while_valid(), ping=15)
 
 
 def _final(

@@ -7,14 +7,17 @@ here (only their hashes are stored: `store.peer_keys`).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hmac
 import re
 import secrets
-from dataclasses import dataclass
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
+from typing import TypeVar
 
-from ..errors import AuthError, Forbidden, StoreError, UsageError
+from ..errors import AuthError, Forbidden, KeyRevoked, StoreError, UsageError
 from ..home import config
 from ..home.profiles import DEFAULT_PROFILE
 from ..store import peer_keys
@@ -25,6 +28,8 @@ from ..store.sessions import BOT_CHAT_TITLE, SessionRow
 
 PROFILE_PATTERN_RE = re.compile(r"[a-z0-9_*?\[\]-]{1,64}")
 KEY_PREFIX = "bcpk_"
+REVOKED_POLL_SECONDS = 0.5  # how soon a stream opened with a key learns that the key was revoked or rotated
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -34,6 +39,7 @@ class Caller:
     peer: str | None = None
     profiles: tuple[str, ...] = ("*",)
     read: bool = True
+    key_hash: str = field(default="", repr=False, compare=False)  # which key of the peer (a rotation is another)
 
     @property
     def is_person(self) -> bool:
@@ -105,6 +111,8 @@ class Access:
 
     def __init__(self, db: Database) -> None:
         self.db = db
+        self._watched: dict[tuple[str, str], set[asyncio.Future[None]]] = {}
+        self._watch: asyncio.Task[None] | None = None
 
     def identify(self, token: str, *, person_key: str) -> Caller:
         """The caller a bearer token names; AuthError when it is nobody's."""
@@ -117,7 +125,81 @@ class Access:
             raise AuthError("Invalid API key: send Authorization: Bearer <API_SERVER_KEY or a peer key>")
         with contextlib.suppress(StoreError):  # a store that cannot be written (a full disk) still knows the key
             peer_keys.stamp_use(self.db, found)
-        return Caller(found.name, found.profiles, found.read)
+        return Caller(found.name, found.profiles, found.read, key_hash=peer_keys.digest(token))
+
+    # --- streams opened with a key that is revoked meanwhile -------------------------------------
+
+    async def while_valid(self, who: Caller, events: AsyncIterator[T]) -> AsyncIterator[T]:
+        """The events of a stream opened with `who`'s key until they end, or until the key is revoked or rotated
+        (within REVOKED_POLL_SECONDS, whether an event is due or not): then KeyRevoked, and `events` is closed.
+        The person's key is the home's own and is never revoked here."""
+        if who.is_person:
+            async for event in events:
+                yield event
+            return
+        revoked = asyncio.ensure_future(self._revoked(who))
+        step: asyncio.Future[T] | None = None
+        try:
+            while True:
+                step = asyncio.ensure_future(anext(events))
+                await asyncio.wait((step, revoked), return_when=asyncio.FIRST_COMPLETED)
+                if not step.done():
+                    raise KeyRevoked(
+                        f"{who.shown} was revoked or rotated while this stream was open: it ends here (what it"
+                        " followed goes on; a key in force may follow it again)"
+                    )
+                try:
+                    event = step.result()
+                except StopAsyncIteration:
+                    return
+                yield event
+        finally:  # the key revoked, the events ended, or the stream's reader gone: nothing is left running
+            revoked.cancel()
+            if step is not None and not step.done():
+                step.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await step
+            closing = getattr(events, "aclose", None)
+            if closing is not None:
+                with contextlib.suppress(Exception):
+                    await closing()
+
+    async def _revoked(self, who: Caller) -> None:
+        """Until `who`'s key is no longer in force; one watch reads the keys for every stream open."""
+        assert who.peer is not None
+        key = (who.peer, who.key_hash)
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._watched.setdefault(key, set()).add(done)
+        if self._watch is None or self._watch.done():
+            self._watch = asyncio.create_task(self._watch_keys())
+        try:
+            await done
+        finally:
+            waiting = self._watched.get(key)
+            if waiting is not None:
+                waiting.discard(done)
+                if not waiting:
+                    del self._watched[key]
+
+    async def _watch_keys(self) -> None:
+        while self._watched:
+            await asyncio.sleep(REVOKED_POLL_SECONDS)
+            try:
+                live = peer_keys.live(self.db)
+            except StoreError:
+                continue  # the store is busy or away: the keys are read again on the next round
+            for key, waiting in list(self._watched.items()):
+                if key not in live:
+                    for done in waiting:
+                        if not done.done():
+                            done.set_result(None)
+
+    async def aclose(self) -> None:
+        """Stop watching keys (the gateway stops)."""
+        if self._watch is not None:
+            self._watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watch
 
     # --- the keys' life cycle (the CLI) ----------------------------------------------------------
 

@@ -169,6 +169,7 @@ class Gateway:
                     "the last writes could not be committed (their runs run again after a restart): %s", exc.message
                 )
             self.db.checkpoint("TRUNCATE")
+        await self.access.aclose()
         await self.mcp.aclose()
         await self.engines.aclose()
         self.db.close()

@@ -114,6 +114,11 @@ def find(db: Database, key: str) -> PeerKey | None:
     return _row(found) if found is not None else None
 
 
+def live(db: Database) -> set[tuple[str, str]]:
+    """Every key in force now, as (name, hash)."""
+    return {(str(r["name"]), str(r["key_hash"])) for r in db.all("SELECT name, key_hash FROM peer_keys")}
+
+
 def stamp_use(db: Database, key: PeerKey) -> None:
     """Note that a key was used (at most once a minute per key)."""
     now = time.time()

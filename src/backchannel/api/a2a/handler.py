@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import NoReturn
 
 from a2a.server.context import ServerCallContext
@@ -33,6 +33,7 @@ from a2a.utils.errors import (
     ExtendedAgentCardNotConfiguredError,
     InternalError,
     InvalidParamsError,
+    InvalidRequestError,
     PushNotificationNotSupportedError,
     TaskNotCancelableError,
     TaskNotFoundError,
@@ -44,7 +45,7 @@ from google.protobuf.json_format import MessageToDict
 from ... import a2a_extension, keys
 from ...core.access import Caller
 from ...core.delivery import Incoming
-from ...errors import BackchannelError, NotFound, Refused, UsageError
+from ...errors import BackchannelError, KeyRevoked, NotFound, Refused, UsageError
 from ...framing import is_human
 from ...home.redact import redact
 from ...store.runs import RunRow, RunState
@@ -126,7 +127,7 @@ class RunsHandler(RequestHandler):
         run = self.ctx.delivery.run(task.id)
         if run.state is RunState.HELD:
             return
-        async for event in updates(self.ctx.delivery, run):
+        async for event in self._while_valid(context, updates(self.ctx.delivery, run)):
             yield event
 
     async def on_subscribe_to_task(
@@ -140,7 +141,7 @@ class RunsHandler(RequestHandler):
                 f"task {run.id!r} has ended already ({TaskState.Name(STATES[run.state])}): read it with GetTask"
             )
         yield task_of(run)
-        async for event in updates(self.ctx.delivery, run):
+        async for event in self._while_valid(context, updates(self.ctx.delivery, run)):
             yield event
 
     # --- what is not served yet ------------------------------------------------------------------
@@ -207,6 +208,16 @@ class RunsHandler(RequestHandler):
         except BackchannelError as exc:
             _fail(redact(exc, self.ctx.gateway.root))  # what leaves names no path of the home
         return task_of(delivered.run)
+
+    async def _while_valid(self, context: ServerCallContext, events: AsyncIterator[Event]) -> AsyncIterator[Event]:
+        """A stream's events until it ends, or until the caller's key is revoked or rotated: then an error
+        (the SDK ends the stream with it; the task goes on)."""
+        who, _profile = _scope(context)
+        try:
+            async for event in self.ctx.gateway.access.while_valid(who, events):
+                yield event
+        except KeyRevoked as exc:
+            raise InvalidRequestError(exc.message, {"code": exc.code}) from None
 
     async def _session(self, who: Caller, profile: str, context_id: str) -> SessionRow:
         if not context_id:
