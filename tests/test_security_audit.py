@@ -25,7 +25,7 @@ from backchannel.store import db as store_db
 from backchannel.store import migrations
 from backchannel.store import runs as runstore
 from backchannel.store import sessions as sessionstore
-from conftest import GatewayProcess, free_port, run_cli
+from conftest import GatewayProcess, api_key, free_port, run_cli
 from gateway_http import set_messaging
 from scripted_model import ScriptedModel
 from test_provenance import last_user, start, who
@@ -516,3 +516,39 @@ def test_a_revoked_keys_open_streams_end_with_a_clear_end(gateway: GatewayProces
         assert p.get(f"/v1/runs/{task_id}").json()["status"] in ("queued", "running")
         for run in (run_id, task_id):
             p.post(f"/v1/runs/{run}/stop")  # done with them
+
+
+def test_failed_web_logins_from_elsewhere_never_keep_the_persons_browser_out(gateway: GatewayProcess) -> None:
+    """Wrong keys from any other local process (each a fresh browser, or cookies thrown away) throttle only
+    attempts without a browser that logged in before: the person's browser logs in with the right key at once;
+    its own typos throttle only itself."""
+    right = api_key(gateway.root)
+    origin = {"Origin": gateway.url}
+
+    def browser() -> httpx.Client:
+        return httpx.Client(base_url=gateway.url, timeout=10, follow_redirects=False, trust_env=False)
+
+    with browser() as mine:
+        assert mine.get("/web/login").status_code == 200
+        assert mine.post("/web/login", data={"key": right}, headers=origin).status_code == 303
+        mine.cookies.delete("backchannel_session")  # logged out later, or the session expired
+        assert mine.get("/").status_code == 303
+
+        answers = []
+        for n in range(12):  # a guesser: a new "browser" for every guess, from the same address
+            with browser() as other:
+                other.get("/web/login")
+                answers.append(other.post("/web/login", data={"key": f"guess-{n}"}, headers=origin).status_code)
+        assert answers[:10] == [401] * 10 and answers[10:] == [429, 429], answers
+        with browser() as stranger:  # a browser that never logged in shares the address's count
+            assert stranger.post("/web/login", data={"key": right}, headers=origin).status_code == 429
+
+        back = mine.post("/web/login", data={"key": right}, headers=origin)
+        assert back.status_code == 303, back.text  # the person's browser: in at once
+        assert mine.get("/").status_code == 200
+
+        mine.cookies.delete("backchannel_session")
+        for n in range(10):
+            assert mine.post("/web/login", data={"key": f"typo-{n}"}, headers=origin).status_code == 401
+        mine_throttled = mine.post("/web/login", data={"key": right}, headers=origin)
+        assert mine_throttled.status_code == 429 and "this browser" in mine_throttled.text

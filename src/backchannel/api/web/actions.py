@@ -42,8 +42,15 @@ async def login(request: Request) -> Response:
     target = local_path(form.get("next"))
     response = RedirectResponse(target, status_code=303)
     client = request.client.host if request.client else "unknown"
+    auth = web_auth(request)
     try:
-        web_auth(request).login(form.get("key", ""), response, secure=request.url.scheme == "https", client=client)
+        auth.login(
+            form.get("key", ""),
+            response,
+            secure=request.url.scheme == "https",
+            client=client,
+            browser=auth.browser(request),
+        )
     except AuthError as exc:  # said on the form, which never shows the key that was typed
         return page(request, "login.html", status=401, next=target, error=exc.message)
     except LimitReached as exc:

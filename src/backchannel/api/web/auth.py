@@ -4,6 +4,12 @@ The cookie holds a random session id signed with a per-home secret (`web.secret`
 the API key, so rotating the key logs every browser out; it never holds the key. A session's CSRF token
 is derived from its id, so nothing is kept per session but the ids logged out before their cookies expire
 (in state.db, so that a restart does not let a logged-out cookie back in).
+
+Failed logins are counted per attempt source, so that nobody else's failures keep the person out: a browser
+that has logged in here before carries a signed mark of it (a cookie sent only to the login form, which
+another process can neither read from the person's browser nor forge) and is a source of its own; every other attempt —
+a browser that never logged in, a script — counts against its client address, whatever cookie it sends, so
+changing cookies gains a guesser nothing. The right key always logs in from the person's own browser.
 """
 
 from __future__ import annotations
@@ -26,9 +32,19 @@ from ...home import config
 from ...home.files import read_text
 
 COOKIE = "backchannel_session"
+BROWSER_COOKIE = "backchannel_browser"  # set when the right key logs in: this browser did so before
 MAX_AGE_SECONDS = 12 * 3600
+BROWSER_MAX_AGE_SECONDS = 365 * 24 * 3600
 SECRET_BYTES = 32
-FAILED_LOGINS_PER_MINUTE = 10  # per client address: guessing a weak key takes years, a typo a retry
+FAILED_LOGINS_PER_MINUTE = 10  # per attempt source: guessing a weak key takes years, a typo a retry
+
+
+@dataclass(frozen=True)
+class Browser:
+    """A browser as its login cookie says: its random id, and whether the right key logged in from it."""
+
+    bid: str
+    trusted: bool = False
 
 
 @dataclass(frozen=True)
@@ -57,32 +73,60 @@ class WebAuth:
         self._secret = secret.encode()
         salt = "web-session:" + hashlib.sha256(api_key.encode()).hexdigest()[:16]
         self._signer = URLSafeTimedSerializer(secret, salt=salt)
+        self._browsers = URLSafeTimedSerializer(secret, salt=salt.replace("web-session:", "web-browser:"))
         self._logouts = logouts
-        self._failures = SenderRates(FAILED_LOGINS_PER_MINUTE)  # failed logins per client address
+        self._failures = SenderRates(FAILED_LOGINS_PER_MINUTE)  # failed logins per attempt source
 
     # --- logging in and out ----------------------------------------------------------------------
 
-    def login(self, key: str, response: Response, *, secure: bool, client: str) -> None:
+    def login(self, key: str, response: Response, *, secure: bool, client: str, browser: Browser | None) -> None:
         """Set the session cookie when `key` is the person's API key; AuthError otherwise (the key is never echoed).
 
-        LimitReached (login_throttled) once `client` (an address) failed FAILED_LOGINS_PER_MINUTE times in
-        the last minute: then not even the right key is tried until the minute has passed."""
-        retry = self._failures.retry_after(client)
+        LimitReached (login_throttled) once the attempt's source failed FAILED_LOGINS_PER_MINUTE times in the
+        last minute: then not even the right key is tried from that source until the minute has passed. The
+        source is the browser when it logged in here before (`browser.trusted`), else the client address."""
+        source, shown = (f"browser:{browser.bid}", "this browser") if browser and browser.trusted else (client, client)
+        retry = self._failures.retry_after(source)
         if retry is not None:
             raise LimitReached(
-                f"{FAILED_LOGINS_PER_MINUTE} failed logins from {client} in the last minute: "
-                f"try again in {retry:.0f} s",
+                f"{FAILED_LOGINS_PER_MINUTE} failed logins from {shown} in the last minute: try again in {retry:.0f} s",
                 code="login_throttled",
                 retry_after=retry,
             )
         if not hmac.compare_digest(key.strip().encode(), self._api_key.encode()):
-            self._failures.record(client)
+            self._failures.record(source)
             raise AuthError(
                 "that is not this gateway's API key (API_SERVER_KEY in the home's .env)", code="login_failed"
             )
         token = self._signer.dumps({"sid": secrets.token_urlsafe(24)})
         response.set_cookie(
             COOKIE, token, max_age=MAX_AGE_SECONDS, path="/", httponly=True, samesite="strict", secure=secure
+        )
+        self._mark(response, Browser(browser.bid if browser else secrets.token_urlsafe(16), trusted=True), secure)
+
+    def browser(self, request: Request) -> Browser | None:
+        """The browser its login cookie names (None: no cookie, or one not signed here)."""
+        token = request.cookies.get(BROWSER_COOKIE)
+        if not token:
+            return None
+        try:
+            data = self._browsers.loads(token, max_age=BROWSER_MAX_AGE_SECONDS)
+        except BadSignature:
+            return None
+        if not isinstance(data, dict) or not isinstance(data.get("bid"), str):
+            return None
+        return Browser(data["bid"], trusted=data.get("ok") is True)
+
+    def _mark(self, response: Response, browser: Browser, secure: bool) -> None:
+        token = self._browsers.dumps({"bid": browser.bid, "ok": browser.trusted})
+        response.set_cookie(
+            BROWSER_COOKIE,
+            token,
+            max_age=BROWSER_MAX_AGE_SECONDS,
+            path="/web/login",
+            httponly=True,
+            samesite="strict",
+            secure=secure,
         )
 
     async def logout(self, session: WebSession, response: Response) -> None:
