@@ -6,7 +6,10 @@ process, raw HTTP with the person's key and with peers' keys, the real CLI.
    does not reset one (the two-gateway loops are in test_exchanges_e2e.py);
 4. idempotency keys are their caller's: a peer's key never names the person's run, nor the other way round;
    runs recorded before keep their meaning (migration 0013);
-5. no look-alike bracket gets past the frame escaping, and Backchannel's own wake-up heading is never escaped.
+5. no look-alike bracket gets past the frame escaping, and Backchannel's own wake-up heading is never escaped;
+6. (its parts here) stopping a held run cancels it; a deny's reason is bounded; no error that leaves the gateway
+   names the home's path; a revoked key's open streams end; other processes' wrong web logins never keep the
+   person's browser out.
 """
 
 from __future__ import annotations
