@@ -14,6 +14,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -292,6 +293,10 @@ def test_the_bounds_of_configs_per_caller_and_of_a_notifications_body_hold(tmp_p
             assert made["result"]["id"] == task_id, made
         third = rpc(gw, "CreateTaskPushNotificationConfig", {"taskId": slow[2], "url": receiver.url}, headers=V1)
         assert third["error"]["code"] == -32602 and "push_max_configs_per_caller" in third["error"]["message"], third
+        refused = rpc(gw, "SendMessage", sent_with_push("one more", "m-over", {"url": receiver.url}), headers=V1)
+        assert refused["error"]["code"] == -32602 and "push_max_configs_per_caller" in refused["error"]["message"]
+        listed = rpc(gw, "ListTasks", {}, headers=V1)["result"]["tasks"]
+        assert "one more" not in json.dumps(listed)  # refused before anything was sent
         assert task["result"]["task"]["status"]["state"] == COMPLETED
     finally:
         gw.kill()
@@ -354,3 +359,41 @@ def test_a_0_3_client_sets_its_config_by_the_0_3_methods_and_its_receiver_gets_0
     assert [c["pushNotificationConfig"]["id"] for c in listed["result"]] == ["c-03"], listed
     rpc(allowing, "tasks/pushNotificationConfig/delete", {"id": task["id"], "pushNotificationConfigId": "c-03"})
     assert rpc(allowing, "tasks/pushNotificationConfig/list", {"id": task["id"]})["result"] == []
+
+
+def test_where_a_receiver_leads_is_checked_again_when_each_notification_is_sent(tmp_path: Path) -> None:
+    """A config made while the home allowed loopback receivers is not delivered once it does not: the address
+    is checked at each connection (a name through the resolver, an address as written), not only when given."""
+    gw = pushing_gateway(tmp_path / "rechecked", **ALLOWING)
+    try:
+        with Receiver() as receiver:
+            receiver.down = True  # nothing is delivered before the home changes its mind
+            by_name = receiver.url.replace("127.0.0.1", "localhost")
+            rpc(gw, "SendMessage", sent_with_push("by name", "m-by-name", {"url": by_name}), headers=V1)
+            rpc(gw, "SendMessage", sent_with_push("by address", "m-by-address", {"url": receiver.url}), headers=V1)
+            receiver.wait_for(lambda _d: {p.path for p in receiver.posts} == {"/hook"} and len(receiver.posts) >= 2)
+            assert gw.terminate() == 0
+            path = config.config_path(gw.root)
+            data = config.load_yaml(path)
+            data["gateway"]["a2a"] = {"push_retry_first_seconds": 0.2, "push_retry_max_seconds": 0.4}
+            config.write_yaml(path, data)
+            receiver.down = False
+            tried_before = len(receiver.posts)
+            gw.start()
+            log = until_logged(gw, r"leads to 'localhost', and \S+ is a loopback address")
+            assert re.search(r"leads to '127\.0\.0\.1', and 127\.0\.0\.1 is a loopback address", log), log[-2000:]
+            until_logged(gw, r"leads to 'localhost'.*next attempt in 0\.4s")  # tried again, refused again
+            assert len(receiver.posts) == tried_before and not receiver.delivered
+    finally:
+        gw.kill()
+
+
+def until_logged(gw: GatewayProcess, pattern: str, *, within: float = 30.0) -> str:
+    """The gateway's log once a line matches `pattern`."""
+    deadline = time.monotonic() + within
+    while True:
+        log = gw.log()
+        if re.search(pattern, log) or time.monotonic() > deadline:
+            assert re.search(pattern, log), f"no line matches {pattern!r}:\n{log[-3000:]}"
+            return log
+        time.sleep(0.05)

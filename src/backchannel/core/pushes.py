@@ -132,6 +132,10 @@ class Pushes:
         await self.screen.check(receiver.url)
         return check_receiver(receiver)
 
+    def require_room(self, owner: str) -> None:
+        """LimitReached when `owner` may make no new config (before a send that would make one is accepted)."""
+        pushstore.require_room(self.db, owner, max_per_owner=self.settings.max_configs_per_caller)
+
     @commits
     async def watch(
         self,
@@ -216,6 +220,9 @@ class Pushes:
         except StoreError as exc:
             log.warning("push notifications not looked at this round: %s", exc.message)
             return STORE_RETRY_SECONDS
+        except Exception:  # a bug: logged; the job goes on (what is owed stays in the outbox)
+            log.exception("push notifications not looked at this round")
+            return STORE_RETRY_SECONDS
         if due is None:
             return POLL_SECONDS
         return min(max(due - time.time(), 0.01), POLL_SECONDS)
@@ -278,6 +285,9 @@ class Pushes:
             wait = answer.retry_after
         except PushFailed as exc:
             error = exc.message
+        except Exception as exc:  # a bug: logged, and the notification tried again like any failure
+            log.exception("push %s of task %s: the POST failed unexpectedly", owed.notification_id, owed.task_id)
+            error = f"an unexpected {type(exc).__name__}"
         try:
             await self.db.writable()
             if error is None:

@@ -114,15 +114,7 @@ def save(
                     " (gateway.a2a.push_max_configs_per_task): delete one first",
                     code="push_config_limit",
                 )
-            held = conn.execute("SELECT COUNT(*) FROM push_configs WHERE owner = ? AND done = 0", (owner,)).fetchone()[
-                0
-            ]
-            if held >= max_per_owner:
-                raise LimitReached(
-                    f"this key holds {held} push notification configs on tasks not yet ended, the most one key may"
-                    " hold (gateway.a2a.push_max_configs_per_caller): delete some, or wait for their tasks to end",
-                    code="push_config_limit",
-                )
+            require_room(db, owner, max_per_owner=max_per_owner)
         row = conn.execute(
             "INSERT INTO push_configs (task_id, config_id, owner, profile, url, token, auth_scheme, auth_credentials,"
             " version, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
@@ -147,6 +139,18 @@ def save(
     if row is None:  # a task is its owner's alone: another's config id on it is never replaced
         raise Conflict(f"push notification config {config_id!r} of task {task_id!r} is not this key's", code="conflict")
     return _config(row)
+
+
+def require_room(db: Database, owner: str, *, max_per_owner: int) -> None:
+    """LimitReached when `owner` holds `max_per_owner` configs on tasks not yet ended."""
+    held = db.one("SELECT COUNT(*) FROM push_configs WHERE owner = ? AND done = 0", (owner,))
+    count = int(held[0]) if held else 0
+    if count >= max_per_owner:
+        raise LimitReached(
+            f"this key holds {count} push notification configs on tasks not yet ended, the most one key may"
+            " hold (gateway.a2a.push_max_configs_per_caller): delete some, or wait for their tasks to end",
+            code="push_config_limit",
+        )
 
 
 def configs(db: Database, task_id: str, owner: str) -> list[PushConfigRow]:

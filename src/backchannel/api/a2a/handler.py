@@ -84,7 +84,7 @@ class RunsHandler(RequestHandler):
         task is watched by it before the send waits, so its receiver is told every change from the first."""
         config = params.configuration
         _check(config)
-        asked = await self._push_asked(config)
+        asked = await self._push_asked(config, context)
         task = await self._accept(params.message, context, immediately=config.return_immediately or asked is not None)
         if asked is not None:
             await self._push_attach(asked, task, context)
@@ -124,7 +124,7 @@ class RunsHandler(RequestHandler):
         person, a replay of one that ended) is the Task alone."""
         config = params.configuration
         _check(config)
-        asked = await self._push_asked(config)
+        asked = await self._push_asked(config, context)
         task = await self._accept(params.message, context, immediately=True)
         if asked is not None:
             await self._push_attach(asked, task, context)
@@ -194,9 +194,11 @@ class RunsHandler(RequestHandler):
 
     # --- helpers ---------------------------------------------------------------------------------
 
-    async def _push_asked(self, config: SendMessageConfiguration) -> TaskPushNotificationConfig | None:
+    async def _push_asked(
+        self, config: SendMessageConfiguration, context: ServerCallContext
+    ) -> TaskPushNotificationConfig | None:
         try:
-            return await self._push.asked(config)
+            return await self._push.asked(config, context)
         except BackchannelError as exc:
             _fail(exc)
 

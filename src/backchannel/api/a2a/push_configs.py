@@ -41,7 +41,9 @@ class PushConfigs:
         self._own_run = own_run
         self._owner = owner
 
-    async def asked(self, config: SendMessageConfiguration) -> TaskPushNotificationConfig | None:
+    async def asked(
+        self, config: SendMessageConfiguration, context: ServerCallContext
+    ) -> TaskPushNotificationConfig | None:
         """A send's push config, checked before anything is sent (None: the send asks for none)."""
         if not config.HasField("task_push_notification_config"):
             return None
@@ -49,6 +51,7 @@ class PushConfigs:
         if asked.id:
             check_config_id(asked.id)
         await self.pushes.check(receiver_of(asked))
+        self.pushes.require_room(self._owner(context))
         return asked
 
     async def attach(self, asked: TaskPushNotificationConfig, task: Task, context: ServerCallContext) -> None:
