@@ -161,7 +161,7 @@ def test_a_send_with_a_push_config_tells_the_receiver_each_change_once_then_the_
     final = posts[-1].json["statusUpdate"]["status"]
     assert final["message"]["parts"] == [{"text": "default (echo): push me"}]
     for post in posts:
-        assert post.headers["content-type"] == "application/a2a+json"
+        assert post.headers["content-type"] == "application/json"
         assert post.headers["x-a2a-notification-token"] == "tok-send"
         assert post.headers["authorization"] == "Bearer secret-1"
     # the config a send gave is the task's, under the task's id

@@ -44,7 +44,9 @@ STORE_RETRY_SECONDS = 2.0
 PARALLEL = 16  # receivers POSTed to at once
 PRUNE_SECONDS = 600.0
 RETENTION_SECONDS = 86_400.0  # settled notifications (and ended tasks' configs) kept this long
-CONTENT_TYPE = "application/a2a+json"
+# What the SDK's own sender and Hermes send; the spec's example says application/a2a+json, which the JSON parsers
+# of many webhook receivers (express.json(), by default) do not read.
+CONTENT_TYPE = "application/json"
 TOKEN_HEADER = "X-A2A-Notification-Token"
 SIGNATURE_HEADER = "X-A2A-Signature"
 ID_HEADER = "X-A2A-Notification-Id"
