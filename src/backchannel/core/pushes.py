@@ -26,7 +26,7 @@ import re
 import time
 from typing import Protocol
 
-from ..errors import NotFound, PushFailed, StoreError, UsageError
+from ..errors import PushFailed, StoreError, UsageError
 from ..home.push_settings import PushSettings
 from ..net.screening import Screen, shown_url
 from ..net.webhook import Answer, Webhooks
@@ -108,9 +108,10 @@ def headers(owed: Owed) -> dict[str, str]:
 class Pushes:
     """The push notification configs of a home's tasks and their delivery.
 
-    `watch`, `configs`, `config` and `forget` serve the A2A handler (the caller owning the task is checked
-    there); `noticed` is told every run state change and wakes the job; `run` is the job. Without `events`
-    (a CLI's one-off gateway) nothing is delivered here: the gateway process delivers what is owed."""
+    `check`, `require_room`, `watch`, `configs` and `forget` serve the A2A handler (the caller owning the
+    task is checked there); `noticed` is told every run state change and wakes the job; `run` is the job.
+    Without `events` (a CLI's one-off gateway) nothing is delivered here: the gateway process delivers what
+    is owed."""
 
     def __init__(self, db: Database, settings: PushSettings, *, events: PushEvents | None) -> None:
         self.db = db
@@ -121,6 +122,9 @@ class Pushes:
         self._watched: set[str] | None = None  # known once the job has started
         self._wake = asyncio.Event()
         self._busy: dict[int, asyncio.Task[None]] = {}  # config seq -> its notification being POSTed
+        # Attempts the store could not record (a full disk): kept here so a receiver is not flooded meanwhile.
+        self._unsaved: dict[int, int] = {}  # delivered notifications (seq -> attempts), recorded next round
+        self._not_before: dict[int, float] = {}  # failed ones (seq -> when to try again)
         self._pruned = 0.0
 
     @property
@@ -172,12 +176,6 @@ class Pushes:
     def configs(self, task_id: str, *, owner: str) -> list[PushConfigRow]:
         return pushstore.configs(self.db, task_id, owner)
 
-    def config(self, task_id: str, config_id: str, *, owner: str) -> PushConfigRow:
-        found = next((c for c in self.configs(task_id, owner=owner) if c.config_id == config_id), None)
-        if found is None:
-            raise NotFound(f"task {task_id!r} has no push notification config {config_id!r}", code="not_found")
-        return found
-
     @commits
     async def forget(self, task_id: str, config_id: str, *, owner: str) -> None:
         """Delete a config and what is still owed to it; deleting one that is gone changes nothing."""
@@ -210,6 +208,11 @@ class Pushes:
         try:
             if self._watched is None:
                 self._watched = pushstore.watched_tasks(self.db)
+            for seq, attempts in list(self._unsaved.items()):
+                await self.db.writable()
+                pushstore.delivered(self.db, seq, attempts=attempts)
+                await self.db.durable()
+                del self._unsaved[seq]
             await self._catch_up()
             self._start_due()
             now = time.time()
@@ -267,7 +270,11 @@ class Pushes:
         room = PARALLEL - len(self._busy)
         if room <= 0:
             return
-        for owed in pushstore.due(self.db, now=time.time(), limit=room, busy=set(self._busy)):
+        now = time.time()
+        for owed in pushstore.due(self.db, now=now, limit=room, busy=set(self._busy)):
+            if owed.seq in self._unsaved or self._not_before.get(owed.seq, 0.0) > now:
+                continue
+            self._not_before.pop(owed.seq, None)
             task = asyncio.create_task(self._deliver(owed))
             self._busy[owed.config_seq] = task
             task.add_done_callback(functools.partial(self._done, owed.config_seq))
@@ -281,6 +288,7 @@ class Pushes:
         attempt = owed.attempts + 1
         where = shown_url(owed.receiver.url)
         wait: float | None = None
+        delay = 0.0
         try:
             answer = await self._webhooks.post(owed.receiver.url, owed.body, headers(owed))
             error = None if answer.ok else _refusal(answer)
@@ -324,7 +332,11 @@ class Pushes:
                     delay,
                 )
             await self.db.durable()
-        except StoreError as exc:  # the notification stays as it was: POSTed again (the same id) next round
+        except StoreError as exc:  # kept in memory until the store takes it (a restart: POSTed again, same id)
+            if error is None:
+                self._unsaved[owed.seq] = attempt
+            else:
+                self._not_before[owed.seq] = time.time() + max(delay, STORE_RETRY_SECONDS)
             log.warning(
                 "push %s of task %s: its attempt could not be recorded: %s",
                 owed.notification_id,
