@@ -1,7 +1,8 @@
-"""A real push notification receiver for the tests: an HTTP server on loopback that keeps every POST it gets.
+"""A real push notification receiver for the tests: an HTTP server on loopback that keeps every POST it gets;
+and a gateway whose home has push settings, and a send that asks for pushes.
 
-It answers 200, or a failure (`fail_first` POSTs answered 500; `down`: every POST answered 503), and lets a
-test wait for the notifications it expects instead of sleeping.
+The receiver answers 200, or a failure (`fail_first` POSTs answered 500; `down`: every POST answered 503),
+and lets a test wait for the notifications it expects instead of sleeping.
 """
 
 from __future__ import annotations
@@ -12,9 +13,32 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
-from conftest import free_port
+from backchannel.home import config
+from conftest import GatewayProcess, free_port, run_cli
+from gateway_http import in_home
+
+COMPLETED = "TASK_STATE_COMPLETED"
+
+
+def pushing_gateway(root: Path, **a2a: Any) -> GatewayProcess:
+    """A started gateway on a new home whose config.yaml has these `gateway.a2a` settings."""
+    with in_home(root):
+        assert run_cli("init").exit_code == 0
+    gw = GatewayProcess(root, free_port())
+    path = config.config_path(root)
+    data = config.load_yaml(path)
+    data["gateway"].update(port=gw.port, a2a=a2a)
+    config.write_yaml(path, data)
+    return gw.start()
+
+
+def sent_with_push(text: str, message_id: str, push: dict[str, Any], **configuration: Any) -> dict[str, Any]:
+    """SendMessage's params: a text message and a configuration with this push config (and more)."""
+    message = {"messageId": message_id, "role": "ROLE_USER", "parts": [{"text": text}]}
+    return {"message": message, "configuration": {"taskPushNotificationConfig": push, **configuration}}
 
 
 @dataclass(frozen=True)

@@ -35,23 +35,10 @@ from a2a_client import JSONRPC, REST, V1, make_key, request, rpc, send, shared_g
 from backchannel.home import config
 from conftest import GatewayProcess, free_port, run_cli
 from gateway_http import in_home
-from push_receiver import Post, Receiver
+from push_receiver import COMPLETED, Post, Receiver, pushing_gateway, sent_with_push
 
 BINDINGS = pytest.mark.parametrize("binding", [JSONRPC, REST])
-COMPLETED = "TASK_STATE_COMPLETED"
 ALLOWING = {"push_allow_private": True, "push_retry_first_seconds": 0.2, "push_retry_max_seconds": 0.8}
-
-
-def pushing_gateway(root: Path, **a2a: Any) -> GatewayProcess:
-    """A started gateway on a new home whose config.yaml has these `gateway.a2a` settings."""
-    with in_home(root):
-        assert run_cli("init").exit_code == 0
-    gw = GatewayProcess(root, free_port())
-    path = config.config_path(root)
-    data = config.load_yaml(path)
-    data["gateway"].update(port=gw.port, a2a=a2a)
-    config.write_yaml(path, data)
-    return gw.start()
 
 
 @pytest.fixture(scope="module")
@@ -78,11 +65,6 @@ def receiver() -> Iterator[Receiver]:
 
 def push_config(url: str, *, config_id: str = "", task_id: str = "", token: str = "") -> TaskPushNotificationConfig:
     return TaskPushNotificationConfig(id=config_id, task_id=task_id, url=url, token=token)
-
-
-def sent_with_push(text: str, message_id: str, push: dict[str, Any], **configuration: Any) -> dict[str, Any]:
-    message = {"messageId": message_id, "role": "ROLE_USER", "parts": [{"text": text}]}
-    return {"message": message, "configuration": {"taskPushNotificationConfig": push, **configuration}}
 
 
 def ended(posts: list[Post]) -> bool:

@@ -11,8 +11,7 @@ import pytest
 
 from a2a_client import V1, rpc
 from conftest import GatewayProcess
-from push_receiver import Post, Receiver
-from test_a2a_push import COMPLETED, pushing_gateway, sent_with_push
+from push_receiver import COMPLETED, Post, Receiver, pushing_gateway, sent_with_push
 
 pytestmark = pytest.mark.faults
 
