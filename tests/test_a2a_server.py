@@ -83,7 +83,7 @@ def test_the_agent_card_is_public_and_names_the_profile_its_soul_and_skills(gate
     # the 0.3 form of the same card, for 0.3 clients
     assert card["url"] == f"{base}/jsonrpc" and card["protocolVersion"] == "0.3"
     assert card["additionalInterfaces"] == [{"transport": "HTTP+JSON", "url": f"{base}/rest"}]
-    assert card["capabilities"] == {"streaming": True, "pushNotifications": False, "extensions": [card_entry()]}
+    assert card["capabilities"] == {"streaming": True, "pushNotifications": True, "extensions": [card_entry()]}
     assert card["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"] == "Bearer"
     assert card["securityRequirements"] == [{"schemes": {"bearer": {}}}]
     root = httpx.get(f"{gateway.url}/.well-known/agent-card.json", trust_env=False).json()
@@ -310,14 +310,16 @@ def test_a_body_past_the_json_bounds_is_a_parse_error_that_names_it_and_changes_
     assert not [e for e in ledger(gateway) if e.get("run_id")]
 
 
-def test_a_send_that_asks_for_push_notifications_is_refused_and_nothing_is_sent(shared: GatewayProcess) -> None:
-    """The card says pushNotifications: false; a send that asks for them is refused before anything is sent."""
+def test_a_send_whose_push_receiver_is_no_http_url_is_refused_and_nothing_is_sent(shared: GatewayProcess) -> None:
+    """A send's push config is checked before anything is sent (tests/test_a2a_push.py has the rest of push)."""
     key = make_key(shared.root, "push")
-    push = {"taskPushNotificationConfig": {"url": "https://example.invalid/hook"}}
+    push = {"taskPushNotificationConfig": {"url": "ftp://example.invalid/hook"}}
     message = {"messageId": "m-push", "role": "ROLE_USER", "parts": [{"text": "tell me later"}]}
     params = {"message": message, "configuration": push}
     refused = rpc(shared, "SendMessage", params, headers=V1, key=key)
-    assert refused["error"]["code"] == -32003, refused  # PushNotificationNotSupportedError
+    assert refused["error"]["code"] == -32602, refused
+    assert "must be an http or https URL" in refused["error"]["message"], refused
+    assert refused["error"]["data"][0]["metadata"]["code"] == "invalid_push_url", refused
     assert rpc(shared, "ListTasks", {}, headers=V1, key=key)["result"]["tasks"] == []
 
 

@@ -42,7 +42,7 @@ def agent_card(profile: Profile, base: str) -> AgentCard:
         ],
         capabilities=AgentCapabilities(
             streaming=True,
-            push_notifications=False,
+            push_notifications=True,  # delivered from the store's outbox, retried (core.pushes)
             extensions=[ParseDict(a2a_extension.card_entry(), AgentExtension())],
         ),
         security_schemes={

@@ -33,7 +33,6 @@ from a2a.utils.errors import (
     ExtendedAgentCardNotConfiguredError,
     InternalError,
     InvalidParamsError,
-    PushNotificationNotSupportedError,
     TaskNotCancelableError,
     TaskNotFoundError,
     UnsupportedOperationError,
@@ -50,6 +49,7 @@ from ...store.runs import RunRow, RunState
 from ...store.sessions import SessionRow
 from ..context import Context
 from .listing import list_tasks
+from .push_configs import PushConfigs
 from .streams import updates
 from .tasks import STATES, rejected, task_of
 
@@ -68,8 +68,8 @@ ENDS = frozenset(
 
 class RunsHandler(RequestHandler):
     """SendMessage, GetTask and CancelTask as deliver/submit, status and stop; SendStreamingMessage and
-    SubscribeToTask follow the run's events; ListTasks pages through the caller's tasks. Push notifications
-    and the extended card are not served.
+    SubscribeToTask follow the run's events; ListTasks pages through the caller's tasks; the push notification
+    configs of the caller's tasks are the gateway's `Pushes` (`push_configs`). The extended card is not served.
 
     `contextId` is a session of the path's profile (none: its Bot Chat), `taskId` a run, `messageId` the
     run's idempotency key for this caller and profile (a replay answers with the same task). A task is its
@@ -77,14 +77,20 @@ class RunsHandler(RequestHandler):
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
+        self._push = PushConfigs(ctx.gateway.pushes, own_run=self._own_run, owner=_owner)
 
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Task | Message:
-        """The task the message is (its history within `configuration.historyLength`)."""
+        """The task the message is (its history within `configuration.historyLength`). With a push config, the
+        task is watched by it before the send waits, so its receiver is told every change from the first."""
         config = params.configuration
         _check(config)
-        return apply_history_length(
-            await self._accept(params.message, context, immediately=config.return_immediately), config
-        )
+        asked = await self._push_asked(config, context)
+        task = await self._accept(params.message, context, immediately=config.return_immediately or asked is not None)
+        if asked is not None:
+            await self._push_attach(asked, task, context)
+            if not config.return_immediately and task.status.state not in ENDS:
+                task = task_of((await self.ctx.delivery.wait(task.id, self.ctx.settings.http_wait_seconds)).run)
+        return apply_history_length(task, config)
 
     async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
         validate_history_length(params)
@@ -118,7 +124,10 @@ class RunsHandler(RequestHandler):
         person, a replay of one that ended) is the Task alone."""
         config = params.configuration
         _check(config)
+        asked = await self._push_asked(config, context)
         task = await self._accept(params.message, context, immediately=True)
+        if asked is not None:
+            await self._push_attach(asked, task, context)
         yield apply_history_length(task, config)
         if task.status.state in ENDS:
             return
@@ -142,27 +151,41 @@ class RunsHandler(RequestHandler):
         async for event in updates(self.ctx.delivery, run):
             yield event
 
-    # --- what is not served yet ------------------------------------------------------------------
+    # --- push notification configs ----------------------------------------------------------------
 
     async def on_create_task_push_notification_config(
         self, params: TaskPushNotificationConfig, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
-        _no_push()
+        try:
+            return await self._push.create(params, context)
+        except BackchannelError as exc:
+            _fail(exc)
 
     async def on_get_task_push_notification_config(
         self, params: GetTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
-        _no_push()
+        try:
+            return self._push.get(params, context)
+        except BackchannelError as exc:
+            _fail(exc)
 
     async def on_list_task_push_notification_configs(
         self, params: ListTaskPushNotificationConfigsRequest, context: ServerCallContext
     ) -> ListTaskPushNotificationConfigsResponse:
-        _no_push()
+        try:
+            return self._push.list(params, context)
+        except BackchannelError as exc:
+            _fail(exc)
 
     async def on_delete_task_push_notification_config(
         self, params: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> None:
-        _no_push()
+        try:
+            await self._push.delete(params, context)
+        except BackchannelError as exc:
+            _fail(exc)
+
+    # --- what is not served yet ------------------------------------------------------------------
 
     async def on_get_extended_agent_card(
         self, params: GetExtendedAgentCardRequest, context: ServerCallContext
@@ -170,6 +193,20 @@ class RunsHandler(RequestHandler):
         raise ExtendedAgentCardNotConfiguredError("there is no extended agent card: the public card is all")
 
     # --- helpers ---------------------------------------------------------------------------------
+
+    async def _push_asked(
+        self, config: SendMessageConfiguration, context: ServerCallContext
+    ) -> TaskPushNotificationConfig | None:
+        try:
+            return await self._push.asked(config, context)
+        except BackchannelError as exc:
+            _fail(exc)
+
+    async def _push_attach(self, asked: TaskPushNotificationConfig, task: Task, context: ServerCallContext) -> None:
+        try:
+            await self._push.attach(asked, task, context)
+        except BackchannelError as exc:
+            _fail(exc)
 
     async def _accept(self, message: Message, context: ServerCallContext, *, immediately: bool) -> Task:
         """The message delivered (or, `immediately`, accepted) as the caller's: its run's task, or the REJECTED
@@ -236,6 +273,12 @@ def _scope(context: ServerCallContext) -> tuple[Caller, str]:
     return who, profile
 
 
+def _owner(context: ServerCallContext) -> str:
+    """Whose push notification configs a caller's are: the person's, or one peer key's (whatever profile sent)."""
+    who, _profile = _scope(context)
+    return PERSON_SENDER if who.is_person else f"peer:{who.peer}"
+
+
 def _sender(who: Caller, profile: str | None = None) -> str:
     """Whom a caller's A2A messages are from: a peer's `peer:NAME`, or `peer:NAME/<profile>` when its message
     says the sending profile; a person's `human:a2a`. Its tasks are those runs."""
@@ -275,13 +318,5 @@ def _fail(exc: BackchannelError) -> NoReturn:
 
 
 def _check(config: SendMessageConfiguration) -> None:
-    """Refuse what a send's configuration asks that is not served: a push config, a negative historyLength."""
-    if config.HasField("task_push_notification_config"):
-        _no_push()
+    """Refuse what a send's configuration asks that is not served: a negative historyLength."""
     validate_history_length(config)
-
-
-def _no_push() -> NoReturn:
-    raise PushNotificationNotSupportedError(
-        "push notifications are not supported (the card says pushNotifications: false)"
-    )
