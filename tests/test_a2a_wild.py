@@ -155,20 +155,22 @@ STREAMED = "alpha beta gamma delta epsilon zeta"
 
 
 def _sse_concatenated(url: str, key: str, message: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
-    """A client that adds up every artifact part it is sent (as Hermes's plugin does), over raw SSE."""
+    """A client that adds up every artifact part it is sent, as Hermes's plugin does with the card's streaming
+    (`_send_task_stream`: SendStreamingMessage, `artifact_parts.extend(...)`), over raw SSE; (the text, the
+    StreamResponse results)."""
     body = {"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage", "params": {"message": message}}
     headers = {"Authorization": f"Bearer {key}", "Accept": "text/event-stream", **V1}
     parts: list[str] = []
-    updates: list[dict[str, Any]] = []
+    results: list[dict[str, Any]] = []
     with httpx.stream("POST", url, json=body, headers=headers, timeout=60, trust_env=False) as r:
         assert r.headers["content-type"].startswith("text/event-stream"), r.read()
         for line in r.iter_lines():
             if line.startswith("data:"):
                 result = json.loads(line[5:])["result"]
+                results.append(result)
                 if "artifactUpdate" in result:
-                    updates.append(result["artifactUpdate"])
                     parts.extend(p.get("text", "") for p in result["artifactUpdate"]["artifact"]["parts"])
-    return "".join(parts), updates
+    return "".join(parts), results
 
 
 def test_a_streamed_reply_is_said_once_to_a_client_that_adds_up_parts_and_to_the_sdk(gateway: GatewayProcess) -> None:
@@ -177,17 +179,39 @@ def test_a_streamed_reply_is_said_once_to_a_client_that_adds_up_parts_and_to_the
 
     with ScriptedModel([{"content": STREAMED}] * 2, stream=True, chunk_size=6) as model:
         make_openai_profile(gateway.root, model.base_url)
-        message = {"messageId": "m-chunks", "role": "ROLE_USER", "parts": [{"text": "stream it"}]}
-        added, updates = _sse_concatenated(f"{gateway.url}/p/coder/a2a/jsonrpc", api_key(gateway.root), message)
+        ctx = new_context()
+        message = {"messageId": "m-chunks", "role": "ROLE_USER", "parts": [{"text": "stream it"}], "contextId": ctx}
+        added, results = _sse_concatenated(f"{gateway.url}/p/coder/a2a/jsonrpc", api_key(gateway.root), message)
         assert added == STREAMED  # every piece once: not again in the last chunk
+        updates = [r["artifactUpdate"] for r in results if "artifactUpdate" in r]
         assert len(updates) > 2 and not updates[0].get("append") and all(u["append"] for u in updates[1:]), updates
         assert updates[-1]["lastChunk"] and not any(u.get("lastChunk") for u in updates[:-1]), updates
+        said_to = {(r.get("task") or r.get("statusUpdate") or r.get("artifactUpdate"))["contextId"] for r in results}
+        assert said_to == {ctx}, results  # every event of the stream echoes the client's own contextId
 
         async def body(client: Client) -> None:
             seen = [e async for e in client.send_message(request("stream it again", "m-chunks-sdk"))]
             task = assembled(seen)  # the SDK's own rule for append and lastChunk
             assert "".join(p.text for p in task.artifacts[0].parts) == STREAMED, task.artifacts
             assert concatenated(seen) == STREAMED
+
+        with_client(gateway, body, path="/p/coder", streaming=True)
+
+
+def test_a_turn_that_spoke_before_a_tool_call_ends_its_stream_with_the_reply_alone(gateway: GatewayProcess) -> None:
+    """What a model streamed before calling a tool is not its reply: the last chunk replaces the artifact."""
+    from scripted_model import ScriptedModel
+    from test_openai_e2e import make_openai_profile
+
+    replies = [{"content": "let me look first", "tool_calls": [{"name": "list_sessions", "arguments": {}}]}, STREAMED]
+    with ScriptedModel(replies, stream=True, chunk_size=6) as model:
+        make_openai_profile(gateway.root, model.base_url)
+
+        async def body(client: Client) -> None:
+            seen = [e async for e in client.send_message(request("look, then answer", "m-tool-stream"))]
+            updates = [e.artifact_update for e in seen if e.HasField("artifact_update")]
+            assert updates[-1].last_chunk and not updates[-1].append, updates[-1]
+            assert "".join(p.text for p in assembled(seen).artifacts[0].parts) == STREAMED
 
         with_client(gateway, body, path="/p/coder", streaming=True)
 
