@@ -2,7 +2,7 @@
 run, and what makes two messages the same message.
 
     text part    its text, as it is (text parts follow each other without a separator)
-    data part    fenced JSON (```json … ```) in a paragraph of its own
+    data part    fenced JSON (```json … ```, keys sorted: protobuf's Struct keeps no order) in a paragraph of its own
     file part    kept with the run: its bytes (`raw`, at most MAX_FILE_BYTES) or its `url`, which is never
                  fetched (no request to wherever a stranger points); the agent reads a line that names it,
                  its media type and its size or URL
