@@ -212,6 +212,24 @@ def m0010_web_logouts(conn: sqlite3.Connection) -> None:
     _run(conn, "CREATE TABLE web_logouts (sid TEXT PRIMARY KEY, until REAL NOT NULL)")
 
 
+def m0011_a2a_contexts(conn: sqlite3.Connection) -> None:
+    """A contextId an A2A client chose, bound per caller and profile to the session it started (another caller's
+    same contextId is another session)."""
+    _run(
+        conn,
+        """
+        CREATE TABLE a2a_contexts (
+            caller TEXT NOT NULL,
+            profile TEXT NOT NULL,
+            context_id TEXT NOT NULL,
+            session_id TEXT NOT NULL UNIQUE REFERENCES sessions (id),
+            created_at REAL NOT NULL,
+            PRIMARY KEY (caller, profile, context_id)
+        )
+        """,
+    )
+
+
 def m0012_push_notifications(conn: sqlite3.Connection) -> None:
     """A2A push notification configs per task, and the outbox their notifications are delivered from: one row
     per notification, unique per config and event (each state change is told once), tried until delivered."""
@@ -258,6 +276,25 @@ def m0012_push_notifications(conn: sqlite3.Connection) -> None:
     )
 
 
+def m0015_run_files(conn: sqlite3.Connection) -> None:
+    """The files a message came with (an A2A file part: its bytes, or only its URL), kept with its run."""
+    _run(
+        conn,
+        """
+        CREATE TABLE run_files (
+            run_id TEXT NOT NULL REFERENCES runs (id),
+            ordinal INTEGER NOT NULL,
+            name TEXT,
+            media_type TEXT,
+            url TEXT,
+            content BLOB,
+            size INTEGER NOT NULL,
+            PRIMARY KEY (run_id, ordinal)
+        )
+        """,
+    )
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0001_sessions_messages", m0001_sessions_messages),
     ("0002_runs", m0002_runs),
@@ -269,5 +306,7 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0008_peer_keys_and_peer_senders", m0008_peer_keys_and_peer_senders),
     ("0009_a2a_tasks", m0009_a2a_tasks),
     ("0010_web_logouts", m0010_web_logouts),
+    ("0011_a2a_contexts", m0011_a2a_contexts),
     ("0012_push_notifications", m0012_push_notifications),
+    ("0015_run_files", m0015_run_files),
 ]

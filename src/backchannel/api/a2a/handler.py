@@ -29,7 +29,6 @@ from a2a.types import (
 )
 from a2a.utils.errors import (
     A2AError,
-    ContentTypeNotSupportedError,
     ExtendedAgentCardNotConfiguredError,
     InternalError,
     InvalidParamsError,
@@ -43,11 +42,12 @@ from google.protobuf.json_format import MessageToDict
 from ... import a2a_extension, keys
 from ...core.access import Caller
 from ...core.delivery import Incoming
-from ...errors import BackchannelError, NotFound, Refused, UsageError
+from ...errors import BackchannelError, NotFound, Refused
 from ...framing import is_human
 from ...store.runs import RunRow, RunState
-from ...store.sessions import SessionRow
 from ..context import Context
+from . import inbound
+from .conversations import context_of, conversation, refuse_follow_up
 from .listing import list_tasks
 from .push_configs import PushConfigs
 from .streams import updates
@@ -71,9 +71,9 @@ class RunsHandler(RequestHandler):
     SubscribeToTask follow the run's events; ListTasks pages through the caller's tasks; the push notification
     configs of the caller's tasks are the gateway's `Pushes` (`push_configs`). The extended card is not served.
 
-    `contextId` is a session of the path's profile (none: its Bot Chat), `taskId` a run, `messageId` the
-    run's idempotency key for this caller and profile (a replay answers with the same task). A task is its
-    sender's: another caller's is not found."""
+    `contextId` is a conversation (`conversations`: the caller's own contextId, a session's id, none: the Bot
+    Chat), `taskId` a run, `messageId` with the message's content the run's idempotency key for this caller and
+    profile (an exact repeat answers with the same task). A task is its sender's: another caller's is not found."""
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
@@ -94,7 +94,7 @@ class RunsHandler(RequestHandler):
 
     async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
         validate_history_length(params)
-        return apply_history_length(task_of(self._own_run(params.id, context)), params)
+        return apply_history_length(self._task(self._own_run(params.id, context), context), params)
 
     async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task | None:
         run = self._own_run(params.id, context)
@@ -108,12 +108,17 @@ class RunsHandler(RequestHandler):
             delivered = await self.ctx.delivery.stop(run.id, profile=run.profile)
         except BackchannelError as exc:
             _fail(exc)
-        return task_of(delivered.run)
+        return self._task(delivered.run, context)
 
     async def on_list_tasks(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
         who, profile = _scope(context)
         return list_tasks(
-            self.ctx.delivery, params, profile=profile, sender=_sender(who), profiles=who.peer is not None
+            self.ctx.delivery,
+            self.ctx.directory,
+            params,
+            profile=profile,
+            sender=_sender(who),
+            profiles=who.peer is not None,
         )
 
     async def on_message_send_stream(
@@ -134,7 +139,7 @@ class RunsHandler(RequestHandler):
         run = self.ctx.delivery.run(task.id)
         if run.state is RunState.HELD:
             return
-        async for event in updates(self.ctx.delivery, run):
+        async for event in updates(self.ctx.delivery, run, context_id=task.context_id):
             yield event
 
     async def on_subscribe_to_task(
@@ -147,8 +152,9 @@ class RunsHandler(RequestHandler):
             raise UnsupportedOperationError(
                 f"task {run.id!r} has ended already ({TaskState.Name(STATES[run.state])}): read it with GetTask"
             )
-        yield task_of(run)
-        async for event in updates(self.ctx.delivery, run):
+        task = self._task(run, context)
+        yield task
+        async for event in updates(self.ctx.delivery, run, context_id=task.context_id):
             yield event
 
     # --- push notification configs ----------------------------------------------------------------
@@ -212,48 +218,43 @@ class RunsHandler(RequestHandler):
         """The message delivered (or, `immediately`, accepted) as the caller's: its run's task, or the REJECTED
         task of a message the policy refuses."""
         who, profile = _scope(context)
+        caller = _sender(who)
         if message.task_id:
-            raise UnsupportedOperationError(
-                f"continuing task {message.task_id!r} is not supported yet: send a new message (no taskId),"
-                " with its contextId to stay in the same session"
-            )
-        text = _text(message)
+            run = self._own_run(message.task_id, context)
+            refuse_follow_up(message, run, context_of(self.ctx.directory, caller, run))
+        read = inbound.read(message)
         try:
             carried = _hops_chain(message)
             sender = _sender(who, carried.profile)
-            session = await self._session(who, profile, message.context_id)
+            joined = await conversation(self.ctx.directory, who, caller, profile, message.context_id)
             incoming = Incoming(
-                session=session,
-                text=text,
+                session=joined.session,
+                text=read.text,
                 sender=sender,
-                key=keys.a2a(sender, profile, message.message_id),
+                key=keys.a2a(sender, profile, message.message_id, content=read.content),
                 hops=carried.hops,
                 chain=carried.chain,
+                files=read.files,
+                context=joined.new,
             )
             if immediately:
                 delivered = await self.ctx.delivery.submit(incoming)
             else:
                 delivered = await self.ctx.delivery.deliver(incoming, wait=self.ctx.settings.http_wait_seconds)
-        except Refused as exc:  # only the delivery refuses: the session was found
+        except Refused as exc:  # only the delivery refuses: the conversation was found (a new one is not begun)
             asked = Message()
             asked.CopyFrom(message)
-            asked.context_id = session.id
-            return rejected(session.id, asked, code=exc.code, reason=exc.message)
+            asked.context_id = joined.context_id
+            return rejected(joined.context_id, asked, code=exc.code, reason=exc.message)
         except BackchannelError as exc:
             _fail(exc)
-        return task_of(delivered.run)
+        return task_of(delivered.run, context_id=joined.context_id, files=read.files)
 
-    async def _session(self, who: Caller, profile: str, context_id: str) -> SessionRow:
-        if not context_id:
-            return await self.ctx.directory.open_bot_chat(profile)
-        try:
-            session = self.ctx.directory.session(context_id, profile=profile)
-        except NotFound:
-            raise UsageError(
-                f"no session {context_id!r} in profile {profile!r}: send without contextId for its Bot Chat",
-                code="session_not_found",
-            ) from None
-        return who.require_bot_chat(session)
+    def _task(self, run: RunRow, context: ServerCallContext) -> Task:
+        """The caller's run as a task: under the contextId the caller knows its session by, with its files."""
+        who, _profile = _scope(context)
+        files = self.ctx.delivery.files([run.id]).get(run.id, ())
+        return task_of(run, context_id=context_of(self.ctx.directory, _sender(who), run), files=files)
 
     def _own_run(self, task_id: str, context: ServerCallContext) -> RunRow:
         """The caller's run `task_id` in the path's profile; anyone else's is not found."""
@@ -294,16 +295,6 @@ def _hops_chain(message: Message) -> a2a_extension.HopsChain:
     if not message.HasField("metadata"):
         return a2a_extension.HopsChain()
     return a2a_extension.read(MessageToDict(message.metadata))
-
-
-def _text(message: Message) -> str:
-    kinds = [part.WhichOneof("content") for part in message.parts]
-    other = [str(k) for k in kinds if k != "text"]
-    if other:
-        raise ContentTypeNotSupportedError(
-            f"only text parts are accepted; this message has {', '.join(other)} parts", {"code": "invalid_payload"}
-        )
-    return "".join(part.text for part in message.parts)
 
 
 def _fail(exc: BackchannelError) -> NoReturn:
