@@ -6,11 +6,14 @@ STAMP := $(VENV)/.installed
 
 LLAMA_STAMP := $(VENV)/.installed-llama
 
+A2A03_VENV := .venv-a2a03
+A2A03_STAMP := $(A2A03_VENV)/.installed
+
 HERMES_VENV := .venv-hermes
 HERMES_STAMP := $(HERMES_VENV)/.installed
 HERMES_PLUGIN := $(HERMES_VENV)/.backchannel-plugin
 
-.PHONY: demo test faults interop bench bench-hermes lint install clean browser
+.PHONY: demo test faults interop bench bench-hermes lint install clean browser a2a03
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -27,7 +30,16 @@ demo: $(STAMP)
 browser:
 	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
 
-test: $(STAMP) browser
+# The a2a-sdk 0.3.26 client, what many frameworks still ship, in a venv of its own (tests/test_a2a_sdk03.py drives
+# it; tests/a2a03_client.py makes the same venv when it is missing).
+$(A2A03_STAMP):
+	$(PYTHON) -m venv --clear $(A2A03_VENV)
+	$(A2A03_VENV)/bin/python -m pip install --quiet 'a2a-sdk==0.3.26'
+	touch $(A2A03_STAMP)
+
+a2a03: $(A2A03_STAMP)
+
+test: $(STAMP) browser $(A2A03_STAMP)
 	BACKCHANNEL_REQUIRE_BROWSER=1 $(BIN)/python -m pytest -m "not interop and not faults"
 
 # Crash loops with SIGKILL, the API fuzzed from its OpenAPI document, a locked store, a broken profile config,
@@ -69,4 +81,4 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 
 clean:
-	rm -rf $(VENV) $(HERMES_VENV) build *.egg-info src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(HERMES_VENV) $(A2A03_VENV) build *.egg-info src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

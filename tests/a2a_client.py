@@ -13,7 +13,17 @@ import httpx
 import pytest
 from a2a.client import ClientConfig, create_client
 from a2a.client.client import Client
-from a2a.types import GetTaskRequest, Message, Part, Role, SendMessageConfiguration, SendMessageRequest, Task
+from a2a.server.tasks.task_manager import append_artifact_to_task
+from a2a.types import (
+    GetTaskRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageConfiguration,
+    SendMessageRequest,
+    StreamResponse,
+    Task,
+)
 
 from backchannel.home import config
 from conftest import GatewayProcess, api_key, free_port, run_cli
@@ -75,6 +85,23 @@ async def until(client: Client, task_id: str, done: Callable[[Task], bool], *, w
         if done(task) or time.monotonic() > deadline:
             return task
         await asyncio.sleep(0.05)
+
+
+def concatenated(seen: list[StreamResponse]) -> str:
+    """Every text part of every artifact update of a stream, added up as they came (what Hermes's A2A plugin
+    and other simple clients show)."""
+    return "".join(p.text for e in seen if e.HasField("artifact_update") for p in e.artifact_update.artifact.parts)
+
+
+def assembled(seen: list[StreamResponse]) -> Task:
+    """The stream's Task with its artifact updates applied by the SDK's own rule (append, or replace)."""
+    assert seen and seen[0].HasField("task"), seen
+    task = Task()
+    task.CopyFrom(seen[0].task)
+    for event in seen[1:]:
+        if event.HasField("artifact_update"):
+            append_artifact_to_task(task, event.artifact_update)
+    return task
 
 
 def ledger(gw: GatewayProcess) -> list[dict[str, Any]]:

@@ -32,6 +32,7 @@ from a2a_client import (
     JSONRPC,
     REST,
     V1,
+    concatenated,
     ledger,
     make_key,
     request,
@@ -80,16 +81,22 @@ def test_the_agent_card_is_public_and_names_the_profile_its_soul_and_skills(gate
         {"url": f"{base}/jsonrpc", "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
         {"url": f"{base}/rest", "protocolBinding": "HTTP+JSON", "protocolVersion": "0.3"},
     ]
-    # the 0.3 form of the same card, for 0.3 clients
-    assert card["url"] == f"{base}/jsonrpc" and card["protocolVersion"] == "0.3"
-    assert card["additionalInterfaces"] == [{"transport": "HTTP+JSON", "url": f"{base}/rest"}]
-    assert card["capabilities"] == {"streaming": True, "pushNotifications": False, "extensions": [card_entry()]}
+    declared = {k: v for k, v in card_entry().items() if v is not False}  # ProtoJSON leaves out a false `required`
+    assert card["capabilities"] == {"streaming": True, "pushNotifications": True, "extensions": [declared]}
     assert card["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"] == "Bearer"
     assert card["securityRequirements"] == [{"schemes": {"bearer": {}}}]
+    # nothing of 0.3's card in 1.0's (its schema refuses them): 0.3 clients read the card's 0.3 shape elsewhere
+    assert not {"url", "preferredTransport", "additionalInterfaces", "protocolVersion", "security"} & set(card), card
+    old = httpx.get(f"{gateway.url}/p/research/.well-known/agent.json", trust_env=False).json()
+    assert old["url"] == f"{base}/jsonrpc" and old["preferredTransport"] == "JSONRPC"
+    assert old["protocolVersion"] == "0.3"
+    assert old["additionalInterfaces"] == [{"transport": "HTTP+JSON", "url": f"{base}/rest"}]
+    assert old["security"] == [{"bearer": []}] and "supportedInterfaces" not in old, old
+    asked = httpx.get(f"{gateway.url}/p/research/.well-known/agent-card.json", headers={"A2A-Version": "0.3"})
+    assert asked.json() == old
     root = httpx.get(f"{gateway.url}/.well-known/agent-card.json", trust_env=False).json()
     assert root["name"] == "default" and root["supportedInterfaces"][0]["url"] == f"{gateway.url}/a2a/jsonrpc"
-    missing = httpx.get(f"{gateway.url}/p/nobody/.well-known/agent-card.json", trust_env=False)
-    assert missing.status_code == 404 and missing.json()["error"]["code"] == "profile_not_found", missing.text
+    assert [s["id"] for s in root["skills"]] == ["chat"]  # a profile without skills of its own can still chat
 
 
 def test_send_blocking_answers_with_the_completed_task(gateway: GatewayProcess) -> None:
@@ -204,9 +211,11 @@ def test_no_key_is_401_and_changes_nothing(gateway: GatewayProcess) -> None:
         "method": "SendMessage",
         "params": {"message": {"messageId": "m-nokey", "role": "ROLE_USER", "parts": [{"text": "who am I"}]}},
     }
-    for path in ("/a2a/jsonrpc", "/p/default/a2a/jsonrpc"):
+    for path in ("/a2a/jsonrpc", "/p/default/a2a/jsonrpc", "/a2a/jsonrpc/"):
         r = httpx.post(f"{gateway.url}{path}", json=body, headers={"A2A-Version": "1.0"}, trust_env=False)
-        assert r.status_code == 401 and r.json()["error"]["code"] == "invalid_api_key", r.text
+        error = r.json()["error"]  # JSON-RPC's error object, as an A2A client reads it
+        assert r.status_code == 401 and error["code"] == -32600, r.text
+        assert error["data"][0]["metadata"] == {"code": "invalid_api_key"}, r.text
     assert not [e for e in ledger(gateway) if e["message"] == "who am I"]
 
 
@@ -243,12 +252,12 @@ def test_bad_input_gets_a_clear_error_and_changes_nothing(gateway: GatewayProces
     def message(**fields: Any) -> dict[str, Any]:
         return {"message": {"messageId": "m-bad", "role": "ROLE_USER", "parts": [{"text": "bad one"}], **fields}}
 
-    unknown = call(message(contextId="20260101_000000_abcdef"))
-    assert unknown["code"] == -32602 and "no session '20260101_000000_abcdef'" in unknown["message"], unknown
+    garbled = call(message(contextId="line\nbreak"))
+    assert garbled["code"] == -32602 and garbled["data"][0]["metadata"] == {"code": "invalid_context_id"}, garbled
     follow_up = call(message(taskId="run_x"))
-    assert follow_up["code"] == -32004 and "continuing task 'run_x'" in follow_up["message"], follow_up
-    data = call({"message": {"messageId": "m-data", "role": "ROLE_USER", "parts": [{"data": {"a": 1}}]}})
-    assert data["code"] == -32005 and "only text parts" in data["message"], data
+    assert follow_up["code"] == -32001 and "no task 'run_x'" in follow_up["message"], follow_up
+    odd = call({"message": {"messageId": "m-odd", "role": "ROLE_USER", "parts": [{"raw": "AA==", "mediaType": "x/y"}]}})
+    assert odd["code"] == -32005 and "'x/y'" in odd["message"], odd
     empty = call({"message": {"messageId": "m-empty", "role": "ROLE_USER", "parts": [{"text": "  "}]}})
     assert empty["code"] == -32602 and empty["data"][0]["metadata"] == {"code": "missing_message"}, empty
     assert not [e for e in ledger(gateway) if e.get("run_id")]
@@ -260,7 +269,9 @@ def test_the_sdk_is_imported_only_when_a2a_is_asked_for() -> None:
     assert out.stdout.strip() == "False", out
 
 
-def test_a_body_over_the_limit_is_413_and_changes_nothing(gateway: GatewayProcess) -> None:
+def test_a_body_over_the_limit_is_413_in_json_rpcs_shape_and_changes_nothing(gateway: GatewayProcess) -> None:
+    """A JSON-RPC client reads a JSON-RPC error object, whatever refused the request (here the gateway's body
+    limit, before the SDK saw it), not the gateway's REST envelope."""
     text = "x" * 1_100_000
     body = {
         "jsonrpc": "2.0",
@@ -275,7 +286,9 @@ def test_a_body_over_the_limit_is_413_and_changes_nothing(gateway: GatewayProces
         trust_env=False,
         timeout=10,
     )
-    assert r.status_code == 413 and r.json()["error"]["code"] == "body_too_large", r.text
+    answer = r.json()
+    assert r.status_code == 413 and answer["jsonrpc"] == "2.0" and answer["error"]["code"] == -32600, r.text
+    assert answer["error"]["data"][0]["metadata"] == {"code": "body_too_large"}, r.text
     assert not [e for e in ledger(gateway) if e.get("run_id")]
     garbled = httpx.post(
         f"{gateway.url}/a2a/jsonrpc", content=b"{not json", headers=gateway.headers(), trust_env=False, timeout=10
@@ -306,18 +319,20 @@ def test_a_body_past_the_json_bounds_is_a_parse_error_that_names_it_and_changes_
     r = httpx.post(f"{gateway.url}/a2a/jsonrpc", content=body, headers=headers, trust_env=False, timeout=10)
     error = r.json()["error"]
     assert r.status_code == 200 and error["code"] == -32700, (what, r.text)
-    assert says in error["message"] and error["data"] == {"code": code}, (what, error)
+    assert says in error["message"] and error["data"][0]["metadata"] == {"code": code}, (what, error)
     assert not [e for e in ledger(gateway) if e.get("run_id")]
 
 
-def test_a_send_that_asks_for_push_notifications_is_refused_and_nothing_is_sent(shared: GatewayProcess) -> None:
-    """The card says pushNotifications: false; a send that asks for them is refused before anything is sent."""
+def test_a_send_whose_push_receiver_is_no_http_url_is_refused_and_nothing_is_sent(shared: GatewayProcess) -> None:
+    """A send's push config is checked before anything is sent (tests/test_a2a_push.py has the rest of push)."""
     key = make_key(shared.root, "push")
-    push = {"taskPushNotificationConfig": {"url": "https://example.invalid/hook"}}
+    push = {"taskPushNotificationConfig": {"url": "ftp://example.invalid/hook"}}
     message = {"messageId": "m-push", "role": "ROLE_USER", "parts": [{"text": "tell me later"}]}
     params = {"message": message, "configuration": push}
     refused = rpc(shared, "SendMessage", params, headers=V1, key=key)
-    assert refused["error"]["code"] == -32003, refused  # PushNotificationNotSupportedError
+    assert refused["error"]["code"] == -32602, refused
+    assert "must be an http or https URL" in refused["error"]["message"], refused
+    assert refused["error"]["data"][0]["metadata"]["code"] == "invalid_push_url", refused
     assert rpc(shared, "ListTasks", {}, headers=V1, key=key)["result"]["tasks"] == []
 
 
@@ -372,8 +387,8 @@ def test_a_streamed_message_is_its_task_then_the_reply_then_its_end(shared: Gate
         assert kinds(seen)[0] == "task" and kinds(seen)[-1] == "status_update", kinds(seen)
         assert seen[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
         chunks = [e.artifact_update for e in seen if e.HasField("artifact_update")]
-        assert chunks and chunks[-1].last_chunk
-        assert chunks[-1].artifact.parts[0].text == f"default (echo): stream me {binding}"
+        assert chunks and chunks[-1].last_chunk and [c.append for c in chunks][1:] == [True] * (len(chunks) - 1)
+        assert concatenated(seen) == f"default (echo): stream me {binding}"  # said once, not again at the end
         task_id = seen[0].task.id
         stored = await client.get_task(GetTaskRequest(id=task_id))
         assert stored.status.state == TaskState.TASK_STATE_COMPLETED
@@ -394,7 +409,7 @@ def test_subscribe_follows_a_running_task_to_its_end(shared: GatewayProcess, bin
         assert kinds(seen)[0] == "task" and seen[0].task.id == ids[0]
         assert seen[0].task.status.state in (TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING)
         assert seen[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED, seen[-1]
-        assert seen[-2].artifact_update.artifact.parts[0].text == "default (echo): follow me"
+        assert concatenated(seen) == "default (echo): follow me"
 
     with_client(shared, start, binding=binding)
     with_client(shared, follow, binding=binding, streaming=True)
@@ -417,7 +432,7 @@ def test_a_resubscribe_after_a_gateway_restart_replays_from_the_store(gateway: G
         assert kinds(seen)[0] == "task" and seen[0].task.id == ids[0]
         assert seen[0].task.history[0].parts[0].text == "/sleep 2\nsurvive"  # the task as the store has it
         assert seen[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED, seen[-1]
-        assert seen[-2].artifact_update.artifact.parts[0].text == "default (echo): survive"
+        assert concatenated(seen) == "default (echo): survive"
 
     with_client(gateway, after, binding=REST, streaming=True)
     assert len([e for e in ledger(gateway) if e["message"] == "/sleep 2\nsurvive"]) == 1
@@ -497,13 +512,20 @@ def test_a_request_without_a_version_is_taken_as_0_3(shared: GatewayProcess) -> 
     assert "result" in rpc(shared, "SendMessage", params, headers=V1)
 
 
+def _status_of(r: httpx.Response) -> tuple[int, str, str]:
+    """An HTTP+JSON error as the binding gives it (google.rpc.Status): its code, status and our code."""
+    error = r.json()["error"]
+    assert error["code"] == r.status_code, r.text
+    return error["code"], error["status"], error["details"][0]["metadata"].get("code", "")
+
+
 def test_rest_routes_are_behind_the_key_and_unknown_ones_are_404(shared: GatewayProcess) -> None:
-    for path in ("/a2a/rest/tasks", "/p/default/a2a/rest/tasks"):
+    for path in ("/a2a/rest/tasks", "/p/default/a2a/rest/tasks", "/a2a/rest/tasks/"):
         r = httpx.get(f"{shared.url}{path}", headers=V1, trust_env=False, timeout=10)
-        assert r.status_code == 401 and r.json()["error"]["code"] == "invalid_api_key", r.text
+        assert _status_of(r) == (401, "UNAUTHENTICATED", "invalid_api_key"), r.text
         ok = httpx.get(f"{shared.url}{path}", headers=shared.headers(**V1), trust_env=False, timeout=10)
         assert ok.status_code == 200 and "tasks" in ok.json(), ok.text
     missing = httpx.get(f"{shared.url}/a2a/rest/nothing/here", headers=shared.headers(**V1), trust_env=False)
-    assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found", missing.text
+    assert _status_of(missing) == (404, "NOT_FOUND", "not_found"), missing.text
     nobody = httpx.get(f"{shared.url}/p/nobody/a2a/rest/tasks", headers=shared.headers(**V1), trust_env=False)
-    assert nobody.status_code == 404 and nobody.json()["error"]["code"] == "profile_not_found", nobody.text
+    assert _status_of(nobody) == (404, "NOT_FOUND", "profile_not_found"), nobody.text

@@ -882,9 +882,13 @@ def test_run_events_of_a_failed_run(api: Api) -> None:
 UNDOCUMENTED: set[tuple[str, str]] = (
     {(m, r.path) for r in web.routes() if isinstance(r, Route) for m in r.methods or () if m != "HEAD"}
     | {(method, prefix + "/mcp") for method in ("GET", "POST", "DELETE") for prefix in ("", "/p/{profile}")}
-    | {("POST", prefix + "/a2a/jsonrpc") for prefix in ("", "/p/{profile}")}
+    | {("POST", prefix + path) for path in ("/a2a/jsonrpc", "/a2a/jsonrpc/") for prefix in ("", "/p/{profile}")}
     | {(m, prefix + "/a2a/rest/{rest:path}") for m in ("GET", "POST", "DELETE") for prefix in ("", "/p/{profile}")}
-    | {("GET", prefix + "/.well-known/agent-card.json") for prefix in ("", "/p/{profile}")}
+    | {
+        ("GET", prefix + path)
+        for path in ("/.well-known/agent-card.json", "/.well-known/agent.json")
+        for prefix in ("", "/p/{profile}")
+    }
 )
 HTTP_METHODS = {"get", "put", "post", "delete", "patch", "head", "options", "trace"}
 

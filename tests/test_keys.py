@@ -64,6 +64,13 @@ def test_an_a2a_message_id_is_a_key_per_caller_and_profile() -> None:
     assert keys.a2a_message_id("cli-abc") is None
 
 
+def test_an_a2a_message_ids_key_is_one_per_content_so_a_reused_id_is_another_message() -> None:
+    said = keys.a2a("human:a2a", "default", "m:1", content='{"parts": ["hello"]}')
+    assert said == keys.a2a("human:a2a", "default", "m:1", content='{"parts": ["hello"]}')  # an exact repeat
+    assert said != keys.a2a("human:a2a", "default", "m:1", content='{"parts": ["goodbye"]}')
+    assert keys.a2a_message_id(said) == "m:1"
+
+
 # --- fingerprint -----------------------------------------------------------------------------------
 
 

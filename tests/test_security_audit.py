@@ -157,6 +157,17 @@ def test_a_peer_key_may_not_take_the_form_of_a_filed_one(gateway: GatewayProcess
     assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_idempotency_key", r.text
 
 
+def _a2a_key(sender: str, text: str, message_id: str) -> str:
+    """The key an A2A text message without a contextId is filed under (its messageId with its content)."""
+    from a2a.types import Message, Part, Role
+
+    from backchannel import keys
+    from backchannel.api.a2a import inbound
+
+    message = Message(message_id=message_id, role=Role.ROLE_USER, parts=[Part(text=text)])
+    return keys.a2a(sender, DEFAULT_PROFILE, message_id, content=inbound.read(message).content)
+
+
 def _store_before_0013(root: Path) -> None:
     """state.db as a gateway made it before migration 0013: a peer's runs under `peer:NAME` (no profile said)
     and `peer:NAME/default`, filed under the keys they gave, one of them an A2A messageId."""
@@ -170,7 +181,7 @@ def _store_before_0013(root: Path) -> None:
             for sender, message, key in (
                 ("peer:spark", "an old message of spark", "ticket-9"),
                 ("peer:spark/default", "an old one with its profile", "ticket-10"),
-                ("peer:spark", "an old a2a message", f"a2a:peer:spark>{DEFAULT_PROFILE}:m-old"),
+                ("peer:spark", "an old a2a message", _a2a_key("peer:spark", "an old a2a message", "m-old")),
             ):
                 run, _ = runstore.record(
                     db,

@@ -18,6 +18,7 @@ BackchannelError
  ├── McpServerError        exit 1, 502 mcp_server_failed a profile's MCP server cannot start or list its tools
  ├── DeliveryError         exit 1, 424 run_failed        the run failed, expired or was cancelled
  ├── GatewayError          exit 1, 502 gateway_error     the running gateway could not be reached
+ ├── PushFailed            exit 1, 502 push_failed       an A2A push notification's receiver could not be reached
  ├── Interrupted           exit 130                      Ctrl-C after the message was handed in: says how to ask again
  └── PeerError             exit 1, 424 peer_error        another gateway: unreachable, wrong key, failed
       ├── PeerRefused      exit 2                        refused by the peer's policy or as malformed
@@ -190,6 +191,16 @@ class GatewayError(BackchannelError):
     exit_code = 1
     http_status = 502
     code = "gateway_error"
+    type = "server_error"
+
+
+class PushFailed(BackchannelError):
+    """A push notification's POST that did not reach its receiver (refused address, no answer, a broken
+    connection): the notification stays owed and is tried again later."""
+
+    exit_code = 1
+    http_status = 502
+    code = "push_failed"
     type = "server_error"
 
 

@@ -8,7 +8,8 @@
 - an HTTP request without a key: a new run unless a run with the same fingerprint (sender, target,
   text) was accepted within the dedup window (a sliding window, not a fixed bucket);
 - a wake-up (a reply delivered into the session of a sender that stopped waiting): one per run;
-- an A2A message: its `messageId`, scoped to the caller and the profile it was sent to.
+- an A2A message: its `messageId`, scoped to the caller and the profile it was sent to, and to its content:
+  an exact repeat is a replay, the same `messageId` on another message a new task (A2A defines no dedup).
 """
 
 from __future__ import annotations
@@ -96,11 +97,13 @@ def cli() -> str:
     return f"cli-{uuid.uuid4().hex}"
 
 
-def a2a(caller: str, profile: str, message_id: str) -> str:
-    """An A2A message's key: its `messageId` as `caller` sent it to `profile` (another caller's is another key)."""
+def a2a(caller: str, profile: str, message_id: str, *, content: str = "") -> str:
+    """An A2A message's key: its `messageId` as `caller` sent it to `profile` (another caller's is another key),
+    with a digest of its `content` (what makes it the same message: its parts, context and task)."""
     if not message_id or any(c in message_id for c in "\r\n\0"):
         raise UsageError("an A2A messageId must be non-empty, without line breaks", code="invalid_idempotency_key")
-    key = f"{A2A}{caller}>{profile}:{message_id}"
+    digest = f"#{hashlib.sha256(content.encode()).hexdigest()[:16]}" if content else ""
+    key = f"{A2A}{caller}>{profile}{digest}:{message_id}"
     if len(key) > MAX_KEY_CHARS:
         raise UsageError(
             f"the A2A messageId has {len(message_id)} characters; at most {MAX_KEY_CHARS - len(key) + len(message_id)}"
@@ -112,6 +115,6 @@ def a2a(caller: str, profile: str, message_id: str) -> str:
 
 def a2a_message_id(key: str) -> str | None:
     """The `messageId` an A2A message's key was made from; None for any other key."""
-    _, arrow, rest = key.partition(">")  # callers and profiles hold no ">"; profiles no ":"
+    _, arrow, rest = key.partition(">")  # callers and profiles hold no ">"; profiles (and digests) no ":"
     _, colon, message_id = rest.partition(":")
     return message_id if key.startswith(A2A) and arrow and colon else None

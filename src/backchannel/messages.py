@@ -20,6 +20,21 @@ class ToolCall:
 
 
 @dataclass(frozen=True)
+class Attachment:
+    """A file a message came with, kept with its run: its bytes (`content`), or only where it is (`url`, which
+    Backchannel never fetches). The agent is told its name and media type."""
+
+    name: str | None
+    media_type: str | None
+    content: bytes | None = None
+    url: str | None = None
+
+    @property
+    def size(self) -> int:
+        return len(self.content or b"")
+
+
+@dataclass(frozen=True)
 class Message:
     role: Role
     content: str

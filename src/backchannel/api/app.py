@@ -19,6 +19,7 @@ from ..home.redact import redact
 from ..messages import MAX_MESSAGE_CHARS
 from . import routes_held, routes_runs, routes_sessions, routes_tools, web
 from .a2a import A2AEndpoints
+from .a2a import errors as a2a_errors
 from .context import Context, caller, context
 from .http import bearer, profile_of
 from .mcp_endpoint import McpEndpoint
@@ -94,6 +95,7 @@ async def openapi(request: Request) -> Response:
 def _api_routes(a2a: A2AEndpoints) -> list[BaseRoute]:
     return [
         Route("/a2a/jsonrpc", protected(a2a.jsonrpc), methods=["POST"]),
+        Route("/a2a/jsonrpc/", protected(a2a.jsonrpc), methods=["POST"]),  # httpx clients post to <base URL>/
         Route("/a2a/rest/{rest:path}", protected(a2a.rest), methods=["GET", "POST", "DELETE"]),
         Route("/v1/capabilities", protected(capabilities), methods=["GET"]),
         Route("/api/sessions", protected(routes_sessions.list_sessions), methods=["GET"]),
@@ -130,6 +132,9 @@ async def _backchannel_error(request: Request, exc: Exception) -> Response:
     if web.is_web(request):
         return web.error_page(request, exc.http_status, exc.message, exc.code)
     headers = {"Retry-After": f"{exc.retry_after:.0f}"} if exc.retry_after is not None else None
+    binding = a2a_errors.binding_of(request)
+    if binding is not None:  # an A2A client reads A2A's error shapes (a refused key, a profile it does not reach)
+        return a2a_errors.response(binding, a2a_errors.of_error(exc), headers=headers)
     return JSONResponse(exc.envelope(), status_code=exc.http_status, headers=headers)
 
 
@@ -137,6 +142,10 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "invalid_request")
     message = "no such route" if exc.status_code == 404 else str(exc.detail)
+    binding = a2a_errors.binding_of(request)
+    if binding is not None:
+        where = f"{message}: {request.method} {request.url.path}"
+        return a2a_errors.response(binding, a2a_errors.no_route(exc.status_code, where, code))
     if web.is_web(request):
         return web.error_page(request, exc.status_code, f"{message}: {request.method} {request.url.path}", code)
     return JSONResponse(
@@ -177,6 +186,7 @@ def create_app(ctx: Context, *, lifespan: Callable[[Starlette], Any] | None = No
     public = [  # discovery: no key asked
         Route("/health", health, methods=["GET"]),
         Route("/.well-known/agent-card.json", a2a.card, methods=["GET"]),
+        Route("/.well-known/agent.json", a2a.legacy_card, methods=["GET"]),  # where 0.3 clients looked first
     ]
     routes: list[BaseRoute] = [
         *public,

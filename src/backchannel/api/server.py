@@ -19,6 +19,7 @@ from ..core.runlog import RunLog
 from ..errors import UsageError
 from ..home import config, modes
 from ..home.runtime import GatewayLock
+from .a2a.push_events import A2APushEvents
 from .app import create_app
 from .context import Context
 from .protocol import HeadLimits, protocol_class
@@ -41,7 +42,8 @@ def build(root: Path, *, grace: float = 10.0, instance: str = "") -> tuple[Starl
     """The app and its gateway; the gateway starts and stops with the app's lifespan."""
     config.require_home(root)
     key = api_key(root)
-    gateway = Gateway(root, on_state=RunLog(), verify_store=True)  # a damaged state.db is refused here
+    # a damaged state.db is refused here; A2A push notifications are delivered by this process
+    gateway = Gateway(root, on_state=RunLog(), verify_store=True, push_events=A2APushEvents())
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

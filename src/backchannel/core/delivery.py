@@ -20,7 +20,7 @@ from .. import keys, policy
 from ..errors import BodyTooLarge, NotFound, Refused, StoreError, UsageError
 from ..framing import is_human
 from ..home.config import GatewayConfig
-from ..messages import MAX_MESSAGE_CHARS
+from ..messages import MAX_MESSAGE_CHARS, Attachment
 from ..outcome import Outcome, Result, of_state
 from ..store import exchanges, ledger
 from ..store import refusals as refusalstore
@@ -45,12 +45,23 @@ EXCHANGE_IDLE_SECONDS = 600.0  # a peer that names no exchange, quiet this long 
 
 
 @dataclass(frozen=True)
+class NewContext:
+    """A conversation an A2A client starts under a contextId of its own choosing: `caller` is the key's holder
+    (`human:a2a`, `peer:NAME`), the same contextId from another caller another conversation."""
+
+    caller: str
+    context_id: str
+
+
+@dataclass(frozen=True)
 class Incoming:
     """A message a transport hands in: who sends what into which session, with what key, hop and chain.
 
     `sender` is `human:<surface>` for the person, `peer:<name>/<profile>` for another gateway's agent.
     `key` None: the HTTP dialect's derived key (same sender, session and text within the dedup window).
-    `exchange`: the exchange a peer says the message belongs to (`<gateway-id>:<id>`), None when it says none."""
+    `exchange`: the exchange a peer says the message belongs to (`<gateway-id>:<id>`), None when it says none.
+    With `context`, `session` is not written yet (`Directory.unsaved_session`): it is, bound to that context,
+    once the message is accepted (a refused message starts no conversation). `files` are kept with the run."""
 
     session: SessionRow
     text: str
@@ -59,6 +70,8 @@ class Incoming:
     hops: int = 0
     chain: tuple[str, ...] = ()
     exchange: str | None = None
+    files: tuple[Attachment, ...] = ()
+    context: NewContext | None = None
 
 
 @dataclass(frozen=True)
@@ -152,6 +165,8 @@ class Delivery:
                 self.record_refusal(refusal, attempt, message=incoming.text, wait=None)
                 raise Refused(refusal.reason, code=refusal.code)
             held = policy.held(attempt)
+        if incoming.context is not None:
+            session = self._open_context(incoming)
         return self.queue.submit(
             NewRun(
                 sender=incoming.sender,
@@ -165,8 +180,9 @@ class Delivery:
                 wait_seconds=None if is_human(incoming.sender) else wait,  # a peer's wait: what may deadlock
                 held=held,
                 ttl_seconds=self.hold_expiry(session.profile) if held else None,
+                files=incoming.files,
             ),
-            admit=None if is_human(incoming.sender) else functools.partial(self.rates.admit, incoming.sender),
+            admit=None if is_human(incoming.sender) else functools.partial(self._admit, incoming.sender),
         )
 
     def _peer_facts(self, incoming: Incoming, exchange: str | None) -> tuple[int, tuple[str, ...], int]:
@@ -188,6 +204,30 @@ class Delivery:
         chain = tuple(dict.fromkeys((*incoming.chain, *ours)))
         arrived = exchanges.arrivals(self.db, peer, incoming.session.profile, since=now - PAIR_WINDOW_SECONDS)
         return hops, chain, arrived
+
+    def _open_context(self, incoming: Incoming) -> SessionRow:
+        """The session of a new A2A context, written now that its first message is accepted (a peer past its
+        rate starts none: the run would be refused)."""
+        assert incoming.context is not None
+        if not is_human(incoming.sender):
+            self.rates.check(incoming.sender, also=incoming.sender.split("/", 1)[0])
+        return self.directory.bind_context(
+            incoming.context.caller,
+            incoming.session.profile,
+            incoming.context.context_id,
+            session_id=incoming.session.id,
+            limit=self.settings.max_sessions_per_profile,
+        )
+
+    def _admit(self, sender: str) -> None:
+        """A new run of a peer's within its rate, and within that of its key (`peer:NAME`), which its malformed
+        requests count against."""
+        self.rates.admit(sender, also=sender.split("/", 1)[0])
+
+    def note_bad_request(self, sender: str) -> None:
+        """A peer's malformed request counts against its rate as a run it started would (the person has none)."""
+        if not is_human(sender):
+            self.rates.record(sender)
 
     def hold_expiry(self, profile: str) -> float:
         return self.directory.profile(profile).config.messaging.hold_expiry_seconds
@@ -257,6 +297,10 @@ class Delivery:
         return [
             self._delivered(run) for run in runstore.list_runs(self.db, states=states, profile=profile, limit=limit)
         ]
+
+    def files(self, run_ids: list[str]) -> dict[str, list[Attachment]]:
+        """The files each run's message came with (runs without any left out)."""
+        return runstore.files_of(self.db, run_ids)
 
     def a2a_tasks(self, query: runstore.TaskQuery, *, limit: int) -> tuple[list[RunRow], int]:
         """A page of what one caller sent a profile over A2A, most recently updated first, and the total."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from ..addresses import LocalAddress
@@ -9,7 +10,9 @@ from ..errors import NotFound
 from ..home import peers as registry
 from ..home.config import NAME_RE
 from ..home.profiles import Profile, list_profiles, load_profile
+from ..ids import new_session_id
 from ..messages import Message
+from ..store import contexts as contextstore
 from ..store import sessions as sessionstore
 from ..store.db import Database
 from ..store.sessions import BOT_CHAT_TITLE, SessionRow
@@ -84,6 +87,30 @@ class Directory:
         """The profile's Bot Chat, created on first use (inside the caller's commit)."""
         self.check_profile(profile)
         return sessionstore.bot_chat(self.db, profile)
+
+    # --- A2A contexts: a contextId a client chose, per caller -----------------------------------
+
+    def context_session(self, caller: str, profile: str, context_id: str) -> SessionRow | None:
+        """The session `caller` started in `profile` under `context_id`; None when it started none."""
+        return contextstore.find(self.db, caller=caller, profile=profile, context_id=context_id)
+
+    def unsaved_session(self, profile: str) -> SessionRow:
+        """A session of `profile` for a new context, its id chosen but nothing written (`bind_context` does)."""
+        now = time.time()
+        return SessionRow(new_session_id(now), profile, None, "a2a", now, now, 0)
+
+    def bind_context(
+        self, caller: str, profile: str, context_id: str, *, session_id: str, limit: int | None
+    ) -> SessionRow:
+        """The session `session_id` written and bound to (caller, profile, context_id), inside the caller's commit;
+        the one already bound when another request bound it first."""
+        return contextstore.bind(
+            self.db, caller=caller, profile=profile, context_id=context_id, session_id=session_id, limit=limit
+        )
+
+    def context_ids(self, caller: str, session_ids: list[str]) -> dict[str, str]:
+        """The contextIds `caller` knows these sessions by (only those it started under a contextId)."""
+        return contextstore.of_sessions(self.db, caller=caller, session_ids=session_ids)
 
     # --- addresses -----------------------------------------------------------------------------
 

@@ -6,7 +6,8 @@ of it; the CLI builds the same object when no gateway runs (optionally limited t
 
     queue ← delivery (with directory, wakes, outbound) ← sends (the agents' Sender) ← turns (engines,
     tools, mentions) ← workers (take sessions from the queue, run their turns); hosted (the same tools
-    for agents in a Hermes gateway, as the turn in progress) and imports (Hermes sessions made addressable)
+    for agents in a Hermes gateway, as the turn in progress) and imports (Hermes sessions made addressable);
+    pushes (A2A push notification configs, told every run state change, and the job delivering their outbox)
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from ..errors import StoreError
 from ..home import config
 from ..store import integrity
 from ..store.db import Database
+from ..store.runs import RunRow, RunState
 from . import background
 from .access import Access
 from .delivery import Delivery
@@ -38,6 +40,7 @@ from .logouts import WebLogouts
 from .mentions import Mentions
 from .outbound import Outbound
 from .pauses import Pauses
+from .pushes import Pushes, PushEvents
 from .queue import OnState, RunQueue
 from .sends import AgentSends
 from .turns import Turns
@@ -60,8 +63,11 @@ class Gateway:
         lease_seconds: float = 30.0,
         poll_seconds: float = 0.25,
         verify_store: bool = False,
+        push_events: PushEvents | None = None,
     ) -> None:
-        """`verify_store`: run PRAGMA quick_check first and refuse a damaged state.db (the gateway process)."""
+        """`verify_store`: run PRAGMA quick_check first and refuse a damaged state.db (the gateway process).
+        `push_events`: how A2A push notifications render a run (the gateway process); without it, what is
+        owed waits for the gateway."""
         config.require_home(root)
         config.read_env(root)  # a broken .env stops here, before anything is written
         self.root = root
@@ -71,11 +77,12 @@ class Gateway:
             integrity.require_intact(config.db_path(root))
         self.db = Database(config.db_path(root), durability=self.settings.durability)
         self.hub = EventHub()
+        self.pushes = Pushes(self.db, self.settings.push, events=push_events)
         self.queue = RunQueue(
             self.db,
             self.settings,
             hub=self.hub,
-            on_state=on_state,
+            on_state=_both(on_state, self.pushes.noticed),
             lease_seconds=lease_seconds,
             poll_seconds=poll_seconds,
             scope=scope,
@@ -149,6 +156,8 @@ class Gateway:
             asyncio.create_task(background.resume_paused(self.pauses, self.queue)),
             asyncio.create_task(self.holds.sweep()),
         ]
+        if self.pushes.delivers:
+            self._jobs.append(asyncio.create_task(self.pushes.run()))
 
     async def stop(self, *, grace: float = 10.0) -> None:
         """Take no new work; let running turns finish within `grace`, requeue the rest, close everything."""
@@ -190,6 +199,18 @@ class Gateway:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.stop()
+
+
+def _both(first: OnState | None, then: OnState) -> OnState:
+    """One report of a run's state change to two listeners, in order."""
+    if first is None:
+        return then
+
+    def both(run: RunRow, state: RunState) -> None:
+        first(run, state)
+        then(run, state)
+
+    return both
 
 
 @contextlib.asynccontextmanager

@@ -19,17 +19,23 @@ class SenderRates:
         self.per_minute = per_minute
         self._starts: dict[str, deque[float]] = {}
 
-    def admit(self, sender: str) -> None:
-        """Count a start for `sender`, or raise LimitReached (rate_limited) when its minute is full."""
-        retry = self.retry_after(sender)
-        if retry is not None:
-            raise LimitReached(
-                f"sender {sender!r} started {self.per_minute} runs in the last minute (gateway."
-                f"max_runs_per_sender_per_minute is {self.per_minute}); try again in {retry:.0f} s",
-                code="rate_limited",
-                retry_after=retry,
-            )
+    def admit(self, sender: str, *, also: str | None = None) -> None:
+        """Count a start for `sender`, or raise LimitReached (rate_limited) when its minute is full (or that
+        of `also`, whose count it shares without adding to it: a peer key's, for each of its profiles)."""
+        self.check(sender, also=also)
         self.record(sender)
+
+    def check(self, sender: str, *, also: str | None = None) -> None:
+        """Raise LimitReached (rate_limited) when the minute of `sender` (or of `also`) is full; count nothing."""
+        for who in (sender, also) if also is not None and also != sender else (sender,):
+            retry = self.retry_after(who)
+            if retry is not None:
+                raise LimitReached(
+                    f"sender {who!r} started {self.per_minute} runs or malformed requests in the last minute"
+                    f" (gateway.max_runs_per_sender_per_minute is {self.per_minute}); try again in {retry:.0f} s",
+                    code="rate_limited",
+                    retry_after=retry,
+                )
 
     def retry_after(self, sender: str) -> float | None:
         """Seconds until `sender` may go again when its minute is full; None when it may go now."""

@@ -21,6 +21,7 @@ from dotenv.parser import parse_stream
 
 from ..errors import ConfigError, DiskFull, UsageError
 from . import files, schema
+from .push_settings import PushSettings, parse_push_settings
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}\Z")
 DEFAULT_HOST = "127.0.0.1"
@@ -213,6 +214,7 @@ class GatewayConfig:
     max_turns_per_profile: int = 0  # 0: half of max_concurrent_turns (at least 1)
     max_sessions_per_profile: int = 10_000
     peers: dict[str, PeerEntry] = field(default_factory=dict)
+    push: PushSettings = field(default_factory=PushSettings)  # gateway.a2a: A2A push notifications
 
     @property
     def turns_per_profile(self) -> int:
@@ -298,6 +300,7 @@ def parse_gateway_config(data: dict[str, Any], path: Path, *, exists: bool = Tru
                 {name: _int(gw, name, getattr(defaults, name), path, positive=name not in _ZERO_OK) for name in LIMITS},
             ),
             peers=peers,
+            push=parse_push_settings(gw, path),
         )
     except ValueError as exc:
         raise ConfigError(f"{str(path)!r}: {exc}") from exc

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from .push_settings import KEYS as PUSH_KEYS
+
 # The gateway's limits (config.yaml `gateway:`), each an optional positive number.
 GATEWAY_LIMITS = (
     "max_header_bytes",
@@ -50,6 +52,7 @@ HOME: Tree = {
         "max_body_bytes": None,
         "durability": None,
         **dict.fromkeys(GATEWAY_LIMITS),
+        "a2a": dict.fromkeys(PUSH_KEYS),
     },
     "peers": {
         NAMES: {

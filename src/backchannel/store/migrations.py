@@ -214,6 +214,70 @@ def m0010_web_logouts(conn: sqlite3.Connection) -> None:
     _run(conn, "CREATE TABLE web_logouts (sid TEXT PRIMARY KEY, until REAL NOT NULL)")
 
 
+def m0011_a2a_contexts(conn: sqlite3.Connection) -> None:
+    """A contextId an A2A client chose, bound per caller and profile to the session it started (another caller's
+    same contextId is another session)."""
+    _run(
+        conn,
+        """
+        CREATE TABLE a2a_contexts (
+            caller TEXT NOT NULL,
+            profile TEXT NOT NULL,
+            context_id TEXT NOT NULL,
+            session_id TEXT NOT NULL UNIQUE REFERENCES sessions (id),
+            created_at REAL NOT NULL,
+            PRIMARY KEY (caller, profile, context_id)
+        )
+        """,
+    )
+
+
+def m0012_push_notifications(conn: sqlite3.Connection) -> None:
+    """A2A push notification configs per task, and the outbox their notifications are delivered from: one row
+    per notification, unique per config and event (each state change is told once), tried until delivered."""
+    _run(
+        conn,
+        """
+        CREATE TABLE push_configs (
+            seq INTEGER PRIMARY KEY,
+            task_id TEXT NOT NULL,
+            config_id TEXT NOT NULL,
+            owner TEXT NOT NULL,
+            profile TEXT NOT NULL,
+            url TEXT NOT NULL,
+            token TEXT NOT NULL DEFAULT '',
+            auth_scheme TEXT NOT NULL DEFAULT '',
+            auth_credentials TEXT NOT NULL DEFAULT '',
+            version TEXT NOT NULL DEFAULT '1.0',
+            notified TEXT NOT NULL DEFAULT '',
+            done INTEGER NOT NULL DEFAULT 0,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            UNIQUE (task_id, config_id)
+        );
+        CREATE INDEX push_configs_watching ON push_configs (task_id) WHERE done = 0;
+        CREATE INDEX push_configs_owner ON push_configs (owner) WHERE done = 0;
+        CREATE TABLE push_outbox (
+            seq INTEGER PRIMARY KEY,
+            config_seq INTEGER NOT NULL REFERENCES push_configs (seq) ON DELETE CASCADE,
+            event_key TEXT NOT NULL,
+            notification_id TEXT NOT NULL,
+            body BLOB NOT NULL,
+            state TEXT NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            next_at REAL NOT NULL,
+            last_error TEXT,
+            created_at REAL NOT NULL,
+            finished_at REAL,
+            UNIQUE (config_seq, event_key)
+        );
+        CREATE INDEX push_outbox_queue ON push_outbox (config_seq, state, seq);
+        CREATE INDEX push_outbox_due ON push_outbox (next_at) WHERE state = 'pending';
+        CREATE INDEX push_outbox_finished ON push_outbox (finished_at) WHERE state != 'pending'
+        """,
+    )
+
+
 def m0013_peer_senders_keys_and_exchanges(conn: sqlite3.Connection) -> None:
     """A peer's message without a sending profile is from `peer:NAME/default` (as every rule now sees it), and
     a peer's own idempotency keys are its own (filed under its sender): the runs and refusals recorded before
@@ -246,6 +310,25 @@ def m0013_peer_senders_keys_and_exchanges(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX outbound_exchange_hops ON outbound (origin, hops)")
 
 
+def m0015_run_files(conn: sqlite3.Connection) -> None:
+    """The files a message came with (an A2A file part: its bytes, or only its URL), kept with its run."""
+    _run(
+        conn,
+        """
+        CREATE TABLE run_files (
+            run_id TEXT NOT NULL REFERENCES runs (id),
+            ordinal INTEGER NOT NULL,
+            name TEXT,
+            media_type TEXT,
+            url TEXT,
+            content BLOB,
+            size INTEGER NOT NULL,
+            PRIMARY KEY (run_id, ordinal)
+        )
+        """,
+    )
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0001_sessions_messages", m0001_sessions_messages),
     ("0002_runs", m0002_runs),
@@ -257,5 +340,8 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0008_peer_keys_and_peer_senders", m0008_peer_keys_and_peer_senders),
     ("0009_a2a_tasks", m0009_a2a_tasks),
     ("0010_web_logouts", m0010_web_logouts),
+    ("0011_a2a_contexts", m0011_a2a_contexts),
+    ("0012_push_notifications", m0012_push_notifications),
     ("0013_peer_senders_keys_and_exchanges", m0013_peer_senders_keys_and_exchanges),
+    ("0015_run_files", m0015_run_files),
 ]

@@ -16,7 +16,7 @@ from typing import Any
 from .. import keys
 from ..errors import Conflict, LimitReached, NotFound
 from ..ids import new_run_id
-from ..messages import Message
+from ..messages import Attachment, Message
 from .db import Database
 from .sessions import append_messages
 
@@ -143,6 +143,7 @@ class NewRun:
     wait_seconds: float | None = None
     wake: bool = False  # deliver the reply into the sender's session when it comes
     held: bool = False  # recorded `held` (a hold rule): it waits for the person; `ttl_seconds` is its hold expiry
+    files: tuple[Attachment, ...] = ()  # what the message came with, written with the run
 
 
 def record(
@@ -245,12 +246,34 @@ def record(
         created = row is not None
         if row is None:
             row = conn.execute("SELECT * FROM runs WHERE idempotency_key = ?", (key,)).fetchone()
+        elif new.files:
+            conn.executemany(
+                "INSERT INTO run_files (run_id, ordinal, name, media_type, url, content, size)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [(run_id, n, f.name, f.media_type, f.url, f.content, f.size) for n, f in enumerate(new.files)],
+            )
     if not created and row["fingerprint"] != fp:
         raise Conflict(
             f"idempotency key {keys.given(key)!r} was already used for a different message or target (run {row['id']})",
             code="idempotency_key_conflict",
         )
     return _run(row), created
+
+
+def files_of(db: Database, run_ids: list[str]) -> dict[str, list[Attachment]]:
+    """The files each of the runs came with, in the order they were sent (runs without any left out)."""
+    unique = sorted(set(run_ids))
+    if not unique:
+        return {}
+    marks = ", ".join("?" for _ in unique)
+    found: dict[str, list[Attachment]] = {}
+    for r in db.all(
+        f"SELECT run_id, name, media_type, url, content FROM run_files WHERE run_id IN ({marks})"
+        " ORDER BY run_id, ordinal",
+        unique,
+    ):
+        found.setdefault(r["run_id"], []).append(Attachment(r["name"], r["media_type"], r["content"], r["url"]))
+    return found
 
 
 def get(db: Database, run_id: str) -> RunRow:

@@ -62,33 +62,49 @@ def create_session(
     remote_id: str | None = None,
     limit: int | None = None,
 ) -> SessionRow:
-    now = time.time()
     if session_id is not None and not CLIENT_SESSION_ID_RE.match(session_id):
         raise UsageError(
             f"invalid session id {session_id!r}: use letters, digits, '_', '.', '-' (1-128)", code="invalid_session_id"
         )
-    title = title.strip() if title else None
     with db.tx() as conn:
-        sid = session_id or new_session_id(now)
-        if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (sid,)).fetchone():
-            raise Conflict(f"session {sid!r} already exists", code="session_exists")
-        if title is not None:
-            taken = conn.execute("SELECT id FROM sessions WHERE profile = ? AND title = ?", (profile, title)).fetchone()
-            if taken:
-                raise UsageError(f"Title already in use by session {taken[0]}", code="invalid_title")
-        if limit is not None:
-            count = conn.execute("SELECT COUNT(*) FROM sessions WHERE profile = ?", (profile,)).fetchone()[0]
-            if count >= limit:
-                raise LimitReached(
-                    f"profile {profile!r} has {count} sessions (gateway.max_sessions_per_profile is {limit}); "
-                    "remove some, or raise the limit",
-                    code="too_many_sessions",
-                )
-        conn.execute(
-            "INSERT INTO sessions (id, profile, title, source, created_at, updated_at, remote_id)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (sid, profile, title, source, now, now, remote_id),
+        return insert_session(
+            conn, profile, title=title, source=source, session_id=session_id, remote_id=remote_id, limit=limit
         )
+
+
+def insert_session(
+    conn: sqlite3.Connection,
+    profile: str,
+    *,
+    title: str | None = None,
+    source: str = "cli",
+    session_id: str | None = None,
+    remote_id: str | None = None,
+    limit: int | None = None,
+) -> SessionRow:
+    """A new session, inside the caller's transaction (its id checked by the caller)."""
+    now = time.time()
+    title = title.strip() if title else None
+    sid = session_id or new_session_id(now)
+    if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (sid,)).fetchone():
+        raise Conflict(f"session {sid!r} already exists", code="session_exists")
+    if title is not None:
+        taken = conn.execute("SELECT id FROM sessions WHERE profile = ? AND title = ?", (profile, title)).fetchone()
+        if taken:
+            raise UsageError(f"Title already in use by session {taken[0]}", code="invalid_title")
+    if limit is not None:
+        count = conn.execute("SELECT COUNT(*) FROM sessions WHERE profile = ?", (profile,)).fetchone()[0]
+        if count >= limit:
+            raise LimitReached(
+                f"profile {profile!r} has {count} sessions (gateway.max_sessions_per_profile is {limit}); "
+                "remove some, or raise the limit",
+                code="too_many_sessions",
+            )
+    conn.execute(
+        "INSERT INTO sessions (id, profile, title, source, created_at, updated_at, remote_id)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (sid, profile, title, source, now, now, remote_id),
+    )
     return SessionRow(sid, profile, title, source, now, now, 0, remote_id)
 
 

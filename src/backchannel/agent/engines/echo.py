@@ -8,6 +8,8 @@ Each line of the incoming message that starts with one of these is a command; th
     /remember <text>            call memory(action="add", target="memory", content=<text>)
     /sleep <seconds>            take that long before answering (a slow model; cancellable)
     /fail <text>                fail the turn with an engine error
+    /json <json value>          answer with that value as structured output: a reply that is one fenced JSON
+                                block (```json … ```) and nothing else, how any engine gives structured output
 
 The reply is `<profile> (echo): <text>` (without the `[Message from …]` provenance line) followed by
 one line per tool result.
@@ -40,7 +42,7 @@ class EchoEngine:
             return Message(role="assistant", content=f"{self.profile} (echo): (nothing to answer)")
         incoming = request.messages[last_user]
         after = request.messages[last_user + 1 :]
-        text_lines, calls, sleep = self._parse(incoming.content)
+        text_lines, calls, sleep, structured = self._parse(incoming.content)
         if not any(m.role == "assistant" for m in after):
             if sleep:
                 await asyncio.sleep(sleep)
@@ -50,14 +52,17 @@ class EchoEngine:
         reply = f"{self.profile} (echo): " + "\n".join(text_lines).strip()
         if results:
             reply += "\n" + "\n".join(results)
+        if structured:
+            reply = "```json\n" + json.dumps(structured[0], indent=2, ensure_ascii=False) + "\n```"
         if on_delta is not None:
             on_delta(reply)
         return Message(role="assistant", content=reply)
 
-    def _parse(self, content: str) -> tuple[list[str], list[ToolCall], float]:
+    def _parse(self, content: str) -> tuple[list[str], list[ToolCall], float, list[Any]]:
         text: list[str] = []
         calls: list[ToolCall] = []
         sleep = 0.0
+        structured: list[Any] = []  # the /json value, when one was given
         for line in content.splitlines():
             stripped = line.strip()
             command, _, rest = stripped.partition(" ")
@@ -79,11 +84,16 @@ class EchoEngine:
                     text.append(line)
             elif stripped.startswith("[Message from ") and stripped.endswith("]"):
                 continue  # the provenance frame is for the agent, not part of what was said
+            elif command == "/json":
+                try:
+                    structured[:] = [json.loads(rest)]
+                except ValueError:
+                    text.append(line)
             elif command == "/fail":
                 raise EngineError(f"echo engine of profile {self.profile!r} was told to fail: {rest or 'no reason'}")
             else:
                 text.append(line)
-        return text, calls, sleep
+        return text, calls, sleep, structured
 
     @staticmethod
     def _call(index: int, name: str, args: dict[str, Any]) -> ToolCall:

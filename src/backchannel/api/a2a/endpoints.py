@@ -1,7 +1,14 @@
-"""The A2A routes' endpoints: they load the SDK on first use and hand each request over to it."""
+"""The A2A routes' endpoints: they load the SDK on first use and hand each request over to it.
+
+What reaches the SDK has been read within the gateway's bounds, is JSON (by its content type and its bytes)
+and comes from a known key; what it answers is cut to size and, when it says the request was malformed,
+logged as one line and counted against a peer's rate (a malformed parameter of 1 MB is neither echoed back
+nor logged in full).
+"""
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import TYPE_CHECKING, Any
 
@@ -9,20 +16,28 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Message, Receive, Scope
 
-from ...errors import UsageError
+from ...errors import BackchannelError, NotFound, UsageError
+from ...home.redact import redact
 from .. import jsonbody
-from ..context import context
+from ..context import caller, context
 from ..http import profile_of, read_body
+from . import errors
+from .errors import Binding
 
 if TYPE_CHECKING:
     from .served import Served
 
+log = logging.getLogger("backchannel.a2a")
+
 # The SDK's OpenTelemetry instrumentation is on by default; off unless the operator asks for it.
 OTEL_SWITCH = "OTEL_INSTRUMENTATION_A2A_SDK_ENABLED"
+VERSION = "a2a-version"
+MAX_LOGGED_NAME = 60  # characters of a method name or path kept in the log line of a bad request
+MAX_LOGGED_MESSAGE = 200  # characters of its error message
 
 
 class A2AEndpoints:
-    """The JSON-RPC and REST endpoints (behind the app's key check) and the public agent card of every profile."""
+    """The JSON-RPC and REST endpoints (behind the app's key check) and the public agent cards of every profile."""
 
     def __init__(self) -> None:
         self._served: Served | None = None
@@ -39,25 +54,110 @@ class A2AEndpoints:
         """A2A JSON-RPC on the profile's runs, as the key's caller (the 0.3 method names too).
 
         The body is read here within the gateway's size and time bounds and parsed within its JSON bounds
-        (depth, numbers, valid text), then handed to the SDK; a body past them is JSON-RPC's parse error."""
+        (depth, numbers, valid text), then handed to the SDK; a body that is not JSON is JSON-RPC's parse error,
+        one sent as another content type ContentTypeNotSupported (-32005)."""
         served = self._load(request)
-        bounded = await _bounded(request)
         try:
-            parsed = jsonbody.parse(bounded.raw)
-        except UsageError as exc:
-            return served.parse_error(exc)
-        return await served.dispatch(_Parsed(bounded, parsed))
+            read = await _bounded(request)
+            _require_json(request)
+            try:
+                parsed = jsonbody.parse(read.raw)
+            except UsageError as exc:  # JSON-RPC's parse error, answered with HTTP 200 as JSON-RPC's errors are
+                return self._refused(request, "jsonrpc", errors.parse_error(exc.message, exc.code), "?")
+        except BackchannelError as exc:  # no path of the home leaves in it
+            return self._refused(request, "jsonrpc", errors.of_error(redact(exc, context(request).gateway.root)), "?")
+        response = await served.dispatch(_Parsed(read, parsed))
+        if not isinstance(response, JSONResponse):  # a stream: its errors come inside it
+            return response
+        body, error = errors.bound_jsonrpc(bytes(response.body))
+        if error is not None:
+            self.bad_request(request, "jsonrpc", error, _method(parsed))
+            return Response(body, status_code=response.status_code, media_type="application/json")
+        return response
 
     async def rest(self, request: Request) -> Response:
-        """A2A over HTTP+JSON (`.../a2a/rest/message:send`, `/tasks/{id}`, ...), the same as JSON-RPC."""
+        """A2A over HTTP+JSON (`.../a2a/rest/message:send`, `/tasks/{id}`, ...), the same as JSON-RPC; a path
+        with a trailing slash is the same path."""
         served = self._load(request)
-        return served.rest(await _bounded(request), "/" + request.path_params["rest"])
+        path = "/" + str(request.path_params["rest"]).rstrip("/")
+        try:
+            read = await _bounded(request)
+            if request.method == "POST" and read.raw.strip():
+                _require_json(request)
+        except BackchannelError as exc:  # no path of the home leaves in it
+            return self._refused(request, "rest", errors.of_error(redact(exc, context(request).gateway.root)), path)
+        return served.rest(read, path, on_error=lambda error: self.bad_request(request, "rest", error, path))
 
     async def card(self, request: Request) -> Response:
-        """The profile's agent card: public, like /health."""
+        """The profile's agent card: public, like /health. In 1.0, unless the request asks for 0.3 (its
+        `A2A-Version` header or query parameter)."""
+        version = request.headers.get(VERSION) or _query_version(request) or ""
+        return await self._card(request, legacy=version.strip().startswith("0."))
+
+    async def legacy_card(self, request: Request) -> Response:
+        """The card at 0.3's own path (`/.well-known/agent.json`): in 0.3's shape, for 0.3 clients."""
+        return await self._card(request, legacy=True)
+
+    async def _card(self, request: Request, *, legacy: bool) -> Response:
         ctx = context(request)
-        profile = ctx.directory.profile(ctx.directory.check_profile(profile_of(request)))
-        return JSONResponse(self._load(request).card(profile, str(request.base_url)))
+        name = profile_of(request)
+        try:
+            profile = ctx.directory.profile(ctx.directory.check_profile(name))
+        except NotFound:  # a stranger learns nothing of the other profiles' names
+            raise NotFound(f"no profile {errors.bounded(name)!r}", code="profile_not_found") from None
+        served = self._load(request)
+        return JSONResponse(served.card(profile, str(request.base_url), legacy=legacy))
+
+    def _refused(self, request: Request, binding: Binding, fail: errors.Failure, what: str) -> Response:
+        """A request refused before the SDK saw it, in the binding's error shape."""
+        body = fail.jsonrpc() if binding == "jsonrpc" else fail.rest()
+        self.bad_request(request, binding, body["error"], what)
+        headers = {"Retry-After": fail.metadata["retryAfter"]} if "retryAfter" in fail.metadata else None
+        return JSONResponse(body, status_code=fail.http_status, headers=headers)
+
+    def bad_request(self, request: Request, binding: Binding, error: dict[str, Any], what: str) -> None:
+        """One bounded log line for a malformed request, counted against a peer's rate (the person has none)."""
+        if not errors.is_bad_request(error, binding=binding):
+            return
+        who = caller(request)
+        log.warning(
+            "A2A bad request from %s (%s %s): %s %s",
+            "the person" if who.is_person else f"peer:{who.peer}",
+            binding,
+            what[:MAX_LOGGED_NAME],
+            error.get("code"),
+            str(error.get("message", ""))[:MAX_LOGGED_MESSAGE],
+        )
+        if who.peer is not None:
+            context(request).delivery.note_bad_request(who.principal)  # the key's count, whatever profile sends
+
+
+def _require_json(request: Request) -> None:
+    """A body sent as JSON: `application/json`, `application/a2a+json` or any `+json` type, or none said."""
+    given = request.headers.get("content-type")
+    if given is None:
+        return
+    media = given.split(";", 1)[0].strip().lower()
+    if media == "application/json" or (media.startswith("application/") and media.endswith("+json")):
+        return
+    raise _NotJson(
+        f"the request body is sent as {errors.bounded(media)!r}; A2A takes JSON (application/json or"
+        " application/a2a+json)"
+    )
+
+
+class _NotJson(UsageError):
+    http_status = 415
+    code = "unsupported_media_type"
+
+
+def _method(parsed: Any) -> str:
+    method = parsed.get("method") if isinstance(parsed, dict) else None
+    return method if isinstance(method, str) else "?"
+
+
+def _query_version(request: Request) -> str | None:
+    return next((v for k, v in request.query_params.multi_items() if k.lower() == VERSION), None)
 
 
 class _Read(Request):

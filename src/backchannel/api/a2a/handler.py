@@ -29,12 +29,10 @@ from a2a.types import (
 )
 from a2a.utils.errors import (
     A2AError,
-    ContentTypeNotSupportedError,
     ExtendedAgentCardNotConfiguredError,
     InternalError,
     InvalidParamsError,
     InvalidRequestError,
-    PushNotificationNotSupportedError,
     TaskNotCancelableError,
     TaskNotFoundError,
     UnsupportedOperationError,
@@ -45,13 +43,15 @@ from google.protobuf.json_format import MessageToDict
 from ... import a2a_extension, keys
 from ...core.access import Caller
 from ...core.delivery import Incoming
-from ...errors import BackchannelError, KeyRevoked, NotFound, Refused, UsageError
+from ...errors import BackchannelError, KeyRevoked, NotFound, Refused
 from ...framing import is_human
 from ...home.redact import redact
 from ...store.runs import RunRow, RunState
-from ...store.sessions import SessionRow
 from ..context import Context
+from . import inbound
+from .conversations import context_of, conversation, refuse_follow_up
 from .listing import list_tasks
+from .push_configs import PushConfigs
 from .streams import updates
 from .tasks import STATES, rejected, task_of
 
@@ -70,27 +70,33 @@ ENDS = frozenset(
 
 class RunsHandler(RequestHandler):
     """SendMessage, GetTask and CancelTask as deliver/submit, status and stop; SendStreamingMessage and
-    SubscribeToTask follow the run's events; ListTasks pages through the caller's tasks. Push notifications
-    and the extended card are not served.
+    SubscribeToTask follow the run's events; ListTasks pages through the caller's tasks; the push notification
+    configs of the caller's tasks are the gateway's `Pushes` (`push_configs`). The extended card is not served.
 
-    `contextId` is a session of the path's profile (none: its Bot Chat), `taskId` a run, `messageId` the
-    run's idempotency key for this caller and profile (a replay answers with the same task). A task is its
-    sender's: another caller's is not found."""
+    `contextId` is a conversation (`conversations`: the caller's own contextId, a session's id, none: the Bot
+    Chat), `taskId` a run, `messageId` with the message's content the run's idempotency key for this caller and
+    profile (an exact repeat answers with the same task). A task is its sender's: another caller's is not found."""
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
+        self._push = PushConfigs(ctx.gateway.pushes, own_run=self._own_run, owner=_owner)
 
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Task | Message:
-        """The task the message is (its history within `configuration.historyLength`)."""
+        """The task the message is (its history within `configuration.historyLength`). With a push config, the
+        task is watched by it before the send waits, so its receiver is told every change from the first."""
         config = params.configuration
         _check(config)
-        return apply_history_length(
-            await self._accept(params.message, context, immediately=config.return_immediately), config
-        )
+        asked = await self._push_asked(config, context)
+        task = await self._accept(params.message, context, immediately=config.return_immediately or asked is not None)
+        if asked is not None:
+            await self._push_attach(asked, task, context)
+            if not config.return_immediately and task.status.state not in ENDS:
+                task = task_of((await self.ctx.delivery.wait(task.id, self.ctx.settings.http_wait_seconds)).run)
+        return apply_history_length(task, config)
 
     async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
         validate_history_length(params)
-        return apply_history_length(task_of(self._own_run(params.id, context)), params)
+        return apply_history_length(self._task(self._own_run(params.id, context), context), params)
 
     async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task | None:
         run = self._own_run(params.id, context)
@@ -99,17 +105,18 @@ class RunsHandler(RequestHandler):
         try:  # a held task is cancelled like a queued one: it never ran
             delivered = await self.ctx.delivery.stop(run.id, profile=run.profile)
         except BackchannelError as exc:
-            _fail(redact(exc, self.ctx.gateway.root))  # what leaves names no path of the home
-        return task_of(delivered.run)
+            self._fail(exc)
+        return self._task(delivered.run, context)
 
     async def on_list_tasks(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
         who, profile = _scope(context)
         return list_tasks(
             self.ctx.delivery,
+            self.ctx.directory,
             params,
             profile=profile,
-            sender=PERSON_SENDER if who.is_person else who.principal,
-            profiles=not who.is_person,
+            sender=_holder(who),
+            profiles=who.peer is not None,
         )
 
     async def on_message_send_stream(
@@ -120,14 +127,17 @@ class RunsHandler(RequestHandler):
         person, a replay of one that ended) is the Task alone."""
         config = params.configuration
         _check(config)
+        asked = await self._push_asked(config, context)
         task = await self._accept(params.message, context, immediately=True)
+        if asked is not None:
+            await self._push_attach(asked, task, context)
         yield apply_history_length(task, config)
         if task.status.state in ENDS:
             return
         run = self.ctx.delivery.run(task.id)
         if run.state is RunState.HELD:
             return
-        async for event in self._while_valid(context, updates(self.ctx.delivery, run)):
+        async for event in self._while_valid(context, updates(self.ctx.delivery, run, context_id=task.context_id)):
             yield event
 
     async def on_subscribe_to_task(
@@ -140,31 +150,46 @@ class RunsHandler(RequestHandler):
             raise UnsupportedOperationError(
                 f"task {run.id!r} has ended already ({TaskState.Name(STATES[run.state])}): read it with GetTask"
             )
-        yield task_of(run)
-        async for event in self._while_valid(context, updates(self.ctx.delivery, run)):
+        task = self._task(run, context)
+        yield task
+        async for event in self._while_valid(context, updates(self.ctx.delivery, run, context_id=task.context_id)):
             yield event
 
-    # --- what is not served yet ------------------------------------------------------------------
+    # --- push notification configs ----------------------------------------------------------------
 
     async def on_create_task_push_notification_config(
         self, params: TaskPushNotificationConfig, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
-        _no_push()
+        try:
+            return await self._push.create(params, context)
+        except BackchannelError as exc:
+            self._fail(exc)
 
     async def on_get_task_push_notification_config(
         self, params: GetTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
-        _no_push()
+        try:
+            return self._push.get(params, context)
+        except BackchannelError as exc:
+            self._fail(exc)
 
     async def on_list_task_push_notification_configs(
         self, params: ListTaskPushNotificationConfigsRequest, context: ServerCallContext
     ) -> ListTaskPushNotificationConfigsResponse:
-        _no_push()
+        try:
+            return self._push.list(params, context)
+        except BackchannelError as exc:
+            self._fail(exc)
 
     async def on_delete_task_push_notification_config(
         self, params: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> None:
-        _no_push()
+        try:
+            await self._push.delete(params, context)
+        except BackchannelError as exc:
+            self._fail(exc)
+
+    # --- what is not served yet ------------------------------------------------------------------
 
     async def on_get_extended_agent_card(
         self, params: GetExtendedAgentCardRequest, context: ServerCallContext
@@ -173,41 +198,9 @@ class RunsHandler(RequestHandler):
 
     # --- helpers ---------------------------------------------------------------------------------
 
-    async def _accept(self, message: Message, context: ServerCallContext, *, immediately: bool) -> Task:
-        """The message delivered (or, `immediately`, accepted) as the caller's: its run's task, or the REJECTED
-        task of a message the policy refuses."""
-        who, profile = _scope(context)
-        if message.task_id:
-            raise UnsupportedOperationError(
-                f"continuing task {message.task_id!r} is not supported yet: send a new message (no taskId),"
-                " with its contextId to stay in the same session"
-            )
-        text = _text(message)
-        try:
-            carried = _hops_chain(message)
-            sender = _sender(who, carried.profile)
-            session = await self._session(who, profile, message.context_id)
-            incoming = Incoming(
-                session=session,
-                text=text,
-                sender=sender,
-                key=keys.a2a(sender, profile, message.message_id),
-                hops=carried.hops,
-                chain=carried.chain,
-                exchange=carried.exchange,
-            )
-            if immediately:
-                delivered = await self.ctx.delivery.submit(incoming)
-            else:
-                delivered = await self.ctx.delivery.deliver(incoming, wait=self.ctx.settings.http_wait_seconds)
-        except Refused as exc:  # only the delivery refuses: the session was found
-            asked = Message()
-            asked.CopyFrom(message)
-            asked.context_id = session.id
-            return rejected(session.id, asked, code=exc.code, reason=exc.message)
-        except BackchannelError as exc:
-            _fail(redact(exc, self.ctx.gateway.root))  # what leaves names no path of the home
-        return task_of(delivered.run)
+    def _fail(self, exc: BackchannelError) -> NoReturn:
+        """`_fail`, the error naming no path of the home (it leaves the gateway)."""
+        _fail(redact(exc, self.ctx.gateway.root))
 
     async def _while_valid(self, context: ServerCallContext, events: AsyncIterator[Event]) -> AsyncIterator[Event]:
         """A stream's events until it ends, or until the caller's key is revoked or rotated: then an error
@@ -219,17 +212,62 @@ class RunsHandler(RequestHandler):
         except KeyRevoked as exc:
             raise InvalidRequestError(exc.message, {"code": exc.code}) from None
 
-    async def _session(self, who: Caller, profile: str, context_id: str) -> SessionRow:
-        if not context_id:
-            return await self.ctx.directory.open_bot_chat(profile)
+    async def _push_asked(
+        self, config: SendMessageConfiguration, context: ServerCallContext
+    ) -> TaskPushNotificationConfig | None:
         try:
-            session = self.ctx.directory.session(context_id, profile=profile)
-        except NotFound:
-            raise UsageError(
-                f"no session {context_id!r} in profile {profile!r}: send without contextId for its Bot Chat",
-                code="session_not_found",
-            ) from None
-        return who.require_bot_chat(session)
+            return await self._push.asked(config, context)
+        except BackchannelError as exc:
+            self._fail(exc)
+
+    async def _push_attach(self, asked: TaskPushNotificationConfig, task: Task, context: ServerCallContext) -> None:
+        try:
+            await self._push.attach(asked, task, context)
+        except BackchannelError as exc:
+            self._fail(exc)
+
+    async def _accept(self, message: Message, context: ServerCallContext, *, immediately: bool) -> Task:
+        """The message delivered (or, `immediately`, accepted) as the caller's: its run's task, or the REJECTED
+        task of a message the policy refuses."""
+        who, profile = _scope(context)
+        caller = _holder(who)
+        if message.task_id:
+            run = self._own_run(message.task_id, context)
+            refuse_follow_up(message, run, context_of(self.ctx.directory, caller, run))
+        read = inbound.read(message)
+        try:
+            carried = _hops_chain(message)
+            sender = _sender(who, carried.profile)
+            joined = await conversation(self.ctx.directory, who, caller, profile, message.context_id)
+            incoming = Incoming(
+                session=joined.session,
+                text=read.text,
+                sender=sender,
+                key=keys.a2a(sender, profile, message.message_id, content=read.content),
+                hops=carried.hops,
+                chain=carried.chain,
+                exchange=carried.exchange,
+                files=read.files,
+                context=joined.new,
+            )
+            if immediately:
+                delivered = await self.ctx.delivery.submit(incoming)
+            else:
+                delivered = await self.ctx.delivery.deliver(incoming, wait=self.ctx.settings.http_wait_seconds)
+        except Refused as exc:  # only the delivery refuses: the conversation was found (a new one is not begun)
+            asked = Message()
+            asked.CopyFrom(message)
+            asked.context_id = joined.context_id
+            return rejected(joined.context_id, asked, code=exc.code, reason=exc.message)
+        except BackchannelError as exc:
+            self._fail(exc)
+        return task_of(delivered.run, context_id=joined.context_id, files=read.files)
+
+    def _task(self, run: RunRow, context: ServerCallContext) -> Task:
+        """The caller's run as a task: under the contextId the caller knows its session by, with its files."""
+        who, _profile = _scope(context)
+        files = self.ctx.delivery.files([run.id]).get(run.id, ())
+        return task_of(run, context_id=context_of(self.ctx.directory, _holder(who), run), files=files)
 
     def _own_run(self, task_id: str, context: ServerCallContext) -> RunRow:
         """The caller's run `task_id` in the path's profile; anyone else's is not found."""
@@ -249,10 +287,22 @@ def _scope(context: ServerCallContext) -> tuple[Caller, str]:
     return who, profile
 
 
+def _owner(context: ServerCallContext) -> str:
+    """Whose push notification configs a caller's are: the person's, or one peer key's (whatever profile sent)."""
+    who, _profile = _scope(context)
+    return PERSON_SENDER if who.is_person else f"peer:{who.peer}"
+
+
 def _sender(who: Caller, profile: str | None = None) -> str:
     """Whom a caller's A2A messages are from: a peer's `peer:NAME/<profile>` (`peer:NAME/default` when its
     message says no sending profile); a person's `human:a2a`. Its tasks are those runs."""
     return who.sender(profile) if who.peer else PERSON_SENDER
+
+
+def _holder(who: Caller) -> str:
+    """Who holds the caller's key: the person (`human:a2a`) or the peer (`peer:NAME`), whatever profile sends;
+    its conversations (contextIds) and its tasks are the holder's."""
+    return PERSON_SENDER if who.is_person else who.principal
 
 
 def _hops_chain(message: Message) -> a2a_extension.HopsChain:
@@ -264,16 +314,6 @@ def _hops_chain(message: Message) -> a2a_extension.HopsChain:
     if not message.HasField("metadata"):
         return a2a_extension.HopsChain()
     return a2a_extension.read(MessageToDict(message.metadata))
-
-
-def _text(message: Message) -> str:
-    kinds = [part.WhichOneof("content") for part in message.parts]
-    other = [str(k) for k in kinds if k != "text"]
-    if other:
-        raise ContentTypeNotSupportedError(
-            f"only text parts are accepted; this message has {', '.join(other)} parts", {"code": "invalid_payload"}
-        )
-    return "".join(part.text for part in message.parts)
 
 
 def _fail(exc: BackchannelError) -> NoReturn:
@@ -288,13 +328,5 @@ def _fail(exc: BackchannelError) -> NoReturn:
 
 
 def _check(config: SendMessageConfiguration) -> None:
-    """Refuse what a send's configuration asks that is not served: a push config, a negative historyLength."""
-    if config.HasField("task_push_notification_config"):
-        _no_push()
+    """Refuse what a send's configuration asks that is not served: a negative historyLength."""
     validate_history_length(config)
-
-
-def _no_push() -> NoReturn:
-    raise PushNotificationNotSupportedError(
-        "push notifications are not supported (the card says pushNotifications: false)"
-    )

@@ -1,8 +1,9 @@
 """ListTasks: a caller's A2A tasks in a profile, most recently updated first, a page at a time.
 
 Only what the caller sent over A2A is listed (another caller's tasks never are); the filters are the
-spec's: contextId (a session), status, statusTimestampAfter, pageSize (1-100, 50 unless given) with the
-opaque pageToken of the previous page, historyLength and includeArtifacts (artifacts left out unless asked).
+spec's: contextId (one the caller started a conversation with, or a session's id), status,
+statusTimestampAfter, pageSize (1-100, 50 unless given) with the opaque pageToken of the previous page,
+historyLength and includeArtifacts (artifacts left out unless asked).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from a2a.utils.errors import InvalidParamsError
 from a2a.utils.task import apply_history_length, validate_history_length, validate_page_size
 
 from ...core.delivery import Delivery
+from ...core.directory import Directory
 from ...store.runs import RunRow, RunState, TaskQuery
 from .tasks import STATES, task_of
 
@@ -22,10 +24,16 @@ DEFAULT_PAGE_SIZE = 50
 
 
 def list_tasks(
-    delivery: Delivery, params: ListTasksRequest, *, profile: str, sender: str, profiles: bool = False
+    delivery: Delivery,
+    directory: Directory,
+    params: ListTasksRequest,
+    *,
+    profile: str,
+    sender: str,
+    profiles: bool = False,
 ) -> ListTasksResponse:
     """One page of `sender`'s A2A tasks in `profile` as `params` asks for it (`profiles`: those it sent as
-    `sender/<profile>` too)."""
+    `sender/<profile>` too); `sender` is the caller its contexts are bound to."""
     validate_history_length(params)
     size = params.page_size if params.HasField("page_size") else DEFAULT_PAGE_SIZE
     validate_page_size(size)
@@ -36,7 +44,7 @@ def list_tasks(
         profile=profile,
         sender=sender,
         sender_profiles=profiles,
-        session_id=params.context_id or None,
+        session_id=_session_of(directory, sender, profile, params.context_id),
         states=states,
         since=_since(params),
         after=decode_token(params.page_token) if params.page_token else None,
@@ -48,12 +56,24 @@ def list_tasks(
         total_size=total,
         next_page_token=encode_token(page[-1]) if len(rows) > size else "",
     )
+    contexts = directory.context_ids(sender, [run.session_id for run in page])
+    files = delivery.files([run.id for run in page])
     for run in page:
-        task = apply_history_length(task_of(run), params)
+        task = apply_history_length(
+            task_of(run, context_id=contexts.get(run.session_id), files=files.get(run.id, ())), params
+        )
         if not params.include_artifacts:
             del task.artifacts[:]
         response.tasks.append(task)
     return response
+
+
+def _session_of(directory: Directory, caller: str, profile: str, context_id: str) -> str | None:
+    """The session a contextId filter names: the conversation the caller started under it, else a session id."""
+    if not context_id:
+        return None
+    bound = directory.context_session(caller, profile, context_id)
+    return bound.id if bound is not None else context_id
 
 
 def _since(params: ListTasksRequest) -> float | None:

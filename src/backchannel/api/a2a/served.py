@@ -9,24 +9,24 @@ from __future__ import annotations
 import types
 from typing import Any
 
+from a2a.compat.v0_3.conversions import to_compat_agent_card
 from a2a.extensions.common import HTTP_EXTENSION_HEADER, get_requested_extensions
 from a2a.server.context import ServerCallContext
-from a2a.server.jsonrpc_models import JSONParseError
-from a2a.server.request_handlers.response_helpers import agent_card_to_dict, build_error_response
 from a2a.server.routes import ServerCallContextBuilder, create_jsonrpc_routes, create_rest_routes
 from a2a.utils import telemetry
 from a2a.utils.constants import VERSION_HEADER
+from google.protobuf.json_format import MessageToDict
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Router
-from starlette.types import Receive, Scope, Send
 
-from ...errors import BackchannelError
 from ...home.profiles import DEFAULT_PROFILE, Profile
 from ..context import Context, caller
 from ..http import profile_of
+from . import sdk_logs
 from .card import agent_card
 from .handler import CALLER, PROFILE, RunsHandler
+from .rest_answers import OnError, RestAnswer
 
 _VERSION = VERSION_HEADER.lower()
 
@@ -79,6 +79,7 @@ class Served:
     with the 0.3 method names and paths too) and the cards."""
 
     def __init__(self, ctx: Context) -> None:
+        sdk_logs.quiet()
         handler = RunsHandler(ctx)
         built = _CallerContext()
         (route,) = create_jsonrpc_routes(handler, "/", context_builder=built, enable_v0_3_compat=True)
@@ -93,27 +94,17 @@ class Served:
         response: Response = await self._dispatch(request)
         return response
 
-    def parse_error(self, error: BackchannelError) -> Response:
-        """JSON-RPC's parse error for a body that is not JSON, or is past the gateway's JSON bounds."""
-        answer = build_error_response(None, JSONParseError(message=error.message, data={"code": error.code}))
-        return JSONResponse(answer)
+    def rest(self, request: Request, path: str, *, on_error: OnError) -> Response:
+        """The REST route at `path` (what follows `.../a2a/rest`) answering `request`, in the spec's terms."""
+        return RestAnswer(self._rest, {**request.scope, "path": path, "root_path": ""}, request.receive, on_error)
 
-    def rest(self, request: Request, path: str) -> Response:
-        """The REST route at `path` (what follows `.../a2a/rest`) answering `request`."""
-        return _Routed(self._rest, {**request.scope, "path": path, "root_path": ""}, request.receive)
-
-    def card(self, profile: Profile, base_url: str) -> dict[str, Any]:
+    def card(self, profile: Profile, base_url: str, *, legacy: bool = False) -> dict[str, Any]:
+        """The profile's card in 1.0's shape (what the v1.0 JSON schema allows, nothing of 0.3's), or, `legacy`,
+        in 0.3's (`url`, `preferredTransport`, `additionalInterfaces`, `protocolVersion`, `security`)."""
         base = base_url.rstrip("/")
         prefix = "" if profile.name == DEFAULT_PROFILE else f"/p/{profile.name}"
-        return agent_card_to_dict(agent_card(profile, f"{base}{prefix}/a2a"))  # with its 0.3 form's fields
-
-
-class _Routed(Response):
-    """A response that is another ASGI app's answer (the SDK's REST router) to a rewritten request."""
-
-    def __init__(self, app: Router, scope: Scope, receive: Receive) -> None:
-        super().__init__()
-        self._app, self._scope, self._receive = app, scope, receive
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await self._app(self._scope, self._receive, send)
+        card = agent_card(profile, f"{base}{prefix}/a2a")
+        if legacy:
+            compat: dict[str, Any] = to_compat_agent_card(card).model_dump(exclude_none=True, by_alias=True)
+            return compat
+        return MessageToDict(card)

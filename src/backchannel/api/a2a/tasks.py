@@ -4,16 +4,26 @@
     running → WORKING       completed → COMPLETED (the reply: an artifact and the last message of the history)
     failed, expired → FAILED    cancelled → CANCELED    denied (a held message refused) → REJECTED
 A message the policy refuses has no run: it is a REJECTED task of its own, with the refusal code.
+
+A task's `contextId` is the one its caller gave (a conversation it started), else its session's id. A reply that
+is structured output (one fenced JSON block and nothing else: how an engine gives it) adds a data part to the
+reply artifact, after its text.
 """
 
 from __future__ import annotations
 
+import json
+import re
 import uuid
+from collections.abc import Sequence
+from typing import Any
 
 from a2a.types import Message, Part, Role, Task, TaskState, TaskStatus
+from google.protobuf.json_format import ParseDict
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from ...keys import a2a_message_id
+from ...messages import Attachment
 from ...store.runs import RunRow, RunState
 
 # The enum values read once: each `Role.ROLE_USER` is a protobuf wrapper's __getattr__ (~1.5 µs).
@@ -31,29 +41,67 @@ STATES: dict[RunState, TaskState] = {
 }
 
 
-def task_of(run: RunRow) -> Task:
-    """The task a run is: its id the run's, its context the run's session."""
-    asked = _message(run, a2a_message_id(run.idempotency_key) or f"{run.id}:in", USER, run.message)
+# A reply that is exactly one fenced JSON block: the engine's structured output.
+_STRUCTURED = re.compile(r"\A\s*```json[ \t]*\n(?P<json>.*)\n```\s*\Z", re.DOTALL)
+
+
+def task_of(run: RunRow, *, context_id: str | None = None, files: Sequence[Attachment] = ()) -> Task:
+    """The task a run is: its id the run's, its context `context_id` (default: the run's session), the files its
+    message came with in the history's first message."""
+    context = context_id or run.session_id
+    asked = _message(run, a2a_message_id(run.idempotency_key) or f"{run.id}:in", USER, run.message, context)
+    for file in files:
+        asked.parts.append(file_part(file))
     task = Task(
         id=run.id,
-        context_id=run.session_id,
+        context_id=context,
         history=[asked],
         status=TaskStatus(state=STATES[run.state], timestamp=_stamp(run.updated_at)),
     )
     if run.state is RunState.COMPLETED:
-        reply = _message(run, f"{run.id}:reply", AGENT, run.reply or "")
-        task.artifacts.add(artifact_id=reply_artifact_id(run), name="reply", parts=[Part(text=run.reply or "")])
+        reply = _message(run, f"{run.id}:reply", AGENT, run.reply or "", context)
+        task.artifacts.add(artifact_id=reply_artifact_id(run), name="reply", parts=reply_parts(run.reply or ""))
         task.history.append(reply)
         task.status.message.CopyFrom(reply)
     elif run.state is RunState.HELD:
         text = f"held for the person of {run.profile!r} to approve; the task goes on once they decide"
-        task.status.message.CopyFrom(_message(run, f"{run.id}:held", AGENT, text, code="held"))
+        task.status.message.CopyFrom(_message(run, f"{run.id}:held", AGENT, text, context, code="held"))
     elif run.state.terminal:
         said = run.error or run.state.value
-        task.status.message.CopyFrom(_message(run, f"{run.id}:end", AGENT, said, code=run.error_code))
+        task.status.message.CopyFrom(_message(run, f"{run.id}:end", AGENT, said, context, code=run.error_code))
         if run.reply:
             task.artifacts.add(artifact_id=f"{run.id}:partial", name="partial output", parts=[Part(text=run.reply)])
     return task
+
+
+def reply_parts(reply: str, *, text: str | None = None) -> list[Part]:
+    """The reply artifact's parts: its text (or, in a stream's last chunk, what is left of it), then its JSON as
+    a data part when the reply is structured output."""
+    parts = [Part(text=reply if text is None else text)]
+    value = structured(reply)
+    if value is not None:
+        parts.append(ParseDict({"data": value, "mediaType": "application/json"}, Part()))
+    return parts
+
+
+def structured(reply: str) -> Any:
+    """The JSON value of a reply that is one fenced JSON block and nothing else; None for any other reply."""
+    found = _STRUCTURED.match(reply)
+    if found is None:
+        return None
+    try:
+        return json.loads(found.group("json"))
+    except ValueError:
+        return None
+
+
+def file_part(file: Attachment) -> Part:
+    part = Part(filename=file.name or "", media_type=file.media_type or "")
+    if file.url is not None:
+        part.url = file.url
+    else:
+        part.raw = file.content or b""
+    return part
 
 
 def reply_artifact_id(run: RunRow) -> str:
@@ -78,10 +126,10 @@ def rejected(session_id: str, asked: Message, *, code: str, reason: str) -> Task
     return task
 
 
-def _message(run: RunRow, message_id: str, role: Role, text: str, *, code: str | None = None) -> Message:
-    message = Message(
-        message_id=message_id, context_id=run.session_id, task_id=run.id, role=role, parts=[Part(text=text)]
-    )
+def _message(
+    run: RunRow, message_id: str, role: Role, text: str, context_id: str, *, code: str | None = None
+) -> Message:
+    message = Message(message_id=message_id, context_id=context_id, task_id=run.id, role=role, parts=[Part(text=text)])
     if code is not None:
         message.metadata.update({"code": code})
     return message

@@ -1,0 +1,54 @@
+"""The SDK's HTTP+JSON answers in the spec's terms: `application/json` (the binding's content type, §11.1, where
+the SDK sends `application/a2a+json`), each error's HTTP status as §5.4 maps it, and errors cut to size."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from starlette.datastructures import MutableHeaders
+from starlette.responses import Response
+from starlette.routing import Router
+from starlette.types import Message, Receive, Scope, Send
+
+from . import errors
+
+JSON = "application/json"
+OnError = Callable[[dict[str, Any]], None]  # told of each error answered (to log and count a bad request)
+
+
+class RestAnswer(Response):
+    """The SDK's REST router's answer to a rewritten request, its headers and errors brought to the spec."""
+
+    def __init__(self, app: Router, scope: Scope, receive: Receive, on_error: OnError) -> None:
+        super().__init__()
+        self._app, self._scope, self._receive, self._on_error = app, scope, receive, on_error
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        held: Message | None = None  # an error's start, sent once its body is known
+        parts: list[bytes] = []
+
+        async def answer(message: Message) -> None:
+            nonlocal held
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                if headers.get("content-type", "").startswith("application/a2a+json"):
+                    headers["content-type"] = JSON
+                if message["status"] >= 400:
+                    held = message
+                    return
+            elif message["type"] == "http.response.body" and held is not None:
+                parts.append(message.get("body", b""))
+                if message.get("more_body"):
+                    return
+                body, status, error = errors.bound_rest(b"".join(parts), held["status"])
+                if error is not None:
+                    self._on_error(error)
+                headers = MutableHeaders(scope=held)
+                headers["content-length"] = str(len(body))
+                await send({**held, "status": status})
+                await send({"type": "http.response.body", "body": body, "more_body": False})
+                return
+            await send(message)
+
+        await self._app(self._scope, self._receive, answer)

@@ -1,0 +1,271 @@
+"""A2A push notification configs and their outbox: what is owed to which receiver, and how each attempt went.
+
+A config belongs to one task (a run) and one owner (the caller that made it). `notified` is the run state
+last turned into notifications for it, `done` set once its task's end is in the outbox. Each notification
+is one outbox row, unique per (config, event): a state told once is never queued again, whoever notices
+it and however often. Rows of one config go out in order: only the oldest pending one is due.
+
+    pending ──POST 2xx──> delivered
+       └──── failed attempts past the bound ──> failed
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from dataclasses import dataclass
+
+from ..errors import Conflict, LimitReached
+from .db import Database
+
+_CONFIG = (
+    "seq, task_id, config_id, owner, profile, url, token, auth_scheme, auth_credentials, version, notified, done,"
+    " created_at"
+)
+
+
+@dataclass(frozen=True)
+class Receiver:
+    """Where a config's notifications go and how they are authenticated."""
+
+    url: str
+    token: str = ""  # sent as X-A2A-Notification-Token, and the key of the body's HMAC signature
+    auth_scheme: str = ""  # with auth_credentials: the Authorization header, `<scheme> <credentials>`
+    auth_credentials: str = ""
+
+
+@dataclass(frozen=True)
+class PushConfigRow:
+    seq: int
+    task_id: str
+    config_id: str
+    owner: str
+    profile: str
+    receiver: Receiver
+    version: str  # the protocol version its caller spoke ("1.0", "0.3"): the shape its notifications take
+    notified: str
+    done: bool
+    created_at: float
+
+
+@dataclass(frozen=True)
+class Owed:
+    """The oldest pending notification of one config: what to send where, and how often it was tried."""
+
+    seq: int
+    config_seq: int
+    task_id: str
+    notification_id: str
+    body: bytes
+    attempts: int
+    receiver: Receiver
+
+
+@dataclass(frozen=True)
+class Event:
+    """One notification to queue: `key` unique per config (`status:running`, `artifact:<id>:completed`)."""
+
+    key: str
+    notification_id: str
+    body: bytes
+
+
+def _config(row: sqlite3.Row) -> PushConfigRow:
+    return PushConfigRow(
+        seq=row["seq"],
+        task_id=row["task_id"],
+        config_id=row["config_id"],
+        owner=row["owner"],
+        profile=row["profile"],
+        receiver=Receiver(row["url"], row["token"], row["auth_scheme"], row["auth_credentials"]),
+        version=row["version"],
+        notified=row["notified"],
+        done=bool(row["done"]),
+        created_at=row["created_at"],
+    )
+
+
+def save(
+    db: Database,
+    *,
+    task_id: str,
+    config_id: str,
+    owner: str,
+    profile: str,
+    receiver: Receiver,
+    version: str,
+    max_per_task: int,
+    max_per_owner: int,
+) -> PushConfigRow:
+    """Create the config, or replace the receiver of the one with the same id (what it was told is kept).
+
+    A new one past the task's or the owner's bound is refused (LimitReached), and nothing is written."""
+    now = time.time()
+    with db.tx() as conn:
+        known = conn.execute(
+            "SELECT seq FROM push_configs WHERE task_id = ? AND config_id = ? AND owner = ?",
+            (task_id, config_id, owner),
+        ).fetchone()
+        if known is None:
+            on_task = conn.execute("SELECT COUNT(*) FROM push_configs WHERE task_id = ?", (task_id,)).fetchone()[0]
+            if on_task >= max_per_task:
+                raise LimitReached(
+                    f"task {task_id!r} has {on_task} push notification configs, the most a task may have"
+                    " (gateway.a2a.push_max_configs_per_task): delete one first",
+                    code="push_config_limit",
+                )
+            require_room(db, owner, max_per_owner=max_per_owner)
+        row = conn.execute(
+            "INSERT INTO push_configs (task_id, config_id, owner, profile, url, token, auth_scheme, auth_credentials,"
+            " version, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (task_id, config_id) DO UPDATE SET url = excluded.url, token = excluded.token,"
+            " auth_scheme = excluded.auth_scheme, auth_credentials = excluded.auth_credentials,"
+            " version = excluded.version,"
+            f" updated_at = excluded.updated_at WHERE owner = excluded.owner RETURNING {_CONFIG}",
+            (
+                task_id,
+                config_id,
+                owner,
+                profile,
+                receiver.url,
+                receiver.token,
+                receiver.auth_scheme,
+                receiver.auth_credentials,
+                version,
+                now,
+                now,
+            ),
+        ).fetchone()
+    if row is None:  # a task is its owner's alone: another's config id on it is never replaced
+        raise Conflict(f"push notification config {config_id!r} of task {task_id!r} is not this key's", code="conflict")
+    return _config(row)
+
+
+def require_room(db: Database, owner: str, *, max_per_owner: int) -> None:
+    """LimitReached when `owner` holds `max_per_owner` configs on tasks not yet ended."""
+    held = db.one("SELECT COUNT(*) FROM push_configs WHERE owner = ? AND done = 0", (owner,))
+    count = int(held[0]) if held else 0
+    if count >= max_per_owner:
+        raise LimitReached(
+            f"this key holds {count} push notification configs on tasks not yet ended, the most one key may"
+            " hold (gateway.a2a.push_max_configs_per_caller): delete some, or wait for their tasks to end",
+            code="push_config_limit",
+        )
+
+
+def configs(db: Database, task_id: str, owner: str) -> list[PushConfigRow]:
+    rows = db.all(f"SELECT {_CONFIG} FROM push_configs WHERE task_id = ? AND owner = ? ORDER BY seq", (task_id, owner))
+    return [_config(r) for r in rows]
+
+
+def delete(db: Database, task_id: str, owner: str, config_id: str) -> bool:
+    """Remove a config and every notification still owed for it; False when there was none."""
+    with db.tx() as conn:
+        cur = conn.execute(
+            "DELETE FROM push_configs WHERE task_id = ? AND owner = ? AND config_id = ?", (task_id, owner, config_id)
+        )
+    return cur.rowcount == 1
+
+
+def watched_tasks(db: Database) -> set[str]:
+    """The tasks whose configs still wait for their end."""
+    return {str(r[0]) for r in db.all("SELECT DISTINCT task_id FROM push_configs WHERE done = 0")}
+
+
+def behind(db: Database) -> list[PushConfigRow]:
+    """Configs whose task's run has moved on from what was last turned into notifications for them."""
+    rows = db.all(
+        f"SELECT {', '.join('c.' + c for c in _CONFIG.split(', '))} FROM push_configs c JOIN runs r ON r.id = c.task_id"
+        " WHERE c.done = 0 AND c.notified != r.state ORDER BY c.seq"
+    )
+    return [_config(r) for r in rows]
+
+
+def enqueue(db: Database, config_seq: int, events: list[Event], *, state: str, done: bool) -> int:
+    """Queue the notifications of a run state for one config (those already queued once are skipped) and record
+    the state as told; the number queued. A config deleted meanwhile gets none."""
+    now = time.time()
+    queued = 0
+    with db.tx() as conn:
+        cur = conn.execute(
+            "UPDATE push_configs SET notified = ?, done = ?, updated_at = ? WHERE seq = ?",
+            (state, int(done), now, config_seq),
+        )
+        if cur.rowcount == 0:
+            return 0
+        for event in events:
+            cur = conn.execute(
+                "INSERT INTO push_outbox (config_seq, event_key, notification_id, body, state, next_at, created_at)"
+                " VALUES (?, ?, ?, ?, 'pending', ?, ?) ON CONFLICT (config_seq, event_key) DO NOTHING",
+                (config_seq, event.key, event.notification_id, event.body, now, now),
+            )
+            queued += cur.rowcount
+    return queued
+
+
+def due(db: Database, *, now: float, limit: int, busy: set[int]) -> list[Owed]:
+    """The oldest pending notification of each config, where it is due now (configs in `busy` left out)."""
+    rows = db.all(
+        "SELECT o.seq, o.config_seq, c.task_id, o.notification_id, o.body, o.attempts, c.url, c.token, c.auth_scheme,"
+        " c.auth_credentials FROM push_outbox o JOIN push_configs c ON c.seq = o.config_seq"
+        " WHERE o.state = 'pending' AND o.next_at <= ? AND o.seq = (SELECT MIN(p.seq) FROM push_outbox p"
+        " WHERE p.config_seq = o.config_seq AND p.state = 'pending') ORDER BY o.next_at, o.seq LIMIT ?",
+        (now, limit + len(busy)),
+    )
+    owed = [
+        Owed(
+            seq=r["seq"],
+            config_seq=r["config_seq"],
+            task_id=r["task_id"],
+            notification_id=r["notification_id"],
+            body=bytes(r["body"]),
+            attempts=r["attempts"],
+            receiver=Receiver(r["url"], r["token"], r["auth_scheme"], r["auth_credentials"]),
+        )
+        for r in rows
+        if r["config_seq"] not in busy
+    ]
+    return owed[:limit]
+
+
+def next_due(db: Database) -> float | None:
+    """When the next pending notification is due (None: none is owed)."""
+    row = db.one("SELECT MIN(next_at) FROM push_outbox WHERE state = 'pending'")
+    return None if row is None or row[0] is None else float(row[0])
+
+
+def delivered(db: Database, seq: int, *, attempts: int) -> None:
+    with db.tx() as conn:
+        conn.execute(
+            "UPDATE push_outbox SET state = 'delivered', attempts = ?, finished_at = ?"
+            " WHERE seq = ? AND state = 'pending'",
+            (attempts, time.time(), seq),
+        )
+
+
+def retry(db: Database, seq: int, *, attempts: int, at: float, error: str) -> None:
+    with db.tx() as conn:
+        conn.execute(
+            "UPDATE push_outbox SET attempts = ?, next_at = ?, last_error = ? WHERE seq = ? AND state = 'pending'",
+            (attempts, at, error, seq),
+        )
+
+
+def give_up(db: Database, seq: int, *, attempts: int, error: str) -> None:
+    with db.tx() as conn:
+        conn.execute(
+            "UPDATE push_outbox SET state = 'failed', attempts = ?, last_error = ?, finished_at = ?"
+            " WHERE seq = ? AND state = 'pending'",
+            (attempts, error, time.time(), seq),
+        )
+
+
+def prune(db: Database, *, before: float) -> None:
+    """Forget notifications settled before `before`, and the configs of ended tasks with nothing left owed."""
+    with db.tx() as conn:
+        conn.execute("DELETE FROM push_outbox WHERE state != 'pending' AND finished_at < ?", (before,))
+        conn.execute(
+            "DELETE FROM push_configs WHERE done = 1 AND updated_at < ? AND NOT EXISTS"
+            " (SELECT 1 FROM push_outbox o WHERE o.config_seq = push_configs.seq)",
+            (before,),
+        )
