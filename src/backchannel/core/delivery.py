@@ -128,9 +128,11 @@ class Delivery:
     def _accept(self, incoming: Incoming, *, wait: float | None = None) -> tuple[RunRow, bool]:
         check_message(incoming.text)
         session = incoming.session
+        # The target's config is read before anything is recorded, whoever sends: a broken file refuses the
+        # message at once (invalid_config), on every path alike, rather than queueing it behind a paused profile.
+        target = self.directory.profile(session.profile)
         hops, chain, held = incoming.hops, incoming.chain, False
         if not is_human(incoming.sender):
-            target = self.directory.profile(session.profile)
             hops, chain, arrived = self._peer_facts(incoming)
             attempt = policy.Attempt(
                 kind="arrival",
