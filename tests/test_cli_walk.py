@@ -57,3 +57,14 @@ def test_a_send_to_a_broken_profile_gets_the_same_answer_from_the_gateway(gatewa
     assert sent.exit_code == 2, (sent.stdout, sent.stderr)
     assert json.loads(sent.stdout)["error"]["code"] == "invalid_config"
     assert _runs() == before
+
+
+def test_a_key_for_a_profile_that_does_not_exist_is_refused_and_nothing_is_made(initialised: Path) -> None:
+    made = run_cli("key", "create", "spark", "--profile", "default", "--profile", "nosuch", "--json")
+
+    assert made.exit_code == 2, (made.stdout, made.stderr)
+    body = json.loads(made.stdout)
+    assert body["error"]["code"] == "profile_not_found" and "'nosuch'" in body["error"]["message"], body
+    assert "default" in body["error"]["message"]  # the profiles there are
+    assert json.loads(run_cli("key", "list", "--json").stdout) == []
+    assert run_cli("key", "create", "spark", "--profile", "*").exit_code == 0  # a glob over names is taken
