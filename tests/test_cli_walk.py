@@ -4,6 +4,12 @@ error, one word for every outcome, commands that say what they did (and did not)
 from __future__ import annotations
 
 import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -68,3 +74,40 @@ def test_a_key_for_a_profile_that_does_not_exist_is_refused_and_nothing_is_made(
     assert "default" in body["error"]["message"]  # the profiles there are
     assert json.loads(run_cli("key", "list", "--json").stdout) == []
     assert run_cli("key", "create", "spark", "--profile", "*").exit_code == 0  # a glob over names is taken
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="sends SIGINT")
+def test_ctrl_c_names_the_run_and_prints_the_exact_command_that_asks_again(initialised: Path) -> None:
+    message = "/sleep 3\nslow answer"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "backchannel", "send", "default", message, "--wait", "30", "--idempotency-key", "ck-1"],
+        env={**os.environ, "BACKCHANNEL_HOME": str(initialised)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 10
+    while not (found := _runs()):  # the message was handed in
+        assert time.monotonic() < deadline, "the send never arrived"
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=15)
+
+    assert proc.returncode == 130, err
+    assert f"accepted as run {found[0]['run_id']}" in err, err
+    assert shlex.join(["backchannel", "send", "default", message, "--idempotency-key", "ck-1"]) in err, err
+    assert "<the same message>" not in err
+
+
+def test_the_ledger_says_the_outcome_in_the_words_of_every_surface(initialised: Path) -> None:
+    assert run_cli("send", "default", "hello").exit_code == 0
+    assert run_cli("send", "default", "/fail on purpose").exit_code == 1
+
+    text = run_cli("ledger")
+    header, *rows = text.stdout.splitlines()
+    assert "OUTCOME" in header.split() and "STATE" not in header.split(), header
+    assert any(" delivered " in row for row in rows) and not any("completed" in row for row in rows), rows
+    assert any(" failed " in row for row in rows), rows
+    entries = json.loads(run_cli("ledger", "--json").stdout)
+    assert sorted(e["outcome"] for e in entries) == ["delivered", "failed"], entries
+    assert sorted(e["state"] for e in entries) == ["completed", "failed"], entries  # the run states, as such

@@ -79,6 +79,9 @@ class Result:
     replayed: bool = False  # the same message was already accepted: this is its first run
     idempotency_key: str | None = None
     waited: float = 0.0
+    # The receiver deduplicates on the key, so asking again with it never runs the message twice. False only for
+    # an unknown outcome at a peer that cannot (its session must be checked before the message is sent again).
+    deduplicated: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         """The compact shape for tools and the CLI's --json: only what applies to this outcome."""

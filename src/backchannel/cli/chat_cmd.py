@@ -16,7 +16,7 @@ from ..store.sessions import SessionRow
 from . import complete
 from .connect import Sent, deliver, home_gateway, interruptible
 from .live import STREAM_HELP, Watch, deliver_live, streams
-from .output import emit, examples, note, read_message
+from .output import emit, examples, note, read_message, shell_command
 
 
 @click.command(
@@ -106,9 +106,9 @@ def _peek_stdin() -> bool:
 def _turn(session: SessionRow, message: str, watch: Watch | None) -> Sent:
     # A person's typed message is deliberate: a fresh key, so saying the same thing twice is two turns.
     key = keys.cli()
-    again = f"backchannel send {session.profile}/{session.id} '<the same message>' --idempotency-key {key}"
+    again = shell_command("send", f"{session.profile}/{session.id}", message, "--idempotency-key", key)
     root = config.home()
-    with interruptible(again):
+    with interruptible(root, again, key=key):
         if watch is None:
             return asyncio.run(deliver(root, session, message, wait=None, key=key)).check()
         try:

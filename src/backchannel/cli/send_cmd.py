@@ -15,7 +15,7 @@ from ..outcome import Outcome
 from . import complete
 from .connect import Sent, deliver, home_gateway, interruptible
 from .live import STREAM_HELP, Watch, deliver_live, streams
-from .output import emit, examples, note, read_message, table, when
+from .output import emit, examples, message_words, note, read_message, shell_command, table, when
 
 DEFAULT_WAIT = 120.0
 
@@ -61,10 +61,11 @@ def send(address: str, message: str | None, wait: float, key: str | None, as_jso
         if parsed.session_id is not None:
             raise UsageError(f"{address!r}: address a peer as peer:NAME or peer:NAME/AGENT (its Bot Chat)")
         key = key or keys.cli()
-        with interruptible(f"backchannel send {address} '<the same message>' --idempotency-key {key}"):
+        again = ["send", address, *message_words(message, text.strip())]
+        with interruptible(root, shell_command(*again, "--idempotency-key", key), key=key):
             result = peer_cmd.send_dm(root, parsed.peer, parsed.profile, text.strip(), wait=wait, key=key)
         emit(peer_cmd.dm_dict(result), as_json=as_json, text=lambda: peer_cmd.print_dm(result))
-        peer_cmd.retry_hint(result)
+        peer_cmd.retry_hint(result, again)
         sys.exit(result.outcome.exit_code)
     with home_gateway(root) as gateway:
         session = asyncio.run(gateway.imports.resolve(parsed))  # a Hermes session id: imported on demand
@@ -72,7 +73,8 @@ def send(address: str, message: str | None, wait: float, key: str | None, as_jso
     # retries within this invocation reuse one key, so they are handled once.
     key = key or keys.cli()
     watch = Watch() if live else None
-    with interruptible(f"backchannel send {address} '<the same message>' --idempotency-key {key}"):
+    ask_again = shell_command("send", address, *message_words(message, text), "--idempotency-key", key)
+    with interruptible(root, ask_again, key=key):
         if watch is None:
             sent = asyncio.run(deliver(root, session, text, wait=wait, key=key))
         else:
@@ -128,7 +130,7 @@ def ledger(address: str | None, other: str | None, limit: int, as_json: bool) ->
                     when(r.at),
                     r.sender,
                     r.target,
-                    r.state,
+                    r.outcome.value + (f" ({r.detail})" if r.detail else ""),
                     str(r.hops),
                     _wait(r.wait_seconds),
                     _line(r.message),
@@ -136,7 +138,7 @@ def ledger(address: str | None, other: str | None, limit: int, as_json: bool) ->
                 ]
                 for r in rows
             ],
-            ["TIME", "FROM", "TO", "STATE", "HOPS", "WAIT", "MESSAGE", "REPLY"],
+            ["TIME", "FROM", "TO", "OUTCOME", "HOPS", "WAIT", "MESSAGE", "REPLY"],
         )
         if not rows:
             note("the ledger is empty" + (" for these addresses" if address else ""))

@@ -192,6 +192,14 @@ class Delivery:
             raise NotFound(f"no run {run_id!r} in profile {profile!r}", code="run_not_found")
         return run
 
+    def run_id_of(self, key: str) -> str | None:
+        """The id of the run a message was filed under (a local run, or a peer's run as it told us), if known yet."""
+        run = runstore.by_key(self.db, key)
+        if run is not None:
+            return run.id
+        sent = self.outbound.sent_with_key(key)
+        return sent.remote_run_id if sent is not None else None
+
     def status(self, run_id: str, *, profile: str | None = None) -> Delivered:
         return self._delivered(self.run(run_id, profile=profile))
 

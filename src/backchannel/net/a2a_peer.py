@@ -232,11 +232,16 @@ class A2APeerClient(OverTransport):
             )
         except PeerOutcomeUnknown as exc:
             if not blocking:
-                return self._unknown(key, f"{exc.message}; the task may be running there: do not resend")
+                return self._unknown(
+                    key,
+                    f"{exc.message}; the task may be running there: look for it there before sending it again "
+                    "(this agent does not deduplicate)",
+                    deduplicated=False,
+                )
             try:  # it deduplicates: the same messageId answers with the task it has
                 task = await self._message(message, key=key, carried=carried, immediately=True, timeout=10)
             except PeerError as again:
-                return self._unknown(key, f"{again.message}; outcome unknown: a resend must reuse key {key!r}")
+                return self._unknown(key, f"{again.message}; outcome unknown: ask again with key {key!r}")
         except PeerRefused as exc:
             return self._result(Outcome.REFUSED, None, key, code=exc.code, error=exc.message)
         except PeerError as exc:
@@ -379,5 +384,7 @@ class A2APeerClient(OverTransport):
     def _result(self, outcome: Outcome, session_id: str | None, key: str, **fields: Any) -> Result:
         return Result(outcome, self.to, session_id=session_id, idempotency_key=key, **fields)
 
-    def _unknown(self, key: str, error: str) -> Result:
-        return self._result(Outcome.UNKNOWN, None, key, code=PeerOutcomeUnknown.code, error=error)
+    def _unknown(self, key: str, error: str, *, deduplicated: bool = True) -> Result:
+        return self._result(
+            Outcome.UNKNOWN, None, key, code=PeerOutcomeUnknown.code, error=error, deduplicated=deduplicated
+        )

@@ -24,7 +24,9 @@ class Entry:
     origin: str | None = None  # the run of the person's message this exchange descends from
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """`state` as stored (a run state, a peer message's record state, or `refused:<code>`), beside `outcome`,
+        the word every surface uses for what became of the message."""
+        return {**asdict(self), "outcome": self.outcome.value}
 
     @property
     def outcome(self) -> Outcome:
@@ -33,6 +35,14 @@ class Entry:
     @property
     def refusal_code(self) -> str | None:
         return self.state.partition(":")[2] if self.state.startswith("refused:") else None
+
+    @property
+    def detail(self) -> str | None:
+        """What the outcome word leaves out: a refusal's code, or a state that is not the plain one for its outcome
+        (`cancelled` of a failed run, `running` of a receipt); None for a run that simply completed."""
+        if self.refusal_code is not None:
+            return self.refusal_code
+        return None if self.state in ("completed", self.outcome.value) else self.state
 
 
 def _match(column: str) -> str:

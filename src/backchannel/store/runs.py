@@ -255,6 +255,12 @@ def get(db: Database, run_id: str) -> RunRow:
     return _run(row)
 
 
+def by_key(db: Database, key: str) -> RunRow | None:
+    """The run filed under an idempotency key, if any."""
+    row = db.one("SELECT * FROM runs WHERE idempotency_key = ?", (key,))
+    return _run(row) if row is not None else None
+
+
 def queue_position(db: Database, run: RunRow) -> int | None:
     """1-based place among the queued runs of the run's session; None when it is not queued."""
     if run.state is not RunState.QUEUED:
