@@ -111,3 +111,29 @@ def test_the_ledger_says_the_outcome_in_the_words_of_every_surface(initialised: 
     entries = json.loads(run_cli("ledger", "--json").stdout)
     assert sorted(e["outcome"] for e in entries) == ["delivered", "failed"], entries
     assert sorted(e["state"] for e in entries) == ["completed", "failed"], entries  # the run states, as such
+
+
+def _stop(run_id: str) -> tuple[int, str, dict[str, object]]:
+    text = run_cli("runs", "stop", run_id)
+    body = run_cli("runs", "stop", run_id, "--json")
+    assert body.exit_code == text.exit_code, (text.stderr, body.stderr)
+    return text.exit_code, text.stdout, json.loads(body.stdout)
+
+
+@pytest.mark.parametrize("via", ["in-process", "gateway"])
+def test_stopping_a_run_that_ended_says_nothing_to_stop_and_exits_as_its_outcome(
+    initialised: Path, via: str, request: pytest.FixtureRequest
+) -> None:
+    if via == "gateway":
+        request.getfixturevalue("gateway")
+    done = json.loads(run_cli("send", "default", "finished", "--json").stdout)["run_id"]
+    slow = json.loads(run_cli("send", "default", "/sleep 30\nslow", "--wait", "0", "--json").stdout)["run_id"]
+    code, _, body = _stop(slow)  # the first stop cancels it; the text run then finds it ended
+    assert code == 1 and body["state"] == "cancelled", body
+
+    code, text, body = _stop(done)
+    assert code == 0 and f"run {done} already ended (completed); nothing to stop" in text, text
+    assert (body["result"], body["state"], body["stopped"]) == ("delivered", "completed", False), body
+    code, text, body = _stop(slow)
+    assert code == 1 and f"run {slow} already ended (cancelled); nothing to stop" in text, text
+    assert (body["result"], body["state"], body["stopped"]) == ("failed", "cancelled", False), body
