@@ -137,3 +137,25 @@ def test_stopping_a_run_that_ended_says_nothing_to_stop_and_exits_as_its_outcome
     code, text, body = _stop(slow)
     assert code == 1 and f"run {slow} already ended (cancelled); nothing to stop" in text, text
     assert (body["result"], body["state"], body["stopped"]) == ("failed", "cancelled", False), body
+
+
+def test_every_command_that_takes_a_session_takes_every_local_address_form(initialised: Path) -> None:
+    assert run_cli("profile", "create", "research").exit_code == 0
+    assert run_cli("send", "default", "elsewhere").exit_code == 0  # a run of another session, never listed
+    sent = json.loads(run_cli("send", "research", "remember this", "--json").stdout)
+    sid, printed = sent["session_id"], sent["to"]  # `send` prints the session as profile/session-id
+    assert printed == f"research/{sid}"
+    for form in (printed, sid, "research"):  # research alone is its Bot Chat
+        shown = run_cli("sessions", "show", form, "--json")
+        assert shown.exit_code == 0, (form, shown.stderr)
+        assert json.loads(shown.stdout)["session"]["id"] == sid
+        listed = run_cli("runs", "list", "-p", form, "--json")
+        assert listed.exit_code == 0, (form, listed.stderr)
+        runs = json.loads(listed.stdout)
+        assert sent["run_id"] in [r["run_id"] for r in runs] and {r["session_id"] for r in runs} == {sid}, form
+        chatted = run_cli("chat", "--resume", form, "-q", f"again, via {form}", "--json")
+        assert chatted.exit_code == 0, (form, chatted.stderr)
+        assert json.loads(chatted.stdout)["session_id"] == sid
+    missing = run_cli("sessions", "show", "research/20000101_000000_000000")
+    assert missing.exit_code == 2 and "Traceback" not in missing.stderr
+    assert run_cli("sessions", "show", "peer:spark").exit_code == 2

@@ -13,9 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .. import addresses
+from ..addresses import RemoteAddress
 from ..core.delivery import Incoming
 from ..core.gateway import Gateway, running
-from ..errors import BackchannelError, DeliveryError, Interrupted
+from ..errors import BackchannelError, DeliveryError, Interrupted, UsageError
 from ..home import config
 from ..home.runtime import listening
 from ..outcome import Outcome, Result, of_state
@@ -84,6 +86,15 @@ def home_gateway(root: Path) -> Iterator[Gateway]:
         yield gateway
     finally:
         gateway.close()
+
+
+def local_session(gateway: Gateway, text: str) -> SessionRow:
+    """The existing session a local address names, in any form of the grammar: `profile/session-id`, a session
+    id, or a profile alone (its Bot Chat)."""
+    parsed = addresses.parse(text)
+    if isinstance(parsed, RemoteAddress):
+        raise UsageError(f"{text!r} is a peer address: give a session of this home (profile, profile/id or an id)")
+    return gateway.directory.existing(parsed)
 
 
 async def find_gateway(root: Path) -> GatewayClient | None:

@@ -18,7 +18,7 @@ from ..home.profiles import config_error
 from ..outcome import Outcome, Result
 from ..store.runs import RunState
 from . import complete
-from .connect import LOCAL_GRACE, find_gateway, home_gateway, of_run
+from .connect import LOCAL_GRACE, find_gateway, home_gateway, local_session, of_run
 from .output import emit, examples, note, show_progress, table, when
 
 STATES = [s.value for s in RunState]
@@ -63,18 +63,29 @@ def run_dict(d: Delivered) -> dict[str, Any]:
     "--state", "states", multiple=True, type=click.Choice(STATES), help="Only runs in this state (repeatable)."
 )
 @click.option(
-    "-p", "--profile", "profile_name", shell_complete=complete.profile_names, help="Only this profile's runs."
+    "-p",
+    "--profile",
+    "where",
+    metavar="PROFILE|SESSION",
+    shell_complete=complete.sessions,
+    help="Only this profile's runs, or one session's (profile/session-id or a session id).",
 )
 @click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True, help="At most this many.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
-def list_(states: tuple[str, ...], profile_name: str | None, limit: int, as_json: bool) -> None:
+def list_(states: tuple[str, ...], where: str | None, limit: int, as_json: bool) -> None:
     """Runs, newest first, with their state and queue position.
 
     A queued run of a profile whose config.yaml is broken says so (paused); it resumes once the file is
     valid again."""
     root = config.home()
     with home_gateway(root) as gateway:
-        found = gateway.delivery.runs(states=tuple(RunState(s) for s in states), profile=profile_name, limit=limit)
+        profile_name, session_id = where, None
+        if where is not None and where not in gateway.directory.profiles():
+            session = local_session(gateway, where)  # a session in any address form (a profile alone is checked)
+            profile_name, session_id = session.profile, session.id
+        found = gateway.delivery.runs(
+            states=tuple(RunState(s) for s in states), profile=profile_name, session_id=session_id, limit=limit
+        )
     queued_profiles = {d.run.profile for d in found if d.run.state is RunState.QUEUED}
     paused = {name: error for name in queued_profiles if (error := config_error(root, name)) is not None}
 

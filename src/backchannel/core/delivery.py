@@ -248,14 +248,18 @@ class Delivery:
         return False
 
     def runs(
-        self, *, states: tuple[RunState, ...] = (), profile: str | None = None, limit: int = 50
+        self,
+        *,
+        states: tuple[RunState, ...] = (),
+        profile: str | None = None,
+        session_id: str | None = None,
+        limit: int = 50,
     ) -> list[Delivered]:
-        """This home's runs, newest first, each with its outcome so far."""
+        """This home's runs, newest first, each with its outcome so far (of one profile, or one session)."""
         if profile is not None:
             self.directory.check_profile(profile)
-        return [
-            self._delivered(run) for run in runstore.list_runs(self.db, states=states, profile=profile, limit=limit)
-        ]
+        found = runstore.list_runs(self.db, states=states, profile=profile, session_id=session_id, limit=limit)
+        return [self._delivered(run) for run in found]
 
     def a2a_tasks(self, query: runstore.TaskQuery, *, limit: int) -> tuple[list[RunRow], int]:
         """A page of what one caller sent a profile over A2A, most recently updated first, and the total."""

@@ -115,6 +115,16 @@ class Directory:
             raise NotFound(f"no session {address.session_id!r} in any profile", code="session_not_found") from None
         return found.profile, found
 
+    def existing(self, address: LocalAddress) -> SessionRow:
+        """The session an address names, which must exist: a profile alone is its Bot Chat (not made here)."""
+        profile, session = self.find(address)
+        if session is None:
+            raise NotFound(
+                f"profile {profile!r} has no Bot Chat yet (the first message to {profile!r} makes it)",
+                code="session_not_found",
+            )
+        return session
+
     def is_bot_chat(self, session_id: str) -> bool:
         return self.session(session_id).title == BOT_CHAT_TITLE
 

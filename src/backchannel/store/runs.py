@@ -482,9 +482,15 @@ def sessions_with_queued(db: Database) -> list[str]:
 
 
 def list_runs(
-    db: Database, *, states: tuple[RunState, ...] = (), profile: str | None = None, limit: int = 50
+    db: Database,
+    *,
+    states: tuple[RunState, ...] = (),
+    profile: str | None = None,
+    session_id: str | None = None,
+    limit: int = 50,
 ) -> list[RunRow]:
-    """Runs, newest first; only those in `states` (any when empty) and of `profile` (any when None)."""
+    """Runs, newest first; only those in `states` (any when empty), of `profile` and of `session_id` (any when
+    None)."""
     clauses: list[str] = []
     params: list[Any] = []
     if states:
@@ -493,6 +499,9 @@ def list_runs(
     if profile is not None:
         clauses.append("profile = ?")
         params.append(profile)
+    if session_id is not None:
+        clauses.append("session_id = ?")
+        params.append(session_id)
     where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
     rows = db.all(f"SELECT * FROM runs {where} ORDER BY seq DESC LIMIT ?", (*params, limit))
     return [_run(r) for r in rows]
