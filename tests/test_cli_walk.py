@@ -3,13 +3,18 @@ error, one word for every outcome, commands that say what they did (and did not)
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import http.server
 import json
 import os
 import shlex
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,6 +22,20 @@ import pytest
 from conftest import GatewayProcess, run_cli
 
 BROKEN = "model: [this is not yaml\n"
+
+
+@contextlib.contextmanager
+def _static_server(folder: Path) -> Iterator[str]:
+    """A plain file server on loopback (something that is no gateway and no agent), as its base URL."""
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(folder))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def _bot_chat_of(profile: str) -> str:
@@ -159,3 +178,48 @@ def test_every_command_that_takes_a_session_takes_every_local_address_form(initi
     missing = run_cli("sessions", "show", "research/20000101_000000_000000")
     assert missing.exit_code == 2 and "Traceback" not in missing.stderr
     assert run_cli("sessions", "show", "peer:spark").exit_code == 2
+
+
+def test_a_profile_created_again_gets_a_fresh_bot_chat_and_the_old_one_stays_readable(initialised: Path) -> None:
+    assert run_cli("profile", "create", "scratch").exit_code == 0
+    old = json.loads(run_cli("send", "scratch", "the first life", "--json").stdout)["session_id"]
+    removed = run_cli("profile", "remove", "scratch", "--yes")
+    assert removed.exit_code == 0 and old in removed.stderr, removed.stderr
+    assert run_cli("profile", "create", "scratch").exit_code == 0
+
+    new = json.loads(run_cli("send", "scratch", "the second life", "--json").stdout)["session_id"]
+
+    assert new != old
+    fresh = json.loads(run_cli("sessions", "show", "scratch", "--json").stdout)
+    assert fresh["session"]["id"] == new and "the first life" not in json.dumps(fresh["messages"])
+    kept = json.loads(run_cli("sessions", "show", old, "--json").stdout)
+    assert kept["session"]["title"].startswith("Bot Chat (removed ") and "the first life" in json.dumps(kept)
+    assert any(e["message"] == "the first life" for e in json.loads(run_cli("ledger", "--json").stdout))
+
+
+def test_a_refusal_counts_one_message_as_one_message(initialised: Path) -> None:
+    budget = run_cli("profile", "create", "chatty")
+    assert budget.exit_code == 0
+    rules = initialised / "profiles" / "chatty" / "config.yaml"
+    rules.write_text(
+        rules.read_text().replace("allow: []", "allow: [default]").replace("budget_per_hour: 30", "budget_per_hour: 1")
+    )
+    sent = json.loads(run_cli("send", "chatty", "/send default one\n/send default two", "--json").stdout)
+    assert "already sent 1 message to default" in sent["reply"] and "1 messages" not in sent["reply"], sent
+
+
+def test_a_url_that_is_no_agent_card_is_said_so_once(initialised: Path, tmp_path: Path) -> None:
+    not_a_card = tmp_path / "www"
+    not_a_card.mkdir()
+    with _static_server(not_a_card) as url:
+        (not_a_card / "card.json").write_text('{"hello": 1}')
+        wrong = run_cli("peer", "add", "x", "--url", f"{url}/card.json", "--key", "k" * 20, "--no-key-back")
+        missing = run_cli("peer", "add", "y", "--url", f"{url}/none.json", "--key", "k" * 20, "--no-key-back")
+    assert wrong.exit_code == 2 and wrong.stderr.count("is not an A2A agent card") == 1, wrong.stderr
+    assert missing.exit_code == 2 and "HTTP 404" in missing.stderr and "JSON-RPC" not in missing.stderr, missing.stderr
+    assert "): HTTP 404" not in missing.stderr
+
+
+def test_a_receipt_for_a_running_turn_does_not_say_queued(initialised: Path) -> None:
+    running = json.loads(run_cli("send", "default", "/sleep 2\nslow", "--wait", "0.5", "--json").stdout)
+    assert running["state"] == "running" and "queued" not in running["detail"], running

@@ -203,6 +203,8 @@ def _probe(root: Path, p: registry.Peer) -> Found:
     if isinstance(card, PeerError) and card.code == "unsupported_binding":
         raise UsageError(f"{card.message}; nothing was saved", code="not_a_peer")
     if a2a_card.is_card_url(p.url):
+        if isinstance(card, PeerError) and card.code == "not_an_agent_card":  # its message names the URL already
+            raise UsageError(f"{card.message}; nothing was saved", code="not_a_peer")
         why = card.message if card is not None else "no card"
         raise UsageError(f"{p.url} is not a usable A2A agent card ({why}); nothing was saved", code="not_a_peer")
     if not health and failure is not None and failure.code == "peer_unreachable":
@@ -371,7 +373,7 @@ def print_dm(r: Result) -> None:
         where = f" (position {r.queue_position})" if r.queue_position else ""
         click.echo(
             f"receipt: run {r.run_id} {r.state or 'queued'}{where} in the Bot Chat of {r.to.removeprefix('peer:')}"
-            f" (session {r.session_id}): accepted and queued, do not resend"
+            f" (session {r.session_id}): accepted{' and queued' if r.state != 'running' else ''}, do not resend"
         )
         click.echo(f"follow it: backchannel peer status {r.to.removeprefix('peer:').split('/')[0]} {r.run_id} --follow")
     elif r.outcome is Outcome.HELD:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from pathlib import Path
 
@@ -192,8 +193,8 @@ def remove(name: str, yes: bool) -> None:
         pending = gateway.delivery.runs(states=(RunState.QUEUED, RunState.RUNNING), profile=name, limit=1000)
     if pending:
         raise UsageError(
-            f"profile {name!r} has {len(pending)} runs queued or running: stop them first "
-            f"(backchannel runs list -p {name})"
+            f"profile {name!r} has {len(pending)} run{'' if len(pending) == 1 else 's'} queued or running: stop "
+            f"them first (backchannel runs list -p {name})"
         )
     if not yes:
         if not sys.stdin.isatty():
@@ -201,3 +202,10 @@ def remove(name: str, yes: bool) -> None:
         click.confirm(f"remove profile {name} (its folder is set aside, its sessions stay)?", abort=True)
     aside = profiles.remove_profile(root, name)
     click.echo(f"removed profile {name}; its folder is now {aside}")
+    with home_gateway(root) as gateway:
+        old = asyncio.run(gateway.directory.retire_bot_chat(name, mark=aside.name.rpartition("removed-")[2]))
+    if old is not None:
+        note(
+            f"its Bot Chat is kept as {old.title!r} (session {old.id}, readable with `backchannel sessions show "
+            f"{old.id}` and in the ledger); a profile created again as {name} gets a new Bot Chat"
+        )

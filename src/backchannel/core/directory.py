@@ -85,6 +85,12 @@ class Directory:
         self.check_profile(profile)
         return sessionstore.bot_chat(self.db, profile)
 
+    @commits
+    async def retire_bot_chat(self, profile: str, *, mark: str) -> SessionRow | None:
+        """A removed profile's Bot Chat, retitled `Bot Chat (removed <mark>)`: a profile made again by that name
+        gets a fresh Bot Chat, and the old one stays readable (by id, in the ledger). None when it had none."""
+        return sessionstore.retitle(self.db, profile, BOT_CHAT_TITLE, f"{BOT_CHAT_TITLE} (removed {mark})")
+
     # --- addresses -----------------------------------------------------------------------------
 
     def resolve(self, address: LocalAddress) -> SessionRow:

@@ -95,8 +95,13 @@ class A2APeerClient(OverTransport):
             try:
                 response = await self._http.request("GET", url, timeout=min(timeout or self.timeout, self.timeout))
                 data = response.json_object()
-                if response.status >= 400 or data is None:
+                if response.status in (401, 403):
                     raise self._http_error(response, "the agent card request")
+                if response.status >= 400 or data is None:
+                    kind = response.headers.get("content-type", "no content type").split(";")[0]
+                    raise PeerError(
+                        f"{url} answered HTTP {response.status} ({kind}), not an agent card", code="not_an_agent_card"
+                    )
                 self._card = a2a_card.parse(data, url)
             except PeerError:
                 if strict:

@@ -118,11 +118,11 @@ class PeerClient(OverTransport):
         status, code = err.status, err.code
         err = dataclasses.replace(err, message=self._http.scrub(err.message))
         if status == 401 or code in ("invalid_api_key", "gateway_auth_failed"):
-            return PeerError(f"{self.who} refused our key (HTTP {status}): {err.message}", code="peer_auth")
+            return PeerError(f"{self.who} refused our key (HTTP {status}){err.said}", code="peer_auth")
         if code in REFUSAL_CODES or status in (403, 409):
-            detail = f"{self.who} refused {what} (HTTP {status}, {code}): {err.message}"
+            detail = f"{self.who} refused {what} (HTTP {status}, {code}){err.said}"
             return PeerRefused(detail, code=code or "refused")
-        return PeerError(f"{self.who} rejected {what} (HTTP {status}): {err.message}", code=code or "peer_error")
+        return PeerError(f"{self.who} rejected {what} (HTTP {status}){err.said}", code=code or "peer_error")
 
     # --- discovery -----------------------------------------------------------------------------
 

@@ -197,8 +197,8 @@ def record(
             and (key is None or conn.execute("SELECT 1 FROM runs WHERE idempotency_key = ?", (key,)).fetchone() is None)
         ):  # a replay (its key known) is answered with its run below, whatever the limits say now
             raise LimitReached(
-                f"session {new.session_id!r} already has {waiting} messages waiting (gateway.max_queued_per_session"
-                f" is {max_queued}); try again once it has answered some",
+                f"session {new.session_id!r} already has {waiting} message{'' if waiting == 1 else 's'} waiting "
+                f"(gateway.max_queued_per_session is {max_queued}); try again once it has answered some",
                 code="queue_full",
                 retry_after=QUEUE_FULL_RETRY_SECONDS,
             )
