@@ -274,10 +274,11 @@ class Delivery:
         limit: int = 100,
         since: float | None = None,
         profile: str | None = None,
+        states: tuple[str, ...] = (),
     ) -> list[ledger.Entry]:
         """Newest first; with `since`, from then on; with `profile`, only what that profile's sessions sent or
-        received."""
-        return ledger.entries(self.db, a, b, limit=limit, since=since, profile=profile)
+        received; with `states`, only those (`refused`: the refusals)."""
+        return ledger.entries(self.db, a, b, limit=limit, since=since, profile=profile, states=states)
 
     def exchange(self, run_id: str) -> list[Entry]:
         """Everything that followed from the person's message that began the exchange of `run_id`, in order."""
