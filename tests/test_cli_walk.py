@@ -223,3 +223,17 @@ def test_a_url_that_is_no_agent_card_is_said_so_once(initialised: Path, tmp_path
 def test_a_receipt_for_a_running_turn_does_not_say_queued(initialised: Path) -> None:
     running = json.loads(run_cli("send", "default", "/sleep 2\nslow", "--wait", "0.5", "--json").stdout)
     assert running["state"] == "running" and "queued" not in running["detail"], running
+
+
+def test_init_port_sets_where_the_gateway_listens_keeping_the_home_config(initialised: Path) -> None:
+    path = initialised / "config.yaml"
+    path.write_text("# my home\n" + path.read_text())
+    gateway_id = path.read_text().split("id: ")[1].split()[0]
+
+    set_ = run_cli("init", "--port", "25123", "--json")
+
+    assert set_.exit_code == 0, set_.stderr
+    assert json.loads(set_.stdout)["changed"], set_.stdout
+    text = path.read_text()
+    assert "# my home" in text and "port: 25123" in text and f"id: {gateway_id}" in text
+    assert run_cli("init", "--port", "0").exit_code == 2

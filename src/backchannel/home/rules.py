@@ -1,24 +1,20 @@
 """A profile's messaging rules changed from the CLI: its config.yaml edited in place, comments and all.
 
-The file is read with ruamel.yaml's round-trip loader (comments, key order and quoting survive), changed
-under `agent.session_messaging`, checked by the same loader the gateway uses (`parse_profile_config`) and
-replaced atomically: a refused change leaves the file as it was. The gateway re-reads a profile's config
+The file is edited in place (`yamledit`: comments, key order and quoting survive) under
+`agent.session_messaging`, checked by the same loader the gateway uses (`parse_profile_config`) and replaced
+atomically: a refused change leaves the file as it was. The gateway re-reads a profile's config
 when it changes on disk, so a running gateway follows the edit at its next use, as after a hand edit.
 """
 
 from __future__ import annotations
 
-import io
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from ruamel.yaml import YAML
-from ruamel.yaml.error import YAMLError
-
-from ..errors import ConfigError, UsageError
-from . import config, files
+from ..errors import UsageError
+from . import config, yamledit
 from .profiles import Profile, load_profile, parse_profile_config, pattern_error, profile_dir
 
 RuleList = Literal["allow", "accept", "hold"]
@@ -93,34 +89,14 @@ def set_budgets(root: Path, name: str, values: dict[Budget, float]) -> Changed:
     return Changed(load_profile(root, name))
 
 
-def _yaml() -> YAML:
-    yaml = YAML()  # round trip: comments, order and quoting are kept
-    yaml.preserve_quotes = True
-    yaml.indent(mapping=2, sequence=4, offset=2)
-    yaml.width = 4096
-    return yaml
-
-
 def _edit(root: Path, name: str, change: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
     path = profile_dir(root, config.check_name(name)) / "config.yaml"
-    yaml = _yaml()
-    text = files.read_text(path, missing_ok=True)
-    try:
-        data = yaml.load(text) if text.strip() else None
-    except YAMLError as exc:  # load_profile refused it already; this is the file changing under us
-        raise ConfigError(f"{str(path)!r}: {exc}") from exc
-    if data is None:
-        data = yaml.load("{}")
-    agent = data.setdefault("agent", {})
-    rules = agent.get("session_messaging")
-    if rules is None:
-        rules = agent["session_messaging"] = {}
-    result: tuple[tuple[str, ...], tuple[str, ...]] = change(rules)
-    out = io.StringIO()
-    yaml.dump(data, out)
-    try:
-        parse_profile_config(config.load_yaml_text(out.getvalue(), path), path)  # the gateway's own check
-    except ConfigError as exc:
-        raise UsageError(f"{exc.message} (nothing was changed)", code="invalid_config") from exc
-    config.write_atomic(path, out.getvalue())
-    return result
+
+    def in_rules(data: dict[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        agent = data.setdefault("agent", {})
+        if agent.get("session_messaging") is None:
+            agent["session_messaging"] = {}
+        result: tuple[tuple[str, ...], tuple[str, ...]] = change(agent["session_messaging"])
+        return result
+
+    return yamledit.edit(path, in_rules, check=lambda data: parse_profile_config(data, path))
