@@ -162,3 +162,12 @@ def test_ctrl_c_stops_the_gateways_removes_the_homes_and_exits_130(tmp_path: Pat
     assert proc.returncode == 130, output
     stopped_gateways(output)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_help_gives_the_whole_first_paragraph(tmp_path: Path) -> None:
+    shown = subprocess.run(
+        [sys.executable, str(DEMO), "--help"], cwd=ROOT, env=_env(tmp_path), capture_output=True, text=True, timeout=60
+    )
+    assert shown.returncode == 0, shown.stderr
+    described = " ".join(shown.stdout.split("options:")[0].split("\n\n", 1)[1].split())
+    assert described.endswith("nothing happens that is not shown."), described
