@@ -1,5 +1,6 @@
-"""`make demo`: a tutorial that runs itself. Every step prints the command it runs as you would type it,
-the YAML it writes into a config, and the gateways it starts; nothing happens that is not shown.
+"""`make demo`: a tutorial that runs itself. Every step prints the command it runs as you would type it
+(the messaging rules too: `profile allow`, no file is edited behind your back) and the gateways it starts;
+nothing happens that is not shown.
 
 Offline (the echo engine), in two fresh homes under one temporary folder, removed at the end unless
 --keep. Works wherever Python does (each command is `python -m backchannel` of this interpreter). Every
@@ -18,7 +19,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 import httpx
 import yaml
@@ -39,6 +39,9 @@ class Demo:
         self.base = base
         self.homes = {"home": base / "home", "spark": base / "spark"}
         self.gateways: dict[str, tuple[subprocess.Popen[bytes], int]] = {}
+        # Each home's gateway port, written into its config.yaml by `init --port`: `backchannel gateway` alone
+        # starts it there, at the URL its peer knows it by (now, and again on a kept home).
+        self.ports = {label: _free_port() for label in self.homes}
 
     def env(self, label: str) -> dict[str, str]:
         return {**os.environ, "BACKCHANNEL_HOME": str(self.homes[label])}
@@ -63,17 +66,9 @@ class Demo:
             raise StepFailed(f"`backchannel {shlex.join(args)}` on {label} exited {proc.returncode}")
         return proc.stdout
 
-    def edit(self, label: str, relative: str, changes: dict[str, Any]) -> None:
-        """Merge `changes` into a YAML config of a home, printing them as the YAML a person would add."""
-        path = self.homes[label] / relative
-        print(f"{DIM}[{label}]{RESET} edit {relative}, setting:")
-        for line in yaml.safe_dump(changes, sort_keys=False).splitlines():
-            print(f"  {line}")
-        config.write_yaml(path, _merge(config.load_yaml(path), changes))
-
     def start_gateway(self, label: str) -> int:
-        port = _free_port()
-        args = ["gateway", "--port", str(port)]
+        port = self.ports[label]
+        args = ["gateway"]
         log = self.base / f"{label}-gateway.log"
         print(f"{DIM}[{label}]{RESET} {BOLD}$ backchannel {shlex.join(args)}{RESET}   # in the background")
         print(f"  home {self.homes[label]}, listening on http://127.0.0.1:{port}, log {log}")
@@ -113,16 +108,17 @@ class Demo:
             print(f"stopped the gateway of {label} (pid {proc.pid}, exit {proc.returncode})")
 
 
-def _merge(data: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
-    for key, value in changes.items():
-        data[key] = _merge(dict(data.get(key) or {}), value) if isinstance(value, dict) else value
-    return data
-
-
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def _with_home(home: Path, command: str) -> str:
+    """A command with BACKCHANNEL_HOME set, as this platform's shell takes it."""
+    if sys.platform == "win32":
+        return f'set "BACKCHANNEL_HOME={home}" && {command}'
+    return f"BACKCHANNEL_HOME={shlex.quote(str(home))} {command}"
 
 
 def step(title: str) -> None:
@@ -131,7 +127,7 @@ def step(title: str) -> None:
 
 def tutorial(demo: Demo) -> None:
     step("A home holds the agents (profiles), their sessions and its API key")
-    demo.run("home", "init")
+    demo.run("home", "init", "--port", str(demo.ports["home"]), note="where its gateway will listen")
     demo.run("home", "profile", "create", "research")
     demo.run("home", "profile", "create", "builds")
 
@@ -141,12 +137,12 @@ def tutorial(demo: Demo) -> None:
 
     step("research asks builds: refused, because a profile may message nobody until allowed")
     demo.run("home", "send", "research", "/send builds is the build green?", note="the echo engine calls the tool")
-    demo.edit("home", "profiles/research/config.yaml", {"agent": {"session_messaging": {"allow": ["builds"]}}})
+    demo.run("home", "profile", "allow", "research", "builds", note="agent.session_messaging.allow in its config.yaml")
     demo.run("home", "send", "research", "/send builds is the build green?")
     demo.run("home", "ledger", "research", "builds")
 
     step("Two gateways (on one machine here; on two in real life); the CLI finds its home's gateway")
-    demo.run("spark", "init")
+    demo.run("spark", "init", "--port", str(demo.ports["spark"]))
     home_port = demo.start_gateway("home")
     spark_port = demo.start_gateway("spark")
 
@@ -172,9 +168,7 @@ def tutorial(demo: Demo) -> None:
 
     step("A person on home messages spark's agent; then research does, under its allowlist")
     demo.run("home", "peer", "dm", "spark", "disk status?")
-    demo.edit(
-        "home", "profiles/research/config.yaml", {"agent": {"session_messaging": {"allow": ["builds", "peer:spark"]}}}
-    )
+    demo.run("home", "profile", "allow", "research", "peer:spark", note="the running gateway follows the change")
     demo.run("home", "send", "research", "/peer spark what is the uptime?")
     demo.run("spark", "ledger", note="what arrived at spark, under the name spark gave home")
 
@@ -195,7 +189,7 @@ def tutorial(demo: Demo) -> None:
     step("The same in a browser: the web view of home's gateway")
     print(f"  web view: http://127.0.0.1:{home_port}/   (log in with the key `backchannel key show` prints on home)")
     print("  overview, sessions, runs live, the ledger and each exchange; it stops with the demo's gateways")
-    print("  (with --keep: `backchannel gateway` on that home serves it again, at the port it is started on)")
+    print("  (with --keep: `backchannel gateway` on that home serves it again, at the same address)")
 
 
 HERMES_PYTHON = Path(__file__).resolve().parent.parent / ".venv-hermes" / "bin" / "python"
@@ -248,8 +242,7 @@ def hermes_sessions(demo: Demo) -> None:
     with (demo.homes["home"] / ".env").open("a") as env_file:
         env_file.write(f"DEMO_HERMES_KEY={HERMES_KEY}\n")
     print(f"{DIM}[home]{RESET} .env: added DEMO_HERMES_KEY=<the Hermes gateways' API_SERVER_KEY>")
-    allow = {"agent": {"session_messaging": {"allow": ["hermes-builds"]}}}
-    demo.edit("home", "profiles/hermes-research/config.yaml", allow)
+    demo.run("home", "profile", "allow", "hermes-research", "hermes-builds")
     demo.run("home", "send", "hermes-research", "Use send_to_session to ask hermes-builds for a one-word status.")
     demo.run("home", "ledger", "hermes-research", "hermes-builds")
 
@@ -266,8 +259,12 @@ def _wait_for(url: str, label: str) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--keep", action="store_true", help="keep the two homes (and say how to remove them)")
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the two homes (and say how to start their gateways again, and how to remove them)",
+    )
     keep = parser.parse_args().keep
     base = Path(tempfile.mkdtemp(prefix="backchannel-demo-"))
     demo = Demo(base)
@@ -296,7 +293,11 @@ def main() -> int:
         print(f"{line}: {fate}")
     if keep:
         remove = f'rmdir /s /q "{base}"' if sys.platform == "win32" else f"rm -rf {shlex.quote(str(base))}"
-        print(f"Both are in {base}. Look around with BACKCHANNEL_HOME set to one; remove them with: {remove}")
+        print(f"Both are in {base}. Look around with BACKCHANNEL_HOME set to one; start their gateways again with:")
+        for label, path in demo.homes.items():
+            if config.config_path(path).exists():
+                print(f"  {_with_home(path, 'backchannel gateway')}   # {label}, at its port as before")
+        print(f"Remove them with: {remove}")
     return code
 
 

@@ -462,7 +462,7 @@ def test_dm_exit_codes(pair: Pair) -> None:
     failed_json, failed = dm_json(root, "beta", "/fail bang")
     assert failed_json.exit_code == 1, (failed_json.stdout, failed_json.stderr)
     assert failed["result"] == "failed", failed
-    assert "bang" in (failed["error"] or "")
+    assert "bang" in failed["error"]["message"]
     assert failed["run_id"], failed
     followed = cli(root, "peer", "status", "beta", failed["run_id"], "--follow")
     assert followed.exit_code == 1, (followed.stdout, followed.stderr)
@@ -857,3 +857,28 @@ def test_an_agents_send_to_an_unreachable_peer_is_a_failed_result_not_a_failed_t
         assert [e["state"] for e in entries] == ["failed"], entries
     finally:
         assert cli(pair.a, "peer", "rm", "gone").exit_code == 0
+
+
+def test_dm_json_gives_an_error_as_code_and_message_for_refused_and_failed(pair: Pair) -> None:
+    failing, failed = dm_json(pair.a, "beta", "/fail broken on purpose")
+    assert failing.exit_code == 1 and failed["result"] == "failed", (failing.stdout, failing.stderr)
+    assert set(failed["error"]) == {"code", "message"} and "broken on purpose" in failed["error"]["message"], failed
+    with messaging_rules(pair.b, "default", accept=["peer:nobody"]):
+        refusing, refused = dm_json(pair.a, "beta", "let me in, json")
+        sending = cli(pair.a, "send", "peer:beta", "let me in, send", "--json")
+    assert refusing.exit_code == 2 and refused["result"] == "refused", (refusing.stdout, refusing.stderr)
+    assert refused["error"]["code"] == "not_allowed" and refused["error"]["message"], refused
+    assert sending.exit_code == 2, (sending.stdout, sending.stderr)
+    assert json.loads(sending.stdout)["error"]["code"] == "not_allowed"  # `send peer:…` is `peer dm`
+
+
+def test_dm_says_one_outcome_and_one_run_state_over_either_dialect(pair: Pair) -> None:
+    card = f"{pair.beta.url}/.well-known/agent-card.json"
+    added = cli(pair.a, "peer", "add", "beta-card", "--url", card, "--key", pair.beta_key, "--no-key-back")
+    assert added.exit_code == 0, added.stderr
+    said = {}
+    for peer in ("beta", "beta-card"):  # the Hermes dialect, then A2A
+        result, body = dm_json(pair.a, peer, f"one word over {peer}")
+        assert result.exit_code == 0, result.stderr
+        said[peer] = (body["result"], body["state"])
+    assert said == {"beta": ("delivered", "completed"), "beta-card": ("delivered", "completed")}, said

@@ -108,6 +108,7 @@ def _serve(
         uvicorn.Config(
             app,
             log_level="warning",
+            log_config=None,  # its lines go to the gateway's log handler, in the gateway's format
             access_log=False,
             timeout_graceful_shutdown=int(grace) or 1,
             loop="auto",

@@ -26,6 +26,18 @@ def gateway(host: str | None, port: int | None, grace: float) -> None:
     """Serve the HTTP API and run queued turns until SIGINT or SIGTERM."""
     from ..api.server import serve  # the server stack is loaded only by the command that serves
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    log_in_one_format()
     show_config_warnings("log")  # an unknown config key is a line of the gateway's log
     serve(config.home(), host=host, port=port, grace=grace)
+
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+QUIET = ("httpx", "httpcore")  # a line per outbound request (peers, engines) is noise; their warnings still show
+
+
+def log_in_one_format() -> None:
+    """Every line of the gateway's log in one format, the libraries' too: uvicorn is served without logging
+    config of its own (its loggers reach this handler), and MCP's session manager logs through it as well."""
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT, force=True)
+    for name in QUIET:
+        logging.getLogger(name).setLevel(logging.WARNING)

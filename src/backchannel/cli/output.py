@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import shlex
 import sys
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Literal
@@ -17,6 +18,17 @@ from ..home import schema
 def examples(*lines: str) -> str:
     """A command's EXAMPLES section for its --help, kept as written (click does not rewrap a \\b paragraph)."""
     return "\b\nExamples:\n" + "\n".join(f"  {line}" for line in lines)
+
+
+def shell_command(*words: str) -> str:
+    """A command as the person types it again, each word quoted for the shell: the one place printed commands
+    are quoted."""
+    return shlex.join(["backchannel", *words])
+
+
+def message_words(given: str | None, text: str) -> list[str]:
+    """The MESSAGE argument of a command to type again: the message itself, or '-' when it came on stdin."""
+    return [text] if given not in (None, "-") else ["-"]
 
 
 def emit(data: Any, *, as_json: bool, text: Callable[[], None]) -> None:

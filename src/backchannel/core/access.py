@@ -11,10 +11,11 @@ import contextlib
 import hmac
 import re
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
-from ..errors import AuthError, Forbidden, StoreError, UsageError
+from ..errors import AuthError, Forbidden, NotFound, StoreError, UsageError
 from ..home import config
 from ..home.profiles import DEFAULT_PROFILE
 from ..store import peer_keys
@@ -96,8 +97,10 @@ PERSON = Caller()
 class Access:
     """The person's key and the peers' keys of one home: who a key is, and the keys' life cycle."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, *, profiles: Callable[[], list[str]]) -> None:
+        """`profiles`: the home's profile names now (a key may name only those, or a glob over names)."""
         self.db = db
+        self.profiles = profiles
 
     def identify(self, token: str, *, person_key: str) -> Caller:
         """The caller a bearer token names; AuthError when it is nobody's."""
@@ -118,6 +121,14 @@ class Access:
         """A new key for peer `name` reaching `profiles` (default: the default profile); (its record, the key)."""
         config.check_name(name, what="key")
         reach = tuple(dict.fromkeys(check_profile_pattern(p) for p in profiles)) or (DEFAULT_PROFILE,)
+        known = self.profiles()
+        for pattern in reach:
+            if not any(c in pattern for c in "*?[") and pattern not in known:
+                raise NotFound(
+                    f"no profile {pattern!r} for the key of {name!r} (profiles: {', '.join(known) or 'none'}); "
+                    "nothing was made",
+                    code="profile_not_found",
+                )
         key = new_key()
         return peer_keys.create(self.db, name, key, profiles=reach, read=read), key
 

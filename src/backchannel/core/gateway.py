@@ -88,7 +88,7 @@ class Gateway:
             scope=scope,
         )
         self.directory = Directory(root, self.db)
-        self.access = Access(self.db)
+        self.access = Access(self.db, profiles=self.directory.profiles)
         self.wakes = Wakes(self.queue, self.directory)
         self.outbound = Outbound(root, self.db, self.wakes, gateway_id=self.gateway_id)
         self.delivery = Delivery(

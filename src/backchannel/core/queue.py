@@ -122,7 +122,15 @@ class RunQueue:
         reported ended, and runs again after the restart."""
         self._saving.clear()
         self._recorded.clear()
-        self.reclaim(is_dead=lambda owner: owner == self.owner, attempts_bonus=1)
+        for run in self.reclaim(is_dead=lambda owner: owner == self.owner, attempts_bonus=1):
+            if run.state.terminal:  # past gateway.max_attempts: it ends here
+                log.warning("run %s %s at shutdown: %s", run.id, run.state.value, run.error or "no detail")
+            else:
+                log.info(
+                    "run %s requeued at shutdown (session %s): its turn was cut and runs again on the next start",
+                    run.id,
+                    run.session_id,
+                )
 
     # --- putting runs in -----------------------------------------------------------------------
 

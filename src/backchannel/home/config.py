@@ -72,7 +72,11 @@ def require_home(root: Path) -> None:
 
 def load_yaml(path: Path) -> dict[str, Any]:
     """Read a YAML mapping; a missing file is empty, a broken one names the file and line."""
-    text = files.read_text(path, missing_ok=True)
+    return load_yaml_text(files.read_text(path, missing_ok=True), path)
+
+
+def load_yaml_text(text: str, path: Path) -> dict[str, Any]:
+    """A YAML mapping from the text of `path` (named in the error when it is broken)."""
     if not text:
         return {}
     try:
