@@ -319,6 +319,8 @@ def dm(target: str, message: str | None, wait: float, key: str | None, as_json: 
     """Message the Bot Chat of PEER[/AGENT] and print the reply.
 
     Past --wait a receipt is printed instead (exit 0: the message is accepted, do not resend).
+    MESSAGE is the argument, or stdin ('-', or none with stdin not a terminal), read as UTF-8 (a byte order
+    mark is dropped).
     """
     name, agent = _target(target)
     text = _message(message)
@@ -394,6 +396,8 @@ def run(target: str, message: str | None, key: str | None, as_json: bool) -> Non
     """Start a turn on PEER[/AGENT] and print its run id at once.
 
     The turn runs in the agent's Bot Chat; follow it with `peer status PEER RUN_ID --follow`.
+    MESSAGE is the argument, or stdin ('-', or none with stdin not a terminal), read as UTF-8 (a byte order
+    mark is dropped).
     """
     name, agent = _target(target)
     text = _message(message)

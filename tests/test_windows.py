@@ -1,0 +1,117 @@
+"""What Windows does differently, reproduced where it can be: click's argument expansion forced on, a cp1252
+code page on the CLI's streams, device names, and the gateway's socket. Tests that need Windows itself are
+marked `windows` and skip elsewhere."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import click.core
+import pytest
+
+from conftest import run_cli
+
+
+@pytest.fixture
+def click_expands_like_windows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """click's own test for Windows (`os.name == "nt"` in click.core) made true, so it would expand `~`, `$VAR`
+    and globs in every argument as it does there, unless told not to."""
+    monkeypatch.setattr(click.core, "os", types.SimpleNamespace(name="nt", environ=os.environ))
+
+
+@pytest.fixture
+def files_to_glob(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "work"
+    folder.mkdir()
+    for name in ("README.md", "NOTES.md", "Makefile"):
+        (folder / name).write_text("x\n", encoding="utf-8")
+    monkeypatch.chdir(folder)
+    return folder
+
+
+def _reply(*args: str) -> str:
+    result = run_cli("send", "default", *args, "--json")
+    assert result.exit_code == 0, result.stderr
+    reply: str = json.loads(result.stdout)["reply"]
+    return reply
+
+
+@pytest.mark.usefixtures("click_expands_like_windows", "files_to_glob")
+def test_a_glob_in_a_message_is_sent_as_typed(initialised: Path) -> None:
+    assert _reply("*.md") == "default (echo): *.md"
+
+
+@pytest.mark.usefixtures("click_expands_like_windows", "files_to_glob")
+def test_a_variable_in_a_message_is_sent_as_typed(initialised: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PRICE_LIST", "expanded")
+    assert _reply("price $PRICE_LIST and %PATH% in ~/x") == "default (echo): price $PRICE_LIST and %PATH% in ~/x"
+
+
+@pytest.mark.usefixtures("click_expands_like_windows", "files_to_glob")
+def test_a_star_profile_pattern_for_a_key_is_taken_as_typed(initialised: Path) -> None:
+    made = run_cli("key", "create", "spark", "--profile", "*", "--json")
+    assert made.exit_code == 0, made.stderr
+    listed = run_cli("key", "list", "--json")
+    assert [k["profiles"] for k in json.loads(listed.stdout) if k["name"] == "spark"] == [["*"]]
+
+
+def _cp1252(home: Path, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    """The real CLI in a subprocess whose streams Python opens as cp1252, as it does on a Windows pipe."""
+    env = {**os.environ, "BACKCHANNEL_HOME": str(home), "PYTHONIOENCODING": "cp1252", "PYTHONUTF8": "0"}
+    return subprocess.run(
+        [sys.executable, "-m", "backchannel", *args],
+        input=stdin if stdin is not None else b"",
+        capture_output=True,
+        env=env,
+        timeout=120,
+    )
+
+
+TEXT = "arrow → emoji 🎉 kanji 漢字"
+
+
+def test_a_reply_that_the_code_page_cannot_encode_is_printed_as_utf8(initialised: Path) -> None:
+    done = _cp1252(initialised, "send", "default", TEXT)
+    assert done.returncode == 0, done.stderr.decode("utf-8", "replace")
+    assert done.stdout.decode("utf-8") == f"default (echo): {TEXT}\n"
+    assert b"Traceback" not in done.stderr
+
+
+def test_a_json_reply_that_the_code_page_cannot_encode_is_printed_as_utf8(initialised: Path) -> None:
+    done = _cp1252(initialised, "send", "default", TEXT, "--json")
+    assert done.returncode == 0, done.stderr.decode("utf-8", "replace")
+    assert json.loads(done.stdout.decode("utf-8"))["reply"] == f"default (echo): {TEXT}"
+
+
+def test_an_error_that_the_code_page_cannot_encode_is_printed_as_utf8(initialised: Path) -> None:
+    done = _cp1252(initialised, "send", "nobody→here", "hi")
+    assert done.returncode == 2
+    assert "nobody→here" in done.stderr.decode("utf-8") and b"Traceback" not in done.stderr
+
+
+def _stored_messages() -> list[str]:
+    listed = run_cli("runs", "list", "--json")
+    assert listed.exit_code == 0, listed.stderr
+    return [r["message"] for r in json.loads(listed.stdout)]
+
+
+@pytest.mark.parametrize("bom", [b"", b"\xef\xbb\xbf"], ids=["utf8", "utf8-with-bom"])
+def test_a_message_on_stdin_is_read_as_utf8(initialised: Path, bom: bytes) -> None:
+    text = "héllo café ✓"
+    done = _cp1252(initialised, "send", "default", "-", "--json", stdin=bom + text.encode("utf-8") + b"\r\n")
+    assert done.returncode == 0, done.stderr.decode("utf-8", "replace")
+    sent = json.loads(done.stdout.decode("utf-8"))
+    assert sent["reply"] == f"default (echo): {text}"
+    assert _stored_messages() == [text]
+
+
+def test_a_message_on_stdin_that_is_not_utf8_is_refused_and_nothing_is_sent(initialised: Path) -> None:
+    done = _cp1252(initialised, "send", "default", "-", stdin="café".encode("cp1252"))
+    assert done.returncode == 2
+    assert "not UTF-8" in done.stderr.decode("utf-8") and b"Traceback" not in done.stderr
+    assert _stored_messages() == []
