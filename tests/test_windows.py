@@ -115,3 +115,52 @@ def test_a_message_on_stdin_that_is_not_utf8_is_refused_and_nothing_is_sent(init
     assert done.returncode == 2
     assert "not UTF-8" in done.stderr.decode("utf-8") and b"Traceback" not in done.stderr
     assert _stored_messages() == []
+
+
+DEVICES = ["con", "nul", "aux", "prn", "com0", "com1", "com9", "lpt1", "lpt9"]
+
+
+def _leftovers(home: Path) -> list[str]:
+    return sorted(p.name for p in (home / "profiles").iterdir())
+
+
+@pytest.mark.parametrize("name", [*DEVICES, "CON", "Nul", "con.txt", "aux.", "prn "])
+def test_profile_create_refuses_a_device_name_and_leaves_nothing_behind(initialised: Path, name: str) -> None:
+    before = _leftovers(initialised)
+    result = run_cli("profile", "create", name, "--json")
+    assert result.exit_code == 2, result.stdout
+    error = json.loads(result.stdout)["error"]
+    assert error["code"] == "invalid_request" and repr(name) in error["message"]
+    if name.lower().split(".")[0] in DEVICES:
+        assert "name devices on Windows" in error["message"]
+    assert "Traceback" not in result.stderr
+    assert _leftovers(initialised) == before  # no `con`, no `.con.creating`
+
+
+@pytest.mark.parametrize("name", ["con", "nul", "com3", "lpt0"])
+def test_peer_add_refuses_a_device_name(initialised: Path, name: str) -> None:
+    before = (initialised / "config.yaml").read_text(), (initialised / ".env").read_text()
+    result = run_cli("peer", "add", name, "--url", "http://127.0.0.1:9", "--key", "k" * 20)
+    assert result.exit_code == 2
+    assert f"invalid peer name {name!r}" in result.stderr and "name devices on Windows" in result.stderr
+    assert ((initialised / "config.yaml").read_text(), (initialised / ".env").read_text()) == before
+
+
+@pytest.mark.parametrize("name", ["con", "aux", "com1"])
+def test_key_create_refuses_a_device_name(initialised: Path, name: str) -> None:
+    result = run_cli("key", "create", name)
+    assert result.exit_code == 2
+    assert f"invalid key name {name!r}" in result.stderr and "name devices on Windows" in result.stderr
+    assert json.loads(run_cli("key", "list", "--json").stdout) == []
+
+
+def test_names_that_only_start_like_a_device_are_names(initialised: Path) -> None:
+    for name in ("console", "com10", "nul-1", "auxiliary", "lpt"):
+        assert run_cli("profile", "create", name).exit_code == 0, name
+
+
+def test_an_address_naming_a_device_says_why_it_is_no_name(initialised: Path) -> None:
+    for args in (["send", "peer:nul", "hi"], ["send", "con/20261130_015530_55cf9b", "hi"], ["peer", "dm", "com1", "hi"]):
+        result = run_cli(*args)
+        assert result.exit_code == 2, args
+        assert "name devices on Windows" in result.stderr, args

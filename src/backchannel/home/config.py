@@ -22,7 +22,15 @@ from dotenv.parser import parse_stream
 from ..errors import ConfigError, DiskFull, UsageError
 from . import files, schema
 
-NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}\Z")
+# Names Windows keeps for its devices: a file or folder named so (in any case, with any extension) is the
+# device, so none of them may name anything that becomes a path, on any platform (a home may move). The other
+# rules Windows has for a name (no dot or space at its end, no `<>:"|?*`) the characters allowed already keep.
+DEVICE_NAMES = ("con", "prn", "aux", "nul", *(f"com{i}" for i in range(10)), *(f"lpt{i}" for i in range(10)))
+_DEVICE = "|".join(DEVICE_NAMES)
+DEVICE_NAME_RE = re.compile(rf"^(?:{_DEVICE})(?:\..*)?\Z", re.IGNORECASE)
+NAME_RE = re.compile(rf"^(?!(?:{_DEVICE})\Z)[a-z0-9][a-z0-9_-]{{0,63}}\Z")  # profile, peer and key names
+NAME_RULE = "1-64 characters a-z, 0-9, '-' or '_', starting with a letter or digit"
+DEVICE_RULE = "con, prn, aux, nul, com0-com9 and lpt0-lpt9 name devices on Windows, never a file or folder"
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8377
 API_KEY_VAR = "API_SERVER_KEY"
@@ -56,11 +64,19 @@ def profiles_dir(root: Path) -> Path:
     return root / "profiles"
 
 
-def check_name(name: str, *, what: str = "profile") -> str:
+def name_problem(name: str) -> str | None:
+    """Why `name` cannot name a profile, a peer or a key (None when it can)."""
+    if DEVICE_NAME_RE.match(name):
+        return f"{DEVICE_RULE}: choose another name"
     if not NAME_RE.match(name):
-        raise UsageError(
-            f"invalid {what} name {name!r}: use 1-64 characters a-z, 0-9, '-' or '_', starting with a letter or digit"
-        )
+        return f"use {NAME_RULE}"
+    return None
+
+
+def check_name(name: str, *, what: str = "profile") -> str:
+    problem = name_problem(name)
+    if problem is not None:
+        raise UsageError(f"invalid {what} name {name!r}: {problem}")
     return name
 
 
