@@ -160,7 +160,11 @@ def test_names_that_only_start_like_a_device_are_names(initialised: Path) -> Non
 
 
 def test_an_address_naming_a_device_says_why_it_is_no_name(initialised: Path) -> None:
-    for args in (["send", "peer:nul", "hi"], ["send", "con/20261130_015530_55cf9b", "hi"], ["peer", "dm", "com1", "hi"]):
+    for args in (
+        ["send", "peer:nul", "hi"],
+        ["send", "con/20261130_015530_55cf9b", "hi"],
+        ["peer", "dm", "com1", "hi"],
+    ):
         result = run_cli(*args)
         assert result.exit_code == 2, args
         assert "name devices on Windows" in result.stderr, args
