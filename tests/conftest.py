@@ -200,6 +200,14 @@ def gateway(initialised: Path) -> Iterator[GatewayProcess]:
         gw.kill()
 
 
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test marked `windows` runs on Windows only: what it checks cannot be reproduced elsewhere."""
+    marker = item.get_closest_marker("windows")
+    if marker is not None and sys.platform != "win32":
+        reason = marker.kwargs.get("reason") or (marker.args[0] if marker.args else "")
+        pytest.skip(f"needs Windows{': ' + reason if reason else ''}")
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
     """Each phase's report on the test item (`report_call`), for fixtures that act when a test failed."""

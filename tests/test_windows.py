@@ -168,3 +168,47 @@ def test_an_address_naming_a_device_says_why_it_is_no_name(initialised: Path) ->
         result = run_cli(*args)
         assert result.exit_code == 2, args
         assert "name devices on Windows" in result.stderr, args
+
+
+def test_a_port_another_gateway_listens_on_is_refused_as_in_use() -> None:
+    """Real sockets: the second bind fails on every platform (on Windows only with SO_EXCLUSIVEADDRUSE)."""
+    from backchannel.api.server import bind
+    from backchannel.errors import UsageError
+
+    first = bind("127.0.0.1", 0)
+    port = first.getsockname()[1]
+    try:
+        with pytest.raises(UsageError, match=rf"127\.0\.0\.1:{port} is already in use \(another gateway\?\)"):
+            bind("127.0.0.1", port)
+    finally:
+        first.close()
+
+
+@pytest.mark.parametrize("code", [10013, 10048], ids=["WSAEACCES", "WSAEADDRINUSE"])
+def test_the_windows_errors_for_a_taken_port_say_it_is_in_use(monkeypatch: pytest.MonkeyPatch, code: int) -> None:
+    """Windows answers a bind on a port held exclusively with WSAEACCES (10013): the same error as EADDRINUSE."""
+    import socket
+
+    from backchannel.api.server import bind
+    from backchannel.errors import UsageError
+
+    def refused(self: socket.socket, address: object) -> None:
+        raise OSError(code, "An attempt was made to access a socket in a way forbidden by its access permissions")
+
+    monkeypatch.setattr(socket.socket, "bind", refused)
+    with pytest.raises(UsageError, match=r"127\.0\.0\.1:8377 is already in use \(another gateway\?\)"):
+        bind("127.0.0.1", 8377)
+
+
+@pytest.mark.windows("SO_EXCLUSIVEADDRUSE is a Windows socket option")
+def test_the_gateway_socket_holds_its_port_exclusively_on_windows() -> None:
+    import socket
+
+    from backchannel.api.server import bind
+
+    sock = bind("127.0.0.1", 0)
+    try:
+        assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_EXCLUSIVEADDRUSE) == 1  # type: ignore[attr-defined]
+        assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR) == 0
+    finally:
+        sock.close()

@@ -54,16 +54,30 @@ def build(root: Path, *, grace: float = 10.0, instance: str = "") -> tuple[Starl
     return create_app(Context(gateway=gateway, api_key=key, instance=instance), lifespan=lifespan), gateway
 
 
+WSAEACCES = 10013  # Windows: the port is held by a socket with SO_EXCLUSIVEADDRUSE, or reserved by the system
+WSAEADDRINUSE = 10048
+IN_USE = frozenset({errno.EADDRINUSE, WSAEADDRINUSE, WSAEACCES})
+
+
 def bind(host: str, port: int) -> socket.socket:
+    """The listening socket, its port this gateway's alone: a second gateway on it is refused, on Windows too."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    exclusive = getattr(socket, "SO_EXCLUSIVEADDRUSE", None)
+    if exclusive is not None:  # Windows: SO_REUSEADDR there would let a second gateway share the port silently
+        sock.setsockopt(socket.SOL_SOCKET, exclusive, 1)
+    else:  # POSIX: a port left in TIME_WAIT by the last gateway can be taken again at once; a listening one not
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
-        if exc.errno == errno.EADDRINUSE:
-            raise UsageError(f"{host}:{port} is already in use (another gateway?); choose one with --port") from exc
+        codes = {exc.errno, getattr(exc, "winerror", None)}
+        if codes & IN_USE:
+            kept = " or kept by Windows (netsh int ipv4 show excludedportrange tcp)" if WSAEACCES in codes else ""
+            raise UsageError(
+                f"{host}:{port} is already in use (another gateway?){kept}; choose one with --port"
+            ) from exc
         raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror}") from exc
     sock.listen(2048)
     sock.set_inheritable(True)
