@@ -6,6 +6,7 @@ import asyncio
 import ipaddress
 import os
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -90,7 +91,18 @@ def run_cli(*args: str, input: str | None = None) -> CliResult:
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         finally:
             sys.argv = saved
-        return CliResult(code, out.getvalue().decode(), err.getvalue().decode())
+        return CliResult(code, _text(out.getvalue()), _text(err.getvalue()))
+
+
+def _text(data: bytes) -> str:
+    """What the CLI printed, its line ends as '\\n': a Windows text stream writes each as '\\r\\n'."""
+    return data.decode().replace("\r\n", "\n") if os.name == "nt" else data.decode()
+
+
+def is_private(path: Path) -> bool:
+    """Whether `path` has mode 0600. On Windows a file's mode is only its read-only bit (the home's privacy
+    is its folder's ACL, the user's), so there this holds for any file."""
+    return os.name != "posix" or stat.S_IMODE(path.stat().st_mode) == 0o600
 
 
 @pytest.fixture

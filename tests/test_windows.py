@@ -212,3 +212,110 @@ def test_the_gateway_socket_holds_its_port_exclusively_on_windows() -> None:
         assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR) == 0
     finally:
         sock.close()
+
+
+def test_init_prints_its_first_command_in_the_quoting_of_the_shell_at_hand(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from backchannel import shell
+
+    posix = run_cli("init")
+    assert "next: backchannel chat -q 'hello there'  ·" in posix.stdout
+    monkeypatch.setattr(shell, "windows_shell", lambda: True)  # cmd or PowerShell
+    again = run_cli("init")
+    assert 'next: backchannel chat -q "hello there"  ·' in again.stdout
+
+
+@pytest.mark.parametrize(
+    "words",
+    [
+        ["backchannel", "send", "default", "<the same message>", "--idempotency-key", "cli-1f2e"],
+        ["backchannel", "peer", "add", "home", "--url", "http://h.lan:8377/x?a=1&b=2", "--key", "bc_a-b_C"],
+        ["say", 'it\'s "quoted"', "C:\\My Files\\", "", "$PATH", "*.md"],
+    ],
+)
+def test_a_printed_command_reads_back_as_its_words_in_a_posix_shell(words: list[str]) -> None:
+    import shlex
+
+    from backchannel.shell import command
+
+    assert shlex.split(command(*words, windows=False)) == words
+
+
+def test_a_printed_command_is_double_quoted_as_windows_programs_read_their_arguments() -> None:
+    from backchannel.shell import command, quote
+
+    assert command(
+        "backchannel", "send", "default", "<the same message>", "--idempotency-key", "cli-1", windows=True
+    ) == ('backchannel send default "<the same message>" --idempotency-key cli-1')
+    assert quote("http://h.lan:8377/x?a=1&b=2", windows=True) == '"http://h.lan:8377/x?a=1&b=2"'
+    assert quote('say "hi"', windows=True) == '"say \\"hi\\""'
+    assert quote("C:\\My Files\\", windows=True) == '"C:\\My Files\\\\"'  # a backslash before the closing quote
+    assert quote('a\\"b', windows=True) == '"a\\\\\\"b"'
+    assert quote("", windows=True) == '""'
+    assert quote("C:\\plain\\path.md", windows=True) == "C:\\plain\\path.md"
+
+
+def test_a_config_file_held_open_for_a_moment_is_replaced_once_it_is_free(
+    initialised: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Windows refuses to replace a file another process has open (WinError 5): the write waits it out."""
+    from backchannel.home import config
+
+    real_replace = os.replace
+    refusals = []
+
+    def held_open(src: str, dst: str) -> None:
+        if Path(dst).name == "config.yaml" and len(refusals) < 3:
+            refusals.append(dst)
+            raise PermissionError(13, "Access is denied")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(config, "REPLACE_RETRY_SECONDS", 5.0)  # what it is on Windows
+    monkeypatch.setattr(os, "replace", held_open)
+    added = run_cli("peer", "add", "spark", "--url", "http://127.0.0.1:9", "--key", "k" * 20)
+    assert added.exit_code == 0, added.stderr
+    assert len(refusals) == 3
+    assert "spark" in config.load_gateway_config(initialised).peers
+    assert [p.name for p in initialised.iterdir() if p.name.startswith(".config.yaml.")] == []  # no temporary left
+
+
+def test_a_config_file_that_stays_refused_is_an_error_and_unchanged(
+    initialised: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from backchannel.home import config
+
+    before = config.config_path(initialised).read_text(encoding="utf-8")
+
+    def refused(src: str, dst: str) -> None:
+        raise PermissionError(13, "Access is denied")
+
+    monkeypatch.setattr(config, "REPLACE_RETRY_SECONDS", 0.2)
+    monkeypatch.setattr(os, "replace", refused)
+    added = run_cli("peer", "add", "spark", "--url", "http://127.0.0.1:9", "--key", "k" * 20)
+    assert added.exit_code == 2
+    assert "cannot write" in added.stderr and "Access is denied" in added.stderr and "Traceback" not in added.stderr
+    assert config.config_path(initialised).read_text(encoding="utf-8") == before
+    assert [p.name for p in initialised.iterdir() if p.name.startswith(".config.yaml.")] == []
+
+
+@pytest.mark.windows("only Windows refuses to replace a file another process holds open")
+def test_a_file_open_in_another_process_is_replaced_when_it_closes(initialised: Path) -> None:
+    from backchannel.home import config
+
+    path = config.config_path(initialised)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; f = open(sys.argv[1]); print('open', flush=True); time.sleep(0.5)",
+            str(path),
+        ],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == b"open"
+        config.write_yaml(path, {**config.load_yaml(path), "peers": {}})
+    finally:
+        holder.wait(10)
+    assert config.load_yaml(path)["peers"] == {}

@@ -14,7 +14,7 @@ from ..home.profiles import DEFAULT_PROFILE
 from ..outcome import Outcome
 from ..store.sessions import SessionRow
 from . import complete
-from .connect import Sent, deliver, home_gateway, interruptible
+from .connect import Sent, ask_again, deliver, home_gateway, interruptible
 from .live import STREAM_HELP, Watch, deliver_live, streams
 from .output import emit, examples, note, read_message
 
@@ -109,7 +109,7 @@ def _peek_stdin() -> bool:
 def _turn(session: SessionRow, message: str, watch: Watch | None) -> Sent:
     # A person's typed message is deliberate: a fresh key, so saying the same thing twice is two turns.
     key = keys.cli()
-    again = f"backchannel send {session.profile}/{session.id} '<the same message>' --idempotency-key {key}"
+    again = ask_again("send", f"{session.profile}/{session.id}", key=key)
     root = config.home()
     with interruptible(again):
         if watch is None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .. import shell
 from ..core.delivery import Incoming
 from ..core.gateway import Gateway, running
 from ..errors import DeliveryError, Interrupted
@@ -52,15 +53,21 @@ class Sent:
         return self
 
 
+def ask_again(*words: str, key: str) -> str:
+    """The command that asks again about a message with its idempotency key, quoted for the shell at hand:
+    `backchannel WORDS '<the same message>' --idempotency-key KEY`."""
+    return shell.command("backchannel", *words, "<the same message>", "--idempotency-key", key)
+
+
 @contextlib.contextmanager
-def interruptible(ask_again: str) -> Iterator[None]:
+def interruptible(again: str) -> Iterator[None]:
     """Ctrl-C while a message is on its way: say it may be accepted, and the command that asks again safely."""
     try:
         yield
     except KeyboardInterrupt:
         raise Interrupted(
             "interrupted: the message may already be accepted (it goes on if so); ask about it again, safely "
-            f"(it is handled once), with: {ask_again}"
+            f"(it is handled once), with: {again}"
         ) from None
 
 

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 import click
 
-from .. import addresses, keys
+from .. import addresses, keys, shell
 from ..core.gateway import Gateway
 from ..errors import PeerError, PeerOutcomeUnknown, UsageError
 from ..home import config
@@ -21,7 +21,7 @@ from ..home import peers as registry
 from ..net import a2a_card
 from ..outcome import Outcome, Result
 from . import complete
-from .connect import home_gateway, interruptible
+from .connect import ask_again, home_gateway, interruptible
 from .output import emit, examples, note, read_message, show_progress, table
 
 
@@ -161,7 +161,7 @@ def _key_back(root: Path, name: str, platform: str | None, *, as_name: str, url_
             "and give that URL below"
         )
     click.echo(f"On {name}, run:")
-    click.echo(f"  {program} peer add {as_name} --url {url} --key {value}")
+    click.echo("  " + shell.command(program, "peer", "add", as_name, "--url", url, "--key", value))
 
 
 def _probe(root: Path, p: registry.Peer) -> Found:
@@ -325,7 +325,7 @@ def dm(target: str, message: str | None, wait: float, key: str | None, as_json: 
     name, agent = _target(target)
     text = _message(message)
     key = keys.check_external(key) or keys.cli()
-    with interruptible(f"backchannel peer dm {target} '<the same message>' --idempotency-key {key}"):
+    with interruptible(ask_again("peer", "dm", target, key=key)):
         result = send_dm(config.home(), name, agent, text, wait=wait, key=key)
     emit(dm_dict(result), as_json=as_json, text=lambda: print_dm(result))
     retry_hint(result)
@@ -382,8 +382,7 @@ def retry_hint(r: Result) -> None:
     if r.outcome is Outcome.UNKNOWN and r.idempotency_key:
         note(
             "it may have arrived: ask again safely (it is never delivered twice) with the same message and key:\n"
-            f"  backchannel peer dm {r.to.removeprefix('peer:')} '<the same message>' "
-            f"--idempotency-key {r.idempotency_key}"
+            f"  {ask_again('peer', 'dm', r.to.removeprefix('peer:'), key=r.idempotency_key)}"
         )
 
 

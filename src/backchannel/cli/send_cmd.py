@@ -13,7 +13,7 @@ from ..errors import UsageError
 from ..home import config
 from ..outcome import Outcome
 from . import complete
-from .connect import Sent, deliver, home_gateway, interruptible
+from .connect import Sent, ask_again, deliver, home_gateway, interruptible
 from .live import STREAM_HELP, Watch, deliver_live, streams
 from .output import emit, examples, note, read_message, table, when
 
@@ -62,7 +62,7 @@ def send(address: str, message: str | None, wait: float, key: str | None, as_jso
         if parsed.session_id is not None:
             raise UsageError(f"{address!r}: address a peer as peer:NAME or peer:NAME/AGENT (its Bot Chat)")
         key = key or keys.cli()
-        with interruptible(f"backchannel send {address} '<the same message>' --idempotency-key {key}"):
+        with interruptible(ask_again("send", address, key=key)):
             result = peer_cmd.send_dm(root, parsed.peer, parsed.profile, text.strip(), wait=wait, key=key)
         emit(peer_cmd.dm_dict(result), as_json=as_json, text=lambda: peer_cmd.print_dm(result))
         peer_cmd.retry_hint(result)
@@ -73,7 +73,7 @@ def send(address: str, message: str | None, wait: float, key: str | None, as_jso
     # retries within this invocation reuse one key, so they are handled once.
     key = key or keys.cli()
     watch = Watch() if live else None
-    with interruptible(f"backchannel send {address} '<the same message>' --idempotency-key {key}"):
+    with interruptible(ask_again("send", address, key=key)):
         if watch is None:
             sent = asyncio.run(deliver(root, session, text, wait=wait, key=key))
         else:

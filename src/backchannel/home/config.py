@@ -12,6 +12,7 @@ import os
 import re
 import secrets
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, cast
@@ -124,12 +125,32 @@ def write_atomic(path: Path, text: str, *, mode: int = 0o600) -> None:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())  # the new text is on disk before it replaces the old
-        os.replace(tmp, path)
+        _replace(tmp, path)
     except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
         if isinstance(exc, OSError):
             raise _write_error(path, exc) from exc
         raise
+
+
+# Windows refuses to replace a file that another process holds open (PermissionError, WinError 5 or 32): another
+# backchannel reading config.yaml or .env at that moment, an editor, a virus scan. That lasts a moment: retried
+# for this long, then reported. POSIX replaces an open file at once, so a PermissionError there is final.
+REPLACE_RETRY_SECONDS = 2.0 if os.name == "nt" else 0.0
+
+
+def _replace(tmp: str, path: Path) -> None:
+    deadline = time.monotonic() + REPLACE_RETRY_SECONDS
+    delay = 0.01
+    while True:
+        try:
+            os.replace(tmp, path)
+            return
+        except PermissionError:
+            if time.monotonic() + delay > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.2)
 
 
 def _write_error(path: Path, exc: OSError) -> ConfigError | DiskFull:

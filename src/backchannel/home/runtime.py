@@ -9,6 +9,7 @@ whose `/health` names this instance, never to whatever else listens there.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -92,7 +93,10 @@ class GatewayLock:
 
     def release(self) -> None:
         if self._published:
-            (self.root / RUNTIME_FILE).unlink(missing_ok=True)
+            # A CLI reading it this moment keeps it on Windows: a runtime file left behind names a pid that
+            # is gone, which `listening` takes for none.
+            with contextlib.suppress(OSError):
+                (self.root / RUNTIME_FILE).unlink(missing_ok=True)
             self._published = False
         if self._file is not None:
             self._file.close()  # closing the file releases the lock
