@@ -185,6 +185,31 @@ class GatewayProcess:
             self.proc.kill()
             self.proc.wait(10)
 
+    def stop(self, timeout: float = 60.0) -> int:
+        """`backchannel gateway stop` for its home, as a person stops it on any platform (Windows has no SIGTERM):
+        the command must succeed; the process's exit code."""
+        assert self.proc is not None
+        saved = os.environ.get("BACKCHANNEL_HOME")
+        os.environ["BACKCHANNEL_HOME"] = str(self.root)
+        try:
+            stopped = run_cli("gateway", "stop")
+        finally:
+            if saved is None:
+                os.environ.pop("BACKCHANNEL_HOME", None)
+            else:
+                os.environ["BACKCHANNEL_HOME"] = saved
+        assert stopped.exit_code == 0, f"gateway stop: {stopped.stderr}\n{self.log()[-3000:]}"
+        return self.proc.wait(timeout)
+
+    def close(self) -> None:
+        """The end of a test's gateway: stopped with `gateway stop` when it still runs (killed if that fails)."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        try:
+            self.stop()
+        finally:
+            self.kill()
+
     def terminate(self, timeout: float = 15.0) -> int:
         assert self.proc is not None
         self.proc.terminate()
@@ -196,7 +221,7 @@ class GatewayProcess:
 
 @pytest.fixture
 def gateway(initialised: Path) -> Iterator[GatewayProcess]:
-    """A started gateway on the test's home; killed at the end whatever happened."""
+    """A started gateway on the test's home; stopped at the end with `gateway stop` (killed if that fails)."""
     gw = GatewayProcess(initialised, free_port())
     config.write_yaml(
         config.config_path(initialised),
@@ -209,7 +234,7 @@ def gateway(initialised: Path) -> Iterator[GatewayProcess]:
     try:
         yield gw
     finally:
-        gw.kill()
+        gw.close()
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -103,6 +103,27 @@ class GatewayLock:
             self._file = None
 
 
+def held(root: Path) -> bool:
+    """Whether a gateway holds this home's lock now (one is running, or still stopping).
+
+    It is asked by taking the lock and letting it go at once: a gateway starting in that instant would find
+    it taken and refuse to start, as it would beside a running one."""
+    path = root / LOCK_FILE
+    try:
+        handle = path.open("r+", encoding="utf-8")
+    except FileNotFoundError:
+        return False  # no gateway ever ran on this home
+    except OSError as exc:
+        raise UsageError(f"cannot read {str(path)!r}: {exc.strerror or type(exc).__name__}") from exc
+    with handle:
+        try:
+            _lock(handle)
+        except OSError:
+            return True
+        _unlock(handle)
+        return False
+
+
 def _lock(handle: IO[str]) -> None:
     """Lock the file without waiting; OSError when another process holds it."""
     if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
@@ -114,3 +135,15 @@ def _lock(handle: IO[str]) -> None:
         import fcntl
 
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+def _unlock(handle: IO[str]) -> None:
+    if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
+        import msvcrt
+
+        handle.seek(0)
+        msvcrt.locking(handle.fileno(), msvcrt.LK_UNLCK, 1)
+    else:
+        import fcntl
+
+        fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
