@@ -9,6 +9,7 @@ import socket
 import stat
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Awaitable, Callable, Generator, Iterator
 from dataclasses import dataclass
@@ -189,16 +190,26 @@ class GatewayProcess:
         """`backchannel gateway stop` for its home, as a person stops it on any platform (Windows has no SIGTERM):
         the command must succeed; the process's exit code."""
         assert self.proc is not None
-        saved = os.environ.get("BACKCHANNEL_HOME")
-        os.environ["BACKCHANNEL_HOME"] = str(self.root)
-        try:
-            stopped = run_cli("gateway", "stop")
-        finally:
-            if saved is None:
-                os.environ.pop("BACKCHANNEL_HOME", None)
-            else:
-                os.environ["BACKCHANNEL_HOME"] = saved
-        assert stopped.exit_code == 0, f"gateway stop: {stopped.stderr}\n{self.log()[-3000:]}"
+        done: list[CliResult] = []
+
+        def stop() -> None:
+            saved = os.environ.get("BACKCHANNEL_HOME")
+            os.environ["BACKCHANNEL_HOME"] = str(self.root)
+            try:
+                done.append(run_cli("gateway", "stop"))
+            finally:
+                if saved is None:
+                    os.environ.pop("BACKCHANNEL_HOME", None)
+                else:
+                    os.environ["BACKCHANNEL_HOME"] = saved
+
+        # In a thread of its own: the command runs an event loop, and the test's thread may have one running
+        # (Playwright's sync API keeps one there). This thread only waits meanwhile.
+        worker = threading.Thread(target=stop, name="gateway-stop")
+        worker.start()
+        worker.join(timeout)
+        assert done, f"gateway stop did not return within {timeout} s:\n{self.log()[-3000:]}"
+        assert done[0].exit_code == 0, f"gateway stop: {done[0].stderr}\n{self.log()[-3000:]}"
         return self.proc.wait(timeout)
 
     def close(self) -> None:
