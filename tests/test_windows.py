@@ -1,6 +1,7 @@
 """What Windows does differently, reproduced where it can be: click's argument expansion forced on, a cp1252
-code page on the CLI's streams, device names, and the gateway's socket. Tests that need Windows itself are
-marked `windows` and skip elsewhere."""
+code page on the CLI's streams, device names, the quoting of printed commands, a file held open by another
+process, and the gateway's socket. Tests that need Windows itself are marked `windows` and skip elsewhere
+(`backchannel gateway stop` and Ctrl-Break: tests/test_gateway_stop.py)."""
 
 from __future__ import annotations
 
