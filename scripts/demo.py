@@ -10,6 +10,7 @@ gateway it starts is stopped, also on Ctrl-C or a failed step; a failed step exi
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shlex
 import shutil
@@ -23,6 +24,7 @@ from pathlib import Path
 import httpx
 import yaml
 
+from backchannel import shell
 from backchannel.home import config, profiles
 
 BOLD, DIM, RESET = ("\033[1m", "\033[2m", "\033[0m") if sys.stdout.isatty() else ("", "", "")
@@ -48,7 +50,8 @@ class Demo:
 
     def run(self, label: str, *args: str, stdin: str | None = None, note: str = "") -> str:
         """Print `[label] $ backchannel ARGS`, run it on that home, print what it printed; its stdout."""
-        print(f"{DIM}[{label}]{RESET} {BOLD}$ backchannel {shlex.join(args)}{RESET}{f'   # {note}' if note else ''}")
+        typed = shell.command("backchannel", *args)
+        print(f"{DIM}[{label}]{RESET} {BOLD}$ {typed}{RESET}{f'   # {note}' if note else ''}")
         proc = subprocess.run(
             [sys.executable, "-m", "backchannel", *args],
             input=stdin,
@@ -63,14 +66,14 @@ class Demo:
         if proc.returncode in (130, -2):  # Ctrl-C reached the command first: the demo stops as for its own
             raise KeyboardInterrupt
         if proc.returncode != 0:
-            raise StepFailed(f"`backchannel {shlex.join(args)}` on {label} exited {proc.returncode}")
+            raise StepFailed(f"`{shell.command('backchannel', *args)}` on {label} exited {proc.returncode}")
         return proc.stdout
 
     def start_gateway(self, label: str) -> int:
         port = self.ports[label]
         args = ["gateway"]
         log = self.base / f"{label}-gateway.log"
-        print(f"{DIM}[{label}]{RESET} {BOLD}$ backchannel {shlex.join(args)}{RESET}   # in the background")
+        print(f"{DIM}[{label}]{RESET} {BOLD}$ {shell.command('backchannel', *args)}{RESET}   # in the background")
         print(f"  home {self.homes[label]}, listening on http://127.0.0.1:{port}, log {log}")
         with log.open("wb") as out:
             proc = subprocess.Popen(
@@ -99,7 +102,9 @@ class Demo:
     def stop_gateways(self) -> None:
         for label, (proc, _) in self.gateways.items():
             if proc.poll() is None:
-                proc.terminate()  # SIGTERM: running turns finish, then it exits (Windows: it ends at once)
+                with contextlib.suppress(StepFailed, KeyboardInterrupt, subprocess.TimeoutExpired):
+                    # As on SIGTERM, on every platform: running turns finish within its grace, then it exits.
+                    self.run(label, "gateway", "stop")
                 try:
                     proc.wait(20)
                 except subprocess.TimeoutExpired:

@@ -12,7 +12,6 @@ one test, with gateways of its own, checks every output and both gateways' logs 
 from __future__ import annotations
 
 import json
-import stat
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,7 +23,7 @@ import httpx
 import pytest
 
 from backchannel.home import config, profiles
-from conftest import CliResult, GatewayProcess, api_key, free_port, run_cli
+from conftest import CliResult, GatewayProcess, api_key, free_port, is_private, run_cli
 from gateway_http import in_home
 
 TIMEOUT = httpx.Timeout(15.0)
@@ -259,7 +258,7 @@ def test_registry_add_update_aliases_and_key_storage(pair: Pair) -> None:
     env = config.read_env(root)
     assert env["BACKCHANNEL_PEER_BETA_KEY"] == pair.beta_key
     assert env["BACKCHANNEL_PEER_GAMMA_KEY"] == pair.beta_key
-    assert stat.S_IMODE(config.env_path(root).stat().st_mode) == 0o600
+    assert is_private(config.env_path(root))
     cfg_text = config.config_path(root).read_text()
     assert url in cfg_text
     assert "the beta box" in cfg_text

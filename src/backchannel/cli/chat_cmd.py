@@ -51,7 +51,10 @@ from .output import emit, examples, note, read_message, shell_command
 def chat(
     profile_name: str | None, query: str | None, resume: str | None, last: bool, as_json: bool, stream: bool | None
 ) -> None:
-    """Talk to an agent. Without -q, a prompt that keeps one session (Ctrl-D or /exit to leave)."""
+    """Talk to an agent. Without -q, a prompt that keeps one session (Ctrl-D or /exit to leave).
+
+    Messages on stdin (-q -, or lines piped into the prompt) are read as UTF-8 (a byte order mark is dropped).
+    """
     root = config.home()
     # Everything that can be refused is refused before a session is made: none is left behind empty.
     if as_json and query is None:

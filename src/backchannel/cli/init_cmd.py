@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from .. import shell
 from ..errors import ConfigError, UsageError
 from ..home import config, profiles, repair, yamledit
 from .output import emit, examples, note
@@ -99,7 +100,8 @@ def init(repair_config: bool, host: str | None, port: int | None, as_json: bool)
         if not created and not changed:
             note(f"{str(root)!r} is already initialised; nothing changed")
         click.echo(f"home: {root}")
-        click.echo("next: backchannel chat -q 'hello'  ·  backchannel gateway  ·  backchannel profile create NAME")
+        first = shell.command("backchannel", "chat", "-q", "hello there")
+        click.echo(f"next: {first}  ·  backchannel gateway  ·  backchannel profile create NAME")
 
     data: dict[str, Any] = {"home": str(root), "created": created, "changed": changed, "kept": kept}
     if repaired is not None:

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 import click
 
-from .. import addresses, keys
+from .. import addresses, keys, shell
 from ..core.gateway import Gateway
 from ..errors import PeerError, PeerOutcomeUnknown, UsageError
 from ..home import config
@@ -161,7 +161,7 @@ def _key_back(root: Path, name: str, platform: str | None, *, as_name: str, url_
             "and give that URL below"
         )
     click.echo(f"On {name}, run:")
-    click.echo(f"  {program} peer add {as_name} --url {url} --key {value}")
+    click.echo("  " + shell.command(program, "peer", "add", as_name, "--url", url, "--key", value))
 
 
 def _probe(root: Path, p: registry.Peer) -> Found:
@@ -321,6 +321,8 @@ def dm(target: str, message: str | None, wait: float, key: str | None, as_json: 
     """Message the Bot Chat of PEER[/AGENT] and print the reply.
 
     Past --wait a receipt is printed instead (exit 0: the message is accepted, do not resend).
+    MESSAGE is the argument, or stdin ('-', or none with stdin not a terminal), read as UTF-8 (a byte order
+    mark is dropped).
     """
     name, agent = _target(target)
     text = _message(message)
@@ -411,6 +413,8 @@ def run(target: str, message: str | None, key: str | None, as_json: bool) -> Non
     """Start a turn on PEER[/AGENT] and print its run id at once.
 
     The turn runs in the agent's Bot Chat; follow it with `peer status PEER RUN_ID --follow`.
+    MESSAGE is the argument, or stdin ('-', or none with stdin not a terminal), read as UTF-8 (a byte order
+    mark is dropped).
     """
     name, agent = _target(target)
     text = _message(message)

@@ -44,7 +44,8 @@ DEFAULT_WAIT = 120.0
 def send(address: str, message: str | None, wait: float, key: str | None, as_json: bool, stream: bool | None) -> None:
     """Message ADDRESS as the person; print the reply, or a receipt.
 
-    MESSAGE is the argument, or stdin ('-', or none with stdin not a terminal).
+    MESSAGE is the argument, or stdin ('-', or none with stdin not a terminal), read as UTF-8 (a byte order
+    mark is dropped).
     ADDRESS is a profile (its Bot Chat), profile/session-id, a session id, or peer:NAME[/AGENT] on another
     gateway. @session: and @peer: mentions in the message are answered by their targets first.
     """
@@ -73,8 +74,8 @@ def send(address: str, message: str | None, wait: float, key: str | None, as_jso
     # retries within this invocation reuse one key, so they are handled once.
     key = key or keys.cli()
     watch = Watch() if live else None
-    ask_again = shell_command("send", address, *message_words(message, text), "--idempotency-key", key)
-    with interruptible(root, ask_again, key=key):
+    again = shell_command("send", address, *message_words(message, text), "--idempotency-key", key)
+    with interruptible(root, again, key=key):
         if watch is None:
             sent = asyncio.run(deliver(root, session, text, wait=wait, key=key))
         else:

@@ -140,6 +140,11 @@ class Gateway:
         self._started = False
         self._closed = False
 
+    @property
+    def running_turns(self) -> int:
+        """Turns running in this process now (what a stop gives its grace to)."""
+        return self.queue.running
+
     async def start(self) -> None:
         """Reclaim what a crash left running, then run the workers and the background jobs."""
         seen = self.db.data_version()  # before the scan: a commit after it is noticed by the watcher

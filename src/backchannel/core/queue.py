@@ -288,6 +288,11 @@ class RunQueue:
             # releases it on leaving never frees a slot it does not hold.
             await asyncio.shield(self._slots.acquire(profile))
 
+    @property
+    def running(self) -> int:
+        """How many turns run in this process now."""
+        return len(self._turns)
+
     def track(self, run_id: str, turn: Turn) -> None:
         """A turn runs here (until `untrack`): `stop` can interrupt it."""
         self._turns[run_id] = turn

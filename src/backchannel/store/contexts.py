@@ -21,9 +21,7 @@ def find(db: Database, *, caller: str, profile: str, context_id: str) -> Session
     return get_session(db, row[0]) if row is not None else None
 
 
-def bind(
-    db: Database, *, caller: str, profile: str, context_id: str, session_id: str, limit: int | None
-) -> SessionRow:
+def bind(db: Database, *, caller: str, profile: str, context_id: str, session_id: str, limit: int | None) -> SessionRow:
     """A new session `session_id` of `profile` bound to (caller, context_id), both written together; the session
     already bound when another writer bound it first."""
     with db.tx() as conn:
