@@ -74,8 +74,8 @@ def send(address: str, message: str | None, wait: float, key: str | None, as_jso
     # retries within this invocation reuse one key, so they are handled once.
     key = key or keys.cli()
     watch = Watch() if live else None
-    again = shell_command("send", address, *message_words(message, text), "--idempotency-key", key)
-    with interruptible(root, again, key=key):
+    ask = shell_command("send", address, *message_words(message, text), "--idempotency-key", key)
+    with interruptible(root, ask, key=key):
         if watch is None:
             sent = asyncio.run(deliver(root, session, text, wait=wait, key=key))
         else:
