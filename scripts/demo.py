@@ -1,5 +1,6 @@
-"""`make demo`: a tutorial that runs itself. Every step prints the command it runs as you would type it,
-the YAML it writes into a config, and the gateways it starts; nothing happens that is not shown.
+"""`make demo`: a tutorial that runs itself. Every step prints the command it runs as you would type it
+(the messaging rules too: `profile allow`, no file is edited behind your back) and the gateways it starts;
+nothing happens that is not shown.
 
 Offline (the echo engine), in two fresh homes under one temporary folder, removed at the end unless
 --keep. Works wherever Python does (each command is `python -m backchannel` of this interpreter). Every
@@ -9,6 +10,7 @@ gateway it starts is stopped, also on Ctrl-C or a failed step; a failed step exi
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shlex
 import shutil
@@ -18,11 +20,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 import httpx
 import yaml
 
+from backchannel import shell
 from backchannel.home import config, profiles
 
 BOLD, DIM, RESET = ("\033[1m", "\033[2m", "\033[0m") if sys.stdout.isatty() else ("", "", "")
@@ -39,13 +41,17 @@ class Demo:
         self.base = base
         self.homes = {"home": base / "home", "spark": base / "spark"}
         self.gateways: dict[str, tuple[subprocess.Popen[bytes], int]] = {}
+        # Each home's gateway port, written into its config.yaml by `init --port`: `backchannel gateway` alone
+        # starts it there, at the URL its peer knows it by (now, and again on a kept home).
+        self.ports = {label: _free_port() for label in self.homes}
 
     def env(self, label: str) -> dict[str, str]:
         return {**os.environ, "BACKCHANNEL_HOME": str(self.homes[label])}
 
     def run(self, label: str, *args: str, stdin: str | None = None, note: str = "") -> str:
         """Print `[label] $ backchannel ARGS`, run it on that home, print what it printed; its stdout."""
-        print(f"{DIM}[{label}]{RESET} {BOLD}$ backchannel {shlex.join(args)}{RESET}{f'   # {note}' if note else ''}")
+        typed = shell.command("backchannel", *args)
+        print(f"{DIM}[{label}]{RESET} {BOLD}$ {typed}{RESET}{f'   # {note}' if note else ''}")
         proc = subprocess.run(
             [sys.executable, "-m", "backchannel", *args],
             input=stdin,
@@ -60,22 +66,14 @@ class Demo:
         if proc.returncode in (130, -2):  # Ctrl-C reached the command first: the demo stops as for its own
             raise KeyboardInterrupt
         if proc.returncode != 0:
-            raise StepFailed(f"`backchannel {shlex.join(args)}` on {label} exited {proc.returncode}")
+            raise StepFailed(f"`{shell.command('backchannel', *args)}` on {label} exited {proc.returncode}")
         return proc.stdout
 
-    def edit(self, label: str, relative: str, changes: dict[str, Any]) -> None:
-        """Merge `changes` into a YAML config of a home, printing them as the YAML a person would add."""
-        path = self.homes[label] / relative
-        print(f"{DIM}[{label}]{RESET} edit {relative}, setting:")
-        for line in yaml.safe_dump(changes, sort_keys=False).splitlines():
-            print(f"  {line}")
-        config.write_yaml(path, _merge(config.load_yaml(path), changes))
-
     def start_gateway(self, label: str) -> int:
-        port = _free_port()
-        args = ["gateway", "--port", str(port)]
+        port = self.ports[label]
+        args = ["gateway"]
         log = self.base / f"{label}-gateway.log"
-        print(f"{DIM}[{label}]{RESET} {BOLD}$ backchannel {shlex.join(args)}{RESET}   # in the background")
+        print(f"{DIM}[{label}]{RESET} {BOLD}$ {shell.command('backchannel', *args)}{RESET}   # in the background")
         print(f"  home {self.homes[label]}, listening on http://127.0.0.1:{port}, log {log}")
         with log.open("wb") as out:
             proc = subprocess.Popen(
@@ -104,7 +102,9 @@ class Demo:
     def stop_gateways(self) -> None:
         for label, (proc, _) in self.gateways.items():
             if proc.poll() is None:
-                proc.terminate()  # SIGTERM: running turns finish, then it exits (Windows: it ends at once)
+                with contextlib.suppress(StepFailed, KeyboardInterrupt, subprocess.TimeoutExpired):
+                    # As on SIGTERM, on every platform: running turns finish within its grace, then it exits.
+                    self.run(label, "gateway", "stop")
                 try:
                     proc.wait(20)
                 except subprocess.TimeoutExpired:
@@ -113,16 +113,17 @@ class Demo:
             print(f"stopped the gateway of {label} (pid {proc.pid}, exit {proc.returncode})")
 
 
-def _merge(data: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
-    for key, value in changes.items():
-        data[key] = _merge(dict(data.get(key) or {}), value) if isinstance(value, dict) else value
-    return data
-
-
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def _with_home(home: Path, command: str) -> str:
+    """A command with BACKCHANNEL_HOME set, as this platform's shell takes it."""
+    if sys.platform == "win32":
+        return f'set "BACKCHANNEL_HOME={home}" && {command}'
+    return f"BACKCHANNEL_HOME={shlex.quote(str(home))} {command}"
 
 
 def step(title: str) -> None:
@@ -131,7 +132,7 @@ def step(title: str) -> None:
 
 def tutorial(demo: Demo) -> None:
     step("A home holds the agents (profiles), their sessions and its API key")
-    demo.run("home", "init")
+    demo.run("home", "init", "--port", str(demo.ports["home"]), note="where its gateway will listen")
     demo.run("home", "profile", "create", "research")
     demo.run("home", "profile", "create", "builds")
 
@@ -141,12 +142,12 @@ def tutorial(demo: Demo) -> None:
 
     step("research asks builds: refused, because a profile may message nobody until allowed")
     demo.run("home", "send", "research", "/send builds is the build green?", note="the echo engine calls the tool")
-    demo.edit("home", "profiles/research/config.yaml", {"agent": {"session_messaging": {"allow": ["builds"]}}})
+    demo.run("home", "profile", "allow", "research", "builds", note="agent.session_messaging.allow in its config.yaml")
     demo.run("home", "send", "research", "/send builds is the build green?")
     demo.run("home", "ledger", "research", "builds")
 
     step("Two gateways (on one machine here; on two in real life); the CLI finds its home's gateway")
-    demo.run("spark", "init")
+    demo.run("spark", "init", "--port", str(demo.ports["spark"]))
     home_port = demo.start_gateway("home")
     spark_port = demo.start_gateway("spark")
 
@@ -172,9 +173,7 @@ def tutorial(demo: Demo) -> None:
 
     step("A person on home messages spark's agent; then research does, under its allowlist")
     demo.run("home", "peer", "dm", "spark", "disk status?")
-    demo.edit(
-        "home", "profiles/research/config.yaml", {"agent": {"session_messaging": {"allow": ["builds", "peer:spark"]}}}
-    )
+    demo.run("home", "profile", "allow", "research", "peer:spark", note="the running gateway follows the change")
     demo.run("home", "send", "research", "/peer spark what is the uptime?")
     demo.run("spark", "ledger", note="what arrived at spark, under the name spark gave home")
 
@@ -195,7 +194,7 @@ def tutorial(demo: Demo) -> None:
     step("The same in a browser: the web view of home's gateway")
     print(f"  web view: http://127.0.0.1:{home_port}/   (log in with the key `backchannel key show` prints on home)")
     print("  overview, sessions, runs live, the ledger and each exchange; it stops with the demo's gateways")
-    print("  (with --keep: `backchannel gateway` on that home serves it again, at the port it is started on)")
+    print("  (with --keep: `backchannel gateway` on that home serves it again, at the same address)")
 
 
 HERMES_PYTHON = Path(__file__).resolve().parent.parent / ".venv-hermes" / "bin" / "python"
@@ -248,8 +247,7 @@ def hermes_sessions(demo: Demo) -> None:
     with (demo.homes["home"] / ".env").open("a") as env_file:
         env_file.write(f"DEMO_HERMES_KEY={HERMES_KEY}\n")
     print(f"{DIM}[home]{RESET} .env: added DEMO_HERMES_KEY=<the Hermes gateways' API_SERVER_KEY>")
-    allow = {"agent": {"session_messaging": {"allow": ["hermes-builds"]}}}
-    demo.edit("home", "profiles/hermes-research/config.yaml", allow)
+    demo.run("home", "profile", "allow", "hermes-research", "hermes-builds")
     demo.run("home", "send", "hermes-research", "Use send_to_session to ask hermes-builds for a one-word status.")
     demo.run("home", "ledger", "hermes-research", "hermes-builds")
 
@@ -266,8 +264,12 @@ def _wait_for(url: str, label: str) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--keep", action="store_true", help="keep the two homes (and say how to remove them)")
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the two homes (and say how to start their gateways again, and how to remove them)",
+    )
     keep = parser.parse_args().keep
     base = Path(tempfile.mkdtemp(prefix="backchannel-demo-"))
     demo = Demo(base)
@@ -296,7 +298,11 @@ def main() -> int:
         print(f"{line}: {fate}")
     if keep:
         remove = f'rmdir /s /q "{base}"' if sys.platform == "win32" else f"rm -rf {shlex.quote(str(base))}"
-        print(f"Both are in {base}. Look around with BACKCHANNEL_HOME set to one; remove them with: {remove}")
+        print(f"Both are in {base}. Look around with BACKCHANNEL_HOME set to one; start their gateways again with:")
+        for label, path in demo.homes.items():
+            if config.config_path(path).exists():
+                print(f"  {_with_home(path, 'backchannel gateway')}   # {label}, at its port as before")
+        print(f"Remove them with: {remove}")
     return code
 
 

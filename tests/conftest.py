@@ -6,8 +6,10 @@ import asyncio
 import ipaddress
 import os
 import socket
+import stat
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Awaitable, Callable, Generator, Iterator
 from dataclasses import dataclass
@@ -90,7 +92,18 @@ def run_cli(*args: str, input: str | None = None) -> CliResult:
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         finally:
             sys.argv = saved
-        return CliResult(code, out.getvalue().decode(), err.getvalue().decode())
+        return CliResult(code, _text(out.getvalue()), _text(err.getvalue()))
+
+
+def _text(data: bytes) -> str:
+    """What the CLI printed, its line ends as '\\n': a Windows text stream writes each as '\\r\\n'."""
+    return data.decode().replace("\r\n", "\n") if os.name == "nt" else data.decode()
+
+
+def is_private(path: Path) -> bool:
+    """Whether `path` has mode 0600. On Windows a file's mode is only its read-only bit (the home's privacy
+    is its folder's ACL, the user's), so there this holds for any file."""
+    return os.name != "posix" or stat.S_IMODE(path.stat().st_mode) == 0o600
 
 
 @pytest.fixture
@@ -173,6 +186,41 @@ class GatewayProcess:
             self.proc.kill()
             self.proc.wait(10)
 
+    def stop(self, timeout: float = 60.0) -> int:
+        """`backchannel gateway stop` for its home, as a person stops it on any platform (Windows has no SIGTERM):
+        the command must succeed; the process's exit code."""
+        assert self.proc is not None
+        done: list[CliResult] = []
+
+        def stop() -> None:
+            saved = os.environ.get("BACKCHANNEL_HOME")
+            os.environ["BACKCHANNEL_HOME"] = str(self.root)
+            try:
+                done.append(run_cli("gateway", "stop"))
+            finally:
+                if saved is None:
+                    os.environ.pop("BACKCHANNEL_HOME", None)
+                else:
+                    os.environ["BACKCHANNEL_HOME"] = saved
+
+        # In a thread of its own: the command runs an event loop, and the test's thread may have one running
+        # (Playwright's sync API keeps one there). This thread only waits meanwhile.
+        worker = threading.Thread(target=stop, name="gateway-stop")
+        worker.start()
+        worker.join(timeout)
+        assert done, f"gateway stop did not return within {timeout} s:\n{self.log()[-3000:]}"
+        assert done[0].exit_code == 0, f"gateway stop: {done[0].stderr}\n{self.log()[-3000:]}"
+        return self.proc.wait(timeout)
+
+    def close(self) -> None:
+        """The end of a test's gateway: stopped with `gateway stop` when it still runs (killed if that fails)."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        try:
+            self.stop()
+        finally:
+            self.kill()
+
     def terminate(self, timeout: float = 15.0) -> int:
         assert self.proc is not None
         self.proc.terminate()
@@ -184,7 +232,7 @@ class GatewayProcess:
 
 @pytest.fixture
 def gateway(initialised: Path) -> Iterator[GatewayProcess]:
-    """A started gateway on the test's home; killed at the end whatever happened."""
+    """A started gateway on the test's home; stopped at the end with `gateway stop` (killed if that fails)."""
     gw = GatewayProcess(initialised, free_port())
     config.write_yaml(
         config.config_path(initialised),
@@ -197,7 +245,15 @@ def gateway(initialised: Path) -> Iterator[GatewayProcess]:
     try:
         yield gw
     finally:
-        gw.kill()
+        gw.close()
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test marked `windows` runs on Windows only: what it checks cannot be reproduced elsewhere."""
+    marker = item.get_closest_marker("windows")
+    if marker is not None and sys.platform != "win32":
+        reason = marker.kwargs.get("reason") or (marker.args[0] if marker.args else "")
+        pytest.skip(f"needs Windows{': ' + reason if reason else ''}")
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -19,7 +19,7 @@ TERMINAL = {"completed", "failed", "cancelled", "expired"}
 
 @contextmanager
 def gateway_with(root: Path, *, grace: float = 5.0, **gateway: Any) -> Iterator[GatewayProcess]:
-    """A gateway process on `root` with these `gateway:` settings in config.yaml; killed at the end."""
+    """A gateway process on `root` with these `gateway:` settings in config.yaml; stopped at the end."""
     gw = GatewayProcess(root, free_port())
     path = config.config_path(root)
     data = config.load_yaml(path)
@@ -29,7 +29,7 @@ def gateway_with(root: Path, *, grace: float = 5.0, **gateway: Any) -> Iterator[
     try:
         yield gw
     finally:
-        gw.kill()
+        gw.close()
 
 
 def client(gw: GatewayProcess) -> httpx.Client:

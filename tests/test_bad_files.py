@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from backchannel.home import config
-from conftest import CliResult, api_key, free_port, run_cli
+from conftest import CliResult, api_key, free_port, is_private, run_cli
 
 GATEWAY_EXIT_WITHIN = 20.0  # seconds; a gateway that refuses its home must exit at once, not serve
 
@@ -321,7 +321,7 @@ def test_secrets_never_leak_into_any_output(home: Path) -> None:
 
     assert PEER_KEY in config.env_path(home).read_text(encoding="utf-8")  # it was stored ...
     assert PEER_KEY not in config.config_path(home).read_text(encoding="utf-8")  # ... only in .env
-    assert config.env_path(home).stat().st_mode & 0o777 == 0o600
+    assert is_private(config.env_path(home))
     for args, result in results:
         for secret in (key, PEER_KEY):
             assert secret not in result.stdout, (args, result.stdout)

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import json
-import stat
 from pathlib import Path
 
 from backchannel.home import config
-from conftest import run_cli
+from conftest import is_private, run_cli
 
 
 def test_init_creates_home_with_secret_key_and_echo_default_profile(home: Path) -> None:
     result = run_cli("init")
     assert result.exit_code == 0, result.stderr
-    assert stat.S_IMODE((home / ".env").stat().st_mode) == 0o600
+    assert is_private(home / ".env")
     key = config.read_env(home)["API_SERVER_KEY"]
     assert len(key) >= 32
     cfg = config.load_yaml(home / "config.yaml")["gateway"]

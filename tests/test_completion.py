@@ -71,8 +71,9 @@ def test_peer_commands_complete_peer_names(populated: dict[str, str]) -> None:
 
 
 def test_session_arguments_complete_session_ids(populated: dict[str, str]) -> None:
-    both = sorted(complete("backchannel sessions show "))
-    assert both == sorted([populated["research"], populated["builds"]])
+    every = sorted(complete("backchannel sessions show "))  # a profile (its Bot Chat) or a session id
+    assert every == sorted(["builds", "default", "research", populated["research"], populated["builds"]])
+    assert complete("backchannel sessions show research/") == [f"research/{populated['research']}"]
     assert complete(f"backchannel chat --resume {populated['builds'][:-3]}") == [populated["builds"]]
 
 

@@ -324,7 +324,7 @@ def test_cli_send_and_ledger(initialised: Path) -> None:
     assert [e["state"] for e in ledger] == ["refused:not_allowed"]
     assert ledger[0]["sender"].startswith("research/") and ledger[0]["target"] == "builds"
     everything = run_cli("ledger")
-    assert "refused:not_allowed" in everything.stdout and "human:cli" in everything.stdout
+    assert "refused (not_allowed)" in everything.stdout and "human:cli" in everything.stdout
     assert run_cli("send", "nobody", "hi").exit_code == 2
     assert run_cli("send", "a/b/c", "hi").exit_code == 2
     assert run_cli("send", "builds", "/fail broken").exit_code == 1

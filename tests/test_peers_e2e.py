@@ -12,7 +12,6 @@ one test, with gateways of its own, checks every output and both gateways' logs 
 from __future__ import annotations
 
 import json
-import stat
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,7 +23,7 @@ import httpx
 import pytest
 
 from backchannel.home import config, profiles
-from conftest import CliResult, GatewayProcess, api_key, free_port, run_cli
+from conftest import CliResult, GatewayProcess, api_key, free_port, is_private, run_cli
 from gateway_http import in_home
 
 TIMEOUT = httpx.Timeout(15.0)
@@ -259,7 +258,7 @@ def test_registry_add_update_aliases_and_key_storage(pair: Pair) -> None:
     env = config.read_env(root)
     assert env["BACKCHANNEL_PEER_BETA_KEY"] == pair.beta_key
     assert env["BACKCHANNEL_PEER_GAMMA_KEY"] == pair.beta_key
-    assert stat.S_IMODE(config.env_path(root).stat().st_mode) == 0o600
+    assert is_private(config.env_path(root))
     cfg_text = config.config_path(root).read_text()
     assert url in cfg_text
     assert "the beta box" in cfg_text
@@ -462,7 +461,7 @@ def test_dm_exit_codes(pair: Pair) -> None:
     failed_json, failed = dm_json(root, "beta", "/fail bang")
     assert failed_json.exit_code == 1, (failed_json.stdout, failed_json.stderr)
     assert failed["result"] == "failed", failed
-    assert "bang" in (failed["error"] or "")
+    assert "bang" in failed["error"]["message"]
     assert failed["run_id"], failed
     followed = cli(root, "peer", "status", "beta", failed["run_id"], "--follow")
     assert followed.exit_code == 1, (followed.stdout, followed.stderr)
@@ -857,3 +856,28 @@ def test_an_agents_send_to_an_unreachable_peer_is_a_failed_result_not_a_failed_t
         assert [e["state"] for e in entries] == ["failed"], entries
     finally:
         assert cli(pair.a, "peer", "rm", "gone").exit_code == 0
+
+
+def test_dm_json_gives_an_error_as_code_and_message_for_refused_and_failed(pair: Pair) -> None:
+    failing, failed = dm_json(pair.a, "beta", "/fail broken on purpose")
+    assert failing.exit_code == 1 and failed["result"] == "failed", (failing.stdout, failing.stderr)
+    assert set(failed["error"]) == {"code", "message"} and "broken on purpose" in failed["error"]["message"], failed
+    with messaging_rules(pair.b, "default", accept=["peer:nobody"]):
+        refusing, refused = dm_json(pair.a, "beta", "let me in, json")
+        sending = cli(pair.a, "send", "peer:beta", "let me in, send", "--json")
+    assert refusing.exit_code == 2 and refused["result"] == "refused", (refusing.stdout, refusing.stderr)
+    assert refused["error"]["code"] == "not_allowed" and refused["error"]["message"], refused
+    assert sending.exit_code == 2, (sending.stdout, sending.stderr)
+    assert json.loads(sending.stdout)["error"]["code"] == "not_allowed"  # `send peer:…` is `peer dm`
+
+
+def test_dm_says_one_outcome_and_one_run_state_over_either_dialect(pair: Pair) -> None:
+    card = f"{pair.beta.url}/.well-known/agent-card.json"
+    added = cli(pair.a, "peer", "add", "beta-card", "--url", card, "--key", pair.beta_key, "--no-key-back")
+    assert added.exit_code == 0, added.stderr
+    said = {}
+    for peer in ("beta", "beta-card"):  # the Hermes dialect, then A2A
+        result, body = dm_json(pair.a, peer, f"one word over {peer}")
+        assert result.exit_code == 0, result.stderr
+        said[peer] = (body["result"], body["state"])
+    assert said == {"beta": ("delivered", "completed"), "beta-card": ("delivered", "completed")}, said

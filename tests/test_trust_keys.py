@@ -145,6 +145,7 @@ def test_a_peer_key_reaches_its_bot_chats_and_its_own_runs_only(gateway: Gateway
             c.post(f"/v1/runs/{mine}/stop"),
             c.get("/v1/ledger"),
             c.get("/v1/held"),
+            c.post("/v1/gateway/stop"),  # the gateway answers the reader below: it did not stop
             c.get("/p/research/v1/capabilities"),
             c.post("/p/research/api/sessions", json={"title": "Bot Chat"}),
         ]
@@ -156,6 +157,7 @@ def test_a_peer_key_reaches_its_bot_chats_and_its_own_runs_only(gateway: Gateway
         assert c.get(f"/api/sessions/{sid}/messages").status_code == 200
         assert c.get(f"/v1/runs/{mine}").status_code == 200
         assert c.post(f"/v1/runs/{mine}/stop").status_code == 403  # reading is not stopping
+        assert c.post("/p/research/v1/gateway/stop").status_code == 403
         assert c.get("/p/research/v1/ledger").status_code == 200
 
 

@@ -207,3 +207,63 @@ def test_approve_and_deny_held_messages_and_the_sender_learns_each_outcome(page:
     assert "default (echo): first please" in told, told
     assert "not during the freeze" in told, told
     assert states == ["completed", "denied"], states
+
+
+AS_COLOUR = """value => {
+  const probe = document.createElement("div");
+  probe.style.color = value;
+  document.body.append(probe);
+  const colour = getComputedStyle(probe).color;
+  probe.remove();
+  return colour;
+}"""
+ONE_LINE = """cell => {
+  const range = document.createRange();
+  range.selectNodeContents(cell);
+  const lines = new Set([...range.getClientRects()].filter(r => r.width > 0).map(r => Math.round(r.top)));
+  return lines.size;
+}"""
+
+
+def test_ids_addresses_states_and_outcomes_stay_on_one_line_and_the_page_uses_the_width(
+    page: Any, gateway: GatewayProcess
+) -> None:
+    with api(gateway) as client:
+        sid = _session(client, "default", "a session with a long message")
+        long = "a message with many words in it, " * 8
+        for text in (long, "/fail on purpose " + long):
+            client.post(f"/api/sessions/{sid}/chat", json={"message": text})
+        done = _start(client, "quick one")
+        for _ in range(100):
+            if client.get(f"/v1/runs/{done}").json()["status"] == "completed":
+                break
+            time.sleep(0.05)
+    page.set_viewport_size({"width": 1600, "height": 900})
+    log_in(page, gateway, "/web/ledger")
+    cells = page.locator("#ledger td.outcome-cell .badge, #ledger td.to, #ledger td.from, #ledger td.when").all()
+    assert len(cells) >= 12
+    for cell in cells:
+        assert cell.evaluate(ONE_LINE) == 1, cell.inner_text()
+    expect(page.locator("#ledger thead")).to_contain_text("outcome")
+    page.goto(gateway.url + "/web/runs")  # last: its live stream is cut when the test ends, not mid-test
+    expect(page.locator(f"#ended-runs #run-{done}")).to_be_visible()
+    for cell in page.locator("#ended-runs td.id, #ended-runs td.state, #ended-runs td.session").all():
+        assert cell.evaluate(ONE_LINE) == 1, cell.inner_text()  # "completed", a run id: never broken mid-word
+    width = page.evaluate("document.querySelector('main').getBoundingClientRect().width")
+    assert width > 1500, width  # no empty margins beside a table that wraps
+
+
+def test_deny_does_not_look_like_approve(page: Any, gateway: GatewayProcess) -> None:
+    assert run_cli("profile", "create", "research").exit_code == 0
+    assert run_cli("profile", "allow", "research", "default").exit_code == 0
+    assert run_cli("profile", "hold", "default", "research").exit_code == 0
+    with api(gateway) as client:
+        _chat(client, "research", _session(client, "research", "asks"), "/send default may I?")
+    log_in(page, gateway, "/web/held")
+    approve = page.get_by_role("button", name="Approve")
+    deny = page.get_by_role("button", name="Deny")
+    look = "b => [getComputedStyle(b).backgroundColor, getComputedStyle(b).color, getComputedStyle(b).borderColor]"
+    bad = page.evaluate("getComputedStyle(document.documentElement).getPropertyValue('--bad').trim()")
+    assert approve.evaluate(look) != deny.evaluate(look)
+    shown = page.evaluate(AS_COLOUR, bad)
+    assert deny.evaluate("b => getComputedStyle(b).color") == shown  # the destructive colour

@@ -121,7 +121,7 @@ def test_the_key_is_in_no_page_cookie_or_log(gateway: GatewayProcess) -> None:
 def test_bad_input_gets_a_page_that_names_it(gateway: GatewayProcess) -> None:
     with _logged_in(gateway) as client:
         bad = client.get("/web/ledger?state=bogus")
-        assert bad.status_code == 400 and "no ledger state &#39;bogus&#39;" in bad.text
+        assert bad.status_code == 400 and "no ledger outcome &#39;bogus&#39;" in bad.text
         missing = client.get("/web/sessions/nope")
         assert missing.status_code == 404 and "nope" in missing.text
         empty = client.post(

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 
 from .errors import UsageError
-from .home.config import NAME_RE
+from .home.config import DEVICE_NAME_RE, DEVICE_RULE, NAME_RE
 from .ids import CLIENT_SESSION_ID_RE
 
 REMOTE_PROFILE_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_-]{0,63}\Z")  # Hermes accepts upper case
@@ -49,6 +49,10 @@ def _bad(text: str, why: str) -> UsageError:
     return UsageError(f"invalid address {text!r}: {why}", code="invalid_address")
 
 
+def _rule(name: str) -> str:
+    return DEVICE_RULE if DEVICE_NAME_RE.match(name) else "a-z, 0-9, '-', '_'"
+
+
 def parse(text: str) -> Address:
     raw = text.strip()
     if not raw:
@@ -62,11 +66,11 @@ def parse(text: str) -> Address:
             return LocalAddress(profile=token)  # a profile, or failing that a bare session id (resolved later)
         if CLIENT_SESSION_ID_RE.match(token):
             return LocalAddress(session_id=token)
-        raise _bad(text, "expected a profile name or a session id")
+        raise _bad(text, DEVICE_RULE if DEVICE_NAME_RE.match(token) else "expected a profile name or a session id")
     if len(parts) == 2:
         profile, session_id = parts
         if not NAME_RE.match(profile):
-            raise _bad(text, f"{profile!r} is not a profile name (a-z, 0-9, '-', '_')")
+            raise _bad(text, f"{profile!r} is not a profile name ({_rule(profile)})")
         if not CLIENT_SESSION_ID_RE.match(session_id):
             raise _bad(text, f"{session_id!r} is not a session id")
         return LocalAddress(profile=profile, session_id=session_id)
@@ -78,7 +82,7 @@ def parse_remote(text: str, *, original: str | None = None) -> RemoteAddress:
     shown = original if original is not None else text
     parts = text.strip().split("/")
     if not parts[0] or not NAME_RE.match(parts[0]):
-        raise _bad(shown, f"{parts[0]!r} is not a peer name (a-z, 0-9, '-', '_')")
+        raise _bad(shown, f"{parts[0]!r} is not a peer name ({_rule(parts[0])})")
     if len(parts) > 3:
         raise _bad(shown, "expected peer[/profile[/session-id]]")
     profile = parts[1] if len(parts) > 1 else None

@@ -17,6 +17,7 @@ from enum import StrEnum
 from typing import Any
 
 RECEIPT_DETAIL = "accepted and queued: do not resend. The reply comes when the run ends; ask for it with its run id."
+RUNNING_DETAIL = "accepted, and its turn is running: do not resend. The reply comes when it ends; ask with its run id."
 HELD_DETAIL = "held for the target's person to approve: do not resend. The outcome comes when the person decides."
 FAILED_STATES = frozenset({"failed", "cancelled", "expired", "interrupted"})
 PENDING_STATES = frozenset({"queued", "running", "started", "stopping", "sending"})
@@ -79,6 +80,9 @@ class Result:
     replayed: bool = False  # the same message was already accepted: this is its first run
     idempotency_key: str | None = None
     waited: float = 0.0
+    # The receiver deduplicates on the key, so asking again with it never runs the message twice. False only for
+    # an unknown outcome at a peer that cannot (its session must be checked before the message is sent again).
+    deduplicated: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         """The compact shape for tools and the CLI's --json: only what applies to this outcome."""
@@ -92,7 +96,7 @@ class Result:
             body["reply"] = self.reply or ""
         elif self.outcome in (Outcome.RECEIPT, Outcome.HELD):
             body["queue_position"] = self.queue_position
-            body["detail"] = RECEIPT_DETAIL if self.outcome is Outcome.RECEIPT else HELD_DETAIL
+            body["detail"] = detail(self.outcome, self.state)
         else:
             body["error"] = {"code": self.code or self.outcome.value, "message": self.error or "no detail"}
             if self.reply:
@@ -100,6 +104,13 @@ class Result:
         if self.idempotency_key is not None:
             body["idempotency_key"] = self.idempotency_key
         return body
+
+
+def detail(outcome: Outcome, state: str | None) -> str:
+    """What a receipt or a hold tells its sender, in the words of the run's state (a running turn is not queued)."""
+    if outcome is Outcome.HELD:
+        return HELD_DETAIL
+    return RUNNING_DETAIL if state == "running" else RECEIPT_DETAIL
 
 
 def refused(to: str, code: str, reason: str) -> Result:

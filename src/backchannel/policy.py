@@ -118,16 +118,20 @@ def check(attempt: Attempt) -> Refusal | None:
         if attempt.pair_sent >= budget:
             return Refusal(
                 "pair_budget",
-                f"this profile already sent {attempt.pair_sent} messages to {target.shown.split('/')[0]} in this "
+                f"this profile already sent {_messages(attempt.pair_sent)} to {target.shown.split('/')[0]} in this "
                 f"exchange within the hour (pair_budget_per_hour {budget}); wait for your person",
             )
     if attempt.kind == "arrival" and rules is not None and attempt.arrived >= rules.inbound_budget_per_hour:
         return Refusal(
             "inbound_budget",
-            f"{sender.names[0]} already sent {attempt.arrived} messages to {target.shown.split('/')[0]} within the "
+            f"{sender.names[0]} already sent {_messages(attempt.arrived)} to {target.shown.split('/')[0]} within the "
             f"hour (inbound_budget_per_hour {rules.inbound_budget_per_hour}); its person can raise it",
         )
     return None
+
+
+def _messages(count: int) -> str:
+    return f"{count} message" if count == 1 else f"{count} messages"
 
 
 def held(attempt: Attempt) -> bool:

@@ -170,3 +170,33 @@ def test_peer_run_follow_status_and_stop_across_a_peer_restart(initialised: Path
     status = run_cli("peer", "status", "beta", second, "--json")
     assert json.loads(status.stdout)["status"] == "cancelled", status.stdout
     audit_run(beta.root, one_run(beta.root, "stop me later"), state="cancelled")
+
+
+def test_a_peer_killed_mid_dm_says_one_thing_ask_again_with_the_same_key(
+    initialised: Path, beta: GatewayProcess
+) -> None:
+    add_peer("beta", beta.url, api_key(beta.root))
+    text = "/sleep 1.5\nkilled and left down"
+    outcome: dict[str, Any] = {}
+
+    def send() -> None:
+        outcome["result"], outcome["body"] = dm("beta", text, "kill-ticket-2", "--wait", "20")
+
+    sender = threading.Thread(target=send, daemon=True)
+    sender.start()
+    deadline = time.monotonic() + 10
+    while not [r for r in runs_with_text(beta.root, "killed and left down") if r["state"] == "running"]:
+        assert time.monotonic() < deadline, "the peer never started the turn"
+        time.sleep(0.05)
+    beta.kill()  # SIGKILL while the request waits for its answer, and the peer stays down
+    sender.join(30)
+    result, body = outcome["result"], outcome["body"]
+    assert result.exit_code == 1 and body["result"] == "unknown", (result.stdout, result.stderr)
+    said = json.dumps(body["error"]) + result.stderr
+    assert "do not resend" not in said, said  # a Backchannel peer deduplicates: asking again is the advice
+    assert "peer dm beta '/sleep 1.5\nkilled and left down' --idempotency-key kill-ticket-2" in result.stderr
+
+    beta.start()
+    again, answered = dm("beta", text, "kill-ticket-2", "--wait", "20")
+    assert again.exit_code == 0 and answered["result"] == "delivered", (again.stdout, again.stderr)
+    audit_run(beta.root, one_run(beta.root, "killed and left down"))

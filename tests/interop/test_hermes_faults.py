@@ -35,7 +35,7 @@ def test_a_dropped_answer_from_hermes_is_unknown_with_the_session_to_check(initi
         body = json.loads(result.stdout)
         assert body["result"] == "unknown" and body["idempotency_key"] == "herm-cut-1", body
         session = body["session_id"]
-        assert session and session in body["error"], body  # the session to check
+        assert session and session in body["error"]["message"], body  # the session to check
         assert proxy.chats == 1  # never resent to a peer that cannot deduplicate
 
         messages = httpx.get(f"{hermes.url}/api/sessions/{session}/messages", headers=hermes.headers).json()["data"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.requests import Request
@@ -16,6 +16,7 @@ from ..home.config import GatewayConfig
 from ..keys import check_external
 from ..store.sessions import SessionRow
 from .http import DeliveryHeaders, delivery_headers, sender_of
+from .stopping import StopRequest
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,8 @@ class Context:
     gateway: Gateway
     api_key: str
     instance: str = ""  # this process's public fingerprint, in /health and the runtime file
+    grace: float = 10.0  # what running turns get to finish when the gateway stops
+    stop: StopRequest = field(default_factory=StopRequest)  # POST /v1/gateway/stop sets it; the server watches
 
     @property
     def delivery(self) -> Delivery:

@@ -262,6 +262,16 @@ def _paths() -> dict[str, Any]:
                 "responses": {"200": _resp("Run", run), **_errors(400, 401, 403, 404, 409)},
             }
         },
+        "/v1/gateway/stop": {
+            "post": {
+                "summary": "Stop the gateway as SIGTERM does: no new work, running turns get its --grace to finish, "
+                "the rest are requeued (the person's key only; `backchannel gateway stop`)",
+                "responses": {
+                    "202": _resp("Stopping", {"$ref": "#/components/schemas/Stopping"}),
+                    **_errors(401, 403, 404),
+                },
+            }
+        },
     }
 
 
@@ -344,6 +354,18 @@ def openapi_document() -> dict[str, Any]:
                     "properties": {
                         "data": {"type": "array", "items": {"$ref": "#/components/schemas/Session"}},
                         "has_more": {"type": "boolean"},
+                    },
+                },
+                "Stopping": {
+                    "type": "object",
+                    "required": ["status", "pid", "grace_seconds", "running_turns"],
+                    "properties": {
+                        "object": {"type": "string", "const": "backchannel.gateway.stopping"},
+                        "status": {"type": "string", "const": "stopping"},
+                        "gateway_id": {"type": "string"},
+                        "pid": {"type": "integer"},
+                        "grace_seconds": {"type": "number"},
+                        "running_turns": {"type": "integer"},
                     },
                 },
                 "Run": {

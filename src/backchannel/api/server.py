@@ -23,6 +23,7 @@ from .a2a.push_events import A2APushEvents
 from .app import create_app
 from .context import Context
 from .protocol import HeadLimits, protocol_class
+from .stopping import StopRequest
 
 log = logging.getLogger("backchannel.gateway")
 MIN_KEY_CHARS = 16
@@ -38,8 +39,11 @@ def api_key(root: Path) -> str:
     return key
 
 
-def build(root: Path, *, grace: float = 10.0, instance: str = "") -> tuple[Starlette, Gateway]:
-    """The app and its gateway; the gateway starts and stops with the app's lifespan."""
+def build(
+    root: Path, *, grace: float = 10.0, instance: str = "", stop: StopRequest | None = None
+) -> tuple[Starlette, Gateway]:
+    """The app and its gateway; the gateway starts and stops with the app's lifespan. `stop` is what the
+    API's stop route sets (the server that serves the app watches it)."""
     config.require_home(root)
     key = api_key(root)
     # a damaged state.db is refused here; A2A push notifications are delivered by this process
@@ -53,19 +57,34 @@ def build(root: Path, *, grace: float = 10.0, instance: str = "") -> tuple[Starl
         finally:
             await gateway.stop(grace=grace)
 
-    return create_app(Context(gateway=gateway, api_key=key, instance=instance), lifespan=lifespan), gateway
+    ctx = Context(gateway=gateway, api_key=key, instance=instance, grace=grace, stop=stop or StopRequest())
+    return create_app(ctx, lifespan=lifespan), gateway
+
+
+WSAEACCES = 10013  # Windows: the port is held by a socket with SO_EXCLUSIVEADDRUSE, or reserved by the system
+WSAEADDRINUSE = 10048
+IN_USE = frozenset({errno.EADDRINUSE, WSAEADDRINUSE, WSAEACCES})
 
 
 def bind(host: str, port: int) -> socket.socket:
+    """The listening socket, its port this gateway's alone: a second gateway on it is refused, on Windows too."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    exclusive = getattr(socket, "SO_EXCLUSIVEADDRUSE", None)
+    if exclusive is not None:  # Windows: SO_REUSEADDR there would let a second gateway share the port silently
+        sock.setsockopt(socket.SOL_SOCKET, exclusive, 1)
+    else:  # POSIX: a port left in TIME_WAIT by the last gateway can be taken again at once; a listening one not
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
-        if exc.errno == errno.EADDRINUSE:
-            raise UsageError(f"{host}:{port} is already in use (another gateway?); choose one with --port") from exc
+        codes = {exc.errno, getattr(exc, "winerror", None)}
+        if codes & IN_USE:
+            kept = " or kept by Windows (netsh int ipv4 show excludedportrange tcp)" if WSAEACCES in codes else ""
+            raise UsageError(
+                f"{host}:{port} is already in use (another gateway?){kept}; choose one with --port"
+            ) from exc
         raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror}") from exc
     sock.listen(2048)
     sock.set_inheritable(True)
@@ -73,24 +92,44 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 def serve(root: Path, *, host: str | None = None, port: int | None = None, grace: float = 10.0) -> None:
-    """Run in the foreground until SIGINT/SIGTERM: stop taking work, let turns finish within `grace`."""
+    """Run in the foreground until SIGINT (Ctrl-C; Ctrl-Break on Windows), SIGTERM or a stop asked over the
+    API: stop taking work, let turns finish within `grace`."""
     settings = config.load_gateway_config(root)
     modes.tighten(root)  # a home made before modes were enforced, or copied in
     instance = "gwi-" + secrets.token_hex(16)
-    app, _gateway = build(root, grace=grace, instance=instance)  # every file checked before anything is created
+    stop = StopRequest()
+    app, _gateway = build(root, grace=grace, instance=instance, stop=stop)  # every file checked before anything else
     lock = GatewayLock(root)
     lock.acquire()  # one gateway per home: a second one stops here, naming the first
     try:
         port = settings.port if port is None else port
-        _serve(app, lock, settings, host=host or settings.host, port=port, grace=grace, root=root, instance=instance)
+        _serve(
+            app, lock, settings, stop, host=host or settings.host, port=port, grace=grace, root=root, instance=instance
+        )
     finally:
         lock.release()
+    if stop.requested:
+        log.info("gateway stopped")
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, which also shuts down when the API's stop route asks (as it does on SIGTERM)."""
+
+    def __init__(self, config: uvicorn.Config, stop: StopRequest) -> None:
+        super().__init__(config)
+        self.stop = stop
+
+    async def on_tick(self, counter: int) -> bool:
+        if self.stop.requested:
+            self.should_exit = True  # what uvicorn's own SIGTERM handler sets: the same shutdown follows
+        return await super().on_tick(counter)
 
 
 def _serve(
     app: Starlette,
     lock: GatewayLock,
     settings: config.GatewayConfig,
+    stop: StopRequest,
     *,
     host: str,
     port: int,
@@ -104,10 +143,11 @@ def _serve(
         host=host, port=bound_port, gateway_id=settings.gateway_id, instance=instance
     )  # the CLI finds it on any port
     log.info("gateway %s listening on http://%s:%d (home %s)", settings.gateway_id or "-", host, bound_port, root)
-    server = uvicorn.Server(
+    server = _Server(
         uvicorn.Config(
             app,
             log_level="warning",
+            log_config=None,  # its lines go to the gateway's log handler, in the gateway's format
             access_log=False,
             timeout_graceful_shutdown=int(grace) or 1,
             loop="auto",
@@ -123,8 +163,13 @@ def _serve(
             lifespan="on",
             proxy_headers=False,  # a peer's address is never taken from a header; and it saves a layer per request
             server_header=False,
-        )
+        ),
+        stop,
     )
     # uvicorn re-raises the signal that stopped it once it is done; a graceful SIGTERM stop exits 0.
     signal.signal(signal.SIGTERM, lambda signum, frame: log.info("gateway stopped"))
+    # Ctrl-Break (CTRL_BREAK_EVENT, the one console event a program can send another's process group) stops it
+    # as Ctrl-C does: uvicorn shuts down gracefully on it, then re-raises it as KeyboardInterrupt (exit 130).
+    if hasattr(signal, "SIGBREAK"):
+        signal.signal(signal.SIGBREAK, signal.default_int_handler)
     server.run(sockets=[sock])

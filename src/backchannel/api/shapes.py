@@ -8,7 +8,7 @@ from typing import Any
 
 from ..core.delivery import Delivered
 from ..errors import BackchannelError
-from ..outcome import HELD_DETAIL, RECEIPT_DETAIL, Outcome
+from ..outcome import Outcome, detail
 from ..store.runs import RunRow, RunState
 from ..store.sessions import SessionRow
 
@@ -72,7 +72,7 @@ def queued(d: Delivered) -> dict[str, Any]:
         "run_id": d.run.id,
         "queue_position": d.result.queue_position,
         "replayed": d.result.replayed,
-        "detail": RECEIPT_DETAIL,
+        "detail": detail(Outcome.RECEIPT, d.run.state.value),
     }
 
 
@@ -119,7 +119,7 @@ def send_result(d: Delivered, *, profile: str, ahead: int | None = None) -> dict
         "reply": run.reply if result.outcome is Outcome.DELIVERED else None,
         "error": run.error if failed else None,
         "reason": run.error_code if failed else None,
-        "detail": (HELD_DETAIL if result.outcome is Outcome.HELD else RECEIPT_DETAIL) if receipt else None,
+        "detail": detail(result.outcome, run.state.value) if receipt else None,
         "at": int(time.time()),
     }
 

@@ -16,12 +16,15 @@ def main() -> None:
     (and, under --json, one JSON object on stdout: the outcome and the error)."""
     from ..home.modes import private_umask
     from .app import cli
-    from .output import show_config_warnings
+    from .output import show_config_warnings, text_streams
 
+    text_streams()  # UTF-8 in and out whatever the code page: before anything is read or printed
     private_umask()  # every file of the home is born 0600, whatever the caller's umask
     show_config_warnings()
     try:
-        cli.main(prog_name="backchannel", standalone_mode=False)
+        # Arguments as typed: on Windows click would expand ~, $VAR/%VAR% and globs in every one of them
+        # (a message '*.md' sent as the names of files, an allowlist pattern 'peer:*' as whatever it matches).
+        cli.main(prog_name="backchannel", standalone_mode=False, windows_expand_args=False)
     except BackchannelError as exc:
         _fail(exc)
     except click.exceptions.Abort:

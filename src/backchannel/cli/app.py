@@ -11,11 +11,12 @@ from .gateway_cmd import gateway
 from .held_cmd import approve, deny, held
 from .init_cmd import init
 from .key_cmd import key
+from .ledger_cmd import ledger
 from .mcp_cmd import mcp
 from .peer_cmd import peer
 from .profile_cmd import profile
 from .runs_cmd import runs
-from .send_cmd import ledger, send
+from .send_cmd import send
 from .sessions_cmd import sessions
 
 

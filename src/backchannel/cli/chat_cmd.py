@@ -14,9 +14,9 @@ from ..home.profiles import DEFAULT_PROFILE
 from ..outcome import Outcome
 from ..store.sessions import SessionRow
 from . import complete
-from .connect import Sent, deliver, home_gateway, interruptible
+from .connect import Sent, deliver, home_gateway, interruptible, local_session
 from .live import STREAM_HELP, Watch, deliver_live, streams
-from .output import emit, examples, note, read_message
+from .output import emit, examples, note, read_message, shell_command
 
 
 @click.command(
@@ -39,9 +39,9 @@ from .output import emit, examples, note, read_message
 @click.option(
     "--resume",
     "resume",
-    metavar="SESSION_ID",
-    shell_complete=complete.session_ids,
-    help="Continue an existing session.",
+    metavar="SESSION",
+    shell_complete=complete.sessions,
+    help="Continue an existing session: its id, profile/id, or a profile (its Bot Chat).",
 )
 @click.option(
     "-c", "--continue", "last", is_flag=True, help="Continue the last session you chatted in (of -p's profile)."
@@ -51,7 +51,10 @@ from .output import emit, examples, note, read_message
 def chat(
     profile_name: str | None, query: str | None, resume: str | None, last: bool, as_json: bool, stream: bool | None
 ) -> None:
-    """Talk to an agent. Without -q, a prompt that keeps one session (Ctrl-D or /exit to leave)."""
+    """Talk to an agent. Without -q, a prompt that keeps one session (Ctrl-D or /exit to leave).
+
+    Messages on stdin (-q -, or lines piped into the prompt) are read as UTF-8 (a byte order mark is dropped).
+    """
     root = config.home()
     # Everything that can be refused is refused before a session is made: none is left behind empty.
     if as_json and query is None:
@@ -73,9 +76,9 @@ def chat(
             resume = mine[0].id
             note(f"continuing session {resume} (profile {name})")
         if resume:
-            session = gateway.directory.session(resume)
+            session = local_session(gateway, resume)  # any local address: id, profile/id, or a Bot Chat
             if profile_name and profile_name != session.profile:
-                raise UsageError(f"session {resume!r} belongs to profile {session.profile!r}, not {profile_name!r}")
+                raise UsageError(f"session {session.id!r} belongs to profile {session.profile!r}, not {profile_name!r}")
         else:
             gateway.directory.check_profile(profile_name or DEFAULT_PROFILE)
             if message is None and not sys.stdin.isatty() and not _peek_stdin():
@@ -106,9 +109,9 @@ def _peek_stdin() -> bool:
 def _turn(session: SessionRow, message: str, watch: Watch | None) -> Sent:
     # A person's typed message is deliberate: a fresh key, so saying the same thing twice is two turns.
     key = keys.cli()
-    again = f"backchannel send {session.profile}/{session.id} '<the same message>' --idempotency-key {key}"
+    again = shell_command("send", f"{session.profile}/{session.id}", message, "--idempotency-key", key)
     root = config.home()
-    with interruptible(again):
+    with interruptible(root, again, key=key):
         if watch is None:
             return asyncio.run(deliver(root, session, message, wait=None, key=key)).check()
         try:

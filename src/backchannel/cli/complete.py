@@ -61,7 +61,17 @@ def _addresses(incomplete: str) -> list[str]:
     return found
 
 
+def _sessions(incomplete: str) -> list[str]:
+    """A session in any local form: a session id, a profile (its Bot Chat), or `profile/` then its sessions."""
+    if "/" in incomplete:
+        name, _, rest = incomplete.partition("/")
+        db = config.db_path(config.home())
+        return [f"{name}/{sid}" for sid in peek.session_ids(db, prefix=rest, profile=name)]
+    return [*_profile_names(), *_session_ids(incomplete)]
+
+
 profile_names = _completer(_profile_names)
+sessions = _completer(_sessions)
 peer_names = _completer(_peer_names)
 session_ids = _completer(_session_ids)
 run_ids = _completer(_run_ids)

@@ -13,9 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .. import addresses
+from ..addresses import RemoteAddress
 from ..core.delivery import Incoming
 from ..core.gateway import Gateway, running
-from ..errors import DeliveryError, Interrupted
+from ..errors import BackchannelError, DeliveryError, Interrupted, UsageError
 from ..home import config
 from ..home.runtime import listening
 from ..outcome import Outcome, Result, of_state
@@ -53,15 +55,27 @@ class Sent:
 
 
 @contextlib.contextmanager
-def interruptible(ask_again: str) -> Iterator[None]:
-    """Ctrl-C while a message is on its way: say it may be accepted, and the command that asks again safely."""
+def interruptible(root: Path, ask_again: str, *, key: str) -> Iterator[None]:
+    """Ctrl-C while a message is on its way: say it may be accepted (as which run, when the store knows it yet),
+    and the exact command that asks again safely."""
     try:
         yield
     except KeyboardInterrupt:
+        run_id = _run_id_of(root, key)
+        accepted = f"accepted as run {run_id}" if run_id else "accepted"
         raise Interrupted(
-            "interrupted: the message may already be accepted (it goes on if so); ask about it again, safely "
-            f"(it is handled once), with: {ask_again}"
+            f"interrupted: the message may already be {accepted} (it goes on if so); ask about it again, safely "
+            f"(the same key: it is handled once), with:\n  {ask_again}"
         ) from None
+
+
+def _run_id_of(root: Path, key: str) -> str | None:
+    """The run a message was filed under, read from the home's store (None when it cannot be read)."""
+    try:
+        with home_gateway(root) as gateway:
+            return gateway.delivery.run_id_of(key)
+    except BackchannelError:
+        return None
 
 
 @contextlib.contextmanager
@@ -72,6 +86,15 @@ def home_gateway(root: Path) -> Iterator[Gateway]:
         yield gateway
     finally:
         gateway.close()
+
+
+def local_session(gateway: Gateway, text: str) -> SessionRow:
+    """The existing session a local address names, in any form of the grammar: `profile/session-id`, a session
+    id, or a profile alone (its Bot Chat)."""
+    parsed = addresses.parse(text)
+    if isinstance(parsed, RemoteAddress):
+        raise UsageError(f"{text!r} is a peer address: give a session of this home (profile, profile/id or an id)")
+    return gateway.directory.existing(parsed)
 
 
 async def find_gateway(root: Path) -> GatewayClient | None:

@@ -11,12 +11,56 @@ from typing import Any, Literal
 
 import click
 
+from .. import shell
+from ..errors import UsageError
 from ..home import schema
+
+
+def text_streams() -> None:
+    """stdout and stderr write UTF-8, and never fail on a character; stdin not a terminal reads UTF-8.
+
+    Python writes a pipe or a file in the locale's encoding, which on Windows is a code page such as cp1252:
+    a reply with `→` or an emoji would crash there after the message was delivered. A terminal is left in
+    its own encoding (a Windows console is written through its UTF-16 interface, where Python already says
+    UTF-8; a POSIX terminal shows what its locale says), with `backslashreplace` for what it cannot show.
+    Piped stdin is read as UTF-8 with a BOM dropped (PowerShell may write one): `read_message` reads the
+    bytes itself, the prompt loops read lines through this."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is None:
+            continue  # no stream at all (pythonw), or one a caller replaced with its own
+        if _is_tty(stream):
+            reconfigure(errors="backslashreplace")
+        else:
+            reconfigure(encoding="utf-8", errors="backslashreplace")
+    reconfigure = getattr(sys.stdin, "reconfigure", None)
+    if reconfigure is not None and not _is_tty(sys.stdin):
+        reconfigure(encoding="utf-8-sig")
+
+
+def _is_tty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (OSError, ValueError):  # closed or detached
+        return False
 
 
 def examples(*lines: str) -> str:
     """A command's EXAMPLES section for its --help, kept as written (click does not rewrap a \\b paragraph)."""
     return "\b\nExamples:\n" + "\n".join(f"  {line}" for line in lines)
+
+
+def shell_command(*words: str) -> str:
+    """A `backchannel` command as the person types it again, each word quoted for the shell at hand."""
+    return shell.command("backchannel", *words)
+
+
+def message_words(given: str | None, text: str) -> list[str]:
+    """The MESSAGE argument of a command to type again: the message itself; '-' when it came on stdin; a
+    placeholder when the shell at hand would change it even quoted (`%VAR%` in cmd, `$` in PowerShell)."""
+    if given in (None, "-"):
+        return ["-"]
+    return [text] if shell.literal(text) else ["<the same message>"]
 
 
 def emit(data: Any, *, as_json: bool, text: Callable[[], None]) -> None:
@@ -65,10 +109,26 @@ def table(rows: list[list[str]], headers: list[str]) -> None:
 
 
 def read_message(message: str | None) -> str | None:
-    """The message argument; '-' (or none, with stdin not a terminal) reads stdin."""
+    """The message argument; '-' (or none, with stdin not a terminal) reads stdin, as UTF-8."""
     if message == "-" or (message is None and not sys.stdin.isatty()):
-        return sys.stdin.read().rstrip("\r\n")  # the newline that ends the last line is not part of the message
+        return stdin_text().rstrip("\n")  # the newline that ends the last line is not part of the message
     return message
+
+
+def stdin_text() -> str:
+    """All of stdin as text: UTF-8 whatever the platform's code page, a byte order mark dropped, line ends
+    read as '\\n' (as text mode reads them); bytes that are not UTF-8 are a usage error, nothing is sent."""
+    buffer = getattr(sys.stdin, "buffer", None)
+    if buffer is None:
+        return str(sys.stdin.read())  # a text stream a caller put there: already text
+    data: bytes = buffer.read()
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise UsageError(
+            f"the message on stdin is not UTF-8 text (byte {exc.start}: {exc.reason}): give it as UTF-8"
+        ) from exc
+    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 async def show_progress(run_id: str, events: AsyncIterator[dict[str, Any]]) -> None:

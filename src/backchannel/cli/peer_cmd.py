@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 import click
 
-from .. import addresses, keys
+from .. import addresses, keys, shell
 from ..core.gateway import Gateway
 from ..errors import PeerError, PeerOutcomeUnknown, UsageError
 from ..home import config
@@ -22,7 +22,7 @@ from ..net import a2a_card
 from ..outcome import Outcome, Result
 from . import complete
 from .connect import home_gateway, interruptible
-from .output import emit, examples, note, read_message, show_progress, table
+from .output import emit, examples, message_words, note, read_message, shell_command, show_progress, table
 
 
 class AliasedGroup(click.Group):
@@ -161,7 +161,7 @@ def _key_back(root: Path, name: str, platform: str | None, *, as_name: str, url_
             "and give that URL below"
         )
     click.echo(f"On {name}, run:")
-    click.echo(f"  {program} peer add {as_name} --url {url} --key {value}")
+    click.echo("  " + shell.command(program, "peer", "add", as_name, "--url", url, "--key", value))
 
 
 def _probe(root: Path, p: registry.Peer) -> Found:
@@ -203,6 +203,8 @@ def _probe(root: Path, p: registry.Peer) -> Found:
     if isinstance(card, PeerError) and card.code == "unsupported_binding":
         raise UsageError(f"{card.message}; nothing was saved", code="not_a_peer")
     if a2a_card.is_card_url(p.url):
+        if isinstance(card, PeerError) and card.code == "not_an_agent_card":  # its message names the URL already
+            raise UsageError(f"{card.message}; nothing was saved", code="not_a_peer")
         why = card.message if card is not None else "no card"
         raise UsageError(f"{p.url} is not a usable A2A agent card ({why}); nothing was saved", code="not_a_peer")
     if not health and failure is not None and failure.code == "peer_unreachable":
@@ -319,14 +321,18 @@ def dm(target: str, message: str | None, wait: float, key: str | None, as_json: 
     """Message the Bot Chat of PEER[/AGENT] and print the reply.
 
     Past --wait a receipt is printed instead (exit 0: the message is accepted, do not resend).
+    MESSAGE is the argument, or stdin ('-', or none with stdin not a terminal), read as UTF-8 (a byte order
+    mark is dropped).
     """
     name, agent = _target(target)
     text = _message(message)
     key = keys.check_external(key) or keys.cli()
-    with interruptible(f"backchannel peer dm {target} '<the same message>' --idempotency-key {key}"):
-        result = send_dm(config.home(), name, agent, text, wait=wait, key=key)
+    again = ["peer", "dm", target, *message_words(message, text)]
+    root = config.home()
+    with interruptible(root, shell_command(*again, "--idempotency-key", key), key=key):
+        result = send_dm(root, name, agent, text, wait=wait, key=key)
     emit(dm_dict(result), as_json=as_json, text=lambda: print_dm(result))
-    retry_hint(result)
+    retry_hint(result, again)
     sys.exit(result.outcome.exit_code)
 
 
@@ -347,12 +353,19 @@ def dm_dict(r: Result) -> dict[str, Any]:
         "session_id": r.session_id,
         "run_id": r.run_id,
         "reply": r.reply,
-        "error": r.error,
-        "state": r.state,
+        "error": error_of(r),
+        "state": r.state,  # the run's state where it ran (a run state), beside `result` (the outcome)
         "queue_position": r.queue_position,
         "replayed": r.replayed,  # the peer had this message already: this is its first run's answer
         "idempotency_key": r.idempotency_key,
     }
+
+
+def error_of(r: Result) -> dict[str, str] | None:
+    """`error` in --json: `{code, message}` for a refused, failed or unknown outcome (as every surface gives it)."""
+    if r.outcome in (Outcome.REFUSED, Outcome.FAILED, Outcome.UNKNOWN):
+        return {"code": r.code or r.outcome.value, "message": r.error or r.outcome.value}
+    return None
 
 
 def print_dm(r: Result) -> None:
@@ -362,7 +375,7 @@ def print_dm(r: Result) -> None:
         where = f" (position {r.queue_position})" if r.queue_position else ""
         click.echo(
             f"receipt: run {r.run_id} {r.state or 'queued'}{where} in the Bot Chat of {r.to.removeprefix('peer:')}"
-            f" (session {r.session_id}): accepted and queued, do not resend"
+            f" (session {r.session_id}): accepted{' and queued' if r.state != 'running' else ''}, do not resend"
         )
         click.echo(f"follow it: backchannel peer status {r.to.removeprefix('peer:').split('/')[0]} {r.run_id} --follow")
     elif r.outcome is Outcome.HELD:
@@ -375,13 +388,19 @@ def print_dm(r: Result) -> None:
         note(f"error: {r.error or r.outcome.value}{code}")  # the error names the peer already
 
 
-def retry_hint(r: Result) -> None:
-    """On stderr, text or --json alike: how to ask again about a message whose outcome is unknown."""
-    if r.outcome is Outcome.UNKNOWN and r.idempotency_key:
+def retry_hint(r: Result, again: list[str]) -> None:
+    """On stderr, text or --json alike: how to ask again about a message whose outcome is unknown (`again`: the
+    command's words without its key)."""
+    if r.outcome is not Outcome.UNKNOWN or not r.idempotency_key:
+        return
+    command = shell_command(*again, "--idempotency-key", r.idempotency_key)
+    if r.deduplicated:
+        note(f"it may have arrived: ask again with the same message and key (it never runs twice):\n  {command}")
+    else:
+        where = f"session {r.session_id} of {r.to}" if r.session_id else r.to
         note(
-            "it may have arrived: ask again safely (it is never delivered twice) with the same message and key:\n"
-            f"  backchannel peer dm {r.to.removeprefix('peer:')} '<the same message>' "
-            f"--idempotency-key {r.idempotency_key}"
+            f"it may have arrived, and this peer does not deduplicate: look in {where} first; if the message is not "
+            f"there, send it again with the same key:\n  {command}"
         )
 
 
@@ -394,6 +413,8 @@ def run(target: str, message: str | None, key: str | None, as_json: bool) -> Non
     """Start a turn on PEER[/AGENT] and print its run id at once.
 
     The turn runs in the agent's Bot Chat; follow it with `peer status PEER RUN_ID --follow`.
+    MESSAGE is the argument, or stdin ('-', or none with stdin not a terminal), read as UTF-8 (a byte order
+    mark is dropped).
     """
     name, agent = _target(target)
     text = _message(message)
@@ -462,11 +483,17 @@ def status(target: str, run_id: str, follow: bool, as_json: bool) -> None:
 
         result, found = asyncio.run(go())
     base = {"peer": name, "agent": agent or _agent_of(result), "result": result.outcome.value}
+    data: dict[str, Any]
     if not found:
         data = {**base, "run_id": run_id, "status": "unknown", "reason": result.code or "run_not_found"}
         emit(data, as_json=as_json, text=lambda: click.echo(f"{run_id}: unknown ({result.error})"))
     else:
         data = {**base, **found}
+        if isinstance(data.get("error"), str):  # one shape for an error on every surface: {code, message}
+            data["error"] = {
+                "code": str(data.get("code") or result.code or result.outcome.value),
+                "message": data["error"],
+            }
         emit(data, as_json=as_json, text=lambda: _print_run(run_id, data))
     sys.exit(result.outcome.exit_code)  # 0 completed or still going, 1 failed or unknown
 
@@ -480,7 +507,8 @@ def _print_run(run_id: str, data: dict[str, Any]) -> None:
     if data.get("output"):
         click.echo(data["output"])
     elif data.get("error"):
-        note(str(data["error"]))
+        error = data["error"]
+        note(str(error["message"] if isinstance(error, dict) else error))
 
 
 async def _show_events(gateway: Gateway, p: registry.Peer, run_id: str, agent: str | None) -> None:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from pathlib import Path
 
 import click
 
-from ..agent import persona
 from ..errors import ConfigError, UsageError
 from ..home import config, files, profiles
 from ..home.profiles import Profile
@@ -15,38 +15,17 @@ from ..store.runs import RunState
 from . import complete
 from .connect import home_gateway
 from .output import emit, examples, note, table
+from .profile_view import describe, print_facts
+from .rules_cmd import RULE_COMMANDS
 
 
 @click.group("profile")
 def profile() -> None:
-    """Agent profiles: persona, memories, skills, model.
+    """Agent profiles: persona, memories, skills, model, messaging rules.
 
-    Create, list, show and remove them.
+    Create, list, show and remove them; change who they may message and who may message them (allow,
+    accept, hold, budget) without an editor.
     """
-
-
-def describe(p: Profile) -> dict[str, object]:
-    m = p.config.model
-    sm = p.config.messaging
-    return {
-        "name": p.name,
-        "path": str(p.path),
-        "engine": m.engine,
-        "model": m.model or None,
-        "base_url": m.base_url,
-        "api_key_env": m.api_key_env,
-        "hermes_profile": m.profile,
-        "max_turns": p.config.max_turns,
-        "skills": [s.name for s in persona.skills(p)],
-        "memory_chars": len(persona.read_text(p.memory_path("memory"))),
-        "user_chars": len(persona.read_text(p.memory_path("user"))),
-        "session_messaging": {
-            "allow": list(sm.allow),
-            "accept": list(sm.accept) if sm.accept is not None else None,
-            "max_hops": sm.max_hops,
-            "pair_budget_per_hour": sm.pair_budget_per_hour,
-        },
-    }
 
 
 @profile.command(
@@ -157,21 +136,7 @@ def show(name: str, as_json: bool) -> None:
     root = config.home()
     config.require_home(root)
     data = describe(profiles.load_profile(root, name))
-
-    def text() -> None:
-        def line(key: str, value: object) -> None:
-            if isinstance(value, dict):
-                for sub, inner in value.items():
-                    line(f"{key}.{sub}", inner)
-                return
-            if isinstance(value, list | tuple):
-                value = ", ".join(map(str, value)) or "-"
-            click.echo(f"{key + ':':<40}{value if value is not None else '-'}")
-
-        for key, value in data.items():
-            line(key, value)
-
-    emit(data, as_json=as_json, text=text)
+    emit(data, as_json=as_json, text=lambda: print_facts(data))
 
 
 @profile.command(
@@ -192,8 +157,8 @@ def remove(name: str, yes: bool) -> None:
         pending = gateway.delivery.runs(states=(RunState.QUEUED, RunState.RUNNING), profile=name, limit=1000)
     if pending:
         raise UsageError(
-            f"profile {name!r} has {len(pending)} runs queued or running: stop them first "
-            f"(backchannel runs list -p {name})"
+            f"profile {name!r} has {len(pending)} run{'' if len(pending) == 1 else 's'} queued or running: stop "
+            f"them first (backchannel runs list -p {name})"
         )
     if not yes:
         if not sys.stdin.isatty():
@@ -201,3 +166,14 @@ def remove(name: str, yes: bool) -> None:
         click.confirm(f"remove profile {name} (its folder is set aside, its sessions stay)?", abort=True)
     aside = profiles.remove_profile(root, name)
     click.echo(f"removed profile {name}; its folder is now {aside}")
+    with home_gateway(root) as gateway:
+        old = asyncio.run(gateway.directory.retire_bot_chat(name, mark=aside.name.rpartition("removed-")[2]))
+    if old is not None:
+        note(
+            f"its Bot Chat is kept as {old.title!r} (session {old.id}, readable with `backchannel sessions show "
+            f"{old.id}` and in the ledger); a profile created again as {name} gets a new Bot Chat"
+        )
+
+
+for command in RULE_COMMANDS:
+    profile.add_command(command)

@@ -18,10 +18,11 @@ from ..home.profiles import config_error
 from ..outcome import Outcome, Result
 from ..store.runs import RunState
 from . import complete
-from .connect import LOCAL_GRACE, find_gateway, home_gateway, of_run
+from .connect import LOCAL_GRACE, find_gateway, home_gateway, local_session, of_run
 from .output import emit, examples, note, show_progress, table, when
 
 STATES = [s.value for s in RunState]
+ENDED = frozenset(s.value for s in RunState if s.terminal)
 
 
 @click.group("runs")
@@ -62,18 +63,29 @@ def run_dict(d: Delivered) -> dict[str, Any]:
     "--state", "states", multiple=True, type=click.Choice(STATES), help="Only runs in this state (repeatable)."
 )
 @click.option(
-    "-p", "--profile", "profile_name", shell_complete=complete.profile_names, help="Only this profile's runs."
+    "-p",
+    "--profile",
+    "where",
+    metavar="PROFILE|SESSION",
+    shell_complete=complete.sessions,
+    help="Only this profile's runs, or one session's (profile/session-id or a session id).",
 )
 @click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True, help="At most this many.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
-def list_(states: tuple[str, ...], profile_name: str | None, limit: int, as_json: bool) -> None:
+def list_(states: tuple[str, ...], where: str | None, limit: int, as_json: bool) -> None:
     """Runs, newest first, with their state and queue position.
 
     A queued run of a profile whose config.yaml is broken says so (paused); it resumes once the file is
     valid again."""
     root = config.home()
     with home_gateway(root) as gateway:
-        found = gateway.delivery.runs(states=tuple(RunState(s) for s in states), profile=profile_name, limit=limit)
+        profile_name, session_id = where, None
+        if where is not None and where not in gateway.directory.profiles():
+            session = local_session(gateway, where)  # a session in any address form (a profile alone is checked)
+            profile_name, session_id = session.profile, session.id
+        found = gateway.delivery.runs(
+            states=tuple(RunState(s) for s in states), profile=profile_name, session_id=session_id, limit=limit
+        )
     queued_profiles = {d.run.profile for d in found if d.run.state is RunState.QUEUED}
     paused = {name: error for name in queued_profiles if (error := config_error(root, name)) is not None}
 
@@ -157,31 +169,51 @@ async def _until_end(events: AsyncIterator[dict[str, Any]]) -> AsyncIterator[dic
             return
 
 
-@runs.command("stop", epilog=examples("backchannel runs stop run_0123…"))
+@runs.command("stop", epilog=examples("backchannel runs stop run_0123…", "backchannel runs stop run_0123… --json"))
 @click.argument("run_id", shell_complete=complete.run_ids)
-@click.option("--json", "as_json", is_flag=True, help="Print the stopped run as JSON.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the run as JSON, with `stopped` (whether this stopped it)."
+)
 def stop(run_id: str, as_json: bool) -> None:
     """Cancel a queued or held run, or interrupt a running turn.
 
-    An interrupted turn keeps what it produced so far.
+    An interrupted turn keeps what it produced so far. A run that already ended is left as it is ("nothing to
+    stop"). The exit code is the run's outcome's, as for `runs show`: 1 once it is cancelled (the outcome
+    failed, code cancelled), 0 for a run that had completed.
     """
     root = config.home()
 
-    async def go() -> Result:
+    async def go() -> tuple[Result, Result]:
         client = await find_gateway(root)
         if client is not None:
             try:
-                return _of_body((await client.request("POST", f"/v1/runs/{_q(run_id)}/stop")).body)
+                before = _of_body((await client.request("GET", f"/v1/runs/{_q(run_id)}")).body)
+                if before.state in ENDED:
+                    return before, before
+                return before, _of_body((await client.request("POST", f"/v1/runs/{_q(run_id)}/stop")).body)
             finally:
                 await client.aclose()
         with home_gateway(root) as gateway:
-            return (await gateway.delivery.stop(run_id)).result
+            before = gateway.delivery.status(run_id).result
+            if before.state in ENDED:
+                return before, before
+            return before, (await gateway.delivery.stop(run_id)).result
 
-    result = asyncio.run(go())
-    emit(result.to_dict(), as_json=as_json, text=lambda: _print(result, None))
-    if result.outcome is Outcome.FAILED and result.state == "cancelled":
-        sys.exit(0)  # stopped as asked
-    sys.exit(result.outcome.exit_code)
+    before, result = asyncio.run(go())
+    stopped = before.state not in ENDED and result.state == RunState.CANCELLED.value
+
+    def text() -> None:
+        if stopped:
+            click.echo(f"run {run_id} cancelled (it was {before.state}); what it produced so far is kept")
+            if result.reply:
+                click.echo(result.reply)
+        elif result.state in ENDED:
+            click.echo(f"run {run_id} already ended ({result.state}); nothing to stop")
+        else:
+            _print(result, None)
+
+    emit({**result.to_dict(), "stopped": stopped}, as_json=as_json, text=text)
+    sys.exit(result.outcome.exit_code)  # the table's: 0 completed, receipt or held; 1 failed (cancelled too)
 
 
 def _q(part: str) -> str:

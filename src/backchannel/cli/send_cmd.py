@@ -1,4 +1,4 @@
-"""`backchannel send`: message any address as the person; `backchannel ledger`: who said what to whom."""
+"""`backchannel send`: message any address as the person."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from ..outcome import Outcome
 from . import complete
 from .connect import Sent, deliver, home_gateway, interruptible
 from .live import STREAM_HELP, Watch, deliver_live, streams
-from .output import emit, examples, note, read_message, table, when
+from .output import emit, examples, message_words, note, read_message, shell_command
 
 DEFAULT_WAIT = 120.0
 
@@ -44,7 +44,8 @@ DEFAULT_WAIT = 120.0
 def send(address: str, message: str | None, wait: float, key: str | None, as_json: bool, stream: bool | None) -> None:
     """Message ADDRESS as the person; print the reply, or a receipt.
 
-    MESSAGE is the argument, or stdin ('-', or none with stdin not a terminal).
+    MESSAGE is the argument, or stdin ('-', or none with stdin not a terminal), read as UTF-8 (a byte order
+    mark is dropped).
     ADDRESS is a profile (its Bot Chat), profile/session-id, a session id, or peer:NAME[/AGENT] on another
     gateway. @session: and @peer: mentions in the message are answered by their targets first.
     """
@@ -61,10 +62,11 @@ def send(address: str, message: str | None, wait: float, key: str | None, as_jso
         if parsed.session_id is not None:
             raise UsageError(f"{address!r}: address a peer as peer:NAME or peer:NAME/AGENT (its Bot Chat)")
         key = key or keys.cli()
-        with interruptible(f"backchannel send {address} '<the same message>' --idempotency-key {key}"):
+        again = ["send", address, *message_words(message, text.strip())]
+        with interruptible(root, shell_command(*again, "--idempotency-key", key), key=key):
             result = peer_cmd.send_dm(root, parsed.peer, parsed.profile, text.strip(), wait=wait, key=key)
         emit(peer_cmd.dm_dict(result), as_json=as_json, text=lambda: peer_cmd.print_dm(result))
-        peer_cmd.retry_hint(result)
+        peer_cmd.retry_hint(result, again)
         sys.exit(result.outcome.exit_code)
     with home_gateway(root) as gateway:
         session = asyncio.run(gateway.imports.resolve(parsed))  # a Hermes session id: imported on demand
@@ -72,7 +74,8 @@ def send(address: str, message: str | None, wait: float, key: str | None, as_jso
     # retries within this invocation reuse one key, so they are handled once.
     key = key or keys.cli()
     watch = Watch() if live else None
-    with interruptible(f"backchannel send {address} '<the same message>' --idempotency-key {key}"):
+    ask = shell_command("send", address, *message_words(message, text), "--idempotency-key", key)
+    with interruptible(root, ask, key=key):
         if watch is None:
             sent = asyncio.run(deliver(root, session, text, wait=wait, key=key))
         else:
@@ -95,62 +98,3 @@ def _print(sent: Sent, watch: Watch | None) -> None:
     note(f"follow it: backchannel runs follow {result.run_id}")
     if sent.via == "local":
         note("no gateway is running: the run is answered when one starts (backchannel gateway) or by the next command")
-
-
-@click.command(
-    "ledger",
-    epilog=examples("backchannel ledger", "backchannel ledger research", "backchannel ledger research builds --json"),
-)
-@click.argument("address", required=False, shell_complete=complete.addresses)
-@click.argument("other", required=False, shell_complete=complete.addresses)
-@click.option(
-    "--limit", type=click.IntRange(1, 10_000), default=50, show_default=True, help="At most this many, newest first."
-)
-@click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout (an error too, as one object).")
-def ledger(address: str | None, other: str | None, limit: int, as_json: bool) -> None:
-    """Who said what to whom, newest first.
-
-    Every run and every refusal. With ADDRESS, what it sent or received (a profile covers its sessions);
-    with two, what passed between them.
-    """
-    with home_gateway(config.home()) as gateway:
-        for given in (address, other):
-            if given is not None and not given.startswith("human:"):
-                parsed = addresses.parse(given)  # a malformed address is a usage error
-                if not isinstance(parsed, RemoteAddress):
-                    gateway.directory.find(parsed)  # so is one that names nothing here, as for `send`
-        rows = gateway.delivery.ledger(address, other, limit=limit)
-
-    def text() -> None:
-        table(
-            [
-                [
-                    when(r.at),
-                    r.sender,
-                    r.target,
-                    r.state,
-                    str(r.hops),
-                    _wait(r.wait_seconds),
-                    _line(r.message),
-                    _line(r.reply or r.reason or ""),
-                ]
-                for r in rows
-            ],
-            ["TIME", "FROM", "TO", "STATE", "HOPS", "WAIT", "MESSAGE", "REPLY"],
-        )
-        if not rows:
-            note("the ledger is empty" + (" for these addresses" if address else ""))
-
-    emit([r.to_dict() for r in rows], as_json=as_json, text=text)
-
-
-def _line(text: str, width: int = 48) -> str:
-    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
-    first = lines[0] if lines else ""
-    if first.startswith("[Message from") and len(lines) > 1:
-        first = lines[1]
-    return first if len(first) <= width else first[: width - 1] + "…"
-
-
-def _wait(seconds: float | None) -> str:
-    return "-" if seconds is None else f"{seconds:g}s"

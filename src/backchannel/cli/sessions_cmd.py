@@ -8,7 +8,7 @@ import click
 
 from ..home import config
 from . import complete
-from .connect import home_gateway
+from .connect import home_gateway, local_session
 from .output import emit, examples, table, when
 
 
@@ -43,14 +43,24 @@ def list_(profile_name: str | None, limit: int, as_json: bool) -> None:
     emit([r.to_dict() for r in rows], as_json=as_json, text=text)
 
 
-@sessions.command("show", epilog=examples("backchannel sessions show 20261130_015530_55cf9b"))
-@click.argument("session_id", shell_complete=complete.session_ids)
+@sessions.command(
+    "show",
+    epilog=examples(
+        "backchannel sessions show 20261130_015530_55cf9b",
+        "backchannel sessions show research/20261130_015530_55cf9b",
+        "backchannel sessions show research --json",
+    ),
+)
+@click.argument("session", metavar="SESSION", shell_complete=complete.sessions)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout (an error too, as one object).")
-def show(session_id: str, as_json: bool) -> None:
-    """One session and all its messages, in order."""
+def show(session: str, as_json: bool) -> None:
+    """One session and all its messages, in order.
+
+    SESSION is any local address: a session id, profile/session-id (as `send` prints it), or a profile alone
+    (its Bot Chat)."""
     with home_gateway(config.home()) as gateway:
-        row = gateway.directory.session(session_id)
-        messages = gateway.directory.messages(session_id)
+        row = local_session(gateway, session)
+        messages = gateway.directory.messages(row.id)
 
     def text() -> None:
         click.echo(f"session {row.id}  profile {row.profile}  title {row.title or '-'}  source {row.source}")

@@ -12,12 +12,12 @@ import contextlib
 import hmac
 import re
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import TypeVar
 
-from ..errors import AuthError, Forbidden, KeyRevoked, StoreError, UsageError
+from ..errors import AuthError, Forbidden, KeyRevoked, NotFound, StoreError, UsageError
 from ..home import config
 from ..home.profiles import DEFAULT_PROFILE
 from ..store import peer_keys
@@ -109,8 +109,10 @@ PERSON = Caller()
 class Access:
     """The person's key and the peers' keys of one home: who a key is, and the keys' life cycle."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, *, profiles: Callable[[], list[str]]) -> None:
+        """`profiles`: the home's profile names now (a key may name only those, or a glob over names)."""
         self.db = db
+        self.profiles = profiles
         self._watched: dict[tuple[str, str], set[asyncio.Future[None]]] = {}
         self._watch: asyncio.Task[None] | None = None
 
@@ -207,6 +209,14 @@ class Access:
         """A new key for peer `name` reaching `profiles` (default: the default profile); (its record, the key)."""
         config.check_name(name, what="key")
         reach = tuple(dict.fromkeys(check_profile_pattern(p) for p in profiles)) or (DEFAULT_PROFILE,)
+        known = self.profiles()
+        for pattern in reach:
+            if not any(c in pattern for c in "*?[") and pattern not in known:
+                raise NotFound(
+                    f"no profile {pattern!r} for the key of {name!r} (profiles: {', '.join(known) or 'none'}); "
+                    "nothing was made",
+                    code="profile_not_found",
+                )
         key = new_key()
         return peer_keys.create(self.db, name, key, profiles=reach, read=read), key
 

@@ -143,9 +143,11 @@ class Delivery:
     def _accept(self, incoming: Incoming, *, wait: float | None = None) -> tuple[RunRow, bool]:
         check_message(incoming.text)
         session = incoming.session
+        # The target's config is read before anything is recorded, whoever sends: a broken file refuses the
+        # message at once (invalid_config), on every path alike, rather than queueing it behind a paused profile.
+        target = self.directory.profile(session.profile)
         hops, chain, held, exchange = incoming.hops, incoming.chain, False, None
         if not is_human(incoming.sender):
-            target = self.directory.profile(session.profile)
             exchange = exchanges.here(self.gateway_id, incoming.exchange) if incoming.exchange else None
             hops, chain, arrived = self._peer_facts(incoming, exchange)
             attempt = policy.Attempt(
@@ -241,6 +243,14 @@ class Delivery:
             raise NotFound(f"no run {run_id!r} in profile {profile!r}", code="run_not_found")
         return run
 
+    def run_id_of(self, key: str) -> str | None:
+        """The id of the run a message was filed under (a local run, or a peer's run as it told us), if known yet."""
+        run = runstore.by_key(self.db, key)
+        if run is not None:
+            return run.id
+        sent = self.outbound.sent_with_key(key)
+        return sent.remote_run_id if sent is not None else None
+
     def status(self, run_id: str, *, profile: str | None = None) -> Delivered:
         return self._delivered(self.run(run_id, profile=profile))
 
@@ -289,14 +299,18 @@ class Delivery:
         return False
 
     def runs(
-        self, *, states: tuple[RunState, ...] = (), profile: str | None = None, limit: int = 50
+        self,
+        *,
+        states: tuple[RunState, ...] = (),
+        profile: str | None = None,
+        session_id: str | None = None,
+        limit: int = 50,
     ) -> list[Delivered]:
-        """This home's runs, newest first, each with its outcome so far."""
+        """This home's runs, newest first, each with its outcome so far (of one profile, or one session)."""
         if profile is not None:
             self.directory.check_profile(profile)
-        return [
-            self._delivered(run) for run in runstore.list_runs(self.db, states=states, profile=profile, limit=limit)
-        ]
+        found = runstore.list_runs(self.db, states=states, profile=profile, session_id=session_id, limit=limit)
+        return [self._delivered(run) for run in found]
 
     def files(self, run_ids: list[str]) -> dict[str, list[Attachment]]:
         """The files each run's message came with (runs without any left out)."""
@@ -315,10 +329,11 @@ class Delivery:
         limit: int = 100,
         since: float | None = None,
         profile: str | None = None,
+        states: tuple[str, ...] = (),
     ) -> list[ledger.Entry]:
         """Newest first; with `since`, from then on; with `profile`, only what that profile's sessions sent or
-        received."""
-        return ledger.entries(self.db, a, b, limit=limit, since=since, profile=profile)
+        received; with `states`, only those (`refused`: the refusals)."""
+        return ledger.entries(self.db, a, b, limit=limit, since=since, profile=profile, states=states)
 
     def exchange(self, run_id: str) -> list[Entry]:
         """Everything that followed from the person's message that began the exchange of `run_id`, in order."""

@@ -88,6 +88,12 @@ class Directory:
         self.check_profile(profile)
         return sessionstore.bot_chat(self.db, profile)
 
+    @commits
+    async def retire_bot_chat(self, profile: str, *, mark: str) -> SessionRow | None:
+        """A removed profile's Bot Chat, retitled `Bot Chat (removed <mark>)`: a profile made again by that name
+        gets a fresh Bot Chat, and the old one stays readable (by id, in the ledger). None when it had none."""
+        return sessionstore.retitle(self.db, profile, BOT_CHAT_TITLE, f"{BOT_CHAT_TITLE} (removed {mark})")
+
     # --- A2A contexts: a contextId a client chose, per caller -----------------------------------
 
     def context_session(self, caller: str, profile: str, context_id: str) -> SessionRow | None:
@@ -141,6 +147,16 @@ class Directory:
         except NotFound:
             raise NotFound(f"no session {address.session_id!r} in any profile", code="session_not_found") from None
         return found.profile, found
+
+    def existing(self, address: LocalAddress) -> SessionRow:
+        """The session an address names, which must exist: a profile alone is its Bot Chat (not made here)."""
+        profile, session = self.find(address)
+        if session is None:
+            raise NotFound(
+                f"profile {profile!r} has no Bot Chat yet (the first message to {profile!r} makes it)",
+                code="session_not_found",
+            )
+        return session
 
     def is_bot_chat(self, session_id: str) -> bool:
         return self.session(session_id).title == BOT_CHAT_TITLE

@@ -88,7 +88,7 @@ class Gateway:
             scope=scope,
         )
         self.directory = Directory(root, self.db)
-        self.access = Access(self.db)
+        self.access = Access(self.db, profiles=self.directory.profiles)
         self.wakes = Wakes(self.queue, self.directory)
         self.outbound = Outbound(root, self.db, self.wakes, gateway_id=self.gateway_id)
         self.delivery = Delivery(
@@ -139,6 +139,11 @@ class Gateway:
         self._jobs: list[asyncio.Task[None]] = []
         self._started = False
         self._closed = False
+
+    @property
+    def running_turns(self) -> int:
+        """Turns running in this process now (what a stop gives its grace to)."""
+        return self.queue.running
 
     async def start(self) -> None:
         """Reclaim what a crash left running, then run the workers and the background jobs."""

@@ -99,6 +99,10 @@ class Outbound:
     def sent_count(self, profile: str, target: str, exchange: str, *, since: float) -> int:
         return outstore.count(self.db, sender_profile=profile, target=target, origin=exchange, since=since)
 
+    def sent_with_key(self, key: str) -> outstore.Outbound | None:
+        """The record of a message sent to a peer under an idempotency key, if any."""
+        return outstore.by_key(self.db, key)
+
     def sent_by(self, profile: str, remote_run_id: str) -> Result | None:
         """A message this profile sent to a peer, by the run id the peer gave, as last known here."""
         row = outstore.sent_by(self.db, profile, remote_run_id)

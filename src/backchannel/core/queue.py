@@ -122,7 +122,15 @@ class RunQueue:
         reported ended, and runs again after the restart."""
         self._saving.clear()
         self._recorded.clear()
-        self.reclaim(is_dead=lambda owner: owner == self.owner, attempts_bonus=1)
+        for run in self.reclaim(is_dead=lambda owner: owner == self.owner, attempts_bonus=1):
+            if run.state.terminal:  # past gateway.max_attempts: it ends here
+                log.warning("run %s %s at shutdown: %s", run.id, run.state.value, run.error or "no detail")
+            else:
+                log.info(
+                    "run %s requeued at shutdown (session %s): its turn was cut and runs again on the next start",
+                    run.id,
+                    run.session_id,
+                )
 
     # --- putting runs in -----------------------------------------------------------------------
 
@@ -279,6 +287,11 @@ class RunQueue:
             # Shielded: a turn stopped while it waits for a slot still takes it back, so the drain that
             # releases it on leaving never frees a slot it does not hold.
             await asyncio.shield(self._slots.acquire(profile))
+
+    @property
+    def running(self) -> int:
+        """How many turns run in this process now."""
+        return len(self._turns)
 
     def track(self, run_id: str, turn: Turn) -> None:
         """A turn runs here (until `untrack`): `stop` can interrupt it."""

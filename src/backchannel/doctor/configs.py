@@ -57,13 +57,10 @@ def stray_folders(root: Path) -> list[Check]:
     base = config.profiles_dir(root)
     found = []
     for entry in sorted(base.iterdir()) if base.is_dir() else []:
-        if entry.is_dir() and not entry.name.startswith(".") and not config.NAME_RE.match(entry.name):
+        problem = config.name_problem(entry.name)
+        if entry.is_dir() and not entry.name.startswith(".") and problem is not None:
             found.append(
-                warn(
-                    "profiles",
-                    f"folder {entry.name!r} is not a valid profile name, so it is ignored",
-                    "rename it: 1-64 characters a-z, 0-9, '-' or '_'",
-                )
+                warn("profiles", f"folder {entry.name!r} is not a valid profile name, so it is ignored", problem)
             )
     return found
 

@@ -12,6 +12,7 @@ import os
 import re
 import secrets
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, cast
@@ -23,7 +24,15 @@ from ..errors import ConfigError, DiskFull, UsageError
 from . import files, schema
 from .push_settings import PushSettings, parse_push_settings
 
-NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}\Z")
+# Names Windows keeps for its devices: a file or folder named so (in any case, with any extension) is the
+# device, so none of them may name anything that becomes a path, on any platform (a home may move). The other
+# rules Windows has for a name (no dot or space at its end, no `<>:"|?*`) the characters allowed already keep.
+DEVICE_NAMES = ("con", "prn", "aux", "nul", *(f"com{i}" for i in range(10)), *(f"lpt{i}" for i in range(10)))
+_DEVICE = "|".join(DEVICE_NAMES)
+DEVICE_NAME_RE = re.compile(rf"^(?:{_DEVICE})(?:\..*)?\Z", re.IGNORECASE)
+NAME_RE = re.compile(rf"^(?!(?:{_DEVICE})\Z)[a-z0-9][a-z0-9_-]{{0,63}}\Z")  # profile, peer and key names
+NAME_RULE = "1-64 characters a-z, 0-9, '-' or '_', starting with a letter or digit"
+DEVICE_RULE = "con, prn, aux, nul, com0-com9 and lpt0-lpt9 name devices on Windows, never a file or folder"
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8377
 API_KEY_VAR = "API_SERVER_KEY"
@@ -57,11 +66,19 @@ def profiles_dir(root: Path) -> Path:
     return root / "profiles"
 
 
-def check_name(name: str, *, what: str = "profile") -> str:
+def name_problem(name: str) -> str | None:
+    """Why `name` cannot name a profile, a peer or a key (None when it can)."""
+    if DEVICE_NAME_RE.match(name):
+        return f"{DEVICE_RULE}: choose another name"
     if not NAME_RE.match(name):
-        raise UsageError(
-            f"invalid {what} name {name!r}: use 1-64 characters a-z, 0-9, '-' or '_', starting with a letter or digit"
-        )
+        return f"use {NAME_RULE}"
+    return None
+
+
+def check_name(name: str, *, what: str = "profile") -> str:
+    problem = name_problem(name)
+    if problem is not None:
+        raise UsageError(f"invalid {what} name {name!r}: {problem}")
     return name
 
 
@@ -72,7 +89,11 @@ def require_home(root: Path) -> None:
 
 def load_yaml(path: Path) -> dict[str, Any]:
     """Read a YAML mapping; a missing file is empty, a broken one names the file and line."""
-    text = files.read_text(path, missing_ok=True)
+    return load_yaml_text(files.read_text(path, missing_ok=True), path)
+
+
+def load_yaml_text(text: str, path: Path) -> dict[str, Any]:
+    """A YAML mapping from the text of `path` (named in the error when it is broken)."""
     if not text:
         return {}
     try:
@@ -109,12 +130,32 @@ def write_atomic(path: Path, text: str, *, mode: int = 0o600) -> None:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())  # the new text is on disk before it replaces the old
-        os.replace(tmp, path)
+        _replace(tmp, path)
     except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
         if isinstance(exc, OSError):
             raise _write_error(path, exc) from exc
         raise
+
+
+# Windows refuses to replace a file that another process holds open (PermissionError, WinError 5 or 32): another
+# backchannel reading config.yaml or .env at that moment, an editor, a virus scan. That lasts a moment: retried
+# for this long, then reported. POSIX replaces an open file at once, so a PermissionError there is final.
+REPLACE_RETRY_SECONDS = 2.0 if os.name == "nt" else 0.0
+
+
+def _replace(tmp: str, path: Path) -> None:
+    deadline = time.monotonic() + REPLACE_RETRY_SECONDS
+    delay = 0.01
+    while True:
+        try:
+            os.replace(tmp, path)
+            return
+        except PermissionError:
+            if time.monotonic() + delay > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.2)
 
 
 def _write_error(path: Path, exc: OSError) -> ConfigError | DiskFull:

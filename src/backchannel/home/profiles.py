@@ -351,7 +351,35 @@ def _patterns(value: Any, where: str, key: str) -> tuple[str, ...] | None:
         value = [value]
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ConfigError(f"{where!r}: agent.session_messaging.{key} must be a list of patterns")
+    for pattern in value:
+        if (why := pattern_error(pattern)) is not None:
+            raise ConfigError(f"{where!r}: agent.session_messaging.{key}: {why}")
     return tuple(value)
+
+
+# One segment of an address pattern: the characters of names and session ids, and fnmatch's `* ? [ ] !`.
+_SEGMENT_RE = re.compile(r"[A-Za-z0-9_.*?\[\]!-]+")
+PATTERN_MAX_CHARS = 200
+
+
+def pattern_error(pattern: str) -> str | None:
+    """Why `pattern` is no glob over addresses (`builds`, `builds/*`, `*`, `peer:spark/*`), or None when it is one.
+
+    The one check of a messaging pattern: the loader applies it to every list, `profile allow` to what it adds."""
+    if not pattern or len(pattern) > PATTERN_MAX_CHARS:
+        return f"pattern {pattern!r} must be 1-{PATTERN_MAX_CHARS} characters"
+    remote = pattern.startswith("peer:")
+    parts = pattern.removeprefix("peer:").split("/")
+    if len(parts) > (3 if remote else 2):
+        shape = "peer:name[/profile[/session-id]]" if remote else "profile[/session-id]"
+        return f"pattern {pattern!r} has too many parts for an address ({shape})"
+    for part in parts:
+        if not _SEGMENT_RE.fullmatch(part):
+            return (
+                f"pattern {pattern!r} is no address pattern: each part is letters, digits, '_', '.', '-' and the "
+                "glob characters * ? [ ] (no blanks)"
+            )
+    return None
 
 
 def _number(section: dict[str, Any], key: str, default: float, where: str, prefix: str) -> float:

@@ -9,6 +9,7 @@ whose `/health` names this instance, never to whatever else listens there.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -92,11 +93,35 @@ class GatewayLock:
 
     def release(self) -> None:
         if self._published:
-            (self.root / RUNTIME_FILE).unlink(missing_ok=True)
+            # A CLI reading it this moment keeps it on Windows: a runtime file left behind names a pid that
+            # is gone, which `listening` takes for none.
+            with contextlib.suppress(OSError):
+                (self.root / RUNTIME_FILE).unlink(missing_ok=True)
             self._published = False
         if self._file is not None:
             self._file.close()  # closing the file releases the lock
             self._file = None
+
+
+def held(root: Path) -> bool:
+    """Whether a gateway holds this home's lock now (one is running, or still stopping).
+
+    It is asked by taking the lock and letting it go at once: a gateway starting in that instant would find
+    it taken and refuse to start, as it would beside a running one."""
+    path = root / LOCK_FILE
+    try:
+        handle = path.open("r+", encoding="utf-8")
+    except FileNotFoundError:
+        return False  # no gateway ever ran on this home
+    except OSError as exc:
+        raise UsageError(f"cannot read {str(path)!r}: {exc.strerror or type(exc).__name__}") from exc
+    with handle:
+        try:
+            _lock(handle)
+        except OSError:
+            return True
+        _unlock(handle)
+        return False
 
 
 def _lock(handle: IO[str]) -> None:
@@ -110,3 +135,15 @@ def _lock(handle: IO[str]) -> None:
         import fcntl
 
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+def _unlock(handle: IO[str]) -> None:
+    if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
+        import msvcrt
+
+        handle.seek(0)
+        msvcrt.locking(handle.fileno(), msvcrt.LK_UNLCK, 1)
+    else:
+        import fcntl
+
+        fcntl.flock(handle.fileno(), fcntl.LOCK_UN)

@@ -95,8 +95,13 @@ class A2APeerClient(OverTransport):
             try:
                 response = await self._http.request("GET", url, timeout=min(timeout or self.timeout, self.timeout))
                 data = response.json_object()
-                if response.status >= 400 or data is None:
+                if response.status in (401, 403):
                     raise self._http_error(response, "the agent card request")
+                if response.status >= 400 or data is None:
+                    kind = response.headers.get("content-type", "no content type").split(";")[0]
+                    raise PeerError(
+                        f"{url} answered HTTP {response.status} ({kind}), not an agent card", code="not_an_agent_card"
+                    )
                 self._card = a2a_card.parse(data, url)
             except PeerError:
                 if strict:
@@ -233,11 +238,16 @@ class A2APeerClient(OverTransport):
             )
         except PeerOutcomeUnknown as exc:
             if not blocking:
-                return self._unknown(key, f"{exc.message}; the task may be running there: do not resend")
+                return self._unknown(
+                    key,
+                    f"{exc.message}; the task may be running there: look for it there before sending it again "
+                    "(this agent does not deduplicate)",
+                    deduplicated=False,
+                )
             try:  # it deduplicates: the same messageId answers with the task it has
                 task = await self._message(message, key=key, carried=carried, immediately=True, timeout=10)
             except PeerError as again:
-                return self._unknown(key, f"{again.message}; outcome unknown: a resend must reuse key {key!r}")
+                return self._unknown(key, f"{again.message}; outcome unknown: ask again with key {key!r}")
         except PeerRefused as exc:
             return self._result(Outcome.REFUSED, None, key, code=exc.code, error=exc.message)
         except PeerError as exc:
@@ -381,5 +391,7 @@ class A2APeerClient(OverTransport):
     def _result(self, outcome: Outcome, session_id: str | None, key: str, **fields: Any) -> Result:
         return Result(outcome, self.to, session_id=session_id, idempotency_key=key, **fields)
 
-    def _unknown(self, key: str, error: str) -> Result:
-        return self._result(Outcome.UNKNOWN, None, key, code=PeerOutcomeUnknown.code, error=error)
+    def _unknown(self, key: str, error: str, *, deduplicated: bool = True) -> Result:
+        return self._result(
+            Outcome.UNKNOWN, None, key, code=PeerOutcomeUnknown.code, error=error, deduplicated=deduplicated
+        )

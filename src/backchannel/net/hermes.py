@@ -225,7 +225,7 @@ class HermesClient:
         if resp.status >= 400:
             err = error_of(resp.status, resp.json_object())
             code = f" ({err.code})" if err.code else ""
-            raise self.error(f"{self.who} answered HTTP {resp.status}{code} to {method} {path}: {err.message}")
+            raise self.error(f"{self.who} answered HTTP {resp.status}{code} to {method} {path}{err.said}")
         body = resp.json_object()
         if body is None:
             raise self.error(

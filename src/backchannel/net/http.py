@@ -97,6 +97,11 @@ class ErrorBody:
     type: str | None = None
     details: Mapping[str, Any] = field(default_factory=dict)  # the error object's other fields (e.g. run_id)
 
+    @property
+    def said(self) -> str:
+        """`: <message>` to follow a line that names the status already; empty when the body said nothing more."""
+        return "" if self.message == f"HTTP {self.status}" else f": {self.message}"
+
 
 def quote(part: str) -> str:
     """One URL path segment, quoted whole (a `/` in it is data, not a separator)."""

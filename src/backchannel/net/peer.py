@@ -49,6 +49,13 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def _run_state(status: Any) -> str | None:
+    """The envelope's delivery status as a run state: its `delivered` is the run state `completed` (the outcome
+    `delivered` is the envelope's `result`), so a Hermes-dialect peer and an A2A peer say the same."""
+    given = _str(status)
+    return "completed" if given == "delivered" else given
+
+
 def _outcome(given: Any) -> Outcome:
     try:
         return Outcome(str(given))
@@ -111,11 +118,11 @@ class PeerClient(OverTransport):
         status, code = err.status, err.code
         err = dataclasses.replace(err, message=self._http.scrub(err.message))
         if status == 401 or code in ("invalid_api_key", "gateway_auth_failed"):
-            return PeerError(f"{self.who} refused our key (HTTP {status}): {err.message}", code="peer_auth")
+            return PeerError(f"{self.who} refused our key (HTTP {status}){err.said}", code="peer_auth")
         if code in REFUSAL_CODES or status in (403, 409):
-            detail = f"{self.who} refused {what} (HTTP {status}, {code}): {err.message}"
+            detail = f"{self.who} refused {what} (HTTP {status}, {code}){err.said}"
             return PeerRefused(detail, code=code or "refused")
-        return PeerError(f"{self.who} rejected {what} (HTTP {status}): {err.message}", code=code or "peer_error")
+        return PeerError(f"{self.who} rejected {what} (HTTP {status}){err.said}", code=code or "peer_error")
 
     # --- discovery -----------------------------------------------------------------------------
 
@@ -215,6 +222,8 @@ class PeerClient(OverTransport):
         Raises PeerError when nothing was delivered for certain (unreachable, no Bot Chat, wrong key).
         """
         session_id = await self.bot_chat()
+        # Known before the message leaves: a peer killed mid-request cannot say afterwards whether it deduplicates.
+        dedups = await self.dedups_chat()
         path = f"/api/sessions/{quote(session_id)}/chat"
         headers = self._delivery_headers(key, sender=sender, wait=wait, hops=hops, chain=chain, exchange=exchange)
         try:
@@ -222,19 +231,20 @@ class PeerClient(OverTransport):
                 "POST", path, body={"message": message}, headers=headers, timeout=wait + self.timeout
             )
         except PeerOutcomeUnknown as exc:
-            if not await self.dedups_chat():
+            if not dedups:
                 return self._unknown(
                     session_id,
                     key,
-                    f"{exc.message}; the message may be in its Bot Chat (session {session_id}): do not resend, "
-                    "read the session's messages to check",
+                    f"{exc.message}; the message may be in its Bot Chat (session {session_id}): read that session's "
+                    "messages to check before sending it again (this peer does not deduplicate)",
+                    deduplicated=False,
                 )
             try:  # a Backchannel peer deduplicates on the key: asking again tells what happened
                 headers["X-Hermes-Wait-Seconds"] = "1"
                 response = await self._request("POST", path, body={"message": message}, headers=headers)
             except PeerError as again:
                 return self._unknown(
-                    session_id, key, f"{again.message}; outcome unknown: a resend must reuse idempotency key {key!r}"
+                    session_id, key, f"{again.message}; outcome unknown: ask again with idempotency key {key!r}"
                 )
         try:
             body = self._json(response, "the message")
@@ -249,8 +259,10 @@ class PeerClient(OverTransport):
     def _result(self, outcome: Outcome, session_id: str | None, key: str, **fields: Any) -> Result:
         return Result(outcome, self.to, session_id=session_id, idempotency_key=key, **fields)
 
-    def _unknown(self, session_id: str, key: str, error: str) -> Result:
-        return self._result(Outcome.UNKNOWN, session_id, key, code=PeerOutcomeUnknown.code, error=error)
+    def _unknown(self, session_id: str, key: str, error: str, *, deduplicated: bool = True) -> Result:
+        return self._result(
+            Outcome.UNKNOWN, session_id, key, code=PeerOutcomeUnknown.code, error=error, deduplicated=deduplicated
+        )
 
     def _read_chat(self, body: dict[str, Any], session_id: str, key: str) -> Result:
         sid = str(body.get("session_id") or session_id)
@@ -263,7 +275,7 @@ class PeerClient(OverTransport):
                 sid,
                 key,
                 run_id=_str(body.get("delivery_id")),
-                state=_str(body.get("status")),
+                state=_run_state(body.get("status")),
                 reply=_str(body.get("reply")),
                 queue_position=_int(body.get("queue_position")),
                 code=_str(body.get("reason")) if settled_badly else None,

@@ -22,9 +22,12 @@ class Entry:
     run_id: str | None
     reason: str | None
     origin: str | None = None  # the run of the person's message this exchange descends from
+    kind: str = "run"  # run (a run here), refusal (refused here, nothing recorded) or peer (a message to a peer)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """`state` as stored (a run state, a peer message's record state, or `refused:<code>`), beside `outcome`,
+        the word every surface uses for what became of the message."""
+        return {**asdict(self), "outcome": self.outcome.value}
 
     @property
     def outcome(self) -> Outcome:
@@ -33,6 +36,21 @@ class Entry:
     @property
     def refusal_code(self) -> str | None:
         return self.state.partition(":")[2] if self.state.startswith("refused:") else None
+
+    @property
+    def identity(self) -> tuple[object, ...]:
+        """What stays the same while the entry's state changes (a run's id; for the rest, when, who and whom)."""
+        if self.kind == "run" and self.run_id:
+            return (self.kind, self.run_id)
+        return (self.kind, self.at, self.sender, self.target)
+
+    @property
+    def detail(self) -> str | None:
+        """What the outcome word leaves out: a refusal's code, or a state that is not the plain one for its outcome
+        (`cancelled` of a failed run, `running` of a receipt); None for a run that simply completed."""
+        if self.refusal_code is not None:
+            return self.refusal_code
+        return None if self.state in ("completed", self.outcome.value) else self.state
 
 
 def _match(column: str) -> str:
@@ -52,9 +70,11 @@ def entries(
     limit: int = 100,
     since: float | None = None,
     profile: str | None = None,
+    states: tuple[str, ...] = (),
 ) -> list[Entry]:
     """Newest first. One address: anything it sent or received; two: what passed between them. With
-    `since`, only what was sent from then on; with `profile`, only what that profile's sessions received or sent."""
+    `since`, only what was sent from then on; with `profile`, only what that profile's sessions received or sent;
+    with `states`, only entries in those states (`refused`: every refusal)."""
     runs_target = "(profile || '/' || session_id)"
     clauses: dict[str, tuple[str, list[Any]]] = {}
     for table, sender, target in (
@@ -86,17 +106,23 @@ def entries(
     run_where, run_params = clauses["runs"]
     ref_where, ref_params = clauses["refusals"]
     out_where, out_params = clauses["outbound"]
+    wanted = [s for s in states if s != "refused"]
+    state_clauses = [f"state IN ({', '.join('?' for _ in wanted)})"] if wanted else []
+    if "refused" in states:
+        state_clauses.append("kind = 'refusal'")
+    state_where = f"WHERE {' OR '.join(state_clauses)}" if state_clauses else ""
     rows = db.all(
+        "SELECT * FROM ("
         f"SELECT created_at AS at, sender, {runs_target} AS target, state, hops, wait_seconds, message, reply,"
-        f" id AS run_id, error AS reason, origin FROM runs WHERE {run_where}"
+        f" id AS run_id, error AS reason, origin, 'run' AS kind FROM runs WHERE {run_where}"
         " UNION ALL "
         "SELECT created_at AS at, sender, target, 'refused:' || code AS state, hops, wait_seconds, message,"
-        f" NULL AS reply, NULL AS run_id, reason, NULL AS origin FROM refusals WHERE {ref_where}"
+        f" NULL AS reply, NULL AS run_id, reason, NULL AS origin, 'refusal' AS kind FROM refusals WHERE {ref_where}"
         " UNION ALL "
         "SELECT created_at AS at, sender, target, state, hops, wait_seconds, message, reply,"
-        f" remote_run_id AS run_id, error AS reason, origin FROM outbound WHERE {out_where}"
-        " ORDER BY at DESC LIMIT ?",
-        (*run_params, *ref_params, *out_params, limit),
+        f" remote_run_id AS run_id, error AS reason, origin, 'peer' AS kind FROM outbound WHERE {out_where}"
+        f") {state_where} ORDER BY at DESC LIMIT ?",
+        (*run_params, *ref_params, *out_params, *wanted, limit),
     )
     return [Entry(**dict(r)) for r in rows]
 
@@ -106,10 +132,10 @@ def exchange(db: Database, origin: str) -> list[Entry]:
     the runs here and the messages sent to peers."""
     rows = db.all(
         "SELECT created_at AS at, sender, (profile || '/' || session_id) AS target, state, hops, wait_seconds,"
-        " message, reply, id AS run_id, error AS reason, origin FROM runs WHERE origin = ?"
+        " message, reply, id AS run_id, error AS reason, origin, 'run' AS kind FROM runs WHERE origin = ?"
         " UNION ALL "
         "SELECT created_at AS at, sender, target, state, hops, wait_seconds, message, reply,"
-        " remote_run_id AS run_id, error AS reason, origin FROM outbound WHERE origin = ?"
+        " remote_run_id AS run_id, error AS reason, origin, 'peer' AS kind FROM outbound WHERE origin = ?"
         " ORDER BY at",
         (origin, origin),
     )

@@ -203,8 +203,8 @@ def record(
             and (key is None or conn.execute("SELECT 1 FROM runs WHERE idempotency_key = ?", (key,)).fetchone() is None)
         ):  # a replay (its key known) is answered with its run below, whatever the limits say now
             raise LimitReached(
-                f"session {new.session_id!r} already has {waiting} messages waiting (gateway.max_queued_per_session"
-                f" is {max_queued}); try again once it has answered some",
+                f"session {new.session_id!r} already has {waiting} message{'' if waiting == 1 else 's'} waiting "
+                f"(gateway.max_queued_per_session is {max_queued}); try again once it has answered some",
                 code="queue_full",
                 retry_after=QUEUE_FULL_RETRY_SECONDS,
             )
@@ -281,6 +281,12 @@ def get(db: Database, run_id: str) -> RunRow:
     if row is None:
         raise NotFound(f"no run {run_id!r}", code="run_not_found")
     return _run(row)
+
+
+def by_key(db: Database, key: str) -> RunRow | None:
+    """The run filed under an idempotency key, if any."""
+    row = db.one("SELECT * FROM runs WHERE idempotency_key = ?", (key,))
+    return _run(row) if row is not None else None
 
 
 def queue_position(db: Database, run: RunRow) -> int | None:
@@ -506,9 +512,15 @@ def sessions_with_queued(db: Database) -> list[str]:
 
 
 def list_runs(
-    db: Database, *, states: tuple[RunState, ...] = (), profile: str | None = None, limit: int = 50
+    db: Database,
+    *,
+    states: tuple[RunState, ...] = (),
+    profile: str | None = None,
+    session_id: str | None = None,
+    limit: int = 50,
 ) -> list[RunRow]:
-    """Runs, newest first; only those in `states` (any when empty) and of `profile` (any when None)."""
+    """Runs, newest first; only those in `states` (any when empty), of `profile` and of `session_id` (any when
+    None)."""
     clauses: list[str] = []
     params: list[Any] = []
     if states:
@@ -517,6 +529,9 @@ def list_runs(
     if profile is not None:
         clauses.append("profile = ?")
         params.append(profile)
+    if session_id is not None:
+        clauses.append("session_id = ?")
+        params.append(session_id)
     where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
     rows = db.all(f"SELECT * FROM runs {where} ORDER BY seq DESC LIMIT ?", (*params, limit))
     return [_run(r) for r in rows]

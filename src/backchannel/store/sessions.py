@@ -135,6 +135,15 @@ def set_remote_id(db: Database, session_id: str, remote_id: str) -> None:
         conn.execute("UPDATE sessions SET remote_id = ? WHERE id = ?", (remote_id, session_id))
 
 
+def retitle(db: Database, profile: str, title: str, new_title: str) -> SessionRow | None:
+    """Give the profile's session titled `title` another title (a removed profile's Bot Chat); None when it has none."""
+    with db.tx() as conn:
+        row = conn.execute(
+            "UPDATE sessions SET title = ? WHERE profile = ? AND title = ? RETURNING *", (new_title, profile, title)
+        ).fetchone()
+    return _session(row) if row is not None else None
+
+
 def bot_chat(db: Database, profile: str) -> SessionRow:
     """The profile's canonical Bot Chat, created on first use (never twice: the title is unique)."""
     found = find_by_title(db, profile, BOT_CHAT_TITLE)

@@ -77,15 +77,15 @@ async def ledger_page(request: Request, session: WebSession) -> Response:
     addresses = [a.strip() for a in query.getlist("address") if a.strip()]
     if len(addresses) > 2:
         raise UsageError("the ledger filters by one address or a pair, not more")
-    state = query.get("state") or ""
+    outcome = query.get("outcome") or query.get("state") or ""  # `state`: the name of this filter in older links
     outcomes = {o.value: o for o in LEDGER_OUTCOMES}
-    if state and state not in outcomes:
-        raise UsageError(f"no ledger state {state!r}: choose one of {', '.join(outcomes)}")
+    if outcome and outcome not in outcomes:
+        raise UsageError(f"no ledger outcome {outcome!r}: choose one of {', '.join(outcomes)}")
     within = query.get("within") or ""
     if within and within not in WITHIN:
         raise UsageError(f"no time range {within!r}: choose one of {', '.join(WITHIN)}")
     since = time.time() - WITHIN[within] if within else None
-    rows, more = ledger_rows(ctx.delivery, addresses, outcomes.get(state), since)
+    rows, more = ledger_rows(ctx.delivery, addresses, outcomes.get(outcome), since)
     return page(
         request,
         "ledger.html",
@@ -93,7 +93,7 @@ async def ledger_page(request: Request, session: WebSession) -> Response:
         rows=rows,
         more=more,
         addresses=addresses + [""] * (2 - len(addresses)),
-        state=state,
+        outcome=outcome,
         within=within,
         outcomes=[o.value for o in LEDGER_OUTCOMES],
         ranges=list(WITHIN),

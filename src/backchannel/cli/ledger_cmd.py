@@ -1,0 +1,223 @@
+"""`backchannel ledger`: who said what to whom, filtered by address, state, outcome and time, or followed live.
+
+The ledger is read from the home's store, which the running gateway and this process share, so `--follow`
+sees what the gateway records as well as what a command records in-process.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import time
+
+import click
+
+from .. import addresses
+from ..addresses import RemoteAddress
+from ..core.gateway import Gateway
+from ..home import config
+from ..outcome import Outcome
+from ..store.ledger import Entry
+from ..store.runs import RunState
+from . import complete
+from .connect import home_gateway
+from .output import emit, examples, note, table, when
+
+STATES = [*(s.value for s in RunState), "refused"]
+OUTCOMES = [o.value for o in Outcome]
+FOLLOW_POLL_SECONDS = 0.5
+FOLLOW_OVERLAP_SECONDS = 5.0  # a row committed a moment after a later one is still seen
+OUTCOME_SCAN = 10_000  # rows read before filtering by outcome (an outcome spans several states)
+NARROW = 48
+DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
+UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 7 * 86_400}
+
+
+def since_time(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
+    """`--since`: ago as `30s`, `10m`, `2h`, `1d`, `1w`, or an ISO time (`2026-11-30T08:00`, local time)."""
+    if value is None:
+        return None
+    text = value.strip()
+    if match := DURATION_RE.fullmatch(text):
+        return time.time() - float(match.group(1)) * UNITS[match.group(2)]
+    try:
+        return dt.datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        raise click.BadParameter(
+            f"{text!r} is neither a time ago (30s, 10m, 2h, 1d, 1w) nor an ISO time (2026-11-30T08:00)"
+        ) from None
+
+
+@click.command(
+    "ledger",
+    epilog=examples(
+        "backchannel ledger",
+        "backchannel ledger research builds --json",
+        "backchannel ledger research --since 2h --outcome refused",
+        "backchannel ledger --state running --state queued --wide",
+        "backchannel ledger peer:spark --follow",
+    ),
+)
+@click.argument("address", required=False, shell_complete=complete.addresses)
+@click.argument("other", required=False, shell_complete=complete.addresses)
+@click.option(
+    "--limit", type=click.IntRange(1, 10_000), default=50, show_default=True, help="At most this many, newest first."
+)
+@click.option(
+    "--state",
+    "states",
+    multiple=True,
+    type=click.Choice(STATES),
+    help="Only entries in this run state (repeatable; `refused`: the refusals).",
+)
+@click.option(
+    "--outcome",
+    "outcomes",
+    multiple=True,
+    type=click.Choice(OUTCOMES),
+    help="Only entries with this outcome (repeatable), as the web view filters.",
+)
+@click.option(
+    "--since",
+    metavar="WHEN",
+    callback=since_time,
+    help="Only what was sent since then: 30s, 10m, 2h, 1d, or an ISO time.",
+)
+@click.option("--follow", is_flag=True, help="Then print each new entry (and each change) as it comes, until Ctrl-C.")
+@click.option("--wide", is_flag=True, help="Whole messages and replies, not their first line cut at 48 characters.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print JSON on stdout (with --follow: one object per line, as they come)."
+)
+def ledger(
+    address: str | None,
+    other: str | None,
+    limit: int,
+    states: tuple[str, ...],
+    outcomes: tuple[str, ...],
+    since: float | None,
+    follow: bool,
+    wide: bool,
+    as_json: bool,
+) -> None:
+    """Who said what to whom, newest first.
+
+    Every run, every refusal and every message to a peer, with its outcome (delivered, receipt, held,
+    refused, failed, unknown) and, where it says more, its run state or refusal code. With ADDRESS, what it
+    sent or received (a profile covers its sessions); with two, what passed between them. With --follow, new
+    entries are printed as they come, oldest first, whether a gateway or a command here records them.
+    """
+    with home_gateway(config.home()) as gateway:
+        for given in (address, other):
+            if given is not None and not given.startswith("human:"):
+                parsed = addresses.parse(given)  # a malformed address is a usage error
+                if not isinstance(parsed, RemoteAddress):
+                    gateway.directory.find(parsed)  # so is one that names nothing here, as for `send`
+        read = Reader(gateway, address, other, states=states, outcomes=outcomes)
+        rows = read(limit=limit, since=since)
+        if not follow:
+            emit([r.to_dict() for r in rows], as_json=as_json, text=lambda: _table(rows, wide=wide, filtered=read))
+            return
+        _follow(read, list(reversed(rows)), as_json=as_json, wide=wide)
+
+
+class Reader:
+    """The ledger as filtered: newest first, at most `limit`, from `since` on."""
+
+    def __init__(
+        self,
+        gateway: Gateway,
+        a: str | None,
+        b: str | None,
+        *,
+        states: tuple[str, ...],
+        outcomes: tuple[str, ...],
+    ) -> None:
+        self.gateway = gateway
+        self.a, self.b = a, b
+        self.states = states
+        self.outcomes = frozenset(Outcome(o) for o in outcomes)
+
+    @property
+    def filtered(self) -> bool:
+        return bool(self.a or self.states or self.outcomes)
+
+    def __call__(self, *, limit: int, since: float | None) -> list[Entry]:
+        scan = OUTCOME_SCAN if self.outcomes else limit
+        rows = self.gateway.delivery.ledger(self.a, self.b, limit=scan, since=since, states=self.states)
+        if self.outcomes:
+            rows = [r for r in rows if r.outcome in self.outcomes]
+        return rows[:limit]
+
+
+def _follow(read: Reader, first: list[Entry], *, as_json: bool, wide: bool) -> None:
+    """Print `first`, then every entry that is new or whose state changed, until Ctrl-C (which ends it: exit 0)."""
+    seen: dict[tuple[object, ...], str] = {}
+    mark = time.time()
+
+    def show(rows: list[Entry]) -> None:
+        nonlocal mark
+        for r in rows:
+            if seen.get(r.identity) == r.state:
+                continue
+            seen[r.identity] = r.state
+            mark = max(mark, r.at)
+            click.echo(json.dumps(r.to_dict(), ensure_ascii=False) if as_json else _line_of(r, wide=wide))
+
+    try:
+        show(first)
+        if not as_json:
+            note("following the ledger: new entries as they come (Ctrl-C ends)")
+        while True:
+            time.sleep(FOLLOW_POLL_SECONDS)
+            show(list(reversed(read(limit=10_000, since=mark - FOLLOW_OVERLAP_SECONDS))))
+    except KeyboardInterrupt:
+        return
+
+
+def _outcome_of(r: Entry) -> str:
+    return r.outcome.value + (f" ({r.detail})" if r.detail else "")
+
+
+def _line_of(r: Entry, *, wide: bool) -> str:
+    said = _text(r.message, wide=wide)
+    answer = _text(r.reply or r.reason or "", wide=wide)
+    return f"{when(r.at)}  {r.sender} → {r.target}  {_outcome_of(r)}  hop {r.hops}  {said}" + (
+        f"  ⟶ {answer}" if answer else ""
+    )
+
+
+def _table(rows: list[Entry], *, wide: bool, filtered: Reader) -> None:
+    table(
+        [
+            [
+                when(r.at),
+                r.sender,
+                r.target,
+                _outcome_of(r),
+                str(r.hops),
+                _wait(r.wait_seconds),
+                _text(r.message, wide=wide),
+                _text(r.reply or r.reason or "", wide=wide),
+            ]
+            for r in rows
+        ],
+        ["TIME", "FROM", "TO", "OUTCOME", "HOPS", "WAIT", "MESSAGE", "REPLY"],
+    )
+    if not rows:
+        note("the ledger is empty" + (" for this filter" if filtered.filtered else ""))
+
+
+def _text(text: str, *, wide: bool) -> str:
+    """A message in one cell: its first line of substance cut to fit, or (wide) all of it, line breaks as ⏎."""
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    if lines and lines[0].startswith("[Message from") and len(lines) > 1:
+        lines = lines[1:]  # the frame says what FROM says already
+    if wide:
+        return " ⏎ ".join(ln.strip() for ln in lines)
+    first = lines[0] if lines else ""
+    return first if len(first) <= NARROW else first[: NARROW - 1] + "…"
+
+
+def _wait(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds:g}s"
