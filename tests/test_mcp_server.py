@@ -99,10 +99,16 @@ async def exercise(session: ClientSession) -> dict[str, Any]:
     return seen
 
 
+def undescribed(schema: dict[str, Any]) -> list[str]:
+    """The parameters of a tool's input schema that carry no description (hosts show them to their person)."""
+    return [name for name, prop in schema["properties"].items() if not str(prop.get("description", "")).strip()]
+
+
 def check(seen: dict[str, Any], root: Path) -> None:
     tools = seen["tools"]
     assert set(tools) == TOOLS
     assert tools["send_to_session"].input_schema["required"] == ["session_id", "message"]
+    assert {name: undescribed(tool.input_schema) for name, tool in tools.items()} == {name: [] for name in TOOLS}
     assert seen["reply"]["result"] == "delivered" and seen["reply"]["reply"] == "builds (echo): status?"
     assert seen["refused"]["result"] == "refused" and seen["refused"]["error"]["code"] == "not_allowed"
     receipt = seen["receipt"]

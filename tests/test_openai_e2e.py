@@ -56,6 +56,9 @@ def test_tool_loop_with_memory_and_full_context(initialised: Path) -> None:
             assert part in system["content"]
         assert first["model"] == "m-test"
         assert {t["function"]["name"] for t in first["tools"]} >= {"memory"}
+        for tool in first["tools"]:  # every argument of every tool says what it takes
+            schema = tool["function"]["parameters"]
+            assert all(prop.get("description") for prop in schema["properties"].values()), tool
         assert model.headers[0]["Authorization"] == "Bearer sk-test-123"
         tool_result = second["messages"][-1]
         assert tool_result["role"] == "tool" and json.loads(tool_result["content"])["ok"] is True

@@ -22,10 +22,25 @@ SPEC = ToolSpec(
     parameters={
         "type": "object",
         "properties": {
-            "action": {"type": "string", "enum": ["add", "replace", "remove"]},
-            "target": {"type": "string", "enum": ["memory", "user"]},
-            "content": {"type": "string"},
-            "old_text": {"type": "string"},
+            "action": {
+                "type": "string",
+                "enum": ["add", "replace", "remove"],
+                "description": "add a line; replace the line containing old_text; remove the line containing content.",
+            },
+            "target": {
+                "type": "string",
+                "enum": ["memory", "user"],
+                "description": "memory: your own notes (MEMORY.md); user: what you know of your person (USER.md).",
+            },
+            "content": {
+                "type": "string",
+                "description": f"The line to add, or the new line for replace (at most {MAX_ENTRY} characters); "
+                "for remove, a part of the line to remove.",
+            },
+            "old_text": {
+                "type": "string",
+                "description": "For replace only: a part of the line to replace (it must match one line).",
+            },
         },
         "required": ["action", "target", "content"],
     },
