@@ -27,6 +27,7 @@ from test_messaging import set_messaging
 
 TOOLS = {"send_to_session", "send_to_peer", "check_message", "cancel_message", "list_sessions"}
 SHORT_WAIT = "1"
+OUTCOMES = {"delivered", "receipt", "held", "refused", "failed", "unknown"}
 
 
 def setup_home(root: Path) -> None:
@@ -68,7 +69,8 @@ async def call(session: ClientSession, tool: str, progress: list[float] | None =
     result = await session.call_tool(tool, args, progress_callback=on_progress)
     assert result.content and result.content[0].type == "text"
     body: dict[str, Any] = json.loads(result.content[0].text)
-    assert result.is_error == (body.get("result") in ("refused", "failed") or "error" in body), body
+    assert body["result"] in OUTCOMES, body  # every result says what became of the call, errors too
+    assert result.is_error == (body["result"] in ("refused", "failed", "unknown") or "error" in body), body
     return body
 
 
@@ -172,6 +174,21 @@ def test_stdio_refuses_an_unknown_profile_or_session_before_serving(home: Path) 
         assert says in result.stderr and "Traceback" not in result.stderr
 
 
+async def unknown_session_and_tool(gateway: GatewayProcess, path: str, **headers: str) -> dict[str, dict[str, Any]]:
+    """Every tool called as a session that does not exist (X-Backchannel-Session), and a tool that does not."""
+    arguments = {
+        "send_to_session": {"session_id": "builds", "message": "hi"},
+        "send_to_peer": {"target": "nowhere", "message": "hi"},
+        "check_message": {"run_id": "run_0123456789abcdef0123456789abcdef"},
+        "cancel_message": {"run_id": "run_0123456789abcdef0123456789abcdef"},
+        "list_sessions": {},
+    }
+    async with over_http(gateway, path, **headers, **{"X-Backchannel-Session": "20200101_000000_abcdef"}) as session:
+        seen = {tool: await call(session, tool, **args) for tool, args in arguments.items()}
+        seen["no_such_tool"] = await call(session, "no_such_tool")
+    return seen
+
+
 @pytest.mark.parametrize("path", ["/p/research/mcp", "/mcp"])
 def test_over_http_at_the_gateway(home: Path, path: str, monkeypatch: pytest.MonkeyPatch) -> None:
     setup_home(home)
@@ -187,6 +204,11 @@ def test_over_http_at_the_gateway(home: Path, path: str, monkeypatch: pytest.Mon
         check(asyncio.run(main()), home)
         sessions = json.loads(run_cli("sessions", "list", "-p", "research", "--json").stdout)
         assert len([s for s in sessions if (s.get("title") or "").startswith("MCP ")]) == 1, "one per MCP session"
+        unknown = asyncio.run(unknown_session_and_tool(gateway, path, **headers))
+        assert {tool: (r["result"], r["error"]["code"]) for tool, r in unknown.items()} == {
+            **{tool: ("refused", "session_not_found") for tool in TOOLS},
+            "no_such_tool": ("refused", "unknown_tool"),
+        }, unknown
         r = httpx2.post(gateway.url + path, json={}, headers={"Authorization": "Bearer wrong"})
         assert r.status_code == 401 and r.json()["error"]["code"] == "invalid_api_key"
         r = httpx2.post(gateway.url + "/p/nobody/mcp", json={}, headers=gateway.headers())

@@ -7,6 +7,7 @@ from typing import Any
 from ...errors import ConfigError
 from ...home import files
 from ...home.config import write_atomic
+from ...outcome import answered
 from ..engines.base import ToolSpec
 from .base import Tool, ToolContext, ToolFailure, require_str
 
@@ -59,7 +60,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     if action == "add":
         _check_entry(content)
         if content in lines:
-            return {"ok": True, "target": target, "note": "already remembered", "entries": len(lines)}
+            return answered({"ok": True, "target": target, "note": "already remembered", "entries": len(lines)})
         lines.append(content)
     elif action == "replace":
         old = require_str(args, "old_text")
@@ -82,7 +83,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         write_atomic(path, text)
     except OSError as exc:
         raise ConfigError(f"cannot write {str(path)!r}: {exc.strerror or type(exc).__name__}") from exc
-    return {"ok": True, "target": target, "action": action, "entries": len(lines), "chars": len(text)}
+    return answered({"ok": True, "target": target, "action": action, "entries": len(lines), "chars": len(text)})
 
 
 def _check_entry(content: str) -> None:

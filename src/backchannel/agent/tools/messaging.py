@@ -1,13 +1,14 @@
 """The messaging tools: send_to_session, send_to_peer, check_message, cancel_message, list_sessions.
 
 Each goes through the turn's `Sender`; its result is the outcome (`backchannel.outcome.Result`) as JSON:
-a reply, a receipt, or a refusal or failure with its code.
+a reply, a receipt, or a refusal or failure with its code; `list_sessions` answers `delivered` with the list.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from ...outcome import answered
 from ..engines.base import ToolSpec
 from .base import Tool, ToolContext, ToolFailure, require_str
 
@@ -44,7 +45,7 @@ async def _cancel(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
 
 
 async def _targets(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
-    return {"sessions": ctx.messenger().targets(ctx, require_str(args, "profile", optional=True) or None)}
+    return answered({"sessions": ctx.messenger().targets(ctx, require_str(args, "profile", optional=True) or None)})
 
 
 def _string(description: str) -> dict[str, Any]:
