@@ -209,8 +209,14 @@ def test_over_http_at_the_gateway(home: Path, path: str, monkeypatch: pytest.Mon
             **{tool: ("refused", "session_not_found") for tool in TOOLS},
             "no_such_tool": ("refused", "unknown_tool"),
         }, unknown
+        # A 401 says a Bearer key is asked for, and when one was sent, that it is not valid (RFC 6750)
         r = httpx2.post(gateway.url + path, json={}, headers={"Authorization": "Bearer wrong"})
         assert r.status_code == 401 and r.json()["error"]["code"] == "invalid_api_key"
+        assert r.headers["www-authenticate"].startswith('Bearer realm="backchannel", error="invalid_token"'), r.headers
+        r = httpx2.post(gateway.url + path, json={})
+        assert r.status_code == 401 and r.headers["www-authenticate"] == 'Bearer realm="backchannel"', r.headers
+        r = httpx2.get(gateway.url + "/v1/capabilities", headers={"Authorization": "Bearer wrong"})
+        assert r.status_code == 401 and 'error="invalid_token"' in r.headers["www-authenticate"]  # every route alike
         r = httpx2.post(gateway.url + "/p/nobody/mcp", json={}, headers=gateway.headers())
         assert r.status_code == 404 and r.json()["error"]["code"] == "profile_not_found"
     finally:

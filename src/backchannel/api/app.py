@@ -14,12 +14,12 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 
 from .. import __version__
-from ..errors import BackchannelError
+from ..errors import AuthError, BackchannelError
 from ..messages import MAX_MESSAGE_CHARS
 from . import routes_held, routes_runs, routes_sessions, routes_tools, web
 from .a2a import A2AEndpoints
 from .context import Context, caller, context
-from .http import bearer, profile_of
+from .http import bearer, challenge, profile_of
 from .mcp_endpoint import McpEndpoint
 from .openapi import openapi_document
 
@@ -126,8 +126,12 @@ async def _backchannel_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, BackchannelError)
     if web.is_web(request):
         return web.error_page(request, exc.http_status, exc.message, exc.code)
-    headers = {"Retry-After": f"{exc.retry_after:.0f}"} if exc.retry_after is not None else None
-    return JSONResponse(exc.envelope(), status_code=exc.http_status, headers=headers)
+    headers: dict[str, str] = {}
+    if exc.retry_after is not None:
+        headers["Retry-After"] = f"{exc.retry_after:.0f}"
+    if isinstance(exc, AuthError):
+        headers["WWW-Authenticate"] = challenge(exc)
+    return JSONResponse(exc.envelope(), status_code=exc.http_status, headers=headers or None)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
