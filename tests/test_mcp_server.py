@@ -163,6 +163,27 @@ def test_stdio_through_the_running_gateway_and_a_given_session(home: Path) -> No
     assert any(row["sender"] == f"research/{session_id}" for row in ledger), "the given session sent them"
 
 
+def test_stdio_started_with_a_clean_environment_finds_its_home_by_home(home: Path, tmp_path: Path) -> None:
+    """As MCP Inspector and the SDK's own client start a server: their default environment (PATH, HOME …),
+    no BACKCHANNEL_HOME; `--home` names it in the command line."""
+    setup_home(home)
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "backchannel", "mcp", "--home", str(home), "--as", "research"],
+        env={"HOME": str(tmp_path / "user")},  # merged over the SDK's default environment, which has no BACKCHANNEL_*
+    )
+
+    async def main() -> dict[str, Any]:
+        with (tmp_path / "mcp-stderr.log").open("a") as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
+                await session.initialize()
+                return await call(session, "send_to_session", session_id="builds", message="found me?")
+
+    reply = asyncio.run(main())
+    assert reply["result"] == "delivered" and reply["reply"] == "builds (echo): found me?", reply
+    assert not (tmp_path / "user" / ".backchannel").exists()
+
+
 def test_stdio_refuses_an_unknown_profile_or_session_before_serving(home: Path) -> None:
     setup_home(home)
     for args, says in (
