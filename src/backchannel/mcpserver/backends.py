@@ -59,8 +59,8 @@ class ViaGateway:
         answer = await self.client.request("POST", path, json={"arguments": arguments}, timeout=wait + HTTP_MARGIN)
         result = answer.body.get("result")
         if not isinstance(result, dict):
-            what = f"the gateway answered {tool!r} without a tool result"
-            return error_body(Outcome.UNKNOWN, "gateway_error", f"{what}: ask with check_message"), False
+            what = f"the gateway answered {tool!r} without a tool result: a message may or may not have been sent"
+            return error_body(Outcome.UNKNOWN, "gateway_error", what), False
         return result, bool(answer.body.get("ok"))
 
     async def new_session(self, profile: str, title: str) -> str:

@@ -99,7 +99,10 @@ def build_server(backend: Backend, caller_of: CallerOf) -> Server[Any]:
         except Exception as exc:  # a bug of ours: logged for the operator; the host still gets a result
             log.exception("MCP call of %r failed", params.name)
             failure = error_body(
-                Outcome.UNKNOWN, "internal_error", f"internal error ({type(exc).__name__}): ask with check_message"
+                Outcome.UNKNOWN,
+                "internal_error",
+                f"internal error ({type(exc).__name__}): a message may or may not have been sent; "
+                "list_sessions and check_message tell",
             )
             return _result(failure, ok=False)
         return _result(result, ok=ok)
