@@ -16,32 +16,22 @@ MAX_ENTRY = 500
 
 SPEC = ToolSpec(
     name="memory",
-    description=(
-        "Durable notes: target memory (yours) or user (about your person). add appends content as a line; "
-        "replace swaps the line containing old_text for content; remove deletes the line containing content."
-    ),
+    description="Durable notes, one line each.",
     parameters={
         "type": "object",
         "properties": {
             "action": {
                 "type": "string",
                 "enum": ["add", "replace", "remove"],
-                "description": "add a line; replace the line containing old_text; remove the line containing content.",
+                "description": "add content; replace old_text's line; remove content's line",
             },
             "target": {
                 "type": "string",
                 "enum": ["memory", "user"],
-                "description": "memory: your own notes (MEMORY.md); user: what you know of your person (USER.md).",
+                "description": "memory: yours; user: your person's",
             },
-            "content": {
-                "type": "string",
-                "description": f"The line to add, or the new line for replace (at most {MAX_ENTRY} characters); "
-                "for remove, a part of the line to remove.",
-            },
-            "old_text": {
-                "type": "string",
-                "description": "For replace only: a part of the line to replace (it must match one line).",
-            },
+            "content": {"type": "string", "description": "a line"},
+            "old_text": {"type": "string", "description": "for replace"},
         },
         "required": ["action", "target", "content"],
     },

@@ -52,20 +52,11 @@ def _string(description: str) -> dict[str, Any]:
     return {"type": "string", "description": description}
 
 
-# Every parameter says what it takes: hosts show these to their person, and models read them.
-_MESSAGE = _string(
-    "The text to send. The other agent reads it as a message from this session (another agent), "
-    "never as its own person's words."
-)
-_WAIT = {  # below 0 is refused by _wait
-    "type": "number",
-    "default": DEFAULT_WAIT,
-    "description": (
-        f"Seconds to wait for the reply (default {DEFAULT_WAIT:g}). Past it you get a receipt instead: the message "
-        "is accepted, do not resend it; the reply comes to this session later. 0: return the receipt at once."
-    ),
-}
-_RUN_ID = "The run id (run_…) a send gave you, in its receipt or its result"
+# Every parameter says what it takes (hosts show it), in as few words as a model needs: each token of these
+# schemas is in every model call (tests/test_prompt_size.py and the llama interop test pin their size).
+_MESSAGE = _string("the text")
+_WAIT = {"type": "number", "default": DEFAULT_WAIT, "description": "0: no wait"}  # below 0 is refused by _wait
+_RUN_ID = _string("from the send")
 
 
 def _spec(name: str, description: str, required: dict[str, Any], optional: dict[str, Any] | None = None) -> ToolSpec:
@@ -77,16 +68,9 @@ TOOLS: tuple[Tool, ...] = (
     Tool(
         _spec(
             "send_to_session",
-            "Message another agent's session and get its reply. session_id: a profile (its Bot Chat), "
-            "profile/session-id or a session id. Past wait_seconds you get a receipt: do not resend, the reply "
-            "comes to this session. wait_seconds=0: do not wait.",
-            {
-                "session_id": _string(
-                    "Whom to message, on this gateway: a profile name (its Bot Chat), profile/session-id, "
-                    "or a session id alone (like 20261130_015530_55cf9b)."
-                ),
-                "message": _MESSAGE,
-            },
+            "Message another agent's session and get its reply; past wait_seconds, a receipt (do not resend: "
+            "the reply comes here).",
+            {"session_id": _string("profile, profile/session-id or session id"), "message": _MESSAGE},
             {"wait_seconds": _WAIT},
         ),
         _send,
@@ -94,41 +78,16 @@ TOOLS: tuple[Tool, ...] = (
     Tool(
         _spec(
             "send_to_peer",
-            "The same for an agent on another gateway: target is peer or peer/profile.",
-            {
-                "target": _string(
-                    "The agent on another gateway: the peer's name (its default profile) or peer/profile; "
-                    "the peers are the ones this gateway knows."
-                ),
-                "message": _MESSAGE,
-            },
+            "The same, to an agent on another gateway.",
+            {"target": _string("peer or peer/profile"), "message": _MESSAGE},
             {"wait_seconds": _WAIT},
         ),
         _send_peer,
     ),
+    Tool(_spec("check_message", "State or reply of a message you sent.", {"run_id": _RUN_ID}), _check),
+    Tool(_spec("cancel_message", "Cancel an unanswered message you sent.", {"run_id": _RUN_ID}), _cancel),
     Tool(
-        _spec(
-            "check_message",
-            "State or reply of a message you sent.",
-            {"run_id": _string(f"{_RUN_ID}: the message to look up.")},
-        ),
-        _check,
-    ),
-    Tool(
-        _spec(
-            "cancel_message",
-            "Cancel a message you sent that is not answered yet.",
-            {"run_id": _string(f"{_RUN_ID}: the message to cancel.")},
-        ),
-        _cancel,
-    ),
-    Tool(
-        _spec(
-            "list_sessions",
-            "The sessions you may message.",
-            {},
-            {"profile": _string("Only this profile's sessions (default: those of every profile you may message).")},
-        ),
+        _spec("list_sessions", "The sessions you may message.", {}, {"profile": _string("only this profile's")}),
         _targets,
     ),
 )
