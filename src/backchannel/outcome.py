@@ -121,9 +121,9 @@ def of_error(error: BackchannelError) -> Outcome:
 
 
 def of_http_error(status: int) -> Outcome:
-    """The same, for a client that sees only a gateway's HTTP error answer: 4xx the request as given (but 401,
-    a key that is wrong, and 429, a limit: failed, nothing was accepted); 500 and 504 may have come after the
-    message was accepted (unknown); any other 5xx failed."""
+    """The same, for a client that sees only a gateway's HTTP error answer: a 4xx refused the request as given,
+    but 401 (a wrong key), 424 (a run or a peer that failed) and 429 (a limit) failed; 500 and 504 may come
+    after the message was accepted (unknown); any other 5xx failed, nothing was accepted."""
     if status in (401, 424, 429):
         return Outcome.FAILED
     if 400 <= status < 500:
