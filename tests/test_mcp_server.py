@@ -27,6 +27,7 @@ from test_messaging import set_messaging
 
 TOOLS = {"send_to_session", "send_to_peer", "check_message", "cancel_message", "list_sessions"}
 SHORT_WAIT = "1"
+OUTCOMES = {"delivered", "receipt", "held", "refused", "failed", "unknown"}
 
 
 def setup_home(root: Path) -> None:
@@ -68,7 +69,8 @@ async def call(session: ClientSession, tool: str, progress: list[float] | None =
     result = await session.call_tool(tool, args, progress_callback=on_progress)
     assert result.content and result.content[0].type == "text"
     body: dict[str, Any] = json.loads(result.content[0].text)
-    assert result.is_error == (body.get("result") in ("refused", "failed") or "error" in body), body
+    assert body["result"] in OUTCOMES, body  # every result says what became of the call, errors too
+    assert result.is_error == (body["result"] in ("refused", "failed", "unknown") or "error" in body), body
     return body
 
 
@@ -99,10 +101,16 @@ async def exercise(session: ClientSession) -> dict[str, Any]:
     return seen
 
 
+def undescribed(schema: dict[str, Any]) -> list[str]:
+    """The parameters of a tool's input schema that carry no description (hosts show them to their person)."""
+    return [name for name, prop in schema["properties"].items() if not str(prop.get("description", "")).strip()]
+
+
 def check(seen: dict[str, Any], root: Path) -> None:
     tools = seen["tools"]
     assert set(tools) == TOOLS
     assert tools["send_to_session"].input_schema["required"] == ["session_id", "message"]
+    assert {name: undescribed(tool.input_schema) for name, tool in tools.items()} == {name: [] for name in TOOLS}
     assert seen["reply"]["result"] == "delivered" and seen["reply"]["reply"] == "builds (echo): status?"
     assert seen["refused"]["result"] == "refused" and seen["refused"]["error"]["code"] == "not_allowed"
     receipt = seen["receipt"]
@@ -155,6 +163,27 @@ def test_stdio_through_the_running_gateway_and_a_given_session(home: Path) -> No
     assert any(row["sender"] == f"research/{session_id}" for row in ledger), "the given session sent them"
 
 
+def test_stdio_started_with_a_clean_environment_finds_its_home_by_home(home: Path, tmp_path: Path) -> None:
+    """As MCP Inspector and the SDK's own client start a server: their default environment (PATH, HOME …),
+    no BACKCHANNEL_HOME; `--home` names it in the command line."""
+    setup_home(home)
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "backchannel", "mcp", "--home", str(home), "--as", "research"],
+        env={"HOME": str(tmp_path / "user")},  # merged over the SDK's default environment, which has no BACKCHANNEL_*
+    )
+
+    async def main() -> dict[str, Any]:
+        with (tmp_path / "mcp-stderr.log").open("a") as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
+                await session.initialize()
+                return await call(session, "send_to_session", session_id="builds", message="found me?")
+
+    reply = asyncio.run(main())
+    assert reply["result"] == "delivered" and reply["reply"] == "builds (echo): found me?", reply
+    assert not (tmp_path / "user" / ".backchannel").exists()
+
+
 def test_stdio_refuses_an_unknown_profile_or_session_before_serving(home: Path) -> None:
     setup_home(home)
     for args, says in (
@@ -164,6 +193,21 @@ def test_stdio_refuses_an_unknown_profile_or_session_before_serving(home: Path) 
         result = run_cli("mcp", *args)
         assert result.exit_code == 2, result
         assert says in result.stderr and "Traceback" not in result.stderr
+
+
+async def unknown_session_and_tool(gateway: GatewayProcess, path: str, **headers: str) -> dict[str, dict[str, Any]]:
+    """Every tool called as a session that does not exist (X-Backchannel-Session), and a tool that does not."""
+    arguments = {
+        "send_to_session": {"session_id": "builds", "message": "hi"},
+        "send_to_peer": {"target": "nowhere", "message": "hi"},
+        "check_message": {"run_id": "run_0123456789abcdef0123456789abcdef"},
+        "cancel_message": {"run_id": "run_0123456789abcdef0123456789abcdef"},
+        "list_sessions": {},
+    }
+    async with over_http(gateway, path, **headers, **{"X-Backchannel-Session": "20200101_000000_abcdef"}) as session:
+        seen = {tool: await call(session, tool, **args) for tool, args in arguments.items()}
+        seen["no_such_tool"] = await call(session, "no_such_tool")
+    return seen
 
 
 @pytest.mark.parametrize("path", ["/p/research/mcp", "/mcp"])
@@ -181,8 +225,19 @@ def test_over_http_at_the_gateway(home: Path, path: str, monkeypatch: pytest.Mon
         check(asyncio.run(main()), home)
         sessions = json.loads(run_cli("sessions", "list", "-p", "research", "--json").stdout)
         assert len([s for s in sessions if (s.get("title") or "").startswith("MCP ")]) == 1, "one per MCP session"
+        unknown = asyncio.run(unknown_session_and_tool(gateway, path, **headers))
+        assert {tool: (r["result"], r["error"]["code"]) for tool, r in unknown.items()} == {
+            **{tool: ("refused", "session_not_found") for tool in TOOLS},
+            "no_such_tool": ("refused", "unknown_tool"),
+        }, unknown
+        # A 401 says a Bearer key is asked for, and when one was sent, that it is not valid (RFC 6750)
         r = httpx2.post(gateway.url + path, json={}, headers={"Authorization": "Bearer wrong"})
         assert r.status_code == 401 and r.json()["error"]["code"] == "invalid_api_key"
+        assert r.headers["www-authenticate"].startswith('Bearer realm="backchannel", error="invalid_token"'), r.headers
+        r = httpx2.post(gateway.url + path, json={})
+        assert r.status_code == 401 and r.headers["www-authenticate"] == 'Bearer realm="backchannel"', r.headers
+        r = httpx2.get(gateway.url + "/v1/capabilities", headers={"Authorization": "Bearer wrong"})
+        assert r.status_code == 401 and 'error="invalid_token"' in r.headers["www-authenticate"]  # every route alike
         r = httpx2.post(gateway.url + "/p/nobody/mcp", json={}, headers=gateway.headers())
         assert r.status_code == 404 and r.json()["error"]["code"] == "profile_not_found"
     finally:

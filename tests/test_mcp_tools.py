@@ -63,7 +63,7 @@ def test_an_agent_calls_a_tool_of_a_real_mcp_server(initialised: Path) -> None:
         assert {"memory", "send_to_session", "time__get_current_time", "time__convert_time"} <= set(offered)
         assert "timezone" in offered["time__get_current_time"]["parameters"]["properties"]
         (answer,) = tool_results(model)
-        assert "error" not in answer, answer
+        assert "error" not in answer and answer["result"] == "delivered", answer
         assert "Europe/Paris" in answer["content"] and "datetime" in answer["content"]
 
 
@@ -89,6 +89,8 @@ def test_errors_and_timeouts_are_tool_results_and_env_comes_from_dot_env(initial
     assert slow["error"]["code"] == "tool_timeout" and "'t'" in slow["error"]["message"]
     assert unknown["error"]["code"] == "unknown_tool"
     assert echo["content"] == "hello: hi"
+    # each result says what became of the call: the tool ran and failed; it may have acted; no such tool; done
+    assert [r["result"] for r in (failed, slow, unknown, echo)] == ["failed", "unknown", "refused", "delivered"]
 
 
 def _pid(result: dict[str, Any]) -> int:
@@ -194,4 +196,5 @@ def test_a_streamable_http_server_with_a_header_from_dot_env(initialised: Path) 
             gateway.kill()
         (listed,) = tool_results(model)
     assert "error" not in listed, listed
-    assert json.loads(listed["content"]) == {"sessions": []}  # builds may message nothing (deny by default)
+    # builds may message nothing (deny by default)
+    assert json.loads(listed["content"]) == {"result": "delivered", "sessions": []}

@@ -56,9 +56,13 @@ def test_tool_loop_with_memory_and_full_context(initialised: Path) -> None:
             assert part in system["content"]
         assert first["model"] == "m-test"
         assert {t["function"]["name"] for t in first["tools"]} >= {"memory"}
+        for tool in first["tools"]:  # every argument of every tool says what it takes
+            schema = tool["function"]["parameters"]
+            assert all(prop.get("description") for prop in schema["properties"].values()), tool
         assert model.headers[0]["Authorization"] == "Bearer sk-test-123"
         tool_result = second["messages"][-1]
         assert tool_result["role"] == "tool" and json.loads(tool_result["content"])["ok"] is True
+        assert json.loads(tool_result["content"])["result"] == "delivered"
     assert "project uses uv" in (initialised / "profiles/coder/memories/MEMORY.md").read_text()
     sid = json.loads(result.stdout)["session_id"]
     roles = [m["role"] for m in json.loads(run_cli("sessions", "show", sid, "--json").stdout)["messages"]]
@@ -74,18 +78,28 @@ def test_history_is_sent_on_resume(initialised: Path) -> None:
         assert sent == [("user", "one"), ("assistant", "first answer"), ("user", "two")]
 
 
-def test_tool_errors_go_back_to_the_model(initialised: Path) -> None:
+def test_tool_errors_go_back_to_the_model_and_every_result_says_its_outcome(initialised: Path) -> None:
     script = [
         {"tool_calls": [{"name": "no_such_tool", "arguments": {}}]},
         {"tool_calls": [{"name": "memory", "arguments": {"action": "explode", "target": "memory", "content": "x"}}]},
+        {"tool_calls": [{"name": "check_message", "arguments": {"run_id": "run_0123456789abcdef0123456789abcdef"}}]},
+        {"tool_calls": [{"name": "send_to_session", "arguments": {"session_id": "20200101_000000_abcdef"}}]},
+        {"tool_calls": [{"name": "list_sessions", "arguments": {}}]},
         "I could not do that.",
     ]
     with ScriptedModel(script) as model:
         make_openai_profile(initialised, model.base_url)
         result = run_cli("chat", "-p", "coder", "-q", "try tools")
         assert result.exit_code == 0, result.stderr
-        errors = [json.loads(r["messages"][-1]["content"])["error"]["code"] for r in model.requests[1:]]
-        assert errors == ["unknown_tool", "invalid_arguments"]
+        results = [json.loads(r["messages"][-1]["content"]) for r in model.requests[1:]]
+        seen = [(r["result"], r.get("error", {}).get("code")) for r in results]
+        assert seen == [
+            ("refused", "unknown_tool"),
+            ("refused", "invalid_arguments"),
+            ("refused", "not_found"),
+            ("refused", "invalid_arguments"),
+            ("delivered", None),
+        ], results
 
 
 def test_max_turns_bounds_model_calls(initialised: Path) -> None:

@@ -13,7 +13,9 @@ from pathlib import Path
 from conftest import run_cli
 from scripted_model import ScriptedModel
 
-OWN_CHARS_BOUND = 2500  # 3,304 before issue 13 shortened the note and the tool descriptions, 2,392 after
+# 3,304 before issue 13 shortened the note and the tool descriptions, 2,392 after; 2,561 once every argument
+# of every tool was described (issue 21: hosts show them), mostly the JSON keys: 802 → 848 tokens on llama.cpp.
+OWN_CHARS_BOUND = 2600
 SOUL = "You are Tiny."
 
 

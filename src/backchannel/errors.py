@@ -111,10 +111,16 @@ class Forbidden(BackchannelError):
 
 
 class AuthError(BackchannelError):
+    """No key, or a key that is nobody's (`key_sent`): HTTP answers it with a Bearer challenge (RFC 6750)."""
+
     exit_code = 1
     http_status = 401
     code = "invalid_api_key"
     type = "invalid_request_error"
+
+    def __init__(self, message: str, *, code: str | None = None, key_sent: bool = False) -> None:
+        super().__init__(message, code=code)
+        self.key_sent = key_sent
 
 
 class KeyRevoked(AuthError):

@@ -7,7 +7,10 @@
     failed      the turn failed, was cancelled or expired: a new send is a new run
     unknown     a remote outcome cannot be known (the request may have arrived): ask again with the same key
 
-Run states stay the store's; `of_run` is the one place an outcome is computed from them.
+Run states stay the store's; `of_state` is the one place an outcome is computed from them, `of_error` and
+`of_http_error` the one place for an error that stopped a message (or a tool call) before it had a run.
+Every tool result carries its `result`: a message's outcome, `error_body` for an error, `answered` for a
+tool's answer that is no message (a list, a memory edit: the answer is here).
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
+
+from .errors import BackchannelError, PeerOutcomeUnknown
 
 RECEIPT_DETAIL = "accepted and queued: do not resend. The reply comes when the run ends; ask for it with its run id."
 RUNNING_DETAIL = "accepted, and its turn is running: do not resend. The reply comes when it ends; ask with its run id."
@@ -115,3 +120,33 @@ def detail(outcome: Outcome, state: str | None) -> str:
 
 def refused(to: str, code: str, reason: str) -> Result:
     return Result(Outcome.REFUSED, to, code=code, error=reason)
+
+
+def of_error(error: BackchannelError) -> Outcome:
+    """What an error means for the message (or tool call) it stopped: a request that cannot succeed as given
+    (exit 2: a bad argument, an unknown name, a policy) was refused; a peer's silence after the request may
+    have arrived is unknown; anything else (a limit, a gateway or engine down) failed: nothing was accepted."""
+    if isinstance(error, PeerOutcomeUnknown) or error.code == PeerOutcomeUnknown.code:  # the gateway's silence too
+        return Outcome.UNKNOWN
+    return Outcome.REFUSED if error.exit_code == 2 else Outcome.FAILED
+
+
+def of_http_error(status: int) -> Outcome:
+    """The same, for a client that sees only a gateway's HTTP error answer: a 4xx refused the request as given,
+    but 401 (a wrong key), 424 (a run or a peer that failed) and 429 (a limit) failed; 500 and 504 may come
+    after the message was accepted (unknown); any other 5xx failed, nothing was accepted."""
+    if status in (401, 424, 429):
+        return Outcome.FAILED
+    if 400 <= status < 500:
+        return Outcome.REFUSED
+    return Outcome.UNKNOWN if status in (500, 504) else Outcome.FAILED
+
+
+def error_body(outcome: Outcome, code: str, message: str, **details: object) -> dict[str, Any]:
+    """An error as a tool result (and the CLI's --json): the outcome it means, and the error itself."""
+    return {"result": outcome.value, "error": {"code": code, "message": message, **details}}
+
+
+def answered(body: dict[str, Any]) -> dict[str, Any]:
+    """A tool's answer that is no message's outcome (a list, a memory edit): delivered, the answer is here."""
+    return {"result": Outcome.DELIVERED.value, **body}

@@ -14,8 +14,9 @@ Settings, read from the environment at each call (Hermes loads `$HERMES_HOME/.en
     BACKCHANNEL_PROFILE   the Backchannel profile these Hermes sessions belong to (default: Hermes's profile)
 
 Every failure, the gateway's refusals (`not_allowed`, `would_deadlock` …) and an unreachable gateway
-alike, is a tool result the model reads (`{"error": {"code", "message"}}`), never an exception in the
-Hermes turn. The HTTP client is the standard library's: the handler runs in Hermes's agent thread, and a
+alike, is a tool result the model reads (`{"result": "refused" | "failed" | "unknown", "error": {"code",
+"message"}}`, the outcome computed by `backchannel.outcome` as for every surface), never an exception in
+the Hermes turn. The HTTP client is the standard library's: the handler runs in Hermes's agent thread, and a
 blocking call there needs no event loop of ours.
 
 Mentions: the `pre_gateway_dispatch` hook sees each platform message (Telegram, weixin …) before Hermes's
@@ -39,6 +40,7 @@ from typing import Any
 
 from backchannel.addresses import MENTION_RE
 from backchannel.agent.tools.messaging import DEFAULT_WAIT, TOOLS
+from backchannel.outcome import Outcome, error_body, of_http_error
 
 TOOLSET = "backchannel"
 HOSTED = ("send_to_session", "send_to_peer", "check_message", "cancel_message", "list_sessions")
@@ -48,8 +50,12 @@ REQUEST_TIMEOUT = 30.0
 MENTION_WAIT = 60.0
 
 
-def _error(code: str, message: str) -> str:
-    return json.dumps({"error": {"code": code, "message": message}}, ensure_ascii=False)
+class _Unanswered(Exception):
+    """No answer of the gateway's to hand on: `body` is the tool result that says why, with its outcome."""
+
+    def __init__(self, outcome: Outcome, code: str, message: str) -> None:
+        super().__init__(message)
+        self.body = error_body(outcome, code, message)
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -70,12 +76,19 @@ def call(tool: str, args: dict[str, Any], *, session_id: str, profile: str) -> s
     if tool in ("send_to_session", "send_to_peer"):
         wait = args.get("wait_seconds", DEFAULT_WAIT)
         timeout = (float(wait) if isinstance(wait, int | float) and wait > 0 else 0.0) + ANSWER_MARGIN
-    body = _post(f"tools/{_quote(tool)}", {"arguments": args}, session_id=session_id, profile=profile, timeout=timeout)
-    if "error" in body and "result" not in body:
-        return json.dumps(body, ensure_ascii=False)
-    result = body.get("result")
-    if not isinstance(result, dict):
-        return _error("backchannel_error", f"the Backchannel gateway at {_base()} answered without a tool result")
+    try:
+        body = _post(
+            f"tools/{_quote(tool)}", {"arguments": args}, session_id=session_id, profile=profile, timeout=timeout
+        )
+        result = body.get("result")
+        if not isinstance(result, dict):
+            raise _Unanswered(
+                Outcome.UNKNOWN,
+                "backchannel_error",
+                f"the Backchannel gateway at {_base()} answered without a tool result: ask with check_message",
+            )
+    except _Unanswered as exc:
+        return json.dumps(exc.body, ensure_ascii=False)
     return json.dumps(result, ensure_ascii=False)
 
 
@@ -84,15 +97,16 @@ def answer_mentions(text: str, *, session_id: str, profile: str, wait: float = M
     Backchannel could not answer (the text then goes to Hermes's agent as it is, the reason logged by Hermes)."""
     if not MENTION_RE.search(text):
         return None
-    body = _post(
-        "mentions",
-        {"message": text, "wait_seconds": wait},
-        session_id=session_id,
-        profile=profile,
-        timeout=wait + ANSWER_MARGIN,
-    )
-    if "error" in body:
-        raise RuntimeError(f"Backchannel did not answer the mentions: {body['error'].get('message')}")
+    try:
+        body = _post(
+            "mentions",
+            {"message": text, "wait_seconds": wait},
+            session_id=session_id,
+            profile=profile,
+            timeout=wait + ANSWER_MARGIN,
+        )
+    except _Unanswered as exc:
+        raise RuntimeError(f"Backchannel did not answer the mentions: {exc}") from None
     rewritten = body.get("message")
     return rewritten if isinstance(rewritten, str) and body.get("mentions") else None
 
@@ -102,13 +116,19 @@ def _base() -> str:
 
 
 def _post(route: str, payload: dict[str, Any], *, session_id: str, profile: str, timeout: float) -> dict[str, Any]:
-    """POST to the session's route on the Backchannel gateway: its JSON object, or `{"error": …}` saying why not."""
+    """POST to the session's route on the Backchannel gateway: its JSON object; `_Unanswered` saying why not."""
     base = _base()
     key = os.environ.get("BACKCHANNEL_API_KEY") or ""
     if not key:
-        return _fail("unavailable", "Backchannel is not set up here: BACKCHANNEL_API_KEY is missing from Hermes's .env")
+        raise _Unanswered(
+            Outcome.FAILED,
+            "unavailable",
+            "Backchannel is not set up here: BACKCHANNEL_API_KEY is missing from Hermes's .env",
+        )
     if not session_id:
-        return _fail("unavailable", "Hermes did not say which session is calling; Backchannel needs it")
+        raise _Unanswered(
+            Outcome.FAILED, "unavailable", "Hermes did not say which session is calling; Backchannel needs it"
+        )
     url = f"{base}/p/{_quote(profile)}/api/sessions/{_quote(session_id)}/{route}"
     request = urllib.request.Request(
         url,
@@ -124,38 +144,44 @@ def _post(route: str, payload: dict[str, Any], *, session_id: str, profile: str,
         with _OPENER.open(request, timeout=timeout) as resp:
             body = json.loads(resp.read())
     except urllib.error.HTTPError as exc:
-        return _refused(exc, base)
+        raise _refused(exc, base) from None
     except TimeoutError:
-        return _fail(
+        raise _Unanswered(
+            Outcome.UNKNOWN,
             "outcome_unknown",
             f"the Backchannel gateway at {base} did not answer within {timeout:g}s: the message may have been "
             "accepted; do not resend it, ask with check_message or list_sessions later",
-        )
+        ) from None
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
-        return _fail(
+        raise _Unanswered(
+            Outcome.FAILED,
             "backchannel_unreachable",
             f"the Backchannel gateway at {base} could not be reached ({reason}); nothing was sent",
-        )
+        ) from None
     except ValueError:
-        return _fail("backchannel_error", f"the Backchannel gateway at {base} answered with something not JSON")
+        raise _Unanswered(
+            Outcome.UNKNOWN, "backchannel_error", f"the Backchannel gateway at {base} answered with something not JSON"
+        ) from None
     if not isinstance(body, dict):
-        return _fail("backchannel_error", f"the Backchannel gateway at {base} answered with something not an object")
+        raise _Unanswered(
+            Outcome.UNKNOWN,
+            "backchannel_error",
+            f"the Backchannel gateway at {base} answered with something not an object",
+        )
     return body
 
 
-def _fail(code: str, message: str) -> dict[str, Any]:
-    return {"error": {"code": code, "message": message}}
-
-
-def _refused(exc: urllib.error.HTTPError, base: str) -> dict[str, Any]:
+def _refused(exc: urllib.error.HTTPError, base: str) -> _Unanswered:
+    """The gateway's error answer (its envelope's code and message), with the outcome its status means."""
     try:
         err = json.loads(exc.read()).get("error")
     except (ValueError, AttributeError, OSError):
         err = None
+    outcome = of_http_error(exc.code)
     if isinstance(err, dict) and err.get("code"):
-        return _fail(str(err["code"]), str(err.get("message") or f"HTTP {exc.code}"))
-    return _fail("backchannel_error", f"the Backchannel gateway at {base} answered HTTP {exc.code}")
+        return _Unanswered(outcome, str(err["code"]), str(err.get("message") or f"HTTP {exc.code}"))
+    return _Unanswered(outcome, "backchannel_error", f"the Backchannel gateway at {base} answered HTTP {exc.code}")
 
 
 def _handler(tool: str, default_profile: str) -> Callable[..., str]:

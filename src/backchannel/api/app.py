@@ -14,14 +14,14 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 
 from .. import __version__
-from ..errors import BackchannelError
+from ..errors import AuthError, BackchannelError
 from ..home.redact import redact
 from ..messages import MAX_MESSAGE_CHARS
 from . import routes_gateway, routes_held, routes_runs, routes_sessions, routes_tools, web
 from .a2a import A2AEndpoints
 from .a2a import errors as a2a_errors
 from .context import Context, caller, context
-from .http import bearer, profile_of
+from .http import bearer, challenge, profile_of
 from .mcp_endpoint import McpEndpoint
 from .openapi import openapi_document
 
@@ -132,11 +132,15 @@ async def _backchannel_error(request: Request, exc: Exception) -> Response:
     redact(exc, context(request).gateway.root)
     if web.is_web(request):
         return web.error_page(request, exc.http_status, exc.message, exc.code)
-    headers = {"Retry-After": f"{exc.retry_after:.0f}"} if exc.retry_after is not None else None
+    headers: dict[str, str] = {}
+    if exc.retry_after is not None:
+        headers["Retry-After"] = f"{exc.retry_after:.0f}"
+    if isinstance(exc, AuthError):
+        headers["WWW-Authenticate"] = challenge(exc)
     binding = a2a_errors.binding_of(request)
     if binding is not None:  # an A2A client reads A2A's error shapes (a refused key, a profile it does not reach)
-        return a2a_errors.response(binding, a2a_errors.of_error(exc), headers=headers)
-    return JSONResponse(exc.envelope(), status_code=exc.http_status, headers=headers)
+        return a2a_errors.response(binding, a2a_errors.of_error(exc), headers=headers or None)
+    return JSONResponse(exc.envelope(), status_code=exc.http_status, headers=headers or None)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:

@@ -19,6 +19,17 @@ SENDER_PROFILE_RE = re.compile(r"[^A-Za-z0-9_.@-]")
 MAX_HOPS_HEADER = 1000
 
 
+REALM = "backchannel"
+
+
+def challenge(exc: AuthError) -> str:
+    """The `WWW-Authenticate` value of a 401 (RFC 6750): a Bearer key is what is asked for, and when one was
+    sent, that it is not valid here (so a client can say "wrong key" rather than start a login of its own)."""
+    if not exc.key_sent:
+        return f'Bearer realm="{REALM}"'
+    return f'Bearer realm="{REALM}", error="invalid_token", error_description="the API key is not valid here"'
+
+
 def bearer(request: Request) -> str:
     """The request's bearer token; AuthError when it has none."""
     header = request.headers.get("authorization", "")

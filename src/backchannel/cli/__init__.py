@@ -8,7 +8,8 @@ import sys
 
 import click
 
-from ..errors import BackchannelError, DiskFull, PeerOutcomeUnknown
+from ..errors import BackchannelError, DiskFull
+from ..outcome import error_body, of_error
 
 
 def main() -> None:
@@ -67,13 +68,7 @@ def _named(exc: OSError) -> str:
 
 def error_object(exc: BackchannelError) -> dict[str, object]:
     """What `--json` prints for an error: the outcome it means for the message, and the error itself."""
-    if exc.exit_code == 2:  # refused, or a request that cannot succeed as given: change it, do not resend
-        result = "refused"
-    elif isinstance(exc, PeerOutcomeUnknown):
-        result = "unknown"
-    else:
-        result = "failed"
-    return {"result": result, "error": {"code": exc.code, "message": exc.message, **exc.details}}
+    return error_body(of_error(exc), exc.code, exc.message, **exc.details)
 
 
 def _wants_json() -> bool:

@@ -1,6 +1,9 @@
-"""The root command group and its subcommands."""
+"""The root command group and its subcommands; `--home PATH` on every one of them."""
 
 from __future__ import annotations
+
+import os
+from pathlib import Path
 
 import click
 
@@ -26,7 +29,8 @@ from .sessions_cmd import sessions
 def cli(ctx: click.Context) -> None:
     """Backchannel: persistent AI agents messaging each other.
 
-    The home is $BACKCHANNEL_HOME (default ~/.backchannel). Start with `backchannel init`.
+    The home is --home PATH (every command takes it), else $BACKCHANNEL_HOME, else ~/.backchannel.
+    Start with `backchannel init`.
 
     \b
     Exit codes: 0 delivered, receipt or held; 1 a delivery or peer error, a failed run, an unknown outcome;
@@ -36,6 +40,42 @@ def cli(ctx: click.Context) -> None:
         click.echo(ctx.get_help())
 
 
+HOME_ENV = "BACKCHANNEL_HOME"
+
+
+def _use_home(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    """`--home PATH` does what BACKCHANNEL_HOME does, for this process and all it starts (a host that starts
+    `backchannel mcp` with a clean environment passes no BACKCHANNEL_HOME)."""
+    if value is None:
+        return
+    if not value.strip():
+        raise click.BadParameter("is empty: give the home's folder", ctx=ctx, param=param)
+    path = Path(value).expanduser().absolute()
+    if path.exists() and not path.is_dir():
+        raise click.BadParameter(f"{str(path)!r} is a file, not a folder", ctx=ctx, param=param)
+    os.environ[HOME_ENV] = str(path)
+
+
+def with_home(command: click.Command) -> click.Command:
+    """`command` and, for a group, every command under it, with the `--home PATH` option."""
+    if not any(param.name == "home" for param in command.params):
+        command.params.append(
+            click.Option(
+                ["--home"],
+                metavar="PATH",
+                is_eager=True,  # before any other option reads the home
+                expose_value=False,
+                callback=_use_home,
+                help=f"The home to use (instead of ${HOME_ENV}; default ~/.backchannel).",
+            )
+        )
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            with_home(sub)
+    return command
+
+
 COMMANDS = (init, profile, chat, sessions, send, runs, peer, ledger, held, approve, deny, key, gateway, mcp, doctor)
 for command in COMMANDS:
     cli.add_command(command)
+with_home(cli)

@@ -23,7 +23,7 @@ from .output import examples
     epilog=examples(
         "backchannel mcp --as research",
         "backchannel mcp --as research --session 20261130_015530_55cf9b",
-        "claude mcp add backchannel -- backchannel mcp --as research",
+        "claude mcp add backchannel -- backchannel mcp --home ~/.backchannel --as research",
     ),
 )
 @click.option("--as", "profile", required=True, metavar="PROFILE", help="The profile whose session the host acts as.")

@@ -124,7 +124,9 @@ class Access:
             return PERSON
         found = peer_keys.find(self.db, token) if token else None
         if found is None:
-            raise AuthError("Invalid API key: send Authorization: Bearer <API_SERVER_KEY or a peer key>")
+            raise AuthError(
+                "Invalid API key: send Authorization: Bearer <API_SERVER_KEY or a peer key>", key_sent=bool(token)
+            )
         with contextlib.suppress(StoreError):  # a store that cannot be written (a full disk) still knows the key
             peer_keys.stamp_use(self.db, found)
         return Caller(found.name, found.profiles, found.read, key_hash=peer_keys.digest(token))

@@ -10,6 +10,7 @@ from ..errors import BackchannelError
 from ..home.redact import redact
 from ..net.http import quote
 from ..net.local import GatewayClient
+from ..outcome import Outcome, error_body
 
 HTTP_MARGIN = 30.0  # seconds a call to the gateway may take beyond the wait it asks for
 
@@ -62,7 +63,10 @@ class ViaGateway:
         path = f"/p/{quote(profile)}/api/sessions/{quote(session_id)}/tools/{quote(tool)}"
         answer = await self.client.request("POST", path, json={"arguments": arguments}, timeout=wait + HTTP_MARGIN)
         result = answer.body.get("result")
-        return (result if isinstance(result, dict) else {"result": result}), bool(answer.body.get("ok"))
+        if not isinstance(result, dict):
+            what = f"the gateway answered {tool!r} without a tool result: a message may or may not have been sent"
+            return error_body(Outcome.UNKNOWN, "gateway_error", what), False
+        return result, bool(answer.body.get("ok"))
 
     async def new_session(self, profile: str, title: str) -> str:
         answer = await self.client.request(

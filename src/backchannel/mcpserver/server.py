@@ -3,7 +3,8 @@
 MCP hosts give up on a call after about 60 s, so a send waits at most `max_wait()` seconds (50; the
 environment's BACKCHANNEL_MCP_MAX_WAIT_SECONDS lowers it) and then returns the receipt, never a failure:
 the message goes on, its reply comes back to the session (wake on reply) and `check_message` reads it.
-While a send waits, progress notifications go to a host that asked for them.
+While a send waits, progress notifications go to a host that asked for them. Every result, an error's too
+(an unknown tool or session, a gateway gone), carries `result` (backchannel.outcome).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import time
 import uuid
@@ -25,7 +27,10 @@ from .. import __version__
 from ..agent.tools.messaging import DEFAULT_WAIT
 from ..agent.tools.messaging import TOOLS as MESSAGING
 from ..errors import BackchannelError
+from ..outcome import Outcome, error_body, of_error
 from .backends import Backend
+
+log = logging.getLogger("backchannel.mcp")
 
 MAX_WAIT_SECONDS = 50.0
 MAX_WAIT_ENV = "BACKCHANNEL_MCP_MAX_WAIT_SECONDS"
@@ -80,15 +85,26 @@ def build_server(backend: Backend, caller_of: CallerOf) -> Server[Any]:
     ) -> types.CallToolResult:
         arguments = dict(params.arguments or {})
         if params.name not in TOOLS:
-            return _result({"error": {"code": "unknown_tool", "message": f"no tool {params.name!r}"}}, ok=False)
+            known = ", ".join(TOOLS)
+            failure = error_body(Outcome.REFUSED, "unknown_tool", f"no tool {params.name!r}; these are: {known}")
+            return _result(failure, ok=False)
         wait = _cap_wait(arguments) if params.name in SENDS else 0.0
         try:
             caller = caller_of(ctx)
             session = await caller.session(backend, _client_name(ctx))
             call = backend.call(caller.profile, session, params.name, arguments, wait=wait)
             result, ok = await (_with_progress(ctx, call, wait, arguments) if wait > 0 else call)
-        except BackchannelError as exc:  # the gateway's refusal or failure: the host's model reads it
-            return _result({"error": {"code": exc.code, "message": exc.message}}, ok=False)
+        except BackchannelError as exc:  # the gateway's refusal or failure (an unknown session …): the model reads it
+            return _result(error_body(of_error(exc), exc.code, exc.message), ok=False)
+        except Exception as exc:  # a bug of ours: logged for the operator; the host still gets a result
+            log.exception("MCP call of %r failed", params.name)
+            failure = error_body(
+                Outcome.UNKNOWN,
+                "internal_error",
+                f"internal error ({type(exc).__name__}): a message may or may not have been sent; "
+                "list_sessions and check_message tell",
+            )
+            return _result(failure, ok=False)
         return _result(result, ok=ok)
 
     return Server(

@@ -1,7 +1,8 @@
 """Tools offered to an agent: a spec for the model, a handler, and what a handler may use.
 
 A handler gets the `ToolContext` of the turn calling it (who is calling, and the `Sender` through which
-it may message others) and returns a JSON-able dict. An error the model caused (a `ToolFailure`, a bad
+it may message others) and returns a JSON-able dict with its `result` (backchannel.outcome: a message's
+outcome, or `answered` for any other answer). An error the model caused (a `ToolFailure`, a bad
 argument, any `BackchannelError` whose class is `model_visible`) goes back to the model as an error
 result; any other exception is an infrastructure error for the operator and fails the turn.
 """
@@ -16,17 +17,19 @@ from typing import Any, Protocol
 from ...errors import BackchannelError
 from ...home.profiles import Profile
 from ...home.redact import redact
-from ...outcome import Result
+from ...outcome import Outcome, Result, error_body, of_error
 from ..engines.base import ToolSpec
 
 
 class ToolFailure(Exception):
-    """An error the model should see and can act on: `code` is machine-readable."""
+    """An error the model should see and can act on: `code` is machine-readable; `outcome` what it means
+    for the call (refused by default: the call cannot succeed as it was made)."""
 
-    def __init__(self, code: str, message: str) -> None:
+    def __init__(self, code: str, message: str, *, outcome: Outcome = Outcome.REFUSED) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
+        self.outcome = outcome
 
 
 @dataclass
@@ -54,7 +57,7 @@ class ToolContext:
 
     def messenger(self) -> Sender:
         if self.sender is None:
-            raise ToolFailure("unavailable", "messaging is not available in this turn")
+            raise ToolFailure("unavailable", "messaging is not available in this turn", outcome=Outcome.FAILED)
         return self.sender
 
 
@@ -85,8 +88,9 @@ class Tool:
         return self.spec.name
 
 
-def error_result(code: str, message: str) -> str:
-    return json.dumps({"error": {"code": code, "message": message}}, ensure_ascii=False)
+def error_result(code: str, message: str, outcome: Outcome = Outcome.REFUSED) -> str:
+    """A tool's error as the JSON text a model reads: its `result` and the error."""
+    return json.dumps(error_body(outcome, code, message), ensure_ascii=False)
 
 
 async def call_tool(
@@ -107,12 +111,12 @@ async def call_tool(
     try:
         result = await tool.handler(arguments, ctx)
     except ToolFailure as exc:
-        return error_result(exc.code, exc.message), False
+        return error_result(exc.code, exc.message, exc.outcome), False
     except BackchannelError as exc:
         if not exc.model_visible:
             raise  # the operator's problem: the turn fails with it
         # A result may leave the gateway (a Hermes agent's tool call, an MCP host's): no path of the home in it.
-        return error_result(exc.code, redact(exc, ctx.profile.path.parent.parent).message), False
+        return error_result(exc.code, redact(exc, ctx.profile.path.parent.parent).message, of_error(exc)), False
     ok = "error" not in result
     return json.dumps(result, ensure_ascii=False), ok
 

@@ -7,6 +7,7 @@ from typing import Any
 from ...errors import ConfigError
 from ...home import files
 from ...home.config import write_atomic
+from ...outcome import answered
 from ..engines.base import ToolSpec
 from .base import Tool, ToolContext, ToolFailure, require_str
 
@@ -15,17 +16,22 @@ MAX_ENTRY = 500
 
 SPEC = ToolSpec(
     name="memory",
-    description=(
-        "Durable notes: target memory (yours) or user (about your person). add appends content as a line; "
-        "replace swaps the line containing old_text for content; remove deletes the line containing content."
-    ),
+    description="Durable notes, one line each.",
     parameters={
         "type": "object",
         "properties": {
-            "action": {"type": "string", "enum": ["add", "replace", "remove"]},
-            "target": {"type": "string", "enum": ["memory", "user"]},
-            "content": {"type": "string"},
-            "old_text": {"type": "string"},
+            "action": {
+                "type": "string",
+                "enum": ["add", "replace", "remove"],
+                "description": "add content; replace old_text's line; remove content's line",
+            },
+            "target": {
+                "type": "string",
+                "enum": ["memory", "user"],
+                "description": "memory: yours; user: your person's",
+            },
+            "content": {"type": "string", "description": "a line"},
+            "old_text": {"type": "string", "description": "for replace"},
         },
         "required": ["action", "target", "content"],
     },
@@ -44,7 +50,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     if action == "add":
         _check_entry(content)
         if content in lines:
-            return {"ok": True, "target": target, "note": "already remembered", "entries": len(lines)}
+            return answered({"ok": True, "target": target, "note": "already remembered", "entries": len(lines)})
         lines.append(content)
     elif action == "replace":
         old = require_str(args, "old_text")
@@ -67,7 +73,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         write_atomic(path, text)
     except OSError as exc:
         raise ConfigError(f"cannot write {str(path)!r}: {exc.strerror or type(exc).__name__}") from exc
-    return {"ok": True, "target": target, "action": action, "entries": len(lines), "chars": len(text)}
+    return answered({"ok": True, "target": target, "action": action, "entries": len(lines), "chars": len(text)})
 
 
 def _check_entry(content: str) -> None:

@@ -1,13 +1,14 @@
 """The messaging tools: send_to_session, send_to_peer, check_message, cancel_message, list_sessions.
 
 Each goes through the turn's `Sender`; its result is the outcome (`backchannel.outcome.Result`) as JSON:
-a reply, a receipt, or a refusal or failure with its code.
+a reply, a receipt, or a refusal or failure with its code; `list_sessions` answers `delivered` with the list.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from ...outcome import answered
 from ..engines.base import ToolSpec
 from .base import Tool, ToolContext, ToolFailure, require_str
 
@@ -44,11 +45,18 @@ async def _cancel(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
 
 
 async def _targets(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
-    return {"sessions": ctx.messenger().targets(ctx, require_str(args, "profile", optional=True) or None)}
+    return answered({"sessions": ctx.messenger().targets(ctx, require_str(args, "profile", optional=True) or None)})
 
 
-_STRING = {"type": "string"}
-_WAIT = {"type": "number", "default": DEFAULT_WAIT}  # below 0 is refused by _wait
+def _string(description: str) -> dict[str, Any]:
+    return {"type": "string", "description": description}
+
+
+# Every parameter says what it takes (hosts show it), in as few words as a model needs: each token of these
+# schemas is in every model call (tests/test_prompt_size.py and the llama interop test pin their size).
+_MESSAGE = _string("the text")
+_WAIT = {"type": "number", "default": DEFAULT_WAIT, "description": "0: no wait"}  # below 0 is refused by _wait
+_RUN_ID = _string("from the send")
 
 
 def _spec(name: str, description: str, required: dict[str, Any], optional: dict[str, Any] | None = None) -> ToolSpec:
@@ -60,10 +68,9 @@ TOOLS: tuple[Tool, ...] = (
     Tool(
         _spec(
             "send_to_session",
-            "Message another agent's session and get its reply. session_id: a profile (its Bot Chat), "
-            "profile/session-id or a session id. Past wait_seconds you get a receipt: do not resend, the reply "
-            "comes to this session. wait_seconds=0: do not wait.",
-            {"session_id": _STRING, "message": _STRING},
+            "Message another agent's session and get its reply; past wait_seconds, a receipt (do not resend: "
+            "the reply comes here).",
+            {"session_id": _string("profile, profile/session-id or session id"), "message": _MESSAGE},
             {"wait_seconds": _WAIT},
         ),
         _send,
@@ -71,13 +78,16 @@ TOOLS: tuple[Tool, ...] = (
     Tool(
         _spec(
             "send_to_peer",
-            "The same for an agent on another gateway: target is peer or peer/profile.",
-            {"target": _STRING, "message": _STRING},
+            "The same, to an agent on another gateway.",
+            {"target": _string("peer or peer/profile"), "message": _MESSAGE},
             {"wait_seconds": _WAIT},
         ),
         _send_peer,
     ),
-    Tool(_spec("check_message", "State or reply of a message you sent.", {"run_id": _STRING}), _check),
-    Tool(_spec("cancel_message", "Cancel a message you sent that is not answered yet.", {"run_id": _STRING}), _cancel),
-    Tool(_spec("list_sessions", "The sessions you may message.", {}, {"profile": _STRING}), _targets),
+    Tool(_spec("check_message", "State or reply of a message you sent.", {"run_id": _RUN_ID}), _check),
+    Tool(_spec("cancel_message", "Cancel an unanswered message you sent.", {"run_id": _RUN_ID}), _cancel),
+    Tool(
+        _spec("list_sessions", "The sessions you may message.", {}, {"profile": _string("only this profile's")}),
+        _targets,
+    ),
 )

@@ -26,6 +26,7 @@ from mcp.shared.message import SessionMessage
 
 from ....errors import McpServerError
 from ....home.profiles import McpServerConfig
+from ....outcome import Outcome
 
 log = logging.getLogger("backchannel.mcp")
 
@@ -34,12 +35,14 @@ _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 class CallFailed(Exception):
-    """A tool call that got no result: `code` and `message` go back to the model."""
+    """A tool call that got no result: `code` and `message` go back to the model, with the `outcome` it means
+    (unknown by default: the server may have acted before it went silent)."""
 
-    def __init__(self, code: str, message: str) -> None:
+    def __init__(self, code: str, message: str, *, outcome: Outcome = Outcome.UNKNOWN) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
+        self.outcome = outcome
 
 
 class McpConnection:
@@ -90,7 +93,9 @@ class McpConnection:
                     f"{self.who} closed the connection during {tool!r}: it may or may not have acted; "
                     "it is started again for the next call",
                 ) from None
-            raise CallFailed("tool_error", f"{self.who} refused {tool!r}: {exc.error.message}") from None
+            raise CallFailed(
+                "tool_error", f"{self.who} refused {tool!r}: {exc.error.message}", outcome=Outcome.REFUSED
+            ) from None
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
             await self._close_quietly()
             raise CallFailed(

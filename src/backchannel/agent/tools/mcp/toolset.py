@@ -17,6 +17,7 @@ import mcp_types as types
 
 from ....errors import ConfigError
 from ....home.profiles import McpServerConfig, Profile
+from ....outcome import Outcome, answered
 from ...engines.base import ToolSpec
 from ..base import Tool, ToolContext, ToolFailure
 from .connection import CallFailed, McpConnection, Secret
@@ -113,14 +114,14 @@ def _tool(name: str, tool: types.Tool, connection: McpConnection) -> Tool:
         try:
             result = await connection.call(tool.name, arguments)
         except CallFailed as exc:
-            raise ToolFailure(exc.code, exc.message) from None
+            raise ToolFailure(exc.code, exc.message, outcome=exc.outcome) from None
         text = _text(result)
-        if result.is_error:
-            raise ToolFailure("tool_error", text or f"{tool.name} failed")
+        if result.is_error:  # the tool ran and says it failed
+            raise ToolFailure("tool_error", text or f"{tool.name} failed", outcome=Outcome.FAILED)
         out: dict[str, Any] = {"content": text}
         if result.structured_content is not None:
             out["structured"] = result.structured_content
-        return out
+        return answered(out)
 
     return Tool(ToolSpec(name, description, schema), handler)
 
