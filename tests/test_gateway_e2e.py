@@ -95,14 +95,13 @@ def test_sigkill_mid_turn_the_run_is_recovered_and_answered_exactly_once(gateway
         poll_run(c, run_id, {"running"}, within=5)
 
     gateway.kill()  # SIGKILL: no shutdown code runs; the run is left `running` in state.db
-    restarted = time.monotonic()
     gateway.start()
 
     with client(gateway) as c:
-        # The dead owner's run is requeued at start: no waiting for the 30 s lease to lapse.
-        run = poll_run(c, run_id, TERMINAL, within=8)
+        run = poll_run(c, run_id, TERMINAL, within=25)
         assert run["status"] == "completed", run
-        assert time.monotonic() - restarted < 8
+        # The dead owner's run is requeued as the gateway starts, not when its 30 s lease lapses.
+        assert f"run {run_id} reclaimed after an interrupted turn (attempt 1)" in gateway.log(), gateway.log()
         assert "the slow one" in run["output"]
         assert run["attempts"] == 2, run  # one interrupted attempt, one that finished
 
