@@ -1,6 +1,6 @@
 """Live run events: `core.events.EventHub` (publish, follow, reserve, bounded retention).
 
-Contract: the module docstring of `backchannel.core.events` — a buffer per run that late subscribers
+Contract: the module docstring of `backchannel.core.queue.events` — a buffer per run that late subscribers
 replay, then follow until the run's terminal event; `None` from `follow` means "still alive" (a
 keepalive after `keepalive` seconds without an event); finished runs keep their buffer among the last
 RETAIN_RUNS (RETAIN_SECONDS at most); `reserve()` keeps a run's events for a follower that subscribes a
@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from backchannel.core import events
-from backchannel.core.events import RETAIN_RUNS, EventHub
+from backchannel.core.queue import events
+from backchannel.core.queue.events import RETAIN_RUNS, EventHub
 
 Event = dict[str, Any]
 WITHIN = 5.0  # seconds: every await here ends long before, or the hub is broken

@@ -11,7 +11,7 @@ import pytest
 
 import backchannel_hermes
 from backchannel.agent.tools.messaging import TOOLS
-from backchannel.core import mentions
+from backchannel.core.delivery import mentions
 from conftest import GatewayProcess, api_key, free_port
 
 

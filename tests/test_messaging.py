@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from backchannel.core.delivery import Delivered, Incoming
+from backchannel.core.delivery.delivery import Delivered, Incoming
 from backchannel.core.gateway import Gateway
 from backchannel.home import config
 from backchannel.store.runs import RunState, pending_wakes

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from backchannel.agent.engines.base import ModelRequest, OnDelta
-from backchannel.core.delivery import Delivered, Incoming
+from backchannel.core.delivery.delivery import Delivered, Incoming
 from backchannel.core.gateway import Gateway
 from backchannel.errors import Conflict, GatewayDraining, StoreError
 from backchannel.home import config

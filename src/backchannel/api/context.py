@@ -8,8 +8,8 @@ from typing import Any
 from starlette.requests import Request
 
 from ..core.access import Caller
-from ..core.delivery import Delivery, Incoming
-from ..core.directory import Directory
+from ..core.delivery.delivery import Delivery, Incoming
+from ..core.delivery.directory import Directory
 from ..core.gateway import Gateway
 from ..errors import UsageError
 from ..home.config import GatewayConfig

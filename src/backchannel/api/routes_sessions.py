@@ -11,7 +11,7 @@ from sse_starlette.sse import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ..core.delivery import Incoming
+from ..core.delivery.delivery import Incoming
 from ..errors import DeliveryError, Forbidden, KeyRevoked, Refused
 from ..outcome import Outcome
 from ..store.sessions import BOT_CHAT_TITLE

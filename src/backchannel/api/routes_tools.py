@@ -8,8 +8,8 @@ import json
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ..core.delivery import check_message
-from ..core.mentions import WAIT_SECONDS
+from ..core.delivery.delivery import check_message
+from ..core.delivery.mentions import WAIT_SECONDS
 from ..errors import UsageError
 from . import shapes
 from .context import context

@@ -6,7 +6,7 @@ import time
 import uuid
 from typing import Any
 
-from ..core.delivery import Delivered
+from ..core.delivery.delivery import Delivered
 from ..errors import BackchannelError
 from ..outcome import Outcome, detail
 from ..store.runs import RunRow, RunState

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import addresses
 from ..addresses import RemoteAddress
-from ..core.delivery import Incoming
+from ..core.delivery.delivery import Incoming
 from ..core.gateway import Gateway, running
 from ..errors import BackchannelError, DeliveryError, Interrupted, UsageError
 from ..home import config

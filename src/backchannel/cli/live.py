@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ..core.delivery import Delivery, Incoming
-from ..core.events import TERMINAL_EVENTS
+from ..core.delivery.delivery import Delivery, Incoming
 from ..core.gateway import running
+from ..core.queue.events import TERMINAL_EVENTS
 from ..errors import GatewayError, UsageError
 from ..outcome import Outcome, Result
 from ..store.sessions import SessionRow

@@ -10,9 +10,9 @@ from typing import Any
 
 import click
 
-from ..core.delivery import Delivered
-from ..core.events import TERMINAL_EVENTS
+from ..core.delivery.delivery import Delivered
 from ..core.gateway import running
+from ..core.queue.events import TERMINAL_EVENTS
 from ..home import config
 from ..home.profiles import config_error
 from ..outcome import Outcome, Result

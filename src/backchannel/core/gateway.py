@@ -28,24 +28,24 @@ from ..home import config
 from ..store import integrity
 from ..store.db import Database
 from ..store.runs import RunRow, RunState
-from . import background
 from .access import Access
-from .delivery import Delivery
-from .directory import Directory
-from .events import EventHub
-from .holds import Holds
+from .delivery.delivery import Delivery
+from .delivery.directory import Directory
+from .delivery.holds import Holds
+from .delivery.imports import Imports
+from .delivery.mentions import Mentions
+from .delivery.outbound import Outbound
+from .delivery.sends import AgentSends
+from .delivery.wakes import Wakes
 from .hosted import HostedTools
-from .imports import Imports
 from .logouts import WebLogouts
-from .mentions import Mentions
-from .outbound import Outbound
-from .pauses import Pauses
 from .pushes import Pushes, PushEvents
-from .queue import OnState, RunQueue
-from .sends import AgentSends
+from .queue import background
+from .queue.events import EventHub
+from .queue.pauses import Pauses
+from .queue.queue import OnState, RunQueue
+from .queue.workers import Workers
 from .turns import Turns
-from .wakes import Wakes
-from .workers import Workers
 
 log = logging.getLogger("backchannel.gateway")
 

@@ -19,10 +19,10 @@ from ..errors import NotFound
 from ..store import sessions as sessionstore
 from ..store.db import Database
 from ..store.sessions import SessionRow
-from .commits import commits
-from .directory import Directory
-from .imports import Imports
-from .mentions import Mentions
+from .delivery.directory import Directory
+from .delivery.imports import Imports
+from .delivery.mentions import Mentions
+from .queue.commits import commits
 from .turns import Turns
 
 HOSTED_TOOLS = ("send_to_session", "send_to_peer", "check_message", "cancel_message", "list_sessions")

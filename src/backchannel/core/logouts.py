@@ -6,7 +6,7 @@ import time
 
 from ..store import web_logouts
 from ..store.db import Database
-from .commits import commits
+from .queue.commits import commits
 
 
 class WebLogouts:

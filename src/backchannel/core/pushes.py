@@ -35,7 +35,7 @@ from ..store import runs as runstore
 from ..store.db import Database
 from ..store.push import Event, Owed, PushConfigRow, Receiver
 from ..store.runs import RunRow, RunState
-from .commits import commits
+from .queue.commits import commits
 
 log = logging.getLogger("backchannel.push")
 

@@ -16,8 +16,8 @@ from ..messages import Message
 from ..store import sessions as sessionstore
 from ..store.db import Database
 from ..store.runs import RunRow
-from .directory import Directory
-from .events import EventHub
+from .delivery.directory import Directory
+from .queue.events import EventHub
 
 # Rewrites a run's message before its turn (the person's @mentions, answered first).
 Prepare = Callable[[ToolContext, RunRow], Awaitable[str]]

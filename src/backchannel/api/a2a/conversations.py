@@ -18,8 +18,8 @@ from a2a.types import Message, TaskState
 from a2a.utils.errors import InvalidParamsError, UnsupportedOperationError
 
 from ...core.access import Caller
-from ...core.delivery import NewContext
-from ...core.directory import Directory
+from ...core.delivery.delivery import NewContext
+from ...core.delivery.directory import Directory
 from ...errors import NotFound
 from ...store.runs import RunRow
 from ...store.sessions import SessionRow

@@ -42,7 +42,7 @@ from google.protobuf.json_format import MessageToDict
 
 from ... import a2a_extension, keys
 from ...core.access import Caller
-from ...core.delivery import Incoming
+from ...core.delivery.delivery import Incoming
 from ...errors import BackchannelError, KeyRevoked, NotFound, Refused
 from ...framing import is_human
 from ...home.redact import redact

@@ -15,8 +15,8 @@ from a2a.types import ListTasksRequest, ListTasksResponse, TaskState
 from a2a.utils.errors import InvalidParamsError
 from a2a.utils.task import apply_history_length, validate_history_length, validate_page_size
 
-from ...core.delivery import Delivery
-from ...core.directory import Directory
+from ...core.delivery.delivery import Delivery
+from ...core.delivery.directory import Directory
 from ...store.runs import RunRow, RunState, TaskQuery
 from .tasks import STATES, task_of
 

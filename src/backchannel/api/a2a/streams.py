@@ -17,8 +17,8 @@ from collections.abc import AsyncIterator
 from a2a.server.events.event_queue import Event
 from a2a.types import Artifact, Part, TaskArtifactUpdateEvent, TaskState, TaskStatus, TaskStatusUpdateEvent
 
-from ...core.delivery import Delivery
-from ...core.events import TERMINAL_EVENTS
+from ...core.delivery.delivery import Delivery
+from ...core.queue.events import TERMINAL_EVENTS
 from ...store.runs import RunRow, RunState
 from .tasks import STATES, reply_artifact_id, reply_parts, task_of
 

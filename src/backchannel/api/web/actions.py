@@ -9,7 +9,7 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from ...core.delivery import Incoming
+from ...core.delivery.delivery import Incoming
 from ...errors import AuthError, LimitReached
 from ...keys import check_external
 from ..context import context

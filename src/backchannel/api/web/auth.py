@@ -25,8 +25,8 @@ from itsdangerous import BadSignature, URLSafeTimedSerializer
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ...core.delivery.rates import SenderRates
 from ...core.logouts import WebLogouts
-from ...core.rates import SenderRates
 from ...errors import AuthError, LimitReached, Refused
 from ...home import config
 from ...home.files import read_text

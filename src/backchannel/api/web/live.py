@@ -10,7 +10,7 @@ from sse_starlette.sse import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ...core.delivery import Delivery
+from ...core.delivery.delivery import Delivery
 from ..context import context
 from .auth import WebSession
 from .render import HEADERS, fragment, page

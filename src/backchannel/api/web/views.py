@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from ...core.delivery import Delivered, Delivery
+from ...core.delivery.delivery import Delivered, Delivery
 from ...errors import NotFound
 from ...framing import is_human, unframe
 from ...messages import Message

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections import deque
 
-from ..errors import LimitReached
+from ...errors import LimitReached
 
 WINDOW_SECONDS = 60.0
 MAX_SENDERS = 10_000  # senders remembered at once; the quietest are forgotten first

@@ -7,10 +7,10 @@ import logging
 from pathlib import Path
 from typing import Protocol
 
-from ..agent.loop import TurnProgress
-from ..errors import BackchannelError, StoreError
-from ..home.redact import redact
-from ..store.runs import RunRow, RunState
+from ...agent.loop import TurnProgress
+from ...errors import BackchannelError, StoreError
+from ...home.redact import redact
+from ...store.runs import RunRow, RunState
 from .events import EventHub
 from .pauses import Pauses
 from .queue import RunQueue, Turn

@@ -11,22 +11,22 @@ import functools
 import time
 from typing import Any
 
-from .. import addresses, keys, policy
-from ..addresses import RemoteAddress
-from ..agent.tools.base import ToolContext
-from ..errors import NotFound, PeerError, UsageError
-from ..outcome import Outcome, Result
-from ..store import exchanges
-from ..store import runs as runstore
-from ..store.db import Database
-from ..store.runs import NewRun, RunRow
-from ..store.sessions import BOT_CHAT_TITLE
-from .commits import commits
+from ... import addresses, keys, policy
+from ...addresses import RemoteAddress
+from ...agent.tools.base import ToolContext
+from ...errors import NotFound, PeerError, UsageError
+from ...outcome import Outcome, Result
+from ...store import exchanges
+from ...store import runs as runstore
+from ...store.db import Database
+from ...store.runs import NewRun, RunRow
+from ...store.sessions import BOT_CHAT_TITLE
+from ..queue.commits import commits
+from ..queue.queue import RunQueue
 from .delivery import MAX_WAIT_SECONDS, PAIR_WINDOW_SECONDS, Delivery, check_message
 from .directory import Directory
 from .imports import Imports
 from .outbound import Outbound, SentFrom
-from .queue import RunQueue
 
 
 class AgentSends:

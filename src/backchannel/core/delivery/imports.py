@@ -7,15 +7,15 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..addresses import LocalAddress
-from ..errors import BackchannelError, EngineError, NotFound, UsageError
-from ..home.profiles import Profile
-from ..ids import CLIENT_SESSION_ID_RE
-from ..net.hermes import HermesClient, SessionMissing
-from ..store import sessions as sessionstore
-from ..store.db import Database
-from ..store.sessions import SessionRow
-from .commits import commits
+from ...addresses import LocalAddress
+from ...errors import BackchannelError, EngineError, NotFound, UsageError
+from ...home.profiles import Profile
+from ...ids import CLIENT_SESSION_ID_RE
+from ...net.hermes import HermesClient, SessionMissing
+from ...store import sessions as sessionstore
+from ...store.db import Database
+from ...store.sessions import SessionRow
+from ..queue.commits import commits
 from .directory import Directory
 
 

@@ -13,7 +13,7 @@ import functools
 from collections.abc import Callable, Coroutine
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
-from ..store.db import Database
+from ...store.db import Database
 
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -10,13 +10,13 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from ..errors import Conflict, NotFound, StoreError, UsageError
-from ..store import runs as runstore
-from ..store.db import Database
-from ..store.runs import RunRow, RunState
-from .commits import commits
+from ...errors import Conflict, NotFound, StoreError, UsageError
+from ...store import runs as runstore
+from ...store.db import Database
+from ...store.runs import RunRow, RunState
+from ..queue.commits import commits
+from ..queue.queue import RunQueue
 from .directory import Directory
-from .queue import RunQueue
 from .wakes import Wakes
 
 log = logging.getLogger("backchannel.holds")

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import asyncio
 
-from .. import addresses
-from ..agent.tools.base import Sender, ToolContext
-from ..errors import BackchannelError
-from ..framing import frame_reply, is_human, quote
-from ..outcome import Outcome
-from ..store.runs import RunRow
+from ... import addresses
+from ...agent.tools.base import Sender, ToolContext
+from ...errors import BackchannelError
+from ...framing import frame_reply, is_human, quote
+from ...outcome import Outcome
+from ...store.runs import RunRow
 
 WAIT_SECONDS = 120.0
 MARK = "[Replies to the mentions in this message: each from another agent, not your user]"

@@ -5,18 +5,18 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from ..addresses import LocalAddress
-from ..errors import NotFound
-from ..home import peers as registry
-from ..home.config import NAME_RE
-from ..home.profiles import Profile, list_profiles, load_profile
-from ..ids import new_session_id
-from ..messages import Message
-from ..store import contexts as contextstore
-from ..store import sessions as sessionstore
-from ..store.db import Database
-from ..store.sessions import BOT_CHAT_TITLE, SessionRow
-from .commits import commits
+from ...addresses import LocalAddress
+from ...errors import NotFound
+from ...home import peers as registry
+from ...home.config import NAME_RE
+from ...home.profiles import Profile, list_profiles, load_profile
+from ...ids import new_session_id
+from ...messages import Message
+from ...store import contexts as contextstore
+from ...store import sessions as sessionstore
+from ...store.db import Database
+from ...store.sessions import BOT_CHAT_TITLE, SessionRow
+from ..queue.commits import commits
 
 
 class Directory:

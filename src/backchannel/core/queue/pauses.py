@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from ..home.profiles import config_error
+from ...home.profiles import config_error
 
 log = logging.getLogger("backchannel.gateway")
 

@@ -16,19 +16,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import ids, keys
-from ..errors import BackchannelError, Conflict, PeerError, PeerOutcomeUnknown, PeerRefused, StoreError
-from ..home import peers as registry
-from ..outcome import Outcome, Result, of_state
-from ..store import outbound as outstore
-from ..store.db import Database
-from .commits import commits
+from ... import ids, keys
+from ...errors import BackchannelError, Conflict, PeerError, PeerOutcomeUnknown, PeerRefused, StoreError
+from ...home import peers as registry
+from ...outcome import Outcome, Result, of_state
+from ...store import outbound as outstore
+from ...store.db import Database
+from ..queue.commits import commits
 from .wakes import Wakes, failure_text, reply_text
 
 if TYPE_CHECKING:
-    from ..net.a2a_card import AgentCard
-    from ..net.a2a_peer import A2APeerClient
-    from ..net.peer import PeerClient
+    from ...net.a2a_card import AgentCard
+    from ...net.a2a_peer import A2APeerClient
+    from ...net.peer import PeerClient
 
 log = logging.getLogger("backchannel.outbound")
 FOLLOW_SECONDS = 2.0
@@ -80,16 +80,16 @@ class Outbound:
     def client(self, peer: registry.Peer, agent: str | None) -> PeerClient | A2APeerClient:
         """The peer's client in its dialect (loaded only when a peer is messaged)."""
         if peer.is_a2a:
-            from ..net.a2a_peer import A2APeerClient
+            from ...net.a2a_peer import A2APeerClient
 
             return A2APeerClient(peer, agent, gateway_id=self.gateway_id)
-        from ..net.peer import PeerClient
+        from ...net.peer import PeerClient
 
         return PeerClient(peer, agent, gateway_id=self.gateway_id)
 
     async def agent_card(self, peer: registry.Peer, *, timeout: float) -> AgentCard:
         """The A2A agent card at the peer's URL (its well-known card, or the URL itself); PeerError if none."""
-        from ..net.a2a_peer import A2APeerClient
+        from ...net.a2a_peer import A2APeerClient
 
         async with A2APeerClient(dataclasses.replace(peer, dialect="a2a", a2a_url=None)) as client:
             card = await client.card(strict=True, timeout=timeout)

@@ -18,13 +18,13 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
-from .. import procs
-from ..errors import Conflict, GatewayDraining, StoreError
-from ..home.config import GatewayConfig
-from ..messages import Message
-from ..store import runs as runstore
-from ..store.db import Commit, Database
-from ..store.runs import NewRun, RunRow, RunState
+from ... import procs
+from ...errors import Conflict, GatewayDraining, StoreError
+from ...home.config import GatewayConfig
+from ...messages import Message
+from ...store import runs as runstore
+from ...store.db import Commit, Database
+from ...store.runs import NewRun, RunRow, RunState
 from .events import EventHub
 from .slots import FairSlots
 

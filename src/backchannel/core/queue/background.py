@@ -11,8 +11,8 @@ import asyncio
 import logging
 import time
 
-from ..errors import StoreError
-from ..store.db import Database
+from ...errors import StoreError
+from ...store.db import Database
 from .pauses import Pauses
 from .queue import RunQueue
 

@@ -16,24 +16,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import keys, policy
-from ..errors import BodyTooLarge, NotFound, Refused, StoreError, UsageError
-from ..framing import is_human
-from ..home.config import GatewayConfig
-from ..messages import MAX_MESSAGE_CHARS, Attachment
-from ..outcome import Outcome, Result, of_state
-from ..store import exchanges, ledger
-from ..store import refusals as refusalstore
-from ..store import runs as runstore
-from ..store.db import Database
-from ..store.ledger import Entry
-from ..store.runs import NewRun, RunRow, RunState
-from ..store.sessions import BOT_CHAT_TITLE, SessionRow
-from .commits import commits
+from ... import keys, policy
+from ...errors import BodyTooLarge, NotFound, Refused, StoreError, UsageError
+from ...framing import is_human
+from ...home.config import GatewayConfig
+from ...messages import MAX_MESSAGE_CHARS, Attachment
+from ...outcome import Outcome, Result, of_state
+from ...store import exchanges, ledger
+from ...store import refusals as refusalstore
+from ...store import runs as runstore
+from ...store.db import Database
+from ...store.ledger import Entry
+from ...store.runs import NewRun, RunRow, RunState
+from ...store.sessions import BOT_CHAT_TITLE, SessionRow
+from ..queue.commits import commits
+from ..queue.events import TERMINAL_EVENTS, EventHub
+from ..queue.queue import RunQueue
 from .directory import Directory
-from .events import TERMINAL_EVENTS, EventHub
 from .outbound import Outbound, PeerAnswer
-from .queue import RunQueue
 from .rates import SenderRates
 from .wakes import Wakes
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import logging
 
-from .. import keys, policy
-from ..errors import BackchannelError
-from ..framing import reply_heading
-from ..store.runs import NewRun, RunRow, RunState
+from ... import keys, policy
+from ...errors import BackchannelError
+from ...framing import reply_heading
+from ...store.runs import NewRun, RunRow, RunState
+from ..queue.queue import RunQueue
 from .directory import Directory
-from .queue import RunQueue
 
 log = logging.getLogger("backchannel.wakes")
 MAX_ERROR_CHARS = 2000  # of a failure's reason in a wake-up (a deny's reason, a peer's error): what an agent reads
