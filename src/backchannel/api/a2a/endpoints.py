@@ -22,6 +22,7 @@ from .. import jsonbody
 from ..context import caller, context
 from ..http import profile_of, read_body
 from . import errors
+from .card_caching import card_response
 from .errors import Binding
 
 if TYPE_CHECKING:
@@ -106,7 +107,8 @@ class A2AEndpoints:
         except NotFound:  # a stranger learns nothing of the other profiles' names
             raise NotFound(f"no profile {errors.bounded(name)!r}", code="profile_not_found") from None
         served = self._load(request)
-        return JSONResponse(served.card(profile, str(request.base_url), legacy=legacy))
+        card = served.card(profile, str(request.base_url), legacy=legacy)
+        return card_response(card, request.headers.get("if-none-match"))
 
     def _refused(self, request: Request, binding: Binding, fail: errors.Failure, what: str) -> Response:
         """A request refused before the SDK saw it, in the binding's error shape."""
