@@ -33,7 +33,6 @@ from .home_file import Durability as Durability
 from .home_file import GatewayConfig as GatewayConfig
 from .home_file import GatewaySettings, HomeFile
 from .home_file import PeerEntry as PeerEntry
-from .values import config_error
 
 # Names Windows keeps for its devices: a file or folder named so (in any case, with any extension) is the
 # device, so none of them may name anything that becomes a path, on any platform (a home may move). The other
@@ -247,7 +246,7 @@ def parse_gateway_config(data: dict[str, Any], path: Path, *, exists: bool = Tru
     try:
         return HomeFile.model_validate(schema.known(data, "home")).settings()
     except ValidationError as exc:
-        raise config_error(exc, path) from None
+        raise schema.refusal(exc, data, "home", path) from None
 
 
 def default_home_config() -> dict[str, Any]:

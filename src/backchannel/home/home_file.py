@@ -8,16 +8,17 @@ from typing import Annotated, Literal
 from pydantic import BeforeValidator, Field, model_validator
 
 from .push_settings import PushSettings
-from .values import Count, Frozen, Kind, PositiveCount, PositiveNumber, Text, Words, at_least, one_of
+from .values import Count, Frozen, Kind, PositiveCount, Seconds, Text, Words, at_least, one_of
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8377
 Durability = Literal["normal", "full"]  # gateway.durability: PRAGMA synchronous NORMAL or FULL
 DURABILITIES: tuple[Durability, ...] = ("normal", "full")
 PEER_TIMEOUT_SECONDS = 30.0  # a peer that accepts and says nothing is given up on after this (outcome unknown)
-PEER_DIALECTS = ("hermes", "a2a")
+Dialect = Literal["hermes", "a2a"]
+PEER_DIALECTS: tuple[Dialect, ...] = ("hermes", "a2a")
 
-OptionalText = Annotated[str | None, BeforeValidator(lambda v: v or None), Kind("string")]
+OrNone = Annotated[str | None, BeforeValidator(lambda v: v or None), Kind("string")]
 
 
 class PeerEntry(Frozen):
@@ -25,14 +26,14 @@ class PeerEntry(Frozen):
 
     url: Text = Field(description="the peer's base URL, http(s)://host[:port][/path]")
     note: Words = Field("", description="shown in `peer list`")
-    gateway_id: OptionalText = Field(None, description="the peer's gateway id, remembered from its first answer")
-    timeout_seconds: PositiveNumber = Field(
+    gateway_id: OrNone = Field(None, description="the peer's gateway id, remembered from its first answer")
+    timeout_seconds: Seconds = Field(
         PEER_TIMEOUT_SECONDS, description="each request's bound (a chat: its wait plus this)"
     )
-    dialect: Annotated[str, one_of(*PEER_DIALECTS), BeforeValidator(lambda v: v or "hermes")] = Field(
+    dialect: Annotated[Dialect, one_of(*PEER_DIALECTS), BeforeValidator(lambda v: v or "hermes")] = Field(
         "hermes", description="how it is spoken to: the Hermes API-server dialect, or A2A (`a2a_url`, from its card)"
     )
-    a2a_url: OptionalText = Field(None, description="an A2A peer's JSON-RPC endpoint, from its agent card")
+    a2a_url: OrNone = Field(None, description="an A2A peer's JSON-RPC endpoint, from its agent card")
 
     @model_validator(mode="before")
     @classmethod

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, BeforeValidator, Field, field_validator, model_validator
 
-from .values import Count, Frozen, KeyProblem, Kind, Number, PositiveCount, Seconds, Text, Words, one_of
+from .values import Count, Frozen, KeyProblem, Kind, Number, OptionalText, PositiveCount, Seconds, Words, one_of
 
 EngineName = Literal["echo", "openai", "hermes"]
 ENGINES: tuple[EngineName, ...] = ("echo", "openai", "hermes")
@@ -64,7 +64,7 @@ def _patterns(value: Any) -> Any:
 
 Patterns = Annotated[tuple[str, ...], BeforeValidator(lambda v: () if v is None else v), BeforeValidator(_patterns)]
 OptionalPatterns = Annotated[tuple[str, ...] | None, BeforeValidator(_patterns), Kind("list of patterns")]
-OptionalText = Annotated[str | None, BeforeValidator(lambda v: str(v) if v else None), Kind("string")]
+EnvName = Annotated[str | None, BeforeValidator(lambda v: str(v) if v else None), Kind("string")]
 
 
 class ModelConfig(Frozen):
@@ -79,9 +79,9 @@ class ModelConfig(Frozen):
     model: Annotated[Words, BeforeValidator(lambda v: v or "")] = Field(
         "",
         validation_alias=AliasChoices("default", "model"),
-        description="the model name sent to the endpoint (`model` too: Hermes' older spelling)",
+        description="the model name sent to the endpoint (`model` too, Hermes' older spelling)",
     )
-    api_key_env: OptionalText = Field(None, description="the variable (in .env or the environment) holding the key")
+    api_key_env: EnvName = Field(None, description="the variable (in .env or the environment) holding the key")
     timeout_seconds: Number = Field(120.0, description="a model call's bound")
     profile: str | None = Field(
         None, description="hermes engine: the Hermes profile, served under <base_url>/p/<profile>/"
@@ -162,12 +162,12 @@ class McpServerConfig(Frozen):
     (stdio) or a URL (streamable HTTP). `${VAR}` in args, env, url and headers is filled in when it starts."""
 
     name: str = Field("", exclude=True)  # the entry's key in `mcp_servers:`
-    command: Text | None = Field(None, description="the program of a stdio server")
+    command: OptionalText = Field(None, description="the program of a stdio server")
     args: Annotated[tuple[str, ...], BeforeValidator(_strings), Kind("list of strings")] = Field(
         (), description="its arguments"
     )
     env: StringMap = Field((), description="variables set for it")
-    url: Text | None = Field(None, description="a streamable-HTTP server's URL")
+    url: OptionalText = Field(None, description="a streamable-HTTP server's URL")
     headers: StringMap = Field((), description="headers sent to it")
     timeout: Seconds = Field(120.0, description="seconds a tool call may take")
     connect_timeout: Seconds = Field(60.0, description="seconds to start and list the tools")

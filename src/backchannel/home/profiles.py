@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from ..errors import ConfigError, NotFound, UsageError
-from . import config, schema, values
+from . import config, schema
 
 # A profile's config.yaml is declared once, in profile_file; the rest of the code imports these names from here.
 from .profile_file import ENGINES as ENGINES
@@ -195,4 +195,4 @@ def parse_profile_config(data: dict[str, Any], path: Path) -> ProfileConfig:
     try:
         return ProfileConfig.model_validate(schema.known(data, "profile"))
     except ValidationError as exc:
-        raise values.config_error(exc, path) from None
+        raise schema.refusal(exc, data, "profile", path) from None

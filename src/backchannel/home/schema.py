@@ -21,8 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel
+from pydantic import AliasChoices, BaseModel, ValidationError
 from pydantic.fields import FieldInfo
+
+from ..errors import ConfigError
+from . import values
 
 Tree = Mapping[str, "Tree | None"]
 NAMES = "*"  # any name: the entries of a mapping of names (peers)
@@ -221,3 +224,13 @@ def _known(data: Mapping[str, Any], ours: Tree) -> dict[str, Any]:
         child = ours.get(str(key), ours.get(NAMES))
         kept[key] = _known(value, child) if isinstance(value, Mapping) and child is not None else value
     return kept
+
+
+def refusal(exc: ValidationError, data: Mapping[str, Any], kind: FileKind, path: Path) -> ConfigError:
+    """The error of a file whose values do not check, with the unknown keys it holds: a misspelt key is often
+    why a value is missing (`comand:` leaves a server with neither `command` nor `url`)."""
+    error = values.config_error(exc, path)
+    strays = [s for s in stray_keys(data, kind, path) if not s.hermes]
+    if not strays:
+        return error
+    return ConfigError(f"{error.message}; {'; '.join(s.what for s in strays)}")

@@ -79,6 +79,7 @@ PositiveNumber = Annotated[float, number_check(positive=True), Kind(_number_word
 Seconds = Annotated[float, number_check(positive=True, seconds=True), Kind(_number_words(True, True))]
 Flag = Annotated[bool, _check(lambda v: isinstance(v, bool), "true or false"), Kind("true or false")]
 Text = Annotated[str, _check(lambda v: isinstance(v, str), "string"), Kind("string")]
+OptionalText = Annotated[str | None, Kind("string")]
 # A name or a note read as text even when YAML made it a number (`note: 7`, `default: 3.5`).
 Words = Annotated[Text, BeforeValidator(lambda v: str(v) if _is_number(v) else v)]
 
