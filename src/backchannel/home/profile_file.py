@@ -90,23 +90,27 @@ class ModelConfig(Frozen):
     @model_validator(mode="before")
     @classmethod
     def _engine_from_url(cls, data: Any) -> Any:
-        if isinstance(data, dict) and data.get("engine") is None:
-            return {**data, "engine": "openai" if data.get("base_url") else "echo"}
-        return data
+        if not isinstance(data, dict):
+            return data
+        engine = data.get("engine")
+        if engine is None:
+            engine = "openai" if data.get("base_url") else "echo"
+        return {**data, "engine": engine} if engine == "hermes" else {**data, "engine": engine, "profile": None}
+
+    @field_validator("base_url")
+    @classmethod
+    def _no_trailing_slash(cls, value: str | None) -> str | None:
+        return value.rstrip("/") if value is not None else None
 
     @model_validator(mode="after")
     def _engine_needs(self) -> ModelConfig:
-        url = self.base_url
-        if self.engine in ("openai", "hermes") and url is None:
+        if self.engine != "echo" and self.base_url is None:
             raise KeyProblem("base_url", f"is required for the {self.engine} engine")
-        if self.engine == "hermes" and url is not None and not url.startswith(HTTP):
-            raise KeyProblem("base_url", f"{url!r} must be an http:// or https:// URL")
-        if self.engine == "hermes" and self.profile is not None and not HERMES_PROFILE_RE.match(self.profile):
+        if self.engine == "hermes" and not (self.base_url or "").startswith(HTTP):
+            raise KeyProblem("base_url", f"{self.base_url!r} must be an http:// or https:// URL")
+        if self.profile is not None and not HERMES_PROFILE_RE.match(self.profile):
             raise KeyProblem("profile", f"{self.profile!r} is not a Hermes profile name")
-        tidy = {"base_url": url.rstrip("/") if url is not None else None}
-        if self.engine != "hermes":
-            tidy["profile"] = None
-        return self if all(getattr(self, k) == v for k, v in tidy.items()) else self.model_copy(update=tidy)
+        return self
 
 
 class MessagingPolicy(Frozen):

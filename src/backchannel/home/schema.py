@@ -19,13 +19,13 @@ import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
-
-from pydantic import AliasChoices, BaseModel, ValidationError
-from pydantic.fields import FieldInfo
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import ConfigError
-from . import values
+
+if TYPE_CHECKING:  # pydantic is imported with the models, when a file is read: not by a CLI that only logs
+    from pydantic import BaseModel, ValidationError
+    from pydantic.fields import FieldInfo
 
 Tree = Mapping[str, "Tree | None"]
 NAMES = "*"  # any name: the entries of a mapping of names (peers)
@@ -35,6 +35,8 @@ log = logging.getLogger("backchannel.config")
 
 def file_keys(name: str, field: FieldInfo) -> tuple[str, ...]:
     """The names a field goes by in the file: its alias (or its choices of aliases), else its own name."""
+    from pydantic import AliasChoices
+
     if isinstance(field.validation_alias, AliasChoices):
         return tuple(str(choice) for choice in field.validation_alias.choices)
     return (field.alias or name,)
@@ -51,15 +53,21 @@ def section_model(annotation: Any) -> tuple[type[BaseModel] | None, bool]:
         annotation = typing.get_args(annotation)[0]
     origin = typing.get_origin(annotation)
     if origin in (typing.Union, types.UnionType):
-        models = [a for a in typing.get_args(annotation) if isinstance(a, type) and issubclass(a, BaseModel)]
+        models = [a for a in typing.get_args(annotation) if isinstance(a, type) and _is_model(a)]
         return (models[0] if models else None), False
     if origin is dict:
         entry = typing.get_args(annotation)[1]
         inner, _ = section_model(entry)
         return inner, True
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+    if isinstance(annotation, type) and _is_model(annotation):
         return annotation, False
     return None, False
+
+
+def _is_model(annotation: type) -> bool:
+    from pydantic import BaseModel
+
+    return issubclass(annotation, BaseModel)
 
 
 def tree_of(model: type[BaseModel]) -> Tree:
@@ -229,7 +237,9 @@ def _known(data: Mapping[str, Any], ours: Tree) -> dict[str, Any]:
 def refusal(exc: ValidationError, data: Mapping[str, Any], kind: FileKind, path: Path) -> ConfigError:
     """The error of a file whose values do not check, with the unknown keys it holds: a misspelt key is often
     why a value is missing (`comand:` leaves a server with neither `command` nor `url`)."""
-    error = values.config_error(exc, path)
+    from .values import config_error
+
+    error = config_error(exc, path)
     strays = [s for s in stray_keys(data, kind, path) if not s.hermes]
     if not strays:
         return error
