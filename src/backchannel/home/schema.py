@@ -82,6 +82,7 @@ def tree_of(model: type[BaseModel]) -> Tree:
 
 @functools.cache
 def tree(kind: FileKind) -> Tree:
+    """The keys of the home's config.yaml (`home`) or of a profile's (`profile`), from the file's model."""
     from .home_file import HomeFile
     from .profile_file import ProfileConfig
 

@@ -75,7 +75,6 @@ def _number_words(positive: bool, seconds: bool = False) -> str:
 Count = Annotated[int, at_least(0), Kind(_int_words(0))]
 PositiveCount = Annotated[int, at_least(1), Kind(_int_words(1))]
 Number = Annotated[float, number_check(positive=False), Kind(_number_words(False))]
-PositiveNumber = Annotated[float, number_check(positive=True), Kind(_number_words(True))]
 Seconds = Annotated[float, number_check(positive=True, seconds=True), Kind(_number_words(True, True))]
 Flag = Annotated[bool, _check(lambda v: isinstance(v, bool), "true or false"), Kind("true or false")]
 Text = Annotated[str, _check(lambda v: isinstance(v, str), "string"), Kind("string")]
@@ -85,6 +84,7 @@ Words = Annotated[Text, BeforeValidator(lambda v: str(v) if _is_number(v) else v
 
 
 def one_of(*choices: str) -> BeforeValidator:
+    """The check of a value that is one of `choices` (the README names them from the field's Literal type)."""
     text = ", ".join(choices)
     return _check(lambda v: v in choices, f"one of {text}")
 
