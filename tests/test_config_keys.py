@@ -121,3 +121,63 @@ def test_an_empty_profile_config_means_the_defaults(initialised: Path) -> None:
     assert shown.exit_code == 0, shown.stderr
     data = json.loads(shown.stdout)
     assert data["engine"] == "echo" and data["session_messaging"]["allow"] == []
+
+
+def _no_pydantic_dump(text: str) -> None:
+    assert "Traceback" not in text and "validation error" not in text and "pydantic" not in text, text
+
+
+def test_a_misspelt_nested_key_warns_with_the_key_it_is_meant_to_be(initialised: Path) -> None:
+    cfg = config.config_path(initialised)
+    cfg.write_text(cfg.read_text().replace("gateway:\n", "gateway:\n  a2a:\n    push_alow_private: true\n", 1))
+    result = run_cli("peer", "list")
+    assert result.exit_code == 0, result.stderr
+    expected = "unknown key 'gateway.a2a.push_alow_private' (did you mean 'gateway.a2a.push_allow_private'?)"
+    assert expected in result.stderr and str(cfg) in result.stderr
+    assert config.load_gateway_config(initialised).push.allow_private is False  # ignored, not read as meant
+    doctor = json.loads(run_cli("doctor", "--json").stdout)
+    [check] = [c for c in doctor["checks"] if c["check"] == "config.yaml"]
+    assert check["status"] == "fail" and "rename it to 'gateway.a2a.push_allow_private'" in check["fix"], check
+
+
+def test_a_misspelt_key_that_leaves_a_value_missing_is_named_in_the_error(initialised: Path) -> None:
+    cfg = _profile_cfg(initialised)
+    cfg.write_text(cfg.read_text() + "mcp_servers:\n  files:\n    comand: mcp-server-filesystem\n")
+    result = run_cli("profile", "show", "default")
+    assert result.exit_code == 2
+    assert f"{str(cfg)!r}: mcp_servers.files needs either 'command' (stdio) or 'url'" in result.stderr, result.stderr
+    assert "(did you mean 'mcp_servers.files.command'?)" in result.stderr, result.stderr
+    _no_pydantic_dump(result.stderr)
+
+
+def test_a_value_of_the_wrong_kind_is_an_error_naming_the_file_and_the_key_path(initialised: Path) -> None:
+    cfg = _profile_cfg(initialised)
+    cfg.write_text(cfg.read_text().replace("max_hops: 6", "max_hops: three"))
+    for args in (["profile", "show", "default"], ["send", "default", "hi"]):
+        result = run_cli(*args)
+        assert result.exit_code == 2, (args, result.stderr)
+        message = f"{str(cfg)!r}: agent.session_messaging.max_hops must be a non-negative integer, got 'three'"
+        assert message in result.stderr, result.stderr
+        _no_pydantic_dump(result.stderr)
+    home = config.config_path(initialised)
+    home.write_text(
+        home.read_text().replace("  max_concurrent_turns: 32\n", "  max_concurrent_turns: 32\n  max_headers: yes\n")
+    )
+    result = run_cli("peer", "list")
+    assert result.exit_code == 2
+    assert f"{str(home)!r}: gateway.max_headers must be a positive integer, got True" in result.stderr, result.stderr
+    _no_pydantic_dump(result.stderr)
+
+
+def test_a_file_or_a_section_with_nothing_in_it_means_the_defaults(initialised: Path) -> None:
+    cfg = _profile_cfg(initialised)
+    for text in ("model:\nagent:\n  session_messaging:\nmcp_servers:\n", "---\n", "# nothing yet\n"):
+        cfg.write_text(text)
+        shown = run_cli("profile", "show", "default", "--json")
+        assert shown.exit_code == 0, (text, shown.stderr)
+        data = json.loads(shown.stdout)
+        assert data["engine"] == "echo" and data["session_messaging"]["allow"] == [], (text, data)
+        assert "warning" not in shown.stderr, shown.stderr
+    doctor = json.loads(run_cli("doctor", "--json").stdout)
+    [check] = [c for c in doctor["checks"] if c["check"] == "profile default"]
+    assert check["status"] == "warn" and "the defaults apply" in check["detail"], check

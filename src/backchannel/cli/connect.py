@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import socket
 import time
 import urllib.parse
@@ -107,7 +106,7 @@ async def find_gateway(root: Path) -> GatewayClient | None:
     found = listening(root)
     if found is None or not found.instance:
         return None  # no gateway of this home is running (or one too old to name its instance)
-    settings = dataclasses.replace(settings, host=found.host, port=found.port)
+    settings = settings.model_copy(update={"host": found.host, "port": found.port})
     if not key or not settings.gateway_id or not _port_open(settings.host, settings.port):
         return None
     from ..net.local import GatewayClient

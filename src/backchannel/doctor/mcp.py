@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from pathlib import Path
 
 from ..agent.tools import TOOLBOX
@@ -25,7 +24,7 @@ async def servers(root: Path, profile: Profile) -> list[Check]:
         return config.secret_value(root, name)
 
     connections = [
-        McpConnection(profile.name, dataclasses.replace(s, connect_timeout=min(s.connect_timeout, TIMEOUT)), secret)
+        McpConnection(profile.name, s.model_copy(update={"connect_timeout": min(s.connect_timeout, TIMEOUT)}), secret)
         for s in profile.config.mcp_servers
     ]
     cfg = repr(str(profile.path / "config.yaml"))

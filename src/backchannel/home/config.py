@@ -13,16 +13,26 @@ import re
 import secrets
 import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any
 
 import yaml
 from dotenv.parser import parse_stream
+from pydantic import ValidationError
 
 from ..errors import ConfigError, DiskFull, UsageError
 from . import files, schema
-from .push_settings import PushSettings, parse_push_settings
+
+# The home's config.yaml is declared once, in home_file; the rest of the code imports these names from here.
+from .home_file import DEFAULT_HOST as DEFAULT_HOST
+from .home_file import DEFAULT_PORT as DEFAULT_PORT
+from .home_file import DURABILITIES as DURABILITIES
+from .home_file import PEER_DIALECTS as PEER_DIALECTS
+from .home_file import PEER_TIMEOUT_SECONDS as PEER_TIMEOUT_SECONDS
+from .home_file import Durability as Durability
+from .home_file import GatewayConfig as GatewayConfig
+from .home_file import GatewaySettings, HomeFile
+from .home_file import PeerEntry as PeerEntry
 
 # Names Windows keeps for its devices: a file or folder named so (in any case, with any extension) is the
 # device, so none of them may name anything that becomes a path, on any platform (a home may move). The other
@@ -33,11 +43,7 @@ DEVICE_NAME_RE = re.compile(rf"^(?:{_DEVICE})(?:\..*)?\Z", re.IGNORECASE)
 NAME_RE = re.compile(rf"^(?!(?:{_DEVICE})\Z)[a-z0-9][a-z0-9_-]{{0,63}}\Z")  # profile, peer and key names
 NAME_RULE = "1-64 characters a-z, 0-9, '-' or '_', starting with a letter or digit"
 DEVICE_RULE = "con, prn, aux, nul, com0-com9 and lpt0-lpt9 name devices on Windows, never a file or folder"
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 8377
 API_KEY_VAR = "API_SERVER_KEY"
-Durability = Literal["normal", "full"]  # gateway.durability: PRAGMA synchronous NORMAL or FULL
-DURABILITIES: tuple[Durability, ...] = ("normal", "full")
 
 
 def home() -> Path:
@@ -215,56 +221,6 @@ def new_api_key() -> str:
 # --- the home's config.yaml --------------------------------------------------------------------
 
 
-PEER_TIMEOUT_SECONDS = 30.0  # a peer that accepts and says nothing is given up on after this (outcome unknown)
-
-
-@dataclass(frozen=True)
-class PeerEntry:
-    url: str
-    note: str = ""
-    gateway_id: str | None = None
-    timeout_seconds: float = PEER_TIMEOUT_SECONDS
-    dialect: str = "hermes"  # how it is spoken to: the Hermes API-server dialect, or A2A (`a2a_url`, from its card)
-    a2a_url: str | None = None
-
-
-PEER_DIALECTS = ("hermes", "a2a")
-
-
-@dataclass(frozen=True)
-class GatewayConfig:
-    host: str = DEFAULT_HOST
-    port: int = DEFAULT_PORT
-    gateway_id: str = ""
-    dedup_window_seconds: int = 900
-    max_concurrent_turns: int = 32
-    run_ttl_seconds: int = 3600
-    max_attempts: int = 3
-    http_wait_seconds: float = 600.0
-    max_body_bytes: int = 1_048_576
-    durability: Durability = "normal"
-    # Limits no sender can exhaust (README "Limits"); the HTTP ones bound every connection.
-    max_header_bytes: int = 65_536
-    max_headers: int = 100
-    header_timeout_seconds: int = 10
-    body_timeout_seconds: int = 30
-    keepalive_timeout_seconds: int = 5
-    max_connections: int = 1024
-    max_queued_per_session: int = 100
-    max_runs_per_sender_per_minute: int = 120
-    max_turns_per_profile: int = 0  # 0: half of max_concurrent_turns (at least 1)
-    max_sessions_per_profile: int = 10_000
-    peers: dict[str, PeerEntry] = field(default_factory=dict)
-    push: PushSettings = field(default_factory=PushSettings)  # gateway.a2a: A2A push notifications
-
-    @property
-    def turns_per_profile(self) -> int:
-        """The turn slots one profile may hold at once, so another profile's turns always find one."""
-        total = max(1, self.max_concurrent_turns)
-        share = self.max_turns_per_profile or total // 2
-        return max(1, min(share, total))
-
-
 def load_gateway_config(root: Path) -> GatewayConfig:
     """The home's config.yaml; an unknown key is logged as a warning (once), a missing gateway id is an error."""
     path = config_path(root)
@@ -281,87 +237,21 @@ REPAIR_HINT = (
 
 
 def parse_gateway_config(data: dict[str, Any], path: Path, *, exists: bool = True) -> GatewayConfig:
-    """Read the home config's keys; values of the wrong type, and (in a file that exists) no gateway id, are errors."""
-    gw = data.get("gateway") or {}
-    if not isinstance(gw, dict):
-        raise ConfigError(f"{str(path)!r}: 'gateway' must be a mapping")
-    if exists and not gw.get("id"):
+    """The home config's settings (`HomeFile`); a value of the wrong kind, and (in a file that exists) no gateway
+    id, are errors naming the file and the key. Unknown keys are left out (`schema` warns about them)."""
+    gateway = data.get("gateway")
+    if exists and (gateway is None or isinstance(gateway, dict)) and not (gateway or {}).get("id"):
         state = "it is empty" if not data else "it has no gateway.id (truncated, or edited by hand?)"
         raise ConfigError(f"{str(path)!r} is not a usable home config: {state}; {REPAIR_HINT}")
-    peers_raw = data.get("peers") or {}
-    if not isinstance(peers_raw, dict):
-        raise ConfigError(f"{str(path)!r}: 'peers' must be a mapping")
-    peers: dict[str, PeerEntry] = {}
-    for name, entry in peers_raw.items():
-        if not isinstance(entry, dict) or not isinstance(entry.get("url"), str):
-            raise ConfigError(f"{str(path)!r}: peer {name!r} needs a 'url'")
-        timeout = entry.get("timeout_seconds", PEER_TIMEOUT_SECONDS)
-        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
-            raise ConfigError(
-                f"{str(path)!r}: peer {name!r}: timeout_seconds must be a positive number, got {timeout!r}"
-            )
-        dialect = entry.get("dialect") or "hermes"  # a peer file from before A2A: the Hermes dialect
-        a2a_url = entry.get("a2a_url")
-        if dialect not in PEER_DIALECTS:
-            raise ConfigError(
-                f"{str(path)!r}: peer {name!r}: dialect must be one of {', '.join(PEER_DIALECTS)}, got {dialect!r}"
-            )
-        if dialect == "a2a" and not (isinstance(a2a_url, str) and a2a_url):
-            raise ConfigError(
-                f"{str(path)!r}: peer {name!r}: an a2a peer needs its a2a_url (run `backchannel peer add` again)"
-            )
-        peers[str(name)] = PeerEntry(
-            url=entry["url"],
-            note=str(entry.get("note") or ""),
-            gateway_id=entry.get("gateway_id") or None,
-            timeout_seconds=float(timeout),
-            dialect=str(dialect),
-            a2a_url=str(a2a_url) if dialect == "a2a" else None,
-        )
-    defaults = GatewayConfig()
-    durability = gw.get("durability", defaults.durability)
-    if durability not in DURABILITIES:
-        raise ConfigError(
-            f"{str(path)!r}: gateway.durability must be one of {', '.join(DURABILITIES)}, got {durability!r}"
-        )
     try:
-        return GatewayConfig(
-            host=str(gw.get("host", defaults.host)),
-            port=_int(gw, "port", defaults.port, path),
-            gateway_id=str(gw.get("id", "")),
-            dedup_window_seconds=_int(gw, "dedup_window_seconds", defaults.dedup_window_seconds, path),
-            max_concurrent_turns=_int(gw, "max_concurrent_turns", defaults.max_concurrent_turns, path),
-            run_ttl_seconds=_int(gw, "run_ttl_seconds", defaults.run_ttl_seconds, path),
-            max_attempts=_int(gw, "max_attempts", defaults.max_attempts, path),
-            http_wait_seconds=float(_int(gw, "http_wait_seconds", int(defaults.http_wait_seconds), path)),
-            max_body_bytes=_int(gw, "max_body_bytes", defaults.max_body_bytes, path),
-            durability=cast(Durability, durability),
-            **cast(
-                dict[str, Any],
-                {name: _int(gw, name, getattr(defaults, name), path, positive=name not in _ZERO_OK) for name in LIMITS},
-            ),
-            peers=peers,
-            push=parse_push_settings(gw, path),
-        )
-    except ValueError as exc:
-        raise ConfigError(f"{str(path)!r}: {exc}") from exc
-
-
-LIMITS = schema.GATEWAY_LIMITS
-_ZERO_OK = {"max_turns_per_profile"}
-
-
-def _int(section: dict[str, Any], key: str, default: int, path: Path, *, positive: bool = False) -> int:
-    value = section.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or value < (1 if positive else 0):
-        kind = "positive" if positive else "non-negative"
-        raise ConfigError(f"{str(path)!r}: gateway.{key} must be a {kind} integer, got {value!r}")
-    return value
+        return HomeFile.model_validate(schema.known(data, "home")).settings()
+    except ValidationError as exc:
+        raise schema.refusal(exc, data, "home", path) from None
 
 
 def default_home_config() -> dict[str, Any]:
-    """A new home's config.yaml, written from GatewayConfig's own defaults, with a fresh gateway id."""
-    defaults = GatewayConfig()
+    """A new home's config.yaml, written from the model's own defaults, with a fresh gateway id."""
+    defaults = GatewaySettings()
     return {
         "gateway": {
             "host": defaults.host,

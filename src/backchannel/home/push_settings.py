@@ -20,118 +20,108 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from functools import cached_property
+from typing import Annotated
 
-from ..errors import ConfigError
+from pydantic import BeforeValidator, Field, model_validator
+
+from .values import Flag, Frozen, KeyProblem, Kind, PositiveCount, Seconds, at_least
 
 LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
 HOST_NAME_RE = re.compile(rf"(?=.{{1,253}}\Z){LABEL}(?:\.{LABEL})*")
-KEYS = (
-    "push_allow_private",
-    "push_allow_hosts",
-    "push_timeout_seconds",
-    "push_max_attempts",
-    "push_retry_first_seconds",
-    "push_retry_max_seconds",
-    "push_max_body_bytes",
-    "push_max_configs_per_task",
-    "push_max_configs_per_caller",
-)
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
-@dataclass(frozen=True)
-class PushSettings:
-    """Where push notifications may go and how hard they are tried (README "Push notifications")."""
+def _host(entry: object) -> str:
+    """One entry of `push_allow_hosts`, in lower case: a host name, an address or a network."""
+    if not isinstance(entry, str) or not entry.strip():
+        raise ValueError(f"must be a host name, an address or a network, got {entry!r}")
+    text = entry.strip().lower()
+    try:
+        ipaddress.ip_network(text.strip("[]"), strict=False)
+        return text
+    except ValueError:
+        pass
+    if not HOST_NAME_RE.fullmatch(text.rstrip(".")):
+        raise ValueError(
+            f"{entry!r} is neither a host name, an address nor a network "
+            "(such as hooks.example.internal, 127.0.0.1 or 10.0.0.0/8)"
+        )
+    return text.rstrip(".")
 
-    allow_private: bool = False
-    allow_names: frozenset[str] = frozenset()  # host names allowed whatever they resolve to (lower case)
-    allow_networks: tuple[Network, ...] = ()  # addresses allowed though not public (a single address: a /32, /128)
-    timeout_seconds: float = 10.0
-    max_attempts: int = 8
-    retry_first_seconds: float = 1.0
-    retry_max_seconds: float = 300.0
-    max_body_bytes: int = 1_048_576
-    max_configs_per_task: int = 10
-    max_configs_per_caller: int = 100
+
+def _host_list(raw: object) -> object:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list | tuple):
+        raise ValueError("must be a list of host names, addresses or networks")
+    return raw
+
+
+Host = Annotated[str, BeforeValidator(_host)]
+BodyBytes = Annotated[int, at_least(1024), Kind("integer of at least 1024")]
+
+
+class PushSettings(Frozen):
+    """Where push notifications may go and how hard they are tried (README "Push notifications"):
+    the `gateway.a2a:` section of the home's config.yaml."""
+
+    allow_private: Flag = Field(
+        False,
+        alias="push_allow_private",
+        description="true: receivers on loopback, private and link-local addresses too",
+    )
+    allow_hosts: Annotated[tuple[Host, ...], BeforeValidator(_host_list), Kind("list of hosts")] = Field(
+        (), alias="push_allow_hosts", description="host names, addresses or networks allowed though they are not public"
+    )
+    timeout_seconds: Seconds = Field(10.0, alias="push_timeout_seconds", description="one POST, connect to answer")
+    max_attempts: PositiveCount = Field(
+        8, alias="push_max_attempts", description="attempts per notification before it is given up"
+    )
+    retry_first_seconds: Seconds = Field(
+        1.0, alias="push_retry_first_seconds", description="the wait after the first failure; doubled after each one"
+    )
+    retry_max_seconds: Seconds = Field(
+        300.0, alias="push_retry_max_seconds", description="the longest wait between two attempts"
+    )
+    max_body_bytes: BodyBytes = Field(
+        1_048_576, alias="push_max_body_bytes", description="a notification's body; a longer reply is left for GetTask"
+    )
+    max_configs_per_task: PositiveCount = Field(
+        10, alias="push_max_configs_per_task", description="push configs one task may hold"
+    )
+    max_configs_per_caller: PositiveCount = Field(
+        100,
+        alias="push_max_configs_per_caller",
+        description="configs one key holds on tasks whose end is not yet notified",
+    )
+
+    @model_validator(mode="after")
+    def _retries_grow(self) -> PushSettings:
+        if self.retry_max_seconds < self.retry_first_seconds:
+            raise KeyProblem(
+                "push_retry_max_seconds",
+                f"({self.retry_max_seconds:g}) is shorter than push_retry_first_seconds ({self.retry_first_seconds:g})",
+            )
+        return self
+
+    @cached_property
+    def allow_names(self) -> frozenset[str]:
+        """Host names allowed whatever they resolve to (lower case)."""
+        return frozenset(h for h in self.allow_hosts if not _network(h))
+
+    @cached_property
+    def allow_networks(self) -> tuple[Network, ...]:
+        """Addresses allowed though not public (a single address: a /32, /128)."""
+        return tuple(n for h in self.allow_hosts if (n := _network(h)) is not None)
 
     def retry_delay(self, failures: int) -> float:
         """The wait before the next attempt after `failures` failed ones: doubling from the first, capped."""
         return float(min(self.retry_first_seconds * 2 ** max(failures - 1, 0), self.retry_max_seconds))
 
 
-def parse_push_settings(gateway: dict[str, Any], path: Path) -> PushSettings:
-    """`gateway.a2a`'s push keys; a value of the wrong kind is an error naming the key (and the entry)."""
-    section = gateway.get("a2a")
-    if section is None:
-        return PushSettings()
-    if not isinstance(section, dict):
-        raise ConfigError(f"{str(path)!r}: gateway.a2a must be a mapping")
-    defaults = PushSettings()
-    allow = section.get("push_allow_private", False)
-    if not isinstance(allow, bool):
-        raise ConfigError(f"{str(path)!r}: gateway.a2a.push_allow_private must be true or false, got {allow!r}")
-    names, networks = _allow_hosts(section.get("push_allow_hosts"), path)
-    first = _number(section, "push_retry_first_seconds", defaults.retry_first_seconds, path)
-    most = _number(section, "push_retry_max_seconds", defaults.retry_max_seconds, path)
-    if most < first:
-        raise ConfigError(
-            f"{str(path)!r}: gateway.a2a.push_retry_max_seconds ({most:g}) is shorter than "
-            f"push_retry_first_seconds ({first:g})"
-        )
-    return PushSettings(
-        allow_private=allow,
-        allow_names=names,
-        allow_networks=networks,
-        timeout_seconds=_number(section, "push_timeout_seconds", defaults.timeout_seconds, path),
-        max_attempts=_count(section, "push_max_attempts", defaults.max_attempts, path),
-        retry_first_seconds=first,
-        retry_max_seconds=most,
-        max_body_bytes=_count(section, "push_max_body_bytes", defaults.max_body_bytes, path, least=1024),
-        max_configs_per_task=_count(section, "push_max_configs_per_task", defaults.max_configs_per_task, path),
-        max_configs_per_caller=_count(section, "push_max_configs_per_caller", defaults.max_configs_per_caller, path),
-    )
-
-
-def _allow_hosts(raw: object, path: Path) -> tuple[frozenset[str], tuple[Network, ...]]:
-    if raw is None:
-        return frozenset(), ()
-    if not isinstance(raw, list):
-        raise ConfigError(
-            f"{str(path)!r}: gateway.a2a.push_allow_hosts must be a list of host names, addresses or networks"
-        )
-    names: set[str] = set()
-    networks: list[Network] = []
-    for index, entry in enumerate(raw):
-        where = f"gateway.a2a.push_allow_hosts[{index}]"
-        if not isinstance(entry, str) or not entry.strip():
-            raise ConfigError(f"{str(path)!r}: {where} must be a host name, an address or a network, got {entry!r}")
-        text = entry.strip().lower()
-        try:
-            networks.append(ipaddress.ip_network(text.strip("[]"), strict=False))
-            continue
-        except ValueError:
-            pass
-        if not HOST_NAME_RE.fullmatch(text.rstrip(".")):
-            raise ConfigError(
-                f"{str(path)!r}: {where}: {entry!r} is neither a host name, an address nor a network "
-                "(such as hooks.example.internal, 127.0.0.1 or 10.0.0.0/8)"
-            )
-        names.add(text.rstrip("."))
-    return frozenset(names), tuple(networks)
-
-
-def _number(section: dict[str, Any], key: str, default: float, path: Path) -> float:
-    value = section.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0 or value != value:
-        raise ConfigError(f"{str(path)!r}: gateway.a2a.{key} must be a positive number of seconds, got {value!r}")
-    return float(value)
-
-
-def _count(section: dict[str, Any], key: str, default: int, path: Path, *, least: int = 1) -> int:
-    value = section.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or value < least:
-        raise ConfigError(f"{str(path)!r}: gateway.a2a.{key} must be an integer of at least {least}, got {value!r}")
-    return value
+def _network(host: str) -> Network | None:
+    try:
+        return ipaddress.ip_network(host.strip("[]"), strict=False)
+    except ValueError:
+        return None

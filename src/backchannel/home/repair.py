@@ -63,7 +63,7 @@ def repair_home_config(root: Path) -> Repaired | None:
     else:
         _keep_gateway(old.get("gateway"), fresh, path, kept, dropped)
         _keep_peers(old.get("peers"), fresh, kept, dropped)
-        dropped.extend(f"key {k!r}" for k in old if k not in schema.HOME)
+        dropped.extend(f"key {k!r}" for k in old if k not in schema.tree("home"))
     if not any(item.startswith("gateway id") for item in kept):
         dropped.append(f"a gateway id (none could be read; the new one is {fresh['gateway']['id']})")
     config.parse_gateway_config(fresh, path)  # what is written loads
@@ -88,7 +88,7 @@ def _keep_gateway(old: Any, fresh: dict[str, Any], path: Path, kept: list[str], 
         if old is not None:
             dropped.append("the gateway section (not a mapping)")
         return
-    known = schema.HOME["gateway"] or {}
+    known = schema.tree("home")["gateway"] or {}
     for key, value in old.items():
         if key not in known:
             dropped.append(f"gateway.{key} (not a setting)")

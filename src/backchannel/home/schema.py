@@ -1,104 +1,93 @@
-"""The keys each config file may hold, in one place: what loading warns about and what `doctor` checks.
+"""The keys each config file may hold, read off its model: what loading warns about and what `doctor` checks.
 
-A schema is a tree of key names (a leaf is None; `NAMES` stands for any name, as under `peers:`).
-Values are checked by the parsers (`config.load_gateway_config`, `profiles.parse_profile_config`);
-this module only knows which keys exist. A profile folder copied from a Hermes home carries Hermes
-Agent's keys: Backchannel ignores them on purpose (the README says so), so loading never warns about
-them and `doctor` lists them as ignored, not as mistakes.
+A file's keys are a tree of names (a leaf is None; `NAMES` stands for any name, as under `peers:`),
+derived from its pydantic model (`home_file.HomeFile`, `profile_file.ProfileConfig`) by the fields' names
+in the file. An unknown key is warned about (with the closest valid one) and left out before the model
+checks the values. A profile folder copied from a Hermes home carries Hermes Agent's keys: Backchannel
+ignores them on purpose (the README says so), so loading never warns about them and `doctor` lists them
+as ignored, not as mistakes.
 """
 
 from __future__ import annotations
 
 import difflib
+import functools
 import logging
 import os
+import types
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from .push_settings import KEYS as PUSH_KEYS
+from ..errors import ConfigError
 
-# The gateway's limits (config.yaml `gateway:`), each an optional positive number.
-GATEWAY_LIMITS = (
-    "max_header_bytes",
-    "max_headers",
-    "header_timeout_seconds",
-    "body_timeout_seconds",
-    "keepalive_timeout_seconds",
-    "max_connections",
-    "max_queued_per_session",
-    "max_runs_per_sender_per_minute",
-    "max_turns_per_profile",
-    "max_sessions_per_profile",
-)
-
+if TYPE_CHECKING:  # pydantic is imported with the models, when a file is read: not by a CLI that only logs
+    from pydantic import BaseModel, ValidationError
+    from pydantic.fields import FieldInfo
 
 Tree = Mapping[str, "Tree | None"]
 NAMES = "*"  # any name: the entries of a mapping of names (peers)
 
 log = logging.getLogger("backchannel.config")
 
-HOME: Tree = {
-    "gateway": {
-        "host": None,
-        "port": None,
-        "id": None,
-        "dedup_window_seconds": None,
-        "max_concurrent_turns": None,
-        "run_ttl_seconds": None,
-        "max_attempts": None,
-        "http_wait_seconds": None,
-        "max_body_bytes": None,
-        "durability": None,
-        **dict.fromkeys(GATEWAY_LIMITS),
-        "a2a": dict.fromkeys(PUSH_KEYS),
-    },
-    "peers": {
-        NAMES: {
-            "url": None,
-            "note": None,
-            "gateway_id": None,
-            "timeout_seconds": None,
-            "dialect": None,
-            "a2a_url": None,
-        }
-    },
-}
 
-PROFILE: Tree = {
-    "model": {
-        "engine": None,
-        "base_url": None,
-        "default": None,
-        "model": None,  # Hermes' older spelling of `default`, read too
-        "api_key_env": None,
-        "timeout_seconds": None,
-    },
-    "agent": {
-        "max_turns": None,
-        "session_messaging": {
-            "allow": None,
-            "accept": None,
-            "max_hops": None,
-            "pair_budget_per_hour": None,
-            "inbound_budget_per_hour": None,
-            "hold": None,
-            "hold_expiry_seconds": None,
-        },
-    },
-    "mcp_servers": {
-        NAMES: {
-            "command": None,
-            "args": None,
-            "env": None,
-            "url": None,
-            "headers": None,
-            "timeout": None,
-            "connect_timeout": None,
-        }
-    },
-}
+def file_keys(name: str, field: FieldInfo) -> tuple[str, ...]:
+    """The names a field goes by in the file: its alias (or its choices of aliases), else its own name."""
+    from pydantic import AliasChoices
+
+    if isinstance(field.validation_alias, AliasChoices):
+        return tuple(str(choice) for choice in field.validation_alias.choices)
+    return (field.alias or name,)
+
+
+def fields_of(model: type[BaseModel]) -> list[tuple[str, FieldInfo]]:
+    """The fields of `model` that a file holds (a field filled in from elsewhere is `exclude`d), in order."""
+    return [(name, field) for name, field in model.model_fields.items() if not field.exclude]
+
+
+def section_model(annotation: Any) -> tuple[type[BaseModel] | None, bool]:
+    """The model a field's value is (or, for a mapping of names, each entry is), and whether it is such a mapping."""
+    while typing.get_origin(annotation) is typing.Annotated:
+        annotation = typing.get_args(annotation)[0]
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        models = [a for a in typing.get_args(annotation) if isinstance(a, type) and _is_model(a)]
+        return (models[0] if models else None), False
+    if origin is dict:
+        entry = typing.get_args(annotation)[1]
+        inner, _ = section_model(entry)
+        return inner, True
+    if isinstance(annotation, type) and _is_model(annotation):
+        return annotation, False
+    return None, False
+
+
+def _is_model(annotation: type) -> bool:
+    from pydantic import BaseModel
+
+    return issubclass(annotation, BaseModel)
+
+
+def tree_of(model: type[BaseModel]) -> Tree:
+    """The keys a file (or section) of `model` may hold."""
+    tree: dict[str, Tree | None] = {}
+    for name, field in fields_of(model):
+        inner, named = section_model(field.annotation)
+        child = None if inner is None else ({NAMES: tree_of(inner)} if named else tree_of(inner))
+        tree.update(dict.fromkeys(file_keys(name, field), child))
+    return tree
+
+
+@functools.cache
+def tree(kind: FileKind) -> Tree:
+    """The keys of the home's config.yaml (`home`) or of a profile's (`profile`), from the file's model."""
+    from .home_file import HomeFile
+    from .profile_file import ProfileConfig
+
+    return tree_of(HomeFile if kind == "home" else ProfileConfig)
+
 
 # Hermes Agent 0.19's own config keys (hermes_cli/config.py DEFAULT_CONFIG and the model section it reads):
 # a profile copied from a Hermes home holds them, and Backchannel ignores them without a warning.
@@ -134,7 +123,7 @@ HERMES_PROFILE: Tree = {
 }
 
 FileKind = Literal["home", "profile"]
-_SCHEMAS: dict[FileKind, tuple[Tree, Tree]] = {"home": (HOME, {}), "profile": (PROFILE, HERMES_PROFILE)}
+_HERMES: dict[FileKind, Tree] = {"home": {}, "profile": HERMES_PROFILE}
 
 
 @dataclass(frozen=True)
@@ -156,7 +145,7 @@ class StrayKey:
 
 def stray_keys(data: Mapping[str, Any], kind: FileKind, path: Path) -> list[StrayKey]:
     """Every key of `data` (a parsed config file of `kind`) that is not in its schema, in file order."""
-    ours, hermes = _SCHEMAS[kind]
+    ours, hermes = tree(kind), _HERMES[kind]
     found: list[StrayKey] = []
     _walk(data, ours, hermes, (), ours, path, found)
     return found
@@ -229,3 +218,30 @@ def warn_stray(data: Mapping[str, Any], kind: FileKind, path: Path) -> None:
             continue
         _warned.add(seen)
         log.warning("%s: %s", str(path), stray.what)
+
+
+def known(data: Mapping[str, Any], kind: FileKind) -> dict[str, Any]:
+    """`data` without the keys its file does not hold (they are warned about, or Hermes keys): what is checked."""
+    return _known(data, tree(kind))
+
+
+def _known(data: Mapping[str, Any], ours: Tree) -> dict[str, Any]:
+    kept: dict[str, Any] = {}
+    for key, value in data.items():
+        if str(key) not in ours and NAMES not in ours:
+            continue
+        child = ours.get(str(key), ours.get(NAMES))
+        kept[key] = _known(value, child) if isinstance(value, Mapping) and child is not None else value
+    return kept
+
+
+def refusal(exc: ValidationError, data: Mapping[str, Any], kind: FileKind, path: Path) -> ConfigError:
+    """The error of a file whose values do not check, with the unknown keys it holds: a misspelt key is often
+    why a value is missing (`comand:` leaves a server with neither `command` nor `url`)."""
+    from .values import config_error
+
+    error = config_error(exc, path)
+    strays = [s for s in stray_keys(data, kind, path) if not s.hermes]
+    if not strays:
+        return error
+    return ConfigError(f"{error.message}; {'; '.join(s.what for s in strays)}")

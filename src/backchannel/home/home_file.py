@@ -1,0 +1,129 @@
+"""The home's config.yaml as one model: the `gateway:` section (its limits and `a2a:` push settings) and the
+`peers:` registry. The defaults, the checks and the README's config reference all come from here."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BeforeValidator, Field, model_validator
+
+from .push_settings import PushSettings
+from .values import Count, Frozen, Kind, PositiveCount, Seconds, Text, Words, at_least, one_of
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8377
+Durability = Literal["normal", "full"]  # gateway.durability: PRAGMA synchronous NORMAL or FULL
+DURABILITIES: tuple[Durability, ...] = ("normal", "full")
+PEER_TIMEOUT_SECONDS = 30.0  # a peer that accepts and says nothing is given up on after this (outcome unknown)
+Dialect = Literal["hermes", "a2a"]
+PEER_DIALECTS: tuple[Dialect, ...] = ("hermes", "a2a")
+
+OrNone = Annotated[str | None, BeforeValidator(lambda v: v or None), Kind("string")]
+
+
+class PeerEntry(Frozen):
+    """One entry of `peers:`: where another gateway is and how it is spoken to (its key is in .env)."""
+
+    url: Text = Field(description="the peer's base URL, http(s)://host[:port][/path]")
+    note: Words = Field("", description="shown in `peer list`")
+    gateway_id: OrNone = Field(None, description="the peer's gateway id, remembered from its first answer")
+    timeout_seconds: Seconds = Field(
+        PEER_TIMEOUT_SECONDS, description="each request's bound (a chat: its wait plus this)"
+    )
+    dialect: Annotated[Dialect, one_of(*PEER_DIALECTS), BeforeValidator(lambda v: v or "hermes")] = Field(
+        "hermes", description="how it is spoken to: the Hermes API-server dialect, or A2A (`a2a_url`, from its card)"
+    )
+    a2a_url: OrNone = Field(None, description="an A2A peer's JSON-RPC endpoint, from its agent card")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _needs_url(cls, data: object) -> object:
+        if not isinstance(data, dict) or not isinstance(data.get("url"), str):
+            raise ValueError("needs a 'url'")
+        if (data.get("dialect") or "hermes") != "a2a":  # a peer file from before A2A: the Hermes dialect
+            return {k: v for k, v in data.items() if k != "a2a_url"}
+        return data
+
+    @model_validator(mode="after")
+    def _a2a_needs_its_url(self) -> PeerEntry:
+        if self.dialect == "a2a" and not self.a2a_url:
+            raise ValueError("an a2a peer needs its a2a_url (run `backchannel peer add` again)")
+        return self
+
+
+class GatewaySettings(Frozen):
+    """The `gateway:` section of the home's config.yaml."""
+
+    host: Words = Field(DEFAULT_HOST, description="the address the gateway listens on")
+    port: Count = Field(DEFAULT_PORT, description="the port it listens on")
+    gateway_id: Words = Field("", alias="id", description="made by init; names this gateway to others")
+    dedup_window_seconds: Count = Field(
+        900,
+        description="an HTTP send without an idempotency key is one run with the same (sender, target, text) "
+        "in the last this many seconds",
+    )
+    max_concurrent_turns: Count = Field(32, description="turns running at once")
+    run_ttl_seconds: Count = Field(3600, description="a run still queued after this long expires")
+    max_attempts: Count = Field(3, description="attempts of a turn before its run fails")
+    http_wait_seconds: Annotated[float, at_least(0), Kind("non-negative integer")] = Field(
+        600.0, description="default wait of the chat route"
+    )
+    max_body_bytes: Count = Field(1_048_576, description="a request's body")
+    durability: Annotated[Durability, one_of(*DURABILITIES)] = Field(
+        "normal", description="or full: PRAGMA synchronous=FULL (see Reliability)"
+    )
+    # Limits no sender can exhaust (README "Limits"); the HTTP ones bound every connection.
+    max_header_bytes: PositiveCount = Field(65_536, description="a request's head (request line and headers)")
+    max_headers: PositiveCount = Field(100, description="headers in one request")
+    header_timeout_seconds: PositiveCount = Field(10, description="a head must arrive within this, whole")
+    body_timeout_seconds: PositiveCount = Field(30, description="a body must arrive within this, whole")
+    keepalive_timeout_seconds: PositiveCount = Field(
+        5, description="an idle kept-alive connection is closed after this"
+    )
+    max_connections: PositiveCount = Field(1024, description="open connections at once (503 past it)")
+    max_queued_per_session: PositiveCount = Field(
+        100, description="runs waiting in one session (429 queue_full; a wake-up goes past it)"
+    )
+    max_runs_per_sender_per_minute: PositiveCount = Field(
+        120, description="new runs one agent or peer may start (the person is never limited)"
+    )
+    max_turns_per_profile: Count = Field(
+        0, description="turn slots one profile may hold; 0 = half of max_concurrent_turns"
+    )
+    max_sessions_per_profile: PositiveCount = Field(10_000, description="sessions one profile may hold")
+    push: PushSettings = Field(
+        default_factory=PushSettings, alias="a2a", description="A2A push notifications (see Push notifications)"
+    )
+
+    @property
+    def turns_per_profile(self) -> int:
+        """The turn slots one profile may hold at once, so another profile's turns always find one."""
+        total = max(1, self.max_concurrent_turns)
+        share = self.max_turns_per_profile or total // 2
+        return max(1, min(share, total))
+
+
+class GatewayConfig(GatewaySettings):
+    """The home's settings as the gateway uses them: the `gateway:` section and the peers beside it."""
+
+    peers: dict[str, PeerEntry] = Field(default_factory=dict)
+
+
+class HomeFile(Frozen):
+    """The home's config.yaml."""
+
+    gateway: GatewaySettings = Field(default_factory=GatewaySettings, description="this gateway")
+    peers: Annotated[dict[str, PeerEntry], BeforeValidator(lambda v: {} if v is None else v)] = Field(
+        default_factory=dict, description="other gateways, by name (`peer add`)"
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _empty_sections(cls, data: object) -> object:
+        if isinstance(data, dict) and data.get("gateway", {}) is None:
+            return {**data, "gateway": {}}
+        return data
+
+    def settings(self) -> GatewayConfig:
+        """The settings the gateway runs with: this file's gateway section and peers, in one object."""
+        return GatewayConfig.model_construct(**dict(self.gateway), peers=self.peers)  # both validated
