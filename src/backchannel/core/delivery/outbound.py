@@ -183,7 +183,8 @@ class Outbound:
         await self.db.durable()
         try:
             async with self.client(peer, agent) as client:
-                about = (await client.about()).over(await client.health())
+                health = await client.health()
+                about = (await client.about()).over(health)
                 result = await client.start(
                     message,
                     key=key,
