@@ -373,7 +373,7 @@ def test_peer_events_arrive_as_the_stream_goes_and_a_broken_stream_may_have_been
             client = PeerClient(Peer("spark", url, "", KEY))
             try:
                 async for event in client.events("run_1"):
-                    got.append(str(event["event"]))
+                    got.append(event.name)
             except PeerError as exc:
                 return got, exc
             finally:

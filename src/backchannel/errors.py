@@ -21,6 +21,11 @@ BackchannelError
  ├── PushFailed            exit 1, 502 push_failed       an A2A push notification's receiver could not be reached
  ├── Interrupted           exit 130                      Ctrl-C after the message was handed in: says how to ask again
  └── PeerError             exit 1, 424 peer_error        another gateway: unreachable, wrong key, failed
+      ├── PeerUnreachable  exit 1, peer_unreachable      nothing was sent: the same key may go again
+      ├── PeerAuthRefused  exit 1, peer_auth             the peer refused our key (or asks for other credentials)
+      ├── NotAnAgentCard   exit 1, not_an_agent_card     the URL answered with no A2A agent card
+      ├── UnsupportedBinding exit 1, unsupported_binding the card offers no JSON-RPC interface
+      ├── NoEventStream    exit 1, no_stream             the peer has no event stream for the run: poll instead
       ├── PeerRefused      exit 2                        refused by the peer's policy or as malformed
       └── PeerOutcomeUnknown exit 1                      sent, but no answer: check, never resend blindly
 
@@ -226,6 +231,36 @@ class PeerError(BackchannelError):
     http_status = 424
     code = "peer_error"
     type = "peer_error"
+
+
+class PeerUnreachable(PeerError):
+    """Nothing reached the other gateway (down, a wrong URL, a refused connection): sending again is safe."""
+
+    code = "peer_unreachable"
+
+
+class PeerAuthRefused(PeerError):
+    """The other gateway refused our key, or asks for credentials we do not have."""
+
+    code = "peer_auth"
+
+
+class NotAnAgentCard(PeerError):
+    """A URL that answered, but with no A2A agent card."""
+
+    code = "not_an_agent_card"
+
+
+class UnsupportedBinding(PeerError):
+    """An agent card that offers no interface Backchannel speaks (JSON-RPC)."""
+
+    code = "unsupported_binding"
+
+
+class NoEventStream(PeerError):
+    """The peer has no event stream for a run (it does not stream, or the stream is gone): poll its state."""
+
+    code = "no_stream"
 
 
 class PeerRefused(PeerError):

@@ -7,8 +7,10 @@
     failed      the turn failed, was cancelled or expired: a new send is a new run
     unknown     a remote outcome cannot be known (the request may have arrived): ask again with the same key
 
-Run states stay the store's; `of_state` is the one place an outcome is computed from them, `of_error` and
-`of_http_error` the one place for an error that stopped a message (or a tool call) before it had a run.
+Run states stay the store's; `of_state` is the one place an outcome is computed from them, `of_run` the one
+place a `Result` is built from a run (ours, a peer's, the running gateway's: each reads its run into a `Run`
+first), `of_error` and `of_http_error` the one place for an error that stopped a message (or a tool call)
+before it had a run.
 Every tool result carries its `result`: a message's outcome, `error_body` for an error, `answered` for a
 tool's answer that is no message (a list, a memory edit: the answer is here).
 """
@@ -111,6 +113,62 @@ class Result:
         return body
 
 
+@dataclass(frozen=True)
+class Run:
+    """What a run says of itself, wherever it ran: its state (as it said it), and what it produced."""
+
+    state: str
+    run_id: str | None = None
+    session_id: str | None = None
+    output: str | None = None  # the reply; for a failed run, whatever partial output it kept
+    error: str | None = None
+    code: str | None = None
+    queue_position: int | None = None
+
+    @property
+    def outcome(self) -> Outcome:
+        return of_state(self.state)
+
+
+def of_run(
+    to: str,
+    run: Run,
+    *,
+    replayed: bool = False,
+    key: str | None = None,
+    waited: float = 0.0,
+) -> Result:
+    """A run's outcome as its sender sees it: the one place a `Result` is built from a run. Only a refused,
+    failed or unknown outcome carries the run's error and code; a delivered one always has a reply."""
+    outcome = of_state(run.state)
+    bad = outcome in (Outcome.FAILED, Outcome.REFUSED, Outcome.UNKNOWN)
+    reply = (run.output or "") if outcome is Outcome.DELIVERED else run.output
+    return Result(
+        outcome,
+        to,
+        run_id=run.run_id,
+        session_id=run.session_id,
+        state=run.state,
+        reply=reply,
+        queue_position=run.queue_position,
+        code=run.code if bad else None,
+        error=run.error if bad else None,
+        replayed=replayed,
+        idempotency_key=key,
+        waited=waited,
+    )
+
+
+def unknown(to: str, error: str, *, code: str = PeerOutcomeUnknown.code, **fields: Any) -> Result:
+    """A message whose outcome cannot be known (the request may have arrived): ask again with its key."""
+    return Result(Outcome.UNKNOWN, to, code=code, error=error, **fields)
+
+
+def failed(to: str, code: str | None, error: str, **fields: Any) -> Result:
+    """A message that went nowhere, or whose run failed before it had one to read."""
+    return Result(Outcome.FAILED, to, code=code, error=error, **fields)
+
+
 def detail(outcome: Outcome, state: str | None) -> str:
     """What a receipt or a hold tells its sender, in the words of the run's state (a running turn is not queued)."""
     if outcome is Outcome.HELD:
@@ -118,8 +176,9 @@ def detail(outcome: Outcome, state: str | None) -> str:
     return RUNNING_DETAIL if state == "running" else RECEIPT_DETAIL
 
 
-def refused(to: str, code: str, reason: str) -> Result:
-    return Result(Outcome.REFUSED, to, code=code, error=reason)
+def refused(to: str, code: str | None, reason: str, **fields: Any) -> Result:
+    """A message refused by a policy (ours or the peer's): do not resend."""
+    return Result(Outcome.REFUSED, to, code=code, error=reason, **fields)
 
 
 def of_error(error: BackchannelError) -> Outcome:

@@ -12,9 +12,9 @@ from ..errors import UsageError
 from ..home import config
 from ..home.profiles import DEFAULT_PROFILE
 from ..outcome import Outcome
-from ..store.sessions import SessionRow
 from . import complete
 from .connect import Sent, deliver, home_gateway, interruptible, local_session
+from .link import Where
 from .live import STREAM_HELP, Watch, deliver_live, streams
 from .output import emit, examples, note, read_message, shell_command
 
@@ -78,18 +78,21 @@ def chat(
         if resume:
             session = local_session(gateway, resume)  # any local address: id, profile/id, or a Bot Chat
             if profile_name and profile_name != session.profile:
-                raise UsageError(f"session {session.id!r} belongs to profile {session.profile!r}, not {profile_name!r}")
+                raise UsageError(
+                    f"session {session.session_id!r} belongs to profile {session.profile!r}, not {profile_name!r}"
+                )
         else:
             gateway.directory.check_profile(profile_name or DEFAULT_PROFILE)
             if message is None and not sys.stdin.isatty() and not _peek_stdin():
                 raise UsageError("nothing to say: stdin is empty (give -q MESSAGE, or type at a terminal)")
-            session, _ = asyncio.run(gateway.directory.create_session(profile_name or DEFAULT_PROFILE, source="cli"))
-            note(f"new session {session.id} (profile {session.profile})")
+            made, _ = asyncio.run(gateway.directory.create_session(profile_name or DEFAULT_PROFILE, source="cli"))
+            session = Where.of(made)
+            note(f"new session {session.session_id} (profile {session.profile})")
     if message is not None:
         watch = Watch() if live else None
         sent = _turn(session, message, watch)
         emit(sent.to_dict(), as_json=as_json, text=lambda: _print(sent, watch))
-        note(f"session: {session.id} (resume with --resume {session.id})")
+        note(f"session: {session.session_id} (resume with --resume {session.session_id})")
         return
     _interactive(session, Watch() if live else None)
 
@@ -106,10 +109,10 @@ def _peek_stdin() -> bool:
     return False
 
 
-def _turn(session: SessionRow, message: str, watch: Watch | None) -> Sent:
+def _turn(session: Where, message: str, watch: Watch | None) -> Sent:
     # A person's typed message is deliberate: a fresh key, so saying the same thing twice is two turns.
     key = keys.cli()
-    again = shell_command("send", f"{session.profile}/{session.id}", message, "--idempotency-key", key)
+    again = shell_command("send", session.to, message, "--idempotency-key", key)
     root = config.home()
     with interruptible(root, again, key=key):
         if watch is None:
@@ -131,10 +134,10 @@ def _print(sent: Sent, watch: Watch | None) -> None:
         click.echo(f"receipt: run {result.run_id} is {result.state}{where}: accepted, do not resend")
 
 
-def _interactive(session: SessionRow, watch: Watch | None) -> None:
+def _interactive(session: Where, watch: Watch | None) -> None:
     tty = sys.stdin.isatty()
     if tty:
-        note(f"talking to {session.profile} in session {session.id}; /exit or Ctrl-D to leave")
+        note(f"talking to {session.profile} in session {session.session_id}; /exit or Ctrl-D to leave")
     while True:
         try:
             line = _pending.pop(0) if _pending else input("you> " if tty else "")
@@ -147,4 +150,4 @@ def _interactive(session: SessionRow, watch: Watch | None) -> None:
         if not line.strip():
             continue
         _print(_turn(session, line, watch), watch)
-    note(f"session: {session.id} (resume with --resume {session.id})")
+    note(f"session: {session.session_id} (resume with --resume {session.session_id})")

@@ -1,34 +1,34 @@
-"""How a CLI command reaches the agents: the running gateway when there is one, else the same gateway in-process."""
+"""How a CLI command reaches the agents: the running gateway when there is one, else the same gateway in-process.
+
+`gateway_link` gives the one or the other as a `link.GatewayLink`; the commands speak only to that.
+"""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import socket
-import time
-import urllib.parse
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import addresses
-from ..addresses import RemoteAddress
-from ..core.delivery.delivery import Incoming
-from ..core.gateway import Gateway, running
+from ..addresses import LocalAddress, RemoteAddress
+from ..core.gateway import Gateway
 from ..errors import BackchannelError, DeliveryError, Interrupted, UsageError
 from ..home import config
 from ..home.runtime import listening
-from ..outcome import Outcome, Result, of_state
-from ..store.sessions import SessionRow
+from ..outcome import Outcome, Result
+from .link import GatewayLink, Where
+from .link_http import HttpGateway
+from .link_local import LOCAL_GRACE, LocalGateway, home_gateway
 
 if TYPE_CHECKING:
     from ..net.local import GatewayClient
 
-POLL_SECONDS = 0.25
+__all__ = ["LOCAL_GRACE", "Sent", "Where", "deliver", "find_gateway", "gateway_link", "home_gateway"]
+
 PROBE_CONNECT_SECONDS = 0.3
-LOCAL_GRACE = 0.5
-FOLLOW_WAIT_SECONDS = 600.0
 
 
 @dataclass(frozen=True)
@@ -77,23 +77,18 @@ def _run_id_of(root: Path, key: str) -> str | None:
         return None
 
 
-@contextlib.contextmanager
-def home_gateway(root: Path) -> Iterator[Gateway]:
-    """This home's gateway, not started: for reading and creating sessions, the ledger, and peers."""
-    gateway = Gateway(root)
-    try:
-        yield gateway
-    finally:
-        gateway.close()
-
-
-def local_session(gateway: Gateway, text: str) -> SessionRow:
-    """The existing session a local address names, in any form of the grammar: `profile/session-id`, a session
-    id, or a profile alone (its Bot Chat)."""
+def local_address(text: str) -> LocalAddress:
+    """A local address in any form of the grammar: `profile/session-id`, a session id, or a profile alone (its
+    Bot Chat); a peer's address is a usage error."""
     parsed = addresses.parse(text)
     if isinstance(parsed, RemoteAddress):
         raise UsageError(f"{text!r} is a peer address: give a session of this home (profile, profile/id or an id)")
-    return gateway.directory.existing(parsed)
+    return parsed
+
+
+def local_session(gateway: Gateway, text: str) -> Where:
+    """The existing session a local address names, as a message's target."""
+    return Where.of(gateway.directory.existing(local_address(text)))
 
 
 async def find_gateway(root: Path) -> GatewayClient | None:
@@ -118,19 +113,25 @@ async def find_gateway(root: Path) -> GatewayClient | None:
     return None
 
 
+@contextlib.asynccontextmanager
+async def gateway_link(root: Path) -> AsyncIterator[GatewayLink]:
+    """The running gateway of this home when there is one, else the same gateway in-process."""
+    client = await find_gateway(root)
+    if client is None:
+        yield LocalGateway(root)
+        return
+    try:
+        yield HttpGateway(client)
+    finally:
+        await client.aclose()
+
+
 async def deliver(
-    root: Path, session: SessionRow, message: str, *, wait: float | None, key: str, sender: str = "human:cli"
+    root: Path, where: Where, message: str, *, wait: float | None, key: str, sender: str = "human:cli"
 ) -> Sent:
     """Deliver as the person and wait up to `wait` seconds (None: until the run ends)."""
-    gateway = await find_gateway(root)
-    if gateway is not None:
-        try:
-            return await _via_gateway(gateway, session, message, wait=wait, key=key, sender=sender)
-        finally:
-            await gateway.aclose()
-    async with running(root, scope={session.id}, grace=LOCAL_GRACE) as local:
-        d = await local.delivery.deliver(Incoming(session, message, sender, key=key), wait=wait)
-        return Sent(session.profile, d.result, "local")
+    async with gateway_link(root) as link:
+        return Sent(where.profile, await link.deliver(where, message, wait=wait, key=key, sender=sender), link.via)
 
 
 def _port_open(host: str, port: int) -> bool:
@@ -140,80 +141,3 @@ def _port_open(host: str, port: int) -> bool:
             return True
     except OSError:
         return False
-
-
-async def _via_gateway(
-    gateway: GatewayClient, session: SessionRow, message: str, *, wait: float | None, key: str, sender: str
-) -> Sent:
-    answer = await gateway.chat(
-        session.profile,
-        session.id,
-        message,
-        wait=FOLLOW_WAIT_SECONDS if wait is None else wait,
-        idempotency_key=key,
-        sender=sender,
-    )
-    body = answer.body
-    run_id = str(body.get("run_id") or body.get("delivery_id") or "")
-    to = f"{session.profile}/{session.id}"
-    replayed = bool(body.get("replayed"))
-    if answer.status == 200:
-        content = (body.get("message") or {}).get("content")
-        result = Result(
-            Outcome.DELIVERED,
-            to,
-            run_id=run_id,
-            session_id=session.id,
-            state="completed",
-            reply=content,
-            replayed=replayed,
-            idempotency_key=key,
-        )
-        return Sent(session.profile, result, "gateway")
-    if wait is None:  # the person waits for the end: follow the run
-        result = await follow_run(gateway, session, run_id, wait=None, replayed=replayed, key=key)
-        return Sent(session.profile, result, "gateway")
-    receipt = Result(
-        Outcome.RECEIPT,
-        to,
-        run_id=run_id,
-        session_id=session.id,
-        state=str(body.get("status", "queued")),
-        queue_position=body.get("queue_position"),
-        replayed=replayed,
-        idempotency_key=key,
-    )
-    return Sent(session.profile, receipt, "gateway")
-
-
-async def follow_run(
-    gateway: GatewayClient, session: SessionRow, run_id: str, *, wait: float | None, replayed: bool, key: str | None
-) -> Result:
-    """A run of the gateway's, read until it ends or `wait` seconds have passed (None: until it ends)."""
-    to = f"{session.profile}/{session.id}"
-    path = f"/p/{urllib.parse.quote(session.profile, safe='')}/v1/runs/{urllib.parse.quote(run_id, safe='')}"
-    deadline = None if wait is None else time.monotonic() + wait
-    while True:
-        run = (await gateway.request("GET", path)).body
-        if run.get("status") not in ("queued", "running") or (deadline is not None and time.monotonic() >= deadline):
-            return of_run(to, run, replayed=replayed, key=key)
-        await asyncio.sleep(POLL_SECONDS)
-
-
-def of_run(to: str, run: dict[str, Any], *, replayed: bool, key: str | None) -> Result:
-    """A run as the gateway's /v1/runs route shows it, as an outcome."""
-    state = str(run.get("status"))
-    outcome = of_state(state)
-    return Result(
-        outcome,
-        to,
-        run_id=str(run.get("run_id")),
-        session_id=run.get("session_id"),
-        state=state,
-        reply=run.get("output"),
-        queue_position=run.get("queue_position"),
-        code=run.get("code") if outcome is Outcome.FAILED else None,
-        error=run.get("error") if outcome is Outcome.FAILED else None,
-        replayed=replayed,
-        idempotency_key=key,
-    )

@@ -14,6 +14,7 @@ import click
 from .. import shell
 from ..errors import UsageError
 from ..home import schema
+from ..net.link import RunEvent
 
 
 def text_streams() -> None:
@@ -131,20 +132,20 @@ def stdin_text() -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
-async def show_progress(run_id: str, events: AsyncIterator[dict[str, Any]]) -> None:
+async def show_progress(run_id: str, events: AsyncIterator[RunEvent]) -> None:
     """A run's progress on stderr as its events arrive: one live line on a terminal, one line per event otherwise."""
     tty = sys.stderr.isatty()
     counts = {"chars": 0, "tools": 0}
     async for event in events:
-        name = str(event.get("event"))
-        counts["chars"] += len(str(event.get("delta") or ""))
+        name = event.name
+        counts["chars"] += len(event.delta)
         counts["tools"] += name == "tool.started"
         if tty:
             click.echo(
                 f"\r\033[K{run_id}: {name} · {counts['tools']} tool calls · {counts['chars']} chars", nl=False, err=True
             )
         elif name != "message.delta":
-            detail = event.get("tool") or event.get("error") or ""
+            detail = event.tool or event.error or ""
             note(f"{name} {detail}".rstrip())
     if tty:
         click.echo("", err=True)

@@ -15,10 +15,19 @@ import click
 
 from .. import addresses, keys, shell
 from ..core.gateway import Gateway
-from ..errors import PeerError, PeerOutcomeUnknown, UsageError
+from ..errors import (
+    NotAnAgentCard,
+    PeerAuthRefused,
+    PeerError,
+    PeerOutcomeUnknown,
+    PeerUnreachable,
+    UnsupportedBinding,
+    UsageError,
+)
 from ..home import config
 from ..home import peers as registry
 from ..net import a2a_card
+from ..net.link import PeerAbout, PeerRun
 from ..outcome import Outcome, Result
 from . import complete
 from .connect import home_gateway, interruptible
@@ -169,19 +178,19 @@ def _probe(root: Path, p: registry.Peer) -> Found:
     card). A URL that is down is saved anyway (as a gateway); one that answers as neither is an error, and
     nothing is saved."""
 
-    async def go() -> tuple[dict[str, Any], dict[str, Any], PeerError | None, a2a_card.AgentCard | PeerError | None]:
-        health: dict[str, Any] = {}
-        caps: dict[str, Any] = {}
+    async def go() -> tuple[PeerAbout, PeerAbout, PeerError | None, a2a_card.AgentCard | PeerError | None]:
+        health = PeerAbout()
+        caps = PeerAbout()
         failure: PeerError | None = None
         with home_gateway(root) as gateway:
             if not a2a_card.is_card_url(p.url):
                 async with gateway.outbound.client(p, None) as client:
                     health = await client.health()
                     try:
-                        caps = await client.capabilities(timeout=min(3, p.timeout_seconds), strict=True)
+                        caps = await client.about(timeout=min(3, p.timeout_seconds), strict=True)
                     except PeerError as exc:
                         failure = exc
-                if caps or health.get("platform"):  # a gateway (one that refused our key too): no card asked
+                if caps.answered or health.platform:  # a gateway (one that refused our key too): no card asked
                     return health, caps, failure, None
             try:
                 return health, caps, failure, await gateway.outbound.agent_card(p, timeout=min(3, p.timeout_seconds))
@@ -200,47 +209,45 @@ def _probe(root: Path, p: registry.Peer) -> Found:
                 f"it {extension} Backchannel's hop and chain extension)",
             ),
         )
-    if isinstance(card, PeerError) and card.code == "unsupported_binding":
+    if isinstance(card, UnsupportedBinding):
         raise UsageError(f"{card.message}; nothing was saved", code="not_a_peer")
     if a2a_card.is_card_url(p.url):
-        if isinstance(card, PeerError) and card.code == "not_an_agent_card":  # its message names the URL already
+        if isinstance(card, NotAnAgentCard):  # its message names the URL already
             raise UsageError(f"{card.message}; nothing was saved", code="not_a_peer")
         why = card.message if card is not None else "no card"
         raise UsageError(f"{p.url} is not a usable A2A agent card ({why}); nothing was saved", code="not_a_peer")
-    if not health and failure is not None and failure.code == "peer_unreachable":
+    if not health.answered and isinstance(failure, PeerUnreachable):
         return Found(None, notes=(f"note: nothing answers at {p.url} just now (down, or a wrong URL); saved anyway",))
-    if failure is not None and failure.code == "peer_auth":
+    if isinstance(failure, PeerAuthRefused):
         return Found(
             None, notes=(f"note: {p.url} answers but refused this key (HTTP 401); saved anyway: check the key",)
         )
-    if failure is not None or not caps:
+    if failure is not None or not caps.answered:
         # an error only when both answered, and as neither; a URL that dropped or timed out is saved anyway
-        answered = not any(
-            isinstance(e, PeerOutcomeUnknown) or e.code == "peer_unreachable" for e in (failure, card) if e
-        )
-        if not health and answered:
+        answered = not any(isinstance(e, PeerOutcomeUnknown | PeerUnreachable) for e in (failure, card) if e)
+        if not health.answered and answered:
             raise UsageError(
                 f"{p.url} answers as neither a gateway (no /health or /v1/capabilities) nor an A2A agent "
                 f"(no agent card at {a2a_card.card_url(p.url)}); nothing was saved",
                 code="not_a_peer",
             )
-        what = health.get("platform") or "something that is not a gateway"
+        what = health.platform or "something that is not a gateway"
         return Found(
-            str(health.get("platform") or "") or None,
+            health.platform,
             notes=(f"note: {p.url} ({what}) did not answer /v1/capabilities just now; saved anyway",),
         )
-    platform = str(caps.get("platform") or health.get("platform") or "") or None
-    if caps.get("platform") == "backchannel" and caps.get("gateway_id"):
-        notes = [f"peer {p.name} is Backchannel gateway {caps['gateway_id']} {caps.get('version', '')}".rstrip()]
-        if caps.get("auth", {}).get("identity") == "person":
+    platform = caps.platform or health.platform
+    if caps.backchannel_id:
+        notes = [f"peer {p.name} is Backchannel gateway {caps.backchannel_id} {caps.version or ''}".rstrip()]
+        if caps.person_key:
             notes.append(
                 f"warning: {p.name} takes this key as its person's (it reaches everything there): ask for a key "
                 f"of our own there, `backchannel key create <our name>`"
             )
-        return Found(platform, gateway_id=str(caps["gateway_id"]), notes=tuple(notes))
+        return Found(platform, gateway_id=caps.backchannel_id, notes=tuple(notes))
     return Found(
         platform,
-        notes=(f"peer {p.name} is {caps.get('platform') or 'a gateway'} {caps.get('version') or ''}".rstrip(),),
+        notes=(f"peer {p.name} is {caps.platform or 'a gateway'} {caps.version or ''}".rstrip(),),
     )
 
 
@@ -441,14 +448,13 @@ def run(target: str, message: str | None, key: str | None, as_json: bool) -> Non
     )
 
 
-def _warn_about(caps: dict[str, Any]) -> None:
-    idem = (caps.get("features") or {}).get("runs_idempotency")
-    if not (isinstance(idem, dict) and idem.get("supported") and idem.get("durable") is True):
+def _warn_about(about: PeerAbout) -> None:
+    if not about.durable_replay:
         note(
             "warning: this peer does not advertise restart-durable run replay; keep the run id and do not retry "
             "blindly after a peer restart"
         )
-    if caps.get("platform") == "hermes-agent" and str(caps.get("version", "")).startswith("0.19"):
+    if about.platform == "hermes-agent" and (about.version or "").startswith("0.19"):
         note(
             "warning: this peer (Hermes 0.19) keeps runs in memory and its /v1/runs does not load the Bot Chat's "
             "history; prefer `peer dm` when the agent needs the conversation"
@@ -476,7 +482,7 @@ def status(target: str, run_id: str, follow: bool, as_json: bool) -> None:
     with home_gateway(config.home()) as gateway:
         p = gateway.outbound.peer(name)
 
-        async def go() -> tuple[Result, dict[str, Any]]:
+        async def go() -> tuple[Result, PeerRun | None]:
             if follow:
                 await _show_events(gateway, p, run_id, agent)
             return await gateway.outbound.status(p, run_id, agent=agent)
@@ -488,7 +494,7 @@ def status(target: str, run_id: str, follow: bool, as_json: bool) -> None:
         data = {**base, "run_id": run_id, "status": "unknown", "reason": result.code or "run_not_found"}
         emit(data, as_json=as_json, text=lambda: click.echo(f"{run_id}: unknown ({result.error})"))
     else:
-        data = {**base, **found}
+        data = {**base, **found.said}
         if isinstance(data.get("error"), str):  # one shape for an error on every surface: {code, message}
             data["error"] = {
                 "code": str(data.get("code") or result.code or result.outcome.value),
@@ -528,5 +534,5 @@ def stop(target: str, run_id: str, as_json: bool) -> None:
     with home_gateway(config.home()) as gateway:
         p = gateway.outbound.peer(name)
         result, found = asyncio.run(gateway.outbound.stop(p, run_id, agent=agent))
-    data = {"peer": name, "agent": agent or _agent_of(result), **found}
+    data = {"peer": name, "agent": agent or _agent_of(result), **found.said}
     emit(data, as_json=as_json, text=lambda: _print_run(run_id, data))

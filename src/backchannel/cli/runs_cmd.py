@@ -4,21 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import sys
-import urllib.parse
-from collections.abc import AsyncIterator
 from typing import Any
 
 import click
 
 from ..core.delivery.delivery import Delivered
-from ..core.gateway import running
-from ..core.queue.events import TERMINAL_EVENTS
 from ..home import config
 from ..home.profiles import config_error
 from ..outcome import Outcome, Result
 from ..store.runs import RunState
 from . import complete
-from .connect import LOCAL_GRACE, find_gateway, home_gateway, local_session, of_run
+from .connect import gateway_link, home_gateway, local_session
 from .output import emit, examples, note, show_progress, table, when
 
 STATES = [s.value for s in RunState]
@@ -82,7 +78,7 @@ def list_(states: tuple[str, ...], where: str | None, limit: int, as_json: bool)
         profile_name, session_id = where, None
         if where is not None and where not in gateway.directory.profiles():
             session = local_session(gateway, where)  # a session in any address form (a profile alone is checked)
-            profile_name, session_id = session.profile, session.id
+            profile_name, session_id = session.profile, session.session_id
         found = gateway.delivery.runs(
             states=tuple(RunState(s) for s in states), profile=profile_name, session_id=session_id, limit=limit
         )
@@ -141,32 +137,9 @@ def follow(run_id: str, as_json: bool) -> None:
 
 
 async def _follow(run_id: str) -> Result:
-    root = config.home()
-    client = await find_gateway(root)
-    if client is not None:
-        try:
-            await show_progress(run_id, _until_end(client.events(run_id)))
-            return _of_body((await client.request("GET", f"/v1/runs/{_q(run_id)}")).body)
-        finally:
-            await client.aclose()
-    with home_gateway(root) as gateway:
-        session_id = gateway.delivery.run(run_id).session_id
-    async with running(root, scope={session_id}, grace=LOCAL_GRACE) as local:
-        await show_progress(run_id, _until_end(_events(local.delivery.follow(run_id))))
-        return local.delivery.status(run_id).result
-
-
-async def _events(events: AsyncIterator[dict[str, Any] | None]) -> AsyncIterator[dict[str, Any]]:
-    async for event in events:
-        if event is not None:  # a keepalive
-            yield event
-
-
-async def _until_end(events: AsyncIterator[dict[str, Any]]) -> AsyncIterator[dict[str, Any]]:
-    async for event in events:
-        yield event
-        if str(event.get("event")) in TERMINAL_EVENTS:
-            return
+    async with gateway_link(config.home()) as link:
+        await show_progress(run_id, link.events(run_id))
+        return await link.run(run_id)
 
 
 @runs.command("stop", epilog=examples("backchannel runs stop run_0123…", "backchannel runs stop run_0123… --json"))
@@ -184,20 +157,11 @@ def stop(run_id: str, as_json: bool) -> None:
     root = config.home()
 
     async def go() -> tuple[Result, Result]:
-        client = await find_gateway(root)
-        if client is not None:
-            try:
-                before = _of_body((await client.request("GET", f"/v1/runs/{_q(run_id)}")).body)
-                if before.state in ENDED:
-                    return before, before
-                return before, _of_body((await client.request("POST", f"/v1/runs/{_q(run_id)}/stop")).body)
-            finally:
-                await client.aclose()
-        with home_gateway(root) as gateway:
-            before = gateway.delivery.status(run_id).result
+        async with gateway_link(root) as link:
+            before = await link.run(run_id)
             if before.state in ENDED:
                 return before, before
-            return before, (await gateway.delivery.stop(run_id)).result
+            return before, await link.stop(run_id)
 
     before, result = asyncio.run(go())
     stopped = before.state not in ENDED and result.state == RunState.CANCELLED.value
@@ -214,15 +178,6 @@ def stop(run_id: str, as_json: bool) -> None:
 
     emit({**result.to_dict(), "stopped": stopped}, as_json=as_json, text=text)
     sys.exit(result.outcome.exit_code)  # the table's: 0 completed, receipt or held; 1 failed (cancelled too)
-
-
-def _q(part: str) -> str:
-    return urllib.parse.quote(part, safe="")
-
-
-def _of_body(body: dict[str, Any]) -> Result:
-    """A run as the gateway's run routes answer it, as an outcome."""
-    return of_run(f"{body.get('profile')}/{body.get('session_id')}", body, replayed=False, key=None)
 
 
 def _print(result: Result, message: str | None) -> None:

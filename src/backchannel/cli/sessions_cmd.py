@@ -8,7 +8,7 @@ import click
 
 from ..home import config
 from . import complete
-from .connect import home_gateway, local_session
+from .connect import home_gateway, local_address
 from .output import emit, examples, table, when
 
 
@@ -59,7 +59,7 @@ def show(session: str, as_json: bool) -> None:
     SESSION is any local address: a session id, profile/session-id (as `send` prints it), or a profile alone
     (its Bot Chat)."""
     with home_gateway(config.home()) as gateway:
-        row = local_session(gateway, session)
+        row = gateway.directory.existing(local_address(session))
         messages = gateway.directory.messages(row.id)
 
     def text() -> None:

@@ -25,6 +25,7 @@ from ..agent.tools import TOOLBOX
 from ..agent.tools.mcp import McpTools
 from ..errors import StoreError
 from ..home import config
+from ..net.dialects import Dialects
 from ..store import integrity
 from ..store.db import Database
 from ..store.runs import RunRow, RunState
@@ -90,7 +91,9 @@ class Gateway:
         self.directory = Directory(root, self.db)
         self.access = Access(self.db, profiles=self.directory.profiles)
         self.wakes = Wakes(self.queue, self.directory)
-        self.outbound = Outbound(root, self.db, self.wakes, gateway_id=self.gateway_id)
+        self.outbound = Outbound(
+            root, self.db, self.wakes, links=Dialects(gateway_id=self.gateway_id), gateway_id=self.gateway_id
+        )
         self.delivery = Delivery(
             root=root,
             settings=self.settings,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import BackchannelError, PeerError, PeerOutcomeUnknown
+from ..errors import BackchannelError, PeerAuthRefused, PeerError, PeerOutcomeUnknown, PeerUnreachable
 from ..home.config import GatewayConfig
 from ..home.peers import Peer
 from ..home.runtime import Listening
@@ -64,9 +64,9 @@ async def peer(p: Peer) -> Check:
     try:
         caps = await client.capabilities(timeout=TIMEOUT, strict=True, retries=0)
     except PeerError as exc:
-        if exc.code == "peer_auth":
+        if isinstance(exc, PeerAuthRefused):
             return fail(check, exc.message, f"get a key from its owner (`backchannel key create` there), then {readd}")
-        if exc.code == "peer_unreachable" or isinstance(exc, PeerOutcomeUnknown):
+        if isinstance(exc, PeerUnreachable | PeerOutcomeUnknown):
             return fail(check, exc.message, f"is its gateway running? if its URL changed: {readd}")
         return fail(check, exc.message, f"check that {p.url} is a Backchannel or Hermes gateway")
     finally:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import a2a_extension
-from ..errors import PeerError
+from ..errors import NotAnAgentCard, UnsupportedBinding
 
 WELL_KNOWN = "/.well-known/agent-card.json"
 JSONRPC = "JSONRPC"
@@ -43,18 +43,17 @@ def is_card_url(url: str) -> bool:
 
 
 def parse(data: dict[str, Any], where: str) -> AgentCard:
-    """A card's JSON; PeerError naming `where` when it is not a card or offers no JSON-RPC interface."""
+    """A card's JSON; NotAnAgentCard (not a card) or UnsupportedBinding (no JSON-RPC interface) naming `where`."""
     if not isinstance(data.get("name"), str) or not (
         isinstance(data.get("supportedInterfaces"), list) or isinstance(data.get("url"), str)
     ):
-        raise PeerError(f"{where} is not an A2A agent card (no name and interfaces)", code="not_an_agent_card")
+        raise NotAnAgentCard(f"{where} is not an A2A agent card (no name and interfaces)")
     rpc = _jsonrpc_url(data)
     if rpc is None:
         offered = ", ".join(sorted(_bindings(data))) or "none"
-        raise PeerError(
+        raise UnsupportedBinding(
             f"the agent card at {where} offers no JSON-RPC interface (it offers: {offered}); "
-            "Backchannel speaks A2A over JSON-RPC",
-            code="unsupported_binding",
+            "Backchannel speaks A2A over JSON-RPC"
         )
     given = data.get("capabilities")
     caps: dict[str, Any] = given if isinstance(given, dict) else {}

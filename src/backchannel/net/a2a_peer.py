@@ -15,19 +15,27 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import functools
 import itertools
 import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 from .. import a2a_extension
-from ..errors import PeerError, PeerOutcomeUnknown, PeerRefused
+from ..errors import (
+    NoEventStream,
+    NotAnAgentCard,
+    PeerAuthRefused,
+    PeerError,
+    PeerOutcomeUnknown,
+    PeerRefused,
+    PeerUnreachable,
+)
 from ..home.peers import Peer
-from ..outcome import Outcome, Result, of_state
+from ..outcome import Outcome, Result, failed, of_run, refused, unknown
 from . import a2a_card, sse
 from .a2a_card import AgentCard
 from .http import HttpResponse, Naming, OverTransport, Transport
+from .link import PeerAbout, PeerRun, PeerRunState, RunEvent
 
 VERSION_HEADER = {"A2A-Version": "1.0"}
 POLL_SECONDS = 0.1
@@ -35,16 +43,16 @@ TASK_NOT_FOUND = -32001
 TASK_NOT_CANCELABLE = -32002
 REFUSING_CODES = {-32600, -32602, -32005, -32004, -32006, -32009}  # the request was wrong: resending will not help
 
-# A2A task states as run states (net.peer's vocabulary: outcome.of_state reads them).
+AUTH_REQUIRED = "TASK_STATE_AUTH_REQUIRED"
+# A2A task states as peer-run states (as a Hermes-dialect peer says them).
 STATES = {
-    "TASK_STATE_SUBMITTED": "queued",
-    "TASK_STATE_WORKING": "running",
-    "TASK_STATE_COMPLETED": "completed",
-    "TASK_STATE_INPUT_REQUIRED": "completed",  # the agent answered with a question: its turn is over
-    "TASK_STATE_FAILED": "failed",
-    "TASK_STATE_CANCELED": "cancelled",
-    "TASK_STATE_REJECTED": "refused",
-    "TASK_STATE_AUTH_REQUIRED": "auth_required",
+    "TASK_STATE_SUBMITTED": PeerRunState.QUEUED,
+    "TASK_STATE_WORKING": PeerRunState.RUNNING,
+    "TASK_STATE_COMPLETED": PeerRunState.COMPLETED,
+    "TASK_STATE_INPUT_REQUIRED": PeerRunState.COMPLETED,  # the agent answered with a question: its turn is over
+    "TASK_STATE_FAILED": PeerRunState.FAILED,
+    "TASK_STATE_CANCELED": PeerRunState.CANCELLED,
+    "TASK_STATE_REJECTED": PeerRunState.REFUSED,
 }
 
 
@@ -76,7 +84,7 @@ class A2APeerClient(OverTransport):
         self.timeout = peer.timeout_seconds
         naming = Naming(
             who=self.who,
-            not_sent=functools.partial(PeerError, code="peer_unreachable"),
+            not_sent=PeerUnreachable,
             maybe_sent=PeerOutcomeUnknown,
         )
         self._http = Transport("", peer.key, naming=naming, follow_redirects=True, timeout=self.timeout)
@@ -99,9 +107,7 @@ class A2APeerClient(OverTransport):
                     raise self._http_error(response, "the agent card request")
                 if response.status >= 400 or data is None:
                     kind = response.headers.get("content-type", "no content type").split(";")[0]
-                    raise PeerError(
-                        f"{url} answered HTTP {response.status} ({kind}), not an agent card", code="not_an_agent_card"
-                    )
+                    raise NotAnAgentCard(f"{url} answered HTTP {response.status} ({kind}), not an agent card")
                 self._card = a2a_card.parse(data, url)
             except PeerError:
                 if strict:
@@ -109,9 +115,16 @@ class A2APeerClient(OverTransport):
                 return None
         return self._card
 
-    async def health(self) -> dict[str, Any]:
+    async def health(self) -> PeerAbout:
         card = await self.card()
-        return card.about() if card else {}
+        return PeerAbout(answered=True, platform="a2a", version=card.version) if card else PeerAbout()
+
+    async def about(self, *, timeout: float = 10, strict: bool = False) -> PeerAbout:
+        """The card as what the peer is (an A2A agent replays by messageId only with our extension declared)."""
+        card = await self.card(strict=strict, timeout=timeout)
+        if card is None:
+            return PeerAbout()
+        return PeerAbout(answered=True, platform="a2a", version=card.version, durable_replay=card.extension)
 
     async def capabilities(
         self, *, timeout: float = 10, strict: bool = False, retries: int | None = None
@@ -132,7 +145,7 @@ class A2APeerClient(OverTransport):
 
     def _http_error(self, response: HttpResponse, what: str) -> PeerError:
         if response.status in (401, 403):
-            return PeerError(f"{self.who} refused our key (HTTP {response.status})", code="peer_auth")
+            return PeerAuthRefused(f"{self.who} refused our key (HTTP {response.status})")
         kind = response.headers.get("content-type", "no content type").split(";")[0]
         return PeerError(
             f"{self.who} answered {what} with HTTP {response.status} ({kind}), not A2A JSON-RPC: "
@@ -249,12 +262,12 @@ class A2APeerClient(OverTransport):
             except PeerError as again:
                 return self._unknown(key, f"{again.message}; outcome unknown: ask again with key {key!r}")
         except PeerRefused as exc:
-            return self._result(Outcome.REFUSED, None, key, code=exc.code, error=exc.message)
+            return refused(self.to, exc.code, exc.message, idempotency_key=key)
+        except (PeerAuthRefused, PeerUnreachable):
+            raise
         except PeerError as exc:
-            if exc.code in ("peer_auth", "peer_unreachable"):
-                raise
-            return self._result(Outcome.FAILED, None, key, code=exc.code, error=exc.message)
-        while not blocking and task.get("id") and not of_state(self._state(task)).settled:
+            return failed(self.to, exc.code, exc.message, idempotency_key=key)
+        while not blocking and task.get("id") and not self._state(task).settled:
             left = wait - (time.monotonic() - started)
             if left <= 0:
                 break
@@ -265,7 +278,7 @@ class A2APeerClient(OverTransport):
             task = found
         return self._of_task(task, key)
 
-    async def start_run(
+    async def start(
         self,
         message: str,
         *,
@@ -280,7 +293,7 @@ class A2APeerClient(OverTransport):
             carried = a2a_extension.HopsChain(hops=hops, chain=chain, profile=sender, exchange=exchange)
             task = await self._message(message, key=key, carried=carried, immediately=True, timeout=self.timeout)
         except PeerRefused as exc:
-            return self._result(Outcome.REFUSED, None, key, code=exc.code, error=exc.message)
+            return refused(self.to, exc.code, exc.message, idempotency_key=key)
         result = self._of_task(task, key)
         if result.outcome in (Outcome.REFUSED, Outcome.FAILED):
             return result
@@ -288,12 +301,12 @@ class A2APeerClient(OverTransport):
             raise PeerError(f"{self.who} answered with a message, not a task: there is no run to follow")
         return dataclasses.replace(result, outcome=Outcome.RECEIPT)
 
-    async def run_status(self, run_id: str) -> dict[str, Any] | None:
-        """GetTask as a run object (`status`, `output`, `session_id`, `error`, `code`); None for a task not found."""
+    async def status(self, run_id: str) -> PeerRun | None:
+        """GetTask as a run; None for a task not found."""
         task = await self._get(run_id)
         return None if task is None else self._run(task)
 
-    async def stop(self, run_id: str) -> dict[str, Any]:
+    async def stop(self, run_id: str) -> PeerRun:
         """CancelTask; a task that cannot be cancelled (it has ended) is shown as it is."""
         task = await self._call(
             "CancelTask", {"id": run_id}, "the stop request", tolerate=frozenset({TASK_NOT_FOUND, TASK_NOT_CANCELABLE})
@@ -304,12 +317,12 @@ class A2APeerClient(OverTransport):
             raise PeerError(f"{self.who} does not know task {run_id!r}", code="run_not_found")
         return self._run(task)
 
-    async def events(self, run_id: str) -> AsyncIterator[dict[str, Any]]:
+    async def events(self, run_id: str) -> AsyncIterator[RunEvent]:
         """SubscribeToTask's events as run events (`run.<state>`, `message.delta`) while the card says streaming;
-        PeerError when it does not (the caller polls GetTask instead)."""
+        NoEventStream when it does not (the caller polls GetTask instead)."""
         card = await self.card()
         if card is None or not card.streaming:
-            raise PeerError(f"{self.who} does not stream (its card says streaming: false)", code="no_stream")
+            raise NoEventStream(f"{self.who} does not stream (its card says streaming: false)")
         body = self._body("SubscribeToTask", {"id": run_id})
         headers = {**await self._headers(), "Accept": "text/event-stream"}
         async with self._http.stream("POST", self.rpc_url, json=body, headers=headers, read_timeout=None) as stream:
@@ -329,43 +342,57 @@ class A2APeerClient(OverTransport):
         return task if isinstance(task, dict) else None
 
     @staticmethod
-    def _state(task: dict[str, Any]) -> str:
+    def _state(task: dict[str, Any]) -> PeerRunState:
+        """The task's state as a peer-run state; PeerAuthRefused for one that asks for other credentials."""
         given = task.get("status")
         status: dict[str, Any] = given if isinstance(given, dict) else {}
-        return STATES.get(str(status.get("state")), "unknown")
+        return STATES.get(str(status.get("state")), PeerRunState.UNKNOWN)
 
-    def _events(self, result: Any) -> list[dict[str, Any]]:
+    def _auth_required(self, task: dict[str, Any]) -> bool:
+        given = task.get("status")
+        return isinstance(given, dict) and given.get("state") == AUTH_REQUIRED
+
+    def _events(self, result: Any) -> list[RunEvent]:
         if not isinstance(result, dict):
             return []
         if isinstance(result.get("artifactUpdate"), dict):
             artifact = result["artifactUpdate"].get("artifact") or {}
-            return [{"event": "message.delta", "delta": _text(artifact) or ""}]
+            return [RunEvent("message.delta", delta=_text(artifact) or "")]
         found = result.get("statusUpdate") or result.get("task")
         if isinstance(found, dict):
+            if self._auth_required(found):
+                raise PeerAuthRefused(f"{self.who} asks for other credentials (auth-required)")
             state = self._state(found)
-            if state == "auth_required":
-                raise PeerError(f"{self.who} asks for other credentials (auth-required)", code="peer_auth")
-            return [{"event": f"run.{state}", "status": state}]
+            return [RunEvent(f"run.{state.value}", state=state.value)]
         return []
 
-    def _run(self, task: dict[str, Any]) -> dict[str, Any]:
+    def _run(self, task: dict[str, Any]) -> PeerRun:
+        if self._auth_required(task):
+            raise PeerAuthRefused(f"{self.who} asks for other credentials for task {task.get('id')!r}")
         state = self._state(task)
-        if state == "auth_required":
-            raise PeerError(f"{self.who} asks for other credentials for task {task.get('id')!r}", code="peer_auth")
         status = task.get("status") or {}
-        if state == "queued" and self._code(status) == "held":  # a Backchannel gateway's held message
-            state = "held"
+        if state is PeerRunState.QUEUED and self._code(status) == "held":  # a Backchannel gateway's held message
+            state = PeerRunState.HELD
         said = _text(status.get("message"))
         artifacts = [t for t in (_text(a) for a in task.get("artifacts") or [] if isinstance(a, dict)) if t]
-        body: dict[str, Any] = {"run_id": task.get("id"), "status": state, "session_id": task.get("contextId")}
-        if state == "completed":
+        run_id, session_id = task.get("id"), task.get("contextId")
+        body: dict[str, Any] = {"run_id": run_id, "status": state.value, "session_id": session_id}
+        if state is PeerRunState.COMPLETED:
             body["output"] = said if said is not None else "\n".join(artifacts)
-        elif of_state(state).settled:
-            body["error"] = said or state
-            body["code"] = self._code(status) or state
+        elif state.settled:
+            body["error"] = said or state.value
+            body["code"] = self._code(status) or state.value
             if artifacts:
                 body["output"] = "\n".join(artifacts)
-        return body
+        return PeerRun(
+            state.value,
+            run_id=str(run_id) if run_id else None,
+            session_id=str(session_id) if session_id else None,
+            output=body.get("output"),
+            error=body.get("error"),
+            code=body.get("code"),
+            said=body,
+        )
 
     @staticmethod
     def _code(status: dict[str, Any]) -> str | None:
@@ -376,22 +403,10 @@ class A2APeerClient(OverTransport):
 
     def _of_task(self, task: dict[str, Any], key: str) -> Result:
         run = self._run(task)
-        state = str(run["status"])
-        outcome = of_state(state)
-        run_id, session_id = run.get("run_id"), run.get("session_id")
-        if outcome is Outcome.DELIVERED:
-            return self._result(outcome, session_id, key, run_id=run_id, state=state, reply=run.get("output") or "")
-        if outcome.settled:
-            return self._result(
-                outcome, session_id, key, run_id=run_id, state=state, code=run.get("code"), error=run.get("error")
-            )
-        pending = Outcome.HELD if outcome is Outcome.HELD else Outcome.RECEIPT
-        return self._result(pending, session_id, key, run_id=run_id, state=state)
-
-    def _result(self, outcome: Outcome, session_id: str | None, key: str, **fields: Any) -> Result:
-        return Result(outcome, self.to, session_id=session_id, idempotency_key=key, **fields)
+        if run.outcome.settled:
+            return of_run(self.to, run, key=key)
+        pending = Outcome.HELD if run.outcome is Outcome.HELD else Outcome.RECEIPT  # a state of its own: a receipt
+        return dataclasses.replace(of_run(self.to, run, key=key), outcome=pending)
 
     def _unknown(self, key: str, error: str, *, deduplicated: bool = True) -> Result:
-        return self._result(
-            Outcome.UNKNOWN, None, key, code=PeerOutcomeUnknown.code, error=error, deduplicated=deduplicated
-        )
+        return unknown(self.to, error, idempotency_key=key, deduplicated=deduplicated)

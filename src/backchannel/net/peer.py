@@ -1,28 +1,26 @@
 """The client of another gateway in the Hermes API-server dialect (Backchannel or Hermes alike).
 
 It runs on the one transport (`net.http`): a request that failed before it was sent is
-"unreachable" (code `peer_unreachable`, safe to send again with the same key); one that failed
-after is "outcome unknown" (`PeerOutcomeUnknown`). A delivery's answer becomes a `Result`.
+`PeerUnreachable` (safe to send again with the same key); one that failed after is
+`PeerOutcomeUnknown`. It is a `net.link.PeerLink`: its answers are read into typed values by `net.wire`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
-import json
 import re
 import urllib.parse
 from collections.abc import AsyncIterator
 from typing import Any
 
-from ..errors import PeerError, PeerOutcomeUnknown, PeerRefused
+from ..errors import PeerAuthRefused, PeerError, PeerOutcomeUnknown, PeerRefused, PeerUnreachable
 from ..home.peers import Peer
-from ..outcome import Outcome, Result, of_state
-from . import sse
+from ..outcome import Result, failed, refused, unknown
+from . import sse, wire
 from .http import ErrorBody, HttpResponse, Naming, OverTransport, Transport, error_of, json_object, quote
+from .link import PeerAbout, PeerRun, RunEvent
 
 BOT_CHAT = "Bot Chat"
-SEND_RESULT = "hermes.peer.send_result"
 REFUSAL_CODES = frozenset(
     {
         "not_allowed",
@@ -41,28 +39,6 @@ REFUSAL_CODES = frozenset(
 TAKEN_TITLE_RE = re.compile(r"in use by session (\S+)")
 
 
-def _str(value: Any) -> str | None:
-    return str(value) if value not in (None, "") else None
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _run_state(status: Any) -> str | None:
-    """The envelope's delivery status as a run state: its `delivered` is the run state `completed` (the outcome
-    `delivered` is the envelope's `result`), so a Hermes-dialect peer and an A2A peer say the same."""
-    given = _str(status)
-    return "completed" if given == "delivered" else given
-
-
-def _outcome(given: Any) -> Outcome:
-    try:
-        return Outcome(str(given))
-    except ValueError:
-        return Outcome.UNKNOWN
-
-
 class PeerClient(OverTransport):
     """One peer gateway (or one of its agents, under `/p/AGENT`), spoken to in the Hermes dialect."""
 
@@ -77,7 +53,7 @@ class PeerClient(OverTransport):
         self.gateway_id = gateway_id
         naming = Naming(
             who=self.who,
-            not_sent=functools.partial(PeerError, code="peer_unreachable"),
+            not_sent=PeerUnreachable,
             maybe_sent=PeerOutcomeUnknown,
         )
         self.timeout = peer.timeout_seconds  # each answer's bound; a chat waits its wait plus this
@@ -118,7 +94,7 @@ class PeerClient(OverTransport):
         status, code = err.status, err.code
         err = dataclasses.replace(err, message=self._http.scrub(err.message))
         if status == 401 or code in ("invalid_api_key", "gateway_auth_failed"):
-            return PeerError(f"{self.who} refused our key (HTTP {status}){err.said}", code="peer_auth")
+            return PeerAuthRefused(f"{self.who} refused our key (HTTP {status}){err.said}")
         if code in REFUSAL_CODES or status in (403, 409):
             detail = f"{self.who} refused {what} (HTTP {status}, {code}){err.said}"
             return PeerRefused(detail, code=code or "refused")
@@ -142,13 +118,17 @@ class PeerClient(OverTransport):
                 self._caps = {}
         return self._caps
 
-    async def health(self) -> dict[str, Any]:
-        """The peer's /health (`platform`, `version`), or {} (any failure is tolerated)."""
+    async def about(self, *, timeout: float = 10, strict: bool = False) -> PeerAbout:
+        """What the peer's /v1/capabilities says it is (an empty answer on any failure unless `strict`)."""
+        return wire.about_of(await self.capabilities(timeout=timeout, strict=strict))
+
+    async def health(self) -> PeerAbout:
+        """The peer's /health (`platform`, `version`), or an empty answer (any failure is tolerated)."""
         try:
             answer = await self._request("GET", "/health", timeout=min(10, self.timeout))
-            return self._json(answer, "the health request")
+            return wire.about_of(self._json(answer, "the health request"))
         except PeerError:
-            return {}
+            return PeerAbout()
 
     async def dedups_chat(self) -> bool:
         """True when asking the chat route again with the same key replays the first answer."""
@@ -249,65 +229,20 @@ class PeerClient(OverTransport):
         try:
             body = self._json(response, "the message")
         except PeerRefused as exc:
-            return self._result(Outcome.REFUSED, session_id, key, code=exc.code, error=exc.message)
+            return refused(self.to, exc.code, exc.message, session_id=session_id, idempotency_key=key)
+        except PeerAuthRefused:
+            raise
         except PeerError as exc:
-            if exc.code == "peer_auth":
-                raise
-            return self._result(Outcome.FAILED, session_id, key, code=exc.code, error=exc.message)
-        return self._read_chat(body, session_id, key)
-
-    def _result(self, outcome: Outcome, session_id: str | None, key: str, **fields: Any) -> Result:
-        return Result(outcome, self.to, session_id=session_id, idempotency_key=key, **fields)
+            return failed(self.to, exc.code, exc.message, session_id=session_id, idempotency_key=key)
+        result = wire.chat_result(body, to=self.to, session_id=session_id, key=key)
+        if result is None:
+            raise PeerError(f"{self.who} answered the message with an unknown shape")
+        return result
 
     def _unknown(self, session_id: str, key: str, error: str, *, deduplicated: bool = True) -> Result:
-        return self._result(
-            Outcome.UNKNOWN, session_id, key, code=PeerOutcomeUnknown.code, error=error, deduplicated=deduplicated
-        )
+        return unknown(self.to, error, session_id=session_id, idempotency_key=key, deduplicated=deduplicated)
 
-    def _read_chat(self, body: dict[str, Any], session_id: str, key: str) -> Result:
-        sid = str(body.get("session_id") or session_id)
-        replayed = bool(body.get("replayed"))
-        if body.get("object") == SEND_RESULT:  # the envelope says what became of it
-            outcome = _outcome(body.get("result"))
-            settled_badly = outcome in (Outcome.FAILED, Outcome.REFUSED, Outcome.UNKNOWN)
-            return self._result(
-                outcome,
-                sid,
-                key,
-                run_id=_str(body.get("delivery_id")),
-                state=_run_state(body.get("status")),
-                reply=_str(body.get("reply")),
-                queue_position=_int(body.get("queue_position")),
-                code=_str(body.get("reason")) if settled_badly else None,
-                error=_str(body.get("error") or (body.get("detail") if settled_badly else None)),
-                replayed=replayed,
-            )
-        if body.get("object") == "hermes.session.chat.queued":
-            state = str(body.get("status") or "queued")
-            return self._result(
-                Outcome.HELD if of_state(state) is Outcome.HELD else Outcome.RECEIPT,
-                sid,
-                key,
-                run_id=_str(body.get("run_id") or body.get("delivery_id")),
-                state=state,
-                queue_position=_int(body.get("queue_position")),
-                replayed=replayed,
-            )
-        message = body.get("message")
-        if isinstance(message, dict):
-            content = message.get("content")
-            return self._result(
-                Outcome.DELIVERED,
-                sid,
-                key,
-                run_id=_str(body.get("run_id")),
-                state="completed",
-                reply=content if isinstance(content, str) else json.dumps(content),
-                replayed=replayed,
-            )
-        raise PeerError(f"{self.who} answered the message with an unknown shape")
-
-    async def start_run(
+    async def start(
         self,
         message: str,
         *,
@@ -324,46 +259,23 @@ class PeerClient(OverTransport):
             await self._request("POST", "/v1/runs", body={"input": message, "session_id": session_id}, headers=headers),
             "the run",
         )
-        state = str(body.get("status") or "started")
-        replayed = bool(body.get("replayed"))
-        if body.get("object") == SEND_RESULT and body.get("result") in (Outcome.REFUSED, Outcome.FAILED):
-            return self._result(
-                Outcome(str(body["result"])),
-                session_id,
-                key,
-                run_id=_str(body.get("delivery_id")),
-                state=state,
-                code=_str(body.get("reason")),
-                error=_str(body.get("error") or body.get("detail")) or state,
-                replayed=replayed,
-            )
-        run_id = _str(body.get("run_id") or body.get("delivery_id"))
-        if not run_id:
-            raise PeerError(f"{self.who} did not return a run id")
-        return self._result(
-            Outcome.RECEIPT,
-            session_id,
-            key,
-            run_id=run_id,
-            state=state,
-            queue_position=_int(body.get("queue_position")),
-            replayed=replayed,
-        )
+        return wire.start_result(body, to=self.to, session_id=session_id, key=key, who=self.who)
 
-    async def run_status(self, run_id: str) -> dict[str, Any] | None:
-        """The run object, or None when the peer does not know the run (expired, restarted, never)."""
+    async def status(self, run_id: str) -> PeerRun | None:
+        """The run, or None when the peer does not know it (expired, restarted, never)."""
         response = await self._request("GET", f"/v1/runs/{quote(run_id)}")
         if response.status == 404:
             return None
-        return self._json(response, "the status request")
+        return wire.run_of(self._json(response, "the status request"), coded=True)
 
-    async def stop(self, run_id: str) -> dict[str, Any]:
-        return self._json(await self._request("POST", f"/v1/runs/{quote(run_id)}/stop", body={}), "the stop request")
+    async def stop(self, run_id: str) -> PeerRun:
+        answer = await self._request("POST", f"/v1/runs/{quote(run_id)}/stop", body={})
+        return wire.run_of(self._json(answer, "the stop request"), coded=True)
 
-    async def events(self, run_id: str) -> AsyncIterator[dict[str, Any]]:
+    async def events(self, run_id: str) -> AsyncIterator[RunEvent]:
         """The run's server-sent events (JSON objects in `data:`), until the stream ends."""
         async with self._http.stream("GET", f"/v1/runs/{quote(run_id)}/events", read_timeout=None) as stream:
             if stream.status >= 400:
                 raise self._error(error_of(stream.status, json_object(await stream.read())), "the event stream")
             async for data in sse.json_objects(stream.chunks()):
-                yield data
+                yield wire.event_of(data)

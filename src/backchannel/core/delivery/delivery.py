@@ -21,7 +21,7 @@ from ...errors import BodyTooLarge, NotFound, Refused, StoreError, UsageError
 from ...framing import is_human
 from ...home.config import GatewayConfig
 from ...messages import MAX_MESSAGE_CHARS, Attachment
-from ...outcome import Outcome, Result, of_state
+from ...outcome import Outcome, Result, Run, of_run, of_state, refused
 from ...store import exchanges, ledger
 from ...store import refusals as refusalstore
 from ...store import runs as runstore
@@ -354,20 +354,16 @@ class Delivery:
     def result_of(self, run: RunRow, *, replayed: bool = False, waited: float = 0.0) -> Result:
         """The outcome of a local run, as its sender sees it."""
         outcome = of_state(run.state.value)
-        return Result(
-            outcome,
-            to=f"{run.profile}/{run.session_id}",
+        facts = Run(
+            run.state.value,
             run_id=run.id,
             session_id=run.session_id,
-            state=run.state.value,
-            reply=run.reply,
+            output=run.reply,
+            error=run.error,
+            code=run.error_code,
             queue_position=self.queue.queue_position(run) if outcome is Outcome.RECEIPT else None,
-            code=run.error_code if outcome in (Outcome.FAILED, Outcome.REFUSED) else None,
-            error=run.error if outcome in (Outcome.FAILED, Outcome.REFUSED) else None,
-            replayed=replayed,
-            idempotency_key=run.given_key,
-            waited=waited,
         )
+        return of_run(f"{run.profile}/{run.session_id}", facts, replayed=replayed, key=run.given_key, waited=waited)
 
     # --- wake-ups --------------------------------------------------------------------------------
 
@@ -422,7 +418,7 @@ class Delivery:
             hops=attempt.hops,
             wait=wait,
         )
-        return Result(Outcome.REFUSED, target, code=refusal.code, error=refusal.reason)
+        return refused(target, refusal.code, refusal.reason)
 
 
 def terminal_event(row: RunRow) -> dict[str, Any]:

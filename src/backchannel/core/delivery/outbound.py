@@ -14,12 +14,22 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ... import ids, keys
-from ...errors import BackchannelError, Conflict, PeerError, PeerOutcomeUnknown, PeerRefused, StoreError
+from ...errors import (
+    BackchannelError,
+    Conflict,
+    PeerAuthRefused,
+    PeerError,
+    PeerOutcomeUnknown,
+    PeerRefused,
+    PeerUnreachable,
+    StoreError,
+)
 from ...home import peers as registry
-from ...outcome import Outcome, Result, of_state
+from ...net.link import PeerAbout, PeerLink, PeerLinks, PeerRun, RunEvent
+from ...outcome import Outcome, Result, Run, of_run, unknown
 from ...store import outbound as outstore
 from ...store.db import Database
 from ..queue.commits import commits
@@ -27,8 +37,6 @@ from .wakes import Wakes, failure_text, reply_text
 
 if TYPE_CHECKING:
     from ...net.a2a_card import AgentCard
-    from ...net.a2a_peer import A2APeerClient
-    from ...net.peer import PeerClient
 
 log = logging.getLogger("backchannel.outbound")
 FOLLOW_SECONDS = 2.0
@@ -68,33 +76,23 @@ def target_of(peer: str, agent: str | None) -> str:
 class Outbound:
     """This gateway's side of every message to another gateway."""
 
-    def __init__(self, root: Path, db: Database, wakes: Wakes, *, gateway_id: str) -> None:
+    def __init__(self, root: Path, db: Database, wakes: Wakes, *, links: PeerLinks, gateway_id: str) -> None:
         self.root = root
         self.db = db
         self.wakes = wakes
+        self.links = links
         self.gateway_id = gateway_id
 
     def peer(self, name: str) -> registry.Peer:
         return registry.load(self.root, name)
 
-    def client(self, peer: registry.Peer, agent: str | None) -> PeerClient | A2APeerClient:
-        """The peer's client in its dialect (loaded only when a peer is messaged)."""
-        if peer.is_a2a:
-            from ...net.a2a_peer import A2APeerClient
-
-            return A2APeerClient(peer, agent, gateway_id=self.gateway_id)
-        from ...net.peer import PeerClient
-
-        return PeerClient(peer, agent, gateway_id=self.gateway_id)
+    def client(self, peer: registry.Peer, agent: str | None) -> PeerLink:
+        """The link to `agent` on `peer`, in the peer's dialect."""
+        return self.links.link(peer, agent)
 
     async def agent_card(self, peer: registry.Peer, *, timeout: float) -> AgentCard:
         """The A2A agent card at the peer's URL (its well-known card, or the URL itself); PeerError if none."""
-        from ...net.a2a_peer import A2APeerClient
-
-        async with A2APeerClient(dataclasses.replace(peer, dialect="a2a", a2a_url=None)) as client:
-            card = await client.card(strict=True, timeout=timeout)
-        assert card is not None
-        return card
+        return await self.links.card(peer, timeout=timeout)
 
     def sent_count(self, profile: str, target: str, exchange: str, *, since: float) -> int:
         return outstore.count(self.db, sender_profile=profile, target=target, origin=exchange, since=since)
@@ -113,13 +111,16 @@ class Outbound:
         peer = self.peer(name)
         try:
             async with self.client(peer, None) as client:
-                caps = await asyncio.wait_for(client.capabilities(timeout=timeout, strict=True), timeout)
+                about = await asyncio.wait_for(client.about(timeout=timeout, strict=True), timeout)
         except TimeoutError:
             return PeerAnswer(name, "silent", f"no answer within {timeout:g}s")
+        except PeerAuthRefused as exc:
+            return PeerAnswer(name, "refused", exc.message)
+        except PeerUnreachable as exc:
+            return PeerAnswer(name, "down", exc.message)
         except PeerError as exc:
-            state = {"peer_auth": "refused", "peer_unreachable": "down"}.get(exc.code, "failed")
-            return PeerAnswer(name, state, exc.message)
-        what = f"{caps.get('platform') or 'a gateway'} {caps.get('version') or ''}".strip()
+            return PeerAnswer(name, "failed", exc.message)
+        what = f"{about.platform or 'a gateway'} {about.version or ''}".strip()
         return PeerAnswer(name, "answers", what)
 
     # --- verbs -----------------------------------------------------------------------------------
@@ -157,7 +158,7 @@ class Outbound:
                 await self._learn_gateway_id(peer, client)
         except PeerOutcomeUnknown as exc:  # it may have arrived: the same key asks again safely
             outstore.update(self.db, row.id, state="unknown", error=exc.message)
-            return Result(Outcome.UNKNOWN, row.target, code=exc.code, error=exc.message, idempotency_key=key)
+            return unknown(row.target, exc.message, idempotency_key=key)
         except PeerError as exc:
             outstore.update(self.db, row.id, state=_failure_state(exc), error=exc.message)
             raise
@@ -176,14 +177,15 @@ class Outbound:
     @commits
     async def run(
         self, peer: registry.Peer, agent: str | None, message: str, *, key: str, sender: SentFrom = PERSON
-    ) -> tuple[Result, dict[str, Any]]:
+    ) -> tuple[Result, PeerAbout]:
         """Start a turn in the Bot Chat of `agent` on `peer`; (its receipt, what the peer says it is)."""
         row = outstore.record(self.db, self._new(peer, agent, message, key, sender, None))
         await self.db.durable()
         try:
             async with self.client(peer, agent) as client:
-                about = {**await client.health(), **await client.capabilities()}
-                result = await client.start_run(
+                health = await client.health()
+                about = (await client.about()).over(health)
+                result = await client.start(
                     message,
                     key=key,
                     sender=sender.profile or DEFAULT_SENDER_PROFILE,
@@ -202,41 +204,39 @@ class Outbound:
     @commits
     async def status(
         self, peer: registry.Peer, run_id: str, *, agent: str | None = None
-    ) -> tuple[Result, dict[str, Any]]:
+    ) -> tuple[Result, PeerRun | None]:
         """The state of run `run_id` on `peer` (the agent is known from our record of sending it)."""
         row, agent = self._sent(peer, run_id, agent)
         async with self.client(peer, agent) as client:
-            found = await client.run_status(run_id)
-        result = self._settle(peer, agent, run_id, found, row)
-        return result, found or {}
+            found = await client.status(run_id)
+        return self._settle(peer, agent, run_id, found, row), found
 
-    async def follow(
-        self, peer: registry.Peer, run_id: str, *, agent: str | None = None
-    ) -> AsyncIterator[dict[str, Any]]:
+    async def follow(self, peer: registry.Peer, run_id: str, *, agent: str | None = None) -> AsyncIterator[RunEvent]:
         """The run's events on `peer` until it ends (polling its state when it has no event stream)."""
         _row, agent = self._sent(peer, run_id, agent)
         async with self.client(peer, agent) as client:
             try:
                 async for event in client.events(run_id):
                     yield event
-                    if of_state(str(event.get("event", "")).removeprefix("run.")).settled:
+                    if event.ends:
                         return
-            except PeerError as exc:  # no event stream (expired buffer, older peer), or it broke: poll instead
-                if exc.code == "peer_auth":
-                    raise
+            except PeerAuthRefused:
+                raise
+            except PeerError:  # NoEventStream (it does not stream, an expired buffer, an older peer), or it broke
+                pass
             # The stream ended before the run did (the peer restarting, say): poll until it ends, riding out
             # a peer that is away for up to RECONNECT_SECONDS; past that, say the outcome is not known.
             lost: float | None = None
             while True:
                 try:
-                    found = await client.run_status(run_id)
+                    found = await client.status(run_id)
+                except (PeerAuthRefused, PeerRefused):
+                    raise
                 except PeerError as exc:
-                    if exc.code == "peer_auth" or isinstance(exc, PeerRefused):
-                        raise
                     now = time.monotonic()
                     if lost is None:
                         lost = now
-                        yield {"event": "peer.reconnecting", "error": exc.message}
+                        yield RunEvent("peer.reconnecting", error=exc.message)
                     elif now - lost > RECONNECT_SECONDS:
                         raise PeerOutcomeUnknown(
                             f"lost peer {peer.name!r} while following run {run_id} and it did not come back within "
@@ -247,15 +247,13 @@ class Outbound:
                     continue
                 if lost is not None:
                     lost = None
-                    yield {"event": "peer.reconnected", "status": str((found or {}).get("status") or "unknown")}
-                if found is None or of_state(str(found.get("status"))).settled:
+                    yield RunEvent("peer.reconnected", state=found.state if found is not None else "unknown")
+                if found is None or found.outcome.settled:
                     return
                 await asyncio.sleep(0.5)
 
     @commits
-    async def stop(
-        self, peer: registry.Peer, run_id: str, *, agent: str | None = None
-    ) -> tuple[Result, dict[str, Any]]:
+    async def stop(self, peer: registry.Peer, run_id: str, *, agent: str | None = None) -> tuple[Result, PeerRun]:
         row, agent = self._sent(peer, run_id, agent)
         async with self.client(peer, agent) as client:
             found = await client.stop(run_id)
@@ -285,7 +283,7 @@ class Outbound:
     async def _follow_one(self, row: outstore.Outbound) -> None:
         peer = self.peer(row.peer)
         async with self.client(peer, row.agent) as client:
-            found = await client.run_status(str(row.remote_run_id))
+            found = await client.status(str(row.remote_run_id))
         self._settle(peer, row.agent, str(row.remote_run_id), found, row)
 
     def _settle(
@@ -293,33 +291,16 @@ class Outbound:
         peer: registry.Peer,
         agent: str | None,
         run_id: str,
-        found: dict[str, Any] | None,
+        found: PeerRun | None,
         row: outstore.Outbound | None,
     ) -> Result:
         """What the peer says of a run, as an outcome; a known end settles our record and wakes its sender."""
         to = target_of(peer.name, agent)
         if found is None:
-            result = Result(
-                Outcome.UNKNOWN,
-                to,
-                run_id=run_id,
-                code="run_not_found",
-                error="the peer does not know this run: expired, restarted, or never started",
-            )
+            error = "the peer does not know this run: expired, restarted, or never started"
+            result = unknown(to, error, code="run_not_found", run_id=run_id)
         else:
-            status = str(found.get("status") or "unknown")
-            outcome = of_state(status)
-            result = Result(
-                outcome,
-                to,
-                run_id=run_id,
-                session_id=found.get("session_id"),
-                state=status,
-                reply=found.get("output"),
-                queue_position=found.get("queue_position"),
-                code=found.get("code") or (status if outcome is Outcome.FAILED else None),
-                error=found.get("error") if outcome is not Outcome.DELIVERED else None,
-            )
+            result = of_run(to, dataclasses.replace(found, run_id=run_id))
         if row is None or not result.outcome.settled:
             return result
         done = result.outcome is Outcome.DELIVERED
@@ -373,30 +354,27 @@ class Outbound:
         """The exchange a message to a peer carries: its own, named as between gateways."""
         return ids.exchange_on_wire(self.gateway_id, row.origin or ids.new_exchange_id())
 
-    async def _learn_gateway_id(self, peer: registry.Peer, client: PeerClient | A2APeerClient) -> None:
+    async def _learn_gateway_id(self, peer: registry.Peer, client: PeerLink) -> None:
         """A Backchannel peer's gateway id, so messages from it are shown under its name here."""
         if peer.gateway_id:
             return
-        caps = await client.capabilities()
-        if caps.get("platform") == "backchannel" and caps.get("gateway_id"):
-            registry.remember_gateway_id(self.root, peer.name, str(caps["gateway_id"]))
+        found = (await client.about()).backchannel_id
+        if found:
+            registry.remember_gateway_id(self.root, peer.name, found)
 
 
 def _failure_state(exc: PeerError) -> str:
-    return "unknown" if exc.code == "outcome_unknown" else "failed"
+    return "unknown" if isinstance(exc, PeerOutcomeUnknown) else "failed"
 
 
 def _result_of(row: outstore.Outbound, *, replayed: bool = False) -> Result:
-    outcome = of_state(row.state)
-    return Result(
-        outcome,
-        row.target,
+    """A message to a peer as our ledger last knew it (its state there is an outcome, or a run state)."""
+    run = Run(
+        row.state,
         run_id=row.remote_run_id,
         session_id=row.remote_session_id,
-        state=row.state,
-        reply=row.reply,
-        code=row.state if outcome in (Outcome.FAILED, Outcome.REFUSED, Outcome.UNKNOWN) else None,
+        output=row.reply,
         error=row.error,
-        replayed=replayed,
-        idempotency_key=row.idempotency_key,
+        code=row.state,
     )
+    return of_run(row.target, run, replayed=replayed, key=row.idempotency_key)

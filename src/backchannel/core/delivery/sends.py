@@ -14,8 +14,8 @@ from typing import Any
 from ... import addresses, keys, policy
 from ...addresses import RemoteAddress
 from ...agent.tools.base import ToolContext
-from ...errors import NotFound, PeerError, UsageError
-from ...outcome import Outcome, Result
+from ...errors import NotFound, PeerError, PeerOutcomeUnknown, UsageError
+from ...outcome import Result, failed, unknown
 from ...store import exchanges
 from ...store import runs as runstore
 from ...store.db import Database
@@ -161,8 +161,9 @@ class AgentSends:
                     ),
                 )
         except PeerError as exc:  # unreachable, or our key refused: the model learns it; nothing was lost
-            outcome = Outcome.UNKNOWN if exc.code == "outcome_unknown" else Outcome.FAILED
-            return Result(outcome, to, code=exc.code, error=exc.message)
+            if isinstance(exc, PeerOutcomeUnknown):
+                return unknown(to, exc.message)
+            return failed(to, exc.code, exc.message)
 
     async def check(self, ctx: ToolContext, run_id: str) -> Result:
         """A message this profile sent: a local run, or one that went to a peer (as last known here)."""

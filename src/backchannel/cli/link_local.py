@@ -1,0 +1,112 @@
+"""`GatewayLink` in-process: this home's gateway built by its composition root (`core.gateway`) in this process,
+its queue worked only for the session a command needs (when no gateway runs, the command answers itself)."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Literal
+
+from ..core.delivery.delivery import Delivery, Incoming
+from ..core.gateway import Gateway, running
+from ..core.queue.events import TERMINAL_EVENTS
+from ..net import wire
+from ..net.link import RunEvent
+from ..outcome import Result
+from .link import Progress, Where
+
+LOCAL_GRACE = 0.5
+TICK_SECONDS = 1.0  # how often a live delivery looks again at the queue
+
+
+@contextlib.contextmanager
+def home_gateway(root: Path) -> Iterator[Gateway]:
+    """This home's gateway, not started: for reading and creating sessions, the ledger, and peers."""
+    gateway = Gateway(root)
+    try:
+        yield gateway
+    finally:
+        gateway.close()
+
+
+class LocalGateway:
+    """The gateway of the home at `root`, started in this process for as long as each call needs it."""
+
+    via: Literal["gateway", "local"] = "local"
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    async def deliver(
+        self,
+        where: Where,
+        message: str,
+        *,
+        wait: float | None,
+        key: str,
+        sender: str = "human:cli",
+        progress: Progress | None = None,
+    ) -> Result:
+        async with running(self.root, scope={where.session_id}, grace=LOCAL_GRACE) as local:
+            incoming = Incoming(local.directory.session(where.session_id), message, sender, key=key)
+            if progress is None:
+                return (await local.delivery.deliver(incoming, wait=wait)).result
+            return await _live(local.delivery, incoming, wait, progress)
+
+    async def run(self, run_id: str) -> Result:
+        with home_gateway(self.root) as gateway:
+            return gateway.delivery.status(run_id).result
+
+    async def stop(self, run_id: str) -> Result:
+        with home_gateway(self.root) as gateway:
+            return (await gateway.delivery.stop(run_id)).result
+
+    async def events(self, run_id: str) -> AsyncIterator[RunEvent]:
+        """The run's events until it ends, its session's queue worked here meanwhile."""
+        with home_gateway(self.root) as gateway:
+            session_id = gateway.delivery.run(run_id).session_id
+        async with running(self.root, scope={session_id}, grace=LOCAL_GRACE) as local:
+            events = local.delivery.follow(run_id)
+            async with contextlib.aclosing(events):
+                async for data in events:
+                    if data is None:  # a keepalive
+                        continue
+                    event = wire.event_of(data)
+                    yield event
+                    if event.name in TERMINAL_EVENTS:
+                        return
+
+
+async def _live(delivery: Delivery, incoming: Incoming, wait: float | None, progress: Progress) -> Result:
+    """Submit, then show the run's waits and its reply's text until it ends or `wait` runs out."""
+    first = await delivery.submit(incoming)
+    run_id = first.run.id
+    to = first.result.to
+    reserved = delivery.reserve_events(run_id)
+    deadline = None if wait is None else time.monotonic() + wait
+    ahead = delivery.runs_ahead(run_id)
+    if ahead is not None:
+        progress.waiting(ahead, to)
+    events = delivery.follow(run_id, keepalive=TICK_SECONDS, reserved=reserved)
+    async with contextlib.aclosing(events):
+        async for data in events:
+            if data is None:
+                if ahead is not None:
+                    ahead = delivery.runs_ahead(run_id)
+                    if ahead is not None:
+                        progress.waiting(ahead, to)
+                if deadline is not None and time.monotonic() >= deadline:
+                    break
+                continue
+            event = wire.event_of(data)
+            if event.name == "run.started":
+                ahead = None
+            elif event.name == "message.delta":
+                progress.delta(event.delta)
+            elif event.name in TERMINAL_EVENTS:
+                break
+    result = delivery.status(run_id).result
+    return dataclasses.replace(result, replayed=first.result.replayed)

@@ -1,0 +1,186 @@
+"""What the core says to another gateway, in typed values: the `PeerLink` protocol and what it answers.
+
+    PeerLink       dm, start, status, stop, events (and what the peer is: about, health) for one peer target
+    PeerRunState   a peer's run state, as a state the core can act on (`UNKNOWN` for one it does not know)
+    PeerRun        a peer's run: its outcome fields (`outcome.Run`) and what the peer showed, for display
+    RunEvent       one event of a run's progress (a state reached, a delta of its reply, a tool, a reconnect)
+    PeerAbout      what a peer says it is (platform, version, gateway id, what it replays)
+
+The Hermes-dialect client (`net.peer`) and the A2A client (`net.a2a_peer`) implement `PeerLink`; the core
+is given links (built by the composition root) and reads nothing of either wire.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Protocol, Self
+
+from ..home.peers import Peer
+from ..outcome import Outcome, Result, Run, of_state
+from .a2a_card import AgentCard
+
+
+class PeerRunState(StrEnum):
+    """The states a peer's run can be in (Backchannel's, Hermes's and A2A tasks' mapped onto them)."""
+
+    QUEUED = "queued"
+    STARTED = "started"
+    RUNNING = "running"
+    STOPPING = "stopping"
+    HELD = "held"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    EXPIRED = "expired"
+    INTERRUPTED = "interrupted"
+    REFUSED = "refused"
+    DENIED = "denied"
+    UNKNOWN = "unknown"
+
+    @classmethod
+    def of(cls, given: object) -> PeerRunState:
+        """The state a peer named, or `UNKNOWN` for one it did not name or that is none of these."""
+        try:
+            return cls(str(given))
+        except ValueError:
+            return cls.UNKNOWN
+
+    @property
+    def outcome(self) -> Outcome:
+        return of_state(self.value)
+
+    @property
+    def settled(self) -> bool:
+        """Nothing more will happen to the run (of a state it does not know, that cannot be said)."""
+        return self.outcome.settled
+
+
+@dataclass(frozen=True)
+class PeerRun(Run):
+    """A peer's run as it answered for it: `state` is what it said (a state of its own is kept as said)."""
+
+    said: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)  # shown by `peer status`
+
+    @property
+    def phase(self) -> PeerRunState:
+        return PeerRunState.of(self.state)
+
+
+@dataclass(frozen=True)
+class RunEvent:
+    """One step of a run's progress: `name` as the dialects name events (`run.completed`, `message.delta`,
+    `tool.started`, `peer.reconnecting`, …)."""
+
+    name: str
+    delta: str = ""
+    tool: str | None = None
+    error: str | None = None
+    state: str | None = None  # the state a `run.<state>` event (or a reconnect) reports
+
+    @property
+    def ends(self) -> bool:
+        """The run has ended: this is its closing event (`run.completed`, `run.failed`, …)."""
+        return of_state(self.name.removeprefix("run.")).settled
+
+
+@dataclass(frozen=True)
+class PeerAbout:
+    """What a peer says it is. `answered`: it said anything at all (an empty answer is a peer that is silent
+    on the question, or something that is not a gateway)."""
+
+    answered: bool = False
+    platform: str | None = None
+    version: str | None = None
+    gateway_id: str | None = None
+    person_key: bool = False  # the peer takes our key as its person's (it reaches everything there)
+    durable_replay: bool = False  # runs asked again with the same key are replayed, across a restart too
+
+    def over(self, other: PeerAbout) -> PeerAbout:
+        """This answer, with what `other` says where this one says nothing (health under capabilities)."""
+        return PeerAbout(
+            answered=self.answered or other.answered,
+            platform=self.platform or other.platform,
+            version=self.version or other.version,
+            gateway_id=self.gateway_id or other.gateway_id,
+            person_key=self.person_key or other.person_key,
+            durable_replay=self.durable_replay or other.durable_replay,
+        )
+
+    @property
+    def backchannel_id(self) -> str | None:
+        """The gateway id of a Backchannel peer (None for any other platform)."""
+        return self.gateway_id if self.platform == "backchannel" else None
+
+
+class PeerLink(Protocol):
+    """One peer target (a gateway, one of its agents, or an A2A agent) as the core speaks to it.
+
+    Errors are classes (`errors.PeerUnreachable`, `PeerAuthRefused`, `PeerRefused`, `PeerOutcomeUnknown`,
+    `NoEventStream`, …); a message's answer is a `Result`, a run's state a `PeerRun`."""
+
+    to: str  # the target's address, `peer:NAME[/AGENT]`
+
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(self, *exc: object) -> None: ...
+
+    async def about(self, *, timeout: float = 10, strict: bool = False) -> PeerAbout:
+        """What the peer says it is (its capabilities); an empty answer on any failure unless `strict`."""
+        ...
+
+    async def health(self) -> PeerAbout:
+        """What the peer's health answer says (never raises)."""
+        ...
+
+    async def dm(
+        self,
+        message: str,
+        *,
+        wait: float,
+        key: str,
+        sender: str = "default",
+        hops: int = 0,
+        chain: tuple[str, ...] = (),
+        exchange: str | None = None,
+    ) -> Result:
+        """Deliver and wait up to `wait` seconds: the reply, a receipt, a refusal, or unknown."""
+        ...
+
+    async def start(
+        self,
+        message: str,
+        *,
+        key: str,
+        sender: str = "default",
+        hops: int = 0,
+        chain: tuple[str, ...] = (),
+        exchange: str | None = None,
+    ) -> Result:
+        """Start a turn and return at once: a receipt with the run id (or a refusal, a failure)."""
+        ...
+
+    async def status(self, run_id: str) -> PeerRun | None:
+        """The run as the peer knows it; None when it does not (expired, restarted, never)."""
+        ...
+
+    async def stop(self, run_id: str) -> PeerRun:
+        """Cancel the run; what it became."""
+        ...
+
+    def events(self, run_id: str) -> AsyncIterator[RunEvent]:
+        """The run's events as they happen, until the stream ends; `NoEventStream` when there is none."""
+        ...
+
+
+class PeerLinks(Protocol):
+    """The links to peers, in each peer's dialect (built by the composition root)."""
+
+    def link(self, peer: Peer, agent: str | None) -> PeerLink:
+        """The link to `agent` on `peer` (its Bot Chat; None: the peer's default agent)."""
+        ...
+
+    async def card(self, peer: Peer, *, timeout: float) -> AgentCard:
+        """The A2A agent card at the peer's URL (its well-known card, or the URL itself); PeerError if none."""
+        ...

@@ -1,0 +1,160 @@
+"""The Hermes API-server dialect read into typed values: the one place its answers become `Result`, `PeerRun`,
+`RunEvent` and `PeerAbout` (a peer's answers in `net.peer`, the running gateway's in the CLI alike).
+
+    chat answer     hermes.peer.send_result (its `result` is the outcome), hermes.session.chat.queued
+                    (a receipt, or held), hermes.session.chat.completion (the reply)
+    run object      /v1/runs/{id}: status, output, error, code, session_id, queue_position
+    run event       /v1/runs/{id}/events: `event`, `delta`, `tool`, `error`, `status`
+    capabilities    /v1/capabilities (and /health): platform, version, gateway_id, auth, features
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from ..errors import PeerError
+from ..outcome import Outcome, Result, Run, of_run, of_state
+from .link import PeerAbout, PeerRun, RunEvent
+
+SEND_RESULT = "hermes.peer.send_result"
+QUEUED = "hermes.session.chat.queued"
+
+
+def text(value: Any) -> str | None:
+    return str(value) if value not in (None, "") else None
+
+
+def integer(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _outcome(given: Any) -> Outcome:
+    try:
+        return Outcome(str(given))
+    except ValueError:
+        return Outcome.UNKNOWN
+
+
+def _run_state(status: Any) -> str | None:
+    """The envelope's delivery status as a run state: its `delivered` is the run state `completed` (the outcome
+    `delivered` is the envelope's `result`), so a Hermes-dialect peer and an A2A peer say the same."""
+    given = text(status)
+    return "completed" if given == "delivered" else given
+
+
+def chat_result(body: Mapping[str, Any], *, to: str, session_id: str | None, key: str | None) -> Result | None:
+    """A chat answer as the message's outcome; None for a shape that is none of the dialect's."""
+    sid = text(body.get("session_id")) or session_id
+    replayed = bool(body.get("replayed"))
+    if body.get("object") == SEND_RESULT:  # the envelope says what became of it
+        outcome = _outcome(body.get("result"))
+        settled_badly = outcome in (Outcome.FAILED, Outcome.REFUSED, Outcome.UNKNOWN)
+        return Result(
+            outcome,
+            to,
+            run_id=text(body.get("delivery_id")),
+            session_id=sid,
+            state=_run_state(body.get("status")),
+            reply=text(body.get("reply")),
+            queue_position=integer(body.get("queue_position")),
+            code=text(body.get("reason")) if settled_badly else None,
+            error=text(body.get("error") or (body.get("detail") if settled_badly else None)),
+            replayed=replayed,
+            idempotency_key=key,
+        )
+    if body.get("object") == QUEUED:
+        run = Run(
+            str(body.get("status") or "queued"),
+            run_id=text(body.get("run_id") or body.get("delivery_id")),
+            session_id=sid,
+            queue_position=integer(body.get("queue_position")),
+        )
+        return of_run(to, run, replayed=replayed, key=key)
+    message = body.get("message")
+    if isinstance(message, dict):
+        content = message.get("content")
+        reply = content if isinstance(content, str) else json.dumps(content)
+        run = Run("completed", run_id=text(body.get("run_id")), session_id=sid, output=reply)
+        return of_run(to, run, replayed=replayed, key=key)
+    return None
+
+
+def start_result(body: Mapping[str, Any], *, to: str, session_id: str, key: str, who: str) -> Result:
+    """A /v1/runs answer: a receipt with the run id (or the envelope's refusal or failure)."""
+    state = str(body.get("status") or "started")
+    replayed = bool(body.get("replayed"))
+    if body.get("object") == SEND_RESULT and body.get("result") in (Outcome.REFUSED, Outcome.FAILED):
+        return Result(
+            Outcome(str(body["result"])),
+            to,
+            run_id=text(body.get("delivery_id")),
+            session_id=session_id,
+            state=state,
+            code=text(body.get("reason")),
+            error=text(body.get("error") or body.get("detail")) or state,
+            replayed=replayed,
+            idempotency_key=key,
+        )
+    run_id = text(body.get("run_id") or body.get("delivery_id"))
+    if not run_id:
+        raise PeerError(f"{who} did not return a run id")
+    return Result(
+        Outcome.RECEIPT,
+        to,
+        run_id=run_id,
+        session_id=session_id,
+        state=state,
+        queue_position=integer(body.get("queue_position")),
+        replayed=replayed,
+        idempotency_key=key,
+    )
+
+
+def run_of(body: Mapping[str, Any], *, coded: bool = False) -> PeerRun:
+    """A run object. `coded`: a failed run that gives no code has its state as its code (a peer's run, where
+    the code is all a sender may learn of why)."""
+    state = str(body.get("status") or "unknown")
+    failed = coded and of_state(state) is Outcome.FAILED
+    return PeerRun(
+        state,
+        run_id=text(body.get("run_id")),
+        session_id=text(body.get("session_id")),
+        output=body.get("output") if isinstance(body.get("output"), str) else None,
+        error=text(body.get("error")),
+        code=text(body.get("code")) or (state if failed else None),
+        queue_position=integer(body.get("queue_position")),
+        said=dict(body),
+    )
+
+
+def gateway_run(body: Mapping[str, Any]) -> Result:
+    """A run of this home's gateway as its run routes show it (`profile`, `session_id` name its session)."""
+    return of_run(f"{body.get('profile')}/{body.get('session_id')}", run_of(body))
+
+
+def event_of(data: Mapping[str, Any]) -> RunEvent:
+    """A run event (a JSON object of the event stream)."""
+    return RunEvent(
+        str(data.get("event")),
+        delta=str(data.get("delta") or ""),
+        tool=text(data.get("tool")),
+        error=text(data.get("error")),
+        state=text(data.get("status")),
+    )
+
+
+def about_of(caps: Mapping[str, Any]) -> PeerAbout:
+    """Capabilities (or a health answer) as what the peer says it is."""
+    features = caps.get("features")
+    idem = features.get("runs_idempotency") if isinstance(features, dict) else None
+    auth = caps.get("auth")
+    return PeerAbout(
+        answered=bool(caps),
+        platform=text(caps.get("platform")),
+        version=text(caps.get("version")),
+        gateway_id=text(caps.get("gateway_id")),
+        person_key=isinstance(auth, dict) and auth.get("identity") == "person",
+        durable_replay=isinstance(idem, dict) and bool(idem.get("supported")) and idem.get("durable") is True,
+    )
