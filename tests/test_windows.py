@@ -220,6 +220,7 @@ def test_init_prints_its_first_command_in_the_quoting_of_the_shell_at_hand(
 ) -> None:
     from backchannel import shell
 
+    monkeypatch.setattr(shell, "windows_shell", lambda: False)  # bash, zsh, Git Bash
     posix = run_cli("init")
     assert "next: backchannel chat -q 'hello there'  ·" in posix.stdout
     monkeypatch.setattr(shell, "windows_shell", lambda: True)  # cmd or PowerShell
