@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 from .errors import UsageError
 from .home.config import DEVICE_NAME_RE, DEVICE_RULE, NAME_RE
+from .ids import BOT_CHAT_TITLE as BOT_CHAT_TITLE  # `profile` alone addresses its session of this title
 from .ids import CLIENT_SESSION_ID_RE
 
 REMOTE = "peer:"  # what every address on another gateway begins with
-BOT_CHAT_TITLE = "Bot Chat"  # the title of a profile's one session that `profile` alone addresses
 REMOTE_PROFILE_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_-]{0,63}\Z")  # Hermes accepts upper case
 # A token runs to the first character no address has; a colon followed by more text continues it
 # (`@session:peer:x` is no mention), a colon before a blank or the end is punctuation.

@@ -17,11 +17,11 @@ from typing import Any
 
 from ..errors import PeerError, PeerOutcomeUnknown, PeerRefused
 from ..home.peers import Peer
+from ..ids import BOT_CHAT_TITLE as BOT_CHAT
 from ..outcome import Outcome, Result, of_state
 from . import sse
 from .http import ErrorBody, HttpResponse, Naming, OverTransport, Transport, error_of, json_object, quote
 
-BOT_CHAT = "Bot Chat"
 SEND_RESULT = "hermes.peer.send_result"
 REFUSAL_CODES = frozenset(
     {
