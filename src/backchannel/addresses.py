@@ -124,7 +124,7 @@ def parse_remote(text: str, *, original: str | None = None) -> RemoteAddress:
 
 def parse_peer(text: str) -> RemoteAddress:
     """A peer target as a tool or the CLI takes it, with or without its `peer:`."""
-    return parse_remote(text.strip().removeprefix(REMOTE), original=text)
+    return parse_remote(text.removeprefix(REMOTE))
 
 
 @dataclass(frozen=True)
