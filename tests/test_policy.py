@@ -7,7 +7,18 @@ from typing import Any
 import pytest
 
 from backchannel.home.profiles import MessagingPolicy
-from backchannel.policy import Attempt, Party, Refusal, check, local_names, matches, remote_names
+from backchannel.policy import (
+    DEADLOCK_ADVICE,
+    Attempt,
+    Party,
+    Refusal,
+    Target,
+    check,
+    local_names,
+    matches,
+    remote_names,
+    targets,
+)
 
 OPEN = MessagingPolicy(allow=("*", "peer:*"))  # may message anyone, accepts anyone, max_hops 6, budget 30
 DENY_ALL = MessagingPolicy(allow=(), accept=(), max_hops=0, pair_budget_per_hour=0)
@@ -336,3 +347,74 @@ def test_a_remote_address_answers_to_its_peer_name_too() -> None:
 def test_party_shown_is_its_first_name() -> None:
     assert Party(["bob", "bob/x"]).shown == "bob"
     assert Party([]).shown == "?"
+
+
+# --- send to a peer that waits on us: would_deadlock from our own records ---------------------------
+
+
+def peer_target(profile: str | None = "research") -> Party:
+    return Party(["peer:spark/research"] if profile else ["peer:spark", "peer:spark/default"])
+
+
+@pytest.mark.parametrize("profile", ["research", None])
+def test_a_waiting_send_to_a_peer_that_waits_on_us_would_deadlock_naming_the_peer(profile: str | None) -> None:
+    refusal = send(target=peer_target(profile), waits=True, waited_on=True)
+    assert refusal == Refusal("would_deadlock", f"peer:spark {DEADLOCK_ADVICE}")
+
+
+def test_a_send_that_does_not_wait_on_a_peer_waiting_on_us_is_let_through() -> None:
+    assert send(target=peer_target(), waits=False, waited_on=True) is None
+
+
+def test_a_waiting_send_to_a_peer_not_waiting_on_us_is_let_through() -> None:
+    assert send(target=peer_target(), waits=True, waited_on=False) is None
+
+
+def test_the_pair_budget_is_reported_before_a_peer_waiting_on_us() -> None:
+    spent = MessagingPolicy(allow=("peer:*",), pair_budget_per_hour=1)
+    refusal = send(alice(spent), peer_target(), waits=True, waited_on=True, pair_sent=1)
+    assert code(refusal) == "pair_budget"
+
+
+def test_an_arrival_is_not_refused_for_a_peer_waiting_on_us() -> None:
+    assert arrival("peer:spark/research", waited_on=True, waits=True) is None
+
+
+# --- targets: what an agent may see and message of a profile ----------------------------------------
+
+BOT = "20260101_000000_b0b0b0"
+OTHER = "20260101_000000_cccccc"
+OWN = "20260101_000000_aaaaaa"
+
+
+def test_targets_list_the_bot_chat_and_the_sessions_the_allow_list_names() -> None:
+    found = targets(alice(), "bob", OPEN, [(BOT, True), (OTHER, False)])
+    assert found == [Target("bob", BOT, bot_chat=True), Target(f"bob/{OTHER}", OTHER, bot_chat=False)]
+
+
+def test_targets_list_a_bot_chat_not_made_yet_when_the_profile_is_allowed() -> None:
+    assert targets(alice(), "bob", OPEN, [(OTHER, False)]) == [
+        Target("bob", None, bot_chat=True),
+        Target(f"bob/{OTHER}", OTHER, bot_chat=False),
+    ]
+
+
+def test_targets_are_only_what_the_allow_list_names() -> None:
+    only_bot_chat = MessagingPolicy(allow=("bob",))
+    assert targets(alice(only_bot_chat), "bob", OPEN, [(BOT, True), (OTHER, False)]) == [
+        Target("bob", BOT, bot_chat=True)
+    ]
+    assert targets(alice(MessagingPolicy(allow=())), "bob", OPEN, [(BOT, True), (OTHER, False)]) == []
+    assert targets(alice(MessagingPolicy(allow=("peer:*",))), "bob", OPEN, [(OTHER, False)]) == []
+
+
+def test_targets_of_a_profile_whose_accept_list_refuses_the_sender_are_none() -> None:
+    refusing = MessagingPolicy(accept=("carol",))
+    assert targets(alice(), "bob", refusing, [(BOT, True), (OTHER, False)]) == []
+    accepting = MessagingPolicy(accept=("alice",))
+    assert targets(alice(), "bob", accepting, [(BOT, True)]) == [Target("bob", BOT, bot_chat=True)]
+
+
+def test_targets_never_list_the_senders_own_session() -> None:
+    found = targets(alice(), "alice", OPEN, [(OWN, True), (OTHER, False)])
+    assert found == [Target(f"alice/{OTHER}", OTHER, bot_chat=False)]

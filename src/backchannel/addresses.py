@@ -12,8 +12,10 @@ from dataclasses import dataclass
 
 from .errors import UsageError
 from .home.config import DEVICE_NAME_RE, DEVICE_RULE, NAME_RE
+from .ids import BOT_CHAT_TITLE as BOT_CHAT_TITLE  # `profile` alone addresses its session of this title
 from .ids import CLIENT_SESSION_ID_RE
 
+REMOTE = "peer:"  # what every address on another gateway begins with
 REMOTE_PROFILE_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_-]{0,63}\Z")  # Hermes accepts upper case
 # A token runs to the first character no address has; a colon followed by more text continues it
 # (`@session:peer:x` is no mention), a colon before a blank or the end is punctuation.
@@ -39,10 +41,36 @@ class RemoteAddress:
     session_id: str | None = None
 
     def __str__(self) -> str:
-        return "peer:" + "/".join(p for p in (self.peer, self.profile, self.session_id) if p)
+        return REMOTE + "/".join(p for p in (self.peer, self.profile, self.session_id) if p)
 
 
 Address = LocalAddress | RemoteAddress
+
+
+def is_remote(address: str) -> bool:
+    """Whether an address (or a pattern over addresses) names something on another gateway."""
+    return address.startswith(REMOTE)
+
+
+def remote(peer: str, profile: str | None = None) -> str:
+    """`peer:NAME`, or `peer:NAME/PROFILE` for one of its profiles."""
+    return f"{REMOTE}{peer}/{profile}" if profile else f"{REMOTE}{peer}"
+
+
+def peer_of(address: str) -> str:
+    """The peer's name in a remote address: `x` of `peer:x/p`."""
+    return address.removeprefix(REMOTE).split("/", 1)[0]
+
+
+def head(address: str) -> str:
+    """An address without its tail: `peer:x` of `peer:x/p`, `p` of `p/session` (a sender as a whole)."""
+    return address.split("/", 1)[0]
+
+
+def remote_names(address: str) -> list[str]:
+    """The addresses a remote sender or target answers to: `peer:x/p` also as `peer:x`."""
+    first, _, rest = address.partition("/")
+    return [first, address] if rest else [address]
 
 
 def _bad(text: str, why: str) -> UsageError:
@@ -57,8 +85,8 @@ def parse(text: str) -> Address:
     raw = text.strip()
     if not raw:
         raise _bad(text, "it is empty")
-    if raw.startswith("peer:"):
-        return parse_remote(raw[5:], original=text)
+    if is_remote(raw):
+        return parse_remote(raw.removeprefix(REMOTE), original=text)
     parts = raw.split("/")
     if len(parts) == 1:
         token = parts[0]
@@ -92,6 +120,11 @@ def parse_remote(text: str, *, original: str | None = None) -> RemoteAddress:
     if session_id is not None and not CLIENT_SESSION_ID_RE.match(session_id):
         raise _bad(shown, f"{session_id!r} is not a session id")
     return RemoteAddress(peer=parts[0], profile=profile, session_id=session_id)
+
+
+def parse_peer(text: str) -> RemoteAddress:
+    """A peer target as a tool or the CLI takes it, with or without its `peer:`."""
+    return parse_remote(text.removeprefix(REMOTE))
 
 
 @dataclass(frozen=True)

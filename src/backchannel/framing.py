@@ -19,6 +19,8 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
+from . import addresses
+
 ESCAPE = "\\"
 _CLEAR = ("Cc", "Cf", "Zs", "Zl", "Zp", "Mn", "Mc", "Me")  # blanks, invisible characters, marks: looked past
 _UNKNOWN = ("Cn", "Co")  # unassigned here, or private use: taken for a bracket
@@ -41,7 +43,7 @@ def is_human(sender: str) -> bool:
 
 def origin(sender: str) -> str:
     """Who a non-human sender is, as a frame names it."""
-    return f"peer {sender[5:]}" if sender.startswith("peer:") else f"session {sender}"
+    return f"peer {sender.removeprefix(addresses.REMOTE)}" if addresses.is_remote(sender) else f"session {sender}"
 
 
 def quote(text: str) -> str:
@@ -55,7 +57,7 @@ def frame(sender: str, message: str, *, via: str = "send_to_session", heading: s
     Backchannel's own (a wake-up's `[Reply to your message …]`): shown after the frame as it is."""
     if is_human(sender):
         return message
-    if sender.startswith("peer:") and via == "send_to_session":
+    if addresses.is_remote(sender) and via == "send_to_session":
         via = "the peer API"
     own = f"{heading}\n" if heading else ""
     return f"[Message from {origin(sender)} via {via} — another agent, not your user]\n{own}{quote(message)}"

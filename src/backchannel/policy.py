@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Literal
 
+from . import addresses
+from .addresses import remote_names as remote_names  # a remote party's names, with the grammar
 from .home.profiles import MessagingPolicy
 
 Kind = Literal["send", "arrival", "reply", "person"]
@@ -60,14 +62,25 @@ class Attempt:
     waits: bool = False
     pair_sent: int = 0
     arrived: int = 0  # an arrival: what this peer key already sent this profile within the hour
+    waited_on: bool = False  # a send to a peer: our records show that peer waiting on the sender's chain
+
+
+@dataclass(frozen=True)
+class Target:
+    """A local address an agent may message: one session, or a profile's Bot Chat (`session_id` None when it
+    is not made yet: the first message makes it)."""
+
+    address: str
+    session_id: str | None
+    bot_chat: bool
 
 
 def matches(patterns: Iterable[str], names: Sequence[str]) -> bool:
     """Glob patterns over addresses. A pattern reaches a remote address only when it starts with `peer:`."""
     for pattern in patterns:
-        remote_pattern = pattern.startswith("peer:")
+        remote_pattern = addresses.is_remote(pattern)
         for name in names:
-            if name.startswith("peer:") != remote_pattern:
+            if addresses.is_remote(name) != remote_pattern:
                 continue
             if fnmatchcase(name, pattern):
                 return True
@@ -77,12 +90,6 @@ def matches(patterns: Iterable[str], names: Sequence[str]) -> bool:
 def local_names(profile: str, session_id: str, *, bot_chat: bool) -> list[str]:
     """The addresses a local session answers to: `profile/id`, and `profile` for a Bot Chat."""
     return [profile, f"{profile}/{session_id}"] if bot_chat else [f"{profile}/{session_id}"]
-
-
-def remote_names(address: str) -> list[str]:
-    """The addresses a remote sender or target answers to: `peer:x/p` also as `peer:x`."""
-    head, _, rest = address.partition("/")
-    return [head, address] if rest else [address]
 
 
 def check(attempt: Attempt) -> Refusal | None:
@@ -118,15 +125,18 @@ def check(attempt: Attempt) -> Refusal | None:
         if attempt.pair_sent >= budget:
             return Refusal(
                 "pair_budget",
-                f"this profile already sent {_messages(attempt.pair_sent)} to {target.shown.split('/')[0]} in this "
+                f"this profile already sent {_messages(attempt.pair_sent)} to {addresses.head(target.shown)} in this "
                 f"exchange within the hour (pair_budget_per_hour {budget}); wait for your person",
             )
     if attempt.kind == "arrival" and rules is not None and attempt.arrived >= rules.inbound_budget_per_hour:
         return Refusal(
             "inbound_budget",
-            f"{sender.names[0]} already sent {_messages(attempt.arrived)} to {target.shown.split('/')[0]} within the "
+            f"{sender.names[0]} already sent {_messages(attempt.arrived)} to {addresses.head(target.shown)} within the "
             f"hour (inbound_budget_per_hour {rules.inbound_budget_per_hour}); its person can raise it",
         )
+    if attempt.kind == "send" and attempt.waits and attempt.waited_on:
+        # A wait on a peer that waits on this turn (or on one waiting for it) never ends, whatever chain it sent.
+        return Refusal("would_deadlock", f"{addresses.head(target.shown)} {DEADLOCK_ADVICE}")
     return None
 
 
@@ -141,5 +151,23 @@ def held(attempt: Attempt) -> bool:
         return False
     names = list(attempt.sender.names)
     if attempt.kind == "send":  # a local sender is held by its profile's name too, whatever its session
-        names.append(names[-1].split("/")[0])
+        names.append(addresses.head(names[-1]))
     return matches(rules.hold, names)
+
+
+def targets(sender: Party, profile: str, rules: MessagingPolicy, sessions: Sequence[tuple[str, bool]]) -> list[Target]:
+    """What an agent (`sender`, a local party) may message of `profile`, whose `sessions` are given as (id, is
+    its Bot Chat): nothing when its accept list refuses the sender; else its Bot Chat, listed before it is made,
+    and each session the sender's allow list names, never the sender's own."""
+    if rules.accept is not None and not matches(rules.accept, sender.names):
+        return []
+    allow = sender.policy.allow if sender.policy is not None else ()
+    found: list[Target] = []
+    if matches(allow, [profile]) and not any(bot for _, bot in sessions):
+        found.append(Target(profile, None, bot_chat=True))
+    own = sender.names[-1] if sender.names else None
+    for session_id, bot in sessions:
+        names = local_names(profile, session_id, bot_chat=bot)
+        if names[-1] != own and matches(allow, names):
+            found.append(Target(names[0], session_id, bot_chat=bot))
+    return found

@@ -81,7 +81,7 @@ async def capabilities(request: Request) -> Response:
             "platform": "backchannel",
             "version": __version__,
             "gateway_id": ctx.settings.gateway_id,
-            "auth": {"type": "bearer", "required": True, "identity": "person" if who.is_person else f"peer:{who.peer}"},
+            "auth": {"type": "bearer", "required": True, "identity": "person" if who.is_person else who.principal},
             "features": features,
             "limits": {"max_body_bytes": ctx.settings.max_body_bytes, "max_message_chars": MAX_MESSAGE_CHARS},
         }

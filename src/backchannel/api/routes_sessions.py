@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import AsyncIterator, Callable
@@ -12,6 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ..core.delivery.delivery import Incoming
+from ..core.queue.events import Chunk, Ended, Queued, Step, WaitOver
 from ..errors import DeliveryError, Forbidden, KeyRevoked, Refused
 from ..outcome import Outcome
 from ..store.sessions import BOT_CHAT_TITLE
@@ -121,7 +123,6 @@ async def chat_stream(request: Request) -> Response:
     wait = headers.wait_seconds if headers.wait_seconds is not None else ctx.settings.http_wait_seconds
     first = await ctx.delivery.submit(message_in, wait=wait)
     run_id, session_id = first.run.id, first.run.session_id
-    deadline = time.monotonic() + wait
     live = ctx.delivery.reserve_events(run_id)  # before the run can start: the stream sees all its events
     seq = 0
 
@@ -136,48 +137,31 @@ async def chat_stream(request: Request) -> Response:
             "run.started", user_message={"role": "user", "content": first.run.message}, replayed=first.result.replayed
         )
         yield frame("message.started", message={"id": run_id, "role": "assistant"})
-        if not live:  # a replay of a run that already ended: its outcome is in the store
-            yield _final(frame, first.run.state.value, first.run.reply, first.run.error, first.run.error_code, run_id)
-            yield frame("done")
-            return
         # While the run waits behind others in its session's queue, say behind how many (again when that changes).
-        ahead = ctx.delivery.runs_ahead(run_id)
-        if ahead:
-            yield frame("run.waiting", status="queued", runs_ahead=ahead)
-        keepalive = min(WAITING_TICK_SECONDS, max(0.1, wait))
-        async for event in ctx.delivery.follow(run_id, keepalive=keepalive, reserved=True):
-            if event is None:
-                if ahead is not None:
-                    now_ahead = ctx.delivery.runs_ahead(run_id)
-                    if now_ahead is not None and now_ahead != ahead:
-                        yield frame("run.waiting", status="queued", runs_ahead=now_ahead)
-                    ahead = now_ahead
-                if time.monotonic() >= deadline:
-                    current = ctx.delivery.status(run_id)
+        waited = False
+        tick = min(WAITING_TICK_SECONDS, max(0.1, wait))
+        progress = ctx.delivery.watch(run_id, wait, tick=tick, reserved=live)
+        async with contextlib.aclosing(progress):
+            async for step in progress:
+                if isinstance(step, Queued):
+                    if step.ahead or waited:
+                        yield frame("run.waiting", status="queued", runs_ahead=step.ahead)
+                        waited = True
+                elif isinstance(step, Chunk):
+                    yield frame("assistant.delta", message_id=run_id, delta=step.text)
+                elif isinstance(step, Step):
+                    yield frame(
+                        step.event, message_id=run_id, tool_name=step.tool, preview=step.preview, error=step.error
+                    )
+                elif isinstance(step, WaitOver):
                     yield frame(
                         "run.queued",
-                        status=current.run.state.value,
+                        status=step.result.state,
                         delivery_id=run_id,
-                        queue_position=current.result.queue_position,
+                        queue_position=step.result.queue_position,
                     )
-                    break
-                continue
-            name = str(event["event"])
-            if name == "run.started":
-                ahead = None
-            elif name == "message.delta":
-                yield frame("assistant.delta", message_id=run_id, delta=event["delta"])
-            elif name in ("tool.started", "tool.completed"):
-                yield frame(
-                    name,
-                    message_id=run_id,
-                    tool_name=event["tool"],
-                    preview=event.get("preview"),
-                    error=event.get("error"),
-                )
-            elif name.startswith("run.") and name != "run.started":
-                yield _final(frame, name[4:], event.get("output"), event.get("error"), event.get("code"), run_id)
-                break
+                elif isinstance(step, Ended):
+                    yield _final(frame, step.state, step.output, step.error, step.code, run_id)
         yield frame("done")
 
     async def while_valid() -> AsyncIterator[dict[str, str]]:

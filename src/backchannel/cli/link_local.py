@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Literal
 
 from ..core.delivery.delivery import Delivery, Incoming
 from ..core.gateway import Gateway, running
-from ..core.queue.events import TERMINAL_EVENTS
+from ..core.queue.events import TERMINAL_EVENTS, Chunk, Ended, Queued, WaitOver
 from ..net import wire
 from ..net.link import RunEvent
 from ..outcome import Result
@@ -83,30 +82,15 @@ class LocalGateway:
 async def _live(delivery: Delivery, incoming: Incoming, wait: float | None, progress: Progress) -> Result:
     """Submit, then show the run's waits and its reply's text until it ends or `wait` runs out."""
     first = await delivery.submit(incoming)
-    run_id = first.run.id
-    to = first.result.to
-    reserved = delivery.reserve_events(run_id)
-    deadline = None if wait is None else time.monotonic() + wait
-    ahead = delivery.runs_ahead(run_id)
-    if ahead is not None:
-        progress.waiting(ahead, to)
-    events = delivery.follow(run_id, keepalive=TICK_SECONDS, reserved=reserved)
-    async with contextlib.aclosing(events):
-        async for data in events:
-            if data is None:
-                if ahead is not None:
-                    ahead = delivery.runs_ahead(run_id)
-                    if ahead is not None:
-                        progress.waiting(ahead, to)
-                if deadline is not None and time.monotonic() >= deadline:
-                    break
-                continue
-            event = wire.event_of(data)
-            if event.name == "run.started":
-                ahead = None
-            elif event.name == "message.delta":
-                progress.delta(event.delta)
-            elif event.name in TERMINAL_EVENTS:
-                break
-    result = delivery.status(run_id).result
+    run_id, to = first.run.id, first.result.to
+    result = first.result
+    steps = delivery.watch(run_id, wait, tick=TICK_SECONDS, reserved=delivery.reserve_events(run_id))
+    async with contextlib.aclosing(steps):
+        async for step in steps:
+            if isinstance(step, Queued):
+                progress.waiting(step.ahead, to)
+            elif isinstance(step, Chunk):
+                progress.delta(step.text)
+            elif isinstance(step, (Ended, WaitOver)):
+                result = step.result
     return dataclasses.replace(result, replayed=first.result.replayed)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import TypeVar
 
+from .. import addresses
 from ..errors import AuthError, Forbidden, KeyRevoked, NotFound, StoreError, UsageError
 from ..home import config
 from ..home.profiles import DEFAULT_PROFILE
@@ -56,7 +57,7 @@ class Caller:
     def principal(self) -> str:
         """The peer as a whole, `peer:NAME`: what every one of its senders `peer:NAME/<profile>` belongs to."""
         assert self.peer is not None
-        return f"peer:{self.peer}"
+        return addresses.remote(self.peer)
 
     def sender(self, sender_profile: str | None) -> str:
         """The address a peer's message is from: `peer:NAME/<its sending profile>` (X-Hermes-Sender-Profile,
@@ -68,7 +69,7 @@ class Caller:
         """Whether a run with this sender was sent with this key."""
         if self.peer is None:
             return True
-        return sender == f"peer:{self.peer}" or sender.startswith(f"peer:{self.peer}/")
+        return addresses.is_remote(sender) and addresses.peer_of(sender) == self.peer
 
     # --- what a route asks ----------------------------------------------------------------------
 

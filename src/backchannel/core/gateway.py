@@ -30,6 +30,7 @@ from ..store import integrity
 from ..store.db import Database
 from ..store.runs import RunRow, RunState
 from .access import Access
+from .delivery.admission import Admission
 from .delivery.delivery import Delivery
 from .delivery.directory import Directory
 from .delivery.holds import Holds
@@ -90,7 +91,10 @@ class Gateway:
         )
         self.directory = Directory(root, self.db)
         self.access = Access(self.db, profiles=self.directory.profiles)
-        self.wakes = Wakes(self.queue, self.directory)
+        self.admission = Admission(
+            db=self.db, queue=self.queue, directory=self.directory, settings=self.settings, gateway_id=self.gateway_id
+        )
+        self.wakes = Wakes(self.admission)
         self.outbound = Outbound(
             root, self.db, self.wakes, links=Dialects(gateway_id=self.gateway_id), gateway_id=self.gateway_id
         )
@@ -103,6 +107,7 @@ class Gateway:
             hub=self.hub,
             outbound=self.outbound,
             wakes=self.wakes,
+            admission=self.admission,
         )
         self.holds = Holds(self.db, self.queue, self.directory, self.wakes)
         self.logouts = WebLogouts(self.db)

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import BackchannelError
+from ..ids import BOT_CHAT_TITLE
 from .http import HttpResponse, Naming, Transport, error_of, quote
 from .sse import parse
 
-BOT_CHAT_TITLE = "Bot Chat"
 # After a compression Hermes 0.19 lists a Bot Chat under its tip's title: `Bot Chat #2`, `#3`, ...
 _LINEAGE_TITLE = re.compile(r"^Bot Chat #\d+$")
 _TITLE_TAKEN = re.compile(r"Title already in use by session (\S+)")

@@ -15,12 +15,12 @@ from typing import Any
 
 from ..errors import PeerAuthRefused, PeerError, PeerOutcomeUnknown, PeerRefused, PeerUnreachable
 from ..home.peers import Peer
+from ..ids import BOT_CHAT_TITLE as BOT_CHAT
 from ..outcome import Result, failed, refused, unknown
 from . import sse, wire
 from .http import ErrorBody, HttpResponse, Naming, OverTransport, Transport, error_of, json_object, quote
 from .link import PeerAbout, PeerRun, RunEvent
 
-BOT_CHAT = "Bot Chat"
 REFUSAL_CODES = frozenset(
     {
         "not_allowed",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from .. import addresses
 from ..ids import exchange_here
 from .db import Database
 
@@ -38,7 +39,7 @@ def _from_peer(column: str = "sender") -> str:
 
 
 def _peer_params(peer: str) -> tuple[str, str]:
-    return f"peer:{peer}", f"peer:{peer}/*"
+    return addresses.remote(peer), addresses.remote(peer, "*")
 
 
 def hop_floor(db: Database, peer: str, *, since: float) -> int:

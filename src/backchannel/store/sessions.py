@@ -9,11 +9,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import Conflict, LimitReached, NotFound, UsageError
+from ..ids import BOT_CHAT_TITLE as BOT_CHAT_TITLE  # what the surfaces and the core name it by
 from ..ids import CLIENT_SESSION_ID_RE, new_session_id
 from ..messages import Message, ToolCall
 from .db import Database
-
-BOT_CHAT_TITLE = "Bot Chat"
 
 
 @dataclass(frozen=True)

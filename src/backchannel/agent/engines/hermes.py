@@ -28,8 +28,9 @@ import time
 from collections.abc import Sequence
 
 from ...errors import EngineError
+from ...ids import BOT_CHAT_TITLE
 from ...messages import Message
-from ...net.hermes import BOT_CHAT_TITLE, HermesClient, HermesMessage, SessionMissing
+from ...net.hermes import HermesClient, HermesMessage, SessionMissing
 from .base import ModelRequest, OnDelta, SessionLink
 
 RECOVER_POLL_SECONDS = 0.5

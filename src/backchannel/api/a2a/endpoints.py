@@ -124,7 +124,7 @@ class A2AEndpoints:
         who = caller(request)
         log.warning(
             "A2A bad request from %s (%s %s): %s %s",
-            "the person" if who.is_person else f"peer:{who.peer}",
+            "the person" if who.is_person else who.principal,
             binding,
             what[:MAX_LOGGED_NAME],
             error.get("code"),

@@ -290,7 +290,7 @@ def _scope(context: ServerCallContext) -> tuple[Caller, str]:
 def _owner(context: ServerCallContext) -> str:
     """Whose push notification configs a caller's are: the person's, or one peer key's (whatever profile sent)."""
     who, _profile = _scope(context)
-    return PERSON_SENDER if who.is_person else f"peer:{who.peer}"
+    return PERSON_SENDER if who.is_person else who.principal
 
 
 def _sender(who: Caller, profile: str | None = None) -> str:

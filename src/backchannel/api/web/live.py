@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import html
 from collections.abc import AsyncIterator
 
@@ -11,6 +12,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ...core.delivery.delivery import Delivery
+from ...core.queue.events import Chunk, Ended, Queued, Started, Step
 from ..context import context
 from .auth import WebSession
 from .render import HEADERS, fragment, page
@@ -50,32 +52,28 @@ async def reply_stream(request: Request, session: WebSession) -> Response:
 
     async def frames() -> AsyncIterator[dict[str, str]]:
         streamed = ""
-        ahead = delivery.runs_ahead(run.id)
-        if ahead:
-            yield {"event": "state", "data": f"queued behind {ahead} run{'s' if ahead != 1 else ''}"}
-        async for event in delivery.follow(run.id, keepalive=REPLY_TICK_SECONDS):
-            if event is None:
-                now_ahead = delivery.runs_ahead(run.id)
-                if now_ahead and now_ahead != ahead:
-                    yield {"event": "state", "data": f"queued behind {now_ahead} run{'s' if now_ahead != 1 else ''}"}
-                ahead = now_ahead
-                continue
-            name = str(event.get("event"))
-            if name == "run.started":
-                yield {"event": "state", "data": "running"}
-            elif name == "message.delta":
-                streamed += str(event["delta"])
-                yield {"event": "delta", "data": html.escape(str(event["delta"]))}
-            elif name in ("tool.started", "tool.completed"):
-                yield {"event": "state", "data": html.escape(f"running · {name[5:]} {event.get('tool')}")}
-            elif name.startswith("run."):
-                output = str(event.get("output") or "")
-                if output.startswith(streamed) and len(output) > len(streamed):
-                    yield {"event": "delta", "data": html.escape(output[len(streamed) :])}
-                state = name[4:]
-                yield {"event": "state", "data": state}
-                yield {"event": "end", "data": fragment("_reply_end.html", state=state, error=event.get("error"))}
-                return
+        progress = delivery.watch(run.id, None, tick=REPLY_TICK_SECONDS)
+        async with contextlib.aclosing(progress):
+            async for step in progress:
+                if isinstance(step, Queued):
+                    if step.ahead:
+                        yield {
+                            "event": "state",
+                            "data": f"queued behind {step.ahead} run{'s' if step.ahead != 1 else ''}",
+                        }
+                elif isinstance(step, Started):
+                    yield {"event": "state", "data": "running"}
+                elif isinstance(step, Chunk):
+                    streamed += step.text
+                    yield {"event": "delta", "data": html.escape(step.text)}
+                elif isinstance(step, Step):
+                    yield {"event": "state", "data": html.escape(f"running · {step.event[5:]} {step.tool}")}
+                elif isinstance(step, Ended):
+                    output = step.output or ""
+                    if output.startswith(streamed) and len(output) > len(streamed):
+                        yield {"event": "delta", "data": html.escape(output[len(streamed) :])}
+                    yield {"event": "state", "data": step.state}
+                    yield {"event": "end", "data": fragment("_reply_end.html", state=step.state, error=step.error)}
 
     return EventSourceResponse(frames(), ping=15, headers=_SSE_HEADERS)
 

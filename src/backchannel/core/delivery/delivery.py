@@ -9,48 +9,36 @@ through `Outbound`. Every method that writes returns only once its writes are co
 from __future__ import annotations
 
 import asyncio
-import functools
+import contextlib
 import time
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ... import keys, policy
 from ...errors import BodyTooLarge, NotFound, Refused, StoreError, UsageError
 from ...framing import is_human
 from ...home.config import GatewayConfig
 from ...messages import MAX_MESSAGE_CHARS, Attachment
-from ...outcome import Outcome, Result, Run, of_run, of_state, refused
-from ...store import exchanges, ledger
-from ...store import refusals as refusalstore
+from ...outcome import Outcome, Result, Run, of_run, of_state
+from ...store import ledger
 from ...store import runs as runstore
 from ...store.db import Database
 from ...store.ledger import Entry
-from ...store.runs import NewRun, RunRow, RunState
-from ...store.sessions import BOT_CHAT_TITLE, SessionRow
+from ...store.runs import RunRow, RunState
+from ...store.sessions import SessionRow
 from ..queue.commits import commits
-from ..queue.events import TERMINAL_EVENTS, EventHub
+from ..queue.events import TERMINAL_EVENTS, Chunk, Ended, EventHub, Held, Progress, Queued, Started, Step, WaitOver
 from ..queue.queue import RunQueue
+from .admission import Admission, Admitted, Attempt
+from .admission import NewContext as NewContext  # what the A2A surface names a new context with
 from .directory import Directory
 from .outbound import Outbound, PeerAnswer
-from .rates import SenderRates
 from .wakes import Wakes
 
 MAX_WAIT_SECONDS = 3600.0
-PAIR_WINDOW_SECONDS = 3600.0
 WAKE_RETRY_SECONDS = 5.0  # how soon a wake that could not be queued is tried again (then twice as late)
 WAKE_RETRY_MAX_SECONDS = 300.0
-EXCHANGE_IDLE_SECONDS = 600.0  # a peer that names no exchange, quiet this long (both ways), starts again at its hop
-
-
-@dataclass(frozen=True)
-class NewContext:
-    """A conversation an A2A client starts under a contextId of its own choosing: `caller` is the key's holder
-    (`human:a2a`, `peer:NAME`), the same contextId from another caller another conversation."""
-
-    caller: str
-    context_id: str
 
 
 @dataclass(frozen=True)
@@ -110,6 +98,7 @@ class Delivery:
         hub: EventHub,
         outbound: Outbound,
         wakes: Wakes,
+        admission: Admission,
     ) -> None:
         self.root = root
         self.settings = settings
@@ -119,8 +108,9 @@ class Delivery:
         self.hub = hub
         self.outbound = outbound
         self.wakes = wakes
-        self.gateway_id = settings.gateway_id or "local"
-        self.rates = SenderRates(settings.max_runs_per_sender_per_minute)  # the person is never rate-limited
+        self.admission = admission
+        self.gateway_id = admission.gateway_id
+        self.rates = admission.rates  # the person is never rate-limited
 
     # --- messages handed in by a transport -------------------------------------------------------
 
@@ -142,97 +132,35 @@ class Delivery:
 
     def _accept(self, incoming: Incoming, *, wait: float | None = None) -> tuple[RunRow, bool]:
         check_message(incoming.text)
-        session = incoming.session
-        # The target's config is read before anything is recorded, whoever sends: a broken file refuses the
-        # message at once (invalid_config), on every path alike, rather than queueing it behind a paused profile.
-        target = self.directory.profile(session.profile)
-        hops, chain, held, exchange = incoming.hops, incoming.chain, False, None
-        if not is_human(incoming.sender):
-            exchange = exchanges.here(self.gateway_id, incoming.exchange) if incoming.exchange else None
-            hops, chain, arrived = self._peer_facts(incoming, exchange)
-            attempt = policy.Attempt(
-                kind="arrival",
-                sender=policy.Party(policy.remote_names(incoming.sender)),
-                target=policy.Party(
-                    policy.local_names(session.profile, session.id, bot_chat=session.title == BOT_CHAT_TITLE),
-                    key=self.key(session.id),
-                    policy=target.config.messaging,
-                ),
-                hops=hops,
-                chain=chain,
-                arrived=arrived,
-            )
-            refusal = policy.check(attempt)
-            if refusal is not None:
-                self.record_refusal(refusal, attempt, message=incoming.text, wait=None)
-                raise Refused(refusal.reason, code=refusal.code)
-            held = policy.held(attempt)
-        if incoming.context is not None:
-            session = self._open_context(incoming)
-        return self.queue.submit(
-            NewRun(
+        admitted = self.admit(
+            Attempt(
+                kind="person" if is_human(incoming.sender) else "arrival",
                 sender=incoming.sender,
-                profile=session.profile,
-                session_id=session.id,
-                message=incoming.text,
-                idempotency_key=keys.of_caller(incoming.sender, incoming.key),  # one caller's key is its own
-                hops=hops,
-                chain=chain,
-                origin=exchange,  # a peer's message joins the exchange it names; a person's begins its own
-                wait_seconds=None if is_human(incoming.sender) else wait,  # a peer's wait: what may deadlock
-                held=held,
-                ttl_seconds=self.hold_expiry(session.profile) if held else None,
+                text=incoming.text,
+                session=incoming.session,
+                key=incoming.key,
+                hops=incoming.hops,
+                chain=incoming.chain,
+                exchange=incoming.exchange,
+                wait=wait,
                 files=incoming.files,
-            ),
-            admit=None if is_human(incoming.sender) else functools.partial(self._admit, incoming.sender),
+                context=incoming.context,
+            )
         )
+        if admitted.refusal is not None:
+            raise Refused(admitted.refusal.reason, code=admitted.refusal.code)
+        assert admitted.run is not None
+        return admitted.run, admitted.created
 
-    def _peer_facts(self, incoming: Incoming, exchange: str | None) -> tuple[int, tuple[str, ...], int]:
-        """An arrival's hop, chain and count from our own records: its headers are the peer's word only.
-
-        The hop is never lower than its exchange already reached here, whichever peer name (key) the exchange's
-        messages came or went by: a fresh exchange (a person's new message) starts at its own hop. A peer that
-        names no exchange (a Hermes gateway) is one exchange with us: never lower than what it reached within
-        EXCHANGE_IDLE_SECONDS. The chain gets our sessions that wait on this peer right now; the count is what
-        this peer sent the profile within the hour, whatever exchange it names."""
-        peer = incoming.sender.removeprefix("peer:").split("/")[0]
-        now = time.time()
-        if exchange is not None:
-            floor = exchanges.exchange_floor(self.db, exchange)
-        else:
-            floor = exchanges.hop_floor(self.db, peer, since=now - EXCHANGE_IDLE_SECONDS)
-        hops = max(incoming.hops, floor)
-        ours = [self.key(s) for s in exchanges.sessions_waiting_on(self.db, peer, now=now)]
-        chain = tuple(dict.fromkeys((*incoming.chain, *ours)))
-        arrived = exchanges.arrivals(self.db, peer, incoming.session.profile, since=now - PAIR_WINDOW_SECONDS)
-        return hops, chain, arrived
-
-    def _open_context(self, incoming: Incoming) -> SessionRow:
-        """The session of a new A2A context, written now that its first message is accepted (a peer past its
-        rate starts none: the run would be refused)."""
-        assert incoming.context is not None
-        if not is_human(incoming.sender):
-            self.rates.check(incoming.sender, also=incoming.sender.split("/", 1)[0])
-        return self.directory.bind_context(
-            incoming.context.caller,
-            incoming.session.profile,
-            incoming.context.context_id,
-            session_id=incoming.session.id,
-            limit=self.settings.max_sessions_per_profile,
-        )
-
-    def _admit(self, sender: str) -> None:
-        """A new run of a peer's within its rate, and within that of its key (`peer:NAME`), which its malformed
-        requests count against."""
-        self.rates.admit(sender, also=sender.split("/", 1)[0])
+    def admit(self, attempt: Attempt) -> Admitted:
+        """The one admit path (`Admission.admit`): the facts gathered, the policy's check, a refusal recorded, a
+        hold, the run submitted; inside the caller's commit."""
+        return self.admission.admit(attempt)
 
     def note_bad_request(self, sender: str) -> None:
         """A peer's malformed request counts against its rate as a run it started would (the person has none)."""
         if not is_human(sender):
             self.rates.record(sender)
-
-    def hold_expiry(self, profile: str) -> float:
-        return self.directory.profile(profile).config.messaging.hold_expiry_seconds
 
     # --- runs ------------------------------------------------------------------------------------
 
@@ -285,6 +213,57 @@ class Delivery:
             if event.get("event") in TERMINAL_EVENTS:
                 await self.db.durable()
             yield event
+
+    async def watch(
+        self, run_id: str, wait: float | None, *, tick: float = 1.0, reserved: bool = False
+    ) -> AsyncGenerator[Progress, None]:
+        """The progress of one run, in order, until its end or until `wait` seconds have passed (None: no limit).
+
+        While it is queued: `Queued` with how many runs go before it, first as it stands and again whenever
+        that changes (looked at every `tick` seconds while nothing else happens); `Held` when it waits for the
+        person; then `Started`, its `Chunk`s and `Step`s, and `Ended` with its outcome, or `WaitOver` once `wait`
+        ran out first (looked at on the same ticks). A run that ended before the watch began gives `Ended` at
+        once. `reserved`: its events were kept for this watch (`reserve_events`)."""
+        deadline = None if wait is None else time.monotonic() + wait
+        run = self.queue.get(run_id)
+        ahead: int | None = None
+        looking = run.state in (RunState.QUEUED, RunState.HELD)  # the queue is looked at until the run starts
+        if run.state is RunState.HELD:
+            yield Held()
+        elif run.state is RunState.QUEUED:
+            ahead = self.queue.runs_ahead(run)
+            yield Queued(ahead)
+        events = self.follow(run_id, keepalive=tick, reserved=reserved)
+        async with contextlib.aclosing(events):
+            async for event in events:
+                if event is None:
+                    if looking:
+                        current = self.queue.get(run_id)
+                        now_ahead = self.queue.runs_ahead(current) if current.state is RunState.QUEUED else None
+                        if now_ahead is not None and now_ahead != ahead:
+                            yield Queued(now_ahead)
+                        ahead = now_ahead
+                    if deadline is not None and time.monotonic() >= deadline:
+                        yield WaitOver(self.status(run_id).result)
+                        return
+                    continue
+                name = str(event.get("event"))
+                if name == "run.started":
+                    looking = False
+                    yield Started()
+                elif name == "message.delta":
+                    yield Chunk(str(event.get("delta") or ""))
+                elif name in ("tool.started", "tool.completed"):
+                    yield Step(name, str(event.get("tool")), event.get("preview"), event.get("error"))
+                elif name in TERMINAL_EVENTS:
+                    yield Ended(
+                        name.removeprefix("run."),
+                        event.get("output"),
+                        event.get("error"),
+                        event.get("code"),
+                        self.status(run_id).result,
+                    )
+                    return
 
     def runs_ahead(self, run_id: str) -> int | None:
         """How many runs of its session go before a queued run (the running one too); None once it left the queue."""
@@ -401,24 +380,7 @@ class Delivery:
 
     def key(self, session_id: str) -> str:
         """A session's name in wait chains, unique across gateways."""
-        return f"{self.gateway_id}:{session_id}"
-
-    def record_refusal(
-        self, refusal: policy.Refusal, attempt: policy.Attempt, *, message: str, wait: float | None
-    ) -> Result:
-        """Every refusal is explicit: kept in the ledger once, and told to whoever sent."""
-        target = attempt.target.names[0] if attempt.kind == "send" else attempt.target.names[-1]
-        refusalstore.record(
-            self.db,
-            sender=attempt.sender.names[-1],
-            target=target,
-            code=refusal.code,
-            reason=refusal.reason,
-            message=message,
-            hops=attempt.hops,
-            wait=wait,
-        )
-        return refused(target, refusal.code, refusal.reason)
+        return self.admission.key(session_id)
 
 
 def terminal_event(row: RunRow) -> dict[str, Any]:

@@ -1,29 +1,26 @@
 """The agents' sends: the delivery service as a turn's agent sees it (the `Sender` the tools are given).
 
-A send from inside a turn is checked by the one policy with the facts of that turn (its hop, the chain
-of sessions waiting on it, the pair's count in this exchange), keyed on the turn's run, target, text and
-ordinal, and goes through the same queue (local) or `Outbound` (peers) as every other message.
+A send from inside a turn goes through the one admit path (`Delivery.admit`), which checks it with the
+facts of that turn (its hop, the chain of sessions waiting on it, the pair's count in this exchange) and
+keys it on the turn's run, target, text and ordinal; then through the same queue (local) or `Outbound`
+(peers) as every other message.
 """
 
 from __future__ import annotations
 
-import functools
-import time
 from typing import Any
 
 from ... import addresses, keys, policy
-from ...addresses import RemoteAddress
+from ...addresses import BOT_CHAT_TITLE, RemoteAddress
 from ...agent.tools.base import ToolContext
 from ...errors import NotFound, PeerError, PeerOutcomeUnknown, UsageError
 from ...outcome import Result, failed, unknown
-from ...store import exchanges
-from ...store import runs as runstore
 from ...store.db import Database
-from ...store.runs import NewRun, RunRow
-from ...store.sessions import BOT_CHAT_TITLE
+from ...store.runs import RunRow
 from ..queue.commits import commits
 from ..queue.queue import RunQueue
-from .delivery import MAX_WAIT_SECONDS, PAIR_WINDOW_SECONDS, Delivery, check_message
+from .admission import Admitted, Attempt
+from .delivery import MAX_WAIT_SECONDS, Delivery, check_message
 from .directory import Directory
 from .imports import Imports
 from .outbound import Outbound, SentFrom
@@ -60,55 +57,16 @@ class AgentSends:
             raise UsageError(f"{address!r} is a peer address: use send_to_peer", code="invalid_address")
         # A Bot Chat is made only once the send is allowed; a Hermes session id is imported on demand.
         profile_name, target = await self.imports.find(parsed)
-        target_profile = self.directory.profile(profile_name)
-        is_bot = target is None or target.title == BOT_CHAT_TITLE
-        target_id = target.id if target is not None else ""
-        waits = wait > 0
-        attempt = policy.Attempt(
-            kind="send",
-            sender=self._sender_party(ctx),
-            target=policy.Party(
-                policy.local_names(profile_name, target_id, bot_chat=is_bot),
-                key=self.delivery.key(target_id) if target is not None else "",
-                policy=target_profile.config.messaging,
-            ),
-            hops=ctx.hops + 1,
-            chain=(*ctx.chain, self.delivery.key(ctx.session_id)) if waits else (),
-            waits=waits,
-            pair_sent=runstore.pair_count(
-                self.db,
-                sender_profile=ctx.profile.name,
-                profile=profile_name,
-                origin=ctx.exchange,
-                since=time.time() - PAIR_WINDOW_SECONDS,
-            ),
+        admitted = self.delivery.admit(
+            Attempt(
+                kind="send", sender=ctx.address, text=message, session=target, profile=profile_name, wait=wait, turn=ctx
+            )
         )
-        refusal = policy.check(attempt)
-        if refusal is not None:
-            return self.delivery.record_refusal(refusal, attempt, message=message, wait=wait)
-        session = target if target is not None else self.directory.bot_chat(profile_name)
-        shown = attempt.target.shown
-        held = policy.held(attempt)
-        run, created = self.queue.submit(
-            NewRun(
-                sender=ctx.address,
-                profile=session.profile,
-                session_id=session.id,
-                message=message,
-                idempotency_key=keys.agent_send(ctx.run_id, shown, message, ctx.ordinal(shown, message)),
-                hops=attempt.hops,
-                chain=tuple(attempt.chain),
-                origin=ctx.exchange,
-                sender_profile=ctx.profile.name,
-                sender_session=ctx.session_id,
-                wait_seconds=wait,
-                wake=not waits,
-                held=held,
-                ttl_seconds=self.delivery.hold_expiry(session.profile) if held else None,
-            ),
-            admit=functools.partial(self.delivery.rates.admit, ctx.address),
-        )
-        if waits and not run.state.terminal:
+        if admitted.refusal is not None:
+            return admitted.refused
+        run, created = admitted.run, admitted.created
+        assert run is not None
+        if wait > 0 and not run.state.terminal:
             async with self.queue.waiting(ctx.profile.name):
                 run = await self.queue.wait(run.id, wait, known=run)
             if not run.state.terminal and not self.queue.ask_wake(run.id):
@@ -119,29 +77,25 @@ class AgentSends:
         """From the turn of `ctx` to an agent on another gateway (`peer[/profile]`), under the same rules."""
         check_message(message)
         wait = min(max(wait, 0.0), MAX_WAIT_SECONDS)
-        remote = addresses.parse_remote(target.removeprefix("peer:"))
+        remote = addresses.parse_peer(target)
         if remote.session_id is not None:
             raise UsageError(
                 f"{target!r}: send_to_peer takes peer or peer/profile (its Bot Chat)", code="invalid_address"
             )
         peer = self.outbound.peer(remote.peer)
-        to = f"peer:{peer.name}/{remote.profile}" if remote.profile else f"peer:{peer.name}"
-        names = [to] if remote.profile else [to, f"{to}/default"]
-        waits = wait > 0
-        attempt = policy.Attempt(
-            kind="send",
-            sender=self._sender_party(ctx),
-            target=policy.Party(names),
-            hops=ctx.hops + 1,
-            chain=(*ctx.chain, self.delivery.key(ctx.session_id)) if waits else (),
-            waits=waits,
-            pair_sent=self.outbound.sent_count(
-                ctx.profile.name, to, ctx.exchange, since=time.time() - PAIR_WINDOW_SECONDS
-            ),
+        admitted = await self._admitted(
+            Attempt(
+                kind="send",
+                sender=ctx.address,
+                text=message,
+                peer=RemoteAddress(peer.name, remote.profile),
+                wait=wait,
+                turn=ctx,
+            )
         )
-        refusal = policy.check(attempt) or self._peer_waits_on_us(ctx, peer.name, attempt)
-        if refusal is not None:
-            return await self._committed_refusal(refusal, attempt, message=message, wait=wait)
+        if admitted.refusal is not None:
+            return admitted.refused
+        to, facts = admitted.target, admitted.facts
         key = keys.for_peer(self.gateway_id, keys.agent_send(ctx.run_id, to, message, ctx.ordinal(to, message)))
         try:
             async with self.queue.waiting(ctx.profile.name):
@@ -156,8 +110,8 @@ class AgentSends:
                         profile=ctx.profile.name,
                         session_id=ctx.session_id,
                         exchange=ctx.exchange,
-                        hops=attempt.hops,
-                        chain=tuple(attempt.chain),
+                        hops=facts.hops,
+                        chain=tuple(facts.chain),
                     ),
                 )
         except PeerError as exc:  # unreachable, or our key refused: the model learns it; nothing was lost
@@ -181,30 +135,25 @@ class AgentSends:
         return self.delivery.result_of(await self.queue.stop(run_id))
 
     def targets(self, ctx: ToolContext, profile: str | None = None) -> list[dict[str, Any]]:
-        """The local sessions this profile may message (its allowlist), with titles and last activity."""
-        allow = ctx.profile.config.messaging.allow
+        """The local sessions this profile may message (`policy.targets`), with titles and last activity."""
         names = [profile] if profile else self.directory.profiles()
         found: list[dict[str, Any]] = []
-        sender = self._sender_party(ctx).names
+        sender = self.delivery.admission.turn_party(ctx)
         for name in names:
             self.directory.check_profile(name)
-            accept = self.directory.profile(name).config.messaging.accept
-            if accept is not None and not policy.matches(accept, sender):
-                continue  # its accept list would refuse this sender: not a target
-            sessions = self.directory.sessions(name, limit=50)
-            if policy.matches(allow, [name]) and not any(s.title == BOT_CHAT_TITLE for s in sessions):
-                found.append({"address": name, "title": BOT_CHAT_TITLE, "last_active": None, "bot_chat": True})
-            for s in sessions:
-                bot = s.title == BOT_CHAT_TITLE
-                if s.id != ctx.session_id and policy.matches(allow, policy.local_names(name, s.id, bot_chat=bot)):
-                    found.append(
-                        {
-                            "address": name if bot else f"{name}/{s.id}",
-                            "title": s.title,
-                            "last_active": s.updated_at,
-                            "bot_chat": bot,
-                        }
-                    )
+            rules = self.directory.profile(name).config.messaging
+            sessions = {s.id: s for s in self.directory.sessions(name, limit=50)}
+            listed = [(s.id, s.title == BOT_CHAT_TITLE) for s in sessions.values()]
+            for t in policy.targets(sender, name, rules, listed):
+                s = sessions.get(t.session_id or "")
+                found.append(
+                    {
+                        "address": t.address,
+                        "title": s.title if s is not None else BOT_CHAT_TITLE,
+                        "last_active": s.updated_at if s is not None else None,
+                        "bot_chat": t.bot_chat,
+                    }
+                )
         return found
 
     def _own(self, ctx: ToolContext, run_id: str) -> RunRow:
@@ -216,27 +165,7 @@ class AgentSends:
             raise NotFound(f"no message {run_id!r} sent by profile {ctx.profile.name!r}", code="not_found")
         return run
 
-    def _peer_waits_on_us(self, ctx: ToolContext, peer: str, attempt: policy.Attempt) -> policy.Refusal | None:
-        """A wait on `peer` while it waits on this turn (or on a turn waiting for this one) never ends: refused
-        from our own records (the runs it sent us synchronously), whatever chain it sent."""
-        if not attempt.waits:
-            return None
-        local = f"{self.gateway_id}:"
-        sessions = [ctx.session_id, *(e.removeprefix(local) for e in ctx.chain if e.startswith(local))]
-        if exchanges.waited_on_by(self.db, peer, sessions, now=time.time()) is None:
-            return None
-        return policy.Refusal("would_deadlock", f"peer:{peer} {policy.DEADLOCK_ADVICE}")
-
-    def _sender_party(self, ctx: ToolContext) -> policy.Party:
-        bot = self.directory.is_bot_chat(ctx.session_id)
-        return policy.Party(
-            policy.local_names(ctx.profile.name, ctx.session_id, bot_chat=bot),
-            key=self.delivery.key(ctx.session_id),
-            policy=ctx.profile.config.messaging,
-        )
-
     @commits
-    async def _committed_refusal(
-        self, refusal: policy.Refusal, attempt: policy.Attempt, *, message: str, wait: float | None
-    ) -> Result:
-        return self.delivery.record_refusal(refusal, attempt, message=message, wait=wait)
+    async def _admitted(self, attempt: Attempt) -> Admitted:
+        """A send to a peer admitted, its refusal (if any) committed before the dm, which is no part of it."""
+        return self.delivery.admit(attempt)

@@ -1,20 +1,19 @@
 """Wake on reply: the outcome of a message delivered into the session of the agent that stopped waiting.
 
 One path for every kind of end (a reply, a failure, an expiry, a cancellation, a peer's late answer):
-a run in the sender's session, keyed once per message, let through by the policy's reply rule (a
-reply to a message we sent is never subject to our own accept list).
+a run in the sender's session, keyed once per message, admitted like every message, where the policy's
+reply rule lets it through (a reply to a message we sent is never subject to our own accept list).
 """
 
 from __future__ import annotations
 
 import logging
 
-from ... import keys, policy
+from ... import keys
 from ...errors import BackchannelError
 from ...framing import reply_heading
-from ...store.runs import NewRun, RunRow, RunState
-from ..queue.queue import RunQueue
-from .directory import Directory
+from ...store.runs import RunRow, RunState
+from .admission import Admission, Attempt
 
 log = logging.getLogger("backchannel.wakes")
 MAX_ERROR_CHARS = 2000  # of a failure's reason in a wake-up (a deny's reason, a peer's error): what an agent reads
@@ -23,9 +22,8 @@ MAX_ERROR_CHARS = 2000  # of a failure's reason in a wake-up (a deny's reason, a
 class Wakes:
     """Delivers outcomes into the sessions of senders that stopped waiting."""
 
-    def __init__(self, queue: RunQueue, directory: Directory) -> None:
-        self.queue = queue
-        self.directory = directory
+    def __init__(self, admission: Admission) -> None:
+        self.admission = admission
 
     def of_run(self, run: RunRow) -> bool:
         """A local run ended after its sender stopped waiting: False when its wake could not be queued now."""
@@ -52,24 +50,11 @@ class Wakes:
 
         Past the session's queue cap: the sender asked for this answer, and there is one per message."""
         try:
-            session = self.directory.session(session_id)
-            refusal = policy.check(
-                policy.Attempt(kind="reply", sender=policy.Party([sender]), target=policy.Party([session.profile]))
+            session = self.admission.directory.session(session_id)
+            admitted = self.admission.admit(
+                Attempt(kind="reply", sender=sender, text=text, session=session, key=key, hops=hops, exchange=exchange)
             )
-            assert refusal is None  # the reply rule: an answer is never refused
-            run, _created = self.queue.submit(
-                NewRun(
-                    sender=sender,
-                    profile=session.profile,
-                    session_id=session.id,
-                    message=text,
-                    idempotency_key=key,
-                    hops=hops,
-                    origin=exchange,
-                ),
-                capped=False,
-            )
-            return run
+            return admitted.run
         except BackchannelError as exc:
             log.warning("reply %s not yet delivered to session %s: %s", key, session_id, exc.message)
             return None

@@ -3,6 +3,9 @@
 Finished runs keep their buffer for a while (the last RETAIN_RUNS of them, RETAIN_SECONDS at most),
 so a stream opened just after a quick run still sees all its events; later, the stream gets the
 run's closing event from the store. Memory stays bounded whatever the rate of runs.
+
+The typed progress of one run (`Progress`) is what a watcher of it reads (`Delivery.watch`): behind how
+many runs it waits, its start, its text and tool steps as they come, a hold, the end of the wait, its end.
 """
 
 from __future__ import annotations
@@ -14,9 +17,66 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...outcome import Result
+
 TERMINAL_EVENTS = frozenset({"run.completed", "run.failed", "run.cancelled", "run.expired", "run.denied"})
 RETAIN_RUNS = 1024
 RETAIN_SECONDS = 300.0
+
+
+@dataclass(frozen=True)
+class Queued:
+    """The run waits in its session's queue behind `ahead` runs (the running one too); again when that changes."""
+
+    ahead: int
+
+
+@dataclass(frozen=True)
+class Held:
+    """The run waits for the person's approval (a hold rule)."""
+
+
+@dataclass(frozen=True)
+class Started:
+    """The run's turn began."""
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Text of the reply as the engine writes it."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Step:
+    """A tool step of the turn: `event` is `tool.started` or `tool.completed`."""
+
+    event: str
+    tool: str
+    preview: Any = None
+    error: Any = None
+
+
+@dataclass(frozen=True)
+class WaitOver:
+    """The watcher's wait ran out with the run not ended: `result` is its outcome so far."""
+
+    result: Result
+
+
+@dataclass(frozen=True)
+class Ended:
+    """The run's end: its state, reply, error and code as its closing event says, and its outcome."""
+
+    state: str
+    output: str | None
+    error: str | None
+    code: str | None
+    result: Result
+
+
+Progress = Queued | Held | Started | Chunk | Step | WaitOver | Ended
 
 
 @dataclass
