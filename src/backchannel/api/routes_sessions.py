@@ -12,9 +12,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ..core.delivery.delivery import Incoming
+from ..core.views import BOT_CHAT_TITLE
 from ..errors import DeliveryError, Forbidden, KeyRevoked, Refused
 from ..outcome import Outcome
-from ..store.sessions import BOT_CHAT_TITLE
 from . import shapes
 from .context import Context, caller, context, incoming
 from .http import DeliveryHeaders, int_param, json_body, optional_str, profile_of, text_field
