@@ -156,9 +156,7 @@ class SessionView:
         }
 
 
-def session_view(row: SessionRow | SessionView) -> SessionView:
-    if isinstance(row, SessionView):
-        return row
+def session_view(row: SessionRow) -> SessionView:
     return SessionView(
         id=row.id,
         profile=row.profile,
