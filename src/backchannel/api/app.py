@@ -217,5 +217,5 @@ def create_app(ctx: Context, *, lifespan: Callable[[Starlette], Any] | None = No
         lifespan=both,
     )
     app.state.backchannel = ctx
-    app.state.web_auth = web.make_auth(ctx.gateway.root, ctx.api_key, ctx.gateway.logouts)
+    app.state.web_auth = web.make_auth(ctx.gateway.root, ctx.api_key, ctx.gateway.revocations)
     return app

@@ -9,12 +9,12 @@ from starlette.requests import Request
 
 from ..core.access import Caller
 from ..core.delivery.delivery import Delivery, Incoming
-from ..core.delivery.directory import Directory
 from ..core.gateway import Gateway
+from ..core.sessions import Sessions
+from ..core.views import SessionView
 from ..errors import UsageError
 from ..home.config import GatewayConfig
 from ..keys import check_external
-from ..store.sessions import SessionRow
 from .http import DeliveryHeaders, delivery_headers, sender_of
 from .stopping import StopRequest
 
@@ -32,8 +32,8 @@ class Context:
         return self.gateway.delivery
 
     @property
-    def directory(self) -> Directory:
-        return self.gateway.directory
+    def directory(self) -> Sessions:
+        return self.gateway.sessions
 
     @property
     def settings(self) -> GatewayConfig:
@@ -52,7 +52,7 @@ def caller(request: Request) -> Caller:
 
 
 def incoming(
-    request: Request, ctx: Context, session: SessionRow, body: dict[str, Any], message: str | None
+    request: Request, ctx: Context, session: SessionView, body: dict[str, Any], message: str | None
 ) -> tuple[Incoming, DeliveryHeaders]:
     """A request's message as the delivery service takes it: key, sender, hops and chain from its headers."""
     headers = delivery_headers(request)

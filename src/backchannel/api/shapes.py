@@ -7,13 +7,12 @@ import uuid
 from typing import Any
 
 from ..core.delivery.delivery import Delivered
+from ..core.views import RunState, RunView, SessionView
 from ..errors import BackchannelError
 from ..outcome import Outcome, detail
-from ..store.runs import RunRow, RunState
-from ..store.sessions import SessionRow
 
 
-def session(row: SessionRow) -> dict[str, Any]:
+def session(row: SessionView) -> dict[str, Any]:
     return {
         "id": row.id,
         "profile": row.profile,
@@ -28,7 +27,7 @@ def session(row: SessionRow) -> dict[str, Any]:
     }
 
 
-def run(row: RunRow, queue_position: int | None) -> dict[str, Any]:
+def run(row: RunView, queue_position: int | None) -> dict[str, Any]:
     body: dict[str, Any] = {
         "object": "hermes.run",
         "run_id": row.id,
@@ -76,7 +75,7 @@ def queued(d: Delivered) -> dict[str, Any]:
     }
 
 
-def _status_detail(run: RunRow, ahead: int | None) -> str | None:
+def _status_detail(run: RunView, ahead: int | None) -> str | None:
     """Why a pending message waits: behind other runs of its session, for a turn slot, its own turn, the person."""
     if run.state is RunState.RUNNING:
         return "running: the message's own turn is under way; delivery pending"

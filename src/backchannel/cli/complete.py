@@ -1,7 +1,7 @@
 """Shell completion: what Tab offers for profiles, peers, sessions, addresses and runs.
 
 A completer runs on every Tab press, so it only reads: the profile folders, the peers of config.yaml and
-state.db opened read-only (store.peek); it never initialises a home, starts a gateway or writes a file.
+state.db opened read-only (core.lookups); it never initialises a home, starts a gateway or writes a file.
 A home it cannot read completes nothing: an error here would print a traceback into the person's shell.
 """
 
@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterable
 import click
 from click.shell_completion import CompletionItem
 
+from ..core import lookups
 from ..home import config, profiles
-from ..store import peek
 
 Completer = Callable[[click.Context, click.Parameter, str], list[CompletionItem]]
 
@@ -39,11 +39,11 @@ def _peer_names(incomplete: str = "") -> list[str]:
 
 
 def _session_ids(incomplete: str) -> list[str]:
-    return peek.session_ids(config.db_path(config.home()), prefix=incomplete)
+    return lookups.session_ids(config.home(), prefix=incomplete)
 
 
 def _run_ids(incomplete: str) -> list[str]:
-    return peek.run_ids(config.db_path(config.home()), prefix=incomplete)
+    return lookups.run_ids(config.home(), prefix=incomplete)
 
 
 def _addresses(incomplete: str) -> list[str]:
@@ -52,8 +52,7 @@ def _addresses(incomplete: str) -> list[str]:
         return [f"peer:{name}" for name in _peer_names()]
     if "/" in incomplete:
         name, _, rest = incomplete.partition("/")
-        db = config.db_path(config.home())
-        return [f"{name}/{sid}" for sid in peek.session_ids(db, prefix=rest, profile=name)]
+        return [f"{name}/{sid}" for sid in lookups.session_ids(config.home(), prefix=rest, profile=name)]
     names = _profile_names()
     found = [*names, *(f"{n}/" for n in names), *(f"peer:{name}" for name in _peer_names())]
     if incomplete[:1].isdigit():  # a bare session id
@@ -65,8 +64,7 @@ def _sessions(incomplete: str) -> list[str]:
     """A session in any local form: a session id, a profile (its Bot Chat), or `profile/` then its sessions."""
     if "/" in incomplete:
         name, _, rest = incomplete.partition("/")
-        db = config.db_path(config.home())
-        return [f"{name}/{sid}" for sid in peek.session_ids(db, prefix=rest, profile=name)]
+        return [f"{name}/{sid}" for sid in lookups.session_ids(config.home(), prefix=rest, profile=name)]
     return [*_profile_names(), *_session_ids(incomplete)]
 
 

@@ -16,10 +16,10 @@ import click
 from .. import addresses
 from ..addresses import RemoteAddress
 from ..core.gateway import Gateway
+from ..core.views import LedgerEntry
 from ..home import config
 from ..outcome import Outcome
-from ..store.ledger import Entry
-from ..store.runs import RunState
+from ..states import RunState
 from . import complete
 from .connect import home_gateway
 from .output import emit, examples, note, table, when
@@ -142,7 +142,7 @@ class Reader:
     def filtered(self) -> bool:
         return bool(self.a or self.states or self.outcomes)
 
-    def __call__(self, *, limit: int, since: float | None) -> list[Entry]:
+    def __call__(self, *, limit: int, since: float | None) -> list[LedgerEntry]:
         scan = OUTCOME_SCAN if self.outcomes else limit
         rows = self.gateway.delivery.ledger(self.a, self.b, limit=scan, since=since, states=self.states)
         if self.outcomes:
@@ -150,12 +150,12 @@ class Reader:
         return rows[:limit]
 
 
-def _follow(read: Reader, first: list[Entry], *, as_json: bool, wide: bool) -> None:
+def _follow(read: Reader, first: list[LedgerEntry], *, as_json: bool, wide: bool) -> None:
     """Print `first`, then every entry that is new or whose state changed, until Ctrl-C (which ends it: exit 0)."""
     seen: dict[tuple[object, ...], str] = {}
     mark = time.time()
 
-    def show(rows: list[Entry]) -> None:
+    def show(rows: list[LedgerEntry]) -> None:
         nonlocal mark
         for r in rows:
             if seen.get(r.identity) == r.state:
@@ -175,11 +175,11 @@ def _follow(read: Reader, first: list[Entry], *, as_json: bool, wide: bool) -> N
         return
 
 
-def _outcome_of(r: Entry) -> str:
+def _outcome_of(r: LedgerEntry) -> str:
     return r.outcome.value + (f" ({r.detail})" if r.detail else "")
 
 
-def _line_of(r: Entry, *, wide: bool) -> str:
+def _line_of(r: LedgerEntry, *, wide: bool) -> str:
     said = _text(r.message, wide=wide)
     answer = _text(r.reply or r.reason or "", wide=wide)
     return f"{when(r.at)}  {r.sender} → {r.target}  {_outcome_of(r)}  hop {r.hops}  {said}" + (
@@ -187,7 +187,7 @@ def _line_of(r: Entry, *, wide: bool) -> str:
     )
 
 
-def _table(rows: list[Entry], *, wide: bool, filtered: Reader) -> None:
+def _table(rows: list[LedgerEntry], *, wide: bool, filtered: Reader) -> None:
     table(
         [
             [

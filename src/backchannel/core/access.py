@@ -24,8 +24,7 @@ from ..home.profiles import DEFAULT_PROFILE
 from ..store import peer_keys
 from ..store.db import Database
 from ..store.peer_keys import PeerKey
-from ..store.runs import RunRow
-from ..store.sessions import BOT_CHAT_TITLE, SessionRow
+from .views import RunView, SessionView
 
 PROFILE_PATTERN_RE = re.compile(r"[a-z0-9_*?\[\]-]{1,64}")
 KEY_PREFIX = "bcpk_"
@@ -89,14 +88,14 @@ class Caller:
                 f"(`backchannel key create NAME --read` gives one)"
             )
 
-    def require_bot_chat(self, session: SessionRow, *, reading: bool = False) -> SessionRow:
+    def require_bot_chat(self, session: SessionView, *, reading: bool = False) -> SessionView:
         """A peer's key reaches its profiles' Bot Chats; any other session only to read, with `--read`."""
         self.require_profile(session.profile)
-        if self.is_person or session.title == BOT_CHAT_TITLE or (reading and self.read):
+        if self.is_person or session.is_bot_chat or (reading and self.read):
             return session
         raise Forbidden(f"{self.shown} reaches only the Bot Chat of {session.profile!r}, not session {session.id!r}")
 
-    def require_run(self, run: RunRow, *, stopping: bool = False) -> RunRow:
+    def require_run(self, run: RunView, *, stopping: bool = False) -> RunView:
         """A peer's key reads and stops the runs it sent; with `--read` it reads the others too."""
         self.require_profile(run.profile)
         if self.sent(run.sender) or (self.read and not stopping):

@@ -40,20 +40,21 @@ from .delivery.outbound import Outbound
 from .delivery.sends import AgentSends
 from .delivery.wakes import Wakes
 from .hosted import HostedTools
-from .logouts import WebLogouts
 from .pushes import Pushes, PushEvents
 from .queue import background
 from .queue.events import EventHub
 from .queue.pauses import Pauses
 from .queue.queue import OnState, RunQueue
 from .queue.workers import Workers
+from .revocations import Revocations
+from .sessions import Sessions
 from .turns import Turns
 
 log = logging.getLogger("backchannel.gateway")
 
 
 class Gateway:
-    """One home, assembled: `directory` and `delivery` are what transports use; the rest runs beneath."""
+    """One home, assembled: `sessions` and `delivery` are what transports use; the rest runs beneath."""
 
     def __init__(
         self,
@@ -90,6 +91,7 @@ class Gateway:
             scope=scope,
         )
         self.directory = Directory(root, self.db)
+        self.sessions = Sessions(self.directory)  # what the surfaces look sessions up in: views, not rows
         self.access = Access(self.db, profiles=self.directory.profiles)
         self.admission = Admission(
             db=self.db, queue=self.queue, directory=self.directory, settings=self.settings, gateway_id=self.gateway_id
@@ -110,7 +112,7 @@ class Gateway:
             admission=self.admission,
         )
         self.holds = Holds(self.db, self.queue, self.directory, self.wakes)
-        self.logouts = WebLogouts(self.db)
+        self.revocations = Revocations(self.db)
         self.engines = EngineCache(root, engine_factory)
         self.imports = Imports(self.db, self.directory, self.engines.secret)
         self.sends = AgentSends(

@@ -24,6 +24,7 @@ from .delivery.imports import Imports
 from .delivery.mentions import Mentions
 from .queue.commits import commits
 from .turns import Turns
+from .views import SessionView, session_view
 
 HOSTED_TOOLS = ("send_to_session", "send_to_peer", "check_message", "cancel_message", "list_sessions")
 
@@ -33,7 +34,7 @@ class HostedCall:
     """A tool's result (JSON text, as a model reads it), the session it acted as and the run it came from."""
 
     tool: str
-    session: SessionRow
+    session: SessionView
     run_id: str | None
     result: str
     ok: bool
@@ -69,17 +70,17 @@ class HostedTools:
             raise NotFound(f"no tool {tool!r} here; these are: {', '.join(HOSTED_TOOLS)}", code="unknown_tool")
         session, ctx, run_id = self._context(profile_name, session_id)
         result, ok = await call_tool(self.tools, tool, arguments, ctx)
-        return HostedCall(tool, session, run_id, result, ok)
+        return HostedCall(tool, session_view(session), run_id, result, ok)
 
     @commits
     async def mentions(
         self, profile_name: str, session_id: str, text: str, *, wait: float
-    ) -> tuple[SessionRow, str, int]:
+    ) -> tuple[SessionView, str, int]:
         """A person's `text` typed in session `session_id` (a Hermes platform chat) with its `@session:` and
         `@peer:` mentions answered as from that session, as Backchannel's own mentions are; how many it had."""
         session, ctx, _ = self._context(profile_name, session_id)
         rewritten, count = await self.mentions_of.answer(ctx, text, wait=wait)
-        return session, rewritten, count
+        return session_view(session), rewritten, count
 
     def _context(self, profile_name: str, session_id: str) -> tuple[SessionRow, ToolContext, str | None]:
         profile = self.directory.profile(self.directory.check_profile(profile_name))

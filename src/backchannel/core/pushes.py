@@ -33,9 +33,10 @@ from ..net.webhook import Answer, Webhooks
 from ..store import push as pushstore
 from ..store import runs as runstore
 from ..store.db import Database
-from ..store.push import Event, Owed, PushConfigRow, Receiver
+from ..store.push import Event, Owed
 from ..store.runs import RunRow, RunState
 from .queue.commits import commits
+from .views import PushConfig, Receiver, RunView, push_config, receiver_row, run_view
 
 log = logging.getLogger("backchannel.push")
 
@@ -59,7 +60,7 @@ class PushEvents(Protocol):
     """What a receiver is told of a run as it is now: (event key, body) pairs, the key unique per task, in the
     shape of the protocol `version` its config was made in."""
 
-    def events(self, run: RunRow, *, version: str, max_bytes: int) -> list[tuple[str, bytes]]: ...
+    def events(self, run: RunView, *, version: str, max_bytes: int) -> list[tuple[str, bytes]]: ...
 
 
 def check_receiver(receiver: Receiver) -> Receiver:
@@ -145,14 +146,14 @@ class Pushes:
     @commits
     async def watch(
         self,
-        run: RunRow,
+        run: RunView,
         *,
         owner: str,
         config_id: str,
         receiver: Receiver,
         version: str = "1.0",
         checked: bool = False,
-    ) -> PushConfigRow:
+    ) -> PushConfig:
         """Tell `receiver` of `run`'s changes from now on (its state as it is now first) under `config_id`, in
         the shape of protocol `version` (`checked`: the receiver passed `check` a moment ago)."""
         if not checked:
@@ -163,7 +164,7 @@ class Pushes:
             config_id=check_config_id(config_id),
             owner=owner,
             profile=run.profile,
-            receiver=receiver,
+            receiver=receiver_row(receiver),
             version=version,
             max_per_task=self.settings.max_configs_per_task,
             max_per_owner=self.settings.max_configs_per_caller,
@@ -171,10 +172,10 @@ class Pushes:
         if self._watched is not None and not saved.done:
             self._watched.add(run.id)
         self._wake.set()
-        return saved
+        return push_config(saved)
 
-    def configs(self, task_id: str, *, owner: str) -> list[PushConfigRow]:
-        return pushstore.configs(self.db, task_id, owner)
+    def configs(self, task_id: str, *, owner: str) -> list[PushConfig]:
+        return [push_config(row) for row in pushstore.configs(self.db, task_id, owner)]
 
     @commits
     async def forget(self, task_id: str, config_id: str, *, owner: str) -> None:
@@ -235,12 +236,12 @@ class Pushes:
     async def _catch_up(self) -> None:
         """Queue, for every config behind its run, the notifications of the run's state as it is now."""
         assert self._events is not None and self._watched is not None
-        runs: dict[str, RunRow] = {}
+        runs: dict[str, RunView] = {}
         rendered: dict[tuple[str, str], list[tuple[str, bytes]]] = {}
         for config in pushstore.behind(self.db):
             run = runs.get(config.task_id)
             if run is None:
-                run = runs[config.task_id] = runstore.get(self.db, config.task_id)
+                run = runs[config.task_id] = run_view(runstore.get(self.db, config.task_id))
             shape = (run.id, config.version)
             if shape not in rendered:
                 rendered[shape] = self._events.events(
@@ -351,7 +352,7 @@ def _refusal(answer: Answer) -> str:
     return f"HTTP {answer.status}{said}"
 
 
-def notification_id(config: PushConfigRow, key: str) -> str:
+def notification_id(config: pushstore.PushConfigRow, key: str) -> str:
     """The id a receiver deduplicates on: the same for every attempt at one notification, across restarts."""
     seed = f"{config.task_id}\0{config.config_id}\0{config.created_at!r}\0{key}".encode()
     return "pn_" + hashlib.sha256(seed).hexdigest()[:32]

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
-from ..outcome import Outcome, of_state
 from .db import Database
 
 
 @dataclass(frozen=True)
 class Entry:
+    """One line of the ledger as recorded; the surfaces see it as `core.views.LedgerEntry`."""
+
     at: float
     sender: str
     target: str
@@ -23,34 +24,6 @@ class Entry:
     reason: str | None
     origin: str | None = None  # the run of the person's message this exchange descends from
     kind: str = "run"  # run (a run here), refusal (refused here, nothing recorded) or peer (a message to a peer)
-
-    def to_dict(self) -> dict[str, Any]:
-        """`state` as stored (a run state, a peer message's record state, or `refused:<code>`), beside `outcome`,
-        the word every surface uses for what became of the message."""
-        return {**asdict(self), "outcome": self.outcome.value}
-
-    @property
-    def outcome(self) -> Outcome:
-        return Outcome.REFUSED if self.state.startswith("refused:") else of_state(self.state)
-
-    @property
-    def refusal_code(self) -> str | None:
-        return self.state.partition(":")[2] if self.state.startswith("refused:") else None
-
-    @property
-    def identity(self) -> tuple[object, ...]:
-        """What stays the same while the entry's state changes (a run's id; for the rest, when, who and whom)."""
-        if self.kind == "run" and self.run_id:
-            return (self.kind, self.run_id)
-        return (self.kind, self.at, self.sender, self.target)
-
-    @property
-    def detail(self) -> str | None:
-        """What the outcome word leaves out: a refusal's code, or a state that is not the plain one for its outcome
-        (`cancelled` of a failed run, `running` of a receipt); None for a run that simply completed."""
-        if self.refusal_code is not None:
-            return self.refusal_code
-        return None if self.state in ("completed", self.outcome.value) else self.state
 
 
 def _match(column: str) -> str:

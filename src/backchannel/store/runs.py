@@ -10,32 +10,17 @@ import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
 from .. import keys
 from ..errors import Conflict, LimitReached, NotFound
 from ..ids import new_run_id
 from ..messages import Attachment, Message
+from ..states import RunState as RunState  # the store records the states; it re-exports them for its callers
 from .db import Database
 from .sessions import append_messages
 
 QUEUE_FULL_RETRY_SECONDS = 2.0
-
-
-class RunState(StrEnum):
-    HELD = "held"  # waiting for the target's person to approve (a hold rule); then queued, or denied/expired
-    QUEUED = "queued"
-    RUNNING = "running"
-    COMPLETED = "completed"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-    EXPIRED = "expired"
-    DENIED = "denied"  # a held message the person refused
-
-    @property
-    def terminal(self) -> bool:
-        return self not in (RunState.HELD, RunState.QUEUED, RunState.RUNNING)
 
 
 @dataclass(frozen=True)

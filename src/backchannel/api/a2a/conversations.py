@@ -19,10 +19,9 @@ from a2a.utils.errors import InvalidParamsError, UnsupportedOperationError
 
 from ...core.access import Caller
 from ...core.delivery.delivery import NewContext
-from ...core.delivery.directory import Directory
+from ...core.sessions import Sessions
+from ...core.views import RunView, SessionView
 from ...errors import NotFound
-from ...store.runs import RunRow
-from ...store.sessions import SessionRow
 from .tasks import STATES
 
 MAX_CONTEXT_ID_CHARS = 255
@@ -33,12 +32,12 @@ class Conversation:
     """The session a message goes to, what the caller calls it (`context_id`), and, for a new one, the binding
     the delivery service writes once the message is accepted."""
 
-    session: SessionRow
+    session: SessionView
     context_id: str
     new: NewContext | None = None
 
 
-async def conversation(directory: Directory, who: Caller, caller: str, profile: str, context_id: str) -> Conversation:
+async def conversation(directory: Sessions, who: Caller, caller: str, profile: str, context_id: str) -> Conversation:
     """Where a message of `who` (known in bindings as `caller`) with `context_id` goes in `profile`."""
     if not context_id:
         session = await directory.open_bot_chat(profile)
@@ -54,12 +53,12 @@ async def conversation(directory: Directory, who: Caller, caller: str, profile: 
     return Conversation(who.require_bot_chat(session), context_id)
 
 
-def context_of(directory: Directory, caller: str, run: RunRow) -> str:
+def context_of(directory: Sessions, caller: str, run: RunView) -> str:
     """The contextId `caller` knows a run's session by: its own, or the session's id."""
     return directory.context_ids(caller, [run.session_id]).get(run.session_id, run.session_id)
 
 
-def refuse_follow_up(message: Message, run: RunRow, context_id: str) -> None:
+def refuse_follow_up(message: Message, run: RunView, context_id: str) -> None:
     """A message that names the caller's task `run` (known by `context_id`): always refused, saying why."""
     if message.context_id and message.context_id != context_id:
         raise InvalidParamsError(

@@ -43,10 +43,10 @@ from google.protobuf.json_format import MessageToDict
 from ... import a2a_extension, keys
 from ...core.access import Caller
 from ...core.delivery.delivery import Incoming
+from ...core.views import RunState, RunView
 from ...errors import BackchannelError, KeyRevoked, NotFound, Refused
 from ...framing import is_human
 from ...home.redact import redact
-from ...store.runs import RunRow, RunState
 from ..context import Context
 from . import inbound
 from .conversations import context_of, conversation, refuse_follow_up
@@ -263,13 +263,13 @@ class RunsHandler(RequestHandler):
             self._fail(exc)
         return task_of(delivered.run, context_id=joined.context_id, files=read.files)
 
-    def _task(self, run: RunRow, context: ServerCallContext) -> Task:
+    def _task(self, run: RunView, context: ServerCallContext) -> Task:
         """The caller's run as a task: under the contextId the caller knows its session by, with its files."""
         who, _profile = _scope(context)
         files = self.ctx.delivery.files([run.id]).get(run.id, ())
         return task_of(run, context_id=context_of(self.ctx.directory, _holder(who), run), files=files)
 
-    def _own_run(self, task_id: str, context: ServerCallContext) -> RunRow:
+    def _own_run(self, task_id: str, context: ServerCallContext) -> RunView:
         """The caller's run `task_id` in the path's profile; anyone else's is not found."""
         who, profile = _scope(context)
         try:

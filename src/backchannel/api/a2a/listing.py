@@ -16,8 +16,8 @@ from a2a.utils.errors import InvalidParamsError
 from a2a.utils.task import apply_history_length, validate_history_length, validate_page_size
 
 from ...core.delivery.delivery import Delivery
-from ...core.delivery.directory import Directory
-from ...store.runs import RunRow, RunState, TaskQuery
+from ...core.sessions import Sessions
+from ...core.views import RunState, RunView, TaskQuery
 from .tasks import STATES, task_of
 
 DEFAULT_PAGE_SIZE = 50
@@ -25,7 +25,7 @@ DEFAULT_PAGE_SIZE = 50
 
 def list_tasks(
     delivery: Delivery,
-    directory: Directory,
+    directory: Sessions,
     params: ListTasksRequest,
     *,
     profile: str,
@@ -68,7 +68,7 @@ def list_tasks(
     return response
 
 
-def _session_of(directory: Directory, caller: str, profile: str, context_id: str) -> str | None:
+def _session_of(directory: Sessions, caller: str, profile: str, context_id: str) -> str | None:
     """The session a contextId filter names: the conversation the caller started under it, else a session id."""
     if not context_id:
         return None
@@ -89,7 +89,7 @@ def _states(status: TaskState) -> tuple[RunState, ...] | None:
     return tuple(run_state for run_state, task_state in STATES.items() if task_state == status) or None
 
 
-def encode_token(last: RunRow) -> str:
+def encode_token(last: RunView) -> str:
     """Where the next page starts: after the last task of this one (its update time, then its order)."""
     return base64.urlsafe_b64encode(f"{last.updated_at!r}|{last.seq}".encode()).decode().rstrip("=")
 

@@ -25,11 +25,10 @@ from a2a.utils.constants import VERSION_HEADER
 from a2a.utils.errors import InvalidParamsError, TaskNotFoundError
 
 from ...core.pushes import Pushes, check_config_id
+from ...core.views import PushConfig, Receiver, RunView
 from ...errors import UsageError
-from ...store.push import PushConfigRow, Receiver
-from ...store.runs import RunRow
 
-OwnRun = Callable[[str, ServerCallContext], RunRow]  # the caller's run of that id, else TaskNotFoundError
+OwnRun = Callable[[str, ServerCallContext], RunView]  # the caller's run of that id, else TaskNotFoundError
 Owner = Callable[[ServerCallContext], str]  # who the caller is, as the owner of configs
 
 
@@ -110,7 +109,7 @@ class PushConfigs:
         run = self._run(params.task_id, context)
         await self.pushes.forget(run.id, params.id or run.id, owner=self._owner(context))
 
-    def _run(self, task_id: str, context: ServerCallContext) -> RunRow:
+    def _run(self, task_id: str, context: ServerCallContext) -> RunView:
         if not task_id:
             raise UsageError("the push notification config names no task (taskId)", code="invalid_push_config")
         return self._own_run(task_id, context)
@@ -128,7 +127,7 @@ def receiver_of(config: TaskPushNotificationConfig) -> Receiver:
     return Receiver(url=config.url, token=config.token, auth_scheme=auth.scheme, auth_credentials=auth.credentials)
 
 
-def config_of(row: PushConfigRow) -> TaskPushNotificationConfig:
+def config_of(row: PushConfig) -> TaskPushNotificationConfig:
     """A stored config as the caller gave it (its token and credentials too: the config is theirs alone)."""
     receiver = row.receiver
     config = TaskPushNotificationConfig(id=row.config_id, task_id=row.task_id, url=receiver.url, token=receiver.token)

@@ -19,7 +19,7 @@ from a2a.types import Artifact, Part, TaskArtifactUpdateEvent, TaskState, TaskSt
 
 from ...core.delivery.delivery import Delivery
 from ...core.queue.events import TERMINAL_EVENTS
-from ...store.runs import RunRow, RunState
+from ...core.views import RunState, RunView
 from .tasks import STATES, reply_artifact_id, reply_parts, task_of
 
 # How often a quiet stream looks at the store (a held message approved, a run ended elsewhere).
@@ -27,7 +27,7 @@ LOOK_SECONDS = 1.0
 
 
 async def updates(
-    delivery: Delivery, run: RunRow, *, context_id: str, look: float = LOOK_SECONDS
+    delivery: Delivery, run: RunView, *, context_id: str, look: float = LOOK_SECONDS
 ) -> AsyncIterator[Event]:
     """What follows the Task `task_of(run)` in a stream, until the run is terminal (`context_id`: the task's)."""
     shown = _shown(run)
@@ -57,18 +57,18 @@ async def updates(
                 yield _status(current, context_id)
 
 
-def _shown(run: RunRow) -> tuple[TaskState, bool]:
+def _shown(run: RunView) -> tuple[TaskState, bool]:
     """What a stream has told of a run's state: its task state, and whether it waits for the person."""
     return STATES[run.state], run.state is RunState.HELD
 
 
-def _status(run: RunRow, context_id: str) -> TaskStatusUpdateEvent:
+def _status(run: RunView, context_id: str) -> TaskStatusUpdateEvent:
     status = TaskStatus()
     status.CopyFrom(task_of(run, context_id=context_id).status)
     return TaskStatusUpdateEvent(task_id=run.id, context_id=context_id, status=status)
 
 
-def _end(run: RunRow, context_id: str, streamed: str, *, chunked: bool) -> list[Event]:
+def _end(run: RunView, context_id: str, streamed: str, *, chunked: bool) -> list[Event]:
     """The run's end as the store has it: the last chunk of its reply (what was not streamed yet) or its other
     artifacts (a partial output), then its status."""
     task = task_of(run, context_id=context_id)

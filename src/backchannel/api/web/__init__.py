@@ -12,18 +12,19 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from ...core.logouts import WebLogouts
+from ...core.revocations import Revocations
 from . import actions, live, pages
 from .auth import WebAuth, WebSession, load_secret
 from .guard import is_web, logged_in, web_auth
+from .logouts import WebLogouts
 from .render import page
 from .static import PUBLIC, static_file
 
 __all__ = ["error_page", "is_web", "make_auth", "routes"]
 
 
-def make_auth(root: Path, api_key: str, logouts: WebLogouts) -> WebAuth:
-    return WebAuth(secret=load_secret(root), api_key=api_key, logouts=logouts)
+def make_auth(root: Path, api_key: str, revocations: Revocations) -> WebAuth:
+    return WebAuth(secret=load_secret(root), api_key=api_key, logouts=WebLogouts(revocations))
 
 
 async def _asset(request: Request, session: WebSession) -> Response:

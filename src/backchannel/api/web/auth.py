@@ -26,10 +26,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ...core.delivery.rates import SenderRates
-from ...core.logouts import WebLogouts
 from ...errors import AuthError, LimitReached, Refused
 from ...home import config
 from ...home.files import read_text
+from .logouts import WebLogouts
 
 COOKIE = "backchannel_session"
 BROWSER_COOKIE = "backchannel_browser"  # set when the right key logs in: this browser did so before

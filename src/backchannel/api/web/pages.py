@@ -9,9 +9,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ... import __version__
+from ...core.views import RunState
 from ...errors import UsageError
 from ...outcome import Outcome
-from ...store.runs import RunState
 from ..context import context
 from .auth import WebSession
 from .render import page

@@ -7,12 +7,11 @@ import json
 from dataclasses import dataclass, field
 
 from ...core.delivery.delivery import Delivered, Delivery
+from ...core.views import LedgerEntry, RunState
 from ...errors import NotFound
 from ...framing import is_human, unframe
 from ...messages import Message
 from ...outcome import Outcome
-from ...store.ledger import Entry
-from ...store.runs import RunState
 
 LEDGER_OUTCOMES = (Outcome.DELIVERED, Outcome.RECEIPT, Outcome.HELD, Outcome.REFUSED, Outcome.FAILED)
 WITHIN = {"1h": 3600.0, "24h": 86400.0, "7d": 7 * 86400.0}
@@ -100,7 +99,7 @@ def active_runs(delivery: Delivery) -> tuple[list[Delivered], list[Delivered]]:
 
 def ledger_rows(
     delivery: Delivery, addresses: list[str], outcome: Outcome | None, since: float | None
-) -> tuple[list[Entry], bool]:
+) -> tuple[list[LedgerEntry], bool]:
     """The ledger as filtered; True when more rows matched than are shown."""
     rows = delivery.ledger(*addresses, limit=LEDGER_SCAN if outcome else LEDGER_ROWS + 1, since=since)
     if outcome is not None:

@@ -27,8 +27,8 @@ from ...store import refusals as refusalstore
 from ...store import runs as runstore
 from ...store.db import Database
 from ...store.runs import NewRun, RunRow
-from ...store.sessions import SessionRow
 from ..queue.queue import RunQueue
+from ..views import SessionRef
 from .directory import Directory
 from .rates import SenderRates
 
@@ -62,7 +62,7 @@ class Attempt:
     kind: policy.Kind
     sender: str
     text: str
-    session: SessionRow | None = None
+    session: SessionRef | None = None
     profile: str = ""
     peer: RemoteAddress | None = None
     key: str | None = None
@@ -254,7 +254,7 @@ class Admission:
         )
 
     def _peer_facts(
-        self, attempt: Attempt, session: SessionRow, exchange: str | None
+        self, attempt: Attempt, session: SessionRef, exchange: str | None
     ) -> tuple[int, tuple[str, ...], int]:
         """An arrival's hop, chain and count from our own records: its headers are the peer's word only.
 
@@ -345,7 +345,7 @@ class Admission:
         )
         return new, None if human else functools.partial(self._admit_peer, attempt.sender)
 
-    def _open_context(self, attempt: Attempt) -> SessionRow:
+    def _open_context(self, attempt: Attempt) -> SessionRef:
         """The session of a new A2A context, written now that its first message is let through (a peer past its
         rate starts none: the run would be refused)."""
         assert attempt.context is not None and attempt.session is not None

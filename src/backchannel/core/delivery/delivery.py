@@ -24,12 +24,11 @@ from ...outcome import Outcome, Result, Run, of_run, of_state
 from ...store import ledger
 from ...store import runs as runstore
 from ...store.db import Database
-from ...store.ledger import Entry
 from ...store.runs import RunRow, RunState
-from ...store.sessions import SessionRow
 from ..queue.commits import commits
 from ..queue.events import TERMINAL_EVENTS, Chunk, Ended, EventHub, Held, Progress, Queued, Started, Step, WaitOver
 from ..queue.queue import RunQueue
+from ..views import LedgerEntry, RunView, SessionRef, TaskQuery, ledger_entry, run_view, task_query
 from .admission import Admission, Admitted, Attempt
 from .admission import NewContext as NewContext  # what the A2A surface names a new context with
 from .directory import Directory
@@ -51,7 +50,7 @@ class Incoming:
     With `context`, `session` is not written yet (`Directory.unsaved_session`): it is, bound to that context,
     once the message is accepted (a refused message starts no conversation). `files` are kept with the run."""
 
-    session: SessionRow
+    session: SessionRef
     text: str
     sender: str
     key: str | None = None
@@ -64,9 +63,9 @@ class Incoming:
 
 @dataclass(frozen=True)
 class Delivered:
-    """The outcome of a local message, with its run as the store has it (for the dialect's shapes)."""
+    """The outcome of a local message, with its run as the surfaces see it (for the dialect's shapes)."""
 
-    run: RunRow
+    run: RunView
     result: Result
 
 
@@ -164,8 +163,11 @@ class Delivery:
 
     # --- runs ------------------------------------------------------------------------------------
 
-    def run(self, run_id: str, *, profile: str | None = None) -> RunRow:
+    def run(self, run_id: str, *, profile: str | None = None) -> RunView:
         """A run by id; with `profile`, only that profile's (a run id is unique across the home)."""
+        return run_view(self._run(run_id, profile=profile))
+
+    def _run(self, run_id: str, *, profile: str | None = None) -> RunRow:
         run = self.queue.get(run_id)
         if profile is not None and run.profile != profile:
             raise NotFound(f"no run {run_id!r} in profile {profile!r}", code="run_not_found")
@@ -180,11 +182,11 @@ class Delivery:
         return sent.remote_run_id if sent is not None else None
 
     def status(self, run_id: str, *, profile: str | None = None) -> Delivered:
-        return self._delivered(self.run(run_id, profile=profile))
+        return self._delivered(self._run(run_id, profile=profile))
 
     @commits
     async def stop(self, run_id: str, *, profile: str | None = None) -> Delivered:
-        self.run(run_id, profile=profile)
+        self._run(run_id, profile=profile)
         return self._delivered(await self.queue.stop(run_id))
 
     async def wait(self, run_id: str, timeout: float | None) -> Delivered:
@@ -295,10 +297,11 @@ class Delivery:
         """The files each run's message came with (runs without any left out)."""
         return runstore.files_of(self.db, run_ids)
 
-    def a2a_tasks(self, query: runstore.TaskQuery, *, limit: int) -> tuple[list[RunRow], int]:
+    def a2a_tasks(self, query: TaskQuery, *, limit: int) -> tuple[list[RunView], int]:
         """A page of what one caller sent a profile over A2A, most recently updated first, and the total."""
         self.directory.check_profile(query.profile)
-        return runstore.a2a_tasks(self.db, query, limit=limit)
+        page, total = runstore.a2a_tasks(self.db, task_query(query), limit=limit)
+        return [run_view(run) for run in page], total
 
     def ledger(
         self,
@@ -309,15 +312,16 @@ class Delivery:
         since: float | None = None,
         profile: str | None = None,
         states: tuple[str, ...] = (),
-    ) -> list[ledger.Entry]:
+    ) -> list[LedgerEntry]:
         """Newest first; with `since`, from then on; with `profile`, only what that profile's sessions sent or
         received; with `states`, only those (`refused`: the refusals)."""
-        return ledger.entries(self.db, a, b, limit=limit, since=since, profile=profile, states=states)
+        found = ledger.entries(self.db, a, b, limit=limit, since=since, profile=profile, states=states)
+        return [ledger_entry(e) for e in found]
 
-    def exchange(self, run_id: str) -> list[Entry]:
+    def exchange(self, run_id: str) -> list[LedgerEntry]:
         """Everything that followed from the person's message that began the exchange of `run_id`, in order."""
-        run = self.run(run_id)
-        return ledger.exchange(self.db, run.origin or run.id)
+        run = self._run(run_id)
+        return [ledger_entry(e) for e in ledger.exchange(self.db, run.origin or run.id)]
 
     async def probe_peer(self, name: str, *, timeout: float) -> PeerAnswer:
         """Whether the peer `name` answers just now (within `timeout` seconds)."""
@@ -328,7 +332,7 @@ class Delivery:
         return runstore.count_by_state(self.db, (RunState.QUEUED, RunState.RUNNING))
 
     def _delivered(self, run: RunRow, *, replayed: bool = False, waited: float = 0.0) -> Delivered:
-        return Delivered(run, self.result_of(run, replayed=replayed, waited=waited))
+        return Delivered(run_view(run), self.result_of(run, replayed=replayed, waited=waited))
 
     def result_of(self, run: RunRow, *, replayed: bool = False, waited: float = 0.0) -> Result:
         """The outcome of a local run, as its sender sees it."""

@@ -16,6 +16,7 @@ from ...store.db import Database
 from ...store.runs import RunRow, RunState
 from ..queue.commits import commits
 from ..queue.queue import RunQueue
+from ..views import RunView, run_view
 from .directory import Directory
 from .wakes import Wakes
 
@@ -35,22 +36,22 @@ class Holds:
         self.wakes = wakes
 
     @commits
-    async def held(self, *, profile: str | None = None) -> list[RunRow]:
+    async def held(self, *, profile: str | None = None) -> list[RunView]:
         """Messages waiting for the person, oldest first (those past their expiry are expired first)."""
         if profile is not None:
             self.directory.check_profile(profile)
         self._expire()
-        return runstore.held(self.db, profile=profile)
+        return [run_view(run) for run in runstore.held(self.db, profile=profile)]
 
     @commits
-    async def approve(self, run_id: str, *, profile: str | None = None) -> RunRow:
+    async def approve(self, run_id: str, *, profile: str | None = None) -> RunView:
         self._expire()
         self._held(run_id, profile)
         run = self.queue.approve(run_id)
-        return run if run is not None else self._held(run_id, profile)
+        return run_view(run if run is not None else self._held(run_id, profile))
 
     @commits
-    async def deny(self, run_id: str, *, why: str | None = None, profile: str | None = None) -> RunRow:
+    async def deny(self, run_id: str, *, why: str | None = None, profile: str | None = None) -> RunView:
         """Refuse a held message with the person's reason (at most MAX_REASON_CHARS: a longer one is refused
         and changes nothing)."""
         if why is not None and len(why.strip()) > MAX_REASON_CHARS:
@@ -63,9 +64,9 @@ class Holds:
         self._held(run_id, profile)
         run = self.queue.deny(run_id, why.strip() if why and why.strip() else DENIED_BY_DEFAULT)
         if run is None:
-            return self._held(run_id, profile)
+            return run_view(self._held(run_id, profile))
         self.wakes.of_run(run)  # keyed once per run: the gateway's own wake of it is the same run
-        return run
+        return run_view(run)
 
     async def sweep(self) -> None:
         """Background job: expire held messages past their hold expiry, waking their senders."""

@@ -1,12 +1,11 @@
-"""The web view's logouts, kept in state.db: a cookie logged out stays out after the gateway restarts."""
+"""The web view's logouts: a cookie logged out stays out after the gateway restarts (kept by the core's
+`Revocations`)."""
 
 from __future__ import annotations
 
 import time
 
-from ..store import web_logouts
-from ..store.db import Database
-from .queue.commits import commits
+from ...core.revocations import Revocations
 
 
 class WebLogouts:
@@ -15,22 +14,21 @@ class WebLogouts:
     Read on every web request, so held in memory, loaded from the store on first use; only this gateway
     writes them, through `revoke`, whose answer leaves once the logout is on disk."""
 
-    def __init__(self, db: Database) -> None:
-        self.db = db
+    def __init__(self, revocations: Revocations) -> None:
+        self._revocations = revocations
         self._until: dict[str, float] | None = None
 
     def _known(self) -> dict[str, float]:
         if self._until is None:
-            self._until = web_logouts.unexpired(self.db, now=time.time())
+            self._until = self._revocations.unexpired(now=time.time())
         return self._until
 
     def revoked(self, sid: str) -> bool:
         until = self._known().get(sid)
         return until is not None and until > time.time()
 
-    @commits
     async def revoke(self, sid: str, *, until: float) -> None:
         now = time.time()
-        web_logouts.add(self.db, sid, until, now=now)
+        await self._revocations.revoke(sid, until=until, now=now)
         self._until = {s: u for s, u in self._known().items() if u > now}
         self._until[sid] = until
