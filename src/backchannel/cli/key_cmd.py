@@ -8,9 +8,9 @@ from typing import Any
 
 import click
 
+from ..core.views import PeerKeyView
 from ..errors import UsageError
 from ..home import config
-from ..store.peer_keys import PeerKey
 from .connect import home_gateway
 from .output import emit, examples, note, table, when
 
@@ -45,11 +45,11 @@ def show() -> None:
     click.echo(value)
 
 
-def _key_dict(k: PeerKey) -> dict[str, Any]:
+def _key_dict(k: PeerKeyView) -> dict[str, Any]:
     return k.to_dict()
 
 
-def _print_new(k: PeerKey, value: str, *, as_json: bool, verb: str) -> None:
+def _print_new(k: PeerKeyView, value: str, *, as_json: bool, verb: str) -> None:
     reach = ", ".join(k.profiles)
     emit(
         {**_key_dict(k), "key": value},

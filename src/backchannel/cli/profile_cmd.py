@@ -11,7 +11,7 @@ import click
 from ..errors import ConfigError, UsageError
 from ..home import config, files, profiles
 from ..home.profiles import Profile
-from ..store.runs import RunState
+from ..states import RunState
 from . import complete
 from .connect import home_gateway
 from .output import emit, examples, note, table

@@ -12,7 +12,7 @@ from ..core.delivery.delivery import Delivered
 from ..home import config
 from ..home.profiles import config_error
 from ..outcome import Outcome, Result
-from ..store.runs import RunState
+from ..states import RunState
 from . import complete
 from .connect import gateway_link, home_gateway, local_session
 from .output import emit, examples, note, show_progress, table, when

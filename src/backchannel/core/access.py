@@ -23,8 +23,7 @@ from ..home import config
 from ..home.profiles import DEFAULT_PROFILE
 from ..store import peer_keys
 from ..store.db import Database
-from ..store.peer_keys import PeerKey
-from .views import RunView, SessionView
+from .views import PeerKeyView, RunView, SessionView, peer_key_view
 
 PROFILE_PATTERN_RE = re.compile(r"[a-z0-9_*?\[\]-]{1,64}")
 KEY_PREFIX = "bcpk_"
@@ -207,7 +206,7 @@ class Access:
 
     # --- the keys' life cycle (the CLI) ----------------------------------------------------------
 
-    def create(self, name: str, *, profiles: tuple[str, ...] = (), read: bool = False) -> tuple[PeerKey, str]:
+    def create(self, name: str, *, profiles: tuple[str, ...] = (), read: bool = False) -> tuple[PeerKeyView, str]:
         """A new key for peer `name` reaching `profiles` (default: the default profile); (its record, the key)."""
         config.check_name(name, what="key")
         reach = tuple(dict.fromkeys(check_profile_pattern(p) for p in profiles)) or (DEFAULT_PROFILE,)
@@ -220,21 +219,21 @@ class Access:
                     code="profile_not_found",
                 )
         key = new_key()
-        return peer_keys.create(self.db, name, key, profiles=reach, read=read), key
+        return peer_key_view(peer_keys.create(self.db, name, key, profiles=reach, read=read)), key
 
-    def rotate(self, name: str) -> tuple[PeerKey, str]:
+    def rotate(self, name: str) -> tuple[PeerKeyView, str]:
         config.check_name(name, what="key")
         key = new_key()
-        return peer_keys.rotate(self.db, name, key), key
+        return peer_key_view(peer_keys.rotate(self.db, name, key)), key
 
-    def revoke(self, name: str) -> PeerKey:
+    def revoke(self, name: str) -> PeerKeyView:
         config.check_name(name, what="key")
-        return peer_keys.revoke(self.db, name)
+        return peer_key_view(peer_keys.revoke(self.db, name))
 
-    def keys(self) -> list[PeerKey]:
-        return peer_keys.all_keys(self.db)
+    def keys(self) -> list[PeerKeyView]:
+        return [peer_key_view(k) for k in peer_keys.all_keys(self.db)]
 
-    def get(self, name: str) -> PeerKey | None:
+    def get(self, name: str) -> PeerKeyView | None:
         return next((k for k in self.keys() if k.name == name), None)
 
 

@@ -16,11 +16,13 @@ from ..states import RunState
 from ..store import push as pushstore
 from ..store import runs as runstore
 from ..store.ledger import Entry
+from ..store.peer_keys import PeerKey
 from ..store.sessions import BOT_CHAT_TITLE, SessionRow
 
 __all__ = [
     "BOT_CHAT_TITLE",
     "LedgerEntry",
+    "PeerKeyView",
     "PushConfig",
     "Receiver",
     "RunState",
@@ -291,4 +293,31 @@ def ledger_entry(row: Entry) -> LedgerEntry:
         reason=row.reason,
         origin=row.origin,
         kind=row.kind,
+    )
+
+
+@dataclass(frozen=True)
+class PeerKeyView:
+    """A peer's key as the CLI lists it: whom it names, what it reaches, when it was made, rotated, last used;
+    never the key itself."""
+
+    name: str
+    profiles: tuple[str, ...]  # patterns over profile names (`*` for all)
+    read: bool
+    created_at: float
+    rotated_at: float | None
+    last_used_at: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "profiles": list(self.profiles)}
+
+
+def peer_key_view(row: PeerKey) -> PeerKeyView:
+    return PeerKeyView(
+        name=row.name,
+        profiles=row.profiles,
+        read=row.read,
+        created_at=row.created_at,
+        rotated_at=row.rotated_at,
+        last_used_at=row.last_used_at,
     )
