@@ -113,10 +113,13 @@ def test_a_mutual_wait_is_refused(pair: Pair) -> None:
 
 
 def test_nothing_is_lost_across_a_sigkill_of_the_receiving_gateway(pair: Pair) -> None:
-    started = cli(pair.a, "peer", "run", "beta", "/sleep 1.5\nsurvives the kill", "--json")
+    started = cli(pair.a, "peer", "run", "beta", "/sleep 3\nsurvives the kill", "--json")
     assert started.exit_code == 0, started.stderr
     run_id = json.loads(started.stdout)["run_id"]
-    time.sleep(0.3)
+    deadline = time.monotonic() + 30
+    while (found := status_json(pair.a, run_id)[1]).get("status") != "running":  # its turn has started
+        assert found.get("status") == "queued" and time.monotonic() < deadline, found
+        time.sleep(0.05)
     pair.beta.kill()  # SIGKILL while the turn runs
     pair.beta.start()
     deadline = time.monotonic() + 30

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from backchannel.home import config, peers
-from conftest import GatewayProcess, api_key, free_port, run_cli
+from conftest import GatewayProcess, GatewayThread, api_key, free_port, run_cli
 from scripted_model import ScriptedModel
 
 
@@ -194,15 +194,14 @@ def second_home(tmp_path: Path) -> Iterator[GatewayProcess]:
 
 
 def test_the_running_gateway_and_peers_with_right_and_wrong_keys(
-    gateway: GatewayProcess, second_home: GatewayProcess
+    gateway: GatewayThread, second_home: GatewayProcess
 ) -> None:
     added = run_cli("peer", "add", "beta", "--url", second_home.url, "--key", api_key(second_home.root))
     assert added.exit_code == 0, added.stderr
     code, checks, _ = doctor()
     assert code == 0, checks
     own = only(checks, "gateway")
-    assert gateway.proc is not None
-    assert own["status"] == "ok" and gateway.url in own["detail"] and f"pid {gateway.proc.pid}" in own["detail"]
+    assert own["status"] == "ok" and gateway.url in own["detail"] and f"pid {gateway.pid}" in own["detail"]
     assert "backchannel 0.1.0" in own["detail"]
     beta = only(checks, "peer beta")  # the other home's own key: we would arrive there as its person
     assert beta["status"] == "warn" and "takes our key as its person's" in beta["detail"], beta

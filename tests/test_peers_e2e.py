@@ -496,7 +496,13 @@ def test_run_with_an_idempotency_key_runs_the_turn_once(pair: Pair) -> None:
     assert "completed" in shown.stdout
     assert f"default (echo): {text}" in shown.stdout
 
-    time.sleep(0.3)  # a wrongly queued second turn gets the chance to show up
+    # A later run into the same Bot Chat is answered after whatever was queued before it (one turn at a time, in
+    # order): once it has, a wrongly queued second turn would be there.
+    later = cli(pair.a, "peer", "run", "beta", "the run after", "--json")
+    assert later.exit_code == 0, later.stderr
+    ended = wait_status(pair.a, "beta", json.loads(later.stdout)["run_id"], {"completed", "failed", "cancelled"})
+    assert ended["status"] == "completed", ended
+    assert len(user_messages_with(pair.beta, "the run after")) == 1  # the same session
     assert len(user_messages_with(pair.beta, text)) == 1
 
 

@@ -8,6 +8,7 @@ import logging
 import secrets
 import signal
 import socket
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -166,10 +167,13 @@ def _serve(
         ),
         stop,
     )
-    # uvicorn re-raises the signal that stopped it once it is done; a graceful SIGTERM stop exits 0.
-    signal.signal(signal.SIGTERM, lambda signum, frame: log.info("gateway stopped"))
-    # Ctrl-Break (CTRL_BREAK_EVENT, the one console event a program can send another's process group) stops it
-    # as Ctrl-C does: uvicorn shuts down gracefully on it, then re-raises it as KeyboardInterrupt (exit 130).
-    if hasattr(signal, "SIGBREAK"):
-        signal.signal(signal.SIGBREAK, signal.default_int_handler)
+    # Signals are the main thread's (as uvicorn's own handlers are): served from another thread (the tests run
+    # gateways in threads of one process), it is stopped over the API alone.
+    if threading.current_thread() is threading.main_thread():
+        # uvicorn re-raises the signal that stopped it once it is done; a graceful SIGTERM stop exits 0.
+        signal.signal(signal.SIGTERM, lambda signum, frame: log.info("gateway stopped"))
+        # Ctrl-Break (CTRL_BREAK_EVENT, the one console event a program can send another's process group) stops
+        # it as Ctrl-C does: uvicorn shuts down gracefully on it, then re-raises it as KeyboardInterrupt (130).
+        if hasattr(signal, "SIGBREAK"):
+            signal.signal(signal.SIGBREAK, signal.default_int_handler)
     server.run(sockets=[sock])
