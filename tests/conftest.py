@@ -240,6 +240,27 @@ _serving: contextvars.ContextVar[GatewayThread | None] = contextvars.ContextVar(
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"  # the gateway process's (cli/gateway_cmd.py)
 
 
+class _LogFile:
+    """An in-process gateway's log file, written by its log handler and its run log (from any thread)."""
+
+    def __init__(self, path: Path) -> None:
+        self.lock = threading.Lock()
+        self.file = path.open("a", encoding="utf-8")
+
+    def write(self, text: str) -> int:
+        with self.lock:
+            written = self.file.write(text)
+            self.file.flush()
+            return written
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        with self.lock:
+            self.file.close()
+
+
 class _ThreadLog(logging.Handler):
     """The log lines of one in-process gateway: those logged in its thread, or in a task or thread it started
     (they carry its context), written to its log file as the gateway process writes its own."""
@@ -248,12 +269,11 @@ class _ThreadLog(logging.Handler):
         super().__init__(logging.INFO)
         self.owner = owner
         self.setFormatter(logging.Formatter(LOG_FORMAT))
-        self.file = path.open("a", encoding="utf-8")
+        self.file = _LogFile(path)
 
     def emit(self, record: logging.LogRecord) -> None:
         if _serving.get() is self.owner or record.thread == self.owner.ident:
             self.file.write(self.format(record) + "\n")
-            self.file.flush()
 
     def close(self) -> None:
         self.file.close()
@@ -335,7 +355,7 @@ class GatewayThread:
         def run() -> None:
             _serving.set(self)
             try:
-                serve(self.root, port=self.port, grace=grace)
+                serve(self.root, port=self.port, grace=grace, run_log=handler.file)
             except BaseException as exc:  # kept for the test to see (a thread's exception is otherwise lost)
                 self.error = exc
             finally:

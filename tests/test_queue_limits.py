@@ -92,10 +92,8 @@ def test_one_profiles_slow_turns_never_starve_another_profile(initialised: Path)
         deadline = time.monotonic() + 10
         while statuses(c, run_ids).count("running") < 16 and time.monotonic() < deadline:
             time.sleep(0.05)
-        started = time.monotonic()
         answer = chat(c, new_session(c, "/p/other"), "still answered", "k-other", wait=5, profile="other")
-        assert answer.get("message", {}).get("content"), answer  # 200 with the reply, not a 202 receipt
-        assert time.monotonic() - started < 5
+        assert answer.get("message", {}).get("content"), answer  # 200 with the reply within its wait, not a receipt
         now = statuses(c, run_ids)
         assert now.count("running") == 16 and now.count("queued") == 16, now  # a profile holds half the slots
 

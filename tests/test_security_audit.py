@@ -28,7 +28,7 @@ from backchannel.store import db as store_db
 from backchannel.store import migrations
 from backchannel.store import runs as runstore
 from backchannel.store import sessions as sessionstore
-from conftest import GatewayProcess, GatewayThread, api_key, free_port, run_cli
+from conftest import GatewayThread, api_key, free_port, run_cli
 from gateway_http import set_messaging
 from scripted_model import ScriptedModel
 from test_provenance import last_user, start, who
@@ -209,7 +209,7 @@ def test_runs_recorded_before_keep_their_meaning(initialised: Path) -> None:
     an A2A messageId), and the person's send with a key the peer used is the person's own new run."""
     _store_before_0013(initialised)
     key = make_key("spark")
-    gw = GatewayProcess(initialised, free_port())
+    gw = GatewayThread(initialised, free_port())
     data = config.load_yaml(config.config_path(initialised))
     data["gateway"]["port"] = gw.port
     config.write_yaml(config.config_path(initialised), data)
@@ -237,7 +237,7 @@ def test_runs_recorded_before_keep_their_meaning(initialised: Path) -> None:
             runs = [e for e in ledger(p) if e["message"].startswith(("an old", "the person's own"))]
         assert len(runs) == 4, runs  # nothing ran twice
     finally:
-        gw.kill()
+        gw.close()
 
 
 # --- 5. frames no look-alike can forge; our own lines left as they are ------------------------------------
@@ -318,7 +318,7 @@ def test_a_wake_up_keeps_its_own_heading_and_escapes_the_answer(initialised: Pat
                     assert time.monotonic() < deadline, "a's model never read the wake-up"
                     time.sleep(0.1)
         finally:
-            gw.kill()
+            gw.close()
     prompt = last_user(woken[0]).split("\n")
     assert prompt[0].startswith("[Message from session b/") and "via a reply to your message" in prompt[0]
     assert prompt[1] == f"[Reply to your message {sent['run_id']} ('/slow')]"  # ours: as it is
