@@ -23,6 +23,7 @@ import pytest
 from click.testing import CliRunner
 
 from backchannel.cli import main
+from backchannel.cli.gateway_cmd import LOG_FORMAT  # the gateway process's, for the in-process one's log
 from backchannel.core.gateway import Gateway
 from backchannel.home import config
 
@@ -139,7 +140,7 @@ def api_key(root: Path) -> str:
     return config.read_env(root)[config.API_KEY_VAR]
 
 
-STARTUP_SECONDS = 60  # how long a gateway may take to answer /health: a start on a loaded machine is slow
+STARTUP_SECONDS = 180  # how long a gateway may take to answer /health: a start on a loaded machine is slow
 
 
 def free_port() -> int:
@@ -237,7 +238,6 @@ class GatewayProcess:
 
 
 _serving: contextvars.ContextVar[GatewayThread | None] = contextvars.ContextVar("serving", default=None)
-LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"  # the gateway process's (cli/gateway_cmd.py)
 
 
 class _LogFile:

@@ -100,7 +100,7 @@ def test_a_key_for_a_profile_that_does_not_exist_is_refused_and_nothing_is_made(
 def test_ctrl_c_names_the_run_and_prints_the_exact_command_that_asks_again(initialised: Path) -> None:
     message = "/sleep 3\nslow answer"
     # The model's answer never comes: Ctrl-C lands mid-turn however slow the machine.
-    with ScriptedModel([{"content": "never said", "delay": 120}]) as model:
+    with ScriptedModel([{"content": "never said", "delay": 900}]) as model:
         made = run_cli("profile", "create", "slow", "--engine", "openai", "--base-url", model.base_url, "--model", "m")
         assert made.exit_code == 0, made.stderr
         proc = subprocess.Popen(
@@ -110,13 +110,13 @@ def test_ctrl_c_names_the_run_and_prints_the_exact_command_that_asks_again(initi
             stderr=subprocess.PIPE,
             text=True,
         )
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 300  # a Python started on a loaded machine
         while not model.requests:  # the message was handed in and its turn waits on the model
             assert proc.poll() is None and time.monotonic() < deadline, "the send never reached the model"
             time.sleep(0.05)
         found = _runs()
         proc.send_signal(signal.SIGINT)
-        _out, err = proc.communicate(timeout=60)
+        _out, err = proc.communicate(timeout=300)
 
     assert proc.returncode == 130, err
     assert f"accepted as run {found[0]['run_id']}" in err, err
