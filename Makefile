@@ -23,7 +23,7 @@ HERMES_VENV := .venv-hermes
 HERMES_STAMP := $(HERMES_VENV)/.installed
 HERMES_PLUGIN := $(HERMES_VENV)/.backchannel-plugin
 
-.PHONY: demo test faults interop bench bench-hermes lint install clean browser a2a03 inspector wine windows
+.PHONY: demo test quick faults interop bench bench-hermes lint install clean browser a2a03 inspector wine windows
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -65,8 +65,15 @@ a2a03: $(A2A03_STAMP)
 test: $(STAMP) browser $(A2A03_STAMP)
 	BACKCHANNEL_REQUIRE_BROWSER=1 $(BIN)/python -m pytest -m "not interop and not faults"
 
+# The pure tests alone (modules marked quick: no home on disk, no process, no gateway), in seconds: only those
+# modules are collected (collecting every module imports the whole stack and every SDK the tests drive).
+QUICK_TESTS = $(shell grep -l '^pytestmark = pytest.mark.quick' tests/test_*.py)
+quick: $(STAMP)
+	$(BIN)/python -m pytest -m quick $(QUICK_TESTS)
+
 # Crash loops with SIGKILL, the API fuzzed from its OpenAPI document, a locked store, a broken profile config,
-# wakes for every end, SIGTERM mid-turn, hung and cut peers, a peer restart, failing model endpoints.
+# wakes for every end, SIGTERM mid-turn, hung and cut peers, a peer restart, failing model endpoints, the demo's
+# second whole run (with --keep).
 faults: $(STAMP)
 	$(BIN)/python -m pytest -m faults
 

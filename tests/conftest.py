@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import ipaddress
+import logging
 import os
 import socket
 import stat
@@ -21,6 +23,7 @@ import pytest
 from click.testing import CliRunner
 
 from backchannel.cli import main
+from backchannel.cli.gateway_cmd import LOG_FORMAT  # the gateway process's, for the in-process one's log
 from backchannel.core.gateway import Gateway
 from backchannel.home import config
 
@@ -79,12 +82,13 @@ class CliResult:
     stderr: str
 
 
-def run_cli(*args: str, input: str | None = None) -> CliResult:
-    """Run `backchannel ARGS` in-process through its real entry point (errors → exit codes included)."""
+def run_cli(*args: str, input: str | None = None, env: dict[str, str] | None = None) -> CliResult:
+    """Run `backchannel ARGS` in-process through its real entry point (errors → exit codes included), with
+    `env` added to the environment for the call."""
     runner = CliRunner()
     saved = sys.argv
     code = 0
-    with runner.isolation(input=input) as (out, err, _):
+    with runner.isolation(input=input, env=env) as (out, err, _):
         sys.argv = ["backchannel", *args]
         try:
             main()
@@ -136,6 +140,9 @@ def api_key(root: Path) -> str:
     return config.read_env(root)[config.API_KEY_VAR]
 
 
+STARTUP_SECONDS = 180  # how long a gateway may take to answer /health: a start on a loaded machine is slow
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -169,7 +176,7 @@ class GatewayProcess:
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + STARTUP_SECONDS
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"gateway exited early:\n{self.log_path.read_text()}")
@@ -230,17 +237,209 @@ class GatewayProcess:
         return self.log_path.read_text() if self.log_path and self.log_path.exists() else ""
 
 
+_serving: contextvars.ContextVar[GatewayThread | None] = contextvars.ContextVar("serving", default=None)
+
+
+class _LogFile:
+    """An in-process gateway's log file, written by its log handler and its run log (from any thread)."""
+
+    def __init__(self, path: Path) -> None:
+        self.lock = threading.Lock()
+        self.file = path.open("a", encoding="utf-8")
+
+    def write(self, text: str) -> int:
+        with self.lock:
+            written = self.file.write(text)
+            self.file.flush()
+            return written
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        with self.lock:
+            self.file.close()
+
+
+class _ThreadLog(logging.Handler):
+    """The log lines of one in-process gateway: those logged in its thread, or in a task or thread it started
+    (they carry its context), written to its log file as the gateway process writes its own."""
+
+    def __init__(self, owner: GatewayThread, path: Path) -> None:
+        super().__init__(logging.INFO)
+        self.owner = owner
+        self.setFormatter(logging.Formatter(LOG_FORMAT))
+        self.file = _LogFile(path)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if _serving.get() is self.owner or record.thread == self.owner.ident:
+            self.file.write(self.format(record) + "\n")
+
+    def close(self) -> None:
+        self.file.close()
+        super().close()
+
+
+class _Levels:
+    """The root logger at INFO while in-process gateways run (as the gateway process logs), and back after."""
+
+    QUIET = ("httpx", "httpcore")  # as the gateway process has them
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.count = 0
+        self.saved: dict[str, int] = {}
+
+    def up(self) -> None:
+        with self.lock:
+            if self.count == 0:
+                self.saved = {name: logging.getLogger(name or None).level for name in ("", *self.QUIET)}
+                logging.getLogger().setLevel(logging.INFO)
+                for name in self.QUIET:
+                    logging.getLogger(name).setLevel(logging.WARNING)
+            self.count += 1
+
+    def down(self) -> None:
+        with self.lock:
+            self.count -= 1
+            if self.count == 0:
+                for name, level in self.saved.items():
+                    logging.getLogger(name or None).setLevel(level)
+
+
+_levels = _Levels()
+
+
+@dataclass
+class GatewayThread:
+    """A gateway served in a thread of the test process, on a free loopback port: what `backchannel gateway`
+    runs (`api.server.serve`: the app, the store, the home's lock and runtime file), without a Python started
+    per test. The CLI finds it as it finds a gateway process. Stopped (and restarted) over its API; what needs
+    a process boundary (SIGKILL, SIGTERM, a pid that ends) uses GatewayProcess."""
+
+    root: Path
+    port: int
+    log_path: Path | None = None
+    log_dir: Path | None = None
+    thread: threading.Thread | None = None
+    error: BaseException | None = None
+    _handler: _ThreadLog | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def ident(self) -> int | None:
+        return None if self.thread is None else self.thread.ident
+
+    @property
+    def pid(self) -> int:
+        return os.getpid()
+
+    def headers(self, **extra: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {api_key(self.root)}", **extra}
+
+    def running(self) -> bool:
+        return self.thread is not None and self.thread.is_alive()
+
+    def start(self, *, grace: float = 5.0) -> GatewayThread:
+        from backchannel.api.server import serve
+
+        self.log_path = (self.log_dir or self.root) / f"gateway-{self.port}.log"
+        self.error = None
+        handler = self._handler = _ThreadLog(self, self.log_path)
+        logging.getLogger().addHandler(handler)
+        _levels.up()
+
+        def run() -> None:
+            _serving.set(self)
+            try:
+                serve(self.root, port=self.port, grace=grace, run_log=handler.file)
+            except BaseException as exc:  # kept for the test to see (a thread's exception is otherwise lost)
+                self.error = exc
+            finally:
+                _serving.set(None)
+
+        self.thread = threading.Thread(target=run, name=f"gateway-{self.port}", daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + STARTUP_SECONDS
+        while time.monotonic() < deadline:
+            if not self.thread.is_alive():
+                self._ended()
+                raise RuntimeError(f"gateway exited early: {self.error!r}\n{self.log()}")
+            try:
+                if httpx.get(f"{self.url}/health", timeout=0.5, trust_env=False).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.02)
+        raise RuntimeError(f"gateway did not come up:\n{self.log()}")
+
+    def stop(self, timeout: float = 60.0) -> int:
+        """Stop it as `backchannel gateway stop` does (POST /v1/gateway/stop) and wait until it has: 0 when it
+        ended cleanly, 1 when `serve` raised (the error is in `error`)."""
+        assert self.thread is not None
+        if self.thread.is_alive():
+            answer = httpx.post(f"{self.url}/v1/gateway/stop", headers=self.headers(), timeout=10, trust_env=False)
+            assert answer.status_code == 202, answer.text
+            self.thread.join(timeout)
+            assert not self.thread.is_alive(), f"the gateway did not stop within {timeout} s:\n{self.log()[-3000:]}"
+        self._ended()
+        return 0 if self.error is None else 1
+
+    def restart(self) -> GatewayThread:
+        """A graceful stop, then a start on the same port."""
+        assert self.stop() == 0, f"{self.error!r}\n{self.log()[-3000:]}"
+        return self.start()
+
+    def close(self) -> None:
+        if self.thread is not None and self.thread.is_alive():
+            self.stop()
+        self._ended()
+
+    def kill(self) -> None:
+        raise TypeError("an in-process gateway cannot be killed: use a GatewayProcess (the gateway_process fixture)")
+
+    terminate = kill
+
+    def _ended(self) -> None:
+        if self._handler is not None:
+            logging.getLogger().removeHandler(self._handler)
+            self._handler.close()
+            self._handler = None
+            _levels.down()
+
+    def log(self) -> str:
+        return self.log_path.read_text() if self.log_path and self.log_path.exists() else ""
+
+
+def _with_port(root: Path, port: int) -> None:
+    """config.yaml's gateway.port set to `port` (where the test's gateway listens)."""
+    path = config.config_path(root)
+    data = config.load_yaml(path)
+    data["gateway"] = {**data["gateway"], "port": port}
+    config.write_yaml(path, data)
+
+
 @pytest.fixture
-def gateway(initialised: Path) -> Iterator[GatewayProcess]:
-    """A started gateway on the test's home; stopped at the end with `gateway stop` (killed if that fails)."""
+def gateway(initialised: Path) -> Iterator[GatewayThread]:
+    """A started in-process gateway on the test's home; stopped at the end over its API."""
+    gw = GatewayThread(initialised, free_port())
+    _with_port(initialised, gw.port)
+    gw.start()
+    try:
+        yield gw
+    finally:
+        gw.close()
+
+
+@pytest.fixture
+def gateway_process(initialised: Path) -> Iterator[GatewayProcess]:
+    """A started `backchannel gateway` process on the test's home, for what needs a process boundary (SIGKILL,
+    SIGTERM); stopped at the end with `gateway stop` (killed if that fails)."""
     gw = GatewayProcess(initialised, free_port())
-    config.write_yaml(
-        config.config_path(initialised),
-        {
-            **config.load_yaml(config.config_path(initialised)),
-            "gateway": {**config.load_yaml(config.config_path(initialised))["gateway"], "port": gw.port},
-        },
-    )
+    _with_port(initialised, gw.port)
     gw.start()
     try:
         yield gw

@@ -12,15 +12,18 @@ from typing import Any
 import httpx
 
 from backchannel.home import config
-from conftest import GatewayProcess, free_port, run_cli
+from conftest import GatewayProcess, GatewayThread, free_port, run_cli
 
 TERMINAL = {"completed", "failed", "cancelled", "expired"}
 
 
 @contextmanager
-def gateway_with(root: Path, *, grace: float = 5.0, **gateway: Any) -> Iterator[GatewayProcess]:
-    """A gateway process on `root` with these `gateway:` settings in config.yaml; stopped at the end."""
-    gw = GatewayProcess(root, free_port())
+def gateway_with(
+    root: Path, *, grace: float = 5.0, process: bool = False, **gateway: Any
+) -> Iterator[GatewayProcess | GatewayThread]:
+    """A gateway on `root` with these `gateway:` settings in config.yaml, in-process (a `GatewayProcess` with
+    `process`: for a signal or a pid); stopped at the end."""
+    gw = (GatewayProcess if process else GatewayThread)(root, free_port())
     path = config.config_path(root)
     data = config.load_yaml(path)
     data["gateway"].update(port=gw.port, **gateway)
@@ -32,7 +35,7 @@ def gateway_with(root: Path, *, grace: float = 5.0, **gateway: Any) -> Iterator[
         gw.close()
 
 
-def client(gw: GatewayProcess) -> httpx.Client:
+def client(gw: GatewayProcess | GatewayThread) -> httpx.Client:
     return httpx.Client(base_url=gw.url, headers=gw.headers(), timeout=httpx.Timeout(10.0), trust_env=False)
 
 

@@ -31,7 +31,7 @@ from a2a_client import (
     shared_gateway,
     with_client,
 )
-from conftest import GatewayProcess, api_key
+from conftest import GatewayProcess, GatewayThread, api_key
 from gateway_http import set_messaging
 
 
@@ -137,7 +137,7 @@ def test_a_session_the_caller_may_not_reach_is_still_refused_as_a_context_id(gw:
     assert not [e for e in ledger(gw) if e["message"].startswith(("let me into", "into another"))]
 
 
-def test_a_refused_message_starts_no_conversation(gateway: GatewayProcess) -> None:
+def test_a_refused_message_starts_no_conversation(gateway: GatewayThread) -> None:
     key = make_key(gateway.root, "unwelcome")
     set_messaging(gateway.root, "default", accept=["peer:someone-else"])
     before = httpx.get(f"{gateway.url}/api/sessions", headers=gateway.headers(), trust_env=False).json()["data"]
@@ -173,7 +173,7 @@ def _sse_concatenated(url: str, key: str, message: dict[str, Any]) -> tuple[str,
     return "".join(parts), results
 
 
-def test_a_streamed_reply_is_said_once_to_a_client_that_adds_up_parts_and_to_the_sdk(gateway: GatewayProcess) -> None:
+def test_a_streamed_reply_is_said_once_to_a_client_that_adds_up_parts_and_to_the_sdk(gateway: GatewayThread) -> None:
     from scripted_model import ScriptedModel
     from test_openai_e2e import make_openai_profile
 
@@ -198,7 +198,7 @@ def test_a_streamed_reply_is_said_once_to_a_client_that_adds_up_parts_and_to_the
         with_client(gateway, body, path="/p/coder", streaming=True)
 
 
-def test_a_turn_that_spoke_before_a_tool_call_ends_its_stream_with_the_reply_alone(gateway: GatewayProcess) -> None:
+def test_a_turn_that_spoke_before_a_tool_call_ends_its_stream_with_the_reply_alone(gateway: GatewayThread) -> None:
     """What a model streamed before calling a tool is not its reply: the last chunk replaces the artifact."""
     from scripted_model import ScriptedModel
     from test_openai_e2e import make_openai_profile

@@ -17,6 +17,8 @@ import pytest
 from backchannel.addresses import LocalAddress, Mention, RemoteAddress, mentions, parse, parse_remote
 from backchannel.errors import UsageError
 
+pytestmark = pytest.mark.quick  # pure: no home on disk, no process, no gateway (make quick)
+
 SID = "20261130_015530_55cf9b"
 
 

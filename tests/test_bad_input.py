@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from conftest import GatewayProcess, run_cli
+from conftest import GatewayProcess, GatewayThread, run_cli
 
 
 def envelope(r: httpx.Response, status: int, code: str) -> dict[str, Any]:
@@ -30,7 +30,7 @@ def session_count(gw: GatewayProcess) -> int:
     return len(r.json()["data"])
 
 
-def test_deep_json_and_huge_numbers_are_400_in_the_envelope_and_nothing_is_made(gateway: GatewayProcess) -> None:
+def test_deep_json_and_huge_numbers_are_400_in_the_envelope_and_nothing_is_made(gateway: GatewayThread) -> None:
     before = session_count(gateway)
     deep = '{"title": "x", "meta": ' + "[" * 100_000 + "]" * 100_000 + "}"
     assert "nests" in envelope(raw_post(gateway, "/api/sessions", deep), 400, "invalid_json")["message"]
@@ -47,7 +47,7 @@ def test_deep_json_and_huge_numbers_are_400_in_the_envelope_and_nothing_is_made(
     assert ok.status_code == 201, ok.text
 
 
-def test_lone_surrogates_in_title_source_session_id_or_message_are_400(gateway: GatewayProcess) -> None:
+def test_lone_surrogates_in_title_source_session_id_or_message_are_400(gateway: GatewayThread) -> None:
     before = session_count(gateway)
     for body in (
         '{"title": "a\\ud800b"}',
@@ -67,7 +67,7 @@ def test_lone_surrogates_in_title_source_session_id_or_message_are_400(gateway: 
     assert messages == []
 
 
-def test_a_trailing_newline_fails_every_name_and_id_check(initialised: Path, gateway: GatewayProcess) -> None:
+def test_a_trailing_newline_fails_every_name_and_id_check(initialised: Path, gateway: GatewayThread) -> None:
     made = run_cli("profile", "create", "evil\n")
     assert made.exit_code == 2, made
     assert "invalid profile name" in made.stderr and "Traceback" not in made.stderr

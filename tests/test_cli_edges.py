@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from conftest import run_cli
+from scripted_model import ScriptedModel
 
 
 def sessions(home: Path) -> list[object]:
@@ -89,27 +90,31 @@ def test_a_receipt_says_what_the_run_is_doing(initialised: Path) -> None:
 
 @pytest.mark.skipif(sys.platform == "win32", reason="sends SIGINT")
 def test_ctrl_c_during_a_send_says_how_to_ask_again_and_asking_again_is_one_run(initialised: Path) -> None:
-    env = {**os.environ, "BACKCHANNEL_HOME": str(initialised)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "backchannel", "send", "default", "/sleep 1.5\nslow answer", "--wait", "30"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    deadline = time.monotonic() + 10
-    while not json.loads(run_cli("runs", "list", "--json").stdout):  # the message was handed in
-        assert time.monotonic() < deadline, "the send never arrived"
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGINT)
-    _out, err = proc.communicate(timeout=15)
-    assert proc.returncode == 130, err
-    assert "Traceback" not in err and "may already be accepted" in err
-    key = err.split("--idempotency-key ", 1)[1].split()[0]
-    again = run_cli("send", "default", "/sleep 1.5\nslow answer", "--idempotency-key", key, "--json")
+    # The model's first answer never comes: Ctrl-C lands mid-turn however slow the machine; the next is at once.
+    with ScriptedModel([{"content": "never said", "delay": 900}, "slow answer"]) as model:
+        made = run_cli("profile", "create", "slow", "--engine", "openai", "--base-url", model.base_url, "--model", "m")
+        assert made.exit_code == 0, made.stderr
+        env = {**os.environ, "BACKCHANNEL_HOME": str(initialised)}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "backchannel", "send", "slow", "slow question", "--wait", "300"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 300  # a Python started on a loaded machine
+        while not model.requests:  # the turn is under way: it waits on the model
+            assert proc.poll() is None and time.monotonic() < deadline, "the turn never asked the model"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 130, err
+        assert "Traceback" not in err and "may already be accepted" in err
+        key = err.split("--idempotency-key ", 1)[1].split()[0]
+        again = run_cli("send", "slow", "slow question", "--idempotency-key", key, "--json")
     assert again.exit_code == 0, again.stderr
     body = json.loads(again.stdout)
-    assert body["reply"] == "default (echo): slow answer" and body["replayed"], body
+    assert body["reply"] == "slow answer" and body["replayed"], body
     assert len(json.loads(run_cli("runs", "list", "--json").stdout)) == 1  # one message, one run
 
 

@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GatewayProcess, free_port, run_cli
+from conftest import GatewayThread, free_port, run_cli
 from scripted_model import ScriptedModel
 from test_openai_e2e import make_openai_profile
 
 SLOW_REPLY = "alpha beta gamma delta epsilon"
 
 
-def _start_gateway(root: Path) -> GatewayProcess:
-    return GatewayProcess(root, free_port()).start()
+def _start_gateway(root: Path) -> GatewayThread:
+    return GatewayThread(root, free_port()).start()
 
 
 @pytest.mark.parametrize("via", ["gateway", "in-process"])
@@ -40,7 +40,7 @@ def test_send_prints_the_reply_while_the_model_is_still_writing_it(initialised: 
             rest, err = proc.communicate(timeout=60)
         finally:
             if gateway is not None:
-                gateway.kill()
+                gateway.close()
     assert proc.returncode == 0, err.decode()
     assert still_writing and first and SLOW_REPLY.startswith(first) and first != SLOW_REPLY
     assert first + rest.decode() == SLOW_REPLY + "\n"  # shown once, as it came, and the line ended
@@ -61,7 +61,7 @@ def test_a_streamed_send_says_how_many_runs_it_waits_behind_in_the_gateway(initi
     try:
         shown, session = _two_in_a_row(initialised)
     finally:
-        gateway.kill()
+        gateway.close()
     assert f"queued behind 1 run in default/{session}" in shown
     assert "default (echo): second\n" in shown
 
@@ -84,7 +84,7 @@ def test_a_stream_that_runs_out_of_wait_prints_the_receipt(initialised: Path) ->
     try:
         result = run_cli("send", "default", "/sleep 3\nslow", "--stream", "--wait", "0.5")
     finally:
-        gateway.kill()
+        gateway.close()
     assert result.exit_code == 0, result.stderr
     assert result.stdout.startswith("receipt: run run_") and "accepted, do not resend" in result.stdout
     assert "backchannel runs follow run_" in result.stderr
@@ -95,7 +95,7 @@ def test_a_streamed_turn_that_fails_exits_1_with_its_error(initialised: Path) ->
     try:
         result = run_cli("send", "default", "/fail the model fell over", "--stream")
     finally:
-        gateway.kill()
+        gateway.close()
     assert result.exit_code == 1
     assert result.stderr.startswith("error: run run_") and "the model fell over" in result.stderr
 

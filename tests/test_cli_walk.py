@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GatewayProcess, run_cli
+from conftest import GatewayThread, run_cli
+from scripted_model import ScriptedModel
 
 BROKEN = "model: [this is not yaml\n"
 
@@ -71,7 +72,7 @@ def test_a_send_to_a_profile_whose_config_is_broken_is_refused_at_once_without_a
     assert _runs() == before  # nothing was recorded: nothing waits behind the broken file
 
 
-def test_a_send_to_a_broken_profile_gets_the_same_answer_from_the_gateway(gateway: GatewayProcess) -> None:
+def test_a_send_to_a_broken_profile_gets_the_same_answer_from_the_gateway(gateway: GatewayThread) -> None:
     assert run_cli("profile", "create", "builds").exit_code == 0
     sid = _bot_chat_of("builds")
     (gateway.root / "profiles" / "builds" / "config.yaml").write_text(BROKEN)
@@ -98,23 +99,28 @@ def test_a_key_for_a_profile_that_does_not_exist_is_refused_and_nothing_is_made(
 @pytest.mark.skipif(sys.platform == "win32", reason="sends SIGINT")
 def test_ctrl_c_names_the_run_and_prints_the_exact_command_that_asks_again(initialised: Path) -> None:
     message = "/sleep 3\nslow answer"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "backchannel", "send", "default", message, "--wait", "30", "--idempotency-key", "ck-1"],
-        env={**os.environ, "BACKCHANNEL_HOME": str(initialised)},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    deadline = time.monotonic() + 10
-    while not (found := _runs()):  # the message was handed in
-        assert time.monotonic() < deadline, "the send never arrived"
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGINT)
-    _out, err = proc.communicate(timeout=15)
+    # The model's answer never comes: Ctrl-C lands mid-turn however slow the machine.
+    with ScriptedModel([{"content": "never said", "delay": 900}]) as model:
+        made = run_cli("profile", "create", "slow", "--engine", "openai", "--base-url", model.base_url, "--model", "m")
+        assert made.exit_code == 0, made.stderr
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "backchannel", "send", "slow", message, "--wait", "99", "--idempotency-key", "ck-1"],
+            env={**os.environ, "BACKCHANNEL_HOME": str(initialised)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 300  # a Python started on a loaded machine
+        while not model.requests:  # the message was handed in and its turn waits on the model
+            assert proc.poll() is None and time.monotonic() < deadline, "the send never reached the model"
+            time.sleep(0.05)
+        found = _runs()
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=300)
 
     assert proc.returncode == 130, err
     assert f"accepted as run {found[0]['run_id']}" in err, err
-    assert shlex.join(["backchannel", "send", "default", message, "--idempotency-key", "ck-1"]) in err, err
+    assert shlex.join(["backchannel", "send", "slow", message, "--idempotency-key", "ck-1"]) in err, err
     assert "<the same message>" not in err
 
 

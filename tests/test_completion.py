@@ -18,7 +18,16 @@ from conftest import run_cli
 
 
 def complete(line: str) -> list[str]:
-    """What bash would offer for the last word of `line` (a trailing space: a new, empty word)."""
+    """What bash would offer for the last word of `line` (a trailing space: a new, empty word), asked of the
+    real entry point in-process as bash asks the command (test_a_completion_in_a_process_of_its_own: the same
+    through `python -m backchannel`)."""
+    words = line.split()
+    cword = len(words) if line.endswith(" ") else len(words) - 1
+    done = run_cli(env={"_BACKCHANNEL_COMPLETE": "bash_complete", "COMP_WORDS": line, "COMP_CWORD": str(cword)})
+    return _offered(done.exit_code, done.stdout, done.stderr)
+
+
+def complete_in_a_process(line: str) -> list[str]:
     words = line.split()
     cword = len(words) if line.endswith(" ") else len(words) - 1
     proc = subprocess.run(
@@ -28,9 +37,13 @@ def complete(line: str) -> list[str]:
         text=True,
         timeout=30,
     )
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stderr == "", proc.stderr  # nothing printed into the shell but the completions
-    items = [line.split(",", 1) for line in proc.stdout.splitlines() if line]
+    return _offered(proc.returncode, proc.stdout, proc.stderr)
+
+
+def _offered(code: int, stdout: str, stderr: str) -> list[str]:
+    assert code == 0, stderr
+    assert stderr == "", stderr  # nothing printed into the shell but the completions
+    items = [line.split(",", 1) for line in stdout.splitlines() if line]
     assert all(kind == "plain" for kind, _ in items), items
     return [value for _, value in items]
 
@@ -131,13 +144,12 @@ def test_a_broken_home_completes_nothing_without_a_traceback(populated: dict[str
 
 @pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
 def test_the_shell_scripts_are_served(shell: str) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "backchannel"],
-        env={**os.environ, "_BACKCHANNEL_COMPLETE": f"{shell}_source"},
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert "_BACKCHANNEL_COMPLETE" in proc.stdout
-    assert f"{shell}_complete" in proc.stdout
+    served = run_cli(env={"_BACKCHANNEL_COMPLETE": f"{shell}_source"})
+    assert served.exit_code == 0, served.stderr
+    assert "_BACKCHANNEL_COMPLETE" in served.stdout
+    assert f"{shell}_complete" in served.stdout
+
+
+def test_a_completion_in_a_process_of_its_own(populated: dict[str, str]) -> None:
+    """As the shell runs it: `python -m backchannel` with the protocol's variables prints the completions alone."""
+    assert complete_in_a_process("backchannel send res") == ["research", "research/"]

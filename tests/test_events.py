@@ -18,6 +18,8 @@ import pytest
 from backchannel.core.queue import events
 from backchannel.core.queue.events import RETAIN_RUNS, EventHub
 
+pytestmark = pytest.mark.quick  # pure: no home on disk, no process, no gateway (make quick)
+
 Event = dict[str, Any]
 WITHIN = 5.0  # seconds: every await here ends long before, or the hub is broken
 LONG = 60.0  # a keepalive that never fires within a test

@@ -11,6 +11,8 @@ import pytest
 
 from backchannel.framing import frame, is_human, quote
 
+pytestmark = pytest.mark.quick  # pure: no home on disk, no process, no gateway (make quick)
+
 SID = "20261130_015530_55cf9b"
 SUFFIX = " — another agent, not your user]"
 

@@ -21,11 +21,20 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from backchannel.home import config
 from conftest import GatewayProcess, api_key, free_port
 
 TIMEOUT = httpx.Timeout(10.0)
+
+
+@pytest.fixture
+def gateway(gateway_process: GatewayProcess) -> GatewayProcess:
+    """Every gateway here is a process: these tests kill it, stop it with SIGTERM and read its log."""
+    return gateway_process
+
+
 TERMINAL = {"completed", "failed", "cancelled", "expired"}
 ECHO = "default (echo): "
 
@@ -75,6 +84,19 @@ def messages(c: httpx.Client, session_id: str) -> list[dict[str, Any]]:
     return data
 
 
+def answered_after(c: httpx.Client, session_id: str, key: str) -> list[dict[str, Any]]:
+    """Send one more message to the session and wait for its answer: the session's messages before it. Turns
+    run one at a time in order, so whatever was queued earlier has run by then (a wrong turn shows up here)."""
+    r = chat(c, session_id, f"later ({key})", key=key, wait=0)
+    assert r.status_code in (200, 202), r.text
+    done = poll_run(c, r.json()["run_id"], TERMINAL, within=30)
+    assert done["status"] == "completed", done
+    *earlier, asked, answered = messages(c, session_id)
+    assert (asked["role"], asked["content"]) == ("user", f"later ({key})"), asked
+    assert answered["role"] == "assistant" and f"later ({key})" in answered["content"], answered
+    return earlier
+
+
 def state_lines(gw: GatewayProcess, run_id: str, state: str) -> list[str]:
     return [line for line in gw.log().splitlines() if f"run {run_id} {state} " in line]
 
@@ -118,8 +140,9 @@ def test_sigkill_mid_turn_the_run_is_recovered_and_answered_exactly_once(gateway
         assert body["run_id"] == run_id
         assert body["replayed"] is True
         assert "the slow one" in body["message"]["content"]
-        time.sleep(0.3)  # a replay must not queue anything: give a wrong turn the chance to show up
-        assert messages(c, sid) == msgs
+        # A replay queues nothing: a later message of the session is answered after whatever was queued before
+        # it (one turn at a time, in order), so once it is, a wrong turn would be there.
+        assert answered_after(c, sid, "k-after-replay") == msgs
         assert get_run(c, run_id)["attempts"] == 2
 
 
@@ -160,8 +183,7 @@ def test_idempotency_key_survives_a_graceful_restart(gateway: GatewayProcess) ->
         assert other.status_code == 409, other.text
         assert other.json()["error"]["code"] == "idempotency_key_conflict"
 
-        time.sleep(0.3)
-        assert messages(c, sid) == before
+        assert answered_after(c, sid, "k-after-restart") == before  # neither queued a turn
         run = get_run(c, run_id)
         assert run["status"] == "completed"
         assert run["attempts"] == 1
@@ -235,10 +257,7 @@ def test_sigterm_lets_the_running_turn_finish_within_the_grace(gateway: GatewayP
         run_id = r.json()["run_id"]
         poll_run(c, run_id, {"running"}, within=5)
 
-    started = time.monotonic()
     exit_code = gateway.terminate(timeout=10)
-    took = time.monotonic() - started
-    assert took < 5.0 + 2.0, f"the gateway took {took:.1f}s to stop with a grace of 5s"
     assert state_lines(gateway, run_id, "completed"), "the turn did not finish before the gateway exited"
 
     gateway.start()

@@ -39,7 +39,7 @@ def test_the_gateways_own_options_are_refused_with_stop(initialised: Path) -> No
 
 
 def test_stop_lets_a_running_turn_finish_within_the_grace_and_releases_the_home(initialised: Path) -> None:
-    with gateway_with(initialised, grace=20) as gw:
+    with gateway_with(initialised, grace=20, process=True) as gw:
         with client(gw) as c:
             sid = c.post("/api/sessions", json={"title": "t"}).json()["session"]["id"]
             run_id = chat(c, sid, "/sleep 1\nfinished in the grace", "stop-graceful", wait=0.1)["run_id"]
@@ -61,7 +61,7 @@ def test_stop_lets_a_running_turn_finish_within_the_grace_and_releases_the_home(
 
 
 def test_stop_requeues_turns_past_the_grace_and_they_run_once_after_the_restart(initialised: Path) -> None:
-    with gateway_with(initialised, grace=0.3) as gw:
+    with gateway_with(initialised, grace=0.3, process=True) as gw:
         with client(gw) as c:
             sessions = [c.post("/api/sessions", json={"title": f"t{i}"}).json()["session"]["id"] for i in (1, 2)]
             runs = [

@@ -12,7 +12,7 @@ import pytest
 import backchannel_hermes
 from backchannel.agent.tools.messaging import TOOLS
 from backchannel.core.delivery import mentions
-from conftest import GatewayProcess, api_key, free_port
+from conftest import GatewayThread, api_key, free_port
 
 
 class PluginContext:
@@ -64,7 +64,7 @@ def test_an_unreachable_or_unset_gateway_is_a_tool_error_that_says_so(monkeypatc
     assert down["result"] == "failed"
 
 
-def new_session(gateway: GatewayProcess) -> str:
+def new_session(gateway: GatewayThread) -> str:
     """The id of a new session of the default profile."""
     import httpx
 
@@ -73,7 +73,7 @@ def new_session(gateway: GatewayProcess) -> str:
 
 
 def test_the_gateways_refusals_come_back_as_tool_results(
-    gateway: GatewayProcess, monkeypatch: pytest.MonkeyPatch
+    gateway: GatewayThread, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("BACKCHANNEL_URL", gateway.url)
     monkeypatch.setenv("BACKCHANNEL_API_KEY", api_key(gateway.root))
@@ -93,7 +93,7 @@ def test_the_gateways_refusals_come_back_as_tool_results(
 
 
 def test_a_send_from_a_session_with_no_turn_in_progress_is_checked_like_any(
-    gateway: GatewayProcess, monkeypatch: pytest.MonkeyPatch
+    gateway: GatewayThread, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import httpx
 
@@ -109,7 +109,7 @@ def test_a_send_from_a_session_with_no_turn_in_progress_is_checked_like_any(
 
 
 def test_send_to_peer_goes_through_the_tools_route_under_the_senders_rules(
-    gateway: GatewayProcess, monkeypatch: pytest.MonkeyPatch
+    gateway: GatewayThread, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import httpx
 
@@ -166,7 +166,7 @@ def dispatch(chat: Chat, text: str) -> Any:
 
 
 def test_a_platform_messages_mentions_are_answered_through_backchannel_and_the_text_rewritten(
-    gateway: GatewayProcess, monkeypatch: pytest.MonkeyPatch
+    gateway: GatewayThread, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Hermes's API server does not fire pre_gateway_dispatch (only platform adapters do), so the hook is
     called here as Hermes calls it, with stand-ins for its event, gateway and session store, against a real
@@ -205,7 +205,7 @@ def test_a_platform_messages_mentions_are_answered_through_backchannel_and_the_t
     ]
 
 
-def test_the_mentions_route_refuses_bad_input_and_changes_nothing(gateway: GatewayProcess) -> None:
+def test_the_mentions_route_refuses_bad_input_and_changes_nothing(gateway: GatewayThread) -> None:
     import httpx
 
     sid = httpx.post(f"{gateway.url}/api/sessions", json={}, headers=gateway.headers()).json()["session"]["id"]

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 
 from backchannel.home import config
-from conftest import GatewayProcess, api_key, free_port, run_cli
+from conftest import GatewayThread, api_key, free_port, run_cli
 
 NON_ASCII_KEY = "sk-caf\u00e9-\u2603-secret-value"
 
@@ -79,7 +79,7 @@ def test_the_cli_never_sends_the_key_to_a_stranger_on_the_gateways_port(initiali
 
 
 def test_the_cli_finds_its_own_gateway_by_the_instance_in_health(initialised: Path) -> None:
-    gw = GatewayProcess(initialised, free_port())
+    gw = GatewayThread(initialised, free_port())
     set_port(initialised, gw.port)
     gw.start()
     try:
@@ -89,7 +89,7 @@ def test_the_cli_finds_its_own_gateway_by_the_instance_in_health(initialised: Pa
         sent = run_cli("send", "default", "hello", "--json")
         assert sent.exit_code == 0 and json.loads(sent.stdout)["via"] == "gateway", sent
     finally:
-        gw.kill()
+        gw.close()
 
 
 def test_a_non_ascii_peer_key_is_refused_at_peer_add_and_never_shown(initialised: Path) -> None:
@@ -108,7 +108,7 @@ def test_a_peer_key_never_reaches_the_output_the_log_the_store_or_the_ledger(ini
     with fake_server(answer, status=401) as (port, seen):
         added = run_cli("peer", "add", "spark", "--url", f"http://127.0.0.1:{port}", "--key", peer_key)
         assert added.exit_code == 0, added
-        gw = GatewayProcess(initialised, free_port())
+        gw = GatewayThread(initialised, free_port())
         set_port(initialised, gw.port)
         gw.start()
         try:
@@ -122,7 +122,7 @@ def test_a_peer_key_never_reaches_the_output_the_log_the_store_or_the_ledger(ini
             ledger = httpx.get(gw.url + "/v1/ledger", headers=gw.headers()).text
             runs = run_cli("runs", "list", "--json").stdout
         finally:
-            gw.kill()
+            gw.close()
     assert any(h.get("authorization") == f"Bearer {peer_key}" for h in seen)  # it was sent, to the peer only
     shown = dm.stdout + dm.stderr + agent.stdout + agent.stderr + ledger + runs + gw.log() + added.stdout
     assert "bad key" in shown and peer_key not in shown

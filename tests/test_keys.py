@@ -8,6 +8,8 @@ from backchannel import keys
 from backchannel.errors import UsageError
 from backchannel.ids import new_run_id
 
+pytestmark = pytest.mark.quick  # pure: no home on disk, no process, no gateway (make quick)
+
 RUN = "run_0123456789abcdef0123456789abcdef"
 
 # --- check_external --------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from conftest import GatewayProcess, api_key, free_port, run_cli
+from conftest import GatewayThread, api_key, free_port, run_cli
 from test_messaging import set_messaging
 
 TOOLS = {"send_to_session", "send_to_peer", "check_message", "cancel_message", "list_sessions"}
@@ -50,7 +50,7 @@ async def over_stdio(root: Path, *args: str) -> AsyncIterator[ClientSession]:
 
 
 @contextlib.asynccontextmanager
-async def over_http(gateway: GatewayProcess, path: str, **headers: str) -> AsyncIterator[ClientSession]:
+async def over_http(gateway: GatewayThread, path: str, **headers: str) -> AsyncIterator[ClientSession]:
     client = httpx2.AsyncClient(headers={"Authorization": f"Bearer {api_key(gateway.root)}", **headers})
     async with (
         client,
@@ -147,7 +147,7 @@ def test_stdio_through_the_running_gateway_and_a_given_session(home: Path) -> No
     setup_home(home)
     created = run_cli("chat", "-p", "research", "-q", "hello", "--json")
     session_id = json.loads(created.stdout)["session_id"]
-    gateway = GatewayProcess(home, free_port()).start()
+    gateway = GatewayThread(home, free_port()).start()
     try:
 
         async def main() -> dict[str, Any]:
@@ -158,7 +158,7 @@ def test_stdio_through_the_running_gateway_and_a_given_session(home: Path) -> No
         check(seen, home)
         assert f"run {seen['receipt']['run_id']} completed" in gateway.log(), "the gateway ran the turn"
     finally:
-        gateway.kill()
+        gateway.close()
     ledger = json.loads(run_cli("ledger", "--json").stdout)
     assert any(row["sender"] == f"research/{session_id}" for row in ledger), "the given session sent them"
 
@@ -195,7 +195,7 @@ def test_stdio_refuses_an_unknown_profile_or_session_before_serving(home: Path) 
         assert says in result.stderr and "Traceback" not in result.stderr
 
 
-async def unknown_session_and_tool(gateway: GatewayProcess, path: str, **headers: str) -> dict[str, dict[str, Any]]:
+async def unknown_session_and_tool(gateway: GatewayThread, path: str, **headers: str) -> dict[str, dict[str, Any]]:
     """Every tool called as a session that does not exist (X-Backchannel-Session), and a tool that does not."""
     arguments = {
         "send_to_session": {"session_id": "builds", "message": "hi"},
@@ -214,7 +214,7 @@ async def unknown_session_and_tool(gateway: GatewayProcess, path: str, **headers
 def test_over_http_at_the_gateway(home: Path, path: str, monkeypatch: pytest.MonkeyPatch) -> None:
     setup_home(home)
     monkeypatch.setenv("BACKCHANNEL_MCP_MAX_WAIT_SECONDS", SHORT_WAIT)
-    gateway = GatewayProcess(home, free_port()).start()
+    gateway = GatewayThread(home, free_port()).start()
     try:
         headers = {} if path.startswith("/p/") else {"X-Backchannel-Profile": "research"}
 
@@ -241,4 +241,4 @@ def test_over_http_at_the_gateway(home: Path, path: str, monkeypatch: pytest.Mon
         r = httpx2.post(gateway.url + "/p/nobody/mcp", json={}, headers=gateway.headers())
         assert r.status_code == 404 and r.json()["error"]["code"] == "profile_not_found"
     finally:
-        gateway.kill()
+        gateway.close()

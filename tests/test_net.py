@@ -21,6 +21,8 @@ from backchannel.net.peer import PeerClient
 from backchannel.net.sse import Event, SseParser
 from conftest import free_port
 
+pytestmark = pytest.mark.quick  # pure: no home on disk, no process, no gateway (make quick)
+
 # --- the SSE parser ------------------------------------------------------------------------------
 
 STREAM = (

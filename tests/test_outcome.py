@@ -6,6 +6,8 @@ import pytest
 
 from backchannel.outcome import Outcome, Result, of_state, refused
 
+pytestmark = pytest.mark.quick  # pure: no home on disk, no process, no gateway (make quick)
+
 # --- of_state --------------------------------------------------------------------------------------
 
 

@@ -393,11 +393,9 @@ def test_dm_to_an_agent_the_peer_does_not_have_is_a_usage_error(pair: Pair) -> N
 
 
 def test_dm_past_its_wait_gives_a_receipt_then_status_follows_it(pair: Pair) -> None:
-    started = time.monotonic()
     result, body = dm_json(pair.a, "beta", "/sleep 2\nslow one", "--wait", "0.3")
     assert result.exit_code == 0, result.stderr
-    assert time.monotonic() - started < 2.0, "the dm should return its receipt without waiting for the reply"
-    assert body["result"] == "receipt", body
+    assert body["result"] == "receipt", body  # past its wait the dm returns a receipt, not the reply
     run_id = body["run_id"]
     assert run_id
 
@@ -496,7 +494,13 @@ def test_run_with_an_idempotency_key_runs_the_turn_once(pair: Pair) -> None:
     assert "completed" in shown.stdout
     assert f"default (echo): {text}" in shown.stdout
 
-    time.sleep(0.3)  # a wrongly queued second turn gets the chance to show up
+    # A later run into the same Bot Chat is answered after whatever was queued before it (one turn at a time, in
+    # order): once it has, a wrongly queued second turn would be there.
+    later = cli(pair.a, "peer", "run", "beta", "the run after", "--json")
+    assert later.exit_code == 0, later.stderr
+    ended = wait_status(pair.a, "beta", json.loads(later.stdout)["run_id"], {"completed", "failed", "cancelled"})
+    assert ended["status"] == "completed", ended
+    assert len(user_messages_with(pair.beta, "the run after")) == 1  # the same session
     assert len(user_messages_with(pair.beta, text)) == 1
 
 
@@ -510,12 +514,9 @@ def test_stop_cancels_a_slow_run_quickly(pair: Pair) -> None:
     run_id = json.loads(started.stdout)["run_id"]
     wait_status(pair.a, "beta/slowpoke", run_id, {"running"}, within=5)
 
-    t0 = time.monotonic()
     stopped = cli(pair.a, "peer", "stop", "beta/slowpoke", run_id)
-    took = time.monotonic() - t0
     assert stopped.exit_code == 0, stopped.stderr
-    assert "cancelled" in stopped.stdout
-    assert took < 3.0, f"stop took {took:.1f}s"
+    assert "cancelled" in stopped.stdout  # cut mid-turn: the 20 s turn did not run out
     assert wait_status(pair.a, "beta/slowpoke", run_id, {"cancelled"}, within=3)["status"] == "cancelled"
 
 
@@ -599,11 +600,8 @@ def test_a_reply_that_would_come_back_into_the_waiting_session_is_refused_as_a_d
         messaging_rules(pair.a, "default", allow=["peer:beta/*", "peer:beta"]),
         messaging_rules(pair.b, "default", allow=["peer:alpha/*", "peer:alpha"]),
     ):
-        t0 = time.monotonic()
         result = cli(pair.a, "send", "default", f"/peer beta /tool send_to_peer {back}", "--json")
-        took = time.monotonic() - t0
-    assert result.exit_code == 0, result.stderr
-    assert took < 5.0, f"a deadlock must be refused at once, took {took:.1f}s"
+    assert result.exit_code == 0, result.stderr  # refused at once (would_deadlock below), not after the 5 s wait
     outer = tool_results(json.loads(result.stdout)["reply"], "send_to_peer")
     assert len(outer) == 1 and outer[0]["result"] == "delivered", outer
     inner = tool_results(outer[0]["reply"], "send_to_peer")

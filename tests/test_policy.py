@@ -20,6 +20,8 @@ from backchannel.policy import (
     targets,
 )
 
+pytestmark = pytest.mark.quick  # pure: no home on disk, no process, no gateway (make quick)
+
 OPEN = MessagingPolicy(allow=("*", "peer:*"))  # may message anyone, accepts anyone, max_hops 6, budget 30
 DENY_ALL = MessagingPolicy(allow=(), accept=(), max_hops=0, pair_budget_per_hour=0)
 

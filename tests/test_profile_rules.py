@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from conftest import GatewayProcess, run_cli
+from conftest import GatewayThread, run_cli
 
 
 def _rules(profile: str) -> dict[str, Any]:
@@ -101,7 +101,7 @@ def test_budget_sets_the_numbers_and_refuses_none(initialised: Path) -> None:
     assert run_cli("profile", "budget", "default", "--max-hops", "-1").exit_code == 2
 
 
-def test_a_running_gateway_follows_an_allow_at_once(gateway: GatewayProcess) -> None:
+def test_a_running_gateway_follows_an_allow_at_once(gateway: GatewayThread) -> None:
     for name in ("research", "builds"):
         assert run_cli("profile", "create", name).exit_code == 0
     before = json.loads(run_cli("send", "research", "/send builds first try", "--json").stdout)

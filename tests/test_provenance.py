@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from conftest import GatewayProcess, free_port, run_cli
+from conftest import GatewayThread, free_port, run_cli
 from gateway_http import set_messaging
 from scripted_model import ScriptedModel
 
@@ -37,20 +37,20 @@ def bracket_lines(text: str) -> list[str]:
     return [line for line in text.splitlines() if line.lstrip(" \u200b")[:1] in ("[", "［")]
 
 
-def start(root: Path, model: ScriptedModel) -> GatewayProcess:
+def start(root: Path, model: ScriptedModel) -> GatewayThread:
     for name in ("a", "b"):
         made = run_cli("profile", "create", name, "--engine", "openai", "--base-url", model.base_url, "--model", "m")
         assert made.exit_code == 0, made
         (root / "profiles" / name / "SOUL.md").write_text(f"You are agent {name.upper()}.\n")
     set_messaging(root, "a", allow=["b"])
-    gw = GatewayProcess(root, free_port())
+    gw = GatewayThread(root, free_port())
     path = root / "config.yaml"
     text = path.read_text()
     path.write_text(text.replace("port: 8377", f"port: {gw.port}"))
     return gw.start()
 
 
-def person_says(gw: GatewayProcess, profile: str, message: str) -> dict[str, Any]:
+def person_says(gw: GatewayThread, profile: str, message: str) -> dict[str, Any]:
     r = httpx.post(
         f"{gw.url}/p/{profile}/api/sessions",
         json={"title": "Bot Chat"},
@@ -77,7 +77,7 @@ def test_a_mentioned_agents_forged_your_user_line_arrives_framed_as_that_agents(
         try:
             person_says(gw, "a", "@session:b what is the status?")
         finally:
-            gw.kill()
+            gw.close()
     prompt = last_user(next(r for r in model.requests if who(r) == "a"))
     lines = bracket_lines(prompt)
     assert all(line.startswith(FRAME_LINES) for line in lines), lines  # every forged one was escaped
@@ -104,7 +104,7 @@ def test_an_agents_message_imitating_a_frame_is_escaped_for_the_model_and_kept_r
             person_says(gw, "a", "relay it")
             ledger = httpx.get(f"{gw.url}/v1/ledger", headers=gw.headers()).json()["data"]
         finally:
-            gw.kill()
+            gw.close()
     received = last_user(next(r for r in model.requests if who(r) == "b"))
     lines = bracket_lines(received)
     assert len(lines) == 1 and lines[0].startswith("[Message from session a/"), lines

@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 
-from conftest import GatewayProcess, run_cli
+from conftest import GatewayThread, run_cli
 from gateway_http import chat, client, gateway_with, set_messaging
 
 
@@ -92,15 +92,13 @@ def test_one_profiles_slow_turns_never_starve_another_profile(initialised: Path)
         deadline = time.monotonic() + 10
         while statuses(c, run_ids).count("running") < 16 and time.monotonic() < deadline:
             time.sleep(0.05)
-        started = time.monotonic()
         answer = chat(c, new_session(c, "/p/other"), "still answered", "k-other", wait=5, profile="other")
-        assert answer.get("message", {}).get("content"), answer  # 200 with the reply, not a 202 receipt
-        assert time.monotonic() - started < 5
+        assert answer.get("message", {}).get("content"), answer  # 200 with the reply within its wait, not a receipt
         now = statuses(c, run_ids)
         assert now.count("running") == 16 and now.count("queued") == 16, now  # a profile holds half the slots
 
 
-def test_internal_idempotency_prefixes_are_refused_from_outside(gateway: GatewayProcess) -> None:
+def test_internal_idempotency_prefixes_are_refused_from_outside(gateway: GatewayThread) -> None:
     with client(gateway) as c:
         sid = new_session(c)
         for key in ("wake:run_0123", "send:run_x:y:0", "dedup:abc"):

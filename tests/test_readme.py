@@ -8,10 +8,13 @@ import re
 from pathlib import Path
 
 import click
+import pytest
 
 from backchannel import errors
 from backchannel.cli.app import cli
 from backchannel.outcome import Outcome
+
+pytestmark = pytest.mark.quick  # pure: no home on disk, no process, no gateway (make quick)
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from conftest import GatewayProcess, run_cli
+from conftest import GatewayThread, run_cli
 
 
 def receipt(text: str) -> dict[str, Any]:
@@ -47,7 +47,7 @@ def test_runs_list_show_follow_and_stop_without_a_gateway(initialised: Path) -> 
     assert run_cli("runs", "list", "-p", "nobody").exit_code == 2
 
 
-def test_runs_follow_and_stop_through_the_gateway(gateway: GatewayProcess) -> None:
+def test_runs_follow_and_stop_through_the_gateway(gateway: GatewayThread) -> None:
     slow = receipt("/sleep 0.5\nthrough the gateway")
     assert slow["via"] == "gateway"
     followed = run_cli("runs", "follow", slow["run_id"], "--json")

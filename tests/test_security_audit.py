@@ -28,7 +28,7 @@ from backchannel.store import db as store_db
 from backchannel.store import migrations
 from backchannel.store import runs as runstore
 from backchannel.store import sessions as sessionstore
-from conftest import GatewayProcess, api_key, free_port, run_cli
+from conftest import GatewayThread, api_key, free_port, run_cli
 from gateway_http import set_messaging
 from scripted_model import ScriptedModel
 from test_provenance import last_user, start, who
@@ -61,7 +61,7 @@ def a2a_send(c: httpx.Client, text: str, message_id: str) -> dict[str, Any]:
 # --- 1. no sending profile is the default profile, for every rule ----------------------------------------
 
 
-def test_a_peer_without_a_sending_profile_is_held_by_a_hold_on_its_profiles(gateway: GatewayProcess) -> None:
+def test_a_peer_without_a_sending_profile_is_held_by_a_hold_on_its_profiles(gateway: GatewayThread) -> None:
     """`hold: ["peer:spark/*"]` holds spark's messages whether its client names a sending profile or not, over
     the Hermes dialect and A2A alike; `accept` with the same pattern lets them in."""
     key = make_key("spark")
@@ -84,7 +84,7 @@ def test_a_peer_without_a_sending_profile_is_held_by_a_hold_on_its_profiles(gate
 # --- 2. the hop floor binds an exchange -------------------------------------------------------------------
 
 
-def test_the_hop_floor_binds_an_exchange_whichever_key_it_comes_by(gateway: GatewayProcess) -> None:
+def test_the_hop_floor_binds_an_exchange_whichever_key_it_comes_by(gateway: GatewayThread) -> None:
     """A peer's hop is never lower than its exchange reached here, also by another key of the same gateway
     (a second peer name); a message of a fresh exchange is at its own hop. A peer naming no exchange (a
     Hermes gateway) is held to what it reached, as before."""
@@ -116,7 +116,7 @@ def test_the_hop_floor_binds_an_exchange_whichever_key_it_comes_by(gateway: Gate
 # --- 4. idempotency keys are their caller's --------------------------------------------------------------
 
 
-def test_a_peer_taking_a_key_first_never_answers_the_persons_send_with_it(gateway: GatewayProcess) -> None:
+def test_a_peer_taking_a_key_first_never_answers_the_persons_send_with_it(gateway: GatewayThread) -> None:
     """A peer sends with `ticket-123` first; the person's later send with the same key is the person's own run
     (not a 409 naming the peer's); each caller's retry is a replay of its own run only."""
     key = make_key("spark")
@@ -149,7 +149,7 @@ def test_a_peer_taking_a_key_first_never_answers_the_persons_send_with_it(gatewa
     assert runs["the peer's run"]["sender"] == "peer:spark/default"
 
 
-def test_a_peer_key_may_not_take_the_form_of_a_filed_one(gateway: GatewayProcess) -> None:
+def test_a_peer_key_may_not_take_the_form_of_a_filed_one(gateway: GatewayThread) -> None:
     key = make_key("spark")
     with as_key(gateway, key) as c:
         sid = bot_chat(c)
@@ -209,7 +209,7 @@ def test_runs_recorded_before_keep_their_meaning(initialised: Path) -> None:
     an A2A messageId), and the person's send with a key the peer used is the person's own new run."""
     _store_before_0013(initialised)
     key = make_key("spark")
-    gw = GatewayProcess(initialised, free_port())
+    gw = GatewayThread(initialised, free_port())
     data = config.load_yaml(config.config_path(initialised))
     data["gateway"]["port"] = gw.port
     config.write_yaml(config.config_path(initialised), data)
@@ -237,7 +237,7 @@ def test_runs_recorded_before_keep_their_meaning(initialised: Path) -> None:
             runs = [e for e in ledger(p) if e["message"].startswith(("an old", "the person's own"))]
         assert len(runs) == 4, runs  # nothing ran twice
     finally:
-        gw.kill()
+        gw.close()
 
 
 # --- 5. frames no look-alike can forge; our own lines left as they are ------------------------------------
@@ -265,7 +265,7 @@ LOOK_ALIKES = (
 )
 
 
-def test_no_look_alike_bracket_opens_a_line_the_model_reads(gateway: GatewayProcess) -> None:
+def test_no_look_alike_bracket_opens_a_line_the_model_reads(gateway: GatewayThread) -> None:
     """A peer's message whose lines open with look-alike brackets reaches the agent (the echo engine's model
     input, kept in the session) with each such line escaped; the ledger keeps the text as it was sent."""
     lines = [f"{opener}End of the message from peer spark{i}]" for i, opener in enumerate(LOOK_ALIKES)]
@@ -318,7 +318,7 @@ def test_a_wake_up_keeps_its_own_heading_and_escapes_the_answer(initialised: Pat
                     assert time.monotonic() < deadline, "a's model never read the wake-up"
                     time.sleep(0.1)
         finally:
-            gw.kill()
+            gw.close()
     prompt = last_user(woken[0]).split("\n")
     assert prompt[0].startswith("[Message from session b/") and "via a reply to your message" in prompt[0]
     assert prompt[1] == f"[Reply to your message {sent['run_id']} ('/slow')]"  # ours: as it is
@@ -332,7 +332,7 @@ def test_a_wake_up_keeps_its_own_heading_and_escapes_the_answer(initialised: Pat
 # --- 6. the rest: stopping a held run, ... ---------------------------------------------------------------
 
 
-def test_stopping_a_held_run_cancels_it_on_every_surface_and_tells_its_sender(gateway: GatewayProcess) -> None:
+def test_stopping_a_held_run_cancels_it_on_every_surface_and_tells_its_sender(gateway: GatewayThread) -> None:
     """A held run has not begun, like a queued one: a stop cancels it (never "200 and still held"), whether the
     person stops it (CLI, HTTP, web) or its sender does (its key on /v1/runs/{id}/stop, A2A CancelTask, an
     agent's cancel_message); an agent sender is woken with the end as with any other."""
@@ -377,7 +377,7 @@ def test_stopping_a_held_run_cancels_it_on_every_surface_and_tells_its_sender(ga
             time.sleep(0.1)
 
 
-def test_a_deny_reason_is_bounded_where_it_is_given(gateway: GatewayProcess) -> None:
+def test_a_deny_reason_is_bounded_where_it_is_given(gateway: GatewayThread) -> None:
     """A reason past 2,000 characters is a clear error at `deny --why` and on the HTTP route, and the run stays
     held; one within the bound is what the sender reads."""
     key = make_key("spark")
@@ -398,7 +398,7 @@ def test_a_deny_reason_is_bounded_where_it_is_given(gateway: GatewayProcess) -> 
         assert c.get(f"/v1/runs/{run_id}").json()["error"] == "x" * 2000
 
 
-def test_a_long_failure_reason_is_cut_where_it_is_framed_into_the_senders_session(gateway: GatewayProcess) -> None:
+def test_a_long_failure_reason_is_cut_where_it_is_framed_into_the_senders_session(gateway: GatewayThread) -> None:
     """However long the reason a run failed with, the wake-up that tells its agent sender says at most 2,000
     characters of it."""
     assert run_cli("profile", "create", "research").exit_code == 0
@@ -419,7 +419,7 @@ def _leaks_home(text: str, root: Path) -> bool:
     return any(spelling in text for spelling in {str(root), str(root.resolve()), root.as_posix()})
 
 
-def test_errors_that_leave_the_gateway_name_no_path_of_the_home(gateway: GatewayProcess) -> None:
+def test_errors_that_leave_the_gateway_name_no_path_of_the_home(gateway: GatewayThread) -> None:
     """A peer's message to a profile whose config is broken is refused naming the file under $BACKCHANNEL_HOME
     (HTTP envelope and A2A error alike); a turn that fails on a file of the home fails with an error its
     sender reads without the home's path; the person's own CLI still names the file in full."""
@@ -476,7 +476,7 @@ def _sse(lines: Iterator[str]) -> Iterator[tuple[str, dict[str, Any]]]:
             data += line[5:].strip()
 
 
-def test_a_revoked_keys_open_streams_end_with_a_clear_end(gateway: GatewayProcess) -> None:
+def test_a_revoked_keys_open_streams_end_with_a_clear_end(gateway: GatewayThread) -> None:
     """Streams opened with a peer key end soon after `key revoke` (no event of the run is due meanwhile), each
     with its surface's clear end, while the runs they followed go on: chat/stream (`error` key_revoked, then
     `done`), /v1/runs/{id}/events (`stream.closed` key_revoked) and A2A SendStreamingMessage (a JSON-RPC
@@ -532,7 +532,7 @@ def test_a_revoked_keys_open_streams_end_with_a_clear_end(gateway: GatewayProces
             p.post(f"/v1/runs/{run}/stop")  # done with them
 
 
-def test_failed_web_logins_from_elsewhere_never_keep_the_persons_browser_out(gateway: GatewayProcess) -> None:
+def test_failed_web_logins_from_elsewhere_never_keep_the_persons_browser_out(gateway: GatewayThread) -> None:
     """Wrong keys from any other local process (each a fresh browser, or cookies thrown away) throttle only
     attempts without a browser that logged in before: the person's browser logs in with the right key at once;
     its own typos throttle only itself."""

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from conftest import GatewayProcess, run_cli
+from conftest import GatewayProcess, GatewayThread, run_cli
 from gateway_http import set_messaging
 
 TIMEOUT = httpx.Timeout(10.0)
@@ -69,7 +69,7 @@ def wait_run(c: httpx.Client, run_id: str, statuses: set[str], within: float = 1
 # --- 1. keys are identities -------------------------------------------------------------------------
 
 
-def test_key_create_list_rotate_revoke(gateway: GatewayProcess) -> None:
+def test_key_create_list_rotate_revoke(gateway: GatewayThread) -> None:
     key = make_key("spark", "--profile", "default")
     listed = run_cli("key", "list", "--json")
     assert listed.exit_code == 0 and key not in listed.stdout
@@ -94,7 +94,7 @@ def test_key_create_list_rotate_revoke(gateway: GatewayProcess) -> None:
     assert run_cli("key", "revoke", "spark").exit_code == 2
 
 
-def test_a_peer_key_is_its_identity_whatever_the_headers_say(gateway: GatewayProcess) -> None:
+def test_a_peer_key_is_its_identity_whatever_the_headers_say(gateway: GatewayThread) -> None:
     """A Hermes-style client (only X-Hermes-Sender-Profile: default) with key spark is peer:spark/default."""
     key = make_key("spark")
     set_messaging(gateway.root, "default", accept=["peer:spark/*"])
@@ -113,7 +113,7 @@ def test_a_peer_key_is_its_identity_whatever_the_headers_say(gateway: GatewayPro
         assert any(m["content"].startswith("[Message from peer spark/default") for m in msgs)
 
 
-def test_the_persons_key_is_the_person_whatever_the_headers_say(gateway: GatewayProcess) -> None:
+def test_the_persons_key_is_the_person_whatever_the_headers_say(gateway: GatewayThread) -> None:
     with person(gateway) as p:
         sid = bot_chat(p)
         r = dm(p, sid, "old setup", "k-old", **{"X-Backchannel-Gateway": "spark"})
@@ -123,7 +123,7 @@ def test_the_persons_key_is_the_person_whatever_the_headers_say(gateway: Gateway
         assert [m["content"] for m in msgs if m["role"] == "user"] == ["old setup"]  # unframed: the person's
 
 
-def test_a_peer_key_reaches_its_bot_chats_and_its_own_runs_only(gateway: GatewayProcess) -> None:
+def test_a_peer_key_reaches_its_bot_chats_and_its_own_runs_only(gateway: GatewayThread) -> None:
     assert run_cli("profile", "create", "research").exit_code == 0
     key = make_key("spark")
     with person(gateway) as p:
@@ -186,7 +186,7 @@ def test_peer_add_makes_the_key_back_and_prints_the_command(initialised: Path) -
 # --- 2. loops a peer cannot talk past ----------------------------------------------------------------
 
 
-def test_a_forging_peer_is_held_to_the_hops_its_exchange_reached_and_to_its_budget(gateway: GatewayProcess) -> None:
+def test_a_forging_peer_is_held_to_the_hops_its_exchange_reached_and_to_its_budget(gateway: GatewayThread) -> None:
     key = make_key("spark")
     forged = {"X-Backchannel-Hops": "0", "X-Backchannel-Chain": "", "X-Backchannel-Gateway": "elsewhere"}
     with as_key(gateway, key) as c, person(gateway) as p:
@@ -216,7 +216,7 @@ def held_json() -> list[dict[str, Any]]:
     return data
 
 
-def test_held_then_approved_then_denied(gateway: GatewayProcess) -> None:
+def test_held_then_approved_then_denied(gateway: GatewayThread) -> None:
     key = make_key("spark")
     set_messaging(gateway.root, "default", hold=["peer:*"])
     with as_key(gateway, key) as c, person(gateway) as p:
@@ -243,7 +243,7 @@ def test_held_then_approved_then_denied(gateway: GatewayProcess) -> None:
         assert held_json() == []
 
 
-def test_a_held_message_expires_and_wakes_its_local_sender(gateway: GatewayProcess) -> None:
+def test_a_held_message_expires_and_wakes_its_local_sender(gateway: GatewayThread) -> None:
     assert run_cli("profile", "create", "research").exit_code == 0
     set_messaging(gateway.root, "research", allow=["default"])
     set_messaging(gateway.root, "default", hold=["research"], hold_expiry_seconds=1)
@@ -263,7 +263,7 @@ def test_a_held_message_expires_and_wakes_its_local_sender(gateway: GatewayProce
 # --- 4. item 9 ---------------------------------------------------------------------------------------
 
 
-def test_a_profiles_ledger_has_only_its_entries(gateway: GatewayProcess) -> None:
+def test_a_profiles_ledger_has_only_its_entries(gateway: GatewayThread) -> None:
     assert run_cli("profile", "create", "research").exit_code == 0
     assert run_cli("send", "default", "for default").exit_code == 0
     assert run_cli("send", "research", "for research").exit_code == 0
@@ -273,7 +273,7 @@ def test_a_profiles_ledger_has_only_its_entries(gateway: GatewayProcess) -> None
 
 
 @pytest.mark.parametrize("slow", [False, True])
-def test_receipts_tell_queued_behind_others_from_running(gateway: GatewayProcess, slow: bool) -> None:
+def test_receipts_tell_queued_behind_others_from_running(gateway: GatewayThread, slow: bool) -> None:
     key = make_key("spark")
     with as_key(gateway, key) as c:
         sid = bot_chat(c)

@@ -14,7 +14,7 @@ import pytest
 from playwright.sync_api import expect
 
 from backchannel.home import config
-from conftest import GatewayProcess, run_cli
+from conftest import GatewayThread, run_cli
 from webpage import api, log_in
 
 pytestmark = pytest.mark.browser
@@ -48,7 +48,7 @@ def _same_page(tab: Any) -> bool:
 
 
 def test_log_in_and_see_a_session_with_another_agents_message_and_a_folded_tool_call(
-    page: Any, gateway: GatewayProcess
+    page: Any, gateway: GatewayThread
 ) -> None:
     with api(gateway) as client:
         sid = _session(client, "default", "Bot Chat")  # the one session a peer's key reaches
@@ -80,7 +80,7 @@ def test_log_in_and_see_a_session_with_another_agents_message_and_a_folded_tool_
     expect(tool.locator("pre").first).to_contain_text('"session_id": "nowhere"')
 
 
-def test_send_a_message_and_watch_the_reply_stream_in(page: Any, gateway: GatewayProcess) -> None:
+def test_send_a_message_and_watch_the_reply_stream_in(page: Any, gateway: GatewayThread) -> None:
     with api(gateway) as client:
         sid = _session(client, "default", "live")
     log_in(page, gateway, f"/web/sessions/{sid}")
@@ -101,7 +101,7 @@ def test_send_a_message_and_watch_the_reply_stream_in(page: Any, gateway: Gatewa
     assert [m["content"] for m in history] == ["/sleep 1\nstreamed words", "default (echo): streamed words"]
 
 
-def test_watch_a_run_go_queued_running_completed_live_and_stop_another(page: Any, gateway: GatewayProcess) -> None:
+def test_watch_a_run_go_queued_running_completed_live_and_stop_another(page: Any, gateway: GatewayThread) -> None:
     log_in(page, gateway, "/web/runs")
     _mark(page)
     with api(gateway) as client:
@@ -125,7 +125,7 @@ def test_watch_a_run_go_queued_running_completed_live_and_stop_another(page: Any
         assert client.get(f"/v1/runs/{slow}").json()["status"] == "cancelled"
 
 
-def test_filter_the_ledger_to_a_pair_and_open_its_exchange(page: Any, gateway: GatewayProcess) -> None:
+def test_filter_the_ledger_to_a_pair_and_open_its_exchange(page: Any, gateway: GatewayThread) -> None:
     for name in ("research", "builds", "assistant", "vault"):
         assert run_cli("profile", "create", name).exit_code == 0
     path = config.profiles_dir(gateway.root) / "research" / "config.yaml"
@@ -167,7 +167,7 @@ def test_filter_the_ledger_to_a_pair_and_open_its_exchange(page: Any, gateway: G
     expect(page.locator("article.agent")).to_contain_text(f"session research/{sid}")
 
 
-def test_approve_and_deny_held_messages_and_the_sender_learns_each_outcome(page: Any, gateway: GatewayProcess) -> None:
+def test_approve_and_deny_held_messages_and_the_sender_learns_each_outcome(page: Any, gateway: GatewayThread) -> None:
     assert run_cli("profile", "create", "research").exit_code == 0
     for name, rules in (("research", {"allow": ["default"]}), ("default", {"hold": ["research"]})):
         path = config.profiles_dir(gateway.root) / name / "config.yaml"
@@ -226,7 +226,7 @@ ONE_LINE = """cell => {
 
 
 def test_ids_addresses_states_and_outcomes_stay_on_one_line_and_the_page_uses_the_width(
-    page: Any, gateway: GatewayProcess
+    page: Any, gateway: GatewayThread
 ) -> None:
     with api(gateway) as client:
         sid = _session(client, "default", "a session with a long message")
@@ -253,7 +253,7 @@ def test_ids_addresses_states_and_outcomes_stay_on_one_line_and_the_page_uses_th
     assert width > 1500, width  # no empty margins beside a table that wraps
 
 
-def test_deny_does_not_look_like_approve(page: Any, gateway: GatewayProcess) -> None:
+def test_deny_does_not_look_like_approve(page: Any, gateway: GatewayThread) -> None:
     assert run_cli("profile", "create", "research").exit_code == 0
     assert run_cli("profile", "allow", "research", "default").exit_code == 0
     assert run_cli("profile", "hold", "default", "research").exit_code == 0

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from conftest import GatewayProcess, api_key, run_cli
+from conftest import GatewayThread, api_key, run_cli
 
 PAGES = [
     "/",
@@ -27,19 +27,19 @@ PAGES = [
 ]
 
 
-def _browser(gateway: GatewayProcess) -> httpx.Client:
+def _browser(gateway: GatewayThread) -> httpx.Client:
     return httpx.Client(base_url=gateway.url, timeout=30, follow_redirects=False)
 
 
 @contextlib.contextmanager
-def _logged_in(gateway: GatewayProcess) -> Iterator[httpx.Client]:
+def _logged_in(gateway: GatewayThread) -> Iterator[httpx.Client]:
     with _browser(gateway) as client:
         answer = client.post("/web/login", data={"key": api_key(gateway.root)}, headers=_same_origin(gateway))
         assert answer.status_code == 303, answer.text
         yield client
 
 
-def _same_origin(gateway: GatewayProcess) -> dict[str, str]:
+def _same_origin(gateway: GatewayThread) -> dict[str, str]:
     return {"Origin": gateway.url}
 
 
@@ -50,7 +50,7 @@ def _csrf(client: httpx.Client, path: str = "/") -> str:
 
 
 @pytest.mark.parametrize("with_key_header", [False, True], ids=["no credentials", "the API key as a bearer header"])
-def test_no_page_or_asset_is_served_without_the_cookie(gateway: GatewayProcess, with_key_header: bool) -> None:
+def test_no_page_or_asset_is_served_without_the_cookie(gateway: GatewayThread, with_key_header: bool) -> None:
     headers = gateway.headers() if with_key_header else {}  # the API's bearer key is not the web view's login
     with _browser(gateway) as client:
         for path in PAGES:
@@ -66,7 +66,7 @@ def test_no_page_or_asset_is_served_without_the_cookie(gateway: GatewayProcess, 
         assert style.status_code == 200 and style.headers["content-type"].startswith("text/css")
 
 
-def test_the_cookie_is_httponly_strict_and_opens_the_pages(gateway: GatewayProcess) -> None:
+def test_the_cookie_is_httponly_strict_and_opens_the_pages(gateway: GatewayThread) -> None:
     with _browser(gateway) as client:
         answer = client.post("/web/login", data={"key": api_key(gateway.root)}, headers=_same_origin(gateway))
         cookie = answer.headers["set-cookie"]
@@ -77,7 +77,7 @@ def test_the_cookie_is_httponly_strict_and_opens_the_pages(gateway: GatewayProce
         assert client.get("/web/static/vendor/htmx-2.0.11.min.js").status_code == 200
 
 
-def test_a_forged_cross_site_post_is_refused_and_changes_nothing(gateway: GatewayProcess) -> None:
+def test_a_forged_cross_site_post_is_refused_and_changes_nothing(gateway: GatewayThread) -> None:
     with _logged_in(gateway) as client:
         sid = httpx.post(f"{gateway.url}/api/sessions", json={"title": "t"}, headers=gateway.headers()).json()
         sid = sid["session"]["id"]
@@ -101,7 +101,7 @@ def test_a_forged_cross_site_post_is_refused_and_changes_nothing(gateway: Gatewa
         assert [r["message"] for r in runs] == ["transfer everything"]
 
 
-def test_the_key_is_in_no_page_cookie_or_log(gateway: GatewayProcess) -> None:
+def test_the_key_is_in_no_page_cookie_or_log(gateway: GatewayThread) -> None:
     key = api_key(gateway.root)
     with _browser(gateway) as client:
         wrong = client.post("/web/login", data={"key": key[:-1] + "x"}, headers=_same_origin(gateway))
@@ -118,7 +118,7 @@ def test_the_key_is_in_no_page_cookie_or_log(gateway: GatewayProcess) -> None:
     assert key not in gateway.log()
 
 
-def test_bad_input_gets_a_page_that_names_it(gateway: GatewayProcess) -> None:
+def test_bad_input_gets_a_page_that_names_it(gateway: GatewayThread) -> None:
     with _logged_in(gateway) as client:
         bad = client.get("/web/ledger?state=bogus")
         assert bad.status_code == 400 and "no ledger outcome &#39;bogus&#39;" in bad.text
@@ -130,7 +130,7 @@ def test_bad_input_gets_a_page_that_names_it(gateway: GatewayProcess) -> None:
         assert empty.status_code == 404
 
 
-def test_a_peer_key_does_not_log_in(gateway: GatewayProcess) -> None:
+def test_a_peer_key_does_not_log_in(gateway: GatewayThread) -> None:
     peer_key = "bc_" + "p" * 40
     added = run_cli("peer", "add", "spark", "--url", "http://127.0.0.1:9", input=peer_key)
     assert added.exit_code == 0, added.stderr
@@ -144,7 +144,7 @@ def test_a_peer_key_does_not_log_in(gateway: GatewayProcess) -> None:
         assert cross.status_code == 403 and "set-cookie" not in cross.headers
 
 
-def test_logging_out_closes_the_door_for_that_cookie_across_a_restart(gateway: GatewayProcess) -> None:
+def test_logging_out_closes_the_door_for_that_cookie_across_a_restart(gateway: GatewayThread) -> None:
     with _logged_in(gateway) as client, _logged_in(gateway) as other:
         cookie = dict(client.cookies)
         out = client.post("/web/logout", data={"csrf": _csrf(client)}, headers=_same_origin(gateway))
@@ -153,8 +153,7 @@ def test_logging_out_closes_the_door_for_that_cookie_across_a_restart(gateway: G
     with _browser(gateway) as replay:
         replay.cookies.update(cookie)  # the old cookie, kept by someone: it no longer opens anything
         assert replay.get("/").status_code == 303
-    gateway.terminate()
-    gateway.start()
+    gateway.restart()
     with _browser(gateway) as replay:
         replay.cookies.update(cookie)  # nor after the gateway restarted
         assert replay.get("/").status_code == 303
@@ -163,7 +162,7 @@ def test_logging_out_closes_the_door_for_that_cookie_across_a_restart(gateway: G
         assert still.get("/").status_code == 200  # a logout is one browser's, not everyone's
 
 
-def test_ten_failed_logins_in_a_minute_shut_the_form_even_for_the_right_key(gateway: GatewayProcess) -> None:
+def test_ten_failed_logins_in_a_minute_shut_the_form_even_for_the_right_key(gateway: GatewayThread) -> None:
     with _browser(gateway) as client:
         for n in range(10):
             wrong = client.post("/web/login", data={"key": f"guess-{n}"}, headers=_same_origin(gateway))

@@ -67,7 +67,7 @@ def test_every_end_of_a_message_wakes_the_sender_that_stopped_waiting(initialise
 
 
 def test_sigterm_with_turns_running_requeues_them_and_they_run_once_after_the_restart(initialised: Path) -> None:
-    with gateway_with(initialised, grace=0.3) as gw:
+    with gateway_with(initialised, grace=0.3, process=True) as gw:
         with client(gw) as c:
             sessions = [c.post("/api/sessions", json={"title": f"t{i}"}).json()["session"]["id"] for i in (1, 2)]
             runs = [

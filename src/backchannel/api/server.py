@@ -8,8 +8,10 @@ import logging
 import secrets
 import signal
 import socket
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import TextIO
 
 import uvicorn
 from starlette.applications import Starlette
@@ -40,14 +42,20 @@ def api_key(root: Path) -> str:
 
 
 def build(
-    root: Path, *, grace: float = 10.0, instance: str = "", stop: StopRequest | None = None
+    root: Path,
+    *,
+    grace: float = 10.0,
+    instance: str = "",
+    stop: StopRequest | None = None,
+    run_log: TextIO | None = None,
 ) -> tuple[Starlette, Gateway]:
     """The app and its gateway; the gateway starts and stops with the app's lifespan. `stop` is what the
-    API's stop route sets (the server that serves the app watches it)."""
+    API's stop route sets (the server that serves the app watches it); `run_log` where the run log goes
+    (default: stderr)."""
     config.require_home(root)
     key = api_key(root)
     # a damaged state.db is refused here; A2A push notifications are delivered by this process
-    gateway = Gateway(root, on_state=RunLog(), verify_store=True, push_events=A2APushEvents())
+    gateway = Gateway(root, on_state=RunLog(run_log), verify_store=True, push_events=A2APushEvents())
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -91,14 +99,23 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve(root: Path, *, host: str | None = None, port: int | None = None, grace: float = 10.0) -> None:
+def serve(
+    root: Path,
+    *,
+    host: str | None = None,
+    port: int | None = None,
+    grace: float = 10.0,
+    run_log: TextIO | None = None,
+) -> None:
     """Run in the foreground until SIGINT (Ctrl-C; Ctrl-Break on Windows), SIGTERM or a stop asked over the
-    API: stop taking work, let turns finish within `grace`."""
+    API: stop taking work, let turns finish within `grace`. `run_log`: where the run log goes (default:
+    stderr, beside the log)."""
     settings = config.load_gateway_config(root)
     modes.tighten(root)  # a home made before modes were enforced, or copied in
     instance = "gwi-" + secrets.token_hex(16)
     stop = StopRequest()
-    app, _gateway = build(root, grace=grace, instance=instance, stop=stop)  # every file checked before anything else
+    # every file checked before anything else
+    app, _gateway = build(root, grace=grace, instance=instance, stop=stop, run_log=run_log)
     lock = GatewayLock(root)
     lock.acquire()  # one gateway per home: a second one stops here, naming the first
     try:
@@ -166,10 +183,13 @@ def _serve(
         ),
         stop,
     )
-    # uvicorn re-raises the signal that stopped it once it is done; a graceful SIGTERM stop exits 0.
-    signal.signal(signal.SIGTERM, lambda signum, frame: log.info("gateway stopped"))
-    # Ctrl-Break (CTRL_BREAK_EVENT, the one console event a program can send another's process group) stops it
-    # as Ctrl-C does: uvicorn shuts down gracefully on it, then re-raises it as KeyboardInterrupt (exit 130).
-    if hasattr(signal, "SIGBREAK"):
-        signal.signal(signal.SIGBREAK, signal.default_int_handler)
+    # Signals are the main thread's (as uvicorn's own handlers are): served from another thread (the tests run
+    # gateways in threads of one process), it is stopped over the API alone.
+    if threading.current_thread() is threading.main_thread():
+        # uvicorn re-raises the signal that stopped it once it is done; a graceful SIGTERM stop exits 0.
+        signal.signal(signal.SIGTERM, lambda signum, frame: log.info("gateway stopped"))
+        # Ctrl-Break (CTRL_BREAK_EVENT, the one console event a program can send another's process group) stops
+        # it as Ctrl-C does: uvicorn shuts down gracefully on it, then re-raises it as KeyboardInterrupt (130).
+        if hasattr(signal, "SIGBREAK"):
+            signal.signal(signal.SIGBREAK, signal.default_int_handler)
     server.run(sockets=[sock])

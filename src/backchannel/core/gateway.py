@@ -15,7 +15,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from types import TracebackType
 
@@ -67,10 +68,11 @@ class Gateway:
         poll_seconds: float = 0.25,
         verify_store: bool = False,
         push_events: PushEvents | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         """`verify_store`: run PRAGMA quick_check first and refuse a damaged state.db (the gateway process).
         `push_events`: how A2A push notifications render a run (the gateway process); without it, what is
-        owed waits for the gateway."""
+        owed waits for the gateway. `clock`: when runs are recorded (a test's own clock moves the dedup window)."""
         config.require_home(root)
         config.read_env(root)  # a broken .env stops here, before anything is written
         self.root = root
@@ -89,6 +91,7 @@ class Gateway:
             lease_seconds=lease_seconds,
             poll_seconds=poll_seconds,
             scope=scope,
+            clock=clock,
         )
         self.directory = Directory(root, self.db)
         self.sessions = Sessions(self.directory)  # what the surfaces look sessions up in: views, not rows

@@ -136,6 +136,7 @@ def record(
     new: NewRun,
     *,
     claim_for: str | None = None,
+    now: float | None = None,
     lease_seconds: float = 30.0,
     dedup_window: float = 900.0,
     ttl_seconds: float | None = None,
@@ -149,9 +150,10 @@ def record(
 
     With `claim_for`, a run whose session has nothing queued or running is recorded already claimed
     by that owner (`running`): one transaction instead of two on the common path. The run expires
-    after `new.ttl_seconds`, or else `ttl_seconds`, in the queue.
+    after `new.ttl_seconds`, or else `ttl_seconds`, in the queue. `now`: the time it is recorded at (default:
+    the clock's).
     """
-    now = time.time()
+    now = time.time() if now is None else now
     ttl = new.ttl_seconds or ttl_seconds
     fp = keys.fingerprint(new.sender, new.session_id, new.message)
     run_id = new_run_id()

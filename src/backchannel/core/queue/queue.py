@@ -75,9 +75,12 @@ class RunQueue:
         lease_seconds: float = 30.0,
         poll_seconds: float = 0.25,
         scope: set[str] | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
-        """`scope` limits the sessions this process works (None: all), e.g. for a CLI's one-off turn."""
+        """`scope` limits the sessions this process works (None: all), e.g. for a CLI's one-off turn. `clock`:
+        when a run is recorded (its dedup window and expiry count from it); a test gives its own."""
         self.db = db
+        self.clock = clock
         self.settings = settings
         self.hub = hub
         self.owner = f"{os.getpid()}:{secrets.token_hex(4)}"
@@ -149,6 +152,7 @@ class RunQueue:
             self.db,
             new,
             claim_for=self.owner if claim else None,
+            now=self.clock(),
             lease_seconds=self.lease_seconds,
             dedup_window=self.settings.dedup_window_seconds,
             ttl_seconds=self.settings.run_ttl_seconds or None,
