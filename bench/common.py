@@ -91,6 +91,7 @@ def start_gateway(home: Path) -> Gateway:
                 return gw
         except httpx.HTTPError:
             time.sleep(0.05)
+    gw.stop()  # one that comes up later would outlive the benchmark
     raise RuntimeError(f"gateway did not start: {(home / 'gateway.log').read_text()}")
 
 

@@ -186,6 +186,7 @@ class GatewayProcess:
             except httpx.HTTPError:
                 pass
             time.sleep(0.05)
+        self.kill()  # a gateway that came up too late would live on after the test, a port and a CPU taken
         raise RuntimeError(f"gateway did not come up:\n{self.log_path.read_text()}")
 
     def kill(self) -> None:

@@ -231,6 +231,7 @@ class ScriptedModel:
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._conns: set[socket.socket] = set()
+        self.connections = 0  # the connections accepted so far (a client that pools reuses one for several requests)
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self._port: int | None = None
@@ -295,5 +296,6 @@ class ScriptedModel:
         with self._lock:
             if add:
                 self._conns.add(conn)
+                self.connections += 1
             else:
                 self._conns.discard(conn)

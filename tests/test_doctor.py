@@ -134,7 +134,7 @@ def test_openai_endpoints_down_listing_and_not_listing_the_model(initialised: Pa
         code, checks, _ = doctor()
     assert code == 1  # the endpoint that is down
     fails = [c for c in lines(checks, "endpoint down") if c["status"] == "fail"]
-    assert len(fails) == 1 and "unreachable" in fails[0]["detail"] and "model.base_url" in fails[0]["fix"]
+    assert len(fails) == 1 and "could not reach" in fails[0]["detail"] and "model.base_url" in fails[0]["fix"]
     listed = [c for c in lines(checks, "endpoint listed") if c["status"] != "warn" or "api_key_env" not in c["detail"]]
     assert [c["status"] for c in listed] == ["ok"] and "lists model 'qwen-test'" in listed[0]["detail"]
     unlisted = [c for c in lines(checks, "endpoint unlisted") if "other-model" in c["detail"]]

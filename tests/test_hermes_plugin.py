@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import socketserver
+import threading
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
@@ -62,6 +64,50 @@ def test_an_unreachable_or_unset_gateway_is_a_tool_error_that_says_so(monkeypatc
     down = json.loads(send({"session_id": "builds", "message": "hi"}, session_id="s1", task_id="t"))
     assert down["error"]["code"] == "backchannel_unreachable" and url in down["error"]["message"]
     assert down["result"] == "failed"
+
+
+class _Dropping(socketserver.BaseRequestHandler):
+    """Reads one request to its end and closes the connection without a word."""
+
+    server: _DroppingServer
+
+    def handle(self) -> None:
+        data = b""
+        while b"\r\n\r\n" not in data:
+            data += self.request.recv(65536)
+        head, _, body = data.partition(b"\r\n\r\n")
+        length = next(
+            int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")
+        )
+        while len(body) < length:
+            body += self.request.recv(65536)
+        self.server.seen.append(head)
+
+
+class _DroppingServer(socketserver.ThreadingTCPServer):
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _Dropping)
+        self.seen: list[bytes] = []
+
+
+def test_a_call_the_gateway_read_and_never_answered_is_an_unknown_outcome_sent_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with _DroppingServer() as server:
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
+        try:
+            monkeypatch.setenv("BACKCHANNEL_URL", f"http://127.0.0.1:{server.server_address[1]}")
+            monkeypatch.setenv("BACKCHANNEL_API_KEY", "the-key")
+            send = registered()["send_to_session"]["handler"]
+            got = json.loads(send({"session_id": "builds", "message": "hi"}, session_id="s1", task_id="t"))
+        finally:
+            server.shutdown()
+    assert (got["result"], got["error"]["code"]) == ("unknown", "outcome_unknown")
+    assert "do not resend it" in got["error"]["message"] and "the-key" not in got["error"]["message"]
+    assert len(server.seen) == 1
+    assert b"POST /p/research/api/sessions/s1/tools/send_to_session " in server.seen[0]
 
 
 def new_session(gateway: GatewayThread) -> str:

@@ -6,13 +6,23 @@ import asyncio
 import contextlib
 import email.utils
 import functools
+import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import httpx
 import pytest
 
-from backchannel.errors import ConfigError, GatewayError, PeerError, PeerOutcomeUnknown
+from backchannel.errors import (
+    BackchannelError,
+    ConfigError,
+    Forbidden,
+    GatewayError,
+    NotFound,
+    PeerError,
+    PeerOutcomeUnknown,
+    Refused,
+)
 from backchannel.home.peers import Peer
 from backchannel.net import sse
 from backchannel.net.http import RETRIES, Naming, Transport, error_of, quote, retry_after
@@ -388,3 +398,66 @@ def test_peer_events_arrive_as_the_stream_goes_and_a_broken_stream_may_have_been
     broken, error = asyncio.run(follow(b"40\r\ndata: {"))
     assert broken == ["run.started", "message.delta"]
     assert isinstance(error, PeerOutcomeUnknown), error
+
+
+def test_the_gateways_error_answers_arrive_as_the_class_their_status_names() -> None:
+    """The CLI's exit code follows from the error's class: 2 for the caller's doing (400, 403, 404, 409, 413),
+    1 for the rest; the gateway's code, message and run id are kept."""
+    answers = {
+        "/404": (404, {"error": {"message": "no run r1", "code": "not_found", "run_id": "r1", "path": "/x"}}),
+        "/403": (403, {"error": {"message": "not yours", "code": "forbidden"}}),
+        "/403b": (403, {"error": {"message": "not allowed to", "code": "not_allowed"}}),
+        "/429": (429, {"error": {"message": "queue full", "code": "queue_full"}}),
+        "/424": (424, {"error": {"message": "the run failed", "code": "run_failed", "run_id": "r2"}}),
+    }
+
+    async def handle(n: int, head: bytes, writer: asyncio.StreamWriter) -> bool:
+        path = head.split(b" ")[1].decode()
+        status, body = answers[path]
+        writer.write(answer(status, json.dumps(body).encode(), "Retry-After: 0"))
+        return True
+
+    async def go() -> dict[str, BackchannelError]:
+        got: dict[str, BackchannelError] = {}
+        async with serve(handle) as (url, _):
+            client = GatewayClient(url, KEY)
+            try:
+                for path in answers:
+                    with pytest.raises(BackchannelError) as info:
+                        await client.request("GET", path)
+                    got[path] = info.value
+            finally:
+                await client.aclose()
+        return got
+
+    got = asyncio.run(go())
+    assert isinstance(got["/404"], NotFound) and got["/404"].exit_code == 2
+    assert (got["/404"].code, got["/404"].message, got["/404"].details) == ("not_found", "no run r1", {"run_id": "r1"})
+    assert isinstance(got["/403"], Forbidden) and isinstance(got["/403b"], Refused)
+    assert got["/403b"].code == "not_allowed" and got["/403b"].exit_code == 2
+    assert (got["/429"].exit_code, got["/429"].http_status, got["/429"].code) == (1, 429, "queue_full")
+    assert (got["/424"].exit_code, got["/424"].details) == (1, {"run_id": "r2"})
+
+
+def test_the_probe_asks_health_without_the_key_and_sends_it_only_to_the_gateway_named() -> None:
+    async def handle(n: int, head: bytes, writer: asyncio.StreamWriter) -> bool:
+        if head.startswith(b"GET /health "):
+            writer.write(answer(200, b'{"status": "ok", "instance": "gwi-1"}'))
+        else:
+            writer.write(answer(200, b'{"gateway_id": "gw"}'))
+        return True
+
+    async def go() -> tuple[bool, bool, list[bytes]]:
+        async with serve(handle) as (url, seen):
+            client = GatewayClient(url, KEY)
+            try:
+                other = await client.probe("gw", "gwi-2")
+                ours = await client.probe("gw", "gwi-1")
+            finally:
+                await client.aclose()
+        return other, ours, seen
+
+    other, ours, seen = asyncio.run(go())
+    assert (other, ours) == (False, True)
+    assert [h.split(b" ")[1] for h in seen] == [b"/health", b"/health", b"/v1/capabilities"]
+    assert [KEY.encode() in h for h in seen] == [False, False, True]

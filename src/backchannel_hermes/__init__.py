@@ -16,8 +16,9 @@ Settings, read from the environment at each call (Hermes loads `$HERMES_HOME/.en
 Every failure, the gateway's refusals (`not_allowed`, `would_deadlock` …) and an unreachable gateway
 alike, is a tool result the model reads (`{"result": "refused" | "failed" | "unknown", "error": {"code",
 "message"}}`, the outcome computed by `backchannel.outcome` as for every surface), never an exception in
-the Hermes turn. The HTTP client is the standard library's: the handler runs in Hermes's agent thread, and a
-blocking call there needs no event loop of ours.
+the Hermes turn. The HTTP client is httpx's blocking one (Hermes 0.19 depends on httpx itself, as does
+Backchannel), under the one transport's error map (`backchannel.net.http`): the handler runs in Hermes's
+agent thread, and a blocking call there needs no event loop of ours.
 
 Mentions: the `pre_gateway_dispatch` hook sees each platform message (Telegram, weixin …) before Hermes's
 agent does. A message from an authorized user with `@session:` or `@peer:` mentions goes to the Backchannel
@@ -30,16 +31,18 @@ mentions sent through it (or through Backchannel) are Backchannel's to answer.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Callable
 from typing import Any
 
+import httpx
+
 from backchannel.addresses import MENTION_RE
 from backchannel.agent.tools.messaging import DEFAULT_WAIT, TOOLS
+from backchannel.errors import GatewayError
+from backchannel.net.http import CONNECT_TIMEOUT, Naming, error_of, json_object, map_httpx_errors, quote, system_tls
 from backchannel.outcome import Outcome, error_body, of_http_error
 
 TOOLSET = "backchannel"
@@ -58,16 +61,8 @@ class _Unanswered(Exception):
         self.body = error_body(outcome, code, message)
 
 
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None  # never send the key on to somewhere else
-
-
-_OPENER = urllib.request.build_opener(_NoRedirect, urllib.request.ProxyHandler({}))
-
-
-def _quote(part: str) -> str:
-    return urllib.parse.quote(part, safe="")
+_NOT_SENT = "backchannel_unreachable"
+_MAYBE_SENT = "outcome_unknown"
 
 
 def call(tool: str, args: dict[str, Any], *, session_id: str, profile: str) -> str:
@@ -78,7 +73,7 @@ def call(tool: str, args: dict[str, Any], *, session_id: str, profile: str) -> s
         timeout = (float(wait) if isinstance(wait, int | float) and wait > 0 else 0.0) + ANSWER_MARGIN
     try:
         body = _post(
-            f"tools/{_quote(tool)}", {"arguments": args}, session_id=session_id, profile=profile, timeout=timeout
+            f"tools/{quote(tool)}", {"arguments": args}, session_id=session_id, profile=profile, timeout=timeout
         )
         result = body.get("result")
         if not isinstance(result, dict):
@@ -129,59 +124,52 @@ def _post(route: str, payload: dict[str, Any], *, session_id: str, profile: str,
         raise _Unanswered(
             Outcome.FAILED, "unavailable", "Hermes did not say which session is calling; Backchannel needs it"
         )
-    url = f"{base}/p/{_quote(profile)}/api/sessions/{_quote(session_id)}/{route}"
-    request = urllib.request.Request(
-        url,
-        data=json.dumps(payload).encode(),
-        headers={
-            "Authorization": f"Bearer {key}",
-            "Content-Type": "application/json",
-            "User-Agent": "backchannel-hermes",
-        },
-        method="POST",
+    path = f"/p/{quote(profile)}/api/sessions/{quote(session_id)}/{route}"
+    naming = Naming(
+        who=f"the Backchannel gateway at {base}",
+        not_sent=functools.partial(GatewayError, code=_NOT_SENT),
+        maybe_sent=functools.partial(GatewayError, code=_MAYBE_SENT),
     )
     try:
-        with _OPENER.open(request, timeout=timeout) as resp:
-            body = json.loads(resp.read())
-    except urllib.error.HTTPError as exc:
-        raise _refused(exc, base) from None
-    except TimeoutError:
+        with (
+            map_httpx_errors(naming, "POST", path, timeout=timeout, secret=key),
+            httpx.Client(
+                headers={"Authorization": f"Bearer {key}", "User-Agent": "backchannel-hermes"},
+                timeout=httpx.Timeout(timeout, connect=min(timeout, CONNECT_TIMEOUT)),
+                follow_redirects=False,  # never send the key on to somewhere else
+                verify=system_tls(),
+                trust_env=False,  # no proxy from Hermes's environment between it and this gateway
+            ) as client,
+        ):
+            resp = client.post(base + path, json=payload)
+    except GatewayError as exc:
+        if exc.code == _NOT_SENT:
+            raise _Unanswered(Outcome.FAILED, _NOT_SENT, f"{exc.message}; nothing was sent") from None
         raise _Unanswered(
             Outcome.UNKNOWN,
-            "outcome_unknown",
-            f"the Backchannel gateway at {base} did not answer within {timeout:g}s: the message may have been "
-            "accepted; do not resend it, ask with check_message or list_sessions later",
+            _MAYBE_SENT,
+            f"{exc.message}: the message may have been accepted; do not resend it, ask with check_message or "
+            "list_sessions later",
         ) from None
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise _Unanswered(
-            Outcome.FAILED,
-            "backchannel_unreachable",
-            f"the Backchannel gateway at {base} could not be reached ({reason}); nothing was sent",
-        ) from None
-    except ValueError:
-        raise _Unanswered(
-            Outcome.UNKNOWN, "backchannel_error", f"the Backchannel gateway at {base} answered with something not JSON"
-        ) from None
-    if not isinstance(body, dict):
+    if resp.status_code >= 300:
+        raise _refused(resp.status_code, resp.content, base)
+    body = json_object(resp.content)
+    if body is None:
         raise _Unanswered(
             Outcome.UNKNOWN,
             "backchannel_error",
-            f"the Backchannel gateway at {base} answered with something not an object",
+            f"the Backchannel gateway at {base} answered with something not a JSON object",
         )
     return body
 
 
-def _refused(exc: urllib.error.HTTPError, base: str) -> _Unanswered:
+def _refused(status: int, raw: bytes, base: str) -> _Unanswered:
     """The gateway's error answer (its envelope's code and message), with the outcome its status means."""
-    try:
-        err = json.loads(exc.read()).get("error")
-    except (ValueError, AttributeError, OSError):
-        err = None
-    outcome = of_http_error(exc.code)
-    if isinstance(err, dict) and err.get("code"):
-        return _Unanswered(outcome, str(err["code"]), str(err.get("message") or f"HTTP {exc.code}"))
-    return _Unanswered(outcome, "backchannel_error", f"the Backchannel gateway at {base} answered HTTP {exc.code}")
+    outcome = of_http_error(status)
+    err = error_of(status, json_object(raw))
+    if err.code:
+        return _Unanswered(outcome, err.code, err.message)
+    return _Unanswered(outcome, "backchannel_error", f"the Backchannel gateway at {base} answered HTTP {status}")
 
 
 def _handler(tool: str, default_profile: str) -> Callable[..., str]:

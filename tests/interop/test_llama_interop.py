@@ -45,7 +45,10 @@ def make_profile(root: Path, base_url: str) -> Path:
     assert created.exit_code == 0, created.stderr
     profile = root / "profiles/small"
     config = (profile / "config.yaml").read_text().replace("max_turns: 20", "max_turns: 3")
-    (profile / "config.yaml").write_text(config.replace("timeout_seconds: 120", "timeout_seconds: 600"))
+    # A step of the small model on a loaded machine can take minutes: past the default 120 s.
+    (profile / "config.yaml").write_text(
+        config.replace("  default: smollm2\n", "  default: smollm2\n  timeout_seconds: 600\n")
+    )
     return profile
 
 

@@ -217,27 +217,37 @@ class Transport:
     def __init__(
         self,
         base_url: str,
-        key: str,
+        key: str | None,
         *,
         naming: Naming,
         follow_redirects: bool,
         timeout: float = DEFAULT_TIMEOUT,
         retries: int = RETRIES,
         user_agent: str = USER_AGENT,
+        keep_alive: bool = True,
     ) -> None:
-        if not key or not all("!" <= c <= "~" for c in key):
+        """`key` None: no Authorization header (a local model server needs none). `keep_alive` False: each
+        request on a fresh connection, closed after its answer (a server that closes idle connections as it
+        likes then never races a request sent on one)."""
+        if key is not None and (not key or not all("!" <= c <= "~" for c in key)):
             raise ConfigError(f"the key for {naming.who} must be visible ASCII characters (no spaces)")
         self.base_url = base_url.rstrip("/")
         self.naming = naming
         self.timeout = timeout
         self.retries = retries
-        self._key = key
+        self._key = key or ""
+        headers = {"User-Agent": user_agent}
+        if key is not None:
+            headers["Authorization"] = f"Bearer {key}"
+        if not keep_alive:
+            headers["Connection"] = "close"  # and the server hears it: no idle connection kept on either side
         self._http = httpx.AsyncClient(
-            headers={"Authorization": f"Bearer {key}", "User-Agent": user_agent},
+            headers=headers,
             timeout=self._timeout(timeout, read=timeout),
             follow_redirects=follow_redirects,
             verify=system_tls(),
             trust_env=False,
+            limits=httpx.Limits() if keep_alive else httpx.Limits(max_keepalive_connections=0),
         )
 
     def __repr__(self) -> str:
@@ -252,7 +262,7 @@ class Transport:
 
     def scrub(self, text: str) -> str:
         """`text` (an answer's error message, say) with this client's key cut out: a server may echo it back."""
-        return text.replace(self._key, "[key]")
+        return text.replace(self._key, "[key]") if self._key else text
 
     def mapped(self, method: str, path: str, timeout: float | None) -> contextlib.AbstractContextManager[None]:
         return map_httpx_errors(self.naming, method, path, timeout=timeout, secret=self._key)

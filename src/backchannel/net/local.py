@@ -7,10 +7,17 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
-
 from .. import keys
-from ..errors import BackchannelError, GatewayError
+from ..errors import (
+    BackchannelError,
+    BodyTooLarge,
+    Conflict,
+    Forbidden,
+    GatewayError,
+    NotFound,
+    Refused,
+    UsageError,
+)
 from ..home.config import GatewayConfig
 from . import sse
 from .http import Naming, Transport, error_of, json_object, quote
@@ -32,13 +39,18 @@ class GatewayClient:
 
     def __init__(self, base_url: str, api_key: str, *, timeout: float = TIMEOUT) -> None:
         self.base_url = base_url.rstrip("/")
-        naming = Naming(
+        self._naming = Naming(
             who=f"the gateway at {self.base_url}",
             not_sent=GatewayError,
             maybe_sent=functools.partial(GatewayError, code="outcome_unknown"),
         )
         self._http = Transport(
-            self.base_url, api_key, naming=naming, follow_redirects=False, timeout=timeout, user_agent="backchannel-cli"
+            self.base_url,
+            api_key,
+            naming=self._naming,
+            follow_redirects=False,
+            timeout=timeout,
+            user_agent="backchannel-cli",
         )
 
     @classmethod
@@ -64,13 +76,17 @@ class GatewayClient:
 
     async def _names(self, instance: str) -> bool:
         """Whether whatever listens at the base URL says it is `instance`, asked with no credentials at all."""
+        anonymous = Transport(
+            self.base_url, None, naming=self._naming, follow_redirects=False, timeout=PROBE_TIMEOUT, retries=0
+        )
         try:
-            async with httpx.AsyncClient(timeout=PROBE_TIMEOUT, trust_env=False, follow_redirects=False) as anonymous:
-                r = await anonymous.get(self.base_url + "/health")
-                body = r.json() if r.status_code == 200 else None
-        except (httpx.HTTPError, ValueError):
+            r = await anonymous.request("GET", "/health")
+        except GatewayError:
             return False
-        return isinstance(body, dict) and body.get("instance") == instance
+        finally:
+            await anonymous.aclose()
+        body = r.json_object() if r.status == 200 else None
+        return body is not None and body.get("instance") == instance
 
     async def request(
         self,
@@ -131,10 +147,28 @@ def _chat_headers(key: str, wait: float, sender: str) -> dict[str, str]:
     return {"Idempotency-Key": key, "X-Hermes-Wait-Seconds": f"{max(wait, 0.001):g}", "X-Backchannel-Sender": sender}
 
 
+class GatewayAnswered(BackchannelError):
+    """An error answer of the gateway's that is none of the usage errors below (a refused key, a limit, a
+    failed run, an engine down …): its code, message and status passed on, exit code 1."""
+
+    def __init__(self, message: str, *, status: int, code: str | None, details: dict[str, object]) -> None:
+        super().__init__(message, code=code, details=details)
+        self.http_status = status
+
+
+# The gateway's answers that are the caller's doing, by status: the CLI exits 2 on them, as for its own.
+_USAGE: dict[int, type[BackchannelError]] = {400: UsageError, 404: NotFound, 409: Conflict, 413: BodyTooLarge}
+
+
 def _error(status: int, body: dict[str, Any]) -> BackchannelError:
-    """The gateway's own error, as the CLI reports it (its exit code from the HTTP status)."""
+    """The gateway's own error, as the CLI reports it: the class its status (and code) names, code and message
+    kept, the run it concerns (`run_id`) too."""
     err = error_of(status, body)
-    exc = BackchannelError(err.message, code=err.code, details={k: v for k, v in err.details.items() if k == "run_id"})
-    exc.http_status = status
-    exc.exit_code = 2 if status in (400, 403, 404, 409, 413) else 1
-    return exc
+    details: dict[str, object] = {k: v for k, v in err.details.items() if k == "run_id"}
+    if status == 403:
+        cls: type[BackchannelError] = Forbidden if err.code == Forbidden.code else Refused
+    else:
+        cls = _USAGE.get(status, BackchannelError)
+    if cls is BackchannelError:
+        return GatewayAnswered(err.message, status=status, code=err.code, details=details)
+    return cls(err.message, code=err.code, details=details)

@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import uuid
-from collections.abc import Iterator
 from typing import Any
-
-import aiohttp
 
 from ...errors import EngineError
 from ...messages import Message, ToolCall
+from ...net.model_server import ModelServer
 from ...net.sse import Event, SseParser
 from .base import ModelRequest, OnDelta
 
@@ -164,24 +161,6 @@ def _http_error(where: str, status: int, raw: bytes) -> str:
     return f"{where} returned HTTP {status}{reason} (body: {snippet!r})"
 
 
-@contextlib.contextmanager
-def map_aiohttp_errors(where: str, timeout: float) -> Iterator[None]:
-    """The one boundary of aiohttp in the engine: each of its errors becomes an EngineError naming the endpoint."""
-    try:
-        yield
-    except TimeoutError as exc:
-        raise EngineError(f"{where} hit the timeout: no complete answer within {timeout:g}s") from exc
-    except aiohttp.ClientConnectorError as exc:
-        reason = exc.os_error.strerror or str(exc.os_error) if exc.os_error is not None else "connection failed"
-        raise EngineError(f"{where} is unreachable: {reason}") from exc
-    except aiohttp.ServerDisconnectedError as exc:
-        raise EngineError(f"{where} closed the connection before answering: {exc}") from exc
-    except aiohttp.ClientPayloadError as exc:
-        raise EngineError(f"{where} sent a truncated or malformed response: {exc}") from exc
-    except aiohttp.ClientError as exc:
-        raise EngineError(f"{where} request failed: {exc.__class__.__name__}: {exc}") from exc
-
-
 class OpenAIEngine:
     """Computes model steps against `{base_url}/chat/completions`, streaming when the server does."""
 
@@ -197,40 +176,32 @@ class OpenAIEngine:
         self.url = f"{self.base_url}/chat/completions"
         self.model = model
         self.timeout_seconds = timeout_seconds
-        self._headers = {"Accept": "text/event-stream, application/json"}
-        if api_key:
-            self._headers["Authorization"] = f"Bearer {api_key}"
-        self._session: aiohttp.ClientSession | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._api_key = api_key
+        self._server = self._client(self.url, self.timeout_seconds)
 
-    def _client(self) -> aiohttp.ClientSession:
-        loop = asyncio.get_running_loop()
-        if self._session is None or self._session.closed or self._loop is not loop:
-            timeout = aiohttp.ClientTimeout(total=self.timeout_seconds)
-            # A fresh connection for every step, never a pooled one. llama.cpp's server closes each connection
-            # right after its event stream, under keep-alive headers; its FIN can land just after the next
-            # request went out on the pooled connection, and a request that may have reached the server cannot
-            # be sent again. One connect per step (a model step takes far longer) makes that case impossible.
-            connector = aiohttp.TCPConnector(force_close=True)
-            self._session = aiohttp.ClientSession(timeout=timeout, connector=connector)
-            self._loop = loop
-        return self._session
+    def _client(self, url: str, timeout: float) -> ModelServer:
+        where = f"model endpoint {url!r} for profile {self.profile!r}"
+        return ModelServer(self.base_url, self._api_key, who=where, error=EngineError, timeout=timeout)
 
     async def step(self, request: ModelRequest, on_delta: OnDelta | None = None) -> Message:
-        where = f"model endpoint {self.url!r} for profile {self.profile!r}"
         payload = build_payload(self.model, request)
-        with map_aiohttp_errors(where, self.timeout_seconds):
-            return await self._exchange(where, payload, on_delta)
+        try:
+            async with asyncio.timeout(self.timeout_seconds):
+                return await self._exchange(self._server.who, payload, on_delta)
+        except TimeoutError as exc:
+            raise EngineError(
+                f"{self._server.who} hit the timeout: no complete answer within {self.timeout_seconds:g}s"
+            ) from exc
 
     async def _exchange(self, where: str, payload: dict[str, Any], on_delta: OnDelta | None) -> Message:
         """One request and its whole answer."""
         reply = _Reply(where, on_delta)
-        async with self._client().post(self.url, json=payload, headers=self._headers) as resp:
+        async with self._server.chat_completions(payload) as resp:
             if resp.status >= 400:
-                raise EngineError(_http_error(where, resp.status, await resp.read()))
-            if "text/event-stream" in resp.headers.get("Content-Type", "").lower():
+                raise EngineError(self._server.scrub(_http_error(where, resp.status, await resp.read())))
+            if "text/event-stream" in resp.headers.get("content-type", "").lower():
                 parser, done = SseParser(), False
-                async for raw in resp.content.iter_any():
+                async for raw in resp.chunks():
                     if reply.feed_events(parser.feed(raw)):
                         done = True
                         break
@@ -257,19 +228,20 @@ class OpenAIEngine:
 
         An EngineError with code `endpoint_auth` when the key is refused, `no_model_list` when the endpoint
         answers but lists nothing readable; any other EngineError means it could not be reached."""
-        url = f"{self.base_url}/models"
-        where = f"model endpoint {url!r} for profile {self.profile!r}"
-        headers = {k: v for k, v in self._headers.items() if k == "Authorization"}
-        with map_aiohttp_errors(where, timeout):
-            async with (
-                aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session,
-                session.get(url, headers=headers) as resp,
-            ):
-                status, raw = resp.status, await resp.read()
+        server = self._client(f"{self.base_url}/models", timeout)
+        where = server.who
+        try:
+            async with asyncio.timeout(timeout):
+                resp = await server.models(timeout=timeout)
+        except TimeoutError as exc:
+            raise EngineError(f"{where} hit the timeout: no complete answer within {timeout:g}s") from exc
+        finally:
+            await server.aclose()
+        status, raw = resp.status, resp.content
         if status in (401, 403):
-            raise EngineError(_http_error(where, status, raw), code="endpoint_auth")
+            raise EngineError(server.scrub(_http_error(where, status, raw)), code="endpoint_auth")
         if status >= 400:
-            raise EngineError(_http_error(where, status, raw), code="no_model_list")
+            raise EngineError(server.scrub(_http_error(where, status, raw)), code="no_model_list")
         try:
             data = json.loads(raw).get("data")
         except (ValueError, AttributeError):
@@ -279,6 +251,4 @@ class OpenAIEngine:
         return [str(m["id"]) for m in data if isinstance(m, dict) and m.get("id")]
 
     async def aclose(self) -> None:
-        session, self._session = self._session, None
-        if session is not None and not session.closed:
-            await session.close()
+        await self._server.aclose()

@@ -6,14 +6,12 @@ either; the SDK reads only the header); with neither, the SDK takes the request 
 
 from __future__ import annotations
 
-import types
 from typing import Any
 
 from a2a.compat.v0_3.conversions import to_compat_agent_card
 from a2a.extensions.common import HTTP_EXTENSION_HEADER, get_requested_extensions
 from a2a.server.context import ServerCallContext
 from a2a.server.routes import ServerCallContextBuilder, create_jsonrpc_routes, create_rest_routes
-from a2a.utils import telemetry
 from a2a.utils.constants import VERSION_HEADER
 from google.protobuf.json_format import MessageToDict
 from starlette.requests import Request
@@ -52,28 +50,6 @@ def _query_version(request: Request) -> str | None:
     return next((v for k, v in request.query_params.multi_items() if k.lower() == _VERSION), None)
 
 
-async def _traced_async() -> None: ...
-
-
-def _traced_sync() -> None: ...
-
-
-# The SDK's tracing wrappers, known by their code (one for coroutines, one for plain functions).
-_TRACING = frozenset(telemetry.trace_function(f).__code__ for f in (_traced_async, _traced_sync))
-
-
-def _untraced(dispatcher: object) -> None:
-    """With the SDK's tracing off (the default here), its dispatcher's methods called without the span
-    wrappers the SDK leaves on them all the same (no-op spans: ~20 µs of each request, measured); the
-    version check and every other decorator stay. With tracing on, nothing changes."""
-    if telemetry.otel_enabled:
-        return
-    for name, method in vars(type(dispatcher)).items():
-        inner = getattr(method, "__wrapped__", None)
-        if inner is not None and getattr(method, "__code__", None) in _TRACING:
-            setattr(dispatcher, name, types.MethodType(inner, dispatcher))
-
-
 class Served:
     """What the A2A endpoints serve once the SDK is loaded: the JSON-RPC dispatcher, the REST routes (both
     with the 0.3 method names and paths too) and the cards."""
@@ -83,9 +59,7 @@ class Served:
         handler = RunsHandler(ctx)
         built = _CallerContext()
         (route,) = create_jsonrpc_routes(handler, "/", context_builder=built, enable_v0_3_compat=True)
-        dispatcher: Any = route.endpoint.__self__  # type: ignore[attr-defined]  # the SDK's JsonRpcDispatcher
-        _untraced(dispatcher)
-        self._dispatch: Any = dispatcher.handle_requests
+        self._dispatch: Any = route.endpoint
         self._rest = Router(
             routes=create_rest_routes(handler, context_builder=built, enable_v0_3_compat=True), redirect_slashes=False
         )
