@@ -22,6 +22,12 @@ from backchannel.home import config
 from backchannel.store import integrity
 from conftest import GatewayProcess, free_port, run_cli
 
+
+@pytest.fixture
+def gateway(gateway_process: GatewayProcess) -> GatewayProcess:
+    """A gateway process of its own: the test stops it cleanly, damages its store and starts it again."""
+    return gateway_process
+
 pytestmark = pytest.mark.faults
 
 MESSAGES = 120

@@ -24,6 +24,13 @@ from backchannel.home import config
 from conftest import GatewayProcess
 from store_audit import audit_texts
 
+
+@pytest.fixture
+def gateway(gateway_process: GatewayProcess) -> GatewayProcess:
+    """A gateway process of its own: these tests stop it and read the files it leaves."""
+    return gateway_process
+
+
 pytestmark = pytest.mark.faults
 
 FLOOD = 1500
