@@ -257,10 +257,13 @@ def test_concurrent_messages_to_one_hermes_session_go_in_order(key_in_env: Path,
         assert [t.splitlines()[-1] for t in builds.turns_seen()[-3:]] == ["m0", "m1", "m2"]
 
 
-def test_a_hermes_turn_cut_by_a_sigkilled_gateway_is_answered_once(key_in_env: Path, gateway: GatewayProcess) -> None:
+def test_a_hermes_turn_cut_by_a_sigkilled_gateway_is_answered_once(
+    key_in_env: Path, gateway_process: GatewayProcess
+) -> None:
     """Hermes runs the cut turn on and saves it when it ends (0.19, observed); the restarted gateway finds
     the message and its answer in the Hermes session and takes that answer as the run's reply: the run is
     not sent again, so Hermes has one user message and one turn, and Backchannel one copy of each."""
+    gateway = gateway_process  # a process of its own: it is SIGKILLed
     release = threading.Event()
 
     def slow(text: str, body: dict[str, Any]) -> Any:
