@@ -22,7 +22,7 @@ from .a2a import A2AEndpoints
 from .a2a import errors as a2a_errors
 from .context import Context, caller, context
 from .http import bearer, challenge, profile_of
-from .mcp_endpoint import McpEndpoint
+from .mcp_route import McpRoute
 from .openapi import openapi_document
 
 log = logging.getLogger("backchannel.api")
@@ -185,7 +185,7 @@ MCP_METHODS = ["GET", "POST", "DELETE"]
 
 def create_app(ctx: Context, *, lifespan: Callable[[Starlette], Any] | None = None) -> Starlette:
     """The app; `lifespan` (the gateway's start and stop) runs around the MCP endpoint's own."""
-    mcp = McpEndpoint(ctx.gateway, ctx.api_key)
+    mcp = McpRoute(ctx.gateway, ctx.api_key)
     a2a = A2AEndpoints()
     api = [*_api_routes(a2a), Route("/mcp", mcp, methods=MCP_METHODS)]
     public = [  # discovery: no key asked

@@ -2,28 +2,51 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 from pathlib import Path
 
 import click
 
 from .. import __version__
-from .chat_cmd import chat
-from .doctor_cmd import doctor
-from .gateway_cmd import gateway
-from .held_cmd import approve, deny, held
-from .init_cmd import init
-from .key_cmd import key
-from .ledger_cmd import ledger
-from .mcp_cmd import mcp
-from .peer_cmd import peer
-from .profile_cmd import profile
-from .runs_cmd import runs
-from .send_cmd import send
-from .sessions_cmd import sessions
+
+# Each command's module, imported the first time the command is used (`backchannel --version` or a shell's Tab
+# on a command name loads none of them; `send` loads what sending needs, not the MCP, A2A or web stacks).
+COMMANDS: dict[str, str] = {
+    "init": "init_cmd",
+    "profile": "profile_cmd",
+    "chat": "chat_cmd",
+    "sessions": "sessions_cmd",
+    "send": "send_cmd",
+    "runs": "runs_cmd",
+    "peer": "peer_cmd",
+    "ledger": "ledger_cmd",
+    "held": "held_cmd",
+    "approve": "held_cmd",
+    "deny": "held_cmd",
+    "key": "key_cmd",
+    "gateway": "gateway_cmd",
+    "mcp": "mcp_cmd",
+    "doctor": "doctor_cmd",
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]}, invoke_without_command=True)
+class LazyGroup(click.Group):
+    """The root group: its subcommands are named here and imported on first use, each with `--home PATH`."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            module = importlib.import_module(f"{__package__}.{COMMANDS[cmd_name]}")
+            command = getattr(module, cmd_name)
+            assert isinstance(command, click.Command) and command.name == cmd_name, cmd_name
+            self.add_command(with_home(command))
+        return self.commands.get(cmd_name)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]}, invoke_without_command=True)
 @click.version_option(__version__, prog_name="backchannel")
 @click.pass_context
 def cli(ctx: click.Context) -> None:
@@ -75,7 +98,4 @@ def with_home(command: click.Command) -> click.Command:
     return command
 
 
-COMMANDS = (init, profile, chat, sessions, send, runs, peer, ledger, held, approve, deny, key, gateway, mcp, doctor)
-for command in COMMANDS:
-    cli.add_command(command)
 with_home(cli)

@@ -14,19 +14,18 @@ from typing import TYPE_CHECKING, Any
 
 from .. import addresses
 from ..addresses import LocalAddress, RemoteAddress
-from ..core.gateway import Gateway
 from ..errors import BackchannelError, DeliveryError, Interrupted, UsageError
 from ..home import config
 from ..home.runtime import listening
 from ..outcome import Outcome, Result
 from .link import GatewayLink, Where
 from .link_http import HttpGateway
-from .link_local import LOCAL_GRACE, LocalGateway, home_gateway
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the core (and so every engine and SDK) loads only for a command that runs it in-process
+    from ..core.gateway import Gateway
     from ..net.local import GatewayClient
 
-__all__ = ["LOCAL_GRACE", "Sent", "Where", "deliver", "find_gateway", "gateway_link", "home_gateway"]
+__all__ = ["Sent", "Where", "deliver", "find_gateway", "gateway_link", "home_gateway"]
 
 PROBE_CONNECT_SECONDS = 0.3
 
@@ -51,6 +50,16 @@ class Sent:
                 details={"run_id": self.result.run_id, "state": self.result.state},
             )
         return self
+
+
+@contextlib.contextmanager
+def home_gateway(root: Path) -> Iterator[Gateway]:
+    """This home's gateway in this process, not started: for reading and creating sessions, the ledger, and
+    peers (`link_local.home_gateway`, loaded only when a command asks for it)."""
+    from .link_local import home_gateway as local
+
+    with local(root) as gateway:
+        yield gateway
 
 
 @contextlib.contextmanager
@@ -118,6 +127,8 @@ async def gateway_link(root: Path) -> AsyncIterator[GatewayLink]:
     """The running gateway of this home when there is one, else the same gateway in-process."""
     client = await find_gateway(root)
     if client is None:
+        from .link_local import LocalGateway
+
         yield LocalGateway(root)
         return
     try:

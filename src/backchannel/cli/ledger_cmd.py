@@ -10,12 +10,12 @@ import datetime as dt
 import json
 import re
 import time
+from typing import TYPE_CHECKING
 
 import click
 
 from .. import addresses
 from ..addresses import RemoteAddress
-from ..core.gateway import Gateway
 from ..core.views import LedgerEntry
 from ..home import config
 from ..outcome import Outcome
@@ -23,6 +23,9 @@ from ..states import RunState
 from . import complete
 from .connect import home_gateway
 from .output import emit, examples, note, table, when
+
+if TYPE_CHECKING:
+    from ..core.gateway import Gateway
 
 STATES = [*(s.value for s in RunState), "refused"]
 OUTCOMES = [o.value for o in Outcome]

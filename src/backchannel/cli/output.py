@@ -7,14 +7,16 @@ import json
 import logging
 import sys
 from collections.abc import AsyncIterator, Callable
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import click
 
 from .. import shell
 from ..errors import UsageError
 from ..home import schema
-from ..net.link import RunEvent
+
+if TYPE_CHECKING:
+    from ..net.link import RunEvent
 
 
 def text_streams() -> None:

@@ -9,12 +9,11 @@ import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import click
 
 from .. import addresses, keys, shell
-from ..core.gateway import Gateway
 from ..errors import (
     NotAnAgentCard,
     PeerAuthRefused,
@@ -32,6 +31,9 @@ from ..outcome import Outcome, Result
 from . import complete
 from .connect import home_gateway, interruptible
 from .output import emit, examples, message_words, note, read_message, shell_command, show_progress, table
+
+if TYPE_CHECKING:
+    from ..core.gateway import Gateway
 
 
 class AliasedGroup(click.Group):

@@ -6,7 +6,8 @@ import asyncio
 from pathlib import Path
 
 from ..agent.tools import TOOLBOX
-from ..agent.tools.mcp import McpConnection, named
+from ..agent.tools.mcp import named
+from ..agent.tools.mcp.connection import McpConnection
 from ..errors import BackchannelError
 from ..home import config
 from ..home.profiles import Profile

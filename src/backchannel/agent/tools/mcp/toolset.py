@@ -11,16 +11,18 @@ import asyncio
 import json
 import re
 from collections.abc import Mapping
-from typing import Any
-
-import mcp_types as types
+from typing import TYPE_CHECKING, Any
 
 from ....errors import ConfigError
 from ....home.profiles import McpServerConfig, Profile
 from ....outcome import Outcome, answered
 from ...engines.base import ToolSpec
 from ..base import Tool, ToolContext, ToolFailure
-from .connection import CallFailed, McpConnection, Secret
+
+if TYPE_CHECKING:  # the MCP SDK is imported with the first connection: a gateway whose profiles list no MCP server
+    import mcp_types as types  # never loads it
+
+    from .connection import McpConnection, Secret
 
 SEPARATOR = "__"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
@@ -63,6 +65,8 @@ class McpTools:
     def _connection(self, profile: str, server: McpServerConfig) -> McpConnection:
         found = self._connections.get((profile, server))
         if found is None:
+            from .connection import McpConnection
+
             found = self._connections[(profile, server)] = McpConnection(profile, server, self.secret)
         return found
 
@@ -105,6 +109,8 @@ async def _all(calls: Any) -> list[list[types.Tool]]:
 
 
 def _tool(name: str, tool: types.Tool, connection: McpConnection) -> Tool:
+    from .connection import CallFailed
+
     schema = dict(tool.input_schema or {})
     schema.setdefault("type", "object")
     schema.setdefault("properties", {})
@@ -127,6 +133,8 @@ def _tool(name: str, tool: types.Tool, connection: McpConnection) -> Tool:
 
 
 def _text(result: types.CallToolResult) -> str:
+    import mcp_types as types
+
     parts: list[str] = []
     for block in result.content:
         if isinstance(block, types.TextContent):
