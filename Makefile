@@ -1,5 +1,10 @@
 # Backchannel: `make demo` is a tutorial on the offline echo engine (every command shown); `make test` runs the tests.
 PYTHON ?= python3
+# Python writes its bytecode caches (a machine may say otherwise): each process the tests start compiles nothing twice.
+export PYTHONDONTWRITEBYTECODE =
+# The tests run in this many processes (pytest-xdist), a test module's tests in one of them.
+TEST_WORKERS ?= auto
+PARALLEL = -n $(TEST_WORKERS) --dist loadfile
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
@@ -63,7 +68,7 @@ $(A2A03_STAMP):
 a2a03: $(A2A03_STAMP)
 
 test: $(STAMP) browser $(A2A03_STAMP)
-	BACKCHANNEL_REQUIRE_BROWSER=1 $(BIN)/python -m pytest -m "not interop and not faults"
+	BACKCHANNEL_REQUIRE_BROWSER=1 $(BIN)/python -m pytest $(PARALLEL) -m "not interop and not faults"
 
 # The pure tests alone (modules marked quick: no home on disk, no process, no gateway), in seconds: only those
 # modules are collected (collecting every module imports the whole stack and every SDK the tests drive).
@@ -72,10 +77,10 @@ quick: $(STAMP)
 	$(BIN)/python -m pytest -m quick $(QUICK_TESTS)
 
 # Crash loops with SIGKILL, the API fuzzed from its OpenAPI document, a locked store, a broken profile config,
-# wakes for every end, SIGTERM mid-turn, hung and cut peers, a peer restart, failing model endpoints, the demo's
-# second whole run (with --keep).
+# wakes for every end, SIGTERM mid-turn, hung and cut peers, a peer restart, failing model endpoints, the demo
+# run whole twice (as make demo runs it, and with --keep).
 faults: $(STAMP)
-	$(BIN)/python -m pytest -m faults
+	$(BIN)/python -m pytest $(PARALLEL) -m faults
 
 # A real Hermes Agent 0.19.0 gateway, in its own venv, against the tests' scripted model.
 $(HERMES_STAMP):

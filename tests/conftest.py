@@ -143,10 +143,33 @@ def api_key(root: Path) -> str:
 STARTUP_SECONDS = 180  # how long a gateway may take to answer /health: a start on a loaded machine is slow
 
 
+PORTS_PER_WORKER = 2500
+FIRST_PORT = 10000  # below the kernel's ephemeral range (32768 up): a port handed out here is never one it picks
+
+
+def _worker_ports() -> Iterator[int]:
+    """This test process's own ports, never another's: pytest-xdist's worker N (PYTEST_XDIST_WORKER gwN) gets
+    the N-th block of PORTS_PER_WORKER, counted through once and again (a port a gateway just left is only
+    handed out again after the whole block)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    first = FIRST_PORT + PORTS_PER_WORKER * (int(worker) % 8 if worker.isdigit() else 0)
+    while True:
+        yield from range(first, first + PORTS_PER_WORKER)
+
+
+_ports = _worker_ports()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A loopback port nothing listens on now, and that no other test process of this run is handed."""
+    for port in _ports:
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue  # in use, or still held by a connection closed a moment ago
+            return port
+    raise AssertionError("unreachable")
 
 
 @dataclass

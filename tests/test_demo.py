@@ -74,6 +74,7 @@ def stopped_gateways(output: str) -> list[int]:
     return pids
 
 
+@pytest.mark.faults  # a whole demo run (about a minute): make faults, with the one below
 def test_the_demo_shows_every_step_and_removes_its_homes(tmp_path: Path) -> None:
     done = run_demo(tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -91,7 +92,7 @@ def test_the_demo_shows_every_step_and_removes_its_homes(tmp_path: Path) -> None
     assert list(tmp_path.iterdir()) == []  # both homes (and the gateways' logs) are gone
 
 
-@pytest.mark.faults  # the demo's second whole run (and three more processes): `make test` runs it once, above
+@pytest.mark.faults  # the demo's second whole run (and three more processes)
 def test_with_keep_the_homes_stay_and_it_says_how_to_remove_them(tmp_path: Path) -> None:
     done = run_demo(tmp_path, "--keep")
     assert done.returncode == 0, done.stdout + done.stderr

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import time
 from typing import Any
 
@@ -15,6 +14,7 @@ from backchannel.agent.engines.base import ModelRequest, ToolSpec
 from backchannel.agent.engines.openai import OpenAIEngine
 from backchannel.errors import EngineError
 from backchannel.messages import Message, ToolCall
+from conftest import free_port
 from scripted_model import ScriptedModel
 
 SEND = ToolSpec(
@@ -55,9 +55,7 @@ def run_step(
 
 
 def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    return free_port()  # this test process's own: nothing else of the run listens on it
 
 
 def test_text_reply_in_sse_shape_streams_deltas() -> None:
