@@ -28,7 +28,7 @@ HERMES_VENV := .venv-hermes
 HERMES_STAMP := $(HERMES_VENV)/.installed
 HERMES_PLUGIN := $(HERMES_VENV)/.backchannel-plugin
 
-.PHONY: demo test quick faults interop bench bench-hermes lint install clean browser a2a03 inspector wine windows
+.PHONY: demo test quick faults interop bench bench-hermes lint install clean browser postgres a2a03 inspector wine windows
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -44,6 +44,13 @@ demo: $(STAMP)
 # Debian's chromium for the web view's browser tests (Playwright drives it; it never downloads a browser).
 browser:
 	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
+
+# Debian's PostgreSQL 15 server for the store's PostgreSQL tests and bench/pg_driver.py: tests/postgres.py starts a
+# throwaway cluster of its own from these binaries (the package's own cluster is left alone).
+PG_BIN := /usr/lib/postgresql/15/bin
+postgres:
+	@test -x $(PG_BIN)/initdb && test -x $(PG_BIN)/pg_ctl || { apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql-15; }
 
 # Debian's Wine (64-bit) and the mingw-w64 compiler for the Windows check (make windows).
 wine:

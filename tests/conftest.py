@@ -26,6 +26,7 @@ from backchannel.cli import main
 from backchannel.cli.gateway_cmd import LOG_FORMAT  # the gateway process's, for the in-process one's log
 from backchannel.core.gateway import Gateway
 from backchannel.home import config
+from postgres import Cluster
 
 pytest_plugins = ["webpage"]  # the web view's browser fixtures (browser, page)
 
@@ -469,6 +470,23 @@ def gateway_process(initialised: Path) -> Iterator[GatewayProcess]:
         yield gw
     finally:
         gw.close()
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster() -> Iterator[Cluster]:
+    """One throwaway PostgreSQL cluster for the whole test session (tests/postgres.py: as whom it runs, where it
+    listens); the tests that use it skip when PostgreSQL is not installed, unless BACKCHANNEL_REQUIRE_POSTGRES=1."""
+    import postgres
+
+    postgres.require()
+    with postgres.cluster() as running:
+        yield running
+
+
+@pytest.fixture
+def postgres_url(postgres_cluster: Cluster) -> str:
+    """A fresh empty database on the session's cluster, for one test: its TCP URL (with the password)."""
+    return postgres_cluster.new_database()
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
