@@ -20,7 +20,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from .. import a2a_extension
+from .. import a2a_extension, addresses
 from ..errors import (
     NoEventStream,
     NotAnAgentCard,
@@ -77,7 +77,7 @@ class A2APeerClient(OverTransport):
             )
         self.peer = peer
         self.agent = None
-        self.to = f"peer:{peer.name}"
+        self.to = addresses.remote(peer.name)
         self.rpc_url = peer.a2a_url or peer.url
         self.who = f"A2A peer {peer.name!r} at {self.rpc_url}"
         self.gateway_id = gateway_id
