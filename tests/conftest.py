@@ -7,6 +7,7 @@ import contextvars
 import ipaddress
 import logging
 import os
+import signal
 import socket
 import stat
 import subprocess
@@ -159,6 +160,20 @@ def _worker_ports() -> Iterator[int]:
 
 
 _ports = _worker_ports()
+
+
+def _sigint_default() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def interruptible(args: list[str], **popen: Any) -> subprocess.Popen[str]:
+    """A child process a test stops with SIGINT as Ctrl-C would, started with SIGINT at its default however
+    pytest was started: a background job of a non-interactive shell ignores SIGINT, and its children would
+    inherit that (Python then installs no KeyboardInterrupt handler). The program itself keeps an ignored
+    SIGINT ignored, as programs started in the background should; only the tests ask for Ctrl-C."""
+    if sys.platform != "win32":
+        popen.setdefault("preexec_fn", _sigint_default)
+    return subprocess.Popen(args, text=True, **popen)
 
 
 def free_port() -> int:

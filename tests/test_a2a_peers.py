@@ -177,8 +177,12 @@ def test_a_wrong_key_is_a_peer_auth_error_and_an_agent_address_a_usage_error(ini
     add("echo", agent.url, key="the-wrong-key-123")
     result = run_cli("peer", "dm", "echo", "let me in")
     assert result.exit_code == 1, (result.stdout, result.stderr)
-    assert "refused our key" in result.stderr and "Traceback" not in result.stderr, result.stderr
+    # What the agent's error envelope says follows, read as every peer client reads one.
+    assert "refused our key (HTTP 401): unauthorized" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
     assert "the-wrong-key-123" not in result.stderr + result.stdout
+    code, answer = json_of("peer", "dm", "echo", "let me in")
+    assert code == 1 and answer["result"] == "failed" and answer["error"]["code"] == "peer_auth", answer
     result = run_cli("peer", "dm", "echo/research", "which agent?")
     assert result.exit_code == 2, (result.stdout, result.stderr)
     assert "is an A2A agent" in result.stderr and "Traceback" not in result.stderr, result.stderr

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import pytest
 
+from backchannel import addresses
 from backchannel.addresses import LocalAddress, Mention, RemoteAddress, mentions, parse, parse_remote
 from backchannel.errors import UsageError
 
@@ -208,3 +209,47 @@ def test_a_colon_after_a_mention_is_punctuation() -> None:
 def test_a_prompt_without_mentions_is_unchanged() -> None:
     prompt = "plain words: session peer @ nothing"
     assert mentions(prompt) == (prompt, [])
+
+
+# --- the helpers that build and take apart remote addresses (every `peer:` string goes through them) -----
+
+
+@pytest.mark.parametrize(
+    ("peer", "profile", "address"),
+    [
+        ("spark", None, "peer:spark"),
+        ("spark", "research", "peer:spark/research"),
+        ("a-1", "Hermes_2", "peer:a-1/Hermes_2"),
+    ],
+)
+def test_remote_builds_the_address_parse_reads_back(peer: str, profile: str | None, address: str) -> None:
+    assert addresses.remote(peer, profile) == address
+    assert parse(address) == RemoteAddress(peer=peer, profile=profile)
+    assert addresses.is_remote(address) and not addresses.is_remote(address.removeprefix("peer:"))
+
+
+@pytest.mark.parametrize(
+    ("address", "peer", "profile", "path"),
+    [
+        ("peer:spark", "spark", None, "spark"),
+        ("peer:spark/research", "spark", "research", "spark/research"),
+        ("peer:spark/research/20260101_120000_abcdef", "spark", "research", "spark/research/20260101_120000_abcdef"),
+    ],
+)
+def test_the_parts_of_a_remote_address_are_those_parse_finds(
+    address: str, peer: str, profile: str | None, path: str
+) -> None:
+    parsed = parse(address)
+    assert isinstance(parsed, RemoteAddress)
+    assert addresses.peer_of(address) == parsed.peer == peer
+    assert addresses.profile_of(address) == parsed.profile == profile
+    assert addresses.peer_path(address) == path and parse_remote(path) == parsed
+    assert addresses.parse_peer(address) == addresses.parse_peer(path) == parsed
+
+
+def test_head_and_remote_names_are_a_sender_as_a_whole() -> None:
+    assert addresses.head("peer:spark/research") == "peer:spark"
+    assert addresses.head("builds/20260101_120000_abcdef") == "builds"
+    assert addresses.head("peer:spark") == "peer:spark"
+    assert addresses.remote_names("peer:spark/research") == ["peer:spark", "peer:spark/research"]
+    assert addresses.remote_names("peer:spark") == ["peer:spark"]

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from conftest import run_cli
+from conftest import interruptible, run_cli
 from scripted_model import ScriptedModel
 
 
@@ -95,12 +95,11 @@ def test_ctrl_c_during_a_send_says_how_to_ask_again_and_asking_again_is_one_run(
         made = run_cli("profile", "create", "slow", "--engine", "openai", "--base-url", model.base_url, "--model", "m")
         assert made.exit_code == 0, made.stderr
         env = {**os.environ, "BACKCHANNEL_HOME": str(initialised)}
-        proc = subprocess.Popen(
+        proc = interruptible(
             [sys.executable, "-m", "backchannel", "send", "slow", "slow question", "--wait", "300"],
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            text=True,
         )
         deadline = time.monotonic() + 300  # a Python started on a loaded machine
         while not model.requests:  # the turn is under way: it waits on the model

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GatewayThread, run_cli
+from conftest import GatewayThread, interruptible, run_cli
 from scripted_model import ScriptedModel
 
 BROKEN = "model: [this is not yaml\n"
@@ -103,12 +103,11 @@ def test_ctrl_c_names_the_run_and_prints_the_exact_command_that_asks_again(initi
     with ScriptedModel([{"content": "never said", "delay": 900}]) as model:
         made = run_cli("profile", "create", "slow", "--engine", "openai", "--base-url", model.base_url, "--model", "m")
         assert made.exit_code == 0, made.stderr
-        proc = subprocess.Popen(
+        proc = interruptible(
             [sys.executable, "-m", "backchannel", "send", "slow", message, "--wait", "99", "--idempotency-key", "ck-1"],
             env={**os.environ, "BACKCHANNEL_HOME": str(initialised)},
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            text=True,
         )
         deadline = time.monotonic() + 300  # a Python started on a loaded machine
         while not model.requests:  # the message was handed in and its turn waits on the model

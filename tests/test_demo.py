@@ -17,6 +17,7 @@ import pytest
 
 from backchannel import procs
 from backchannel.home import config
+from conftest import interruptible
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "scripts" / "demo.py"
@@ -149,9 +150,7 @@ def _gateway(home: Path) -> subprocess.Popen[bytes]:
 @pytest.mark.faults
 @pytest.mark.skipif(sys.platform == "win32", reason="sends SIGINT")
 def test_ctrl_c_stops_the_gateways_removes_the_homes_and_exits_130(tmp_path: Path) -> None:
-    proc = subprocess.Popen(
-        [sys.executable, str(DEMO)], cwd=ROOT, env=_env(tmp_path), stdout=subprocess.PIPE, text=True
-    )
+    proc = interruptible([sys.executable, str(DEMO)], cwd=ROOT, env=_env(tmp_path), stdout=subprocess.PIPE)
     assert proc.stdout is not None
     seen = []
     for line in proc.stdout:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from conftest import run_cli
+from conftest import interruptible, run_cli
 
 LONG = "a message long enough that the ledger's table cuts it short at forty-eight characters, unless wide"
 
@@ -71,12 +71,11 @@ def test_follow_prints_new_entries_as_they_come_until_ctrl_c(
     if via == "gateway":
         request.getfixturevalue("gateway")
     assert run_cli("send", "default", "before following").exit_code == 0
-    proc = subprocess.Popen(
+    proc = interruptible(
         [sys.executable, "-m", "backchannel", "ledger", "--follow", "--json"],
         env={**os.environ, "BACKCHANNEL_HOME": str(initialised), "PYTHONUNBUFFERED": "1"},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        text=True,
     )
     out = proc.stdout
     assert out is not None

@@ -16,13 +16,13 @@ import pytest
 from backchannel.agent.engines.base import ModelRequest, OnDelta
 from backchannel.core.delivery.delivery import Delivered, Incoming
 from backchannel.core.gateway import Gateway
+from backchannel.core.views import SessionView
 from backchannel.errors import Conflict, GatewayDraining, StoreError
 from backchannel.home import config
 from backchannel.messages import Message
 from backchannel.store.db import Database
 from backchannel.store.migrations import MIGRATIONS
 from backchannel.store.runs import NewRun, RunState
-from backchannel.store.sessions import SessionRow
 from conftest import with_gateway as run_with_gateway
 
 
@@ -65,24 +65,24 @@ def with_gateway(root: Path, body: Callable[[Gateway], Awaitable[None]], *, engi
     run_with_gateway(root, body, **kwargs)
 
 
-def person(session: SessionRow, text: str, key: str | None = None) -> Incoming:
+def person(session: SessionView, text: str, key: str | None = None) -> Incoming:
     return Incoming(session, text, "human:api", key=key)
 
 
-async def new_session(gw: Gateway) -> SessionRow:
+async def new_session(gw: Gateway) -> SessionView:
     session, created = await gw.directory.create_session("default")
     assert created
     return session
 
 
-def queued(gw: Gateway, session: SessionRow, text: str, key: str | None = None) -> Any:
+def queued(gw: Gateway, session: SessionView, text: str, key: str | None = None) -> Any:
     """Put a run in the queue at once (no wait for its commit), as the delivery service does."""
     return gw.queue.submit(
         NewRun(sender="human:api", profile=session.profile, session_id=session.id, message=text, idempotency_key=key)
     )[0]
 
 
-async def deliver(gw: Gateway, session: SessionRow, text: str, *, wait: float, key: str | None = None) -> Delivered:
+async def deliver(gw: Gateway, session: SessionView, text: str, *, wait: float, key: str | None = None) -> Delivered:
     return await gw.delivery.deliver(person(session, text, key), wait=wait)
 
 

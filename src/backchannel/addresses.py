@@ -14,8 +14,8 @@ from .errors import UsageError
 from .home.config import DEVICE_NAME_RE, DEVICE_RULE, NAME_RE
 from .ids import BOT_CHAT_TITLE as BOT_CHAT_TITLE  # `profile` alone addresses its session of this title
 from .ids import CLIENT_SESSION_ID_RE
+from .ids import REMOTE as REMOTE  # what every address on another gateway begins with
 
-REMOTE = "peer:"  # what every address on another gateway begins with
 REMOTE_PROFILE_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_-]{0,63}\Z")  # Hermes accepts upper case
 # A token runs to the first character no address has; a colon followed by more text continues it
 # (`@session:peer:x` is no mention), a colon before a blank or the end is punctuation.
@@ -60,6 +60,17 @@ def remote(peer: str, profile: str | None = None) -> str:
 def peer_of(address: str) -> str:
     """The peer's name in a remote address: `x` of `peer:x/p`."""
     return address.removeprefix(REMOTE).split("/", 1)[0]
+
+
+def peer_path(address: str) -> str:
+    """A remote address without its `peer:`: `x/p` of `peer:x/p`, as the `peer` verbs take it and a frame names it."""
+    return address.removeprefix(REMOTE)
+
+
+def profile_of(address: str) -> str | None:
+    """The profile (agent) a remote address names: `p` of `peer:x/p` and of `peer:x/p/session`, None of `peer:x`."""
+    _, _, rest = peer_path(address).partition("/")
+    return rest.split("/", 1)[0] or None
 
 
 def head(address: str) -> str:

@@ -43,7 +43,7 @@ def is_human(sender: str) -> bool:
 
 def origin(sender: str) -> str:
     """Who a non-human sender is, as a frame names it."""
-    return f"peer {sender.removeprefix(addresses.REMOTE)}" if addresses.is_remote(sender) else f"session {sender}"
+    return f"peer {addresses.peer_path(sender)}" if addresses.is_remote(sender) else f"session {sender}"
 
 
 def quote(text: str) -> str:

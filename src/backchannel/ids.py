@@ -11,6 +11,7 @@ import secrets
 import time
 import uuid
 
+REMOTE = "peer:"  # what every address on another gateway begins with (the grammar is addresses.py's)
 BOT_CHAT_TITLE = "Bot Chat"  # the title of the one session of a profile that its name alone addresses
 SESSION_ID_RE = re.compile(r"^\d{8}_\d{6}_[0-9a-f]{6}\Z")
 # Ids given by API clients (Hermes allows its own); kept to characters safe in paths and addresses.

@@ -9,8 +9,8 @@ from starlette.requests import Request
 
 from ..core.access import Caller
 from ..core.delivery.delivery import Delivery, Incoming
+from ..core.delivery.directory import Directory
 from ..core.gateway import Gateway
-from ..core.sessions import Sessions
 from ..core.views import SessionView
 from ..errors import UsageError
 from ..home.config import GatewayConfig
@@ -32,8 +32,8 @@ class Context:
         return self.gateway.delivery
 
     @property
-    def directory(self) -> Sessions:
-        return self.gateway.sessions
+    def directory(self) -> Directory:
+        return self.gateway.directory
 
     @property
     def settings(self) -> GatewayConfig:

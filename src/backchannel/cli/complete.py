@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 import click
 from click.shell_completion import CompletionItem
 
+from ..addresses import is_remote, remote
 from ..core import lookups
 from ..home import config, profiles
 
@@ -48,13 +49,13 @@ def _run_ids(incomplete: str) -> list[str]:
 
 def _addresses(incomplete: str) -> list[str]:
     """A local address as `send` takes it: a profile, `profile/` then that profile's sessions, or `peer:NAME`."""
-    if incomplete.startswith("peer:"):
-        return [f"peer:{name}" for name in _peer_names()]
+    if is_remote(incomplete):
+        return [remote(name) for name in _peer_names()]
     if "/" in incomplete:
         name, _, rest = incomplete.partition("/")
         return [f"{name}/{sid}" for sid in lookups.session_ids(config.home(), prefix=rest, profile=name)]
     names = _profile_names()
-    found = [*names, *(f"{n}/" for n in names), *(f"peer:{name}" for name in _peer_names())]
+    found = [*names, *(f"{n}/" for n in names), *(remote(name) for name in _peer_names())]
     if incomplete[:1].isdigit():  # a bare session id
         found += _session_ids(incomplete)
     return found

@@ -293,7 +293,7 @@ def remove(name: str) -> None:
 
 
 def _target(text: str) -> tuple[str, str | None]:
-    remote = addresses.parse_remote(text.removeprefix("peer:"))
+    remote = addresses.parse_peer(text)
     if remote.session_id is not None:
         raise UsageError(f"{text!r}: address a peer as PEER or PEER/AGENT (its Bot Chat)")
     config.require_home(config.home())
@@ -354,11 +354,10 @@ def send_dm(root: Path, name: str, agent: str | None, text: str, *, wait: float,
 
 def dm_dict(r: Result) -> dict[str, Any]:
     """`peer dm --json`: the outcome as `result`, with where it went and what came back."""
-    peer_name, _, agent = r.to.removeprefix("peer:").partition("/")
     return {
         "result": r.outcome.value,
-        "peer": peer_name,
-        "agent": agent or None,
+        "peer": addresses.peer_of(r.to),
+        "agent": addresses.profile_of(r.to),
         "session_id": r.session_id,
         "run_id": r.run_id,
         "reply": r.reply,
@@ -383,15 +382,15 @@ def print_dm(r: Result) -> None:
     elif r.outcome is Outcome.RECEIPT:
         where = f" (position {r.queue_position})" if r.queue_position else ""
         click.echo(
-            f"receipt: run {r.run_id} {r.state or 'queued'}{where} in the Bot Chat of {r.to.removeprefix('peer:')}"
+            f"receipt: run {r.run_id} {r.state or 'queued'}{where} in the Bot Chat of {addresses.peer_path(r.to)}"
             f" (session {r.session_id}): accepted{' and queued' if r.state != 'running' else ''}, do not resend"
         )
-        click.echo(f"follow it: backchannel peer status {r.to.removeprefix('peer:').split('/')[0]} {r.run_id} --follow")
+        click.echo(f"follow it: backchannel peer status {addresses.peer_of(r.to)} {r.run_id} --follow")
     elif r.outcome is Outcome.HELD:
         click.echo(
-            f"held: run {r.run_id} waits for the person of {r.to.removeprefix('peer:')} to approve it; do not resend"
+            f"held: run {r.run_id} waits for the person of {addresses.peer_path(r.to)} to approve it; do not resend"
         )
-        click.echo(f"follow it: backchannel peer status {r.to.removeprefix('peer:').split('/')[0]} {r.run_id} --follow")
+        click.echo(f"follow it: backchannel peer status {addresses.peer_of(r.to)} {r.run_id} --follow")
     else:
         code = f" ({r.code})" if r.code and r.code not in (r.error or "") else ""
         note(f"error: {r.error or r.outcome.value}{code}")  # the error names the peer already
@@ -507,7 +506,7 @@ def status(target: str, run_id: str, follow: bool, as_json: bool) -> None:
 
 
 def _agent_of(result: Result) -> str | None:
-    return result.to.removeprefix("peer:").partition("/")[2] or None
+    return addresses.profile_of(result.to)
 
 
 def _print_run(run_id: str, data: dict[str, Any]) -> None:

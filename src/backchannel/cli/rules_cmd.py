@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from .. import addresses
 from ..home import config, rules
 from ..home.profiles import list_profiles
 from ..home.rules import Budget, Changed, RuleList
@@ -108,8 +109,8 @@ def _note_unknown(patterns: tuple[str, ...]) -> None:
     """A plain local name that is no profile here: probably a typo (it is kept: the profile may come later)."""
     known = set(list_profiles(config.home()))
     for pattern in patterns:
-        head = pattern.split("/")[0]
-        if not pattern.startswith("peer:") and not any(c in head for c in "*?[") and head not in known:
+        head = addresses.head(pattern)
+        if not addresses.is_remote(pattern) and not any(c in head for c in "*?[") and head not in known:
             note(f"note: there is no profile {head!r} here (yet); profiles: {', '.join(sorted(known))}")
 
 

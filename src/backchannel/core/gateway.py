@@ -48,7 +48,6 @@ from .queue.pauses import Pauses
 from .queue.queue import OnState, RunQueue
 from .queue.workers import Workers
 from .revocations import Revocations
-from .sessions import Sessions
 from .turns import Turns
 
 log = logging.getLogger("backchannel.gateway")
@@ -94,7 +93,6 @@ class Gateway:
             clock=clock,
         )
         self.directory = Directory(root, self.db)
-        self.sessions = Sessions(self.directory)  # what the surfaces look sessions up in: views, not rows
         self.access = Access(self.db, profiles=self.directory.profiles)
         self.admission = Admission(
             db=self.db, queue=self.queue, directory=self.directory, settings=self.settings, gateway_id=self.gateway_id

@@ -18,7 +18,6 @@ from ..agent.tools.base import Sender, Tool, ToolContext, call_tool
 from ..errors import NotFound
 from ..store import sessions as sessionstore
 from ..store.db import Database
-from ..store.sessions import SessionRow
 from .delivery.directory import Directory
 from .delivery.imports import Imports
 from .delivery.mentions import Mentions
@@ -70,7 +69,7 @@ class HostedTools:
             raise NotFound(f"no tool {tool!r} here; these are: {', '.join(HOSTED_TOOLS)}", code="unknown_tool")
         session, ctx, run_id = self._context(profile_name, session_id)
         result, ok = await call_tool(self.tools, tool, arguments, ctx)
-        return HostedCall(tool, session_view(session), run_id, result, ok)
+        return HostedCall(tool, session, run_id, result, ok)
 
     @commits
     async def mentions(
@@ -80,9 +79,9 @@ class HostedTools:
         `@peer:` mentions answered as from that session, as Backchannel's own mentions are; how many it had."""
         session, ctx, _ = self._context(profile_name, session_id)
         rewritten, count = await self.mentions_of.answer(ctx, text, wait=wait)
-        return session_view(session), rewritten, count
+        return session, rewritten, count
 
-    def _context(self, profile_name: str, session_id: str) -> tuple[SessionRow, ToolContext, str | None]:
+    def _context(self, profile_name: str, session_id: str) -> tuple[SessionView, ToolContext, str | None]:
         profile = self.directory.profile(self.directory.check_profile(profile_name))
         session = self._caller(profile.name, session_id, hermes=profile.config.model.engine == "hermes")
         live = self.turns.live.get(session.id)
@@ -97,10 +96,10 @@ class HostedTools:
         ctx.exchange = ctx.run_id
         return session, ctx, None
 
-    def _caller(self, profile: str, session_id: str, *, hermes: bool) -> SessionRow:
+    def _caller(self, profile: str, session_id: str, *, hermes: bool) -> SessionView:
         found = sessionstore.find_by_remote_id(self.db, profile, session_id)
         if found is not None:
-            return found
+            return session_view(found)
         for ctx, link in self.turns.live.values():  # a tip Hermes moved to during the turn
             if ctx.profile.name == profile and link.remote_id == session_id:
                 return self.directory.session(link.id)

@@ -141,6 +141,7 @@ class SessionView:
     created_at: float
     updated_at: float
     message_count: int
+    remote_id: str | None = None  # its id in the Hermes gateway that holds it (hermes engine), once known
 
     @property
     def is_bot_chat(self) -> bool:
@@ -167,6 +168,7 @@ def session_view(row: SessionRow) -> SessionView:
         created_at=row.created_at,
         updated_at=row.updated_at,
         message_count=row.message_count,
+        remote_id=row.remote_id,
     )
 
 

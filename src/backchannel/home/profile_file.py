@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, BeforeValidator, Field, field_validator, model_validator
 
+from ..ids import REMOTE
 from .values import Count, Frozen, KeyProblem, Kind, Number, OptionalText, PositiveCount, Seconds, Words, one_of
 
 EngineName = Literal["echo", "openai", "hermes"]
@@ -34,8 +35,8 @@ def pattern_error(pattern: str) -> str | None:
     The one check of a messaging pattern: the loader applies it to every list, `profile allow` to what it adds."""
     if not pattern or len(pattern) > PATTERN_MAX_CHARS:
         return f"pattern {pattern!r} must be 1-{PATTERN_MAX_CHARS} characters"
-    remote = pattern.startswith("peer:")
-    parts = pattern.removeprefix("peer:").split("/")
+    remote = pattern.startswith(REMOTE)
+    parts = pattern.removeprefix(REMOTE).split("/")
     if len(parts) > (3 if remote else 2):
         shape = "peer:name[/profile[/session-id]]" if remote else "profile[/session-id]"
         return f"pattern {pattern!r} has too many parts for an address ({shape})"

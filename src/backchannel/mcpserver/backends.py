@@ -44,11 +44,11 @@ class InProcess:
         return result, done.ok
 
     async def new_session(self, profile: str, title: str) -> str:
-        row, _ = await self.gateway.sessions.create_session(profile, title=title, source="mcp")
+        row, _ = await self.gateway.directory.create_session(profile, title=title, source="mcp")
         return row.id
 
     def check_profile(self, profile: str) -> str:
-        return self.gateway.sessions.check_profile(profile)
+        return self.gateway.directory.check_profile(profile)
 
 
 class ViaGateway:

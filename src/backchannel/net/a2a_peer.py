@@ -20,7 +20,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from .. import a2a_extension
+from .. import a2a_extension, addresses
 from ..errors import (
     NoEventStream,
     NotAnAgentCard,
@@ -34,7 +34,7 @@ from ..home.peers import Peer
 from ..outcome import Outcome, Result, failed, of_run, refused, unknown
 from . import a2a_card, sse
 from .a2a_card import AgentCard
-from .http import HttpResponse, Naming, OverTransport, Transport
+from .http import HttpResponse, Naming, OverTransport, Transport, error_of
 from .link import PeerAbout, PeerRun, PeerRunState, RunEvent
 
 VERSION_HEADER = {"A2A-Version": "1.0"}
@@ -77,7 +77,7 @@ class A2APeerClient(OverTransport):
             )
         self.peer = peer
         self.agent = None
-        self.to = f"peer:{peer.name}"
+        self.to = addresses.remote(peer.name)
         self.rpc_url = peer.a2a_url or peer.url
         self.who = f"A2A peer {peer.name!r} at {self.rpc_url}"
         self.gateway_id = gateway_id
@@ -144,11 +144,15 @@ class A2APeerClient(OverTransport):
     # --- JSON-RPC --------------------------------------------------------------------------------
 
     def _http_error(self, response: HttpResponse, what: str) -> PeerError:
-        if response.status in (401, 403):
-            return PeerAuthRefused(f"{self.who} refused our key (HTTP {response.status})")
+        """An answer that is no JSON-RPC: our key refused (401, 403), or not an A2A agent; what its error
+        envelope says (read as every client in net/ reads one) follows, without our key."""
+        err = error_of(response.status, response.json_object())
+        said = self._http.scrub(err.said)
+        if err.status in (401, 403):
+            return PeerAuthRefused(f"{self.who} refused our key (HTTP {err.status}){said}")
         kind = response.headers.get("content-type", "no content type").split(";")[0]
         return PeerError(
-            f"{self.who} answered {what} with HTTP {response.status} ({kind}), not A2A JSON-RPC: "
+            f"{self.who} answered {what} with HTTP {err.status} ({kind}){said}, not A2A JSON-RPC: "
             "is this the URL of an A2A agent?",
             code="peer_error",
         )

@@ -19,6 +19,7 @@ import email.utils
 import functools
 import json
 import math
+import socket
 import ssl
 import time
 import urllib.parse
@@ -26,6 +27,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Self
 
+import httpcore
 import httpx
 
 from .. import __version__
@@ -39,6 +41,8 @@ RETRY_AFTER_DEFAULT = 1.0
 USER_AGENT = f"backchannel/{__version__}"
 
 MakeError = Callable[[str], BackchannelError]
+# Called with a host and each address it resolves to before any connection to it; raising refuses the host.
+AddressCheck = Callable[[str, str], None]
 
 # Nothing left this machine: the request can go again unchanged.
 _NOT_SENT: tuple[type[Exception], ...] = (
@@ -166,11 +170,81 @@ def _detail(exc: Exception, secret: str) -> str:
     return text.replace(secret, "[key]") if secret else text
 
 
+def _without_query(path: str) -> str:
+    try:
+        parts = urllib.parse.urlsplit(path)
+    except ValueError:
+        return path.partition("?")[0][:80]
+    return urllib.parse.urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], parts.path, "", ""))
+
+
+class _CheckedNetwork(httpcore.AsyncNetworkBackend):
+    """The network as usual, but a host is resolved here and every address it resolves to is put to `check`
+    when the connection is made (not merely when the URL was given: DNS rebinding); then each is tried."""
+
+    def __init__(self, check: AddressCheck) -> None:
+        self._check = check
+        self._inner = httpcore.AnyIOBackend()
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Any = None,
+    ) -> httpcore.AsyncNetworkStream:
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout(timeout):
+                found = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except TimeoutError as exc:
+            raise httpcore.ConnectTimeout(f"resolving {host!r} took over {timeout:g}s") from exc
+        except OSError as exc:
+            raise httpcore.ConnectError(f"could not resolve {host!r}: {exc}") from exc
+        addresses = list(dict.fromkeys(str(info[4][0]) for info in found))
+        for address in addresses:
+            self._check(host, address)
+        failed: Exception = httpcore.ConnectError(f"{host!r} resolves to no address")
+        for address in addresses:
+            try:
+                return await self._inner.connect_tcp(
+                    address, port, timeout=timeout, local_address=local_address, socket_options=socket_options
+                )
+            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
+                failed = exc
+        raise failed
+
+    async def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Any = None
+    ) -> httpcore.AsyncNetworkStream:
+        raise httpcore.ConnectError(f"no unix sockets here ({path})")
+
+    async def sleep(self, seconds: float) -> None:
+        await self._inner.sleep(seconds)
+
+
+def _checked_transport(check: AddressCheck, *, limits: httpx.Limits) -> httpx.AsyncHTTPTransport:
+    """httpx's own transport (its error mapping kept) over a pool that connects through `_CheckedNetwork`."""
+    transport = httpx.AsyncHTTPTransport(verify=system_tls(), trust_env=False, limits=limits)
+    # httpx takes no network backend of its own; its pool is replaced with one of the same settings that does.
+    transport._pool = httpcore.AsyncConnectionPool(
+        ssl_context=system_tls(),
+        max_connections=limits.max_connections,
+        max_keepalive_connections=limits.max_keepalive_connections,
+        keepalive_expiry=limits.keepalive_expiry,
+        network_backend=_CheckedNetwork(check),
+    )
+    return transport
+
+
 @contextlib.contextmanager
 def map_httpx_errors(
     naming: Naming, method: str, path: str, *, timeout: float | None, secret: str = ""
 ) -> Iterator[None]:
-    """Turns any httpx exception raised inside into the client's error for it, the cause attached."""
+    """Turns any httpx exception raised inside into the client's error for it, the cause attached. The
+    request is named without its query (it may hold a secret: a push receiver's URL, say)."""
+    path = _without_query(path)
     try:
         yield
     except _EVERY_HTTPX_ERROR as exc:
@@ -205,6 +279,16 @@ class Stream:
             async for chunk in self._response.aiter_bytes():
                 yield chunk
 
+    async def head(self, limit: int) -> bytes:
+        """At most `limit` bytes of the body as sent (not decompressed), the rest never read."""
+        kept = b""
+        with self._mapped():
+            async for chunk in self._response.aiter_raw():
+                kept += chunk[: limit - len(kept)]
+                if len(kept) >= limit:
+                    break
+        return kept
+
 
 class Transport:
     """One client's connection pool to one base URL, with its key, its naming and its redirect rule.
@@ -225,10 +309,13 @@ class Transport:
         retries: int = RETRIES,
         user_agent: str = USER_AGENT,
         keep_alive: bool = True,
+        max_connections: int | None = None,
+        check_address: AddressCheck | None = None,
     ) -> None:
         """`key` None: no Authorization header (a local model server needs none). `keep_alive` False: each
         request on a fresh connection, closed after its answer (a server that closes idle connections as it
-        likes then never races a request sent on one)."""
+        likes then never races a request sent on one). `check_address`: called with the host and each address
+        it resolves to when a connection is made, raising to refuse it (push receivers are screened so)."""
         if key is not None and (not key or not all("!" <= c <= "~" for c in key)):
             raise ConfigError(f"the key for {naming.who} must be visible ASCII characters (no spaces)")
         self.base_url = base_url.rstrip("/")
@@ -241,13 +328,15 @@ class Transport:
             headers["Authorization"] = f"Bearer {key}"
         if not keep_alive:
             headers["Connection"] = "close"  # and the server hears it: no idle connection kept on either side
+        limits = httpx.Limits(max_connections=max_connections or 100, max_keepalive_connections=20 if keep_alive else 0)
         self._http = httpx.AsyncClient(
             headers=headers,
             timeout=self._timeout(timeout, read=timeout),
             follow_redirects=follow_redirects,
             verify=system_tls(),
             trust_env=False,
-            limits=httpx.Limits() if keep_alive else httpx.Limits(max_keepalive_connections=0),
+            limits=limits,
+            transport=_checked_transport(check_address, limits=limits) if check_address else None,
         )
 
     def __repr__(self) -> str:
@@ -264,8 +353,10 @@ class Transport:
         """`text` (an answer's error message, say) with this client's key cut out: a server may echo it back."""
         return text.replace(self._key, "[key]") if self._key else text
 
-    def mapped(self, method: str, path: str, timeout: float | None) -> contextlib.AbstractContextManager[None]:
-        return map_httpx_errors(self.naming, method, path, timeout=timeout, secret=self._key)
+    def mapped(
+        self, method: str, path: str, timeout: float | None, naming: Naming | None = None
+    ) -> contextlib.AbstractContextManager[None]:
+        return map_httpx_errors(naming or self.naming, method, path, timeout=timeout, secret=self._key)
 
     async def _send(
         self,
@@ -278,13 +369,20 @@ class Transport:
         shown_timeout: float | None,
         retries: int,
         stream: bool,
+        content: bytes | None = None,
+        naming: Naming | None = None,
     ) -> httpx.Response:
         for attempt in range(retries + 1):
             last = attempt == retries
             request = self._http.build_request(
-                method, self.base_url + path, json=json, headers=dict(headers or {}), timeout=timeout
+                method,
+                self.base_url + path,
+                json=json,
+                content=content,
+                headers=dict(headers or {}),
+                timeout=timeout,
             )
-            with self.mapped(method, path, shown_timeout):
+            with self.mapped(method, path, shown_timeout, naming):
                 try:
                     response = await self._http.send(request, stream=stream)
                 except _RETRIED:
@@ -294,7 +392,7 @@ class Transport:
                     continue
             if response.status_code in (429, 503) and not last:
                 wait = retry_after(response.headers.get("retry-after"))
-                with self.mapped(method, path, shown_timeout):
+                with self.mapped(method, path, shown_timeout, naming):
                     await response.aclose()
                 await asyncio.sleep(wait)
                 continue
@@ -334,22 +432,27 @@ class Transport:
         headers: Mapping[str, str] | None = None,
         read_timeout: float | None = None,
         json: Any = None,
+        content: bytes | None = None,
+        naming: Naming | None = None,
     ) -> AsyncIterator[Stream]:
-        """An answer read as it arrives (`read_timeout` None: the body may pause for as long as it likes)."""
+        """An answer read as it arrives (`read_timeout` None: the body may pause for as long as it likes).
+        `content`: a body sent as it is; `naming`: who this one request's errors name (one pool, many hosts)."""
         response = await self._send(
             method,
             path,
             json=json,
+            content=content,
             headers=headers,
             timeout=self._timeout(self.timeout, read=read_timeout),
             shown_timeout=read_timeout,
             retries=self.retries,
             stream=True,
+            naming=naming,
         )
         try:
-            yield Stream(response, lambda: self.mapped(method, path, read_timeout))
+            yield Stream(response, lambda: self.mapped(method, path, read_timeout, naming))
         finally:
-            with self.mapped(method, path, read_timeout):
+            with self.mapped(method, path, read_timeout, naming):
                 await response.aclose()
 
 

@@ -13,6 +13,7 @@ import urllib.parse
 from collections.abc import AsyncIterator
 from typing import Any
 
+from .. import addresses
 from ..errors import PeerAuthRefused, PeerError, PeerOutcomeUnknown, PeerRefused, PeerUnreachable
 from ..home.peers import Peer
 from ..ids import BOT_CHAT_TITLE as BOT_CHAT
@@ -48,7 +49,7 @@ class PeerClient(OverTransport):
         self.peer = peer
         self.agent = agent
         self.base = peer.url + (f"/p/{quote(agent)}" if agent else "")
-        self.to = f"peer:{peer.name}" + (f"/{agent}" if agent else "")
+        self.to = addresses.remote(peer.name, agent)
         self.who = f"peer {peer.name!r} at {self.base}"
         self.gateway_id = gateway_id
         naming = Naming(

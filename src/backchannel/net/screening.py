@@ -1,8 +1,8 @@
 """Where a URL a caller gives may lead: public addresses only, unless the home allows more by name.
 
 A caller's URL (a push notification receiver) is checked when it is given (`Screen.check`: its form, then
-every address its host resolves to) and again at each connection: the client connects only through
-the resolver of `net.webhook`, which refuses a name that now resolves elsewhere (DNS rebinding), and an address
+every address its host resolves to) and again at each connection: `net.webhook` connects only through
+net/http's checked network, which refuses a name that now resolves elsewhere (DNS rebinding), and an address
 written in the URL itself is checked before anything is sent.
 
     public unicast                      allowed

@@ -1,11 +1,12 @@
 """POSTs to the receivers callers name (A2A push notifications): screened addresses, no redirects, bounded.
 
-Every connection goes through `ScreenedResolver`, so a host name reaches only the addresses the home's
-`Screen` allows when the connection is made, not merely when the URL was given (DNS rebinding); an address
-written in the URL is checked before anything is sent. A redirect is an answer like any other (never
-followed: it could lead anywhere); a receiver's answer is read only as far as a short error detail.
+The POSTs go over net/http's Transport, one pool for every receiver, whose connections are screened: a host
+name reaches only the addresses the home's `Screen` allows when the connection is made, not merely when the
+URL was given (DNS rebinding); an address written in the URL is checked before anything is sent. A redirect
+is an answer like any other (never followed: it could lead anywhere); a receiver's answer is read only as
+far as a short error detail, as sent (never decompressed).
 
-Every aiohttp error becomes a `PushFailed` naming the receiver, with its cause; nothing aiohttp escapes:
+Every failure becomes a `PushFailed` naming the receiver, with its cause:
 
     a refused address (at the URL or its resolution)   PushFailed "… is a loopback address …"
     no connection, a cut one, an unreadable answer     PushFailed "could not reach …" / "the connection … broke"
@@ -16,45 +17,19 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
-import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-import aiohttp
-from aiohttp.abc import AbstractResolver, ResolveResult
-
 from .. import __version__
 from ..errors import PushFailed, UsageError
-from .http import retry_after, system_tls
+from .http import Naming, Transport, retry_after
 from .screening import Screen, Target, shown_url
 
 USER_AGENT = f"backchannel/{__version__}"
 DETAIL_BYTES = 512  # of a refusing receiver's answer, for the log
-
-
-class Refused(OSError):
-    """A resolved address the screen refuses (raised inside the resolver, so the connection never starts)."""
-
-
-class ScreenedResolver(AbstractResolver):
-    """The system's resolver, whose answers the screen must allow: every one, or the name is refused."""
-
-    def __init__(self, screen: Screen) -> None:
-        self._screen = screen
-        self._inner = aiohttp.ThreadedResolver()
-
-    async def resolve(
-        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
-    ) -> list[ResolveResult]:
-        found = await self._inner.resolve(host, port, family)
-        for result in found:
-            why = self._screen.refusal(host.lower(), result["host"])
-            if why is not None:
-                raise Refused(why)
-        return found
-
-    async def close(self) -> None:
-        await self._inner.close()
+MAX_CONNECTIONS = 64
+# The transport's own timeouts (connect, read, write) a little past the whole POST's, which decides.
+BACKSTOP_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -76,18 +51,21 @@ class Webhooks:
     def __init__(self, screen: Screen, *, timeout: float) -> None:
         self.screen = screen
         self.timeout = timeout
-        self._session: aiohttp.ClientSession | None = None
+        self._http = Transport(
+            "",
+            None,
+            naming=self._naming("a push receiver"),
+            follow_redirects=False,
+            timeout=timeout + BACKSTOP_SECONDS,
+            retries=0,  # the pushes' own schedule retries (and honours Retry-After)
+            user_agent=USER_AGENT,
+            max_connections=MAX_CONNECTIONS,
+            check_address=self._check_resolved,
+        )
 
-    def _client(self) -> aiohttp.ClientSession:
-        if self._session is None:  # made in the running loop, on first use
-            self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(resolver=ScreenedResolver(self.screen), ssl=system_tls(), limit=64),
-                timeout=aiohttp.ClientTimeout(total=self.timeout),
-                headers={"User-Agent": USER_AGENT},
-                trust_env=False,
-                auto_decompress=False,
-            )
-        return self._session
+    @staticmethod
+    def _naming(who: str) -> Naming:
+        return Naming(who=who, not_sent=PushFailed, maybe_sent=PushFailed)
 
     async def post(self, url: str, body: bytes, headers: Mapping[str, str]) -> Answer:
         """POST `body` to `url`; the receiver's answer, whatever its status. PushFailed when none came."""
@@ -97,26 +75,33 @@ class Webhooks:
             raise PushFailed(exc.message) from exc
         self._check_literal(target)
         shown = shown_url(url)
+        naming = self._naming(f"the receiver {shown!r}")
         try:
-            async with self._client().post(url, data=body, headers=dict(headers), allow_redirects=False) as response:
-                detail = b"" if 200 <= response.status < 300 else await response.content.read(DETAIL_BYTES)
-                wait = response.headers.get("Retry-After")
+            async with (
+                asyncio.timeout(self.timeout),
+                self._http.stream("POST", url, content=body, headers=headers, naming=naming) as response,
+            ):
+                ok = 200 <= response.status < 300
+                detail = b"" if ok else await response.head(DETAIL_BYTES)
+                wait = response.headers.get("retry-after")
                 return Answer(
                     response.status,
                     retry_after(wait) if wait and response.status in (429, 503) else None,
                     detail.decode("utf-8", "replace").strip(),
                 )
-        except aiohttp.ClientConnectorError as exc:
-            if isinstance(exc.os_error, Refused):
-                raise PushFailed(self.screen.refused_message(target, str(exc.os_error))) from exc
-            raise PushFailed(f"could not reach the receiver {shown!r}: {exc.os_error.strerror or exc}") from exc
+        except _Refused as exc:
+            raise PushFailed(self.screen.refused_message(target, exc.why)) from exc
         except TimeoutError as exc:
             raise PushFailed(f"the receiver {shown!r} did not answer within {self.timeout:g}s") from exc
-        except (aiohttp.ClientError, OSError) as exc:
-            raise PushFailed(f"the connection to the receiver {shown!r} broke: {type(exc).__name__} {exc}") from exc
+
+    def _check_resolved(self, host: str, address: str) -> None:
+        """Each address a host resolves to when a connection is made: every one allowed, or the host refused."""
+        why = self.screen.refusal(host.lower(), address)
+        if why is not None:
+            raise _Refused(why)
 
     def _check_literal(self, target: Target) -> None:
-        """An address in the URL itself never goes through the resolver: checked here, before anything is sent."""
+        """An address in the URL itself: checked here, before anything is sent."""
         try:
             literal = str(ipaddress.ip_address(target.host.strip("[]")))
         except ValueError:
@@ -126,7 +111,12 @@ class Webhooks:
             raise PushFailed(self.screen.refused_message(target, why))
 
     async def aclose(self) -> None:
-        if self._session is not None:
-            session, self._session = self._session, None
-            await session.close()
-            await asyncio.sleep(0)  # let the connector's transports close before the loop moves on
+        await self._http.aclose()
+
+
+class _Refused(Exception):
+    """A resolved address the screen refuses (raised as the connection is made, so it never starts)."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why

@@ -16,7 +16,7 @@ from a2a.utils.errors import InvalidParamsError
 from a2a.utils.task import apply_history_length, validate_history_length, validate_page_size
 
 from ...core.delivery.delivery import Delivery
-from ...core.sessions import Sessions
+from ...core.delivery.directory import Directory
 from ...core.views import RunState, RunView, TaskQuery
 from .tasks import STATES, task_of
 
@@ -25,7 +25,7 @@ DEFAULT_PAGE_SIZE = 50
 
 def list_tasks(
     delivery: Delivery,
-    directory: Sessions,
+    directory: Directory,
     params: ListTasksRequest,
     *,
     profile: str,
@@ -68,7 +68,7 @@ def list_tasks(
     return response
 
 
-def _session_of(directory: Sessions, caller: str, profile: str, context_id: str) -> str | None:
+def _session_of(directory: Directory, caller: str, profile: str, context_id: str) -> str | None:
     """The session a contextId filter names: the conversation the caller started under it, else a session id."""
     if not context_id:
         return None

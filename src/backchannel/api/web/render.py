@@ -10,7 +10,7 @@ import jinja2
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
-from ... import __version__
+from ... import __version__, addresses
 
 # Scripts and styles only from this gateway; nothing may frame the pages or send their forms elsewhere.
 CSP = (
@@ -50,7 +50,8 @@ _env = jinja2.Environment(
     trim_blocks=True,
     lstrip_blocks=True,
 )
-_env.filters.update(when=when, session_of=session_of, short=short)
+_env.filters.update(when=when, session_of=session_of, short=short, head=addresses.head)
+_env.tests.update(remote=addresses.is_remote)
 _env.globals.update(version=__version__)
 
 

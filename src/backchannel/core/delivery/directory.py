@@ -1,4 +1,7 @@
-"""Where messages can go: profiles, sessions and their messages, and addresses resolved to sessions."""
+"""Where messages can go: profiles, sessions and their messages, and addresses resolved to sessions.
+
+Sessions leave here as `views.SessionView`s, never as the store's rows: the surfaces and the core's own parts
+read the same values."""
 
 from __future__ import annotations
 
@@ -15,8 +18,9 @@ from ...messages import Message
 from ...store import contexts as contextstore
 from ...store import sessions as sessionstore
 from ...store.db import Database
-from ...store.sessions import BOT_CHAT_TITLE, SessionRow
+from ...store.sessions import BOT_CHAT_TITLE
 from ..queue.commits import commits
+from ..views import SessionView, session_view
 
 
 class Directory:
@@ -43,13 +47,14 @@ class Directory:
 
     # --- sessions ------------------------------------------------------------------------------
 
-    def session(self, session_id: str, *, profile: str | None = None) -> SessionRow:
-        return sessionstore.get_session(self.db, session_id, profile=profile)
+    def session(self, session_id: str, *, profile: str | None = None) -> SessionView:
+        return session_view(sessionstore.get_session(self.db, session_id, profile=profile))
 
     def sessions(
         self, profile: str | None, *, title: str | None = None, limit: int = 50, offset: int = 0
-    ) -> list[SessionRow]:
-        return sessionstore.list_sessions(self.db, profile, title=title, limit=limit, offset=offset)
+    ) -> list[SessionView]:
+        found = sessionstore.list_sessions(self.db, profile, title=title, limit=limit, offset=offset)
+        return [session_view(row) for row in found]
 
     def messages(self, session_id: str, *, profile: str | None = None) -> list[Message]:
         self.session(session_id, profile=profile)
@@ -64,54 +69,66 @@ class Directory:
         source: str = "api",
         session_id: str | None = None,
         limit: int | None = None,
-    ) -> tuple[SessionRow, bool]:
+    ) -> tuple[SessionView, bool]:
         """A new session; asking for the title `Bot Chat` returns the existing one (created=False). With `limit`,
         a profile that has that many sessions already gets no new one (LimitReached, too_many_sessions)."""
         self.check_profile(profile)
         if title is not None and title.strip() == BOT_CHAT_TITLE and session_id is None:
             existing = sessionstore.find_by_title(self.db, profile, BOT_CHAT_TITLE)
             if existing is not None:
-                return existing, False
-            return sessionstore.bot_chat(self.db, profile), True
+                return session_view(existing), False
+            return session_view(sessionstore.bot_chat(self.db, profile)), True
         row = sessionstore.create_session(
             self.db, profile, title=title, source=source, session_id=session_id, limit=limit
         )
-        return row, True
+        return session_view(row), True
 
     @commits
-    async def open_bot_chat(self, profile: str) -> SessionRow:
+    async def open_bot_chat(self, profile: str) -> SessionView:
         """The profile's Bot Chat, created (and committed) on first use."""
         return self.bot_chat(profile)
 
-    def bot_chat(self, profile: str) -> SessionRow:
+    def bot_chat(self, profile: str) -> SessionView:
         """The profile's Bot Chat, created on first use (inside the caller's commit)."""
         self.check_profile(profile)
-        return sessionstore.bot_chat(self.db, profile)
+        return session_view(sessionstore.bot_chat(self.db, profile))
 
     @commits
-    async def retire_bot_chat(self, profile: str, *, mark: str) -> SessionRow | None:
+    async def retire_bot_chat(self, profile: str, *, mark: str) -> SessionView | None:
         """A removed profile's Bot Chat, retitled `Bot Chat (removed <mark>)`: a profile made again by that name
         gets a fresh Bot Chat, and the old one stays readable (by id, in the ledger). None when it had none."""
-        return sessionstore.retitle(self.db, profile, BOT_CHAT_TITLE, f"{BOT_CHAT_TITLE} (removed {mark})")
+        found = sessionstore.retitle(self.db, profile, BOT_CHAT_TITLE, f"{BOT_CHAT_TITLE} (removed {mark})")
+        return None if found is None else session_view(found)
 
     # --- A2A contexts: a contextId a client chose, per caller -----------------------------------
 
-    def context_session(self, caller: str, profile: str, context_id: str) -> SessionRow | None:
+    def context_session(self, caller: str, profile: str, context_id: str) -> SessionView | None:
         """The session `caller` started in `profile` under `context_id`; None when it started none."""
-        return contextstore.find(self.db, caller=caller, profile=profile, context_id=context_id)
+        found = contextstore.find(self.db, caller=caller, profile=profile, context_id=context_id)
+        return None if found is None else session_view(found)
 
-    def unsaved_session(self, profile: str) -> SessionRow:
+    def unsaved_session(self, profile: str) -> SessionView:
         """A session of `profile` for a new context, its id chosen but nothing written (`bind_context` does)."""
         now = time.time()
-        return SessionRow(new_session_id(now), profile, None, "a2a", now, now, 0)
+        return SessionView(
+            id=new_session_id(now),
+            profile=profile,
+            title=None,
+            source="a2a",
+            created_at=now,
+            updated_at=now,
+            message_count=0,
+        )
 
     def bind_context(
         self, caller: str, profile: str, context_id: str, *, session_id: str, limit: int | None
-    ) -> SessionRow:
+    ) -> SessionView:
         """The session `session_id` written and bound to (caller, profile, context_id), inside the caller's commit;
         the one already bound when another request bound it first."""
-        return contextstore.bind(
-            self.db, caller=caller, profile=profile, context_id=context_id, session_id=session_id, limit=limit
+        return session_view(
+            contextstore.bind(
+                self.db, caller=caller, profile=profile, context_id=context_id, session_id=session_id, limit=limit
+            )
         )
 
     def context_ids(self, caller: str, session_ids: list[str]) -> dict[str, str]:
@@ -120,19 +137,20 @@ class Directory:
 
     # --- addresses -----------------------------------------------------------------------------
 
-    def resolve(self, address: LocalAddress) -> SessionRow:
+    def resolve(self, address: LocalAddress) -> SessionView:
         """The session an address names; a profile alone is its Bot Chat (created on first use)."""
         profile, session = self.find(address)
         return session if session is not None else self.bot_chat(profile)
 
-    def find(self, address: LocalAddress) -> tuple[str, SessionRow | None]:
+    def find(self, address: LocalAddress) -> tuple[str, SessionView | None]:
         """Like `resolve` but creates nothing: (profile, None) for a Bot Chat that does not exist yet."""
         if address.profile is not None and address.session_id is not None:
             self.check_profile(address.profile)
             return address.profile, self.session(address.session_id, profile=address.profile)
         if address.profile is not None:
             if address.profile in list_profiles(self.root):
-                return address.profile, sessionstore.find_by_title(self.db, address.profile, BOT_CHAT_TITLE)
+                chat = sessionstore.find_by_title(self.db, address.profile, BOT_CHAT_TITLE)
+                return address.profile, None if chat is None else session_view(chat)
             try:
                 found = self.session(address.profile)
                 return found.profile, found
@@ -148,7 +166,7 @@ class Directory:
             raise NotFound(f"no session {address.session_id!r} in any profile", code="session_not_found") from None
         return found.profile, found
 
-    def existing(self, address: LocalAddress) -> SessionRow:
+    def existing(self, address: LocalAddress) -> SessionView:
         """The session an address names, which must exist: a profile alone is its Bot Chat (not made here)."""
         profile, session = self.find(address)
         if session is None:

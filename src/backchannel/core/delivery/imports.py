@@ -14,8 +14,8 @@ from ...ids import CLIENT_SESSION_ID_RE
 from ...net.hermes import HermesClient, SessionMissing
 from ...store import sessions as sessionstore
 from ...store.db import Database
-from ...store.sessions import SessionRow
 from ..queue.commits import commits
+from ..views import SessionView, session_view
 from .directory import Directory
 
 
@@ -23,7 +23,7 @@ from .directory import Directory
 class Imported:
     """One Hermes session and the Backchannel session that now stands for it."""
 
-    session: SessionRow
+    session: SessionView
     created: bool
 
 
@@ -73,7 +73,7 @@ class Imports:
         for remote in listed:
             existing = sessionstore.find_by_remote_id(self.db, profile.name, remote.id)
             if existing is not None:
-                out.append(Imported(existing, False))
+                out.append(Imported(session_view(existing), False))
                 continue
             if remote.is_bot_chat:
                 bot = self.directory.bot_chat(profile.name)
@@ -87,12 +87,12 @@ class Imports:
         return out
 
     @commits
-    async def resolve(self, address: LocalAddress) -> SessionRow:
+    async def resolve(self, address: LocalAddress) -> SessionView:
         """`Directory.resolve`, and a Hermes session id not imported yet imported on demand."""
         profile, session = await self.find(address)
         return session if session is not None else self.directory.bot_chat(profile)
 
-    async def find(self, address: LocalAddress) -> tuple[str, SessionRow | None]:
+    async def find(self, address: LocalAddress) -> tuple[str, SessionView | None]:
         """`Directory.find`; when it names no session here, the session id is asked of the Hermes gateways of
         the hermes profiles (the named one, else all; `LOOKUP_SECONDS` each) and imported from the one that
         knows it. Otherwise the directory's not_found, saying which gateways were asked. The import commits
@@ -113,7 +113,9 @@ class Imports:
             for profile, (tip, _) in zip(candidates, known, strict=True):
                 if tip is not None:
                     existing = sessionstore.find_by_remote_id(self.db, profile.name, tip)
-                    return profile.name, existing or self.adopt(profile.name, wanted, remote_tip=tip)
+                    if existing is not None:
+                        return profile.name, session_view(existing)
+                    return profile.name, self.adopt(profile.name, wanted, remote_tip=tip)
             asked = "; ".join(f"{p.name}: {why}" for p, (_, why) in zip(candidates, known, strict=True))
             raise NotFound(
                 f"{missing.message}; nor does a Hermes gateway know it ({asked})", code=missing.code
@@ -143,7 +145,7 @@ class Imports:
 
     def adopt(
         self, profile: str, remote_id: str, *, title: str | None = None, remote_tip: str | None = None
-    ) -> SessionRow:
+    ) -> SessionView:
         """A new session here for Hermes session `remote_id` (its id too where it is one we accept); its
         turns go to `remote_tip` when Hermes moved the session on (a compression)."""
         own_id = remote_id if CLIENT_SESSION_ID_RE.match(remote_id) else None
@@ -151,9 +153,10 @@ class Imports:
             own_id = None
         if title and sessionstore.find_by_title(self.db, profile, title) is not None:
             title = None  # titles are unique per profile here too
-        return sessionstore.create_session(
+        row = sessionstore.create_session(
             self.db, profile, title=title, source="hermes", session_id=own_id, remote_id=remote_tip or remote_id
         )
+        return session_view(row)
 
     def _taken(self, session_id: str) -> bool:
         try:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ... import ids, keys
+from ... import addresses, ids, keys
 from ...errors import (
     BackchannelError,
     Conflict,
@@ -67,10 +67,6 @@ class PeerAnswer:
     name: str
     state: str
     detail: str
-
-
-def target_of(peer: str, agent: str | None) -> str:
-    return f"peer:{peer}/{agent}" if agent else f"peer:{peer}"
 
 
 class Outbound:
@@ -295,7 +291,7 @@ class Outbound:
         row: outstore.Outbound | None,
     ) -> Result:
         """What the peer says of a run, as an outcome; a known end settles our record and wakes its sender."""
-        to = target_of(peer.name, agent)
+        to = addresses.remote(peer.name, agent)
         if found is None:
             error = "the peer does not know this run: expired, restarted, or never started"
             result = unknown(to, error, code="run_not_found", run_id=run_id)
@@ -338,7 +334,7 @@ class Outbound:
     ) -> outstore.NewOutbound:
         return outstore.NewOutbound(
             sender=sender.address,
-            target=target_of(peer.name, agent),
+            target=addresses.remote(peer.name, agent),
             peer=peer.name,
             agent=agent,
             message=message,
