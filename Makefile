@@ -2,9 +2,11 @@
 PYTHON ?= python3
 # Python writes its bytecode caches (a machine may say otherwise): each process the tests start compiles nothing twice.
 export PYTHONDONTWRITEBYTECODE =
-# The tests run in this many processes (pytest-xdist), a test module's tests in one of them.
+# The tests run in this many processes (pytest-xdist: auto is one per core), a test module's tests in one of them.
 TEST_WORKERS ?= auto
 PARALLEL = -n $(TEST_WORKERS) --dist loadfile
+# The fault tests share no module fixture worth keeping: spread test by test (the two whole demo runs apart).
+PARALLEL_FAULTS = -n $(TEST_WORKERS) --dist load
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
@@ -74,8 +76,8 @@ $(A2A03_STAMP):
 
 a2a03: $(A2A03_STAMP)
 
-test: $(STAMP) browser $(A2A03_STAMP)
-	BACKCHANNEL_REQUIRE_BROWSER=1 $(BIN)/python -m pytest $(PARALLEL) -m "not interop and not faults"
+test: $(STAMP) browser postgres $(A2A03_STAMP)
+	BACKCHANNEL_REQUIRE_BROWSER=1 BACKCHANNEL_REQUIRE_POSTGRES=1 $(BIN)/python -m pytest $(PARALLEL) -m "not interop and not faults"
 
 # The pure tests alone (modules marked quick: no home on disk, no process, no gateway), in seconds: only those
 # modules are collected (collecting every module imports the whole stack and every SDK the tests drive).
@@ -87,7 +89,7 @@ quick: $(STAMP)
 # wakes for every end, SIGTERM mid-turn, hung and cut peers, a peer restart, failing model endpoints, the demo
 # run whole twice (as make demo runs it, and with --keep).
 faults: $(STAMP)
-	$(BIN)/python -m pytest $(PARALLEL) -m faults
+	$(BIN)/python -m pytest $(PARALLEL_FAULTS) -m faults
 
 # A real Hermes Agent 0.19.0 gateway, in its own venv, against the tests' scripted model.
 $(HERMES_STAMP):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import platform
 import sqlite3
 import sys
@@ -288,6 +289,31 @@ async def bench_peer_dm(a: Gateway, b: Gateway, n: int) -> dict[str, Any]:
     }
 
 
+def bench_cli_start(home: Path, rounds: int) -> dict[str, Any]:
+    """`backchannel --version` and `--help` against `python -c "import click"`, interleaved: what the CLI loads
+    before it does anything (a shell's Tab pays the same)."""
+    import subprocess
+
+    times: dict[str, list[float]] = {"version": [], "help": [], "click": []}
+    commands = {
+        "version": [sys.executable, "-m", "backchannel", "--version"],
+        "help": [sys.executable, "-m", "backchannel", "send", "--help"],
+        "click": [sys.executable, "-c", "import click"],
+    }
+    env = {**os.environ, "BACKCHANNEL_HOME": str(home)}
+    for _ in range(rounds):
+        for name, command in commands.items():
+            t = time.perf_counter()
+            subprocess.run(command, env=env, capture_output=True, check=True)
+            times[name].append(time.perf_counter() - t)
+    return {
+        "version_ms": median(times["version"]) * 1e3,
+        "send_help_ms": median(times["help"]) * 1e3,
+        "import_click_ms": median(times["click"]) * 1e3,
+        "ratio": median(times["version"]) / median(times["click"]),
+    }
+
+
 def table(results: dict[str, Any]) -> None:
     rows = [
         (
@@ -354,6 +380,16 @@ def table(results: dict[str, Any]) -> None:
                 "",
             )
         )
+    if "cli_start" in results:
+        cs = results["cli_start"]
+        rows.append(
+            (
+                "backchannel --version vs python -c 'import click'",
+                f"{cs['version_ms']:.0f} vs {cs['import_click_ms']:.0f} ms (send --help {cs['send_help_ms']:.0f} ms)",
+                f"{cs['ratio']:.2f}x",
+                "<= 5x",
+            )
+        )
     print_rows(rows)
 
 
@@ -381,6 +417,7 @@ async def main(args: argparse.Namespace) -> None:
     try:
         results["turns"] = await bench_turns(gw, rounds=args.rounds, n=args.n)
         results["throughput"] = [await bench_throughput(gw, c, args.duration, args.rounds) for c in (16, 32)]
+        results["cli_start"] = bench_cli_start(home, rounds=max(args.rounds, 5))
         if not args.core:
             results["big_session"] = await bench_big_session(gw, 10_000)
             results["idle_sessions"] = await bench_idle_sessions(gw, 10_000)
