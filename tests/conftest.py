@@ -112,6 +112,15 @@ def is_private(path: Path) -> bool:
     return os.name != "posix" or stat.S_IMODE(path.stat().st_mode) == 0o600
 
 
+def subcommands(group: Any) -> dict[str, Any]:
+    """A click group's subcommands by name, each loaded (the root group imports a command's module on first use):
+    what `--help` lists, through click's own calls."""
+    import click
+
+    ctx = click.Context(group)
+    return {name: group.get_command(ctx, name) for name in group.list_commands(ctx)}
+
+
 @pytest.fixture
 def cli() -> Any:
     return run_cli

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from conftest import interruptible, run_cli
+from conftest import interruptible, run_cli, subcommands
 from scripted_model import ScriptedModel
 
 
@@ -131,7 +131,7 @@ def test_every_command_has_examples_in_its_help() -> None:
     from backchannel.cli.app import cli
 
     def commands(group: Any, path: list[str]) -> Iterator[list[str]]:
-        for name, command in group.commands.items():
+        for name, command in subcommands(group).items():
             if hasattr(command, "commands"):
                 yield from commands(command, [*path, name])
             else:
@@ -180,7 +180,7 @@ def test_no_command_summary_is_cut_off_in_a_listing() -> None:
 
     def groups(group: Any, path: list[str]) -> Iterator[list[str]]:
         yield path
-        for name, command in group.commands.items():
+        for name, command in subcommands(group).items():
             if hasattr(command, "commands"):
                 yield from groups(command, [*path, name])
 

@@ -12,13 +12,13 @@ import click
 import pytest
 
 from backchannel.cli.app import cli
-from conftest import run_cli
+from conftest import run_cli, subcommands
 
 
 def every_command(command: click.Command, path: str = "backchannel") -> list[tuple[str, click.Command]]:
     found = [(path, command)]
     if isinstance(command, click.Group):
-        for name, sub in command.commands.items():
+        for name, sub in subcommands(command).items():
             found += every_command(sub, f"{path} {name}")
     return found
 

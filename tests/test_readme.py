@@ -13,6 +13,7 @@ import pytest
 from backchannel import errors
 from backchannel.cli.app import cli
 from backchannel.outcome import Outcome
+from conftest import subcommands
 
 pytestmark = pytest.mark.quick  # pure: no home on disk, no process, no gateway (make quick)
 
@@ -41,7 +42,7 @@ def rows(text: str) -> list[list[str]]:
 
 def command_paths(group: click.Group, prefix: str = "backchannel") -> list[str]:
     paths = []
-    for name, command in group.commands.items():
+    for name, command in subcommands(group).items():
         path = f"{prefix} {name}"
         paths.append(path)
         if isinstance(command, click.Group):
@@ -52,7 +53,7 @@ def command_paths(group: click.Group, prefix: str = "backchannel") -> list[str]:
 def runnable_groups(group: click.Group, prefix: str = "backchannel") -> list[str]:
     """Groups that are commands themselves too (`backchannel gateway` runs, `backchannel gateway stop` too)."""
     found = []
-    for name, command in group.commands.items():
+    for name, command in subcommands(group).items():
         if isinstance(command, click.Group):
             if command.invoke_without_command:
                 found.append(f"{prefix} {name}")
