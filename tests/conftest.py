@@ -503,7 +503,7 @@ def postgres_cluster() -> Iterator[Cluster]:
     import postgres
 
     postgres.require()
-    with postgres.cluster() as running:
+    with postgres.cluster(port=free_port()) as running:
         yield running
 
 

@@ -127,11 +127,11 @@ def require() -> None:
 
 
 @contextmanager
-def cluster(settings: Mapping[str, str] = TEST_SETTINGS) -> Iterator[Cluster]:
+def cluster(settings: Mapping[str, str] = TEST_SETTINGS, *, port: int | None = None) -> Iterator[Cluster]:
     """Start a cluster (see the module's docstring), yield it, stop it and remove its folder."""
     base = Path(tempfile.mkdtemp(prefix="backchannel-pg-"))
     try:
-        running = _start(base, settings)
+        running = _start(base, settings, port)
         try:
             yield running
         finally:
@@ -140,7 +140,7 @@ def cluster(settings: Mapping[str, str] = TEST_SETTINGS) -> Iterator[Cluster]:
         shutil.rmtree(base, ignore_errors=True)
 
 
-def _start(base: Path, settings: Mapping[str, str]) -> Cluster:
+def _start(base: Path, settings: Mapping[str, str], port: int | None) -> Cluster:
     os_user = _os_user() if _is_root() else None
     password = secrets.token_urlsafe(18)
     pwfile = base / "pwfile"
@@ -155,7 +155,7 @@ def _start(base: Path, settings: Mapping[str, str]) -> Cluster:
         "initdb",
     )  # fmt: skip
     pwfile.unlink()
-    port = _free_port()
+    port = port or _free_port()  # the tests pass one of their process's own (conftest.free_port)
     conf = {
         "listen_addresses": "'127.0.0.1'",
         "port": str(port),

@@ -35,6 +35,6 @@ def test_a_gateway_loads_neither_the_mcp_nor_the_a2a_sdk_at_start() -> None:
     assert {"starlette", "uvicorn"} <= loaded  # what serving needs is there
 
 
-def test_a_send_through_a_running_gateway_loads_no_core_or_sdk() -> None:
+def test_the_send_command_loads_no_core_or_sdk_before_it_runs_in_process() -> None:
     code = "import backchannel.cli.send_cmd, sys\nassert 'backchannel.core.gateway' not in sys.modules, 'the core'"
     assert not _loaded_after(code) & {"mcp", "mcp_types", "a2a", "jinja2", "uvicorn", "starlette"}
