@@ -1,0 +1,133 @@
+"""What the store's operations are written against: one database, SQLite or PostgreSQL, the same calls.
+
+Each operation of the store (`runs`, `sessions`, `outbound`, …) is one async function over a `Db`. Its SQL is
+written once, with `?` placeholders, in the SQL both engines speak; where they differ, the operation asks the
+`Dialect` for the fragment (a prefix match, a row lock). Two drivers implement `Db`:
+
+- `store.db.Database`: a home's `state.db`, one sqlite3 connection on the event loop. Its statements never
+  suspend; the writes of one loop iteration commit together (group commit) and `durable()` awaits that commit.
+- `store.pg.PgDatabase`: a PostgreSQL database shared by several gateways, an asyncpg pool. Each transaction
+  commits when its block ends; `durable()` has nothing left to wait for.
+
+The rule for callers is the same on both: nothing is told to the outside before `durable()` returned.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+Commit = asyncio.Future[None]  # one SQLite group's COMMIT: resolved once it is on disk, or failed with a StoreError
+Params = Sequence[Any]
+
+
+class Row(Protocol):
+    """A result row: by column name or position (sqlite3.Row and asyncpg.Record alike)."""
+
+    def __getitem__(self, key: int | str, /) -> Any: ...
+
+    def keys(self) -> Any: ...
+
+
+class Tx(Protocol):
+    """The statements of one write transaction; it commits when its `tx()` block ends without an error, and is
+    rolled back, every statement of it, when the block raises."""
+
+    async def one(self, sql: str, params: Params = ()) -> Row | None: ...
+
+    async def all(self, sql: str, params: Params = ()) -> list[Row]: ...
+
+    async def run(self, sql: str, params: Params = ()) -> int:
+        """Run a statement that returns no rows; how many rows it changed."""
+        ...
+
+    async def many(self, sql: str, rows: Sequence[Params]) -> None:
+        """Run one statement once per parameter row."""
+        ...
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """Where the two engines' SQL differs, the fragment each takes."""
+
+    name: Literal["sqlite", "postgresql"]
+
+    @property
+    def row_locks(self) -> bool:
+        """Whether other writers run beside this one (PostgreSQL): reads that decide a write lock their rows."""
+        return self.name == "postgresql"
+
+    def starts_with(self, column: str, prefix: str) -> str:
+        """`column` begins with the literal `prefix` (letters, digits and `:` only), in the form each engine's
+        partial indexes are declared with, so that the index serves the query."""
+        if not prefix.replace(":", "").replace("-", "").isalnum():
+            raise ValueError(f"not a plain prefix: {prefix!r}")
+        return f"{column} GLOB '{prefix}*'" if self.name == "sqlite" else f"{column} LIKE '{prefix}%'"
+
+    @property
+    def skip_locked(self) -> str:
+        """Appended to a SELECT whose rows a writer takes: rows another writer holds are passed over."""
+        return " FOR UPDATE SKIP LOCKED" if self.row_locks else ""
+
+    @property
+    def for_update(self) -> str:
+        """Appended to a SELECT whose rows a writer decides on: another writer waits until this one commits."""
+        return " FOR UPDATE" if self.row_locks else ""
+
+
+SQLITE = Dialect("sqlite")
+POSTGRESQL = Dialect("postgresql")
+
+
+class Db(Protocol):
+    """One store's database, as the store's operations use it."""
+
+    dialect: Dialect
+    name: str  # how errors and logs name it: the file, or the URL without its password
+    commits: int  # this process's successful commits (idle detection)
+
+    def tx(self) -> AbstractAsyncContextManager[Tx]:
+        """A write transaction (on SQLite inside the loop iteration's group commit)."""
+        ...
+
+    async def one(self, sql: str, params: Params = ()) -> Row | None:
+        """A read outside any write transaction."""
+        ...
+
+    async def all(self, sql: str, params: Params = ()) -> list[Row]: ...
+
+    async def open(self) -> None:
+        """Connect and migrate (SQLite does both when it is made; PostgreSQL here)."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+    def group_commits(self, loop: asyncio.AbstractEventLoop) -> None:
+        """From now on, serve a long-lived process in `loop` (SQLite: group the commits of each iteration)."""
+        ...
+
+    async def writable(self) -> None:
+        """Wait, off the event loop, until a write can start without blocking the loop (SQLite's lock)."""
+        ...
+
+    async def durable(self, commit: Commit | None = None) -> None:
+        """Return once every write made so far (or those of `commit`) is committed; raise the StoreError of a
+        commit that failed."""
+        ...
+
+    def pending_commit(self) -> Commit | None:
+        """The commit the writes made so far will be part of (None: nothing pending)."""
+        ...
+
+    def tracking(self) -> AbstractContextManager[list[Commit]]:
+        """Collect the commits the writes of the current task (and tasks it starts) go into."""
+        ...
+
+    async def all_durable(self, commits: list[Commit]) -> None: ...
+
+    def data_version(self) -> int:
+        """A number that changes when another process (another gateway, a CLI) commits."""
+        ...
