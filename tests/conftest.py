@@ -92,13 +92,32 @@ def run_cli(*args: str, input: str | None = None, env: dict[str, str] | None = N
     code = 0
     with runner.isolation(input=input, env=env) as (out, err, _):
         sys.argv = ["backchannel", *args]
+
+        def call() -> None:
+            nonlocal code
+            try:
+                main()
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+
         try:
-            main()
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+            if _loop_running():  # a command runs its own event loop, as from a shell: not inside the test's
+                worker = threading.Thread(target=call)
+                worker.start()
+                worker.join()
+            else:
+                call()
         finally:
             sys.argv = saved
         return CliResult(code, _text(out.getvalue()), _text(err.getvalue()))
+
+
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 def _text(data: bytes) -> str:

@@ -41,12 +41,12 @@ async def ask(gw: Gateway, profile: str, message: str, wait: float = 10) -> Deli
     return await gw.delivery.deliver(Incoming(session, message, "human:api"), wait=wait)
 
 
-def bot_chat(gw: Gateway, profile: str) -> list[Any]:
-    return gw.directory.messages(gw.directory.bot_chat(profile).id)
+async def bot_chat(gw: Gateway, profile: str) -> list[Any]:
+    return await gw.directory.messages((await gw.directory.bot_chat(profile)).id)
 
 
-def tool_results(gw: Gateway, profile: str) -> list[dict[str, Any]]:
-    return [json.loads(m.content) for m in bot_chat(gw, profile) if m.role == "tool"]
+async def tool_results(gw: Gateway, profile: str) -> list[dict[str, Any]]:
+    return [json.loads(m.content) for m in await bot_chat(gw, profile) if m.role == "tool"]
 
 
 def who(body: dict[str, Any]) -> str:
@@ -81,20 +81,20 @@ def test_refused_by_default_then_allowed_and_answered_in_the_targets_own_context
 
         async def body(gw: Gateway) -> None:
             await ask(gw, "a", "ask b")
-            refused = tool_results(gw, "a")[-1]
+            refused = (await tool_results(gw, "a"))[-1]
             assert refused["error"]["code"] == "not_allowed"
-            assert not gw.directory.sessions("b")  # nothing was delivered, not even a Bot Chat made
+            assert not await gw.directory.sessions("b")  # nothing was delivered, not even a Bot Chat made
             set_messaging(initialised, "a", allow=["b"])  # picked up without a restart
             done = await ask(gw, "a", "ask b again")
-            result = tool_results(gw, "a")[-1]
+            result = (await tool_results(gw, "a"))[-1]
             assert result["result"] == "delivered"
             assert result["reply"] == "I am B; my memory says: 1 blue"
             assert "I am B" in (done.run.reply or "")
-            b_chat = bot_chat(gw, "b")
+            b_chat = await bot_chat(gw, "b")
             assert b_chat[0].content.startswith("[Message from session a/")
             assert "another agent, not your user" in b_chat[0].content
             assert b_chat[1].content.startswith("I am B")
-            ledger = gw.delivery.ledger("a", "b")
+            ledger = await gw.delivery.ledger("a", "b")
             assert [e.state for e in ledger] == ["completed", "refused:not_allowed"]
             assert ledger[0].hops == 1 and ledger[0].wait_seconds == 120
 
@@ -111,9 +111,9 @@ def test_accept_list_of_the_target_is_enforced(initialised: Path) -> None:
 
     async def body(gw: Gateway) -> None:
         await ask(gw, "a", "/send c hello from a")
-        assert tool_results(gw, "a")[-1]["result"] == "delivered"
+        assert (await tool_results(gw, "a"))[-1]["result"] == "delivered"
         await ask(gw, "b", "/send c hello from b")
-        refused = tool_results(gw, "b")[-1]["error"]
+        refused = (await tool_results(gw, "b"))[-1]["error"]
         assert refused["code"] == "not_allowed" and "accept" in refused["message"]
 
     with_gateway(initialised, body)
@@ -130,7 +130,7 @@ def test_mentions_answered_and_refused_in_place(initialised: Path) -> None:
         # each reply framed as the other agent's (the echo engine drops the opening frame line it reads)
         assert "\nb (echo): what is the status?\n[End of the message from session b/" in reply
         assert "@session:c was refused (not_allowed)" in reply
-        b_chat = bot_chat(gw, "b")
+        b_chat = await bot_chat(gw, "b")
         assert b_chat[0].content.startswith("[Message from session a/")
         assert b_chat[0].content.endswith("what is the status?")
         assert "@session" not in b_chat[0].content
@@ -147,10 +147,10 @@ def test_a_three_way_wait_cycle_is_refused_at_once(initialised: Path) -> None:
     async def body(gw: Gateway) -> None:
         done = await ask(gw, "a", "/send b /send c /send a are you there?", wait=30)
         assert done.run.state is RunState.COMPLETED
-        c_result = tool_results(gw, "c")[-1]["error"]
+        c_result = (await tool_results(gw, "c"))[-1]["error"]
         assert c_result["code"] == "would_deadlock"
         assert "Answer it instead of asking" in c_result["message"]
-        assert [e.state for e in gw.delivery.ledger("c", "a")] == ["refused:would_deadlock"]
+        assert [e.state for e in await gw.delivery.ledger("c", "a")] == ["refused:would_deadlock"]
 
     with_gateway(initialised, body)
 
@@ -161,7 +161,7 @@ def test_a_session_cannot_message_itself(initialised: Path) -> None:
 
     async def body(gw: Gateway) -> None:
         await ask(gw, "a", "/send a hello me")
-        assert tool_results(gw, "a")[-1]["error"]["code"] == "self_send"
+        assert (await tool_results(gw, "a"))[-1]["error"]["code"] == "self_send"
 
     with_gateway(initialised, body)
 
@@ -183,18 +183,18 @@ async def quiesce(gw: Gateway) -> None:
     (between a run's end and its wake-up run, nothing is queued: the exchange has not stopped yet)."""
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
-        busy = any(e.state in ("queued", "running") for e in gw.delivery.ledger(limit=10_000))
-        if not busy and not pending_wakes(gw.db):
+        busy = any(e.state in ("queued", "running") for e in await gw.delivery.ledger(limit=10_000))
+        if not busy and not await pending_wakes(gw.db):
             return
         await asyncio.sleep(0.05)
     raise AssertionError("the exchange did not stop")
 
 
-def agent_sent(gw: Gateway) -> list[Any]:
+async def agent_sent(gw: Gateway) -> list[Any]:
     """Ledger entries of runs an agent sent (not the person's, not refusals, not replies woken into a sender)."""
     return [
         e
-        for e in gw.delivery.ledger(limit=10_000)
+        for e in await gw.delivery.ledger(limit=10_000)
         if not e.sender.startswith("human:")
         and e.run_id
         and not e.message.startswith("[Reply to your message")
@@ -211,9 +211,9 @@ def test_async_ping_pong_stops_at_the_hop_limit(initialised: Path) -> None:
         async def body(gw: Gateway) -> None:
             await ask(gw, "a", "start the ping pong")
             await quiesce(gw)
-            sent = agent_sent(gw)
+            sent = await agent_sent(gw)
             assert sent and max(e.hops for e in sent) == 4
-            refusals = {e.state for e in gw.delivery.ledger() if e.state.startswith("refused")}
+            refusals = {e.state for e in await gw.delivery.ledger() if e.state.startswith("refused")}
             assert refusals == {"refused:hop_limit"}
 
         with_gateway(initialised, body)
@@ -228,14 +228,14 @@ def test_pair_budget_stops_a_ping_pong_under_a_high_hop_limit(initialised: Path)
         async def body(gw: Gateway) -> None:
             await ask(gw, "a", "start")
             await quiesce(gw)
-            pairs = Counter((e.sender.split("/")[0], e.target.split("/")[0]) for e in agent_sent(gw))
+            pairs = Counter((e.sender.split("/")[0], e.target.split("/")[0]) for e in await agent_sent(gw))
             assert pairs and all(count <= 3 for count in pairs.values()), pairs
-            assert any(e.state == "refused:pair_budget" for e in gw.delivery.ledger())
+            assert any(e.state == "refused:pair_budget" for e in await gw.delivery.ledger())
             # A person's new message starts a new exchange with a fresh budget.
             before = pairs[("a", "b")]
             await ask(gw, "a", "start again")
             await quiesce(gw)
-            after = Counter((e.sender.split("/")[0], e.target.split("/")[0]) for e in agent_sent(gw))
+            after = Counter((e.sender.split("/")[0], e.target.split("/")[0]) for e in await agent_sent(gw))
             assert after[("a", "b")] > before
 
         with_gateway(initialised, body)
@@ -258,15 +258,15 @@ def test_wake_on_reply_after_a_receipt(initialised: Path) -> None:
 
         async def body(gw: Gateway) -> None:
             await ask(gw, "a", "ask b something slow")
-            receipt = tool_results(gw, "a")[-1]
+            receipt = (await tool_results(gw, "a"))[-1]
             assert receipt["result"] == "receipt" and "do not resend" in receipt["detail"]
             await quiesce(gw)
-            a_chat = bot_chat(gw, "a")
+            a_chat = await bot_chat(gw, "a")
             wake = [m for m in a_chat if m.role == "user" and "[Reply to your message" in m.content]
             assert len(wake) == 1
             assert receipt["run_id"] in wake[0].content and "B's slow answer" in wake[0].content
             assert a_chat[-1].content == "A read the late reply"
-            checked = gw.delivery.status(receipt["run_id"])
+            checked = await gw.delivery.status(receipt["run_id"])
             assert checked.run.state is RunState.COMPLETED and checked.result.outcome == "delivered"
 
         with_gateway(initialised, body)
@@ -280,20 +280,20 @@ def test_check_list_and_cancel_tools(initialised: Path) -> None:
         await gw.directory.create_session("b", title="design notes")
         send = {"session_id": "b", "message": "/sleep 5\nslow", "wait_seconds": 0}
         await ask(gw, "a", f"/tool send_to_session {json.dumps(send)}")
-        receipt = tool_results(gw, "a")[-1]
+        receipt = (await tool_results(gw, "a"))[-1]
         assert receipt["result"] == "receipt"
         await ask(gw, "a", f"/tool check_message {json.dumps({'run_id': receipt['run_id']})}")
-        assert tool_results(gw, "a")[-1]["state"] in ("queued", "running")
+        assert (await tool_results(gw, "a"))[-1]["state"] in ("queued", "running")
         await ask(gw, "a", f"/tool cancel_message {json.dumps({'run_id': receipt['run_id']})}")
-        cancelled = tool_results(gw, "a")[-1]
+        cancelled = (await tool_results(gw, "a"))[-1]
         assert cancelled["result"] == "failed" and cancelled["state"] == "cancelled", cancelled
         await ask(gw, "a", "/tool list_sessions {}")
-        listed = tool_results(gw, "a")[-1]["sessions"]
+        listed = (await tool_results(gw, "a"))[-1]["sessions"]
         titles = {s["title"] for s in listed}
         assert titles == {"Bot Chat", "design notes"}
         assert all(s["address"].startswith("b") for s in listed)
         await ask(gw, "a", '/tool check_message {"run_id": "run_nope"}')
-        assert tool_results(gw, "a")[-1]["error"]["code"] in ("not_found", "run_not_found")
+        assert (await tool_results(gw, "a"))[-1]["error"]["code"] in ("not_found", "run_not_found")
 
     with_gateway(initialised, body)
 
@@ -304,10 +304,10 @@ def test_unknown_address_names_what_was_tried(initialised: Path) -> None:
 
     async def body(gw: Gateway) -> None:
         await ask(gw, "a", "/send ghost hello")
-        error = tool_results(gw, "a")[-1]["error"]
+        error = (await tool_results(gw, "a"))[-1]["error"]
         assert error["code"] == "not_found" and "ghost" in error["message"]
         await ask(gw, "a", "/send a/b/c hello")
-        assert tool_results(gw, "a")[-1]["error"]["code"] == "invalid_address"
+        assert (await tool_results(gw, "a"))[-1]["error"]["code"] == "invalid_address"
 
     with_gateway(initialised, body)
 
@@ -339,11 +339,11 @@ def test_a_later_turn_sending_the_same_words_sends_again(initialised: Path) -> N
     async def body(gw: Gateway) -> None:
         await ask(gw, "a", "/send b status?\nmorning check")
         await ask(gw, "a", "/send b status?\nevening check")
-        first, second = tool_results(gw, "a")[-2:]
+        first, second = (await tool_results(gw, "a"))[-2:]
         assert first["result"] == second["result"] == "delivered", (first, second)
         assert first["run_id"] != second["run_id"]
         assert not second["replayed"]
-        received = [m.content for m in bot_chat(gw, "b") if m.role == "user"]
+        received = [m.content for m in await bot_chat(gw, "b") if m.role == "user"]
         assert len(received) == 2 and all(m.endswith("\nstatus?") for m in received), received
 
     with_gateway(initialised, body)
@@ -360,7 +360,7 @@ def test_a_turn_rerun_after_an_interruption_does_not_send_twice(initialised: Pat
         sent = await gw.delivery.submit(Incoming(session, "/send b /sleep 3\nslow question", "human:api", key="once"))
         asked.append(sent.run.id)
         deadline = time.monotonic() + 5
-        while not [m for m in gw.delivery.ledger("a", "b") if m.state == "running"]:
+        while not [m for m in await gw.delivery.ledger("a", "b") if m.state == "running"]:
             assert time.monotonic() < deadline, "b never started"
             await asyncio.sleep(0.02)
         # The gateway stops while a's turn waits on b: both turns are cut and go back to the queue.
@@ -370,11 +370,11 @@ def test_a_turn_rerun_after_an_interruption_does_not_send_twice(initialised: Pat
     async def rerun(gw: Gateway) -> None:
         done = await gw.delivery.wait(asked[0], 15)
         assert done.run.state is RunState.COMPLETED and done.run.attempts == 2, done.run
-        result = tool_results(gw, "a")[-1]
+        result = (await tool_results(gw, "a"))[-1]
         assert result["result"] == "delivered" and result["replayed"], result
-        received = [m.content for m in bot_chat(gw, "b") if m.role == "user"]
+        received = [m.content for m in await bot_chat(gw, "b") if m.role == "user"]
         assert len(received) == 1, received  # b got the question once, and answered it once
-        sends = [e for e in gw.delivery.ledger("a", "b") if e.run_id]
+        sends = [e for e in await gw.delivery.ledger("a", "b") if e.run_id]
         assert len(sends) == 1 and sends[0].state == "completed", sends
 
     with_gateway(initialised, rerun)

@@ -17,6 +17,7 @@ from backchannel.net import wire
 from backchannel.net.a2a_card import AgentCard
 from backchannel.net.link import PeerAbout, PeerLink, PeerRun, PeerRunState, RunEvent
 from backchannel.outcome import Outcome, Result, Run, of_run
+from now import now
 
 
 class FakeLink:
@@ -92,7 +93,7 @@ def gateway(initialised: Path) -> Any:
     script = Script()
     gateway.outbound.links = FakeLinks(script)
     yield gateway, script
-    gateway.close()
+    now(gateway.aclose())
 
 
 def test_a_message_to_a_peer_is_recorded_and_settled_from_typed_answers(gateway: Any) -> None:
@@ -109,7 +110,7 @@ def test_a_message_to_a_peer_is_recorded_and_settled_from_typed_answers(gateway:
     assert script.sent == ["status?"]
     assert (receipt.outcome, receipt.run_id) == (Outcome.RECEIPT, "run_far")
     assert (status.outcome, status.reply, status.to) == (Outcome.DELIVERED, "all done", "peer:spark")
-    row = gw.outbound.sent_with_key("k-1")
+    row = now(gw.outbound.sent_with_key("k-1"))
     assert row is not None and (row.state, row.reply) == ("delivered", "all done")
     assert registry.load(gw.root, "spark").gateway_id == "gw-fake", "a Backchannel peer's id is learnt"
 

@@ -75,10 +75,14 @@ async def new_session(gw: Gateway) -> SessionView:
     return session
 
 
-def queued(gw: Gateway, session: SessionView, text: str, key: str | None = None) -> Any:
+async def queued(gw: Gateway, session: SessionView, text: str, key: str | None = None) -> Any:
     """Put a run in the queue at once (no wait for its commit), as the delivery service does."""
-    return gw.queue.submit(
-        NewRun(sender="human:api", profile=session.profile, session_id=session.id, message=text, idempotency_key=key)
+    return (
+        await gw.queue.submit(
+            NewRun(
+                sender="human:api", profile=session.profile, session_id=session.id, message=text, idempotency_key=key
+            )
+        )
     )[0]
 
 
@@ -92,11 +96,11 @@ def test_runs_of_one_session_are_fifo_and_never_overlap(initialised: Path) -> No
     async def body(gw: Gateway) -> None:
         session = await new_session(gw)
         other = await new_session(gw)
-        runs = [queued(gw, session, f"m{i}") for i in range(30)]
-        side = [queued(gw, other, f"o{i}") for i in range(5)]
+        runs = [await queued(gw, session, f"m{i}") for i in range(30)]
+        side = [await queued(gw, other, f"o{i}") for i in range(5)]
         done = [await gw.delivery.wait(r.id, 10) for r in [*runs, *side]]
         assert all(d.run.state is RunState.COMPLETED for d in done)
-        texts = [m.content for m in gw.directory.messages(session.id)]
+        texts = [m.content for m in await gw.directory.messages(session.id)]
         assert texts == [x for i in range(30) for x in (f"m{i}", f"ok: m{i}")]
 
     with_gateway(initialised, body, engine=engine)
@@ -174,7 +178,7 @@ def test_idempotency_survives_a_new_gateway(initialised: Path) -> None:
 
     async def check(gw: Gateway) -> None:
         session = await gw.directory.open_bot_chat("default")
-        assert [m.content for m in gw.directory.messages(session.id)] == ["once", "default (echo): once"]
+        assert [m.content for m in await gw.directory.messages(session.id)] == ["once", "default (echo): once"]
 
     with_gateway(initialised, check)
 
@@ -196,9 +200,9 @@ def test_stop_interrupts_a_running_turn_at_once_keeping_partial_output(initialis
 
     async def body(gw: Gateway) -> None:
         session = await new_session(gw)
-        running = queued(gw, session, "long job")
-        waiting = queued(gw, session, "never")
-        while gw.delivery.run(running.id).state is not RunState.RUNNING:
+        running = await queued(gw, session, "long job")
+        waiting = await queued(gw, session, "never")
+        while (await gw.delivery.run(running.id)).state is not RunState.RUNNING:
             await asyncio.sleep(0.005)
         await asyncio.sleep(0.02)
         cancelled = await gw.delivery.stop(waiting.id)
@@ -218,8 +222,8 @@ def test_a_queued_run_past_its_ttl_expires_with_a_clear_error(initialised: Path)
 
     async def body(gw: Gateway) -> None:
         session = await new_session(gw)
-        queued(gw, session, "/sleep 1.2\nblocker")
-        late = queued(gw, session, "late")
+        await queued(gw, session, "/sleep 1.2\nblocker")
+        late = await queued(gw, session, "late")
         done = await gw.delivery.wait(late.id, 5)
         assert done.run.state is RunState.EXPIRED and done.result.outcome == "failed"
         assert "expired" in (done.run.error or "")
@@ -229,7 +233,7 @@ def test_a_queued_run_past_its_ttl_expires_with_a_clear_error(initialised: Path)
 
 def _pretend_a_dead_process_claimed_it(root: Path, *, attempts: int) -> None:
     db = Database(config.db_path(root))
-    with db.tx() as conn:
+    with db.sync_tx() as conn:
         conn.execute(
             "UPDATE runs SET state = 'running', owner = '999999999:dead', attempts = ?, lease_until = ?",
             (attempts, time.time() + 60),
@@ -241,7 +245,7 @@ def test_runs_left_running_by_a_dead_process_are_requeued_and_finish_once(initia
     recorded: list[str] = []
 
     async def record(gw: Gateway) -> None:
-        recorded.append(queued(gw, await gw.directory.open_bot_chat("default"), "interrupted work", "crash").id)
+        recorded.append((await queued(gw, await gw.directory.open_bot_chat("default"), "interrupted work", "crash")).id)
 
     with_gateway(initialised, record, scope=set())
     _pretend_a_dead_process_claimed_it(initialised, attempts=1)
@@ -249,7 +253,7 @@ def test_runs_left_running_by_a_dead_process_are_requeued_and_finish_once(initia
     async def recover(gw: Gateway) -> None:
         done = await gw.delivery.wait(recorded[0], 5)
         assert done.run.state is RunState.COMPLETED and done.run.attempts == 2
-        assert [m.content for m in gw.directory.messages(done.run.session_id)] == [
+        assert [m.content for m in await gw.directory.messages(done.run.session_id)] == [
             "interrupted work",
             "default (echo): interrupted work",
         ]
@@ -261,13 +265,13 @@ def test_runs_interrupted_too_often_fail(initialised: Path) -> None:
     recorded: list[str] = []
 
     async def record(gw: Gateway) -> None:
-        recorded.append(queued(gw, await gw.directory.open_bot_chat("default"), "poison").id)
+        recorded.append((await queued(gw, await gw.directory.open_bot_chat("default"), "poison")).id)
 
     with_gateway(initialised, record, scope=set())
     _pretend_a_dead_process_claimed_it(initialised, attempts=3)
 
     async def check(gw: Gateway) -> None:
-        run = gw.delivery.status(recorded[0]).run
+        run = (await gw.delivery.status(recorded[0])).run
         assert run.state is RunState.FAILED and run.error_code == "interrupted"
 
     with_gateway(initialised, check)
@@ -279,8 +283,8 @@ def test_a_run_recorded_by_another_process_is_picked_up(initialised: Path) -> No
         await gw.db.durable()  # another process waits for our commit; in one thread we must not hold it
         # Another process (a CLI beside the gateway) records a run straight into the store.
         other = Gateway(initialised, scope=set())
-        run = queued(other, session, "from elsewhere")
-        other.close()
+        run = await queued(other, session, "from elsewhere")
+        await other.aclose()
         done = await gw.delivery.wait(run.id, 5)
         assert done.run.reply == "default (echo): from elsewhere"
 
@@ -296,7 +300,7 @@ def test_memory_tool_adds_replaces_removes_within_limits(initialised: Path) -> N
 
         async def tool(args: dict[str, Any]) -> dict[str, Any]:
             d = await deliver(gw, session, call(args), key=str(time.time_ns()), wait=5)
-            tool_msg = [m for m in gw.directory.messages(session.id) if m.role == "tool"][-1]
+            tool_msg = [m for m in await gw.directory.messages(session.id) if m.role == "tool"][-1]
             assert d.run.state is RunState.COMPLETED
             result: dict[str, Any] = json.loads(tool_msg.content)
             return result
@@ -321,7 +325,7 @@ def test_memory_tool_adds_replaces_removes_within_limits(initialised: Path) -> N
 
 def test_a_database_from_a_newer_backchannel_is_refused(initialised: Path) -> None:
     db = Database(config.db_path(initialised))
-    with db.tx() as conn:
+    with db.sync_tx() as conn:
         conn.execute("INSERT INTO schema_migrations (name, applied_at) VALUES ('9999_future', 0)")
     db.close()
     with pytest.raises(StoreError, match="newer Backchannel"):
@@ -343,11 +347,11 @@ def test_stop_right_after_submit_cancels_before_the_turn_begins(initialised: Pat
 
     async def body(gw: Gateway) -> None:
         session = await new_session(gw)
-        run = queued(gw, session, "never mind")
+        run = await queued(gw, session, "never mind")
         assert run.state is RunState.RUNNING  # claimed at once: the session was idle
         stopped = await gw.delivery.stop(run.id)  # before its worker had a chance to run it
         assert stopped.run.state is RunState.CANCELLED
-        after = queued(gw, session, "next one")
+        after = await queued(gw, session, "next one")
         assert (await gw.delivery.wait(after.id, 5)).run.reply == "ok: next one"
 
     with_gateway(initialised, body, engine=engine)
@@ -378,7 +382,7 @@ def test_a_turn_commits_twice_and_a_lone_write_commits_at_the_next_loop_iteratio
         assert gw.db.commits - before == 2, "one commit for the run's acceptance, one for its end"
 
         await gw.db.writable()  # as a service call begins: the group is opened before its first write
-        with gw.db.tx() as conn:
+        with gw.db.sync_tx() as conn:
             conn.execute("UPDATE sessions SET title = title WHERE id = ?", (session.id,))
         commit = gw.db.pending_commit()
         assert commit is not None

@@ -22,14 +22,15 @@ from typing import Any
 
 import httpx
 
+from backchannel import keys
 from backchannel.home import config
 from backchannel.home.profiles import DEFAULT_PROFILE
 from backchannel.store import db as store_db
 from backchannel.store import migrations
-from backchannel.store import runs as runstore
 from backchannel.store import sessions as sessionstore
 from conftest import GatewayThread, api_key, free_port, run_cli
 from gateway_http import set_messaging
+from now import now
 from scripted_model import ScriptedModel
 from test_provenance import last_user, start, who
 from test_trust_keys import as_key, bot_chat, ledger, make_key, person, wait_run
@@ -161,7 +162,6 @@ def _a2a_key(sender: str, text: str, message_id: str) -> str:
     """The key an A2A text message without a contextId is filed under (its messageId with its content)."""
     from a2a.types import Message, Part, Role
 
-    from backchannel import keys
     from backchannel.api.a2a import inbound
 
     message = Message(message_id=message_id, role=Role.ROLE_USER, parts=[Part(text=text)])
@@ -177,27 +177,37 @@ def _store_before_0013(root: Path) -> None:
         migrations.MIGRATIONS[:] = older
         db = store_db.Database(config.db_path(root))
         try:
-            session = sessionstore.create_session(db, DEFAULT_PROFILE, title="Bot Chat", source="test")
-            for sender, message, key in (
-                ("peer:spark", "an old message of spark", "ticket-9"),
-                ("peer:spark/default", "an old one with its profile", "ticket-10"),
-                ("peer:spark", "an old a2a message", _a2a_key("peer:spark", "an old a2a message", "m-old")),
-            ):
-                run, _ = runstore.record(
-                    db,
-                    runstore.NewRun(
-                        sender=sender,
-                        profile=DEFAULT_PROFILE,
-                        session_id=session.id,
-                        message=message,
-                        idempotency_key=key,
-                    ),
-                    claim_for="before-0013",
-                )
-                ended = runstore.finish(
-                    db, run.id, owner="before-0013", state=runstore.RunState.COMPLETED, reply=f"old reply to {message}"
-                )
-                assert ended is not None
+            session = now(sessionstore.create_session(db, DEFAULT_PROFILE, title="Bot Chat", source="test"))
+            at = time.time()
+            with db.sync_tx() as conn:  # the rows as that gateway wrote them, in the columns it had
+                for n, (sender, message, key) in enumerate(
+                    (
+                        ("peer:spark", "an old message of spark", "ticket-9"),
+                        ("peer:spark/default", "an old one with its profile", "ticket-10"),
+                        ("peer:spark", "an old a2a message", _a2a_key("peer:spark", "an old a2a message", "m-old")),
+                    )
+                ):
+                    run_id = f"run_old{n}"
+                    conn.execute(
+                        "INSERT INTO runs (id, idempotency_key, fingerprint, sender, profile, session_id, message,"
+                        " state, reply, attempts, created_at, updated_at, started_at, finished_at, origin)"
+                        " VALUES (?, ?, ?, ?, ?, ?, ?, 'completed', ?, 1, ?, ?, ?, ?, ?)",
+                        (
+                            run_id,
+                            key,
+                            keys.fingerprint(sender, session.id, message),
+                            sender,
+                            DEFAULT_PROFILE,
+                            session.id,
+                            message,
+                            f"old reply to {message}",
+                            at,
+                            at,
+                            at,
+                            at,
+                            run_id,
+                        ),
+                    )
         finally:
             db.close()
     finally:

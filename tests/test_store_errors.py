@@ -20,7 +20,8 @@ import pytest
 from backchannel.errors import NotFound, StoreError
 from backchannel.messages import Message
 from backchannel.store import runs, sessions
-from backchannel.store.db import Database
+from backchannel.store.db import Database, SqliteTx
+from now import now
 
 DURABLE_WITHIN = 5.0  # seconds: a group's waiter is answered long before this, or it hangs
 
@@ -75,37 +76,37 @@ def grouped(db: Database, body: Callable[[], Awaitable[None]]) -> None:
 
 
 def test_a_unique_violation_inside_a_tx_is_a_store_error_and_rolls_the_tx_back(db: Database) -> None:
-    sessions.create_session(db, "default", session_id="taken")
-    with pytest.raises(StoreError) as caught, db.tx() as conn:
+    now(sessions.create_session(db, "default", session_id="taken"))
+    with pytest.raises(StoreError) as caught, db.sync_tx() as conn:
         insert_session(conn, "fresh")  # written first, then undone with the failing statement's tx
         insert_session(conn, "taken")
     assert_store_error(caught.value, db, sqlite3.IntegrityError, "store_unavailable")
     assert "UNIQUE" in caught.value.message
     with pytest.raises(NotFound):
-        sessions.get_session(db, "fresh")
-    assert sessions.create_session(db, "default", session_id="after").id == "after"  # not stuck in a transaction
+        now(sessions.get_session(db, "fresh"))
+    assert now(sessions.create_session(db, "default", session_id="after")).id == "after"  # not stuck in a transaction
 
 
 def test_a_run_for_a_missing_session_is_a_store_error_and_records_nothing(db: Database) -> None:
     with pytest.raises(StoreError) as caught:
-        runs.record(db, new_run("no-such-session", "k-missing"))
+        now(runs.record(db, new_run("no-such-session", "k-missing")))
     assert_store_error(caught.value, db, sqlite3.IntegrityError, "store_unavailable")
-    assert db.all("SELECT id FROM runs") == []
+    assert now(db.all("SELECT id FROM runs")) == []
 
 
 def test_a_unique_violation_in_a_group_undoes_only_its_own_tx(db: Database) -> None:
-    sessions.create_session(db, "default", session_id="taken")
+    now(sessions.create_session(db, "default", session_id="taken"))
 
     async def body() -> None:
-        kept = sessions.create_session(db, "default", session_id="kept")  # same group, before the failure
-        with pytest.raises(StoreError) as caught, db.tx() as conn:
+        kept = await sessions.create_session(db, "default", session_id="kept")  # same group, before the failure
+        with pytest.raises(StoreError) as caught, db.sync_tx() as conn:
             insert_session(conn, "undone")
             insert_session(conn, "taken")
         assert_store_error(caught.value, db, sqlite3.IntegrityError, "store_unavailable")
         await durable(db)
-        assert sessions.get_session(db, kept.id).id == "kept"
+        assert (await sessions.get_session(db, kept.id)).id == "kept"
         with pytest.raises(NotFound):
-            sessions.get_session(db, "undone")
+            await sessions.get_session(db, "undone")
 
     grouped(db, body)
 
@@ -115,33 +116,33 @@ def test_a_unique_violation_in_a_group_undoes_only_its_own_tx(db: Database) -> N
 
 def _fill_to_the_limit(db: Database) -> None:
     """Cap the database at its current size, as a full disk would (SQLITE_FULL on the next new page)."""
-    pages = db.one("PRAGMA page_count")
+    pages = now(db.one("PRAGMA page_count"))
     assert pages is not None
     db.conn.execute(f"PRAGMA max_page_count = {int(pages[0])}")
 
 
 def test_a_full_database_is_store_full(db: Database) -> None:
-    session = sessions.create_session(db, "default", title="talk")
+    session = now(sessions.create_session(db, "default", title="talk"))
     _fill_to_the_limit(db)
     with pytest.raises(StoreError) as caught:
-        runs.record(db, new_run(session.id, "k-big", "x" * 200_000))
+        now(runs.record(db, new_run(session.id, "k-big", "x" * 200_000)))
     assert_store_error(caught.value, db, sqlite3.OperationalError, "store_full")
     assert "full" in caught.value.message
-    assert db.all("SELECT id FROM runs") == []
-    assert runs.record(db, new_run(session.id, "k-small"))[1] is True  # a write that fits still works
+    assert now(db.all("SELECT id FROM runs")) == []
+    assert now(runs.record(db, new_run(session.id, "k-small")))[1] is True  # a write that fits still works
 
 
 def test_a_full_database_in_a_group_is_store_full_and_the_group_commits(db: Database) -> None:
-    session = sessions.create_session(db, "default", title="talk")
+    session = now(sessions.create_session(db, "default", title="talk"))
     _fill_to_the_limit(db)
 
     async def body() -> None:
-        small, _ = runs.record(db, new_run(session.id, "k-small"))
+        small, _ = await runs.record(db, new_run(session.id, "k-small"))
         with pytest.raises(StoreError) as caught:
-            runs.record(db, new_run(session.id, "k-big", "x" * 200_000))
+            await runs.record(db, new_run(session.id, "k-big", "x" * 200_000))
         assert_store_error(caught.value, db, sqlite3.OperationalError, "store_full")
         await durable(db)
-        assert runs.get(db, small.id).message == "hello"
+        assert (await runs.get(db, small.id)).message == "hello"
 
     grouped(db, body)
 
@@ -152,23 +153,24 @@ def test_a_full_database_in_a_group_is_store_full_and_the_group_commits(db: Data
 def _violate_at_commit(conn: sqlite3.Connection) -> None:
     """A write whose foreign key is checked only at COMMIT, which therefore fails."""
     conn.execute("PRAGMA defer_foreign_keys = ON")
-    sessions.append_messages(conn, "no-such-session", [Message(role="user", content="x")], run_id=None)
+    said = [Message(role="user", content="x")]
+    now(sessions.append_messages(SqliteTx(conn, Path(":memory:")), "no-such-session", said, run_id=None))
 
 
 def test_a_failing_commit_is_a_store_error_and_leaves_no_transaction_open(db: Database) -> None:
-    with pytest.raises(StoreError) as caught, db.tx() as conn:
+    with pytest.raises(StoreError) as caught, db.sync_tx() as conn:
         insert_session(conn, "lost")
         _violate_at_commit(conn)
     assert_store_error(caught.value, db, sqlite3.IntegrityError, "store_unavailable")
     assert not db.conn.in_transaction
     with pytest.raises(NotFound):
-        sessions.get_session(db, "lost")
-    assert sessions.create_session(db, "default", session_id="after").id == "after"
+        now(sessions.get_session(db, "lost"))
+    assert now(sessions.create_session(db, "default", session_id="after")).id == "after"
 
 
 def test_a_failing_group_commit_answers_its_waiters_with_a_store_error(db: Database) -> None:
     async def body() -> None:
-        with db.tx() as conn:
+        with db.sync_tx() as conn:
             insert_session(conn, "lost")
             _violate_at_commit(conn)
         with pytest.raises(StoreError) as caught:
@@ -176,13 +178,13 @@ def test_a_failing_group_commit_answers_its_waiters_with_a_store_error(db: Datab
         assert_store_error(caught.value, db, sqlite3.IntegrityError, "store_unavailable")
         assert not db.conn.in_transaction
         # the next write starts a new group, which commits
-        sessions.create_session(db, "default", session_id="after")
+        await sessions.create_session(db, "default", session_id="after")
         await durable(db)
 
     grouped(db, body)
     with pytest.raises(NotFound):
-        sessions.get_session(db, "lost")
-    assert sessions.get_session(db, "after").id == "after"
+        now(sessions.get_session(db, "lost"))
+    assert now(sessions.get_session(db, "after")).id == "after"
 
 
 def test_a_group_commit_after_sqlite_rolled_back_on_its_own_still_answers(db: Database) -> None:
@@ -191,7 +193,7 @@ def test_a_group_commit_after_sqlite_rolled_back_on_its_own_still_answers(db: Da
     the store's back, which leaves it in that state; its waiter must get a StoreError, not wait forever."""
 
     async def body() -> None:
-        with db.tx() as conn:
+        with db.sync_tx() as conn:
             insert_session(conn, "gone")
             conn.execute("ROLLBACK")  # the group's transaction is gone ...
             conn.execute("SAVEPOINT w")  # ... and the savepoint the store releases is a transaction of its own
@@ -199,13 +201,13 @@ def test_a_group_commit_after_sqlite_rolled_back_on_its_own_still_answers(db: Da
         with pytest.raises(StoreError) as caught:
             await durable(db)
         assert_store_error(caught.value, db, sqlite3.OperationalError, "store_unavailable")
-        sessions.create_session(db, "default", session_id="after")
+        await sessions.create_session(db, "default", session_id="after")
         await durable(db)
 
     grouped(db, body)
     with pytest.raises(NotFound):
-        sessions.get_session(db, "gone")
-    assert sessions.get_session(db, "after").id == "after"
+        now(sessions.get_session(db, "gone"))
+    assert now(sessions.get_session(db, "after")).id == "after"
 
 
 # --- every entry point ------------------------------------------------------------------------------
@@ -213,17 +215,18 @@ def test_a_group_commit_after_sqlite_rolled_back_on_its_own_still_answers(db: Da
 
 def test_no_sqlite3_error_escapes_any_entry_point(db: Database) -> None:
     with pytest.raises(StoreError) as bad_sql:
-        db.one("SELEC 1")
+        now(db.one("SELEC 1"))
     assert_store_error(bad_sql.value, db, sqlite3.OperationalError, "store_unavailable")
     db.close()
     calls: dict[str, Callable[[], object]] = {
-        "one": lambda: db.one("SELECT 1"),
-        "all": lambda: db.all("SELECT 1"),
+        "one": lambda: now(db.one("SELECT 1")),
+        "all": lambda: now(db.all("SELECT 1")),
         "data_version": db.data_version,
         "defer_checkpoints": db.defer_checkpoints,
-        "tx": lambda: db.tx().__enter__(),
-        "get_session": lambda: sessions.get_session(db, "x"),
-        "list_sessions": lambda: sessions.list_sessions(db),
+        "tx": lambda: now(db.tx().__aenter__()),
+        "sync_tx": lambda: db.sync_tx().__enter__(),
+        "get_session": lambda: now(sessions.get_session(db, "x")),
+        "list_sessions": lambda: now(sessions.list_sessions(db)),
     }
     for name, call in calls.items():
         with pytest.raises(StoreError) as caught:

@@ -57,7 +57,7 @@ def test_a_queued_run_is_watched_from_its_place_in_the_queue_to_its_end(initiali
         first = await gw.delivery.submit(Incoming(session, "first", "human:api"))
         await engine.started.wait()  # the first run holds the session: the second waits behind it
         second = await gw.delivery.submit(Incoming(session, "second", "human:api"))
-        reserved = gw.delivery.reserve_events(second.run.id)
+        reserved = await gw.delivery.reserve_events(second.run.id)
         progress = gw.delivery.watch(second.run.id, None, tick=TICK, reserved=reserved)
         steps = [await anext(progress)]
         engine.gate.set()

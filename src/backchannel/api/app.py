@@ -37,7 +37,7 @@ def protected(endpoint: Endpoint, *, person_only: bool = False, runs: bool = Fal
 
     async def guarded(request: Request) -> Response:
         ctx = context(request)
-        who = ctx.gateway.access.identify(bearer(request), person_key=ctx.api_key)
+        who = await ctx.gateway.access.identify(bearer(request), person_key=ctx.api_key)
         request.state.caller = who
         if person_only:
             who.require_person(f"{request.method} {request.url.path}")
@@ -208,6 +208,7 @@ def create_app(ctx: Context, *, lifespan: Callable[[Starlette], Any] | None = No
         async with contextlib.AsyncExitStack() as stack:
             if lifespan is not None:
                 await stack.enter_async_context(lifespan(app))
+            await app.state.web_auth.logouts.load()  # the web view's logouts, once the gateway's store is open
             await stack.enter_async_context(mcp.running())
             yield
 

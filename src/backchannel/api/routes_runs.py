@@ -23,9 +23,9 @@ async def start_run(request: Request) -> Response:
     message = text_field(body, "input", "message", required=True)
     session_id = optional_str(body, "session_id")
     if session_id:
-        session = caller(request).require_bot_chat(ctx.directory.session(session_id, profile=profile))
+        session = caller(request).require_bot_chat(await ctx.directory.session(session_id, profile=profile))
     else:
-        session = ctx.directory.bot_chat(profile)
+        session = await ctx.directory.bot_chat(profile)
     message_in, _headers = incoming(request, ctx, session, body, message)
     d = await ctx.delivery.submit(message_in)
     body_out = {
@@ -41,7 +41,7 @@ async def start_run(request: Request) -> Response:
 
 async def get_run(request: Request) -> Response:
     ctx = context(request)
-    d = ctx.delivery.status(request.path_params["run_id"], profile=run_scope(request, ctx.directory))
+    d = await ctx.delivery.status(request.path_params["run_id"], profile=run_scope(request, ctx.directory))
     caller(request).require_run(d.run)
     return JSONResponse(shapes.run(d.run, d.result.queue_position))
 
@@ -49,14 +49,16 @@ async def get_run(request: Request) -> Response:
 async def stop_run(request: Request) -> Response:
     ctx = context(request)
     run_id = request.path_params["run_id"]
-    caller(request).require_run(ctx.delivery.run(run_id, profile=run_scope(request, ctx.directory)), stopping=True)
+    caller(request).require_run(
+        await ctx.delivery.run(run_id, profile=run_scope(request, ctx.directory)), stopping=True
+    )
     d = await ctx.delivery.stop(run_id, profile=run_scope(request, ctx.directory))
     return JSONResponse(shapes.run(d.run, None))
 
 
 async def run_events(request: Request) -> Response:
     ctx = context(request)
-    run = ctx.delivery.run(request.path_params["run_id"], profile=run_scope(request, ctx.directory))
+    run = await ctx.delivery.run(request.path_params["run_id"], profile=run_scope(request, ctx.directory))
     caller(request).require_run(run)
 
     async def frames() -> AsyncIterator[dict[str, str]]:
@@ -87,5 +89,5 @@ async def get_ledger(request: Request) -> Response:
     if len(given) > 2:
         raise UsageError("at most two 'address' parameters")
     limit = int_param(request, "limit", 100, low=1, high=10_000)
-    rows = ctx.delivery.ledger(*given, limit=limit, profile=scope)
+    rows = await ctx.delivery.ledger(*given, limit=limit, profile=scope)
     return JSONResponse({"object": "list", "data": [r.to_dict() for r in rows]})

@@ -33,7 +33,7 @@ async def list_sessions(request: Request) -> Response:
     who = caller(request)
     if not who.is_person and not who.read:
         title = BOT_CHAT_TITLE  # a peer's key sees its profiles' Bot Chats only
-    rows = ctx.directory.sessions(profile, title=title, limit=limit + 1, offset=offset)
+    rows = await ctx.directory.sessions(profile, title=title, limit=limit + 1, offset=offset)
     return JSONResponse(
         {
             "object": "list",
@@ -68,7 +68,7 @@ async def create_session(request: Request) -> Response:
 async def get_session(request: Request) -> Response:
     ctx = context(request)
     profile = ctx.directory.check_profile(profile_of(request))
-    row = ctx.directory.session(request.path_params["session_id"], profile=profile)
+    row = await ctx.directory.session(request.path_params["session_id"], profile=profile)
     caller(request).require_bot_chat(row, reading=True)
     return JSONResponse({"object": "hermes.session", "session": shapes.session(row)})
 
@@ -78,14 +78,14 @@ async def session_messages(request: Request) -> Response:
     profile = ctx.directory.check_profile(profile_of(request))
     session_id = request.path_params["session_id"]
     caller(request).require_read("reading a session's messages")
-    messages = ctx.directory.messages(session_id, profile=profile)
+    messages = await ctx.directory.messages(session_id, profile=profile)
     return JSONResponse({"object": "list", "session_id": session_id, "data": [m.to_dict() for m in messages]})
 
 
 async def _incoming(request: Request, ctx: Context) -> tuple[Incoming, DeliveryHeaders, str]:
     profile = ctx.directory.check_profile(profile_of(request))
     session = caller(request).require_bot_chat(
-        ctx.directory.session(request.path_params["session_id"], profile=profile)
+        await ctx.directory.session(request.path_params["session_id"], profile=profile)
     )
     body = await json_body(request, ctx.settings.max_body_bytes, timeout=ctx.settings.body_timeout_seconds)
     message_in, headers = incoming(request, ctx, session, body, text_field(body, "message", "input", required=True))
@@ -104,7 +104,7 @@ async def chat(request: Request) -> Response:
         # The receipt dialect's own answer to a policy refusal: its clients read `refused` (hermes peer: exit 2).
         return JSONResponse(shapes.refused_result(exc, profile=profile, session_id=message_in.session.id))
     if headers.wants_envelope:
-        return JSONResponse(shapes.send_result(d, profile=profile, ahead=ctx.delivery.runs_ahead(d.run.id)))
+        return JSONResponse(shapes.send_result(d, profile=profile, ahead=await ctx.delivery.runs_ahead(d.run.id)))
     outcome = d.result.outcome
     if outcome is Outcome.DELIVERED:
         return JSONResponse(shapes.completion(d), headers={"X-Hermes-Session-Id": d.run.session_id})
@@ -123,7 +123,7 @@ async def chat_stream(request: Request) -> Response:
     wait = headers.wait_seconds if headers.wait_seconds is not None else ctx.settings.http_wait_seconds
     first = await ctx.delivery.submit(message_in, wait=wait)
     run_id, session_id = first.run.id, first.run.session_id
-    live = ctx.delivery.reserve_events(run_id)  # before the run can start: the stream sees all its events
+    live = await ctx.delivery.reserve_events(run_id)  # before the run can start: the stream sees all its events
     seq = 0
 
     def frame(event: str, **data: Any) -> dict[str, str]:
@@ -170,7 +170,7 @@ async def chat_stream(request: Request) -> Response:
             async for f in ctx.gateway.access.while_valid(caller(request), frames()):
                 yield f
         except KeyRevoked as exc:
-            state = ctx.delivery.run(run_id).state.value
+            state = (await ctx.delivery.run(run_id)).state.value
             yield frame("error", message=exc.message, status=state, code=exc.code, output=None)
             yield frame("done")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
@@ -13,10 +14,13 @@ from ..home import config
 from ..home.profiles import DEFAULT_PROFILE
 from ..outcome import Outcome
 from . import complete
-from .connect import Sent, deliver, home_gateway, interruptible, local_session
+from .connect import Sent, deliver, interruptible, local_session, on_home
 from .link import Where
 from .live import STREAM_HELP, Watch, deliver_live, streams
 from .output import emit, examples, note, read_message, shell_command
+
+if TYPE_CHECKING:
+    from ..core.gateway import Gateway
 
 
 @click.command(
@@ -67,27 +71,30 @@ def chat(
             raise UsageError("the message is empty")
     if last and resume:
         raise UsageError("give --resume SESSION_ID or -c, not both")
-    with home_gateway(root) as gateway:
+
+    async def where(gateway: Gateway, resume: str | None) -> Where:
         if last:
             name = gateway.directory.check_profile(profile_name or DEFAULT_PROFILE)
-            mine = [s for s in gateway.directory.sessions(name, limit=200) if s.source == "cli"]
+            mine = [s for s in await gateway.directory.sessions(name, limit=200) if s.source == "cli"]
             if not mine:
                 raise UsageError(f"no chat session of profile {name!r} to continue: start one with `backchannel chat`")
             resume = mine[0].id
             note(f"continuing session {resume} (profile {name})")
         if resume:
-            session = local_session(gateway, resume)  # any local address: id, profile/id, or a Bot Chat
-            if profile_name and profile_name != session.profile:
+            found = await local_session(gateway, resume)  # any local address: id, profile/id, or a Bot Chat
+            if profile_name and profile_name != found.profile:
                 raise UsageError(
-                    f"session {session.session_id!r} belongs to profile {session.profile!r}, not {profile_name!r}"
+                    f"session {found.session_id!r} belongs to profile {found.profile!r}, not {profile_name!r}"
                 )
-        else:
-            gateway.directory.check_profile(profile_name or DEFAULT_PROFILE)
-            if message is None and not sys.stdin.isatty() and not _peek_stdin():
-                raise UsageError("nothing to say: stdin is empty (give -q MESSAGE, or type at a terminal)")
-            made, _ = asyncio.run(gateway.directory.create_session(profile_name or DEFAULT_PROFILE, source="cli"))
-            session = Where.of(made)
-            note(f"new session {session.session_id} (profile {session.profile})")
+            return found
+        gateway.directory.check_profile(profile_name or DEFAULT_PROFILE)
+        if message is None and not sys.stdin.isatty() and not _peek_stdin():
+            raise UsageError("nothing to say: stdin is empty (give -q MESSAGE, or type at a terminal)")
+        made, _ = await gateway.directory.create_session(profile_name or DEFAULT_PROFILE, source="cli")
+        note(f"new session {made.id} (profile {made.profile})")
+        return Where.of(made)
+
+    session = on_home(root, lambda gateway: where(gateway, resume))
     if message is not None:
         watch = Watch() if live else None
         sent = _turn(session, message, watch)

@@ -5,12 +5,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import socket
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .. import addresses
 from ..addresses import LocalAddress, RemoteAddress
@@ -25,7 +26,9 @@ if TYPE_CHECKING:  # the core (and so every engine and SDK) loads only for a com
     from ..core.gateway import Gateway
     from ..net.local import GatewayClient
 
-__all__ = ["Sent", "Where", "deliver", "find_gateway", "gateway_link", "home_gateway"]
+__all__ = ["Sent", "Where", "deliver", "find_gateway", "gateway_link", "home_gateway", "on_home"]
+
+T = TypeVar("T")
 
 PROBE_CONNECT_SECONDS = 0.3
 
@@ -52,14 +55,24 @@ class Sent:
         return self
 
 
-@contextlib.contextmanager
-def home_gateway(root: Path) -> Iterator[Gateway]:
+@contextlib.asynccontextmanager
+async def home_gateway(root: Path) -> AsyncIterator[Gateway]:
     """This home's gateway in this process, not started: for reading and creating sessions, the ledger, and
     peers (`link_local.home_gateway`, loaded only when a command asks for it)."""
     from .link_local import home_gateway as local
 
-    with local(root) as gateway:
+    async with local(root) as gateway:
         yield gateway
+
+
+def on_home(root: Path, use: Callable[[Gateway], Awaitable[T]]) -> T:
+    """What `use` makes of this home's gateway (`home_gateway`), in one event loop of this command's."""
+
+    async def go() -> T:
+        async with home_gateway(root) as gateway:
+            return await use(gateway)
+
+    return asyncio.run(go())
 
 
 @contextlib.contextmanager
@@ -80,8 +93,7 @@ def interruptible(root: Path, ask_again: str, *, key: str) -> Iterator[None]:
 def _run_id_of(root: Path, key: str) -> str | None:
     """The run a message was filed under, read from the home's store (None when it cannot be read)."""
     try:
-        with home_gateway(root) as gateway:
-            return gateway.delivery.run_id_of(key)
+        return on_home(root, lambda gateway: gateway.delivery.run_id_of(key))
     except BackchannelError:
         return None
 
@@ -95,9 +107,9 @@ def local_address(text: str) -> LocalAddress:
     return parsed
 
 
-def local_session(gateway: Gateway, text: str) -> Where:
+async def local_session(gateway: Gateway, text: str) -> Where:
     """The existing session a local address names, as a message's target."""
-    return Where.of(gateway.directory.existing(local_address(text)))
+    return Where.of(await gateway.directory.existing(local_address(text)))
 
 
 async def find_gateway(root: Path) -> GatewayClient | None:

@@ -12,7 +12,7 @@ import click
 from ..core.views import RunView
 from ..home import config
 from . import complete
-from .connect import find_gateway, home_gateway
+from .connect import find_gateway, on_home
 from .output import emit, examples, note, table, when
 
 
@@ -61,8 +61,7 @@ def held(profile_name: str | None, as_json: bool) -> None:
     if body is not None:
         rows = [_keep(r) for r in body.get("data", [])]
     else:
-        with home_gateway(root) as gateway:
-            rows = [_row(r) for r in asyncio.run(gateway.holds.held(profile=profile_name))]
+        rows = [_row(r) for r in on_home(root, lambda gateway: gateway.holds.held(profile=profile_name))]
 
     def text() -> None:
         if not rows:
@@ -95,11 +94,7 @@ def approve(run_id: str, as_json: bool) -> None:
     root = config.home()
     config.require_home(root)
     body = asyncio.run(_call("POST", f"/v1/held/{urllib.parse.quote(run_id, safe='')}/approve"))
-    if body is not None:
-        row = _keep(body)
-    else:
-        with home_gateway(root) as gateway:
-            row = _row(asyncio.run(gateway.holds.approve(run_id)))
+    row = _keep(body) if body is not None else _row(on_home(root, lambda gateway: gateway.holds.approve(run_id)))
     emit(row, as_json=as_json, text=lambda: click.echo(f"{row['run_id']}: approved, {row['status']}"))
     if body is None and not as_json:
         note("no gateway is running: its turn runs when `backchannel gateway` starts")
@@ -118,9 +113,5 @@ def deny(run_id: str, why: str | None, as_json: bool) -> None:
     config.require_home(root)
     path = f"/v1/held/{urllib.parse.quote(run_id, safe='')}/deny"
     body = asyncio.run(_call("POST", path, {"why": why} if why else {}))
-    if body is not None:
-        row = _keep(body)
-    else:
-        with home_gateway(root) as gateway:
-            row = _row(asyncio.run(gateway.holds.deny(run_id, why=why)))
+    row = _keep(body) if body is not None else _row(on_home(root, lambda gateway: gateway.holds.deny(run_id, why=why)))
     emit(row, as_json=as_json, text=lambda: click.echo(f"{row['run_id']}: denied ({row['error']})"))

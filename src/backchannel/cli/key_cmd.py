@@ -11,7 +11,7 @@ import click
 from ..core.views import PeerKeyView
 from ..errors import UsageError
 from ..home import config
-from .connect import home_gateway
+from .connect import on_home
 from .output import emit, examples, note, table, when
 
 
@@ -86,8 +86,7 @@ def create(name: str, profiles: tuple[str, ...], read: bool, as_json: bool) -> N
     A request made with it is from peer:NAME (peer:NAME/<its sender profile>), whatever its headers
     say; it reaches the Bot Chats of its profiles and the runs it sent, and nothing else unless --read.
     """
-    with home_gateway(config.home()) as gateway:
-        made, value = gateway.access.create(name, profiles=profiles, read=read)
+    made, value = on_home(config.home(), lambda gateway: gateway.access.create(name, profiles=profiles, read=read))
     _print_new(made, value, as_json=as_json, verb="made")
 
 
@@ -97,8 +96,7 @@ def list_(as_json: bool) -> None:
     """The peers' keys.
 
     Name, profiles, read, created, last used: never the key."""
-    with home_gateway(config.home()) as gateway:
-        found = gateway.access.keys()
+    found = on_home(config.home(), lambda gateway: gateway.access.keys())
 
     def text() -> None:
         if not found:
@@ -122,8 +120,7 @@ def rotate(name: str, as_json: bool) -> None:
     """Give peer NAME's key a new value.
 
     It is printed once; the old value stops working at once."""
-    with home_gateway(config.home()) as gateway:
-        rotated, value = gateway.access.rotate(name)
+    rotated, value = on_home(config.home(), lambda gateway: gateway.access.rotate(name))
     _print_new(rotated, value, as_json=as_json, verb="rotated")
 
 
@@ -134,6 +131,5 @@ def revoke(name: str, as_json: bool) -> None:
     """Remove peer NAME's key.
 
     Requests made with it are refused (401) from now on."""
-    with home_gateway(config.home()) as gateway:
-        gone = gateway.access.revoke(name)
+    gone = on_home(config.home(), lambda gateway: gateway.access.revoke(name))
     emit(_key_dict(gone), as_json=as_json, text=lambda: click.echo(f"revoked the key of peer {gone.name!r}"))

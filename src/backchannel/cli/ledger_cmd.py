@@ -6,6 +6,8 @@ sees what the gateway records as well as what a command records in-process.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import datetime as dt
 import json
 import re
@@ -110,18 +112,23 @@ def ledger(
     sent or received (a profile covers its sessions); with two, what passed between them. With --follow, new
     entries are printed as they come, oldest first, whether a gateway or a command here records them.
     """
-    with home_gateway(config.home()) as gateway:
-        for given in (address, other):
-            if given is not None and not given.startswith("human:"):
-                parsed = addresses.parse(given)  # a malformed address is a usage error
-                if not isinstance(parsed, RemoteAddress):
-                    gateway.directory.find(parsed)  # so is one that names nothing here, as for `send`
-        read = Reader(gateway, address, other, states=states, outcomes=outcomes)
-        rows = read(limit=limit, since=since)
-        if not follow:
-            emit([r.to_dict() for r in rows], as_json=as_json, text=lambda: _table(rows, wide=wide, filtered=read))
-            return
-        _follow(read, list(reversed(rows)), as_json=as_json, wide=wide)
+
+    async def go() -> None:
+        async with home_gateway(config.home()) as gateway:
+            for given in (address, other):
+                if given is not None and not given.startswith("human:"):
+                    parsed = addresses.parse(given)  # a malformed address is a usage error
+                    if not isinstance(parsed, RemoteAddress):
+                        await gateway.directory.find(parsed)  # so is one that names nothing here, as for `send`
+            read = Reader(gateway, address, other, states=states, outcomes=outcomes)
+            rows = await read(limit=limit, since=since)
+            if not follow:
+                emit([r.to_dict() for r in rows], as_json=as_json, text=lambda: _table(rows, wide=wide, filtered=read))
+                return
+            await _follow(read, list(reversed(rows)), as_json=as_json, wide=wide)
+
+    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C ends --follow (exit 0)
+        asyncio.run(go())
 
 
 class Reader:
@@ -145,15 +152,15 @@ class Reader:
     def filtered(self) -> bool:
         return bool(self.a or self.states or self.outcomes)
 
-    def __call__(self, *, limit: int, since: float | None) -> list[LedgerEntry]:
+    async def __call__(self, *, limit: int, since: float | None) -> list[LedgerEntry]:
         scan = OUTCOME_SCAN if self.outcomes else limit
-        rows = self.gateway.delivery.ledger(self.a, self.b, limit=scan, since=since, states=self.states)
+        rows = await self.gateway.delivery.ledger(self.a, self.b, limit=scan, since=since, states=self.states)
         if self.outcomes:
             rows = [r for r in rows if r.outcome in self.outcomes]
         return rows[:limit]
 
 
-def _follow(read: Reader, first: list[LedgerEntry], *, as_json: bool, wide: bool) -> None:
+async def _follow(read: Reader, first: list[LedgerEntry], *, as_json: bool, wide: bool) -> None:
     """Print `first`, then every entry that is new or whose state changed, until Ctrl-C (which ends it: exit 0)."""
     seen: dict[tuple[object, ...], str] = {}
     mark = time.time()
@@ -167,15 +174,12 @@ def _follow(read: Reader, first: list[LedgerEntry], *, as_json: bool, wide: bool
             mark = max(mark, r.at)
             click.echo(json.dumps(r.to_dict(), ensure_ascii=False) if as_json else _line_of(r, wide=wide))
 
-    try:
-        show(first)
-        if not as_json:
-            note("following the ledger: new entries as they come (Ctrl-C ends)")
-        while True:
-            time.sleep(FOLLOW_POLL_SECONDS)
-            show(list(reversed(read(limit=10_000, since=mark - FOLLOW_OVERLAP_SECONDS))))
-    except KeyboardInterrupt:
-        return
+    show(first)
+    if not as_json:
+        note("following the ledger: new entries as they come (Ctrl-C ends)")
+    while True:
+        await asyncio.sleep(FOLLOW_POLL_SECONDS)
+        show(list(reversed(await read(limit=10_000, since=mark - FOLLOW_OVERLAP_SECONDS))))
 
 
 def _outcome_of(r: LedgerEntry) -> str:

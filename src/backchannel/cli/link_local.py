@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Literal
 
@@ -21,14 +21,15 @@ LOCAL_GRACE = 0.5
 TICK_SECONDS = 1.0  # how often a live delivery looks again at the queue
 
 
-@contextlib.contextmanager
-def home_gateway(root: Path) -> Iterator[Gateway]:
+@contextlib.asynccontextmanager
+async def home_gateway(root: Path) -> AsyncIterator[Gateway]:
     """This home's gateway, not started: for reading and creating sessions, the ledger, and peers."""
     gateway = Gateway(root)
     try:
+        await gateway.open()
         yield gateway
     finally:
-        gateway.close()
+        await gateway.aclose()
 
 
 class LocalGateway:
@@ -50,23 +51,23 @@ class LocalGateway:
         progress: Progress | None = None,
     ) -> Result:
         async with running(self.root, scope={where.session_id}, grace=LOCAL_GRACE) as local:
-            incoming = Incoming(local.directory.session(where.session_id), message, sender, key=key)
+            incoming = Incoming(await local.directory.session(where.session_id), message, sender, key=key)
             if progress is None:
                 return (await local.delivery.deliver(incoming, wait=wait)).result
             return await _live(local.delivery, incoming, wait, progress)
 
     async def run(self, run_id: str) -> Result:
-        with home_gateway(self.root) as gateway:
-            return gateway.delivery.status(run_id).result
+        async with home_gateway(self.root) as gateway:
+            return (await gateway.delivery.status(run_id)).result
 
     async def stop(self, run_id: str) -> Result:
-        with home_gateway(self.root) as gateway:
+        async with home_gateway(self.root) as gateway:
             return (await gateway.delivery.stop(run_id)).result
 
     async def events(self, run_id: str) -> AsyncIterator[RunEvent]:
         """The run's events until it ends, its session's queue worked here meanwhile."""
-        with home_gateway(self.root) as gateway:
-            session_id = gateway.delivery.run(run_id).session_id
+        async with home_gateway(self.root) as gateway:
+            session_id = (await gateway.delivery.run(run_id)).session_id
         async with running(self.root, scope={session_id}, grace=LOCAL_GRACE) as local:
             events = local.delivery.follow(run_id)
             async with contextlib.aclosing(events):
@@ -84,7 +85,7 @@ async def _live(delivery: Delivery, incoming: Incoming, wait: float | None, prog
     first = await delivery.submit(incoming)
     run_id, to = first.run.id, first.result.to
     result = first.result
-    steps = delivery.watch(run_id, wait, tick=TICK_SECONDS, reserved=delivery.reserve_events(run_id))
+    steps = delivery.watch(run_id, wait, tick=TICK_SECONDS, reserved=await delivery.reserve_events(run_id))
     async with contextlib.aclosing(steps):
         async for step in steps:
             if isinstance(step, Queued):

@@ -63,7 +63,7 @@ async def _serve(root: Path, caller: Caller) -> None:
     async with running(root, grace=1.0) as gateway:
         gateway.directory.check_profile(caller.profile)
         if caller.session_id is not None:
-            gateway.directory.session(caller.session_id, profile=caller.profile)
+            await gateway.directory.session(caller.session_id, profile=caller.profile)
         await _stdio(InProcess(gateway), caller)
 
 

@@ -29,7 +29,7 @@ from ..net import a2a_card
 from ..net.link import PeerAbout, PeerRun
 from ..outcome import Outcome, Result
 from . import complete
-from .connect import home_gateway, interruptible
+from .connect import home_gateway, interruptible, on_home
 from .output import emit, examples, message_words, note, read_message, shell_command, show_progress, table
 
 if TYPE_CHECKING:
@@ -152,14 +152,17 @@ def _own_name(root: Path) -> str:
 
 def _key_back(root: Path, name: str, platform: str | None, *, as_name: str, url_back: str | None) -> None:
     """The key `name` messages us with, and the command that registers us over there."""
-    with home_gateway(root) as gateway:
-        if gateway.access.get(name) is not None:
-            note(
-                f"peer {name} has a key here already (`backchannel key rotate {name}` gives it a new value, "
-                "printed once)"
-            )
-            return
-        _made, value = gateway.access.create(name)
+
+    async def made(gateway: Gateway) -> str | None:
+        if await gateway.access.get(name) is not None:
+            return None
+        _made, value = await gateway.access.create(name)
+        return value
+
+    value = on_home(root, made)
+    if value is None:
+        note(f"peer {name} has a key here already (`backchannel key rotate {name}` gives it a new value, printed once)")
+        return
     settings = config.load_gateway_config(root)
     url = url_back or f"http://{settings.host}:{settings.port}"
     program = "hermes" if platform is not None and platform not in ("backchannel", "a2a") else "backchannel"
@@ -184,7 +187,7 @@ def _probe(root: Path, p: registry.Peer) -> Found:
         health = PeerAbout()
         caps = PeerAbout()
         failure: PeerError | None = None
-        with home_gateway(root) as gateway:
+        async with home_gateway(root) as gateway:
             if not a2a_card.is_card_url(p.url):
                 async with gateway.outbound.client(p, None) as client:
                     health = await client.health()
@@ -347,9 +350,10 @@ def dm(target: str, message: str | None, wait: float, key: str | None, as_json: 
 
 def send_dm(root: Path, name: str, agent: str | None, text: str, *, wait: float, key: str | None) -> Result:
     """Deliver as the person, with the exchange kept in this home's ledger."""
-    with home_gateway(root) as gateway:
-        p = gateway.outbound.peer(name)
-        return asyncio.run(gateway.outbound.dm(p, agent, text, wait=wait, key=keys.check_external(key) or keys.cli()))
+    given = keys.check_external(key) or keys.cli()
+    return on_home(
+        root, lambda gateway: gateway.outbound.dm(gateway.outbound.peer(name), agent, text, wait=wait, key=given)
+    )
 
 
 def dm_dict(r: Result) -> dict[str, Any]:
@@ -426,9 +430,10 @@ def run(target: str, message: str | None, key: str | None, as_json: bool) -> Non
     """
     name, agent = _target(target)
     text = _message(message)
-    with home_gateway(config.home()) as gateway:
-        p = gateway.outbound.peer(name)
-        result, about = asyncio.run(gateway.outbound.run(p, agent, text, key=keys.check_external(key) or keys.cli()))
+    given = keys.check_external(key) or keys.cli()
+    result, about = on_home(
+        config.home(), lambda gateway: gateway.outbound.run(gateway.outbound.peer(name), agent, text, key=given)
+    )
     _warn_about(about)
     started = {
         "peer": name,
@@ -480,15 +485,14 @@ def status(target: str, run_id: str, follow: bool, as_json: bool) -> None:
     name, agent = _target(target)
     if not run_id.strip():
         raise UsageError("the run id is empty")
-    with home_gateway(config.home()) as gateway:
+
+    async def go(gateway: Gateway) -> tuple[Result, PeerRun | None]:
         p = gateway.outbound.peer(name)
+        if follow:
+            await _show_events(gateway, p, run_id, agent)
+        return await gateway.outbound.status(p, run_id, agent=agent)
 
-        async def go() -> tuple[Result, PeerRun | None]:
-            if follow:
-                await _show_events(gateway, p, run_id, agent)
-            return await gateway.outbound.status(p, run_id, agent=agent)
-
-        result, found = asyncio.run(go())
+    result, found = on_home(config.home(), go)
     base = {"peer": name, "agent": agent or _agent_of(result), "result": result.outcome.value}
     data: dict[str, Any]
     if not found:
@@ -532,8 +536,8 @@ def stop(target: str, run_id: str, as_json: bool) -> None:
     name, agent = _target(target)
     if not run_id.strip():
         raise UsageError("the run id is empty")
-    with home_gateway(config.home()) as gateway:
-        p = gateway.outbound.peer(name)
-        result, found = asyncio.run(gateway.outbound.stop(p, run_id, agent=agent))
+    result, found = on_home(
+        config.home(), lambda gateway: gateway.outbound.stop(gateway.outbound.peer(name), run_id, agent=agent)
+    )
     data = {"peer": name, "agent": agent or _agent_of(result), **found.said}
     emit(data, as_json=as_json, text=lambda: _print_run(run_id, data))

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -13,10 +13,14 @@ from ..home import config, files, profiles
 from ..home.profiles import Profile
 from ..states import RunState
 from . import complete
-from .connect import home_gateway
+from .connect import on_home
 from .output import emit, examples, note, table
 from .profile_view import describe, print_facts
 from .rules_cmd import RULE_COMMANDS
+
+if TYPE_CHECKING:
+    from ..core.delivery.delivery import Delivered
+    from ..core.gateway import Gateway
 
 
 @click.group("profile")
@@ -152,9 +156,12 @@ def remove(name: str, yes: bool) -> None:
     still queued or running is not removed: stop them first (backchannel runs list -p NAME)."""
     root = config.home()
     config.require_home(root)
-    with home_gateway(root) as gateway:
+
+    async def pending_runs(gateway: Gateway) -> list[Delivered]:
         gateway.directory.check_profile(name)
-        pending = gateway.delivery.runs(states=(RunState.QUEUED, RunState.RUNNING), profile=name, limit=1000)
+        return await gateway.delivery.runs(states=(RunState.QUEUED, RunState.RUNNING), profile=name, limit=1000)
+
+    pending = on_home(root, pending_runs)
     if pending:
         raise UsageError(
             f"profile {name!r} has {len(pending)} run{'' if len(pending) == 1 else 's'} queued or running: stop "
@@ -166,8 +173,9 @@ def remove(name: str, yes: bool) -> None:
         click.confirm(f"remove profile {name} (its folder is set aside, its sessions stay)?", abort=True)
     aside = profiles.remove_profile(root, name)
     click.echo(f"removed profile {name}; its folder is now {aside}")
-    with home_gateway(root) as gateway:
-        old = asyncio.run(gateway.directory.retire_bot_chat(name, mark=aside.name.rpartition("removed-")[2]))
+    old = on_home(
+        root, lambda gateway: gateway.directory.retire_bot_chat(name, mark=aside.name.rpartition("removed-")[2])
+    )
     if old is not None:
         note(
             f"its Bot Chat is kept as {old.title!r} (session {old.id}, readable with `backchannel sessions show "

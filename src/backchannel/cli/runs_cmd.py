@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -14,8 +14,11 @@ from ..home.profiles import config_error
 from ..outcome import Outcome, Result
 from ..states import RunState
 from . import complete
-from .connect import gateway_link, home_gateway, local_session
+from .connect import gateway_link, local_session, on_home
 from .output import emit, examples, note, show_progress, table, when
+
+if TYPE_CHECKING:
+    from ..core.gateway import Gateway
 
 STATES = [s.value for s in RunState]
 ENDED = frozenset(s.value for s in RunState if s.terminal)
@@ -74,14 +77,17 @@ def list_(states: tuple[str, ...], where: str | None, limit: int, as_json: bool)
     A queued run of a profile whose config.yaml is broken says so (paused); it resumes once the file is
     valid again."""
     root = config.home()
-    with home_gateway(root) as gateway:
+
+    async def read(gateway: Gateway) -> list[Delivered]:
         profile_name, session_id = where, None
         if where is not None and where not in gateway.directory.profiles():
-            session = local_session(gateway, where)  # a session in any address form (a profile alone is checked)
+            session = await local_session(gateway, where)  # any address form (a profile alone is checked)
             profile_name, session_id = session.profile, session.session_id
-        found = gateway.delivery.runs(
+        return await gateway.delivery.runs(
             states=tuple(RunState(s) for s in states), profile=profile_name, session_id=session_id, limit=limit
         )
+
+    found = on_home(root, read)
     queued_profiles = {d.run.profile for d in found if d.run.state is RunState.QUEUED}
     paused = {name: error for name in queued_profiles if (error := config_error(root, name)) is not None}
 
@@ -117,8 +123,7 @@ def list_(states: tuple[str, ...], where: str | None, limit: int, as_json: bool)
 @click.option("--json", "as_json", is_flag=True, help="Print the run as JSON.")
 def show(run_id: str, as_json: bool) -> None:
     """One run: its state, what was said and what came back. Exits 1 when it failed."""
-    with home_gateway(config.home()) as gateway:
-        d = gateway.delivery.status(run_id)
+    d = on_home(config.home(), lambda gateway: gateway.delivery.status(run_id))
     emit(run_dict(d), as_json=as_json, text=lambda: _print(d.result, d.run.message))
     sys.exit(d.result.outcome.exit_code)
 
@@ -129,8 +134,7 @@ def show(run_id: str, as_json: bool) -> None:
 def follow(run_id: str, as_json: bool) -> None:
     """Show a run's progress until it ends, then its reply. Without a gateway the run is worked here."""
     root = config.home()
-    with home_gateway(root) as gateway:
-        gateway.delivery.run(run_id)  # an unknown run is a usage error before anything starts
+    on_home(root, lambda gateway: gateway.delivery.run(run_id))  # an unknown run: a usage error before anything
     result = asyncio.run(_follow(run_id))
     emit(result.to_dict(), as_json=as_json, text=lambda: _print(result, None))
     sys.exit(result.outcome.exit_code)

@@ -13,7 +13,7 @@ from ..errors import UsageError
 from ..home import config
 from ..outcome import Outcome
 from . import complete
-from .connect import Sent, deliver, home_gateway, interruptible
+from .connect import Sent, deliver, interruptible, on_home
 from .link import Where
 from .live import STREAM_HELP, Watch, deliver_live, streams
 from .output import emit, examples, message_words, note, read_message, shell_command
@@ -69,8 +69,7 @@ def send(address: str, message: str | None, wait: float, key: str | None, as_jso
         emit(peer_cmd.dm_dict(result), as_json=as_json, text=lambda: peer_cmd.print_dm(result))
         peer_cmd.retry_hint(result, again)
         sys.exit(result.outcome.exit_code)
-    with home_gateway(root) as gateway:
-        session = Where.of(asyncio.run(gateway.imports.resolve(parsed)))  # a Hermes session id: imported on demand
+    session = Where.of(on_home(root, lambda gateway: gateway.imports.resolve(parsed)))  # a Hermes id: imported
     # Without --idempotency-key each invocation is a new message (a person who repeats means it);
     # retries within this invocation reuse one key, so they are handled once.
     key = key or keys.cli()

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-import asyncio
+from typing import TYPE_CHECKING
 
 import click
 
 from ..home import config
 from . import complete
-from .connect import home_gateway, local_address
+from .connect import local_address, on_home
 from .output import emit, examples, table, when
+
+if TYPE_CHECKING:
+    from ..core.gateway import Gateway
+    from ..core.views import SessionView
+    from ..messages import Message
 
 
 @click.group("sessions")
@@ -29,10 +34,13 @@ def sessions() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout (an error too, as one object).")
 def list_(profile_name: str | None, limit: int, as_json: bool) -> None:
     """Sessions, most recently active first."""
-    with home_gateway(config.home()) as gateway:
+
+    async def read(gateway: Gateway) -> list[SessionView]:
         if profile_name:
             gateway.directory.check_profile(profile_name)
-        rows = gateway.directory.sessions(profile_name, limit=limit)
+        return await gateway.directory.sessions(profile_name, limit=limit)
+
+    rows = on_home(config.home(), read)
 
     def text() -> None:
         table(
@@ -58,9 +66,12 @@ def show(session: str, as_json: bool) -> None:
 
     SESSION is any local address: a session id, profile/session-id (as `send` prints it), or a profile alone
     (its Bot Chat)."""
-    with home_gateway(config.home()) as gateway:
-        row = gateway.directory.existing(local_address(session))
-        messages = gateway.directory.messages(row.id)
+
+    async def read(gateway: Gateway) -> tuple[SessionView, list[Message]]:
+        found = await gateway.directory.existing(local_address(session))
+        return found, await gateway.directory.messages(found.id)
+
+    row, messages = on_home(config.home(), read)
 
     def text() -> None:
         click.echo(f"session {row.id}  profile {row.profile}  title {row.title or '-'}  source {row.source}")
@@ -87,8 +98,7 @@ def import_(profile_name: str, as_json: bool) -> None:
 
     For a profile with the hermes engine: each session of its Hermes gateway is known here under its
     Hermes id. Hermes's Bot Chat becomes the profile's Bot Chat; sessions already known are left as they are."""
-    with home_gateway(config.home()) as gateway:
-        found = asyncio.run(gateway.imports.sessions(profile_name))
+    found = on_home(config.home(), lambda gateway: gateway.imports.sessions(profile_name))
 
     def text() -> None:
         table(

@@ -22,7 +22,7 @@ from ..errors import AuthError, Forbidden, KeyRevoked, NotFound, StoreError, Usa
 from ..home import config
 from ..home.profiles import DEFAULT_PROFILE
 from ..store import peer_keys
-from ..store.db import Database
+from ..store.driver import Db
 from .views import PeerKeyView, RunView, SessionView, peer_key_view
 
 PROFILE_PATTERN_RE = re.compile(r"[a-z0-9_*?\[\]-]{1,64}")
@@ -108,26 +108,26 @@ PERSON = Caller()
 class Access:
     """The person's key and the peers' keys of one home: who a key is, and the keys' life cycle."""
 
-    def __init__(self, db: Database, *, profiles: Callable[[], list[str]]) -> None:
+    def __init__(self, db: Db, *, profiles: Callable[[], list[str]]) -> None:
         """`profiles`: the home's profile names now (a key may name only those, or a glob over names)."""
         self.db = db
         self.profiles = profiles
         self._watched: dict[tuple[str, str], set[asyncio.Future[None]]] = {}
         self._watch: asyncio.Task[None] | None = None
 
-    def identify(self, token: str, *, person_key: str) -> Caller:
+    async def identify(self, token: str, *, person_key: str) -> Caller:
         """The caller a bearer token names; AuthError when it is nobody's."""
         token = token.strip()
         is_person = hmac.compare_digest(token.encode("utf-8", "surrogateescape"), person_key.encode())
         if is_person:
             return PERSON
-        found = peer_keys.find(self.db, token) if token else None
+        found = await peer_keys.find(self.db, token) if token else None
         if found is None:
             raise AuthError(
                 "Invalid API key: send Authorization: Bearer <API_SERVER_KEY or a peer key>", key_sent=bool(token)
             )
         with contextlib.suppress(StoreError):  # a store that cannot be written (a full disk) still knows the key
-            peer_keys.stamp_use(self.db, found)
+            await peer_keys.stamp_use(self.db, found)
         return Caller(found.name, found.profiles, found.read, key_hash=peer_keys.digest(token))
 
     # --- streams opened with a key that is revoked meanwhile -------------------------------------
@@ -188,7 +188,7 @@ class Access:
         while self._watched:
             await asyncio.sleep(REVOKED_POLL_SECONDS)
             try:
-                live = peer_keys.live(self.db)
+                live = await peer_keys.live(self.db)
             except StoreError:
                 continue  # the store is busy or away: the keys are read again on the next round
             for key, waiting in list(self._watched.items()):
@@ -206,7 +206,7 @@ class Access:
 
     # --- the keys' life cycle (the CLI) ----------------------------------------------------------
 
-    def create(self, name: str, *, profiles: tuple[str, ...] = (), read: bool = False) -> tuple[PeerKeyView, str]:
+    async def create(self, name: str, *, profiles: tuple[str, ...] = (), read: bool = False) -> tuple[PeerKeyView, str]:
         """A new key for peer `name` reaching `profiles` (default: the default profile); (its record, the key)."""
         config.check_name(name, what="key")
         reach = tuple(dict.fromkeys(check_profile_pattern(p) for p in profiles)) or (DEFAULT_PROFILE,)
@@ -219,22 +219,22 @@ class Access:
                     code="profile_not_found",
                 )
         key = new_key()
-        return peer_key_view(peer_keys.create(self.db, name, key, profiles=reach, read=read)), key
+        return peer_key_view(await peer_keys.create(self.db, name, key, profiles=reach, read=read)), key
 
-    def rotate(self, name: str) -> tuple[PeerKeyView, str]:
+    async def rotate(self, name: str) -> tuple[PeerKeyView, str]:
         config.check_name(name, what="key")
         key = new_key()
-        return peer_key_view(peer_keys.rotate(self.db, name, key)), key
+        return peer_key_view(await peer_keys.rotate(self.db, name, key)), key
 
-    def revoke(self, name: str) -> PeerKeyView:
+    async def revoke(self, name: str) -> PeerKeyView:
         config.check_name(name, what="key")
-        return peer_key_view(peer_keys.revoke(self.db, name))
+        return peer_key_view(await peer_keys.revoke(self.db, name))
 
-    def keys(self) -> list[PeerKeyView]:
-        return [peer_key_view(k) for k in peer_keys.all_keys(self.db)]
+    async def keys(self) -> list[PeerKeyView]:
+        return [peer_key_view(k) for k in await peer_keys.all_keys(self.db)]
 
-    def get(self, name: str) -> PeerKeyView | None:
-        return next((k for k in self.keys() if k.name == name), None)
+    async def get(self, name: str) -> PeerKeyView | None:
+        return next((k for k in await self.keys() if k.name == name), None)
 
 
 def new_key() -> str:

@@ -29,6 +29,7 @@ from ..home import config
 from ..net.dialects import Dialects
 from ..store import integrity
 from ..store.db import Database
+from ..store.driver import Db
 from ..store.runs import RunRow, RunState
 from .access import Access
 from .delivery.admission import Admission
@@ -79,7 +80,7 @@ class Gateway:
         self.gateway_id = self.settings.gateway_id or "local"
         if verify_store:
             integrity.require_intact(config.db_path(root))
-        self.db = Database(config.db_path(root), durability=self.settings.durability)
+        self.db: Db = Database(config.db_path(root), durability=self.settings.durability)
         self.hub = EventHub()
         self.pushes = Pushes(self.db, self.settings.push, events=push_events)
         self.queue = RunQueue(
@@ -148,6 +149,7 @@ class Gateway:
             mentions=self.mentions,
         )
         self._jobs: list[asyncio.Task[None]] = []
+        self._opened = False
         self._started = False
         self._closed = False
 
@@ -156,11 +158,17 @@ class Gateway:
         """Turns running in this process now (what a stop gives its grace to)."""
         return self.queue.running
 
+    async def open(self) -> None:
+        """Connect to the store (a shared store's pool and migrations; SQLite's file was opened when built)."""
+        if not self._opened:
+            await self.db.open()
+            self._opened = True
+
     async def start(self) -> None:
         """Reclaim what a crash left running, then run the workers and the background jobs."""
+        await self.open()
         seen = self.db.data_version()  # before the scan: a commit after it is noticed by the watcher
-        self.queue.open()
-        self.db.defer_checkpoints()
+        await self.queue.open()
         self._started = True
         self._jobs = [
             asyncio.create_task(self.workers.run()),
@@ -168,10 +176,12 @@ class Gateway:
             asyncio.create_task(self.outbound.follow_receipts()),
             asyncio.create_task(background.watch(self.db, self.queue, seen=seen)),
             asyncio.create_task(background.renew(self.queue)),
-            asyncio.create_task(background.checkpoints(self.db)),
             asyncio.create_task(background.resume_paused(self.pauses, self.queue)),
             asyncio.create_task(self.holds.sweep()),
         ]
+        if isinstance(self.db, Database):  # SQLite's WAL is copied back off the hot path
+            self.db.defer_checkpoints()
+            self._jobs.append(asyncio.create_task(background.checkpoints(self.db)))
         if self.pushes.delivers:
             self._jobs.append(asyncio.create_task(self.pushes.run()))
 
@@ -187,25 +197,26 @@ class Gateway:
                 task.cancel()
             await asyncio.gather(*self._jobs, return_exceptions=True)
             try:  # a store that cannot be written (a full disk) is reported; stopping goes on whatever the disk
-                self.queue.close()
+                await self.queue.close()
                 await self.db.durable()
             except StoreError as exc:
                 log.error(
                     "the last writes could not be committed (their runs run again after a restart): %s", exc.message
                 )
-            self.db.checkpoint("TRUNCATE")
+            if isinstance(self.db, Database):
+                self.db.checkpoint("TRUNCATE")
         await self.access.aclose()
         await self.mcp.aclose()
         await self.engines.aclose()
-        self.db.close()
+        await self.db.aclose()
 
-    def close(self) -> None:
+    async def aclose(self) -> None:
         """Close a gateway that was never started (one used only to read, or to reach peers)."""
         if self._started:
             raise RuntimeError("a started gateway is closed with `await stop()`")
         if not self._closed:
             self._closed = True
-            self.db.close()
+            await self.db.aclose()
 
     async def __aenter__(self) -> Gateway:
         await self.start()

@@ -17,7 +17,7 @@ from typing import Any
 from ..agent.tools.base import Sender, Tool, ToolContext, call_tool
 from ..errors import NotFound
 from ..store import sessions as sessionstore
-from ..store.db import Database
+from ..store.driver import Db
 from .delivery.directory import Directory
 from .delivery.imports import Imports
 from .delivery.mentions import Mentions
@@ -45,7 +45,7 @@ class HostedTools:
     def __init__(
         self,
         *,
-        db: Database,
+        db: Db,
         directory: Directory,
         turns: Turns,
         imports: Imports,
@@ -67,7 +67,7 @@ class HostedTools:
         self.directory.check_profile(profile_name)
         if tool not in self.tools:
             raise NotFound(f"no tool {tool!r} here; these are: {', '.join(HOSTED_TOOLS)}", code="unknown_tool")
-        session, ctx, run_id = self._context(profile_name, session_id)
+        session, ctx, run_id = await self._context(profile_name, session_id)
         result, ok = await call_tool(self.tools, tool, arguments, ctx)
         return HostedCall(tool, session, run_id, result, ok)
 
@@ -77,13 +77,13 @@ class HostedTools:
     ) -> tuple[SessionView, str, int]:
         """A person's `text` typed in session `session_id` (a Hermes platform chat) with its `@session:` and
         `@peer:` mentions answered as from that session, as Backchannel's own mentions are; how many it had."""
-        session, ctx, _ = self._context(profile_name, session_id)
+        session, ctx, _ = await self._context(profile_name, session_id)
         rewritten, count = await self.mentions_of.answer(ctx, text, wait=wait)
         return session, rewritten, count
 
-    def _context(self, profile_name: str, session_id: str) -> tuple[SessionView, ToolContext, str | None]:
+    async def _context(self, profile_name: str, session_id: str) -> tuple[SessionView, ToolContext, str | None]:
         profile = self.directory.profile(self.directory.check_profile(profile_name))
-        session = self._caller(profile.name, session_id, hermes=profile.config.model.engine == "hermes")
+        session = await self._caller(profile.name, session_id, hermes=profile.config.model.engine == "hermes")
         live = self.turns.live.get(session.id)
         if live is not None:
             return session, live[0], live[0].run_id
@@ -96,13 +96,13 @@ class HostedTools:
         ctx.exchange = ctx.run_id
         return session, ctx, None
 
-    def _caller(self, profile: str, session_id: str, *, hermes: bool) -> SessionView:
-        found = sessionstore.find_by_remote_id(self.db, profile, session_id)
+    async def _caller(self, profile: str, session_id: str, *, hermes: bool) -> SessionView:
+        found = await sessionstore.find_by_remote_id(self.db, profile, session_id)
         if found is not None:
             return session_view(found)
         for ctx, link in self.turns.live.values():  # a tip Hermes moved to during the turn
             if ctx.profile.name == profile and link.remote_id == session_id:
-                return self.directory.session(link.id)
+                return await self.directory.session(link.id)
         if not hermes:
             raise NotFound(f"no session {session_id!r} in profile {profile!r}", code="session_not_found")
-        return self.imports.adopt(profile, session_id)  # a Hermes session that never had a turn here
+        return await self.imports.adopt(profile, session_id)  # a Hermes session that never had a turn here

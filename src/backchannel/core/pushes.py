@@ -32,7 +32,7 @@ from ..net.screening import Screen, shown_url
 from ..net.webhook import Answer, Webhooks
 from ..store import push as pushstore
 from ..store import runs as runstore
-from ..store.db import Database
+from ..store.driver import Db
 from ..store.push import Event, Owed
 from ..store.runs import RunRow, RunState
 from .queue.commits import commits
@@ -114,7 +114,7 @@ class Pushes:
     Without `events` (a CLI's one-off gateway) nothing is delivered here: the gateway process delivers what
     is owed."""
 
-    def __init__(self, db: Database, settings: PushSettings, *, events: PushEvents | None) -> None:
+    def __init__(self, db: Db, settings: PushSettings, *, events: PushEvents | None) -> None:
         self.db = db
         self.settings = settings
         self.screen = Screen(settings)
@@ -139,9 +139,9 @@ class Pushes:
         await self.screen.check(receiver.url)
         return check_receiver(receiver)
 
-    def require_room(self, owner: str) -> None:
+    async def require_room(self, owner: str) -> None:
         """LimitReached when `owner` may make no new config (before a send that would make one is accepted)."""
-        pushstore.require_room(self.db, owner, max_per_owner=self.settings.max_configs_per_caller)
+        await pushstore.require_room(self.db, owner, max_per_owner=self.settings.max_configs_per_caller)
 
     @commits
     async def watch(
@@ -158,7 +158,7 @@ class Pushes:
         the shape of protocol `version` (`checked`: the receiver passed `check` a moment ago)."""
         if not checked:
             await self.check(receiver)
-        saved = pushstore.save(
+        saved = await pushstore.save(
             self.db,
             task_id=run.id,
             config_id=check_config_id(config_id),
@@ -174,13 +174,13 @@ class Pushes:
         self._wake.set()
         return push_config(saved)
 
-    def configs(self, task_id: str, *, owner: str) -> list[PushConfig]:
-        return [push_config(row) for row in pushstore.configs(self.db, task_id, owner)]
+    async def configs(self, task_id: str, *, owner: str) -> list[PushConfig]:
+        return [push_config(row) for row in await pushstore.configs(self.db, task_id, owner)]
 
     @commits
     async def forget(self, task_id: str, config_id: str, *, owner: str) -> None:
         """Delete a config and what is still owed to it; deleting one that is gone changes nothing."""
-        pushstore.delete(self.db, task_id, owner, config_id)
+        await pushstore.delete(self.db, task_id, owner, config_id)
 
     def noticed(self, run: RunRow, state: RunState) -> None:
         """A run entered `state` (the run queue's report): wake the job when a config watches it."""
@@ -208,21 +208,21 @@ class Pushes:
         until the next round."""
         try:
             if self._watched is None:
-                self._watched = pushstore.watched_tasks(self.db)
+                self._watched = await pushstore.watched_tasks(self.db)
             for seq, attempts in list(self._unsaved.items()):
                 await self.db.writable()
-                pushstore.delivered(self.db, seq, attempts=attempts)
+                await pushstore.delivered(self.db, seq, attempts=attempts)
                 await self.db.durable()
                 del self._unsaved[seq]
             await self._catch_up()
-            self._start_due()
+            await self._start_due()
             now = time.time()
             if now - self._pruned > PRUNE_SECONDS:
                 self._pruned = now
                 await self.db.writable()
-                pushstore.prune(self.db, before=now - RETENTION_SECONDS)
+                await pushstore.prune(self.db, before=now - RETENTION_SECONDS)
                 await self.db.durable()
-            due = pushstore.next_due(self.db)
+            due = await pushstore.next_due(self.db)
         except StoreError as exc:
             log.warning("push notifications not looked at this round: %s", exc.message)
             return STORE_RETRY_SECONDS
@@ -238,10 +238,10 @@ class Pushes:
         assert self._events is not None and self._watched is not None
         runs: dict[str, RunView] = {}
         rendered: dict[tuple[str, str], list[tuple[str, bytes]]] = {}
-        for config in pushstore.behind(self.db):
+        for config in await pushstore.behind(self.db):
             run = runs.get(config.task_id)
             if run is None:
-                run = runs[config.task_id] = run_view(runstore.get(self.db, config.task_id))
+                run = runs[config.task_id] = run_view(await runstore.get(self.db, config.task_id))
             shape = (run.id, config.version)
             if shape not in rendered:
                 rendered[shape] = self._events.events(
@@ -249,7 +249,7 @@ class Pushes:
                 )
             events = rendered[shape]
             await self.db.writable()
-            queued = pushstore.enqueue(
+            queued = await pushstore.enqueue(
                 self.db,
                 config.seq,
                 [Event(key, notification_id(config, key), body) for key, body in events],
@@ -265,14 +265,14 @@ class Pushes:
                     queued,
                     config.config_id,
                 )
-        self._watched = pushstore.watched_tasks(self.db)
+        self._watched = await pushstore.watched_tasks(self.db)
 
-    def _start_due(self) -> None:
+    async def _start_due(self) -> None:
         room = PARALLEL - len(self._busy)
         if room <= 0:
             return
         now = time.time()
-        for owed in pushstore.due(self.db, now=now, limit=room, busy=set(self._busy)):
+        for owed in await pushstore.due(self.db, now=now, limit=room, busy=set(self._busy)):
             if owed.seq in self._unsaved or self._not_before.get(owed.seq, 0.0) > now:
                 continue
             self._not_before.pop(owed.seq, None)
@@ -302,7 +302,7 @@ class Pushes:
         try:
             await self.db.writable()
             if error is None:
-                pushstore.delivered(self.db, owed.seq, attempts=attempt)
+                await pushstore.delivered(self.db, owed.seq, attempts=attempt)
                 log.info(
                     "push %s of task %s delivered to %s (attempt %d)",
                     owed.notification_id,
@@ -311,7 +311,7 @@ class Pushes:
                     attempt,
                 )
             elif attempt >= self.settings.max_attempts:
-                pushstore.give_up(self.db, owed.seq, attempts=attempt, error=error)
+                await pushstore.give_up(self.db, owed.seq, attempts=attempt, error=error)
                 log.warning(
                     "push %s of task %s to %s given up after %d attempts: %s",
                     owed.notification_id,
@@ -322,7 +322,7 @@ class Pushes:
                 )
             else:
                 delay = max(self.settings.retry_delay(attempt), wait or 0.0)
-                pushstore.retry(self.db, owed.seq, attempts=attempt, at=time.time() + delay, error=error)
+                await pushstore.retry(self.db, owed.seq, attempts=attempt, at=time.time() + delay, error=error)
                 log.info(
                     "push %s of task %s to %s: attempt %d failed (%s); next attempt in %gs",
                     owed.notification_id,

@@ -7,21 +7,21 @@ A generic, small service: a surface keeps its own policy over it (the web view's
 from __future__ import annotations
 
 from ..store import web_logouts
-from ..store.db import Database
+from ..store.driver import Db
 from .queue.commits import commits
 
 
 class Revocations:
     """Which ids are revoked, each until its own expiry; what has expired is forgotten."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Db) -> None:
         self.db = db
 
-    def unexpired(self, *, now: float) -> dict[str, float]:
+    async def unexpired(self, *, now: float) -> dict[str, float]:
         """The ids revoked past `now`, with the time each stops mattering."""
-        return web_logouts.unexpired(self.db, now=now)
+        return await web_logouts.unexpired(self.db, now=now)
 
     @commits
     async def revoke(self, id_: str, *, until: float, now: float) -> None:
         """Record `id_` as revoked until `until` (answered once it is on disk), forgetting the expired ones."""
-        web_logouts.add(self.db, id_, until, now=now)
+        await web_logouts.add(self.db, id_, until, now=now)

@@ -14,7 +14,7 @@ from ..agent.tools.mcp import McpTools
 from ..framing import frame, split_reply
 from ..messages import Message
 from ..store import sessions as sessionstore
-from ..store.db import Database
+from ..store.driver import Db
 from ..store.runs import RunRow
 from .delivery.directory import Directory
 from .queue.events import EventHub
@@ -32,7 +32,7 @@ class Turns:
     def __init__(
         self,
         *,
-        db: Database,
+        db: Db,
         directory: Directory,
         engines: EngineCache,
         tools: Mapping[str, Tool],
@@ -57,7 +57,7 @@ class Turns:
         tools = self.tools
         if self.mcp is not None and engine.offers_tools and profile.config.mcp_servers:
             tools = {**tools, **await self.mcp.tools(profile)}  # started on first use, kept running
-        history = sessionstore.list_messages(self.db, run.session_id) if engine.uses_context else []
+        history = await sessionstore.list_messages(self.db, run.session_id) if engine.uses_context else []
         ctx = ToolContext(
             profile=profile,
             session_id=run.session_id,
@@ -82,10 +82,10 @@ class Turns:
         if engine.uses_context:
             link, known_remote = SessionLink(run.session_id), None
         else:
-            row = self.directory.session(run.session_id)
+            row = await self.directory.session(run.session_id)
             link, known_remote = SessionLink(row.id, row.title, row.remote_id), row.remote_id
         if run.attempts > 1 and not engine.uses_context:  # cut before: the far side may have the message
-            kept = sessionstore.list_messages(self.db, run.session_id)
+            kept = await sessionstore.list_messages(self.db, run.session_id)
             link.interrupted_copies = sum(m.role == "user" and m.content == incoming.content for m in kept)
         self.live[run.session_id] = (ctx, link)
         try:
@@ -104,4 +104,4 @@ class Turns:
             if self.live.get(run.session_id, (None,))[0] is ctx:
                 del self.live[run.session_id]
             if link.remote_id is not None and link.remote_id != known_remote:
-                sessionstore.set_remote_id(self.db, link.id, link.remote_id)  # committed with the run's end
+                await sessionstore.set_remote_id(self.db, link.id, link.remote_id)  # committed with the run's end

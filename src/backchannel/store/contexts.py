@@ -8,44 +8,45 @@ from __future__ import annotations
 
 import time
 
-from .db import Database
+from .driver import Db
 from .sessions import SessionRow, get_session, insert_session
 
 
-def find(db: Database, *, caller: str, profile: str, context_id: str) -> SessionRow | None:
+async def find(db: Db, *, caller: str, profile: str, context_id: str) -> SessionRow | None:
     """The session `caller` started in `profile` with `context_id`; None when it started none."""
-    row = db.one(
+    row = await db.one(
         "SELECT session_id FROM a2a_contexts WHERE caller = ? AND profile = ? AND context_id = ?",
         (caller, profile, context_id),
     )
-    return get_session(db, row[0]) if row is not None else None
+    return await get_session(db, row[0]) if row is not None else None
 
 
-def bind(db: Database, *, caller: str, profile: str, context_id: str, session_id: str, limit: int | None) -> SessionRow:
+async def bind(db: Db, *, caller: str, profile: str, context_id: str, session_id: str, limit: int | None) -> SessionRow:
     """A new session `session_id` of `profile` bound to (caller, context_id), both written together; the session
     already bound when another writer bound it first."""
-    with db.tx() as conn:
-        row = conn.execute(
-            "SELECT session_id FROM a2a_contexts WHERE caller = ? AND profile = ? AND context_id = ?",
+    async with db.tx() as tx:
+        row = await tx.one(
+            f"SELECT session_id FROM a2a_contexts WHERE caller = ? AND profile = ? AND context_id = ?"
+            f"{db.dialect.for_update}",
             (caller, profile, context_id),
-        ).fetchone()
+        )
         if row is None:
-            session = insert_session(conn, profile, source="a2a", session_id=session_id, limit=limit)
-            conn.execute(
+            session = await insert_session(tx, profile, source="a2a", session_id=session_id, limit=limit)
+            await tx.run(
                 "INSERT INTO a2a_contexts (caller, profile, context_id, session_id, created_at) VALUES (?, ?, ?, ?, ?)",
                 (caller, profile, context_id, session.id, time.time()),
             )
             return session
-    return get_session(db, row[0])
+    return await get_session(db, row[0])
 
 
-def of_sessions(db: Database, *, caller: str, session_ids: list[str]) -> dict[str, str]:
+async def of_sessions(db: Db, *, caller: str, session_ids: list[str]) -> dict[str, str]:
     """The contextIds `caller` knows the given sessions by (those it started with a contextId of its own)."""
     unique = sorted(set(session_ids))
     if not unique:
         return {}
     marks = ", ".join("?" for _ in unique)
-    rows = db.all(
+    rows = await db.all(
         f"SELECT session_id, context_id FROM a2a_contexts WHERE caller = ? AND session_id IN ({marks})",
         (caller, *unique),
     )

@@ -20,10 +20,12 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, Literal
+from types import TracebackType
+from typing import Literal
 
 from ..errors import DiskFull, StoreError
 from ..home.config import Durability
+from .driver import SQLITE, Commit, Params, Row
 from .migrations import MIGRATIONS
 
 BUSY_TIMEOUT_MS = 5000  # how long a write waits for another process's lock before it is refused
@@ -35,7 +37,6 @@ log = logging.getLogger("backchannel.store")
 # PRAGMA synchronous per `gateway.durability`: NORMAL loses nothing on a process crash and may lose the last
 # commits (never corrupt the file) on a power loss; FULL syncs the WAL on every commit and loses none.
 SYNCHRONOUS: dict[Durability, str] = {"normal": "NORMAL", "full": "FULL"}
-Commit = asyncio.Future[None]  # one group's COMMIT: resolved once it is on disk, or failed with a StoreError
 
 # The group commits the current task wrote into, while `Database.tracking()` collects them (a service call).
 _task_commits: ContextVar[list[Commit] | None] = ContextVar("backchannel_task_commits", default=None)
@@ -59,16 +60,66 @@ class map_sqlite_errors:
             raise _translate(exc, self.path) from exc
 
 
+class SqliteTx:
+    """The statements of one write transaction on the home's connection (`Tx`): each runs at once, on the
+    event loop, and never suspends, so no other task's statements come between them."""
+
+    __slots__ = ("conn", "path")
+
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+        self.conn = conn
+        self.path = path
+
+    async def one(self, sql: str, params: Params = ()) -> Row | None:
+        with map_sqlite_errors(self.path):
+            row: Row | None = self.conn.execute(sql, params).fetchone()
+            return row
+
+    async def all(self, sql: str, params: Params = ()) -> list[Row]:
+        with map_sqlite_errors(self.path):
+            return self.conn.execute(sql, params).fetchall()
+
+    async def run(self, sql: str, params: Params = ()) -> int:
+        with map_sqlite_errors(self.path):
+            return self.conn.execute(sql, params).rowcount
+
+    async def many(self, sql: str, rows: Sequence[Params]) -> None:
+        with map_sqlite_errors(self.path):
+            self.conn.executemany(sql, rows)
+
+
+class _Transaction:
+    """`async with db.tx()`: the synchronous transaction of `Database.sync_tx`, entered and left on the loop."""
+
+    __slots__ = ("block", "db")
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def __aenter__(self) -> SqliteTx:
+        self.block = self.db.sync_tx()
+        return SqliteTx(self.block.__enter__(), self.db.path)
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool | None:
+        return self.block.__exit__(exc_type, exc, tb)
+
+
 class Database:
-    """One connection used by one thread; writes go through `tx()` (BEGIN IMMEDIATE … COMMIT).
+    """A home's `state.db` (`Db` on SQLite): one connection used by one thread; writes go through `tx()`
+    (BEGIN IMMEDIATE … COMMIT).
 
     With `group_commits(loop)`, the transactions of one event-loop iteration become savepoints of one
     transaction committed at the end of the iteration (group commit); `await durable()` waits for it,
     and nothing that tells the outside world about a write may happen before.
     """
 
+    dialect = SQLITE
+
     def __init__(self, path: Path, *, durability: Durability = "normal") -> None:
         self.path = path
+        self.name = str(path)
         self.durability = durability
         self._loop: asyncio.AbstractEventLoop | None = None
         self._group: asyncio.Future[None] | None = None  # the open group transaction's commit
@@ -97,8 +148,11 @@ class Database:
             self.conn.close()
             raise
 
+    async def open(self) -> None:
+        """Nothing to do: the file was opened and migrated when this was made."""
+
     def _migrate(self) -> None:
-        with self.tx() as conn:
+        with self.sync_tx() as conn:
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)"
             )
@@ -232,8 +286,12 @@ class Database:
         except StoreError as exc:
             log.error("rollback failed: %s", exc.message)
 
+    def tx(self) -> _Transaction:
+        """A write transaction for the store's operations (`Db.tx`): see `sync_tx`."""
+        return _Transaction(self)
+
     @contextmanager
-    def tx(self) -> Iterator[sqlite3.Connection]:
+    def sync_tx(self) -> Iterator[sqlite3.Connection]:
         """A write transaction: committed on success (or with its group), rolled back on any exception.
 
         sqlite3 errors of the body's statements leave as StoreError like those of BEGIN and COMMIT.
@@ -306,13 +364,13 @@ class Database:
             group.set_exception(error)
             group.exception()
 
-    def all(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+    async def all(self, sql: str, params: Params = ()) -> list[Row]:
         with map_sqlite_errors(self.path):
             return self.conn.execute(sql, params).fetchall()
 
-    def one(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Row | None:
+    async def one(self, sql: str, params: Params = ()) -> Row | None:
         with map_sqlite_errors(self.path):
-            row: sqlite3.Row | None = self.conn.execute(sql, params).fetchone()
+            row: Row | None = self.conn.execute(sql, params).fetchone()
             return row
 
     def defer_checkpoints(self) -> None:
@@ -356,6 +414,9 @@ class Database:
         finally:
             with map_sqlite_errors(self.path):
                 self.conn.close()
+
+    async def aclose(self) -> None:
+        self.close()
 
 
 def _is_locked(exc: StoreError) -> bool:

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 from .. import addresses
 from ..ids import exchange_here
-from .db import Database
+from .driver import Db
 
 
 def here(gateway_id: str, named: str) -> str:
@@ -20,12 +20,12 @@ def here(gateway_id: str, named: str) -> str:
     return exchange_here(gateway_id, named)
 
 
-def exchange_floor(db: Database, exchange: str) -> int:
+async def exchange_floor(db: Db, exchange: str) -> int:
     """The least hop a message of `exchange` can be at now, whichever peer sends it: the highest hop the
     exchange reached here (its arrivals and our own agents' sends in it), and one past the highest hop of
     ours that went to any peer in it."""
-    ran = db.one("SELECT MAX(hops) FROM runs WHERE origin = ? AND hops > 0", (exchange,))
-    sent = db.one("SELECT MAX(hops) FROM outbound WHERE origin = ?", (exchange,))
+    ran = await db.one("SELECT MAX(hops) FROM runs WHERE origin = ? AND hops > 0", (exchange,))
+    sent = await db.one("SELECT MAX(hops) FROM outbound WHERE origin = ?", (exchange,))
     floor = 0
     if ran is not None and ran[0] is not None:
         floor = int(ran[0])
@@ -34,21 +34,24 @@ def exchange_floor(db: Database, exchange: str) -> int:
     return floor
 
 
-def _from_peer(column: str = "sender") -> str:
-    return f"{column} GLOB 'peer:*' AND ({column} = ? OR {column} GLOB ?)"
+def _from_peer(db: Db, column: str = "sender") -> str:
+    """`column` is the peer's (`_peer_params`): `peer:NAME` or `peer:NAME/<profile>` (a range of the index: '0'
+    follows '/')."""
+    return f"{db.dialect.starts_with(column, 'peer:')} AND ({column} = ? OR ({column} >= ? AND {column} < ?))"
 
 
-def _peer_params(peer: str) -> tuple[str, str]:
-    return addresses.remote(peer), addresses.remote(peer, "*")
+def _peer_params(peer: str) -> tuple[str, str, str]:
+    address = addresses.remote(peer)
+    return address, f"{address}/", f"{address}0"
 
 
-def hop_floor(db: Database, peer: str, *, since: float) -> int:
+async def hop_floor(db: Db, peer: str, *, since: float) -> int:
     """The least hop a message from `peer` that names no exchange can be at now: the highest hop its
     messages reached here since `since`, and one past the highest hop of ours that went to it since then."""
-    arrived = db.one(
-        f"SELECT MAX(hops) FROM runs WHERE {_from_peer()} AND created_at >= ?", (*_peer_params(peer), since)
+    arrived = await db.one(
+        f"SELECT MAX(hops) FROM runs WHERE {_from_peer(db)} AND created_at >= ?", (*_peer_params(peer), since)
     )
-    sent = db.one("SELECT MAX(hops) FROM outbound WHERE peer = ? AND created_at >= ?", (peer, since))
+    sent = await db.one("SELECT MAX(hops) FROM outbound WHERE peer = ? AND created_at >= ?", (peer, since))
     floor = 0
     if arrived is not None and arrived[0] is not None:
         floor = int(arrived[0])
@@ -57,18 +60,18 @@ def hop_floor(db: Database, peer: str, *, since: float) -> int:
     return floor
 
 
-def arrivals(db: Database, peer: str, profile: str, *, since: float) -> int:
+async def arrivals(db: Db, peer: str, profile: str, *, since: float) -> int:
     """Messages from `peer` (any of its profiles) recorded for `profile` since a time, whatever their headers."""
-    row = db.one(
-        f"SELECT COUNT(*) FROM runs WHERE {_from_peer()} AND created_at >= ? AND profile = ?",
+    row = await db.one(
+        f"SELECT COUNT(*) FROM runs WHERE {_from_peer(db)} AND created_at >= ? AND profile = ?",
         (*_peer_params(peer), since, profile),
     )
     return int(row[0]) if row else 0
 
 
-def sessions_waiting_on(db: Database, peer: str, *, now: float) -> list[str]:
+async def sessions_waiting_on(db: Db, peer: str, *, now: float) -> list[str]:
     """Our sessions whose turn waits right now for an answer from `peer` (a synchronous message to it)."""
-    rows = db.all(
+    rows = await db.all(
         "SELECT DISTINCT sender_session FROM outbound WHERE peer = ? AND state = 'sending' AND sender_session IS"
         " NOT NULL AND wait_seconds > 0 AND created_at + wait_seconds >= ?",
         (peer, now),
@@ -76,13 +79,13 @@ def sessions_waiting_on(db: Database, peer: str, *, now: float) -> list[str]:
     return [str(r[0]) for r in rows]
 
 
-def waited_on_by(db: Database, peer: str, sessions: Iterable[str], *, now: float) -> str | None:
+async def waited_on_by(db: Db, peer: str, sessions: Iterable[str], *, now: float) -> str | None:
     """One of `sessions` whose running turn `peer` waits for (it sent the message synchronously), or None."""
     wanted = list(dict.fromkeys(sessions))
     if not wanted:
         return None
-    row = db.one(
-        f"SELECT session_id FROM runs WHERE {_from_peer()} AND state = 'running' AND wait_seconds > 0"
+    row = await db.one(
+        f"SELECT session_id FROM runs WHERE {_from_peer(db)} AND state = 'running' AND wait_seconds > 0"
         f" AND created_at + wait_seconds >= ? AND session_id IN ({', '.join('?' for _ in wanted)}) LIMIT 1",
         (*_peer_params(peer), now, *wanted),
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .db import Database
+from .driver import Db
 
 
 @dataclass(frozen=True)
@@ -35,8 +35,8 @@ def _params(address: str) -> tuple[str, str, str]:
     return address, address + "/", address + "/"
 
 
-def entries(
-    db: Database,
+async def entries(
+    db: Db,
     a: str | None = None,
     b: str | None = None,
     *,
@@ -84,7 +84,7 @@ def entries(
     if "refused" in states:
         state_clauses.append("kind = 'refusal'")
     state_where = f"WHERE {' OR '.join(state_clauses)}" if state_clauses else ""
-    rows = db.all(
+    rows = await db.all(
         "SELECT * FROM ("
         f"SELECT created_at AS at, sender, {runs_target} AS target, state, hops, wait_seconds, message, reply,"
         f" id AS run_id, error AS reason, origin, 'run' AS kind FROM runs WHERE {run_where}"
@@ -100,10 +100,10 @@ def entries(
     return [Entry(**dict(r)) for r in rows]
 
 
-def exchange(db: Database, origin: str) -> list[Entry]:
+async def exchange(db: Db, origin: str) -> list[Entry]:
     """The exchange that followed from one person's message (the run `origin`), in the order it was sent:
     the runs here and the messages sent to peers."""
-    rows = db.all(
+    rows = await db.all(
         "SELECT created_at AS at, sender, (profile || '/' || session_id) AS target, state, hops, wait_seconds,"
         " message, reply, id AS run_id, error AS reason, origin, 'run' AS kind FROM runs WHERE origin = ?"
         " UNION ALL "

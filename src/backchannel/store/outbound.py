@@ -6,11 +6,10 @@ no answer yet) and `started` (a run started with `peer run`).
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from dataclasses import dataclass
 
-from .db import Database
+from .driver import Db, Row
 
 _COLUMNS = (
     "id, sender, sender_profile, sender_session, origin, target, peer, agent, message, hops, state, reply, error,"
@@ -39,7 +38,7 @@ class Outbound:
     wake: bool
 
 
-def _row(row: sqlite3.Row) -> Outbound:
+def _row(row: Row) -> Outbound:
     return Outbound(**{**dict(row), "wake": bool(row["wake"])})
 
 
@@ -58,14 +57,14 @@ class NewOutbound:
     origin: str | None = None  # the exchange (a person's message) the send descends from
 
 
-def record(db: Database, new: NewOutbound) -> Outbound:
+async def record(db: Db, new: NewOutbound) -> Outbound:
     """A new row in state `sending`, or the row already filed under the same key (a retried send)."""
-    existing = by_key(db, new.idempotency_key)
+    existing = await by_key(db, new.idempotency_key)
     if existing is not None:
         return existing
     now = time.time()
-    with db.tx() as conn:
-        row = conn.execute(
+    async with db.tx() as tx:
+        row = await tx.one(
             "INSERT INTO outbound (sender, sender_profile, sender_session, origin, target, peer, agent, message, hops,"
             " wait_seconds, state, idempotency_key, created_at, updated_at)"
             f" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'sending', ?, ?, ?) RETURNING {_COLUMNS}",
@@ -84,12 +83,13 @@ def record(db: Database, new: NewOutbound) -> Outbound:
                 now,
                 now,
             ),
-        ).fetchone()
+        )
+    assert row is not None  # INSERT … RETURNING gives the row it wrote
     return _row(row)
 
 
-def update(
-    db: Database,
+async def update(
+    db: Db,
     row_id: int,
     *,
     state: str,
@@ -99,8 +99,8 @@ def update(
     remote_run_id: str | None = None,
     wake: bool | None = None,
 ) -> None:
-    with db.tx() as conn:
-        conn.execute(
+    async with db.tx() as tx:
+        await tx.run(
             "UPDATE outbound SET state = ?, reply = COALESCE(?, reply), error = COALESCE(?, error),"
             " remote_session_id = COALESCE(?, remote_session_id), remote_run_id = COALESCE(?, remote_run_id),"
             " wake = COALESCE(?, wake), updated_at = ? WHERE id = ?",
@@ -117,49 +117,51 @@ def update(
         )
 
 
-def settle(db: Database, row_id: int, *, state: str, reply: str | None, error: str | None) -> bool:
+async def settle(db: Db, row_id: int, *, state: str, reply: str | None, error: str | None) -> bool:
     """Record the known end of a message still pending; False when it was already settled."""
-    with db.tx() as conn:
-        cur = conn.execute(
+    async with db.tx() as tx:
+        changed = await tx.run(
             "UPDATE outbound SET state = ?, reply = COALESCE(?, reply), error = COALESCE(?, error), wake = 0,"
             " updated_at = ? WHERE id = ? AND state IN ('receipt', 'started', 'sending', 'unknown')",
             (state, reply, error, time.time(), row_id),
         )
-    return cur.rowcount == 1
+    return changed == 1
 
 
-def by_key(db: Database, key: str) -> Outbound | None:
-    row = db.one(f"SELECT {_COLUMNS} FROM outbound WHERE idempotency_key = ? ORDER BY id LIMIT 1", (key,))
+async def by_key(db: Db, key: str) -> Outbound | None:
+    row = await db.one(f"SELECT {_COLUMNS} FROM outbound WHERE idempotency_key = ? ORDER BY id LIMIT 1", (key,))
     return _row(row) if row is not None else None
 
 
-def by_remote_run(db: Database, peer: str, remote_run_id: str) -> Outbound | None:
+async def by_remote_run(db: Db, peer: str, remote_run_id: str) -> Outbound | None:
     """The message that started run `remote_run_id` on `peer` (as that peer named it), newest first."""
-    row = db.one(
+    row = await db.one(
         f"SELECT {_COLUMNS} FROM outbound WHERE peer = ? AND remote_run_id = ? ORDER BY id DESC LIMIT 1",
         (peer, remote_run_id),
     )
     return _row(row) if row is not None else None
 
 
-def sent_by(db: Database, sender_profile: str, remote_run_id: str) -> Outbound | None:
+async def sent_by(db: Db, sender_profile: str, remote_run_id: str) -> Outbound | None:
     """The message a profile sent that a peer's run `remote_run_id` handles (for that agent's check_message)."""
-    row = db.one(
+    row = await db.one(
         f"SELECT {_COLUMNS} FROM outbound WHERE remote_run_id = ? AND sender_profile = ? ORDER BY id DESC LIMIT 1",
         (remote_run_id, sender_profile),
     )
     return _row(row) if row is not None else None
 
 
-def awaiting_replies(db: Database) -> list[Outbound]:
+async def awaiting_replies(db: Db) -> list[Outbound]:
     """Messages answered with a receipt whose sender (an agent's session) wants the reply when it comes."""
-    rows = db.all(f"SELECT {_COLUMNS} FROM outbound WHERE wake = 1 AND state = 'receipt' AND remote_run_id IS NOT NULL")
+    rows = await db.all(
+        f"SELECT {_COLUMNS} FROM outbound WHERE wake = 1 AND state = 'receipt' AND remote_run_id IS NOT NULL"
+    )
     return [_row(r) for r in rows]
 
 
-def count(db: Database, *, sender_profile: str, target: str, origin: str, since: float) -> int:
+async def count(db: Db, *, sender_profile: str, target: str, origin: str, since: float) -> int:
     """Messages one profile sent to one remote target within one exchange since a time (the pair budget)."""
-    row = db.one(
+    row = await db.one(
         "SELECT COUNT(*) FROM outbound WHERE sender_profile = ? AND target = ? AND origin = ? AND created_at >= ?",
         (sender_profile, target, origin, since),
     )

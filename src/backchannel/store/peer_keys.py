@@ -10,13 +10,12 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import sqlite3
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import Conflict, NotFound
-from .db import Database
+from .driver import Db, Row
 
 USE_STAMP_SECONDS = 60.0  # last_used_at is written at most this often per key (not on every request)
 
@@ -48,7 +47,7 @@ def digest(key: str) -> str:
     return hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()
 
 
-def _row(row: sqlite3.Row) -> PeerKey:
+def _row(row: Row) -> PeerKey:
     return PeerKey(
         name=row["name"],
         profiles=tuple(json.loads(row["profiles"])),
@@ -59,74 +58,75 @@ def _row(row: sqlite3.Row) -> PeerKey:
     )
 
 
-def create(db: Database, name: str, key: str, *, profiles: tuple[str, ...], read: bool) -> PeerKey:
+async def create(db: Db, name: str, key: str, *, profiles: tuple[str, ...], read: bool) -> PeerKey:
     now = time.time()
-    with db.tx() as conn:
-        if conn.execute("SELECT 1 FROM peer_keys WHERE name = ?", (name,)).fetchone():
+    async with db.tx() as tx:
+        if await tx.one("SELECT 1 FROM peer_keys WHERE name = ?", (name,)):
             raise Conflict(
                 f"a key named {name!r} exists already: `backchannel key rotate {name}` gives it a new value",
                 code="key_exists",
             )
-        row = conn.execute(
+        row = await tx.one(
             "INSERT INTO peer_keys (name, key_hash, profiles, read, created_at) VALUES (?, ?, ?, ?, ?) RETURNING *",
             (name, digest(key), json.dumps(list(profiles)), int(read), now),
-        ).fetchone()
+        )
+    assert row is not None  # INSERT … RETURNING gives the row it wrote
     return _row(row)
 
 
-def rotate(db: Database, name: str, key: str) -> PeerKey:
-    with db.tx() as conn:
-        row = conn.execute(
+async def rotate(db: Db, name: str, key: str) -> PeerKey:
+    async with db.tx() as tx:
+        row = await tx.one(
             "UPDATE peer_keys SET key_hash = ?, rotated_at = ?, last_used_at = NULL WHERE name = ? RETURNING *",
             (digest(key), time.time(), name),
-        ).fetchone()
+        )
     if row is None:
-        raise _unknown(db, name)
+        raise await _unknown(db, name)
     return _row(row)
 
 
-def revoke(db: Database, name: str) -> PeerKey:
-    with db.tx() as conn:
-        row = conn.execute("DELETE FROM peer_keys WHERE name = ? RETURNING *", (name,)).fetchone()
+async def revoke(db: Db, name: str) -> PeerKey:
+    async with db.tx() as tx:
+        row = await tx.one("DELETE FROM peer_keys WHERE name = ? RETURNING *", (name,))
     if row is None:
-        raise _unknown(db, name)
+        raise await _unknown(db, name)
     return _row(row)
 
 
-def all_keys(db: Database) -> list[PeerKey]:
-    return [_row(r) for r in db.all("SELECT * FROM peer_keys ORDER BY name")]
+async def all_keys(db: Db) -> list[PeerKey]:
+    return [_row(r) for r in await db.all("SELECT * FROM peer_keys ORDER BY name")]
 
 
-def get(db: Database, name: str) -> PeerKey:
-    row = db.one("SELECT * FROM peer_keys WHERE name = ?", (name,))
+async def get(db: Db, name: str) -> PeerKey:
+    row = await db.one("SELECT * FROM peer_keys WHERE name = ?", (name,))
     if row is None:
-        raise _unknown(db, name)
+        raise await _unknown(db, name)
     return _row(row)
 
 
-def find(db: Database, key: str) -> PeerKey | None:
+async def find(db: Db, key: str) -> PeerKey | None:
     """The peer whose key this is, or None. Every stored hash is compared, in constant time."""
     wanted = digest(key)
-    found: sqlite3.Row | None = None
-    for row in db.all("SELECT * FROM peer_keys"):
+    found: Row | None = None
+    for row in await db.all("SELECT * FROM peer_keys"):
         if hmac.compare_digest(row["key_hash"], wanted):
             found = row
     return _row(found) if found is not None else None
 
 
-def live(db: Database) -> set[tuple[str, str]]:
+async def live(db: Db) -> set[tuple[str, str]]:
     """Every key in force now, as (name, hash)."""
-    return {(str(r["name"]), str(r["key_hash"])) for r in db.all("SELECT name, key_hash FROM peer_keys")}
+    return {(str(r["name"]), str(r["key_hash"])) for r in await db.all("SELECT name, key_hash FROM peer_keys")}
 
 
-def stamp_use(db: Database, key: PeerKey) -> None:
+async def stamp_use(db: Db, key: PeerKey) -> None:
     """Note that a key was used (at most once a minute per key)."""
     now = time.time()
     if (key.last_used_at or 0) < now - USE_STAMP_SECONDS:
-        with db.tx() as conn:
-            conn.execute("UPDATE peer_keys SET last_used_at = ? WHERE name = ?", (now, key.name))
+        async with db.tx() as tx:
+            await tx.run("UPDATE peer_keys SET last_used_at = ? WHERE name = ?", (now, key.name))
 
 
-def _unknown(db: Database, name: str) -> NotFound:
-    known = ", ".join(k.name for k in all_keys(db)) or "none"
+async def _unknown(db: Db, name: str) -> NotFound:
+    known = ", ".join(k.name for k in await all_keys(db)) or "none"
     return NotFound(f"no key named {name!r} (keys: {known})", code="key_not_found")

@@ -11,12 +11,11 @@ it and however often. Rows of one config go out in order: only the oldest pendin
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from dataclasses import dataclass
 
 from ..errors import Conflict, LimitReached
-from .db import Database
+from .driver import Db, Row, Tx
 
 _CONFIG = (
     "seq, task_id, config_id, owner, profile, url, token, auth_scheme, auth_credentials, version, notified, done,"
@@ -70,7 +69,7 @@ class Event:
     body: bytes
 
 
-def _config(row: sqlite3.Row) -> PushConfigRow:
+def _config(row: Row) -> PushConfigRow:
     return PushConfigRow(
         seq=row["seq"],
         task_id=row["task_id"],
@@ -85,8 +84,8 @@ def _config(row: sqlite3.Row) -> PushConfigRow:
     )
 
 
-def save(
-    db: Database,
+async def save(
+    db: Db,
     *,
     task_id: str,
     config_id: str,
@@ -101,21 +100,22 @@ def save(
 
     A new one past the task's or the owner's bound is refused (LimitReached), and nothing is written."""
     now = time.time()
-    with db.tx() as conn:
-        known = conn.execute(
+    async with db.tx() as tx:
+        known = await tx.one(
             "SELECT seq FROM push_configs WHERE task_id = ? AND config_id = ? AND owner = ?",
             (task_id, config_id, owner),
-        ).fetchone()
+        )
         if known is None:
-            on_task = conn.execute("SELECT COUNT(*) FROM push_configs WHERE task_id = ?", (task_id,)).fetchone()[0]
+            counted = await tx.one("SELECT COUNT(*) FROM push_configs WHERE task_id = ?", (task_id,))
+            on_task = int(counted[0]) if counted is not None else 0
             if on_task >= max_per_task:
                 raise LimitReached(
                     f"task {task_id!r} has {on_task} push notification configs, the most a task may have"
                     " (gateway.a2a.push_max_configs_per_task): delete one first",
                     code="push_config_limit",
                 )
-            require_room(db, owner, max_per_owner=max_per_owner)
-        row = conn.execute(
+            await require_room(tx, owner, max_per_owner=max_per_owner)
+        row = await tx.one(
             "INSERT INTO push_configs (task_id, config_id, owner, profile, url, token, auth_scheme, auth_credentials,"
             " version, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
             " ON CONFLICT (task_id, config_id) DO UPDATE SET url = excluded.url, token = excluded.token,"
@@ -135,15 +135,16 @@ def save(
                 now,
                 now,
             ),
-        ).fetchone()
+        )
     if row is None:  # a task is its owner's alone: another's config id on it is never replaced
         raise Conflict(f"push notification config {config_id!r} of task {task_id!r} is not this key's", code="conflict")
     return _config(row)
 
 
-def require_room(db: Database, owner: str, *, max_per_owner: int) -> None:
-    """LimitReached when `owner` holds `max_per_owner` configs on tasks not yet ended."""
-    held = db.one("SELECT COUNT(*) FROM push_configs WHERE owner = ? AND done = 0", (owner,))
+async def require_room(db: Db | Tx, owner: str, *, max_per_owner: int) -> None:
+    """LimitReached when `owner` holds `max_per_owner` configs on tasks not yet ended (read by `db`, or inside the
+    transaction `tx`)."""
+    held = await db.one("SELECT COUNT(*) FROM push_configs WHERE owner = ? AND done = 0", (owner,))
     count = int(held[0]) if held else 0
     if count >= max_per_owner:
         raise LimitReached(
@@ -153,59 +154,59 @@ def require_room(db: Database, owner: str, *, max_per_owner: int) -> None:
         )
 
 
-def configs(db: Database, task_id: str, owner: str) -> list[PushConfigRow]:
-    rows = db.all(f"SELECT {_CONFIG} FROM push_configs WHERE task_id = ? AND owner = ? ORDER BY seq", (task_id, owner))
+async def configs(db: Db, task_id: str, owner: str) -> list[PushConfigRow]:
+    rows = await db.all(
+        f"SELECT {_CONFIG} FROM push_configs WHERE task_id = ? AND owner = ? ORDER BY seq", (task_id, owner)
+    )
     return [_config(r) for r in rows]
 
 
-def delete(db: Database, task_id: str, owner: str, config_id: str) -> bool:
+async def delete(db: Db, task_id: str, owner: str, config_id: str) -> bool:
     """Remove a config and every notification still owed for it; False when there was none."""
-    with db.tx() as conn:
-        cur = conn.execute(
+    async with db.tx() as tx:
+        changed = await tx.run(
             "DELETE FROM push_configs WHERE task_id = ? AND owner = ? AND config_id = ?", (task_id, owner, config_id)
         )
-    return cur.rowcount == 1
+    return changed == 1
 
 
-def watched_tasks(db: Database) -> set[str]:
+async def watched_tasks(db: Db) -> set[str]:
     """The tasks whose configs still wait for their end."""
-    return {str(r[0]) for r in db.all("SELECT DISTINCT task_id FROM push_configs WHERE done = 0")}
+    return {str(r[0]) for r in await db.all("SELECT DISTINCT task_id FROM push_configs WHERE done = 0")}
 
 
-def behind(db: Database) -> list[PushConfigRow]:
+async def behind(db: Db) -> list[PushConfigRow]:
     """Configs whose task's run has moved on from what was last turned into notifications for them."""
-    rows = db.all(
+    rows = await db.all(
         f"SELECT {', '.join('c.' + c for c in _CONFIG.split(', '))} FROM push_configs c JOIN runs r ON r.id = c.task_id"
         " WHERE c.done = 0 AND c.notified != r.state ORDER BY c.seq"
     )
     return [_config(r) for r in rows]
 
 
-def enqueue(db: Database, config_seq: int, events: list[Event], *, state: str, done: bool) -> int:
+async def enqueue(db: Db, config_seq: int, events: list[Event], *, state: str, done: bool) -> int:
     """Queue the notifications of a run state for one config (those already queued once are skipped) and record
     the state as told; the number queued. A config deleted meanwhile gets none."""
     now = time.time()
     queued = 0
-    with db.tx() as conn:
-        cur = conn.execute(
+    async with db.tx() as tx:
+        if not await tx.run(
             "UPDATE push_configs SET notified = ?, done = ?, updated_at = ? WHERE seq = ?",
             (state, int(done), now, config_seq),
-        )
-        if cur.rowcount == 0:
+        ):
             return 0
         for event in events:
-            cur = conn.execute(
+            queued += await tx.run(
                 "INSERT INTO push_outbox (config_seq, event_key, notification_id, body, state, next_at, created_at)"
                 " VALUES (?, ?, ?, ?, 'pending', ?, ?) ON CONFLICT (config_seq, event_key) DO NOTHING",
                 (config_seq, event.key, event.notification_id, event.body, now, now),
             )
-            queued += cur.rowcount
     return queued
 
 
-def due(db: Database, *, now: float, limit: int, busy: set[int]) -> list[Owed]:
+async def due(db: Db, *, now: float, limit: int, busy: set[int]) -> list[Owed]:
     """The oldest pending notification of each config, where it is due now (configs in `busy` left out)."""
-    rows = db.all(
+    rows = await db.all(
         "SELECT o.seq, o.config_seq, c.task_id, o.notification_id, o.body, o.attempts, c.url, c.token, c.auth_scheme,"
         " c.auth_credentials FROM push_outbox o JOIN push_configs c ON c.seq = o.config_seq"
         " WHERE o.state = 'pending' AND o.next_at <= ? AND o.seq = (SELECT MIN(p.seq) FROM push_outbox p"
@@ -228,43 +229,43 @@ def due(db: Database, *, now: float, limit: int, busy: set[int]) -> list[Owed]:
     return owed[:limit]
 
 
-def next_due(db: Database) -> float | None:
+async def next_due(db: Db) -> float | None:
     """When the next pending notification is due (None: none is owed)."""
-    row = db.one("SELECT MIN(next_at) FROM push_outbox WHERE state = 'pending'")
+    row = await db.one("SELECT MIN(next_at) FROM push_outbox WHERE state = 'pending'")
     return None if row is None or row[0] is None else float(row[0])
 
 
-def delivered(db: Database, seq: int, *, attempts: int) -> None:
-    with db.tx() as conn:
-        conn.execute(
+async def delivered(db: Db, seq: int, *, attempts: int) -> None:
+    async with db.tx() as tx:
+        await tx.run(
             "UPDATE push_outbox SET state = 'delivered', attempts = ?, finished_at = ?"
             " WHERE seq = ? AND state = 'pending'",
             (attempts, time.time(), seq),
         )
 
 
-def retry(db: Database, seq: int, *, attempts: int, at: float, error: str) -> None:
-    with db.tx() as conn:
-        conn.execute(
+async def retry(db: Db, seq: int, *, attempts: int, at: float, error: str) -> None:
+    async with db.tx() as tx:
+        await tx.run(
             "UPDATE push_outbox SET attempts = ?, next_at = ?, last_error = ? WHERE seq = ? AND state = 'pending'",
             (attempts, at, error, seq),
         )
 
 
-def give_up(db: Database, seq: int, *, attempts: int, error: str) -> None:
-    with db.tx() as conn:
-        conn.execute(
+async def give_up(db: Db, seq: int, *, attempts: int, error: str) -> None:
+    async with db.tx() as tx:
+        await tx.run(
             "UPDATE push_outbox SET state = 'failed', attempts = ?, last_error = ?, finished_at = ?"
             " WHERE seq = ? AND state = 'pending'",
             (attempts, error, time.time(), seq),
         )
 
 
-def prune(db: Database, *, before: float) -> None:
+async def prune(db: Db, *, before: float) -> None:
     """Forget notifications settled before `before`, and the configs of ended tasks with nothing left owed."""
-    with db.tx() as conn:
-        conn.execute("DELETE FROM push_outbox WHERE state != 'pending' AND finished_at < ?", (before,))
-        conn.execute(
+    async with db.tx() as tx:
+        await tx.run("DELETE FROM push_outbox WHERE state != 'pending' AND finished_at < ?", (before,))
+        await tx.run(
             "DELETE FROM push_configs WHERE done = 1 AND updated_at < ? AND NOT EXISTS"
             " (SELECT 1 FROM push_outbox o WHERE o.config_seq = push_configs.seq)",
             (before,),

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import time
 
-from .db import Database
+from .driver import Db
 
 
-def record(
-    db: Database, *, sender: str, target: str, code: str, reason: str, message: str, hops: int, wait: float | None
+async def record(
+    db: Db, *, sender: str, target: str, code: str, reason: str, message: str, hops: int, wait: float | None
 ) -> None:
-    with db.tx() as conn:
-        conn.execute(
+    async with db.tx() as tx:
+        await tx.run(
             "INSERT INTO refusals (sender, target, code, reason, message, hops, wait_seconds, created_at)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (sender, target, code, reason, message, hops, wait, time.time()),

@@ -1,12 +1,14 @@
 """Durable run queue: record (idempotently), claim, finish with the reply, cancel, expire, reclaim.
 
-Every transition is one guarded UPDATE that reports whether it happened.
+Every transition is one guarded UPDATE that reports whether it happened. Each operation is written once for
+both backends (`driver.Db`); where several gateways share a PostgreSQL store, the reads a write decides on lock
+their rows (`Dialect.for_update`, `skip_locked`), a session has at most one running run (a unique index), and
+a claim's fencing token (`fencing`, one more at each claim) guards every write of the turn that claimed it.
 """
 
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,7 +19,7 @@ from ..errors import Conflict, LimitReached, NotFound
 from ..ids import new_run_id
 from ..messages import Attachment, Message
 from ..states import RunState as RunState  # the store records the states; it re-exports them for its callers
-from .db import Database
+from .driver import CHANGES_CHANNEL, Db, Row, Tx
 from .sessions import append_messages
 
 QUEUE_FULL_RETRY_SECONDS = 2.0
@@ -49,6 +51,7 @@ class RunRow:
     sender_session: str | None = None
     wait_seconds: float | None = None
     wake: bool = False
+    fencing: int = 0  # one more at each claim: the writes of a turn are refused once another claim took the run
 
     @property
     def given_key(self) -> str:
@@ -80,7 +83,7 @@ class RunRow:
         }
 
 
-def _run(row: sqlite3.Row) -> RunRow:
+def _run(row: Row) -> RunRow:
     return RunRow(
         id=row["id"],
         seq=row["seq"],
@@ -106,6 +109,7 @@ def _run(row: sqlite3.Row) -> RunRow:
         sender_session=row["sender_session"],
         wait_seconds=row["wait_seconds"],
         wake=bool(row["wake"]),
+        fencing=row["fencing"],
     )
 
 
@@ -131,8 +135,8 @@ class NewRun:
     files: tuple[Attachment, ...] = ()  # what the message came with, written with the run
 
 
-def record(
-    db: Database,
+async def record(
+    db: Db,
     new: NewRun,
     *,
     claim_for: str | None = None,
@@ -158,36 +162,37 @@ def record(
     fp = keys.fingerprint(new.sender, new.session_id, new.message)
     run_id = new_run_id()
     key = new.idempotency_key
-    with db.tx() as conn:
+    async with db.tx() as tx:
+        if db.dialect.row_locks:  # records and claims of one session, from every gateway, one after another
+            await tx.one(f"SELECT 1 FROM sessions WHERE id = ?{db.dialect.for_update}", (new.session_id,))
         if key is None:
-            recent = conn.execute(
-                "SELECT * FROM runs WHERE fingerprint = ? AND idempotency_key GLOB 'dedup:*' AND created_at >= ?"
-                " AND state NOT IN ('failed', 'cancelled', 'expired') ORDER BY seq DESC LIMIT 1",
+            recent = await tx.one(
+                f"SELECT * FROM runs WHERE fingerprint = ? AND {db.dialect.starts_with('idempotency_key', 'dedup:')}"
+                " AND created_at >= ? AND state NOT IN ('failed', 'cancelled', 'expired') ORDER BY seq DESC LIMIT 1",
                 (fp, now - dedup_window),
-            ).fetchone()
+            )
             if recent is not None:
                 return _run(recent), False
             key = keys.dedup(fp, run_id)
-        elif admit is not None and (
-            known := conn.execute("SELECT * FROM runs WHERE idempotency_key = ?", (key,)).fetchone()
-        ):
+        elif admit is not None and (known := await tx.one("SELECT * FROM runs WHERE idempotency_key = ?", (key,))):
             max_queued = admit = None  # a replay: it is answered with its run, whatever the limits say now
             if known["fingerprint"] == fp:
                 return _run(known), False
         # One read for the queue cap and the claim: how many of the session's runs wait, and whether one runs.
-        waiting, running = (
-            conn.execute(
-                "SELECT COALESCE(SUM(state = 'queued'), 0), COALESCE(SUM(state = 'running'), 0) FROM runs"
+        counted = (
+            await tx.one(
+                "SELECT COUNT(*) FILTER (WHERE state = 'queued'), COUNT(*) FILTER (WHERE state = 'running') FROM runs"
                 " WHERE session_id = ? AND state IN ('queued', 'running')",
                 (new.session_id,),
-            ).fetchone()
+            )
             if max_queued or claim_for is not None
-            else (0, 0)
+            else None
         )
+        waiting, running = (int(counted[0]), int(counted[1])) if counted is not None else (0, 0)
         if (
             max_queued
             and waiting >= max_queued
-            and (key is None or conn.execute("SELECT 1 FROM runs WHERE idempotency_key = ?", (key,)).fetchone() is None)
+            and (key is None or await tx.one("SELECT 1 FROM runs WHERE idempotency_key = ?", (key,)) is None)
         ):  # a replay (its key known) is answered with its run below, whatever the limits say now
             raise LimitReached(
                 f"session {new.session_id!r} already has {waiting} message{'' if waiting == 1 else 's'} waiting "
@@ -198,11 +203,11 @@ def record(
         if admit is not None:
             admit()
         claimed = claim_for is not None and not new.held and not (waiting or running)
-        cur = conn.execute(
+        row = await tx.one(
             "INSERT INTO runs (id, idempotency_key, fingerprint, sender, profile, session_id, message, hops, chain,"
             " state, created_at, updated_at, expires_at, origin, sender_profile, sender_session, wait_seconds, wake,"
-            " owner, lease_until, attempts, started_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " owner, lease_until, attempts, started_at, fencing)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
             " ON CONFLICT (idempotency_key) DO NOTHING RETURNING *",
             (
                 run_id,
@@ -227,18 +232,21 @@ def record(
                 now + lease_seconds if claimed else None,
                 1 if claimed else 0,
                 now if claimed else None,
+                1 if claimed else 0,
             ),
         )
-        row = cur.fetchone()
         created = row is not None
         if row is None:
-            row = conn.execute("SELECT * FROM runs WHERE idempotency_key = ?", (key,)).fetchone()
-        elif new.files:
-            conn.executemany(
-                "INSERT INTO run_files (run_id, ordinal, name, media_type, url, content, size)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [(run_id, n, f.name, f.media_type, f.url, f.content, f.size) for n, f in enumerate(new.files)],
-            )
+            row = await tx.one("SELECT * FROM runs WHERE idempotency_key = ?", (key,))
+            assert row is not None  # the key's run, which the insert ran into
+        else:
+            if new.files:
+                await tx.many(
+                    "INSERT INTO run_files (run_id, ordinal, name, media_type, url, content, size)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [(run_id, n, f.name, f.media_type, f.url, f.content, f.size) for n, f in enumerate(new.files)],
+                )
+            await announce(db, tx, run_id)
     if not created and row["fingerprint"] != fp:
         raise Conflict(
             f"idempotency key {keys.given(key)!r} was already used for a different message or target (run {row['id']})",
@@ -247,14 +255,21 @@ def record(
     return _run(row), created
 
 
-def files_of(db: Database, run_ids: list[str]) -> dict[str, list[Attachment]]:
+async def announce(db: Db, tx: Tx, run_id: str) -> None:
+    """Tell the other gateways of a shared store that a run changed, once this transaction commits (PostgreSQL
+    delivers a notice only on COMMIT); on SQLite, other processes notice the commit itself."""
+    if db.dialect.row_locks:
+        await tx.one("SELECT pg_notify(?, ?)", (CHANGES_CHANNEL, run_id))
+
+
+async def files_of(db: Db, run_ids: list[str]) -> dict[str, list[Attachment]]:
     """The files each of the runs came with, in the order they were sent (runs without any left out)."""
     unique = sorted(set(run_ids))
     if not unique:
         return {}
     marks = ", ".join("?" for _ in unique)
     found: dict[str, list[Attachment]] = {}
-    for r in db.all(
+    for r in await db.all(
         f"SELECT run_id, name, media_type, url, content FROM run_files WHERE run_id IN ({marks})"
         " ORDER BY run_id, ordinal",
         unique,
@@ -263,120 +278,135 @@ def files_of(db: Database, run_ids: list[str]) -> dict[str, list[Attachment]]:
     return found
 
 
-def get(db: Database, run_id: str) -> RunRow:
-    row = db.one("SELECT * FROM runs WHERE id = ?", (run_id,))
+async def get(db: Db, run_id: str) -> RunRow:
+    row = await db.one("SELECT * FROM runs WHERE id = ?", (run_id,))
     if row is None:
         raise NotFound(f"no run {run_id!r}", code="run_not_found")
     return _run(row)
 
 
-def by_key(db: Database, key: str) -> RunRow | None:
+async def by_key(db: Db, key: str) -> RunRow | None:
     """The run filed under an idempotency key, if any."""
-    row = db.one("SELECT * FROM runs WHERE idempotency_key = ?", (key,))
+    row = await db.one("SELECT * FROM runs WHERE idempotency_key = ?", (key,))
     return _run(row) if row is not None else None
 
 
-def queue_position(db: Database, run: RunRow) -> int | None:
+async def queue_position(db: Db, run: RunRow) -> int | None:
     """1-based place among the queued runs of the run's session; None when it is not queued."""
     if run.state is not RunState.QUEUED:
         return None
-    row = db.one(
+    row = await db.one(
         "SELECT COUNT(*) FROM runs WHERE session_id = ? AND state = 'queued' AND seq <= ?",
         (run.session_id, run.seq),
     )
     return int(row[0]) if row else None
 
 
-def runs_ahead(db: Database, run: RunRow) -> int:
+async def runs_ahead(db: Db, run: RunRow) -> int:
     """How many runs of the run's session go before it: the one running and those queued earlier (0 when
     it is not queued)."""
     if run.state is not RunState.QUEUED:
         return 0
-    row = db.one(
+    row = await db.one(
         "SELECT COUNT(*) FROM runs WHERE session_id = ? AND (state = 'running' OR (state = 'queued' AND seq < ?))",
         (run.session_id, run.seq),
     )
     return int(row[0]) if row else 0
 
 
-def has_queued(db: Database, session_id: str) -> bool:
+async def has_queued(db: Db, session_id: str) -> bool:
     """Whether the session has a queued run (a read: no write transaction)."""
-    return db.one("SELECT 1 FROM runs WHERE session_id = ? AND state = 'queued' LIMIT 1", (session_id,)) is not None
+    found = await db.one("SELECT 1 FROM runs WHERE session_id = ? AND state = 'queued' LIMIT 1", (session_id,))
+    return found is not None
 
 
-def claim_next(
-    db: Database, session_id: str, *, owner: str, lease_seconds: float
+async def claim_next(
+    db: Db, session_id: str, *, owner: str, lease_seconds: float
 ) -> tuple[RunRow | None, list[RunRow]]:
     """Take the oldest queued run of a session, unless one of its runs is running (in any process).
 
     Returns (the claimed run or None, the runs that expired in the queue on the way). Ask `has_queued`
-    first: the common case after a turn needs no write transaction."""
+    first: the common case after a turn needs no write transaction. On a shared store a session another
+    gateway is claiming from (or recording into) right now is passed over: that gateway takes its run."""
     expired: list[RunRow] = []
     now = time.time()
-    with db.tx() as conn:
-        if conn.execute("SELECT 1 FROM runs WHERE session_id = ? AND state = 'running'", (session_id,)).fetchone():
+    async with db.tx() as tx:
+        if db.dialect.row_locks and not await tx.one(
+            f"SELECT 1 FROM sessions WHERE id = ?{db.dialect.skip_locked}", (session_id,)
+        ):
+            return None, expired
+        if await tx.one("SELECT 1 FROM runs WHERE session_id = ? AND state = 'running' LIMIT 1", (session_id,)):
             return None, expired
         while True:
-            row = conn.execute(
+            row = await tx.one(
                 "SELECT * FROM runs WHERE session_id = ? AND state = 'queued' ORDER BY seq LIMIT 1", (session_id,)
-            ).fetchone()
+            )
             if row is None:
                 return None, expired
             if row["expires_at"] is not None and row["expires_at"] < now:
-                gone = conn.execute(
+                gone = await tx.one(
                     "UPDATE runs SET state = 'expired', error = ?, error_code = 'expired', updated_at = ?,"
                     " finished_at = ? WHERE seq = ? RETURNING *",
                     (f"expired after waiting {now - row['created_at']:.0f}s in the queue", now, now, row["seq"]),
-                ).fetchone()
+                )
+                assert gone is not None  # the row read under the same lock
+                await announce(db, tx, gone["id"])
                 expired.append(_run(gone))
                 continue
-            updated = conn.execute(
-                "UPDATE runs SET state = 'running', attempts = attempts + 1, owner = ?, lease_until = ?,"
-                " started_at = ?, updated_at = ? WHERE seq = ? AND state = 'queued' RETURNING *",
+            updated = await tx.one(
+                "UPDATE runs SET state = 'running', attempts = attempts + 1, fencing = fencing + 1, owner = ?,"
+                " lease_until = ?, started_at = ?, updated_at = ? WHERE seq = ? AND state = 'queued' RETURNING *",
                 (owner, now + lease_seconds, now, now, row["seq"]),
-            ).fetchone()
+            )
+            assert updated is not None  # the row read under the same lock
+            await announce(db, tx, updated["id"])
             return _run(updated), expired
 
 
-def unclaim(db: Database, run_id: str, *, owner: str) -> RunRow | None:
+async def unclaim(db: Db, run: RunRow, *, owner: str) -> RunRow | None:
     """Put a run this owner claimed back in the queue before its turn began (the claim does not count as
     an attempt). None when it was not ours any more."""
-    with db.tx() as conn:
-        row = conn.execute(
-            "UPDATE runs SET state = 'queued', attempts = MAX(attempts - 1, 0), owner = NULL, lease_until = NULL,"
-            " started_at = NULL, updated_at = ? WHERE id = ? AND state = 'running' AND owner = ? RETURNING *",
-            (time.time(), run_id, owner),
-        ).fetchone()
+    async with db.tx() as tx:
+        row = await tx.one(
+            "UPDATE runs SET state = 'queued', attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END,"
+            " owner = NULL, lease_until = NULL, started_at = NULL, updated_at = ?"
+            " WHERE id = ? AND state = 'running' AND owner = ? AND fencing = ? RETURNING *",
+            (time.time(), run.id, owner, run.fencing),
+        )
+        if row is not None:
+            await announce(db, tx, run.id)
     return _run(row) if row is not None else None
 
 
-def expire_due(db: Database, profile: str) -> list[RunRow]:
+async def expire_due(db: Db, profile: str) -> list[RunRow]:
     """Expire the profile's queued runs past their TTL (as `claim_next` would, for a queue nobody claims from)."""
     now = time.time()
-    with db.tx() as conn:
-        rows = conn.execute(
+    async with db.tx() as tx:
+        rows = await tx.all(
             "UPDATE runs SET state = 'expired', error = 'expired after waiting ' || CAST(ROUND(? - created_at) AS"
             " INTEGER) || 's in the queue', error_code = 'expired', updated_at = ?, finished_at = ?"
             " WHERE profile = ? AND state = 'queued' AND expires_at IS NOT NULL AND expires_at < ? RETURNING *",
             (now, now, now, profile, now),
-        ).fetchall()
+        )
+        for r in rows:
+            await announce(db, tx, r["id"])
     return [_run(r) for r in rows]
 
 
-def renew_leases(db: Database, run_ids: list[str], *, owner: str, lease_seconds: float) -> None:
+async def renew_leases(db: Db, run_ids: list[str], *, owner: str, lease_seconds: float) -> None:
     if not run_ids:
         return
     until = time.time() + lease_seconds
-    with db.tx() as conn:
-        conn.executemany(
+    async with db.tx() as tx:
+        await tx.many(
             "UPDATE runs SET lease_until = ? WHERE id = ? AND owner = ? AND state = 'running'",
             [(until, rid, owner) for rid in run_ids],
         )
 
 
-def finish(
-    db: Database,
-    run_id: str,
+async def finish(
+    db: Db,
+    run: RunRow,
     *,
     owner: str,
     state: RunState,
@@ -385,80 +415,86 @@ def finish(
     error_code: str | None = None,
     messages: list[Message] | None = None,
 ) -> RunRow | None:
-    """End a running run that this owner holds; its messages and its state commit together.
+    """End a running run that this owner holds under the claim `run` was given (its fencing token); its messages
+    and its state commit together.
 
-    Returns the finished run, or None when it was not ours to finish (lease lost)."""
+    Returns the finished run, or None when it was not ours to finish (the lease lost, the run claimed again)."""
     now = time.time()
-    with db.tx() as conn:
-        row = conn.execute(
+    async with db.tx() as tx:
+        row = await tx.one(
             "UPDATE runs SET state = ?, reply = ?, error = ?, error_code = ?, owner = NULL, lease_until = NULL,"
-            " updated_at = ?, finished_at = ? WHERE id = ? AND state = 'running' AND owner = ? RETURNING *",
-            (state.value, reply, error, error_code, now, now, run_id, owner),
-        ).fetchone()
+            " updated_at = ?, finished_at = ? WHERE id = ? AND state = 'running' AND owner = ? AND fencing = ?"
+            " RETURNING *",
+            (state.value, reply, error, error_code, now, now, run.id, owner, run.fencing),
+        )
         if row is None:
             return None
         if messages:
-            append_messages(conn, row["session_id"], messages, run_id=run_id)
+            await append_messages(tx, row["session_id"], messages, run_id=run.id)
+        await announce(db, tx, run.id)
     return _run(row)
 
 
-def cancel_waiting(db: Database, run_id: str) -> RunRow | None:
+async def cancel_waiting(db: Db, run_id: str) -> RunRow | None:
     """Cancel a run that has not begun: queued, or held for the person; None when it is neither (any more)."""
     now = time.time()
-    with db.tx() as conn:
-        row = conn.execute(
+    async with db.tx() as tx:
+        row = await tx.one(
             "UPDATE runs SET state = 'cancelled', error = CASE state WHEN 'held' THEN"
             " 'cancelled while held for the person, before it started' ELSE 'cancelled before it started' END,"
             " error_code = 'cancelled', updated_at = ?, finished_at = ? WHERE id = ? AND state IN ('queued', 'held')"
             " RETURNING *",
             (now, now, run_id),
-        ).fetchone()
+        )
+        if row is not None:
+            await announce(db, tx, run_id)
     return _run(row) if row is not None else None
 
 
-def reclaim(
-    db: Database, *, is_dead: Callable[[str], bool], max_attempts: int, keep: set[str] | frozenset[str] = frozenset()
+async def reclaim(
+    db: Db, *, is_dead: Callable[[str], bool], max_attempts: int, keep: set[str] | frozenset[str] = frozenset()
 ) -> list[RunRow]:
     """Requeue runs left `running` by a dead owner or an expired lease (except the runs in `keep`, which
     their live owner still holds); past max_attempts they fail. Returns the runs as they now are."""
     now = time.time()
     changed: list[RunRow] = []
-    with db.tx() as conn:
-        rows = conn.execute("SELECT * FROM runs WHERE state = 'running'").fetchall()
+    async with db.tx() as tx:
+        rows = await tx.all(f"SELECT * FROM runs WHERE state = 'running'{db.dialect.skip_locked}")
         stale = [
             r for r in rows if r["id"] not in keep and ((r["lease_until"] or 0) < now or is_dead(r["owner"] or ""))
         ]
         for r in stale:
             if r["attempts"] >= max_attempts:
-                row = conn.execute(
+                row = await tx.one(
                     "UPDATE runs SET state = 'failed', error = ?, error_code = 'interrupted', owner = NULL,"
                     " updated_at = ?, finished_at = ? WHERE seq = ? AND state = 'running' RETURNING *",
                     (f"interrupted {r['attempts']} times by a gateway stop; not retried", now, now, r["seq"]),
-                ).fetchone()
+                )
             else:
-                row = conn.execute(
+                row = await tx.one(
                     "UPDATE runs SET state = 'queued', owner = NULL, lease_until = NULL, updated_at = ?"
                     " WHERE seq = ? AND state = 'running' RETURNING *",
                     (now, r["seq"]),
-                ).fetchone()
+                )
             if row is not None:
+                await announce(db, tx, row["id"])
                 changed.append(_run(row))
     return changed
 
 
-def ask_wake(db: Database, run_id: str) -> bool:
+async def ask_wake(db: Db, run_id: str) -> bool:
     """The sender stopped waiting: deliver the reply into its session when it comes. False if already over."""
-    with db.tx() as conn:
-        cur = conn.execute(
+    async with db.tx() as tx:
+        changed = await tx.run(
             "UPDATE runs SET wake = 1 WHERE id = ? AND state IN ('held', 'queued', 'running')",
             (run_id,),
         )
-    return cur.rowcount == 1
+    return changed == 1
 
 
-def pending_wakes(db: Database) -> list[RunRow]:
+async def pending_wakes(db: Db) -> list[RunRow]:
     """Finished runs whose sender asked to be woken and whose wake-up run does not exist yet."""
-    rows = db.all(
+    rows = await db.all(
         "SELECT r.* FROM runs r WHERE r.wake = 1 AND r.state NOT IN ('held', 'queued', 'running')"
         " AND NOT EXISTS (SELECT 1 FROM runs w WHERE w.idempotency_key = ? || r.id)",
         (keys.WAKE,),
@@ -466,19 +502,19 @@ def pending_wakes(db: Database) -> list[RunRow]:
     return [_run(r) for r in rows]
 
 
-def pair_count(db: Database, *, sender_profile: str, profile: str, origin: str, since: float) -> int:
+async def pair_count(db: Db, *, sender_profile: str, profile: str, origin: str, since: float) -> int:
     """Agent-sent runs from one profile to another within one exchange (one person's message) since a time."""
-    row = db.one(
+    row = await db.one(
         "SELECT COUNT(*) FROM runs WHERE sender_profile = ? AND profile = ? AND origin = ? AND created_at >= ?",
         (sender_profile, profile, origin, since),
     )
     return int(row[0]) if row else 0
 
 
-def count_by_state(db: Database, states: tuple[RunState, ...]) -> dict[RunState, int]:
+async def count_by_state(db: Db, states: tuple[RunState, ...]) -> dict[RunState, int]:
     """How many runs of the home are in each of `states` (0 for none)."""
     placeholders = ", ".join("?" for _ in states)
-    rows = db.all(
+    rows = await db.all(
         f"SELECT state, COUNT(*) FROM runs WHERE state IN ({placeholders}) GROUP BY state",
         tuple(s.value for s in states),
     )
@@ -487,19 +523,19 @@ def count_by_state(db: Database, states: tuple[RunState, ...]) -> dict[RunState,
     return counts
 
 
-def profile_of_session(db: Database, session_id: str) -> str:
-    row = db.one("SELECT profile FROM runs WHERE session_id = ? ORDER BY seq DESC LIMIT 1", (session_id,))
+async def profile_of_session(db: Db, session_id: str) -> str:
+    row = await db.one("SELECT profile FROM runs WHERE session_id = ? ORDER BY seq DESC LIMIT 1", (session_id,))
     if row is None:
         raise NotFound(f"no runs for session {session_id!r}", code="session_not_found")
     return str(row[0])
 
 
-def sessions_with_queued(db: Database) -> list[str]:
-    return [r[0] for r in db.all("SELECT DISTINCT session_id FROM runs WHERE state = 'queued'")]
+async def sessions_with_queued(db: Db) -> list[str]:
+    return [r[0] for r in await db.all("SELECT DISTINCT session_id FROM runs WHERE state = 'queued'")]
 
 
-def list_runs(
-    db: Database,
+async def list_runs(
+    db: Db,
     *,
     states: tuple[RunState, ...] = (),
     profile: str | None = None,
@@ -520,62 +556,68 @@ def list_runs(
         clauses.append("session_id = ?")
         params.append(session_id)
     where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
-    rows = db.all(f"SELECT * FROM runs {where} ORDER BY seq DESC LIMIT ?", (*params, limit))
+    rows = await db.all(f"SELECT * FROM runs {where} ORDER BY seq DESC LIMIT ?", (*params, limit))
     return [_run(r) for r in rows]
 
 
 # --- holds -------------------------------------------------------------------------------------------
 
 
-def held(db: Database, *, profile: str | None = None) -> list[RunRow]:
+async def held(db: Db, *, profile: str | None = None) -> list[RunRow]:
     """Messages waiting for the person, oldest first (of `profile` only, when given)."""
     where, params = ("AND profile = ?", (profile,)) if profile is not None else ("", ())
-    return [_run(r) for r in db.all(f"SELECT * FROM runs WHERE state = 'held' {where} ORDER BY seq", params)]
+    return [_run(r) for r in await db.all(f"SELECT * FROM runs WHERE state = 'held' {where} ORDER BY seq", params)]
 
 
-def approve(db: Database, run_id: str, *, ttl_seconds: float | None) -> RunRow | None:
+async def approve(db: Db, run_id: str, *, ttl_seconds: float | None) -> RunRow | None:
     """A held run queued (its queue TTL starts now); None when it is not held (any more)."""
     now = time.time()
-    with db.tx() as conn:
-        row = conn.execute(
+    async with db.tx() as tx:
+        row = await tx.one(
             "UPDATE runs SET state = 'queued', updated_at = ?, expires_at = ? WHERE id = ? AND state = 'held'"
             " RETURNING *",
             (now, now + ttl_seconds if ttl_seconds else None, run_id),
-        ).fetchone()
+        )
+        if row is not None:
+            await announce(db, tx, run_id)
     return _run(row) if row is not None else None
 
 
-def deny(db: Database, run_id: str, *, why: str) -> RunRow | None:
+async def deny(db: Db, run_id: str, *, why: str) -> RunRow | None:
     """A held run refused by the person (`denied`); None when it is not held (any more)."""
     now = time.time()
-    with db.tx() as conn:
-        row = conn.execute(
+    async with db.tx() as tx:
+        row = await tx.one(
             "UPDATE runs SET state = 'denied', error = ?, error_code = 'denied', updated_at = ?, finished_at = ?"
             " WHERE id = ? AND state = 'held' RETURNING *",
             (why, now, now, run_id),
-        ).fetchone()
+        )
+        if row is not None:
+            await announce(db, tx, run_id)
     return _run(row) if row is not None else None
 
 
-def expire_held(db: Database) -> list[RunRow]:
+async def expire_held(db: Db) -> list[RunRow]:
     """Held runs past their hold expiry, expired (a read first: no write transaction when there are none, so
     an idle gateway stays idle and its WAL can be truncated)."""
     now = time.time()
-    if not has_held_expired(db, now):
+    if not await has_held_expired(db, now):
         return []
-    with db.tx() as conn:
-        rows = conn.execute(
+    async with db.tx() as tx:
+        rows = await tx.all(
             "UPDATE runs SET state = 'expired', error = 'held for the person ' || CAST(ROUND(? - created_at) AS"
             " INTEGER) || 's and not approved (hold_expiry_seconds)', error_code = 'hold_expired', updated_at = ?,"
             " finished_at = ? WHERE state = 'held' AND expires_at IS NOT NULL AND expires_at < ? RETURNING *",
             (now, now, now, now),
-        ).fetchall()
+        )
+        for r in rows:
+            await announce(db, tx, r["id"])
     return [_run(r) for r in rows]
 
 
-def has_held_expired(db: Database, now: float) -> bool:
+async def has_held_expired(db: Db, now: float) -> bool:
     """Whether a held run is past its hold expiry (a read)."""
-    found = db.one(
+    found = await db.one(
         "SELECT 1 FROM runs WHERE state = 'held' AND expires_at IS NOT NULL AND expires_at < ? LIMIT 1", (now,)
     )
     return found is not None
@@ -599,10 +641,10 @@ class TaskQuery:
     after: tuple[float, int] | None = None
 
 
-def a2a_tasks(db: Database, query: TaskQuery, *, limit: int) -> tuple[list[RunRow], int]:
+async def a2a_tasks(db: Db, query: TaskQuery, *, limit: int) -> tuple[list[RunRow], int]:
     """A page of the runs `query.sender` sent to `query.profile` over A2A, most recently updated first, and
     how many match in all (every page): both read through the runs_a2a_tasks index."""
-    clauses = ["profile = ?", "idempotency_key GLOB 'a2a:*'"]
+    clauses = ["profile = ?", db.dialect.starts_with("idempotency_key", "a2a:")]
     params: list[Any] = [query.profile]
     if query.sender_profiles:  # "peer:alpha" and "peer:alpha/<profile>": a range of the index ('0' follows '/')
         family = f"{query.sender}/"
@@ -621,13 +663,13 @@ def a2a_tasks(db: Database, query: TaskQuery, *, limit: int) -> tuple[list[RunRo
         clauses.append("updated_at >= ?")
         params.append(query.since)
     where = " AND ".join(clauses)
-    counted = db.one(f"SELECT COUNT(*) FROM runs WHERE {where}", params)
+    counted = await db.one(f"SELECT COUNT(*) FROM runs WHERE {where}", params)
     total = int(counted[0]) if counted is not None else 0
     page_where, page_params = where, list(params)
     if query.after is not None:
         page_where += " AND (updated_at, seq) < (?, ?)"
         page_params.extend(query.after)
-    rows = db.all(
+    rows = await db.all(
         f"SELECT * FROM runs WHERE {page_where} ORDER BY updated_at DESC, seq DESC LIMIT ?",
         (*page_params, limit),
     )

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import Conflict, LimitReached, NotFound, UsageError
+from ..errors import Conflict, LimitReached, NotFound, StoreError, UsageError
 from ..ids import BOT_CHAT_TITLE as BOT_CHAT_TITLE  # what the surfaces and the core name it by
 from ..ids import CLIENT_SESSION_ID_RE, new_session_id
 from ..messages import Message, ToolCall
-from .db import Database
+from .driver import Db, Row, Tx
 
 
 @dataclass(frozen=True)
@@ -38,7 +37,7 @@ class SessionRow:
         }
 
 
-def _session(row: sqlite3.Row) -> SessionRow:
+def _session(row: Row) -> SessionRow:
     return SessionRow(
         id=row["id"],
         profile=row["profile"],
@@ -51,8 +50,8 @@ def _session(row: sqlite3.Row) -> SessionRow:
     )
 
 
-def create_session(
-    db: Database,
+async def create_session(
+    db: Db,
     profile: str,
     *,
     title: str | None = None,
@@ -65,14 +64,14 @@ def create_session(
         raise UsageError(
             f"invalid session id {session_id!r}: use letters, digits, '_', '.', '-' (1-128)", code="invalid_session_id"
         )
-    with db.tx() as conn:
-        return insert_session(
-            conn, profile, title=title, source=source, session_id=session_id, remote_id=remote_id, limit=limit
+    async with db.tx() as tx:
+        return await insert_session(
+            tx, profile, title=title, source=source, session_id=session_id, remote_id=remote_id, limit=limit
         )
 
 
-def insert_session(
-    conn: sqlite3.Connection,
+async def insert_session(
+    tx: Tx,
     profile: str,
     *,
     title: str | None = None,
@@ -85,21 +84,22 @@ def insert_session(
     now = time.time()
     title = title.strip() if title else None
     sid = session_id or new_session_id(now)
-    if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (sid,)).fetchone():
+    if await tx.one("SELECT 1 FROM sessions WHERE id = ?", (sid,)):
         raise Conflict(f"session {sid!r} already exists", code="session_exists")
     if title is not None:
-        taken = conn.execute("SELECT id FROM sessions WHERE profile = ? AND title = ?", (profile, title)).fetchone()
+        taken = await tx.one("SELECT id FROM sessions WHERE profile = ? AND title = ?", (profile, title))
         if taken:
             raise UsageError(f"Title already in use by session {taken[0]}", code="invalid_title")
     if limit is not None:
-        count = conn.execute("SELECT COUNT(*) FROM sessions WHERE profile = ?", (profile,)).fetchone()[0]
+        counted = await tx.one("SELECT COUNT(*) FROM sessions WHERE profile = ?", (profile,))
+        count = int(counted[0]) if counted is not None else 0
         if count >= limit:
             raise LimitReached(
                 f"profile {profile!r} has {count} sessions (gateway.max_sessions_per_profile is {limit}); "
                 "remove some, or raise the limit",
                 code="too_many_sessions",
             )
-    conn.execute(
+    await tx.run(
         "INSERT INTO sessions (id, profile, title, source, created_at, updated_at, remote_id)"
         " VALUES (?, ?, ?, ?, ?, ?, ?)",
         (sid, profile, title, source, now, now, remote_id),
@@ -107,58 +107,58 @@ def insert_session(
     return SessionRow(sid, profile, title, source, now, now, 0, remote_id)
 
 
-def get_session(db: Database, session_id: str, *, profile: str | None = None) -> SessionRow:
-    row = db.one("SELECT * FROM sessions WHERE id = ?", (session_id,))
+async def get_session(db: Db, session_id: str, *, profile: str | None = None) -> SessionRow:
+    row = await db.one("SELECT * FROM sessions WHERE id = ?", (session_id,))
     if row is None or (profile is not None and row["profile"] != profile):
         where = f" in profile {profile!r}" if profile is not None else ""
         raise NotFound(f"no session {session_id!r}{where}", code="session_not_found")
     return _session(row)
 
 
-def find_by_title(db: Database, profile: str, title: str) -> SessionRow | None:
-    row = db.one("SELECT * FROM sessions WHERE profile = ? AND title = ?", (profile, title.strip()))
+async def find_by_title(db: Db, profile: str, title: str) -> SessionRow | None:
+    row = await db.one("SELECT * FROM sessions WHERE profile = ? AND title = ?", (profile, title.strip()))
     return _session(row) if row else None
 
 
-def find_by_remote_id(db: Database, profile: str, remote_id: str) -> SessionRow | None:
+async def find_by_remote_id(db: Db, profile: str, remote_id: str) -> SessionRow | None:
     """The session of `profile` known elsewhere as `remote_id`: its own id, or the remote id it records."""
-    row = db.one("SELECT * FROM sessions WHERE id = ? AND profile = ?", (remote_id, profile)) or db.one(
+    row = await db.one("SELECT * FROM sessions WHERE id = ? AND profile = ?", (remote_id, profile)) or await db.one(
         "SELECT * FROM sessions WHERE profile = ? AND remote_id = ? ORDER BY updated_at DESC", (profile, remote_id)
     )
     return _session(row) if row else None
 
 
-def set_remote_id(db: Database, session_id: str, remote_id: str) -> None:
+async def set_remote_id(db: Db, session_id: str, remote_id: str) -> None:
     """Record the id a session has in the gateway that holds it (it changes when that gateway rotates it)."""
-    with db.tx() as conn:
-        conn.execute("UPDATE sessions SET remote_id = ? WHERE id = ?", (remote_id, session_id))
+    async with db.tx() as tx:
+        await tx.run("UPDATE sessions SET remote_id = ? WHERE id = ?", (remote_id, session_id))
 
 
-def retitle(db: Database, profile: str, title: str, new_title: str) -> SessionRow | None:
+async def retitle(db: Db, profile: str, title: str, new_title: str) -> SessionRow | None:
     """Give the profile's session titled `title` another title (a removed profile's Bot Chat); None when it has none."""
-    with db.tx() as conn:
-        row = conn.execute(
+    async with db.tx() as tx:
+        row = await tx.one(
             "UPDATE sessions SET title = ? WHERE profile = ? AND title = ? RETURNING *", (new_title, profile, title)
-        ).fetchone()
+        )
     return _session(row) if row is not None else None
 
 
-def bot_chat(db: Database, profile: str) -> SessionRow:
+async def bot_chat(db: Db, profile: str) -> SessionRow:
     """The profile's canonical Bot Chat, created on first use (never twice: the title is unique)."""
-    found = find_by_title(db, profile, BOT_CHAT_TITLE)
+    found = await find_by_title(db, profile, BOT_CHAT_TITLE)
     if found is not None:
         return found
     try:
-        return create_session(db, profile, title=BOT_CHAT_TITLE, source="bot")
-    except UsageError:  # another writer created it between our read and our write
-        found = find_by_title(db, profile, BOT_CHAT_TITLE)
+        return await create_session(db, profile, title=BOT_CHAT_TITLE, source="bot")
+    except (UsageError, StoreError):  # another writer created it between our read and our write
+        found = await find_by_title(db, profile, BOT_CHAT_TITLE)
         if found is None:
             raise
         return found
 
 
-def list_sessions(
-    db: Database, profile: str | None = None, *, title: str | None = None, limit: int = 50, offset: int = 0
+async def list_sessions(
+    db: Db, profile: str | None = None, *, title: str | None = None, limit: int = 50, offset: int = 0
 ) -> list[SessionRow]:
     clauses, params = [], []
     if profile is not None:
@@ -168,17 +168,17 @@ def list_sessions(
         clauses.append("title = ?")
         params.append(title.strip())
     where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
-    rows = db.all(
+    rows = await db.all(
         f"SELECT * FROM sessions {where} ORDER BY updated_at DESC, id DESC LIMIT ? OFFSET ?",
         (*params, limit, offset),
     )
     return [_session(r) for r in rows]
 
 
-def append_messages(conn: sqlite3.Connection, session_id: str, messages: list[Message], *, run_id: str | None) -> None:
+async def append_messages(tx: Tx, session_id: str, messages: list[Message], *, run_id: str | None) -> None:
     """Append inside the caller's transaction, so messages and a run's state commit together."""
     now = time.time()
-    conn.executemany(
+    await tx.many(
         "INSERT INTO messages (session_id, role, content, tool_calls, tool_call_id, name, run_id, created_at)"
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         [
@@ -195,14 +195,14 @@ def append_messages(conn: sqlite3.Connection, session_id: str, messages: list[Me
             for m in messages
         ],
     )
-    conn.execute(
+    await tx.run(
         "UPDATE sessions SET updated_at = ?, message_count = message_count + ? WHERE id = ?",
         (now, len(messages), session_id),
     )
 
 
-def list_messages(db: Database, session_id: str) -> list[Message]:
-    rows = db.all(
+async def list_messages(db: Db, session_id: str) -> list[Message]:
+    rows = await db.all(
         "SELECT role, content, tool_calls, tool_call_id, name, run_id, created_at FROM messages"
         " WHERE session_id = ? ORDER BY id",
         (session_id,),

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from .db import Database
+from .driver import Db
 
 
-def add(db: Database, sid: str, until: float, *, now: float) -> None:
+async def add(db: Db, sid: str, until: float, *, now: float) -> None:
     """Record `sid` as logged out until `until`, dropping the entries whose cookies have expired."""
-    with db.tx() as conn:
-        conn.execute("DELETE FROM web_logouts WHERE until <= ?", (now,))
-        conn.execute("INSERT OR REPLACE INTO web_logouts (sid, until) VALUES (?, ?)", (sid, until))
+    async with db.tx() as tx:
+        await tx.run("DELETE FROM web_logouts WHERE until <= ?", (now,))
+        await tx.run(
+            "INSERT INTO web_logouts (sid, until) VALUES (?, ?) ON CONFLICT (sid) DO UPDATE SET until = excluded.until",
+            (sid, until),
+        )
 
 
-def unexpired(db: Database, *, now: float) -> dict[str, float]:
+async def unexpired(db: Db, *, now: float) -> dict[str, float]:
     """The logged-out session ids whose cookies could still be presented, with their expiry."""
-    return {str(r[0]): float(r[1]) for r in db.all("SELECT sid, until FROM web_logouts WHERE until > ?", (now,))}
+    return {str(r[0]): float(r[1]) for r in await db.all("SELECT sid, until FROM web_logouts WHERE until > ?", (now,))}

@@ -45,7 +45,8 @@ async def _cancel(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
 
 
 async def _targets(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
-    return answered({"sessions": ctx.messenger().targets(ctx, require_str(args, "profile", optional=True) or None)})
+    profile = require_str(args, "profile", optional=True) or None
+    return answered({"sessions": await ctx.messenger().targets(ctx, profile)})
 
 
 def _string(description: str) -> dict[str, Any]:

@@ -43,19 +43,19 @@ async def conversation(directory: Directory, who: Caller, caller: str, profile: 
         session = await directory.open_bot_chat(profile)
         return Conversation(session, session.id)
     check_context_id(context_id)
-    bound = directory.context_session(caller, profile, context_id)
+    bound = await directory.context_session(caller, profile, context_id)
     if bound is not None:
         return Conversation(bound, context_id)
     try:
-        session = directory.session(context_id, profile=profile)
+        session = await directory.session(context_id, profile=profile)
     except NotFound:
         return Conversation(directory.unsaved_session(profile), context_id, NewContext(caller, context_id))
     return Conversation(who.require_bot_chat(session), context_id)
 
 
-def context_of(directory: Directory, caller: str, run: RunView) -> str:
+async def context_of(directory: Directory, caller: str, run: RunView) -> str:
     """The contextId `caller` knows a run's session by: its own, or the session's id."""
-    return directory.context_ids(caller, [run.session_id]).get(run.session_id, run.session_id)
+    return (await directory.context_ids(caller, [run.session_id])).get(run.session_id, run.session_id)
 
 
 def refuse_follow_up(message: Message, run: RunView, context_id: str) -> None:

@@ -96,21 +96,21 @@ class RunsHandler(RequestHandler):
 
     async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
         validate_history_length(params)
-        return apply_history_length(self._task(self._own_run(params.id, context), context), params)
+        return apply_history_length(await self._task(await self._own_run(params.id, context), context), params)
 
     async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task | None:
-        run = self._own_run(params.id, context)
+        run = await self._own_run(params.id, context)
         if run.state.terminal:
             raise TaskNotCancelableError(f"task {run.id!r} has ended already ({run.state.value}): nothing to cancel")
         try:  # a held task is cancelled like a queued one: it never ran
             delivered = await self.ctx.delivery.stop(run.id, profile=run.profile)
         except BackchannelError as exc:
             self._fail(exc)
-        return self._task(delivered.run, context)
+        return await self._task(delivered.run, context)
 
     async def on_list_tasks(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
         who, profile = _scope(context)
-        return list_tasks(
+        return await list_tasks(
             self.ctx.delivery,
             self.ctx.directory,
             params,
@@ -134,7 +134,7 @@ class RunsHandler(RequestHandler):
         yield apply_history_length(task, config)
         if task.status.state in ENDS:
             return
-        run = self.ctx.delivery.run(task.id)
+        run = await self.ctx.delivery.run(task.id)
         if run.state is RunState.HELD:
             return
         async for event in self._while_valid(context, updates(self.ctx.delivery, run, context_id=task.context_id)):
@@ -145,12 +145,12 @@ class RunsHandler(RequestHandler):
     ) -> AsyncGenerator[Event]:
         """The task as the store has it now (what a caller missed, across a restart too), then its updates
         until it ends; a task that has ended is UnsupportedOperation (§3.1.6): GetTask reads it."""
-        run = self._own_run(params.id, context)
+        run = await self._own_run(params.id, context)
         if run.state.terminal:
             raise UnsupportedOperationError(
                 f"task {run.id!r} has ended already ({TaskState.Name(STATES[run.state])}): read it with GetTask"
             )
-        task = self._task(run, context)
+        task = await self._task(run, context)
         yield task
         async for event in self._while_valid(context, updates(self.ctx.delivery, run, context_id=task.context_id)):
             yield event
@@ -169,7 +169,7 @@ class RunsHandler(RequestHandler):
         self, params: GetTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
         try:
-            return self._push.get(params, context)
+            return await self._push.get(params, context)
         except BackchannelError as exc:
             self._fail(exc)
 
@@ -177,7 +177,7 @@ class RunsHandler(RequestHandler):
         self, params: ListTaskPushNotificationConfigsRequest, context: ServerCallContext
     ) -> ListTaskPushNotificationConfigsResponse:
         try:
-            return self._push.list(params, context)
+            return await self._push.list(params, context)
         except BackchannelError as exc:
             self._fail(exc)
 
@@ -232,8 +232,8 @@ class RunsHandler(RequestHandler):
         who, profile = _scope(context)
         caller = _holder(who)
         if message.task_id:
-            run = self._own_run(message.task_id, context)
-            refuse_follow_up(message, run, context_of(self.ctx.directory, caller, run))
+            run = await self._own_run(message.task_id, context)
+            refuse_follow_up(message, run, await context_of(self.ctx.directory, caller, run))
         read = inbound.read(message)
         try:
             carried = _hops_chain(message)
@@ -263,17 +263,17 @@ class RunsHandler(RequestHandler):
             self._fail(exc)
         return task_of(delivered.run, context_id=joined.context_id, files=read.files)
 
-    def _task(self, run: RunView, context: ServerCallContext) -> Task:
+    async def _task(self, run: RunView, context: ServerCallContext) -> Task:
         """The caller's run as a task: under the contextId the caller knows its session by, with its files."""
         who, _profile = _scope(context)
-        files = self.ctx.delivery.files([run.id]).get(run.id, ())
-        return task_of(run, context_id=context_of(self.ctx.directory, _holder(who), run), files=files)
+        files = (await self.ctx.delivery.files([run.id])).get(run.id, ())
+        return task_of(run, context_id=await context_of(self.ctx.directory, _holder(who), run), files=files)
 
-    def _own_run(self, task_id: str, context: ServerCallContext) -> RunView:
+    async def _own_run(self, task_id: str, context: ServerCallContext) -> RunView:
         """The caller's run `task_id` in the path's profile; anyone else's is not found."""
         who, profile = _scope(context)
         try:
-            run = self.ctx.delivery.run(task_id, profile=profile)
+            run = await self.ctx.delivery.run(task_id, profile=profile)
         except NotFound:
             raise TaskNotFoundError(f"no task {task_id!r} in profile {profile!r}") from None
         if not (is_human(run.sender) if who.is_person else who.sent(run.sender)):

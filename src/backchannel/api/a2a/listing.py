@@ -23,7 +23,7 @@ from .tasks import STATES, task_of
 DEFAULT_PAGE_SIZE = 50
 
 
-def list_tasks(
+async def list_tasks(
     delivery: Delivery,
     directory: Directory,
     params: ListTasksRequest,
@@ -44,20 +44,20 @@ def list_tasks(
         profile=profile,
         sender=sender,
         sender_profiles=profiles,
-        session_id=_session_of(directory, sender, profile, params.context_id),
+        session_id=await _session_of(directory, sender, profile, params.context_id),
         states=states,
         since=_since(params),
         after=decode_token(params.page_token) if params.page_token else None,
     )
-    rows, total = delivery.a2a_tasks(query, limit=size + 1)
+    rows, total = await delivery.a2a_tasks(query, limit=size + 1)
     page = rows[:size]
     response = ListTasksResponse(
         page_size=size,
         total_size=total,
         next_page_token=encode_token(page[-1]) if len(rows) > size else "",
     )
-    contexts = directory.context_ids(sender, [run.session_id for run in page])
-    files = delivery.files([run.id for run in page])
+    contexts = await directory.context_ids(sender, [run.session_id for run in page])
+    files = await delivery.files([run.id for run in page])
     for run in page:
         task = apply_history_length(
             task_of(run, context_id=contexts.get(run.session_id), files=files.get(run.id, ())), params
@@ -68,11 +68,11 @@ def list_tasks(
     return response
 
 
-def _session_of(directory: Directory, caller: str, profile: str, context_id: str) -> str | None:
+async def _session_of(directory: Directory, caller: str, profile: str, context_id: str) -> str | None:
     """The session a contextId filter names: the conversation the caller started under it, else a session id."""
     if not context_id:
         return None
-    bound = directory.context_session(caller, profile, context_id)
+    bound = await directory.context_session(caller, profile, context_id)
     return bound.id if bound is not None else context_id
 
 

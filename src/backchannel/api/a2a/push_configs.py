@@ -8,7 +8,7 @@ config per task); creating a config with an id the task already has replaces its
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from a2a.server.context import ServerCallContext
 from a2a.types import (
@@ -28,7 +28,7 @@ from ...core.pushes import Pushes, check_config_id
 from ...core.views import PushConfig, Receiver, RunView
 from ...errors import UsageError
 
-OwnRun = Callable[[str, ServerCallContext], RunView]  # the caller's run of that id, else TaskNotFoundError
+OwnRun = Callable[[str, ServerCallContext], Awaitable[RunView]]  # the caller's run of that id, else TaskNotFoundError
 Owner = Callable[[ServerCallContext], str]  # who the caller is, as the owner of configs
 
 
@@ -50,13 +50,13 @@ class PushConfigs:
         if asked.id:
             check_config_id(asked.id)
         await self.pushes.check(receiver_of(asked))
-        self.pushes.require_room(self._owner(context))
+        await self.pushes.require_room(self._owner(context))
         return asked
 
     async def attach(self, asked: TaskPushNotificationConfig, task: Task, context: ServerCallContext) -> None:
         """The send's task told to the config it asked for; a task the policy rejected has no run: nothing to tell."""
         try:
-            run = self._own_run(task.id, context)
+            run = await self._own_run(task.id, context)
         except TaskNotFoundError:
             return
         await self.pushes.watch(
@@ -71,7 +71,7 @@ class PushConfigs:
     async def create(
         self, params: TaskPushNotificationConfig, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
-        run = self._run(params.task_id, context)
+        run = await self._run(params.task_id, context)
         saved = await self.pushes.watch(
             run,
             owner=self._owner(context),
@@ -81,38 +81,38 @@ class PushConfigs:
         )
         return config_of(saved)
 
-    def get(
+    async def get(
         self, params: GetTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
-        run = self._run(params.task_id, context)
+        run = await self._run(params.task_id, context)
         config_id = params.id or run.id
-        for row in self.pushes.configs(run.id, owner=self._owner(context)):
+        for row in await self.pushes.configs(run.id, owner=self._owner(context)):
             if row.config_id == config_id:
                 return config_of(row)
         raise TaskNotFoundError(f"task {run.id!r} has no push notification config {config_id!r}")
 
-    def list(
+    async def list(
         self, params: ListTaskPushNotificationConfigsRequest, context: ServerCallContext
     ) -> ListTaskPushNotificationConfigsResponse:
         """All of the task's configs (a task has few: one page); a page token is one we never gave."""
-        run = self._run(params.task_id, context)
+        run = await self._run(params.task_id, context)
         if params.page_token:
             raise InvalidParamsError(
                 f"page token {params.page_token[:40]!r} was not given by this agent: a task's configs are one page",
                 {"code": "invalid_page_token"},
             )
-        rows = self.pushes.configs(run.id, owner=self._owner(context))
+        rows = await self.pushes.configs(run.id, owner=self._owner(context))
         return ListTaskPushNotificationConfigsResponse(configs=[config_of(r) for r in rows])
 
     async def delete(self, params: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext) -> None:
         """Nothing more is sent to it; deleting a config that is gone changes nothing (idempotent, §3.1.10)."""
-        run = self._run(params.task_id, context)
+        run = await self._run(params.task_id, context)
         await self.pushes.forget(run.id, params.id or run.id, owner=self._owner(context))
 
-    def _run(self, task_id: str, context: ServerCallContext) -> RunView:
+    async def _run(self, task_id: str, context: ServerCallContext) -> RunView:
         if not task_id:
             raise UsageError("the push notification config names no task (taskId)", code="invalid_push_config")
-        return self._own_run(task_id, context)
+        return await self._own_run(task_id, context)
 
 
 def spoken(context: ServerCallContext) -> str:

@@ -35,7 +35,7 @@ async def updates(
     async for event in delivery.follow(run.id, keepalive=look):
         name = None if event is None else str(event["event"])
         if name in TERMINAL_EVENTS:
-            for ended in _end(delivery.run(run.id), context_id, "".join(streamed), chunked=bool(streamed)):
+            for ended in _end(await delivery.run(run.id), context_id, "".join(streamed), chunked=bool(streamed)):
                 yield ended
             return
         if name == "message.delta" and event is not None:
@@ -51,7 +51,7 @@ async def updates(
             streamed.append(delta)
             continue
         if name is None or name == "run.started":
-            current = delivery.run(run.id)  # a quiet moment, or the start: did the state move?
+            current = await delivery.run(run.id)  # a quiet moment, or the start: did the state move?
             if _shown(current) != shown:
                 shown = _shown(current)
                 yield _status(current, context_id)

@@ -73,7 +73,7 @@ async def send(request: Request, session: WebSession) -> Response:
     ctx = context(request)
     form = await form_body(request, ctx.settings.max_body_bytes)
     check_csrf(request, session, form.get("csrf"))
-    row = ctx.directory.session(request.path_params["session_id"])
+    row = await ctx.directory.session(request.path_params["session_id"])
     d = await ctx.delivery.submit(
         Incoming(session=row, text=form.get("message", ""), sender=WEB_SENDER, key=check_external(form.get("key")))
     )

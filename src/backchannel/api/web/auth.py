@@ -74,7 +74,7 @@ class WebAuth:
         salt = "web-session:" + hashlib.sha256(api_key.encode()).hexdigest()[:16]
         self._signer = URLSafeTimedSerializer(secret, salt=salt)
         self._browsers = URLSafeTimedSerializer(secret, salt=salt.replace("web-session:", "web-browser:"))
-        self._logouts = logouts
+        self.logouts = logouts
         self._failures = SenderRates(FAILED_LOGINS_PER_MINUTE)  # failed logins per attempt source
 
     # --- logging in and out ----------------------------------------------------------------------
@@ -131,7 +131,7 @@ class WebAuth:
 
     async def logout(self, session: WebSession, response: Response) -> None:
         """Log the session out for good (its cookie no longer opens anything) and ask the browser to drop it."""
-        await self._logouts.revoke(session.sid, until=time.time() + MAX_AGE_SECONDS)
+        await self.logouts.revoke(session.sid, until=time.time() + MAX_AGE_SECONDS)
         response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
 
     # --- recognising a browser ---------------------------------------------------------------------
@@ -146,7 +146,7 @@ class WebAuth:
         except BadSignature:
             return None
         sid = data.get("sid") if isinstance(data, dict) else None
-        if not isinstance(sid, str) or self._logouts.revoked(sid):
+        if not isinstance(sid, str) or self.logouts.revoked(sid):
             return None
         csrf = hmac.new(self._secret, b"csrf:" + sid.encode(), hashlib.sha256).hexdigest()
         return WebSession(sid=sid, csrf=csrf)

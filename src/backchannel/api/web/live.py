@@ -24,8 +24,8 @@ PEER_TIMEOUT_SECONDS = 3.0
 _SSE_HEADERS = {k: v for k, v in HEADERS.items() if k != "Cache-Control"}
 
 
-def _runs_table(delivery: Delivery, session: WebSession) -> str:
-    active, ended = active_runs(delivery)
+async def _runs_table(delivery: Delivery, session: WebSession) -> str:
+    active, ended = await active_runs(delivery)
     return fragment("_runs.html", session=session, active=active, ended=ended)
 
 
@@ -36,7 +36,7 @@ async def runs_live(request: Request, session: WebSession) -> Response:
     async def frames() -> AsyncIterator[dict[str, str]]:
         last = None
         while True:
-            table = _runs_table(delivery, session)
+            table = await _runs_table(delivery, session)
             if table != last:
                 yield {"event": "runs", "data": table}
                 last = table
@@ -48,7 +48,7 @@ async def runs_live(request: Request, session: WebSession) -> Response:
 async def reply_stream(request: Request, session: WebSession) -> Response:
     """One run's reply as server-sent events: `state` as it changes, `delta` text as the engine writes it, `end`."""
     delivery = context(request).delivery
-    run = delivery.run(request.path_params["run_id"])
+    run = await delivery.run(request.path_params["run_id"])
 
     async def frames() -> AsyncIterator[dict[str, str]]:
         streamed = ""

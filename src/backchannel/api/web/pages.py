@@ -24,7 +24,7 @@ async def overview(request: Request, session: WebSession) -> Response:
     ctx = context(request)
     profiles = []
     for name in ctx.directory.profiles():
-        recent = ctx.directory.sessions(name, limit=SESSIONS_SHOWN + 1)
+        recent = await ctx.directory.sessions(name, limit=SESSIONS_SHOWN + 1)
         profiles.append(
             {
                 "name": name,
@@ -34,7 +34,7 @@ async def overview(request: Request, session: WebSession) -> Response:
                 "last_active": max((s.updated_at for s in recent), default=None),
             }
         )
-    load = ctx.delivery.load()
+    load = await ctx.delivery.load()
     return page(
         request,
         "overview.html",
@@ -50,8 +50,8 @@ async def overview(request: Request, session: WebSession) -> Response:
 
 async def session_page(request: Request, session: WebSession) -> Response:
     ctx = context(request)
-    row = ctx.directory.session(request.path_params["session_id"])
-    items = session_items(ctx.directory.messages(row.id), ctx.delivery)
+    row = await ctx.directory.session(request.path_params["session_id"])
+    items = await session_items(await ctx.directory.messages(row.id), ctx.delivery)
     return page(request, "session.html", session=session, row=row, items=items, send_key=new_send_key())
 
 
@@ -61,13 +61,13 @@ def new_send_key() -> str:
 
 
 async def runs_page(request: Request, session: WebSession) -> Response:
-    active, ended = active_runs(context(request).delivery)
+    active, ended = await active_runs(context(request).delivery)
     return page(request, "runs.html", session=session, active=active, ended=ended)
 
 
 async def run_page(request: Request, session: WebSession) -> Response:
     ctx = context(request)
-    d = ctx.delivery.status(request.path_params["run_id"])
+    d = await ctx.delivery.status(request.path_params["run_id"])
     return page(request, "run.html", session=session, d=d, run=d.run)
 
 
@@ -85,7 +85,7 @@ async def ledger_page(request: Request, session: WebSession) -> Response:
     if within and within not in WITHIN:
         raise UsageError(f"no time range {within!r}: choose one of {', '.join(WITHIN)}")
     since = time.time() - WITHIN[within] if within else None
-    rows, more = ledger_rows(ctx.delivery, addresses, outcomes.get(outcome), since)
+    rows, more = await ledger_rows(ctx.delivery, addresses, outcomes.get(outcome), since)
     return page(
         request,
         "ledger.html",
@@ -103,8 +103,8 @@ async def ledger_page(request: Request, session: WebSession) -> Response:
 
 async def exchange_page(request: Request, session: WebSession) -> Response:
     ctx = context(request)
-    run = ctx.delivery.run(request.path_params["run_id"])
-    entries = ctx.delivery.exchange(run.id)
+    run = await ctx.delivery.run(request.path_params["run_id"])
+    entries = await ctx.delivery.exchange(run.id)
     pair = [a.strip() for a in request.query_params.getlist("address") if a.strip()][:2]
     return page(
         request,

@@ -41,16 +41,16 @@ class Item:
     tools: list[ToolUse] = field(default_factory=list)
 
 
-def session_items(messages: list[Message], delivery: Delivery) -> list[Item]:
+async def session_items(messages: list[Message], delivery: Delivery) -> list[Item]:
     """The messages in order; a framed message is another agent's only when its run's sender is not the person."""
     senders: dict[str, str | None] = {}
 
-    def sender_of(run_id: str | None) -> str | None:
+    async def sender_of(run_id: str | None) -> str | None:
         if run_id is None:
             return None
         if run_id not in senders:
             try:
-                senders[run_id] = delivery.run(run_id).sender
+                senders[run_id] = (await delivery.run(run_id)).sender
             except NotFound:  # a run no longer kept: show the words without provenance
                 senders[run_id] = None
         return senders[run_id]
@@ -59,7 +59,7 @@ def session_items(messages: list[Message], delivery: Delivery) -> list[Item]:
     pending: dict[str, ToolUse] = {}
     for m in messages:
         if m.role == "user":
-            sender = sender_of(m.run_id)
+            sender = await sender_of(m.run_id)
             framed = unframe(m.content) if sender is not None and not is_human(sender) else None
             if framed is not None:
                 items.append(
@@ -89,19 +89,19 @@ def _pretty(raw: str) -> str:
         return raw
 
 
-def active_runs(delivery: Delivery) -> tuple[list[Delivered], list[Delivered]]:
+async def active_runs(delivery: Delivery) -> tuple[list[Delivered], list[Delivered]]:
     """The runs queued or running (oldest first, with their queue positions) and the last few that ended."""
-    active = delivery.runs(states=(RunState.QUEUED, RunState.RUNNING), limit=500)
+    active = await delivery.runs(states=(RunState.QUEUED, RunState.RUNNING), limit=500)
     active.sort(key=lambda d: d.run.seq)
-    ended = [d for d in delivery.runs(limit=RECENT_RUNS + len(active)) if d.run.state.terminal][:RECENT_RUNS]
+    ended = [d for d in await delivery.runs(limit=RECENT_RUNS + len(active)) if d.run.state.terminal][:RECENT_RUNS]
     return active, ended
 
 
-def ledger_rows(
+async def ledger_rows(
     delivery: Delivery, addresses: list[str], outcome: Outcome | None, since: float | None
 ) -> tuple[list[LedgerEntry], bool]:
     """The ledger as filtered; True when more rows matched than are shown."""
-    rows = delivery.ledger(*addresses, limit=LEDGER_SCAN if outcome else LEDGER_ROWS + 1, since=since)
+    rows = await delivery.ledger(*addresses, limit=LEDGER_SCAN if outcome else LEDGER_ROWS + 1, since=since)
     if outcome is not None:
         rows = [r for r in rows if r.outcome is outcome]
     return rows[:LEDGER_ROWS], len(rows) > LEDGER_ROWS

@@ -25,7 +25,7 @@ from ...store import exchanges
 from ...store import outbound as outstore
 from ...store import refusals as refusalstore
 from ...store import runs as runstore
-from ...store.db import Database
+from ...store.driver import Db
 from ...store.runs import NewRun, RunRow
 from ..queue.queue import RunQueue
 from ..views import SessionRef
@@ -102,7 +102,7 @@ class Admission:
     """The one path from a message handed in to a refusal, a hold or a queued run, for every kind of sender."""
 
     def __init__(
-        self, *, db: Database, queue: RunQueue, directory: Directory, settings: GatewayConfig, gateway_id: str
+        self, *, db: Db, queue: RunQueue, directory: Directory, settings: GatewayConfig, gateway_id: str
     ) -> None:
         self.db = db
         self.queue = queue
@@ -111,24 +111,25 @@ class Admission:
         self.gateway_id = gateway_id
         self.rates = SenderRates(settings.max_runs_per_sender_per_minute)  # the person is never rate-limited
 
-    def admit(self, attempt: Attempt) -> Admitted:
-        """Decide on `attempt` and act on the decision, inside the caller's commit."""
+    async def admit(self, attempt: Attempt) -> Admitted:
+        """Decide on `attempt` and act on the decision, inside the caller's commit (on SQLite nothing here
+        suspends: every write of it joins one group commit)."""
         rules = None
         if attempt.kind != "reply" and attempt.peer is None:
             # The target's config is read before anything is recorded, whoever sends: a broken file refuses the
             # message at once (invalid_config), on every path alike, rather than queueing it behind a paused profile.
             rules = self.directory.profile(attempt.target_profile).config.messaging
-        facts, target, exchange = self._facts(attempt, rules)
+        facts, target, exchange = await self._facts(attempt, rules)
         refusal = policy.check(facts)
         if refusal is not None:
             wait = attempt.wait if attempt.kind == "send" else None
-            self.record_refusal(refusal, facts, target=target, message=attempt.text, wait=wait)
+            await self.record_refusal(refusal, facts, target=target, message=attempt.text, wait=wait)
             return Admitted(facts, target, refusal=refusal)
         if attempt.peer is not None:
             return Admitted(facts, target)
         held = policy.held(facts)
-        new, admit = self._new_run(attempt, facts, target, exchange=exchange, held=held)
-        run, created = self.queue.submit(new, admit=admit, capped=attempt.kind != "reply")
+        new, admit = await self._new_run(attempt, facts, target, exchange=exchange, held=held)
+        run, created = await self.queue.submit(new, admit=admit, capped=attempt.kind != "reply")
         return Admitted(facts, target, run=run, created=created)
 
     def key(self, session_id: str) -> str:
@@ -138,11 +139,11 @@ class Admission:
     def hold_expiry(self, profile: str) -> float:
         return self.directory.profile(profile).config.messaging.hold_expiry_seconds
 
-    def record_refusal(
+    async def record_refusal(
         self, refusal: policy.Refusal, facts: policy.Attempt, *, target: str, message: str, wait: float | None
     ) -> None:
         """Every refusal is explicit: kept in the ledger once, under the address it was sent to."""
-        refusalstore.record(
+        await refusalstore.record(
             self.db,
             sender=facts.sender.names[-1],
             target=target,
@@ -155,11 +156,13 @@ class Admission:
 
     # --- the facts of each kind ------------------------------------------------------------------
 
-    def _facts(self, attempt: Attempt, rules: MessagingPolicy | None) -> tuple[policy.Attempt, str, str | None]:
+    async def _facts(self, attempt: Attempt, rules: MessagingPolicy | None) -> tuple[policy.Attempt, str, str | None]:
         """The policy's facts (`rules`: the local target's), the address a refusal is recorded under, and the
         exchange the run joins."""
         if attempt.kind == "send":
-            facts = self._peer_send(attempt) if attempt.peer is not None else self._local_send(attempt, rules)
+            facts = (
+                await self._peer_send(attempt) if attempt.peer is not None else await self._local_send(attempt, rules)
+            )
             return facts, facts.target.shown, None
         session = attempt.session
         assert session is not None
@@ -183,7 +186,7 @@ class Admission:
             )
             return facts, target.names[-1], None
         exchange = exchanges.here(self.gateway_id, attempt.exchange) if attempt.exchange else None
-        hops, chain, arrived = self._peer_facts(attempt, session, exchange)
+        hops, chain, arrived = await self._peer_facts(attempt, session, exchange)
         facts = policy.Attempt(
             kind="arrival",
             sender=policy.Party(addresses.remote_names(attempt.sender)),
@@ -194,14 +197,14 @@ class Admission:
         )
         return facts, target.names[-1], exchange
 
-    def _local_send(self, attempt: Attempt, rules: MessagingPolicy | None) -> policy.Attempt:
+    async def _local_send(self, attempt: Attempt, rules: MessagingPolicy | None) -> policy.Attempt:
         turn = attempt.turn
         assert turn is not None
         session, profile = attempt.session, attempt.target_profile
         waits = (attempt.wait or 0.0) > 0
         return policy.Attempt(
             kind="send",
-            sender=self.turn_party(turn),
+            sender=await self.turn_party(turn),
             target=policy.Party(
                 policy.local_names(
                     profile,
@@ -214,7 +217,7 @@ class Admission:
             hops=turn.hops + 1,
             chain=(*turn.chain, self.key(turn.session_id)) if waits else (),
             waits=waits,
-            pair_sent=runstore.pair_count(
+            pair_sent=await runstore.pair_count(
                 self.db,
                 sender_profile=turn.profile.name,
                 profile=profile,
@@ -223,7 +226,7 @@ class Admission:
             ),
         )
 
-    def _peer_send(self, attempt: Attempt) -> policy.Attempt:
+    async def _peer_send(self, attempt: Attempt) -> policy.Attempt:
         """An agent's send to another gateway: the target has no rules here; the pair's count and whether that
         peer waits on this turn (or on one waiting for it) come from our own records, whatever chain it sent."""
         turn, peer = attempt.turn, attempt.peer
@@ -235,15 +238,15 @@ class Admission:
         if waits:
             local = f"{self.gateway_id}:"
             sessions = [turn.session_id, *(e.removeprefix(local) for e in turn.chain if e.startswith(local))]
-            waited_on = exchanges.waited_on_by(self.db, peer.peer, sessions, now=now) is not None
+            waited_on = await exchanges.waited_on_by(self.db, peer.peer, sessions, now=now) is not None
         return policy.Attempt(
             kind="send",
-            sender=self.turn_party(turn),
+            sender=await self.turn_party(turn),
             target=policy.Party([to] if peer.profile else [to, addresses.remote(peer.peer, "default")]),
             hops=turn.hops + 1,
             chain=(*turn.chain, self.key(turn.session_id)) if waits else (),
             waits=waits,
-            pair_sent=outstore.count(
+            pair_sent=await outstore.count(
                 self.db,
                 sender_profile=turn.profile.name,
                 target=to,
@@ -253,7 +256,7 @@ class Admission:
             waited_on=waited_on,
         )
 
-    def _peer_facts(
+    async def _peer_facts(
         self, attempt: Attempt, session: SessionRef, exchange: str | None
     ) -> tuple[int, tuple[str, ...], int]:
         """An arrival's hop, chain and count from our own records: its headers are the peer's word only.
@@ -266,20 +269,20 @@ class Admission:
         peer = addresses.peer_of(attempt.sender)
         now = time.time()
         if exchange is not None:
-            floor = exchanges.exchange_floor(self.db, exchange)
+            floor = await exchanges.exchange_floor(self.db, exchange)
         else:
-            floor = exchanges.hop_floor(self.db, peer, since=now - EXCHANGE_IDLE_SECONDS)
+            floor = await exchanges.hop_floor(self.db, peer, since=now - EXCHANGE_IDLE_SECONDS)
         hops = max(attempt.hops, floor)
-        ours = [self.key(s) for s in exchanges.sessions_waiting_on(self.db, peer, now=now)]
+        ours = [self.key(s) for s in await exchanges.sessions_waiting_on(self.db, peer, now=now)]
         chain = tuple(dict.fromkeys((*attempt.chain, *ours)))
-        arrived = exchanges.arrivals(self.db, peer, session.profile, since=now - PAIR_WINDOW_SECONDS)
+        arrived = await exchanges.arrivals(self.db, peer, session.profile, since=now - PAIR_WINDOW_SECONDS)
         return hops, chain, arrived
 
-    def turn_party(self, turn: ToolContext) -> policy.Party:
+    async def turn_party(self, turn: ToolContext) -> policy.Party:
         """The sending end of an agent's message: its session's addresses, key and its profile's rules."""
         return policy.Party(
             policy.local_names(
-                turn.profile.name, turn.session_id, bot_chat=self.directory.is_bot_chat(turn.session_id)
+                turn.profile.name, turn.session_id, bot_chat=await self.directory.is_bot_chat(turn.session_id)
             ),
             key=self.key(turn.session_id),
             policy=turn.profile.config.messaging,
@@ -287,7 +290,7 @@ class Admission:
 
     # --- the run -------------------------------------------------------------------------------
 
-    def _new_run(
+    async def _new_run(
         self, attempt: Attempt, facts: policy.Attempt, target: str, *, exchange: str | None, held: bool
     ) -> tuple[NewRun, Callable[[], None] | None]:
         """The run a message let through is recorded as, and the rate it is admitted within."""
@@ -308,7 +311,7 @@ class Admission:
             turn = attempt.turn
             assert turn is not None
             # A Bot Chat is made only once the send is let through.
-            session = attempt.session or self.directory.bot_chat(attempt.profile)
+            session = attempt.session or await self.directory.bot_chat(attempt.profile)
             new = NewRun(
                 sender=turn.address,
                 profile=session.profile,
@@ -327,7 +330,7 @@ class Admission:
             )
             return new, functools.partial(self.rates.admit, turn.address)
         human = is_human(attempt.sender)
-        session = self._open_context(attempt) if attempt.context is not None else attempt.session
+        session = await self._open_context(attempt) if attempt.context is not None else attempt.session
         assert session is not None
         new = NewRun(
             sender=attempt.sender,
@@ -345,13 +348,13 @@ class Admission:
         )
         return new, None if human else functools.partial(self._admit_peer, attempt.sender)
 
-    def _open_context(self, attempt: Attempt) -> SessionRef:
+    async def _open_context(self, attempt: Attempt) -> SessionRef:
         """The session of a new A2A context, written now that its first message is let through (a peer past its
         rate starts none: the run would be refused)."""
         assert attempt.context is not None and attempt.session is not None
         if not is_human(attempt.sender):
             self.rates.check(attempt.sender, also=addresses.head(attempt.sender))
-        return self.directory.bind_context(
+        return await self.directory.bind_context(
             attempt.context.caller,
             attempt.session.profile,
             attempt.context.context_id,

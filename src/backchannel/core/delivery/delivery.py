@@ -23,7 +23,7 @@ from ...messages import MAX_MESSAGE_CHARS, Attachment
 from ...outcome import Outcome, Result, Run, of_run, of_state
 from ...store import ledger
 from ...store import runs as runstore
-from ...store.db import Database
+from ...store.driver import Db
 from ...store.runs import RunRow, RunState
 from ..queue.commits import commits
 from ..queue.events import TERMINAL_EVENTS, Chunk, Ended, EventHub, Held, Progress, Queued, Started, Step, WaitOver
@@ -91,7 +91,7 @@ class Delivery:
         *,
         root: Path,
         settings: GatewayConfig,
-        db: Database,
+        db: Db,
         queue: RunQueue,
         directory: Directory,
         hub: EventHub,
@@ -117,21 +117,21 @@ class Delivery:
     async def deliver(self, incoming: Incoming, *, wait: float | None) -> Delivered:
         """Record and queue the message, then wait up to `wait` seconds (None: until its run ends)."""
         started = time.monotonic()
-        run, created = self._accept(incoming, wait=wait)
+        run, created = await self._accept(incoming, wait=wait)
         await self.db.durable()  # the run is on disk before it is waited for (a failed commit: 503 at once)
         run = await self.queue.wait(run.id, wait, known=run)
-        return self._delivered(run, replayed=not created, waited=time.monotonic() - started)
+        return await self._delivered(run, replayed=not created, waited=time.monotonic() - started)
 
     @commits
     async def submit(self, incoming: Incoming, *, wait: float | None = None) -> Delivered:
         """Record and queue the message; its outcome so far (a receipt, or a replayed run's end). `wait`: how
         long its sender waits for it elsewhere (a stream)."""
-        run, created = self._accept(incoming, wait=wait)
-        return self._delivered(run, replayed=not created)
+        run, created = await self._accept(incoming, wait=wait)
+        return await self._delivered(run, replayed=not created)
 
-    def _accept(self, incoming: Incoming, *, wait: float | None = None) -> tuple[RunRow, bool]:
+    async def _accept(self, incoming: Incoming, *, wait: float | None = None) -> tuple[RunRow, bool]:
         check_message(incoming.text)
-        admitted = self.admit(
+        admitted = await self.admit(
             Attempt(
                 kind="person" if is_human(incoming.sender) else "arrival",
                 sender=incoming.sender,
@@ -151,10 +151,10 @@ class Delivery:
         assert admitted.run is not None
         return admitted.run, admitted.created
 
-    def admit(self, attempt: Attempt) -> Admitted:
+    async def admit(self, attempt: Attempt) -> Admitted:
         """The one admit path (`Admission.admit`): the facts gathered, the policy's check, a refusal recorded, a
         hold, the run submitted; inside the caller's commit."""
-        return self.admission.admit(attempt)
+        return await self.admission.admit(attempt)
 
     def note_bad_request(self, sender: str) -> None:
         """A peer's malformed request counts against its rate as a run it started would (the person has none)."""
@@ -163,34 +163,34 @@ class Delivery:
 
     # --- runs ------------------------------------------------------------------------------------
 
-    def run(self, run_id: str, *, profile: str | None = None) -> RunView:
+    async def run(self, run_id: str, *, profile: str | None = None) -> RunView:
         """A run by id; with `profile`, only that profile's (a run id is unique across the home)."""
-        return run_view(self._run(run_id, profile=profile))
+        return run_view(await self._run(run_id, profile=profile))
 
-    def _run(self, run_id: str, *, profile: str | None = None) -> RunRow:
-        run = self.queue.get(run_id)
+    async def _run(self, run_id: str, *, profile: str | None = None) -> RunRow:
+        run = await self.queue.get(run_id)
         if profile is not None and run.profile != profile:
             raise NotFound(f"no run {run_id!r} in profile {profile!r}", code="run_not_found")
         return run
 
-    def run_id_of(self, key: str) -> str | None:
+    async def run_id_of(self, key: str) -> str | None:
         """The id of the run a message was filed under (a local run, or a peer's run as it told us), if known yet."""
-        run = runstore.by_key(self.db, key)
+        run = await runstore.by_key(self.db, key)
         if run is not None:
             return run.id
-        sent = self.outbound.sent_with_key(key)
+        sent = await self.outbound.sent_with_key(key)
         return sent.remote_run_id if sent is not None else None
 
-    def status(self, run_id: str, *, profile: str | None = None) -> Delivered:
-        return self._delivered(self._run(run_id, profile=profile))
+    async def status(self, run_id: str, *, profile: str | None = None) -> Delivered:
+        return await self._delivered(await self._run(run_id, profile=profile))
 
     @commits
     async def stop(self, run_id: str, *, profile: str | None = None) -> Delivered:
-        self._run(run_id, profile=profile)
-        return self._delivered(await self.queue.stop(run_id))
+        await self._run(run_id, profile=profile)
+        return await self._delivered(await self.queue.stop(run_id))
 
     async def wait(self, run_id: str, timeout: float | None) -> Delivered:
-        return self._delivered(await self.queue.wait(run_id, timeout))
+        return await self._delivered(await self.queue.wait(run_id, timeout))
 
     async def follow(
         self, run_id: str, *, keepalive: float = 15.0, reserved: bool = False
@@ -199,13 +199,13 @@ class Delivery:
 
         A terminal event leaves only once the run's end is committed; a run this process has no events
         for (it ended long ago, or runs elsewhere) ends with its closing event read from the store."""
-        run = self.queue.get(run_id)
+        run = await self.queue.get(run_id)
         if run.state.terminal and not self.hub.known(run_id):
             yield terminal_event(run)
             return
         async for event in self.hub.follow(run_id, keepalive=keepalive, reserved=reserved):
             if event is None:
-                current = self.queue.get(run_id)
+                current = await self.queue.get(run_id)
                 if current.state.terminal:
                     await self.db.durable()
                     yield terminal_event(current)
@@ -227,26 +227,26 @@ class Delivery:
         ran out first (looked at on the same ticks). A run that ended before the watch began gives `Ended` at
         once. `reserved`: its events were kept for this watch (`reserve_events`)."""
         deadline = None if wait is None else time.monotonic() + wait
-        run = self.queue.get(run_id)
+        run = await self.queue.get(run_id)
         ahead: int | None = None
         looking = run.state in (RunState.QUEUED, RunState.HELD)  # the queue is looked at until the run starts
         if run.state is RunState.HELD:
             yield Held()
         elif run.state is RunState.QUEUED:
-            ahead = self.queue.runs_ahead(run)
+            ahead = await self.queue.runs_ahead(run)
             yield Queued(ahead)
         events = self.follow(run_id, keepalive=tick, reserved=reserved)
         async with contextlib.aclosing(events):
             async for event in events:
                 if event is None:
                     if looking:
-                        current = self.queue.get(run_id)
-                        now_ahead = self.queue.runs_ahead(current) if current.state is RunState.QUEUED else None
+                        current = await self.queue.get(run_id)
+                        now_ahead = await self.queue.runs_ahead(current) if current.state is RunState.QUEUED else None
                         if now_ahead is not None and now_ahead != ahead:
                             yield Queued(now_ahead)
                         ahead = now_ahead
                     if deadline is not None and time.monotonic() >= deadline:
-                        yield WaitOver(self.status(run_id).result)
+                        yield WaitOver((await self.status(run_id)).result)
                         return
                     continue
                 name = str(event.get("event"))
@@ -263,23 +263,23 @@ class Delivery:
                         event.get("output"),
                         event.get("error"),
                         event.get("code"),
-                        self.status(run_id).result,
+                        (await self.status(run_id)).result,
                     )
                     return
 
-    def runs_ahead(self, run_id: str) -> int | None:
+    async def runs_ahead(self, run_id: str) -> int | None:
         """How many runs of its session go before a queued run (the running one too); None once it left the queue."""
-        run = self.queue.get(run_id)
-        return self.queue.runs_ahead(run) if run.state is RunState.QUEUED else None
+        run = await self.queue.get(run_id)
+        return await self.queue.runs_ahead(run) if run.state is RunState.QUEUED else None
 
-    def reserve_events(self, run_id: str) -> bool:
+    async def reserve_events(self, run_id: str) -> bool:
         """Keep a new run's events for a stream that follows it a moment later; False when none will come."""
-        if self.hub.known(run_id) or not self.queue.get(run_id).state.terminal:
+        if self.hub.known(run_id) or not (await self.queue.get(run_id)).state.terminal:
             self.hub.reserve(run_id)
             return True
         return False
 
-    def runs(
+    async def runs(
         self,
         *,
         states: tuple[RunState, ...] = (),
@@ -290,20 +290,20 @@ class Delivery:
         """This home's runs, newest first, each with its outcome so far (of one profile, or one session)."""
         if profile is not None:
             self.directory.check_profile(profile)
-        found = runstore.list_runs(self.db, states=states, profile=profile, session_id=session_id, limit=limit)
-        return [self._delivered(run) for run in found]
+        found = await runstore.list_runs(self.db, states=states, profile=profile, session_id=session_id, limit=limit)
+        return [await self._delivered(run) for run in found]
 
-    def files(self, run_ids: list[str]) -> dict[str, list[Attachment]]:
+    async def files(self, run_ids: list[str]) -> dict[str, list[Attachment]]:
         """The files each run's message came with (runs without any left out)."""
-        return runstore.files_of(self.db, run_ids)
+        return await runstore.files_of(self.db, run_ids)
 
-    def a2a_tasks(self, query: TaskQuery, *, limit: int) -> tuple[list[RunView], int]:
+    async def a2a_tasks(self, query: TaskQuery, *, limit: int) -> tuple[list[RunView], int]:
         """A page of what one caller sent a profile over A2A, most recently updated first, and the total."""
         self.directory.check_profile(query.profile)
-        page, total = runstore.a2a_tasks(self.db, task_query(query), limit=limit)
+        page, total = await runstore.a2a_tasks(self.db, task_query(query), limit=limit)
         return [run_view(run) for run in page], total
 
-    def ledger(
+    async def ledger(
         self,
         a: str | None = None,
         b: str | None = None,
@@ -315,26 +315,26 @@ class Delivery:
     ) -> list[LedgerEntry]:
         """Newest first; with `since`, from then on; with `profile`, only what that profile's sessions sent or
         received; with `states`, only those (`refused`: the refusals)."""
-        found = ledger.entries(self.db, a, b, limit=limit, since=since, profile=profile, states=states)
+        found = await ledger.entries(self.db, a, b, limit=limit, since=since, profile=profile, states=states)
         return [ledger_entry(e) for e in found]
 
-    def exchange(self, run_id: str) -> list[LedgerEntry]:
+    async def exchange(self, run_id: str) -> list[LedgerEntry]:
         """Everything that followed from the person's message that began the exchange of `run_id`, in order."""
-        run = self._run(run_id)
-        return [ledger_entry(e) for e in ledger.exchange(self.db, run.origin or run.id)]
+        run = await self._run(run_id)
+        return [ledger_entry(e) for e in await ledger.exchange(self.db, run.origin or run.id)]
 
     async def probe_peer(self, name: str, *, timeout: float) -> PeerAnswer:
         """Whether the peer `name` answers just now (within `timeout` seconds)."""
         return await self.outbound.probe(name, timeout=timeout)
 
-    def load(self) -> dict[RunState, int]:
+    async def load(self) -> dict[RunState, int]:
         """How many runs wait in the queues and how many turns run now, across the home."""
-        return runstore.count_by_state(self.db, (RunState.QUEUED, RunState.RUNNING))
+        return await runstore.count_by_state(self.db, (RunState.QUEUED, RunState.RUNNING))
 
-    def _delivered(self, run: RunRow, *, replayed: bool = False, waited: float = 0.0) -> Delivered:
-        return Delivered(run_view(run), self.result_of(run, replayed=replayed, waited=waited))
+    async def _delivered(self, run: RunRow, *, replayed: bool = False, waited: float = 0.0) -> Delivered:
+        return Delivered(run_view(run), await self.result_of(run, replayed=replayed, waited=waited))
 
-    def result_of(self, run: RunRow, *, replayed: bool = False, waited: float = 0.0) -> Result:
+    async def result_of(self, run: RunRow, *, replayed: bool = False, waited: float = 0.0) -> Result:
         """The outcome of a local run, as its sender sees it."""
         outcome = of_state(run.state.value)
         facts = Run(
@@ -344,7 +344,7 @@ class Delivery:
             output=run.reply,
             error=run.error,
             code=run.error_code,
-            queue_position=self.queue.queue_position(run) if outcome is Outcome.RECEIPT else None,
+            queue_position=await self.queue.queue_position(run) if outcome is Outcome.RECEIPT else None,
         )
         return of_run(f"{run.profile}/{run.session_id}", facts, replayed=replayed, key=run.given_key, waited=waited)
 
@@ -378,7 +378,7 @@ class Delivery:
             await self.db.writable()
         except StoreError:
             return False
-        return self.wakes.of_run(run)
+        return await self.wakes.of_run(run)
 
     # --- helpers ---------------------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ from ...ids import new_session_id
 from ...messages import Message
 from ...store import contexts as contextstore
 from ...store import sessions as sessionstore
-from ...store.db import Database
+from ...store.driver import Db
 from ...store.sessions import BOT_CHAT_TITLE
 from ..queue.commits import commits
 from ..views import SessionView, session_view
@@ -27,7 +27,7 @@ class Directory:
     """Profiles and sessions of one home, and addresses resolved to them. Reads are plain; writes commit
     before they return."""
 
-    def __init__(self, root: Path, db: Database) -> None:
+    def __init__(self, root: Path, db: Db) -> None:
         self.root = root
         self.db = db
 
@@ -47,18 +47,18 @@ class Directory:
 
     # --- sessions ------------------------------------------------------------------------------
 
-    def session(self, session_id: str, *, profile: str | None = None) -> SessionView:
-        return session_view(sessionstore.get_session(self.db, session_id, profile=profile))
+    async def session(self, session_id: str, *, profile: str | None = None) -> SessionView:
+        return session_view(await sessionstore.get_session(self.db, session_id, profile=profile))
 
-    def sessions(
+    async def sessions(
         self, profile: str | None, *, title: str | None = None, limit: int = 50, offset: int = 0
     ) -> list[SessionView]:
-        found = sessionstore.list_sessions(self.db, profile, title=title, limit=limit, offset=offset)
+        found = await sessionstore.list_sessions(self.db, profile, title=title, limit=limit, offset=offset)
         return [session_view(row) for row in found]
 
-    def messages(self, session_id: str, *, profile: str | None = None) -> list[Message]:
-        self.session(session_id, profile=profile)
-        return sessionstore.list_messages(self.db, session_id)
+    async def messages(self, session_id: str, *, profile: str | None = None) -> list[Message]:
+        await self.session(session_id, profile=profile)
+        return await sessionstore.list_messages(self.db, session_id)
 
     @commits
     async def create_session(
@@ -74,11 +74,11 @@ class Directory:
         a profile that has that many sessions already gets no new one (LimitReached, too_many_sessions)."""
         self.check_profile(profile)
         if title is not None and title.strip() == BOT_CHAT_TITLE and session_id is None:
-            existing = sessionstore.find_by_title(self.db, profile, BOT_CHAT_TITLE)
+            existing = await sessionstore.find_by_title(self.db, profile, BOT_CHAT_TITLE)
             if existing is not None:
                 return session_view(existing), False
-            return session_view(sessionstore.bot_chat(self.db, profile)), True
-        row = sessionstore.create_session(
+            return session_view(await sessionstore.bot_chat(self.db, profile)), True
+        row = await sessionstore.create_session(
             self.db, profile, title=title, source=source, session_id=session_id, limit=limit
         )
         return session_view(row), True
@@ -86,25 +86,25 @@ class Directory:
     @commits
     async def open_bot_chat(self, profile: str) -> SessionView:
         """The profile's Bot Chat, created (and committed) on first use."""
-        return self.bot_chat(profile)
+        return await self.bot_chat(profile)
 
-    def bot_chat(self, profile: str) -> SessionView:
+    async def bot_chat(self, profile: str) -> SessionView:
         """The profile's Bot Chat, created on first use (inside the caller's commit)."""
         self.check_profile(profile)
-        return session_view(sessionstore.bot_chat(self.db, profile))
+        return session_view(await sessionstore.bot_chat(self.db, profile))
 
     @commits
     async def retire_bot_chat(self, profile: str, *, mark: str) -> SessionView | None:
         """A removed profile's Bot Chat, retitled `Bot Chat (removed <mark>)`: a profile made again by that name
         gets a fresh Bot Chat, and the old one stays readable (by id, in the ledger). None when it had none."""
-        found = sessionstore.retitle(self.db, profile, BOT_CHAT_TITLE, f"{BOT_CHAT_TITLE} (removed {mark})")
+        found = await sessionstore.retitle(self.db, profile, BOT_CHAT_TITLE, f"{BOT_CHAT_TITLE} (removed {mark})")
         return None if found is None else session_view(found)
 
     # --- A2A contexts: a contextId a client chose, per caller -----------------------------------
 
-    def context_session(self, caller: str, profile: str, context_id: str) -> SessionView | None:
+    async def context_session(self, caller: str, profile: str, context_id: str) -> SessionView | None:
         """The session `caller` started in `profile` under `context_id`; None when it started none."""
-        found = contextstore.find(self.db, caller=caller, profile=profile, context_id=context_id)
+        found = await contextstore.find(self.db, caller=caller, profile=profile, context_id=context_id)
         return None if found is None else session_view(found)
 
     def unsaved_session(self, profile: str) -> SessionView:
@@ -120,39 +120,39 @@ class Directory:
             message_count=0,
         )
 
-    def bind_context(
+    async def bind_context(
         self, caller: str, profile: str, context_id: str, *, session_id: str, limit: int | None
     ) -> SessionView:
         """The session `session_id` written and bound to (caller, profile, context_id), inside the caller's commit;
         the one already bound when another request bound it first."""
         return session_view(
-            contextstore.bind(
+            await contextstore.bind(
                 self.db, caller=caller, profile=profile, context_id=context_id, session_id=session_id, limit=limit
             )
         )
 
-    def context_ids(self, caller: str, session_ids: list[str]) -> dict[str, str]:
+    async def context_ids(self, caller: str, session_ids: list[str]) -> dict[str, str]:
         """The contextIds `caller` knows these sessions by (only those it started under a contextId)."""
-        return contextstore.of_sessions(self.db, caller=caller, session_ids=session_ids)
+        return await contextstore.of_sessions(self.db, caller=caller, session_ids=session_ids)
 
     # --- addresses -----------------------------------------------------------------------------
 
-    def resolve(self, address: LocalAddress) -> SessionView:
+    async def resolve(self, address: LocalAddress) -> SessionView:
         """The session an address names; a profile alone is its Bot Chat (created on first use)."""
-        profile, session = self.find(address)
-        return session if session is not None else self.bot_chat(profile)
+        profile, session = await self.find(address)
+        return session if session is not None else await self.bot_chat(profile)
 
-    def find(self, address: LocalAddress) -> tuple[str, SessionView | None]:
+    async def find(self, address: LocalAddress) -> tuple[str, SessionView | None]:
         """Like `resolve` but creates nothing: (profile, None) for a Bot Chat that does not exist yet."""
         if address.profile is not None and address.session_id is not None:
             self.check_profile(address.profile)
-            return address.profile, self.session(address.session_id, profile=address.profile)
+            return address.profile, await self.session(address.session_id, profile=address.profile)
         if address.profile is not None:
             if address.profile in list_profiles(self.root):
-                chat = sessionstore.find_by_title(self.db, address.profile, BOT_CHAT_TITLE)
+                chat = await sessionstore.find_by_title(self.db, address.profile, BOT_CHAT_TITLE)
                 return address.profile, None if chat is None else session_view(chat)
             try:
-                found = self.session(address.profile)
+                found = await self.session(address.profile)
                 return found.profile, found
             except NotFound:
                 known = ", ".join(list_profiles(self.root)) or "none"
@@ -161,14 +161,14 @@ class Directory:
                 ) from None
         assert address.session_id is not None
         try:
-            found = self.session(address.session_id)
+            found = await self.session(address.session_id)
         except NotFound:
             raise NotFound(f"no session {address.session_id!r} in any profile", code="session_not_found") from None
         return found.profile, found
 
-    def existing(self, address: LocalAddress) -> SessionView:
+    async def existing(self, address: LocalAddress) -> SessionView:
         """The session an address names, which must exist: a profile alone is its Bot Chat (not made here)."""
-        profile, session = self.find(address)
+        profile, session = await self.find(address)
         if session is None:
             raise NotFound(
                 f"profile {profile!r} has no Bot Chat yet (the first message to {profile!r} makes it)",
@@ -176,8 +176,8 @@ class Directory:
             )
         return session
 
-    def is_bot_chat(self, session_id: str) -> bool:
-        return self.session(session_id).title == BOT_CHAT_TITLE
+    async def is_bot_chat(self, session_id: str) -> bool:
+        return (await self.session(session_id)).title == BOT_CHAT_TITLE
 
     def peers(self) -> list[registry.Peer]:
         """The gateways this home knows, by name."""

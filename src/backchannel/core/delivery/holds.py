@@ -12,7 +12,7 @@ import logging
 
 from ...errors import Conflict, NotFound, StoreError, UsageError
 from ...store import runs as runstore
-from ...store.db import Database
+from ...store.driver import Db
 from ...store.runs import RunRow, RunState
 from ..queue.commits import commits
 from ..queue.queue import RunQueue
@@ -29,7 +29,7 @@ MAX_REASON_CHARS = 2000  # a deny's reason: its sender reads it (framed into an 
 class Holds:
     """The person's side of every hold: the list, approve, deny, and expiry."""
 
-    def __init__(self, db: Database, queue: RunQueue, directory: Directory, wakes: Wakes) -> None:
+    def __init__(self, db: Db, queue: RunQueue, directory: Directory, wakes: Wakes) -> None:
         self.db = db
         self.queue = queue
         self.directory = directory
@@ -40,15 +40,15 @@ class Holds:
         """Messages waiting for the person, oldest first (those past their expiry are expired first)."""
         if profile is not None:
             self.directory.check_profile(profile)
-        self._expire()
-        return [run_view(run) for run in runstore.held(self.db, profile=profile)]
+        await self._expire()
+        return [run_view(run) for run in await runstore.held(self.db, profile=profile)]
 
     @commits
     async def approve(self, run_id: str, *, profile: str | None = None) -> RunView:
-        self._expire()
-        self._held(run_id, profile)
-        run = self.queue.approve(run_id)
-        return run_view(run if run is not None else self._held(run_id, profile))
+        await self._expire()
+        await self._held(run_id, profile)
+        run = await self.queue.approve(run_id)
+        return run_view(run if run is not None else await self._held(run_id, profile))
 
     @commits
     async def deny(self, run_id: str, *, why: str | None = None, profile: str | None = None) -> RunView:
@@ -60,12 +60,12 @@ class Holds:
                 " (its sender reads it): say it shorter",
                 code="reason_too_long",
             )
-        self._expire()
-        self._held(run_id, profile)
-        run = self.queue.deny(run_id, why.strip() if why and why.strip() else DENIED_BY_DEFAULT)
+        await self._expire()
+        await self._held(run_id, profile)
+        run = await self.queue.deny(run_id, why.strip() if why and why.strip() else DENIED_BY_DEFAULT)
         if run is None:
-            return run_view(self._held(run_id, profile))
-        self.wakes.of_run(run)  # keyed once per run: the gateway's own wake of it is the same run
+            return run_view(await self._held(run_id, profile))
+        await self.wakes.of_run(run)  # keyed once per run: the gateway's own wake of it is the same run
         return run_view(run)
 
     async def sweep(self) -> None:
@@ -73,22 +73,22 @@ class Holds:
         while True:
             await asyncio.sleep(SWEEP_SECONDS)
             try:
-                if not self.queue.held_expired():
+                if not await self.queue.held_expired():
                     continue  # the common case: nothing to write, no write transaction
                 await self.db.writable()
-                self._expire()
+                await self._expire()
                 await self.db.durable()
             except StoreError as exc:
                 log.warning("held messages not checked for expiry this round: %s", exc.message)
 
-    def _expire(self) -> None:
-        for run in self.queue.expire_held():
+    async def _expire(self) -> None:
+        for run in await self.queue.expire_held():
             log.info("held run %s expired without the person's approval", run.id)
-            self.wakes.of_run(run)
+            await self.wakes.of_run(run)
 
-    def _held(self, run_id: str, profile: str | None) -> RunRow:
+    async def _held(self, run_id: str, profile: str | None) -> RunRow:
         try:
-            run = self.queue.get(run_id)
+            run = await self.queue.get(run_id)
         except NotFound:
             raise NotFound(f"no held message {run_id!r}", code="run_not_found") from None
         if profile is not None and run.profile != profile:

@@ -13,7 +13,7 @@ from ...home.profiles import Profile
 from ...ids import CLIENT_SESSION_ID_RE
 from ...net.hermes import HermesClient, SessionMissing
 from ...store import sessions as sessionstore
-from ...store.db import Database
+from ...store.driver import Db
 from ..queue.commits import commits
 from ..views import SessionView, session_view
 from .directory import Directory
@@ -55,7 +55,7 @@ def hermes_client(
 class Imports:
     """Reads a hermes profile's sessions from its gateway and records each here under its Hermes id."""
 
-    def __init__(self, db: Database, directory: Directory, secret: Callable[[str], str | None]) -> None:
+    def __init__(self, db: Db, directory: Directory, secret: Callable[[str], str | None]) -> None:
         self.db = db
         self.directory = directory
         self.secret = secret
@@ -71,26 +71,26 @@ class Imports:
             await client.aclose()
         out: list[Imported] = []
         for remote in listed:
-            existing = sessionstore.find_by_remote_id(self.db, profile.name, remote.id)
+            existing = await sessionstore.find_by_remote_id(self.db, profile.name, remote.id)
             if existing is not None:
                 out.append(Imported(session_view(existing), False))
                 continue
             if remote.is_bot_chat:
-                bot = self.directory.bot_chat(profile.name)
+                bot = await self.directory.bot_chat(profile.name)
                 mapped = bot.remote_id is None
                 if mapped:
-                    sessionstore.set_remote_id(self.db, bot.id, remote.id)
-                    bot = self.directory.session(bot.id)
+                    await sessionstore.set_remote_id(self.db, bot.id, remote.id)
+                    bot = await self.directory.session(bot.id)
                 out.append(Imported(bot, mapped))
                 continue
-            out.append(Imported(self.adopt(profile.name, remote.id, title=remote.title), True))
+            out.append(Imported(await self.adopt(profile.name, remote.id, title=remote.title), True))
         return out
 
     @commits
     async def resolve(self, address: LocalAddress) -> SessionView:
         """`Directory.resolve`, and a Hermes session id not imported yet imported on demand."""
         profile, session = await self.find(address)
-        return session if session is not None else self.directory.bot_chat(profile)
+        return session if session is not None else await self.directory.bot_chat(profile)
 
     async def find(self, address: LocalAddress) -> tuple[str, SessionView | None]:
         """`Directory.find`; when it names no session here, the session id is asked of the Hermes gateways of
@@ -98,7 +98,7 @@ class Imports:
         knows it. Otherwise the directory's not_found, saying which gateways were asked. The import commits
         with the caller's writes (`resolve`, an agent's send): no commit is waited for when nothing is new."""
         try:
-            return self.directory.find(address)
+            return await self.directory.find(address)
         except NotFound as missing:
             wanted = address.session_id or address.profile  # a bare token may be a Hermes session id
             if wanted is None or not CLIENT_SESSION_ID_RE.match(wanted):
@@ -112,10 +112,10 @@ class Imports:
             known = await asyncio.gather(*(self._knows(p, wanted) for p in candidates))
             for profile, (tip, _) in zip(candidates, known, strict=True):
                 if tip is not None:
-                    existing = sessionstore.find_by_remote_id(self.db, profile.name, tip)
+                    existing = await sessionstore.find_by_remote_id(self.db, profile.name, tip)
                     if existing is not None:
                         return profile.name, session_view(existing)
-                    return profile.name, self.adopt(profile.name, wanted, remote_tip=tip)
+                    return profile.name, await self.adopt(profile.name, wanted, remote_tip=tip)
             asked = "; ".join(f"{p.name}: {why}" for p, (_, why) in zip(candidates, known, strict=True))
             raise NotFound(
                 f"{missing.message}; nor does a Hermes gateway know it ({asked})", code=missing.code
@@ -143,24 +143,24 @@ class Imports:
         finally:
             await client.aclose()
 
-    def adopt(
+    async def adopt(
         self, profile: str, remote_id: str, *, title: str | None = None, remote_tip: str | None = None
     ) -> SessionView:
         """A new session here for Hermes session `remote_id` (its id too where it is one we accept); its
         turns go to `remote_tip` when Hermes moved the session on (a compression)."""
         own_id = remote_id if CLIENT_SESSION_ID_RE.match(remote_id) else None
-        if own_id is not None and self._taken(own_id):
+        if own_id is not None and await self._taken(own_id):
             own_id = None
-        if title and sessionstore.find_by_title(self.db, profile, title) is not None:
+        if title and await sessionstore.find_by_title(self.db, profile, title) is not None:
             title = None  # titles are unique per profile here too
-        row = sessionstore.create_session(
+        row = await sessionstore.create_session(
             self.db, profile, title=title, source="hermes", session_id=own_id, remote_id=remote_tip or remote_id
         )
         return session_view(row)
 
-    def _taken(self, session_id: str) -> bool:
+    async def _taken(self, session_id: str) -> bool:
         try:
-            self.directory.session(session_id)
+            await self.directory.session(session_id)
         except NotFound:
             return False
         return True

@@ -31,7 +31,7 @@ from ...home import peers as registry
 from ...net.link import PeerAbout, PeerLink, PeerLinks, PeerRun, RunEvent
 from ...outcome import Outcome, Result, Run, of_run, unknown
 from ...store import outbound as outstore
-from ...store.db import Database
+from ...store.driver import Db
 from ..queue.commits import commits
 from .wakes import Wakes, failure_text, reply_text
 
@@ -72,7 +72,7 @@ class PeerAnswer:
 class Outbound:
     """This gateway's side of every message to another gateway."""
 
-    def __init__(self, root: Path, db: Database, wakes: Wakes, *, links: PeerLinks, gateway_id: str) -> None:
+    def __init__(self, root: Path, db: Db, wakes: Wakes, *, links: PeerLinks, gateway_id: str) -> None:
         self.root = root
         self.db = db
         self.wakes = wakes
@@ -90,16 +90,16 @@ class Outbound:
         """The A2A agent card at the peer's URL (its well-known card, or the URL itself); PeerError if none."""
         return await self.links.card(peer, timeout=timeout)
 
-    def sent_count(self, profile: str, target: str, exchange: str, *, since: float) -> int:
-        return outstore.count(self.db, sender_profile=profile, target=target, origin=exchange, since=since)
+    async def sent_count(self, profile: str, target: str, exchange: str, *, since: float) -> int:
+        return await outstore.count(self.db, sender_profile=profile, target=target, origin=exchange, since=since)
 
-    def sent_with_key(self, key: str) -> outstore.Outbound | None:
+    async def sent_with_key(self, key: str) -> outstore.Outbound | None:
         """The record of a message sent to a peer under an idempotency key, if any."""
-        return outstore.by_key(self.db, key)
+        return await outstore.by_key(self.db, key)
 
-    def sent_by(self, profile: str, remote_run_id: str) -> Result | None:
+    async def sent_by(self, profile: str, remote_run_id: str) -> Result | None:
         """A message this profile sent to a peer, by the run id the peer gave, as last known here."""
-        row = outstore.sent_by(self.db, profile, remote_run_id)
+        row = await outstore.sent_by(self.db, profile, remote_run_id)
         return _result_of(row) if row is not None else None
 
     async def probe(self, name: str, *, timeout: float) -> PeerAnswer:
@@ -130,7 +130,7 @@ class Outbound:
         Raises PeerError when the peer cannot be reached or refuses our key (recorded as such); a request
         that may have arrived without an answer is the outcome `unknown`, with the key that asks again."""
         new = self._new(peer, agent, message, key, sender, wait)
-        row = outstore.record(self.db, new)
+        row = await outstore.record(self.db, new)
         if (row.message, row.target) != (new.message, new.target):
             raise Conflict(
                 f"idempotency key {key!r} was already used for a different message or target ({row.target})",
@@ -153,12 +153,12 @@ class Outbound:
                 )
                 await self._learn_gateway_id(peer, client)
         except PeerOutcomeUnknown as exc:  # it may have arrived: the same key asks again safely
-            outstore.update(self.db, row.id, state="unknown", error=exc.message)
+            await outstore.update(self.db, row.id, state="unknown", error=exc.message)
             return unknown(row.target, exc.message, idempotency_key=key)
         except PeerError as exc:
-            outstore.update(self.db, row.id, state=_failure_state(exc), error=exc.message)
+            await outstore.update(self.db, row.id, state=_failure_state(exc), error=exc.message)
             raise
-        outstore.update(
+        await outstore.update(
             self.db,
             row.id,
             state=result.outcome.value,
@@ -175,7 +175,7 @@ class Outbound:
         self, peer: registry.Peer, agent: str | None, message: str, *, key: str, sender: SentFrom = PERSON
     ) -> tuple[Result, PeerAbout]:
         """Start a turn in the Bot Chat of `agent` on `peer`; (its receipt, what the peer says it is)."""
-        row = outstore.record(self.db, self._new(peer, agent, message, key, sender, None))
+        row = await outstore.record(self.db, self._new(peer, agent, message, key, sender, None))
         await self.db.durable()
         try:
             async with self.client(peer, agent) as client:
@@ -190,9 +190,9 @@ class Outbound:
                     exchange=self._exchange(row),
                 )
         except PeerError as exc:
-            outstore.update(self.db, row.id, state=_failure_state(exc), error=exc.message)
+            await outstore.update(self.db, row.id, state=_failure_state(exc), error=exc.message)
             raise
-        outstore.update(
+        await outstore.update(
             self.db, row.id, state="started", remote_session_id=result.session_id, remote_run_id=result.run_id
         )
         return result, about
@@ -202,14 +202,14 @@ class Outbound:
         self, peer: registry.Peer, run_id: str, *, agent: str | None = None
     ) -> tuple[Result, PeerRun | None]:
         """The state of run `run_id` on `peer` (the agent is known from our record of sending it)."""
-        row, agent = self._sent(peer, run_id, agent)
+        row, agent = await self._sent(peer, run_id, agent)
         async with self.client(peer, agent) as client:
             found = await client.status(run_id)
-        return self._settle(peer, agent, run_id, found, row), found
+        return await self._settle(peer, agent, run_id, found, row), found
 
     async def follow(self, peer: registry.Peer, run_id: str, *, agent: str | None = None) -> AsyncIterator[RunEvent]:
         """The run's events on `peer` until it ends (polling its state when it has no event stream)."""
-        _row, agent = self._sent(peer, run_id, agent)
+        _row, agent = await self._sent(peer, run_id, agent)
         async with self.client(peer, agent) as client:
             try:
                 async for event in client.events(run_id):
@@ -250,14 +250,16 @@ class Outbound:
 
     @commits
     async def stop(self, peer: registry.Peer, run_id: str, *, agent: str | None = None) -> tuple[Result, PeerRun]:
-        row, agent = self._sent(peer, run_id, agent)
+        row, agent = await self._sent(peer, run_id, agent)
         async with self.client(peer, agent) as client:
             found = await client.stop(run_id)
-        return self._settle(peer, agent, run_id, found, row), found
+        return await self._settle(peer, agent, run_id, found, row), found
 
-    def _sent(self, peer: registry.Peer, run_id: str, agent: str | None) -> tuple[outstore.Outbound | None, str | None]:
+    async def _sent(
+        self, peer: registry.Peer, run_id: str, agent: str | None
+    ) -> tuple[outstore.Outbound | None, str | None]:
         """Our record of the message that started `run_id` on `peer`, and the agent it went to (unless named)."""
-        row = outstore.by_remote_run(self.db, peer.name, run_id)
+        row = await outstore.by_remote_run(self.db, peer.name, run_id)
         return row, agent if agent is not None else (row.agent if row is not None else None)
 
     # --- receipts ----------------------------------------------------------------------------------
@@ -266,7 +268,7 @@ class Outbound:
         """Background job: poll peers for agents' messages that got a receipt; wake each sender at the end."""
         while True:
             await asyncio.sleep(interval)
-            for row in outstore.awaiting_replies(self.db):
+            for row in await outstore.awaiting_replies(self.db):
                 try:
                     await self._follow_one(row)
                 except BackchannelError as exc:
@@ -280,9 +282,9 @@ class Outbound:
         peer = self.peer(row.peer)
         async with self.client(peer, row.agent) as client:
             found = await client.status(str(row.remote_run_id))
-        self._settle(peer, row.agent, str(row.remote_run_id), found, row)
+        await self._settle(peer, row.agent, str(row.remote_run_id), found, row)
 
-    def _settle(
+    async def _settle(
         self,
         peer: registry.Peer,
         agent: str | None,
@@ -302,7 +304,7 @@ class Outbound:
         done = result.outcome is Outcome.DELIVERED
         text = (result.reply or "") if done else failure_text(str(result.state or result.code), result.error)
         if row.wake and row.sender_session:
-            woken = self.wakes.deliver(
+            woken = await self.wakes.deliver(
                 session_id=row.sender_session,
                 text=reply_text(run_id, row.message, text),
                 sender=row.target,
@@ -312,7 +314,7 @@ class Outbound:
             )
             if woken is None:
                 return result  # not settled: the next poll delivers it (the wake's key keeps it to one)
-        outstore.settle(
+        await outstore.settle(
             self.db,
             row.id,
             state=result.outcome.value,

@@ -15,7 +15,7 @@ from ...addresses import BOT_CHAT_TITLE, RemoteAddress
 from ...agent.tools.base import ToolContext
 from ...errors import NotFound, PeerError, PeerOutcomeUnknown, UsageError
 from ...outcome import Result, failed, unknown
-from ...store.db import Database
+from ...store.driver import Db
 from ...store.runs import RunRow
 from ..queue.commits import commits
 from ..queue.queue import RunQueue
@@ -32,7 +32,7 @@ class AgentSends:
     def __init__(
         self,
         *,
-        db: Database,
+        db: Db,
         queue: RunQueue,
         directory: Directory,
         outbound: Outbound,
@@ -57,7 +57,7 @@ class AgentSends:
             raise UsageError(f"{address!r} is a peer address: use send_to_peer", code="invalid_address")
         # A Bot Chat is made only once the send is allowed; a Hermes session id is imported on demand.
         profile_name, target = await self.imports.find(parsed)
-        admitted = self.delivery.admit(
+        admitted = await self.delivery.admit(
             Attempt(
                 kind="send", sender=ctx.address, text=message, session=target, profile=profile_name, wait=wait, turn=ctx
             )
@@ -69,9 +69,9 @@ class AgentSends:
         if wait > 0 and not run.state.terminal:
             async with self.queue.waiting(ctx.profile.name):
                 run = await self.queue.wait(run.id, wait, known=run)
-            if not run.state.terminal and not self.queue.ask_wake(run.id):
-                run = self.queue.get(run.id)  # it ended just now
-        return self.delivery.result_of(run, replayed=not created)
+            if not run.state.terminal and not await self.queue.ask_wake(run.id):
+                run = await self.queue.get(run.id)  # it ended just now
+        return await self.delivery.result_of(run, replayed=not created)
 
     async def send_peer(self, ctx: ToolContext, target: str, message: str, *, wait: float) -> Result:
         """From the turn of `ctx` to an agent on another gateway (`peer[/profile]`), under the same rules."""
@@ -122,27 +122,27 @@ class AgentSends:
     async def check(self, ctx: ToolContext, run_id: str) -> Result:
         """A message this profile sent: a local run, or one that went to a peer (as last known here)."""
         try:
-            return self.delivery.result_of(self._own(ctx, run_id))
+            return await self.delivery.result_of(await self._own(ctx, run_id))
         except NotFound:
-            sent = self.outbound.sent_by(ctx.profile.name, run_id)
+            sent = await self.outbound.sent_by(ctx.profile.name, run_id)
             if sent is None:
                 raise
             return sent
 
     @commits
     async def cancel(self, ctx: ToolContext, run_id: str) -> Result:
-        self._own(ctx, run_id)
-        return self.delivery.result_of(await self.queue.stop(run_id))
+        await self._own(ctx, run_id)
+        return await self.delivery.result_of(await self.queue.stop(run_id))
 
-    def targets(self, ctx: ToolContext, profile: str | None = None) -> list[dict[str, Any]]:
+    async def targets(self, ctx: ToolContext, profile: str | None = None) -> list[dict[str, Any]]:
         """The local sessions this profile may message (`policy.targets`), with titles and last activity."""
         names = [profile] if profile else self.directory.profiles()
         found: list[dict[str, Any]] = []
-        sender = self.delivery.admission.turn_party(ctx)
+        sender = await self.delivery.admission.turn_party(ctx)
         for name in names:
             self.directory.check_profile(name)
             rules = self.directory.profile(name).config.messaging
-            sessions = {s.id: s for s in self.directory.sessions(name, limit=50)}
+            sessions = {s.id: s for s in await self.directory.sessions(name, limit=50)}
             listed = [(s.id, s.title == BOT_CHAT_TITLE) for s in sessions.values()]
             for t in policy.targets(sender, name, rules, listed):
                 s = sessions.get(t.session_id or "")
@@ -156,9 +156,9 @@ class AgentSends:
                 )
         return found
 
-    def _own(self, ctx: ToolContext, run_id: str) -> RunRow:
+    async def _own(self, ctx: ToolContext, run_id: str) -> RunRow:
         try:
-            run = self.queue.get(run_id)
+            run = await self.queue.get(run_id)
         except NotFound:
             run = None
         if run is None or run.sender_profile != ctx.profile.name:
@@ -168,4 +168,4 @@ class AgentSends:
     @commits
     async def _admitted(self, attempt: Attempt) -> Admitted:
         """A send to a peer admitted, its refusal (if any) committed before the dm, which is no part of it."""
-        return self.delivery.admit(attempt)
+        return await self.delivery.admit(attempt)

@@ -25,7 +25,7 @@ class Wakes:
     def __init__(self, admission: Admission) -> None:
         self.admission = admission
 
-    def of_run(self, run: RunRow) -> bool:
+    async def of_run(self, run: RunRow) -> bool:
         """A local run ended after its sender stopped waiting: False when its wake could not be queued now."""
         if not (run.wake and run.sender_session and run.state.terminal):
             return True
@@ -33,7 +33,7 @@ class Wakes:
             outcome = run.reply or "(no reply)"
         else:
             outcome = failure_text(run.state.value, run.error)
-        woken = self.deliver(
+        woken = await self.deliver(
             session_id=run.sender_session,
             text=reply_text(run.id, run.message, outcome),
             sender=f"{run.profile}/{run.session_id}",
@@ -43,15 +43,15 @@ class Wakes:
         )
         return woken is not None
 
-    def deliver(
+    async def deliver(
         self, *, session_id: str, text: str, sender: str, key: str, hops: int, exchange: str | None
     ) -> RunRow | None:
         """Queue the wake-up run; None when it cannot be delivered now (the caller tries again later).
 
         Past the session's queue cap: the sender asked for this answer, and there is one per message."""
         try:
-            session = self.admission.directory.session(session_id)
-            admitted = self.admission.admit(
+            session = await self.admission.directory.session(session_id)
+            admitted = await self.admission.admit(
                 Attempt(kind="reply", sender=sender, text=text, session=session, key=key, hops=hops, exchange=exchange)
             )
             return admitted.run

@@ -13,6 +13,7 @@ import time
 
 from ...errors import StoreError
 from ...store.db import Database
+from ...store.driver import Db
 from .pauses import Pauses
 from .queue import RunQueue
 
@@ -24,15 +25,15 @@ IDLE_SECONDS = 2.0  # no commit for this long: the WAL is checkpointed with TRUN
 log = logging.getLogger("backchannel.store")
 
 
-async def watch(db: Database, queue: RunQueue, *, seen: int) -> None:
-    """Notice runs queued by another process on the same home (a CLI beside the gateway)."""
+async def watch(db: Db, queue: RunQueue, *, seen: int) -> None:
+    """Notice runs queued by another process on the same store (a CLI beside the gateway, another gateway)."""
     while True:
         await asyncio.sleep(queue.poll_seconds)
         try:
             version = db.data_version()
             if version != seen:
                 seen = version
-                queue.discover()
+                await queue.discover()
         except StoreError as exc:
             log.warning("watching for other processes' runs: %s", exc.message)
 
@@ -43,7 +44,7 @@ async def renew(queue: RunQueue) -> None:
         await asyncio.sleep(queue.lease_seconds / 3)
         try:
             await queue.db.writable()
-            queue.renew()
+            await queue.renew()
             await queue.db.durable()
         except StoreError as exc:
             log.warning("leases not renewed this round: %s", exc.message)
@@ -82,9 +83,9 @@ async def resume_paused(pauses: Pauses, queue: RunQueue) -> None:
         try:
             resumed = pauses.recheck()
             for profile in pauses.paused:
-                queue.expire_due(profile)
+                await queue.expire_due(profile)
         except StoreError as exc:
             log.warning("paused profiles not rechecked this round: %s", exc.message)
             continue
         if resumed:
-            queue.discover()
+            await queue.discover()

@@ -13,14 +13,14 @@ import functools
 from collections.abc import Callable, Coroutine
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
-from ...store.db import Database
+from ...store.driver import Db
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 
 class HasDatabase(Protocol):
-    db: Database
+    db: Db
 
 
 S = TypeVar("S", bound=HasDatabase)

@@ -14,6 +14,7 @@ import functools
 import logging
 import os
 import secrets
+import socket
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -23,12 +24,13 @@ from ...errors import Conflict, GatewayDraining, StoreError
 from ...home.config import GatewayConfig
 from ...messages import Message
 from ...store import runs as runstore
-from ...store.db import Commit, Database
+from ...store.driver import Commit, Db
 from ...store.runs import NewRun, RunRow, RunState
 from .events import EventHub
 from .slots import FairSlots
 
 log = logging.getLogger("backchannel.queue")
+HOST = socket.gethostname().replace(":", "-")  # the machine a run's owner runs on (an owner is `host:pid:token`)
 
 OnState = Callable[[RunRow, RunState], None]  # a run and the state it just entered (reported in order)
 SAVE_RETRY_FIRST = 0.1  # seconds before a run's end that could not be saved (a full disk) is tried again
@@ -67,7 +69,7 @@ class RunQueue:
 
     def __init__(
         self,
-        db: Database,
+        db: Db,
         settings: GatewayConfig,
         *,
         hub: EventHub,
@@ -83,7 +85,7 @@ class RunQueue:
         self.clock = clock
         self.settings = settings
         self.hub = hub
-        self.owner = f"{os.getpid()}:{secrets.token_hex(4)}"
+        self.owner = f"{HOST}:{os.getpid()}:{secrets.token_hex(4)}"
         self.lease_seconds = lease_seconds
         self.poll_seconds = poll_seconds
         self.scope = scope
@@ -92,6 +94,7 @@ class RunQueue:
         self._profiles: dict[str, str] = {}  # session id -> its profile, for the slots
         self._ready = _Channel()  # sessions handed to the workers, with a run already claimed for them or None
         self._handed: set[str] = set()  # sessions handed out and not yet released by the workers
+        self._again: set[str] = set()  # handed-out sessions given a run since their worker last looked: handed anew
         self._ended: asyncio.Queue[RunRow] = asyncio.Queue()  # ended runs whose sender asked to be woken
         self._done: dict[str, asyncio.Future[RunRow]] = {}  # run id -> its end, for waiters in this process
         self._owned: set[str] = set()  # runs claimed here and not finished: their leases are renewed
@@ -103,29 +106,29 @@ class RunQueue:
 
     # --- lifecycle -----------------------------------------------------------------------------
 
-    def open(self) -> None:
+    async def open(self) -> None:
         """Start serving in the running loop: reclaim what a crash left running, hand out queued sessions."""
         self.db.group_commits(asyncio.get_running_loop())
-        for run in self.reclaim(is_dead=owner_is_dead):
+        for run in await self.reclaim(is_dead=owner_is_dead):
             log.info("run %s reclaimed after an interrupted turn (attempt %d)", run.id, run.attempts)
         self.accepting = True
-        for run in runstore.pending_wakes(self.db):
+        for run in await runstore.pending_wakes(self.db):
             self._ended.put_nowait(run)
-        self.discover()
+        await self.discover()
 
     def drain(self) -> None:
         """Take no new work: submits are refused (503) and no session is handed out."""
         self.accepting = False
         self.draining = True
 
-    def close(self) -> None:
+    async def close(self) -> None:
         """Put back in the queue what this process still holds (turns cut by a stop run again later).
 
         A run whose end could not be saved before the stop (a full disk) is among them: it was never
         reported ended, and runs again after the restart."""
         self._saving.clear()
         self._recorded.clear()
-        for run in self.reclaim(is_dead=lambda owner: owner == self.owner, attempts_bonus=1):
+        for run in await self.reclaim(is_dead=lambda owner: owner == self.owner, attempts_bonus=1):
             if run.state.terminal:  # past gateway.max_attempts: it ends here
                 log.warning("run %s %s at shutdown: %s", run.id, run.state.value, run.error or "no detail")
             else:
@@ -137,7 +140,7 @@ class RunQueue:
 
     # --- putting runs in -----------------------------------------------------------------------
 
-    def submit(
+    async def submit(
         self, new: NewRun, *, admit: Callable[[], None] | None = None, capped: bool = True
     ) -> tuple[RunRow, bool]:
         """Record a run (or find the one filed under the same key) and queue it; returns (run, created).
@@ -148,7 +151,7 @@ class RunQueue:
             raise GatewayDraining("the gateway is shutting down and takes no new messages; try again shortly")
         # An idle session's run is recorded already claimed, when a turn slot is free here.
         claim = self.accepting and new.session_id not in self._handed and self._slots.free_for(new.profile)
-        run, created = runstore.record(
+        run, created = await runstore.record(
             self.db,
             new,
             claim_for=self.owner if claim else None,
@@ -175,16 +178,20 @@ class RunQueue:
                     self._hand(run.session_id, None)
         return run, created
 
-    def discover(self) -> None:
+    async def discover(self) -> None:
         """Hand out the sessions with queued runs found in the store (within `scope`)."""
-        for session_id in runstore.sessions_with_queued(self.db):
+        for session_id in await runstore.sessions_with_queued(self.db):
             if self.scope is None or session_id in self.scope:
                 self._hand(session_id, None)
 
     def _hand(self, session_id: str, first: RunRow | None) -> None:
-        if self.accepting and session_id not in self._handed:
-            self._handed.add(session_id)
-            self._ready.put((session_id, first))
+        if not self.accepting:
+            return
+        if session_id in self._handed:
+            self._again.add(session_id)  # its worker may have looked already: it is handed out again on release
+            return
+        self._handed.add(session_id)
+        self._ready.put((session_id, first))
 
     # --- taking runs out (the workers) ---------------------------------------------------------
 
@@ -194,12 +201,15 @@ class RunQueue:
 
     async def claim(self, session_id: str) -> RunRow | None:
         """The session's next run, claimed by this process once the claim is on disk; None when it has none
-        (or one runs elsewhere). No await when it has none: a run queued meanwhile hands the session out anew.
+        (or one runs elsewhere); a run queued while it looked hands the session out again on `release`.
         A claim that cannot be saved raises StoreError; the run stays queued."""
-        if not runstore.has_queued(self.db, session_id):
+        self._again.discard(session_id)  # what is queued from here on, this claim or the next hand-out sees
+        if not await runstore.has_queued(self.db, session_id):
             return None
         await self.db.writable()
-        run, expired = runstore.claim_next(self.db, session_id, owner=self.owner, lease_seconds=self.lease_seconds)
+        run, expired = await runstore.claim_next(
+            self.db, session_id, owner=self.owner, lease_seconds=self.lease_seconds
+        )
         await self.db.durable()
         for gone in expired:
             self._ended_run(gone)
@@ -208,43 +218,43 @@ class RunQueue:
             self._on_state(run, run.state)
         return run
 
-    def unclaim(self, run: RunRow) -> None:
+    async def unclaim(self, run: RunRow) -> None:
         """Put a claimed run back in the queue before its turn began (its profile is paused)."""
         self._owned.discard(run.id)
-        back = runstore.unclaim(self.db, run.id, owner=self.owner)
+        back = await runstore.unclaim(self.db, run, owner=self.owner)
         if back is not None:
             self._on_state(back, back.state)
 
     # --- holds (a person's approval) ------------------------------------------------------------
 
-    def approve(self, run_id: str) -> RunRow | None:
+    async def approve(self, run_id: str) -> RunRow | None:
         """A held run queued; None when it was not held (any more)."""
-        run = runstore.approve(self.db, run_id, ttl_seconds=self.settings.run_ttl_seconds or None)
+        run = await runstore.approve(self.db, run_id, ttl_seconds=self.settings.run_ttl_seconds or None)
         if run is not None:
             self._on_state(run, run.state)
             self._hand(run.session_id, None)
         return run
 
-    def deny(self, run_id: str, why: str) -> RunRow | None:
+    async def deny(self, run_id: str, why: str) -> RunRow | None:
         """A held run refused; its end is told like any other (waiters, events, the sender's wake-up)."""
-        run = runstore.deny(self.db, run_id, why=why)
+        run = await runstore.deny(self.db, run_id, why=why)
         if run is not None:
             self._ended_run(run)
         return run
 
-    def held_expired(self) -> bool:
+    async def held_expired(self) -> bool:
         """Whether a held run is past its hold expiry (a read: no write transaction)."""
-        return runstore.has_held_expired(self.db, time.time())
+        return await runstore.has_held_expired(self.db, time.time())
 
-    def expire_held(self) -> list[RunRow]:
-        expired = runstore.expire_held(self.db)
+    async def expire_held(self) -> list[RunRow]:
+        expired = await runstore.expire_held(self.db)
         for run in expired:
             self._ended_run(run)
         return expired
 
-    def expire_due(self, profile: str) -> None:
+    async def expire_due(self, profile: str) -> None:
         """Expire the profile's queued runs past their TTL, waking their senders (a paused queue claims none)."""
-        for gone in runstore.expire_due(self.db, profile):
+        for gone in await runstore.expire_due(self.db, profile):
             self._ended_run(gone)
 
     async def confirm(self, run: RunRow) -> bool:
@@ -261,9 +271,13 @@ class RunQueue:
         return True
 
     def release(self, session_id: str) -> None:
-        """The workers stopped working the session (its queue was empty): a new run hands it out again."""
+        """The workers stopped working the session (its queue was empty): a new run hands it out again, as does
+        one queued while its worker was looking."""
         self._handed.discard(session_id)
         self._profiles.pop(session_id, None)
+        if session_id in self._again:
+            self._again.discard(session_id)
+            self._hand(session_id, None)
 
     def owns(self, run_id: str) -> bool:
         """Whether the run is claimed here and its turn still to run (not being ended)."""
@@ -274,11 +288,11 @@ class RunQueue:
         """The turn slots: at most `max_concurrent_turns` turns at once in this process, a fair share per profile."""
         return self._slots
 
-    def profile_of(self, session_id: str) -> str:
+    async def profile_of(self, session_id: str) -> str:
         """The profile a session with runs belongs to (whose share of the slots its turns take)."""
         profile = self._profiles.get(session_id)
         if profile is None:
-            profile = self._profiles[session_id] = runstore.profile_of_session(self.db, session_id)
+            profile = self._profiles[session_id] = await runstore.profile_of_session(self.db, session_id)
         return profile
 
     @contextlib.asynccontextmanager
@@ -324,7 +338,7 @@ class RunQueue:
         save = functools.partial(
             runstore.finish,
             self.db,
-            run.id,
+            run,
             owner=self.owner,
             state=state,
             reply=reply,
@@ -337,7 +351,7 @@ class RunQueue:
             while True:
                 try:
                     await self.db.writable()
-                    finished = save()
+                    finished = await save()
                     await self.db.durable()
                     break
                 except StoreError as exc:
@@ -349,7 +363,7 @@ class RunQueue:
                         await asyncio.sleep(delay)
                     except asyncio.CancelledError:
                         with contextlib.suppress(StoreError):  # committed with the stop's last group, if it can
-                            save()
+                            await save()
                         raise
                     delay = min(delay * 2, SAVE_RETRY_MAX)
         finally:
@@ -359,7 +373,7 @@ class RunQueue:
         self._owned.discard(run.id)
         if finished is None:
             log.warning("run %s was no longer ours to finish (lease lost)", run.id)
-            finished = runstore.get(self.db, run.id)
+            finished = await runstore.get(self.db, run.id)
         self._ended_run(finished)
         return finished
 
@@ -388,21 +402,21 @@ class RunQueue:
 
     # --- reading and stopping ------------------------------------------------------------------
 
-    def get(self, run_id: str) -> RunRow:
-        return runstore.get(self.db, run_id)
+    async def get(self, run_id: str) -> RunRow:
+        return await runstore.get(self.db, run_id)
 
-    def queue_position(self, run: RunRow) -> int | None:
-        return runstore.queue_position(self.db, run)
+    async def queue_position(self, run: RunRow) -> int | None:
+        return await runstore.queue_position(self.db, run)
 
-    def runs_ahead(self, run: RunRow) -> int:
-        return runstore.runs_ahead(self.db, run)
+    async def runs_ahead(self, run: RunRow) -> int:
+        return await runstore.runs_ahead(self.db, run)
 
     async def wait(self, run_id: str, timeout: float | None, *, known: RunRow | None = None) -> RunRow:
         """The run once it is terminal, or as it is when `timeout` seconds have passed.
 
         `known` is the run as the caller just saw it (saves reading it again)."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        run = known if known is not None and known.id == run_id else runstore.get(self.db, run_id)
+        run = known if known is not None and known.id == run_id else await runstore.get(self.db, run_id)
         while not run.state.terminal and run.state is not RunState.HELD:  # a held run waits for a person
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
@@ -415,24 +429,24 @@ class RunQueue:
             # asyncio.wait leaves `done` alone on a timeout or a cancel (other waiters share it), and wakes this
             # task one loop iteration sooner than wait_for(shield(done)) did.
             ended, _ = await asyncio.wait((done,), timeout=step)
-            run = done.result() if ended else runstore.get(self.db, run_id)
+            run = done.result() if ended else await runstore.get(self.db, run_id)
         return run
 
-    def ask_wake(self, run_id: str) -> bool:
+    async def ask_wake(self, run_id: str) -> bool:
         """The sender stopped waiting: wake it with the outcome. False when the run already ended."""
-        return runstore.ask_wake(self.db, run_id)
+        return await runstore.ask_wake(self.db, run_id)
 
     async def stop(self, run_id: str) -> RunRow:
         """Cancel a run that has not begun (queued, or held for the person: it was never run, like a queued one),
         or interrupt a running turn at once, keeping its partial output. Its sender is told as of any end."""
-        run = runstore.get(self.db, run_id)
+        run = await runstore.get(self.db, run_id)
         if run.state in (RunState.QUEUED, RunState.HELD):
-            cancelled = runstore.cancel_waiting(self.db, run_id)
+            cancelled = await runstore.cancel_waiting(self.db, run_id)
             if cancelled is not None:
                 await self.db.durable()
                 self._ended_run(cancelled)
                 return cancelled
-            run = runstore.get(self.db, run_id)
+            run = await runstore.get(self.db, run_id)
         if run_id in self._saving:  # its turn is over and its end being saved: that end is the answer
             return await self.wait(run_id, timeout=None)
         turn = self._turns.get(run_id)
@@ -448,19 +462,19 @@ class RunQueue:
 
     # --- leases --------------------------------------------------------------------------------
 
-    def renew(self) -> None:
+    async def renew(self) -> None:
         """Keep this process's leases fresh; requeue runs that a dead process left running.
 
         Runs this process holds are never requeued here, even when their lease ran out while the store could
         not be written (a full disk): their turn is running or their end is being saved."""
-        runstore.renew_leases(self.db, list(self._owned), owner=self.owner, lease_seconds=self.lease_seconds)
-        if self.reclaim(is_dead=owner_is_dead, keep=self._owned):
-            self.discover()
+        await runstore.renew_leases(self.db, list(self._owned), owner=self.owner, lease_seconds=self.lease_seconds)
+        if await self.reclaim(is_dead=owner_is_dead, keep=self._owned):
+            await self.discover()
 
-    def reclaim(
+    async def reclaim(
         self, *, is_dead: Callable[[str], bool], attempts_bonus: int = 0, keep: set[str] | None = None
     ) -> list[RunRow]:
-        changed = runstore.reclaim(
+        changed = await runstore.reclaim(
             self.db, is_dead=is_dead, max_attempts=self.settings.max_attempts + attempts_bonus, keep=keep or set()
         )
         for run in changed:
@@ -471,6 +485,13 @@ class RunQueue:
 
 
 def owner_is_dead(owner: str) -> bool:
-    """Whether the process named in a run's owner (`pid:token`) is gone."""
-    pid_text = owner.partition(":")[0]
+    """Whether the process named in a run's owner (`host:pid:token`) is known to be gone: only a process of this
+    machine can be looked at; one of another machine (gateways sharing a store) is gone when its lease ran out."""
+    parts = owner.split(":")
+    if len(parts) == 3:
+        host, pid_text = parts[0], parts[1]
+        if host != HOST:
+            return False
+    else:  # `pid:token`, as runs claimed before owners named their machine say it
+        pid_text = parts[0]
     return not pid_text.isdigit() or not procs.alive(int(pid_text))

@@ -56,7 +56,7 @@ class Workers:
         try:
             while self.queue.accepting:
                 unsaved: StoreError | None = None
-                async with self.queue.slots.hold(first.profile if first else self.queue.profile_of(session_id)):
+                async with self.queue.slots.hold(first.profile if first else await self.queue.profile_of(session_id)):
                     run, first = first, None
                     if run is not None and not await self.queue.confirm(run):
                         continue  # recorded in a commit that failed: the run does not exist, its sender got a 503
@@ -67,10 +67,10 @@ class Workers:
                             unsaved = exc
                         else:
                             if run is None:
-                                break  # no await between the empty claim and the release: a new run hands it out anew
+                                break  # a run queued since the claim looked hands the session out anew on release
                     if run is not None:
                         if self.pauses.check(run.profile) is not None:
-                            self.queue.unclaim(run)  # its config is broken: the run waits; resumed by the gateway
+                            await self.queue.unclaim(run)  # its config is broken: the run waits; resumed by the gateway
                             break
                         await self._execute(run)
                 if unsaved is not None:
