@@ -25,7 +25,7 @@ import asyncpg
 from ..errors import StoreError
 from .driver import POSTGRESQL, Commit, Params, Row
 from .pg_changes import NOTIFY_SQL, ChangeListener
-from .pg_errors import map_pg_errors, redact_url, url_secrets
+from .pg_errors import map_pg_errors, redact_url, translate, url_secrets
 from .pg_migrations import apply_migrations
 
 if TYPE_CHECKING:
@@ -97,6 +97,11 @@ class PgTx:
         with map_pg_errors(self.name, self.secrets):
             await self.conn.executemany(dollar_params(sql), rows)
 
+    async def announce(self, payload: str) -> None:
+        """Tell the other gateways, once this transaction commits, that something changed (`payload`: a run's id,
+        under 8000 bytes). Nothing is told if the transaction is rolled back."""
+        await self.run(NOTIFY_SQL, (payload,))
+
 
 class PgDatabase:
     """A PostgreSQL database several gateways share (`Db` on PostgreSQL). Making it does no I/O; `open()`
@@ -132,8 +137,9 @@ class PgDatabase:
         self.migrated: list[str] = []  # the migrations open() applied (none when another gateway had)
         self._pool: asyncpg.Pool[Any] | None = None
         self._own_pids: set[int] = set()  # the server processes of the pool's connections
-        self._changes = ChangeListener(self._listener_connection, name=self.name, secrets=self._secrets,
-                                       own_pids=self._own_pids)  # fmt: skip
+        self._changes = ChangeListener(
+            self._listener_connection, name=self.name, secrets=self._secrets, own_pids=self._own_pids
+        )
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def __repr__(self) -> str:
@@ -203,10 +209,7 @@ class PgDatabase:
     async def tx(self) -> AsyncIterator[PgTx]:
         """A transaction on one pooled connection: committed when the block ends, rolled back (every statement
         of it) when the block raises. A failed COMMIT raises its StoreError: nothing of the block was saved."""
-        pool = self._require_pool()
-        with map_pg_errors(self.name, self._secrets):
-            conn = await pool.acquire(timeout=self.acquire_timeout)
-        try:
+        async with self._connection() as conn:
             transaction = conn.transaction()
             with map_pg_errors(self.name, self._secrets):
                 await transaction.start()
@@ -218,6 +221,22 @@ class PgDatabase:
             with map_pg_errors(self.name, self._secrets):
                 await transaction.commit()
             self.commits += 1
+
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[asyncpg.pool.PoolConnectionProxy[Any]]:
+        """A pooled connection for the block, given back after it."""
+        pool = self._require_pool()
+        try:
+            conn = await pool.acquire(timeout=self.acquire_timeout)
+        except TimeoutError as exc:
+            raise StoreError(
+                f"{self.name!r}: none of the pool's {self.pool_size} connections came free (or could be made)"
+                f" within {self.acquire_timeout:g}s"
+            ) from exc
+        except (asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError, OSError) as exc:
+            raise translate(exc, self.name, self._secrets) from exc
+        try:
+            yield conn
         finally:
             await self._release(pool, conn)
 
@@ -239,14 +258,14 @@ class PgDatabase:
             log.error("rollback failed: %s", exc.message)
 
     async def one(self, sql: str, params: Params = ()) -> Row | None:
-        with map_pg_errors(self.name, self._secrets):
-            async with self._require_pool().acquire(timeout=self.acquire_timeout) as conn:
+        async with self._connection() as conn:
+            with map_pg_errors(self.name, self._secrets):
                 row: Row | None = await conn.fetchrow(dollar_params(sql), *params)
                 return row
 
     async def all(self, sql: str, params: Params = ()) -> list[Row]:
-        with map_pg_errors(self.name, self._secrets):
-            async with self._require_pool().acquire(timeout=self.acquire_timeout) as conn:
+        async with self._connection() as conn:
+            with map_pg_errors(self.name, self._secrets):
                 rows: list[Row] = await conn.fetch(dollar_params(sql), *params)
                 return rows
 
