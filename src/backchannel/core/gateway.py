@@ -24,10 +24,10 @@ from ..agent.engines import build_engine
 from ..agent.engines.cache import EngineCache, EngineFactory
 from ..agent.tools import TOOLBOX
 from ..agent.tools.mcp import McpTools
-from ..errors import StoreError
+from ..errors import ConfigError, StoreError
 from ..home import config
 from ..net.dialects import Dialects
-from ..store import integrity
+from ..store import backend, integrity, meta
 from ..store.db import Database
 from ..store.driver import Db
 from ..store.runs import RunRow, RunState
@@ -52,6 +52,7 @@ from .revocations import Revocations
 from .turns import Turns
 
 log = logging.getLogger("backchannel.gateway")
+GATEWAY_ID_KEY = "gateway_id"  # in a shared store's meta: the one id of the gateways on it
 
 
 class Gateway:
@@ -64,7 +65,7 @@ class Gateway:
         engine_factory: EngineFactory = build_engine,
         on_state: OnState | None = None,
         scope: set[str] | None = None,
-        lease_seconds: float = 30.0,
+        lease_seconds: float | None = None,
         poll_seconds: float = 0.25,
         verify_store: bool = False,
         push_events: PushEvents | None = None,
@@ -78,9 +79,10 @@ class Gateway:
         self.root = root
         self.settings = config.load_gateway_config(root)
         self.gateway_id = self.settings.gateway_id or "local"
-        if verify_store:
+        self.shared = backend.is_shared(self.settings)  # gateways on one PostgreSQL store, or this home's state.db
+        if verify_store and not self.shared:
             integrity.require_intact(config.db_path(root))
-        self.db: Db = Database(config.db_path(root), durability=self.settings.durability)
+        self.db: Db = backend.open_store(root, self.settings)
         self.hub = EventHub()
         self.pushes = Pushes(self.db, self.settings.push, events=push_events)
         self.queue = RunQueue(
@@ -88,7 +90,7 @@ class Gateway:
             self.settings,
             hub=self.hub,
             on_state=_both(on_state, self.pushes.noticed),
-            lease_seconds=lease_seconds,
+            lease_seconds=lease_seconds or self.settings.store.lease_seconds,
             poll_seconds=poll_seconds,
             scope=scope,
             clock=clock,
@@ -159,10 +161,21 @@ class Gateway:
         return self.queue.running
 
     async def open(self) -> None:
-        """Connect to the store (a shared store's pool and migrations; SQLite's file was opened when built)."""
-        if not self._opened:
-            await self.db.open()
-            self._opened = True
+        """Connect to the store (a shared store's pool and migrations; SQLite's file was opened when built). The
+        gateways on one shared store are one gateway: a home whose id is not the store's is refused."""
+        if self._opened:
+            return
+        await self.db.open()
+        self._opened = True
+        if self.shared:
+            owner = await meta.meta_set_default(self.db, GATEWAY_ID_KEY, self.gateway_id)
+            if owner != self.gateway_id:
+                await self.db.aclose()
+                raise ConfigError(
+                    f"the store {self.db.name!r} belongs to gateway {owner!r}, and this home's config.yaml says"
+                    f" {self.gateway_id!r}: gateways that share a store are one gateway; give this home"
+                    f" `gateway: {{id: {owner}}}` (and the same key and profiles), or another store"
+                )
 
     async def start(self) -> None:
         """Reclaim what a crash left running, then run the workers and the background jobs."""

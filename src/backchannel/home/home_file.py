@@ -103,9 +103,44 @@ class GatewaySettings(Frozen):
         return max(1, min(share, total))
 
 
-class GatewayConfig(GatewaySettings):
-    """The home's settings as the gateway uses them: the `gateway:` section and the peers beside it."""
+STORE_SCHEMES = ("postgresql://", "postgres://")
+STORE_PASSWORD_VAR = "BACKCHANNEL_STORE_PASSWORD"  # a shared store's password: in the home's .env, never in config
 
+
+def _store_url(value: object) -> object:
+    """A store URL is empty (the home's state.db) or a PostgreSQL URL without a password."""
+    if value is None or value == "":
+        return ""
+    if not isinstance(value, str):
+        return value  # the type's own check says what it must be
+    if not value.startswith(STORE_SCHEMES):
+        raise ValueError(f"must be empty (the home's state.db) or a postgresql:// URL, got {value!r}")
+    userinfo = value.split("://", 1)[1].split("/", 1)[0].rpartition("@")[0]
+    if ":" in userinfo:
+        raise ValueError(
+            f"holds a password: put it in the home's .env as {STORE_PASSWORD_VAR} and leave it out of the URL"
+        )
+    return value
+
+
+class StoreSettings(Frozen):
+    """The home's `store:` section: where runs, sessions and messages are kept."""
+
+    url: Annotated[str, BeforeValidator(_store_url), Kind("postgresql:// URL, or empty")] = Field(
+        "",
+        description="empty: the home's state.db (SQLite, one gateway); postgresql://user@host:5432/db: a store "
+        f"several gateways share (its password in .env as {STORE_PASSWORD_VAR}); BACKCHANNEL_STORE_URL wins",
+    )
+    lease_seconds: Seconds = Field(
+        15.0, description="how long a claimed turn is a gateway's without renewal: a gateway gone this long loses it"
+    )
+    pool_size: PositiveCount = Field(8, description="connections each gateway keeps to a shared store")
+
+
+class GatewayConfig(GatewaySettings):
+    """The home's settings as the gateway uses them: the `gateway:` section, the store and the peers."""
+
+    store: StoreSettings = Field(default_factory=StoreSettings)
     peers: dict[str, PeerEntry] = Field(default_factory=dict)
 
 
@@ -113,6 +148,9 @@ class HomeFile(Frozen):
     """The home's config.yaml."""
 
     gateway: GatewaySettings = Field(default_factory=GatewaySettings, description="this gateway")
+    store: Annotated[StoreSettings, BeforeValidator(lambda v: {} if v is None else v)] = Field(
+        default_factory=StoreSettings, description="where the runs and sessions are kept (see More than one machine)"
+    )
     peers: Annotated[dict[str, PeerEntry], BeforeValidator(lambda v: {} if v is None else v)] = Field(
         default_factory=dict, description="other gateways, by name (`peer add`)"
     )
@@ -126,4 +164,4 @@ class HomeFile(Frozen):
 
     def settings(self) -> GatewayConfig:
         """The settings the gateway runs with: this file's gateway section and peers, in one object."""
-        return GatewayConfig.model_construct(**dict(self.gateway), peers=self.peers)  # both validated
+        return GatewayConfig.model_construct(**dict(self.gateway), store=self.store, peers=self.peers)  # validated

@@ -87,6 +87,9 @@ class SqliteTx:
         with map_sqlite_errors(self.path):
             self.conn.executemany(sql, rows)
 
+    async def announce(self, payload: str) -> None:
+        """Nothing to do: another process notices the commit itself (`Database.data_version`)."""
+
 
 class _Transaction:
     """`async with db.tx()`: the synchronous transaction of `Database.sync_tx`, entered and left on the loop."""

@@ -49,6 +49,11 @@ class Tx(Protocol):
         """Run one statement once per parameter row."""
         ...
 
+    async def announce(self, payload: str) -> None:
+        """Tell the other gateways of a shared store, once this transaction commits, that something changed
+        (`payload`: a run's id); on SQLite nothing (another process sees the commit itself: `data_version`)."""
+        ...
+
 
 @dataclass(frozen=True)
 class Dialect:

@@ -1,6 +1,6 @@
 """The store's own settings, kept in the store: `store_meta`, one text value per key (the shared gateway id).
 
-Written against `Db`, in SQL both engines speak; the table is made by the PostgreSQL schema (pg_migrations).
+Written against `Db`, in SQL both engines speak; both schemas have the table (SQLite from migration 0016).
 """
 
 from __future__ import annotations

@@ -329,14 +329,16 @@ def m0015_run_files(conn: sqlite3.Connection) -> None:
     )
 
 
-def m0016_claim_fencing(conn: sqlite3.Connection) -> None:
-    """A claim's fencing token (one more at each claim: a turn's writes are refused once the run was claimed
-    again), and at most one running run per session, said by the schema as the PostgreSQL store says it."""
+def m0016_shared_store(conn: sqlite3.Connection) -> None:
+    """What the PostgreSQL store has too: a claim's fencing token (one more at each claim: a turn's writes are
+    refused once the run was claimed again), at most one running run per session said by the schema, and the
+    store's own facts (`store_meta`: the gateway id the gateways on one store share)."""
     _run(
         conn,
         """
         ALTER TABLE runs ADD COLUMN fencing INTEGER NOT NULL DEFAULT 0;
-        CREATE UNIQUE INDEX runs_one_running ON runs (session_id) WHERE state = 'running'
+        CREATE UNIQUE INDEX runs_one_running ON runs (session_id) WHERE state = 'running';
+        CREATE TABLE store_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)
         """,
     )
 
@@ -356,5 +358,5 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0012_push_notifications", m0012_push_notifications),
     ("0013_peer_senders_keys_and_exchanges", m0013_peer_senders_keys_and_exchanges),
     ("0015_run_files", m0015_run_files),
-    ("0016_claim_fencing", m0016_claim_fencing),
+    ("0016_shared_store", m0016_shared_store),
 ]

@@ -117,6 +117,7 @@ class PgDatabase:
         self,
         url: str,
         *,
+        password: str | None = None,
         pool_size: int = 8,
         connect_timeout: float = 10.0,
         command_timeout: float = 30.0,
@@ -126,8 +127,9 @@ class PgDatabase:
         if pool_size < 1:
             raise ValueError(f"pool_size must be at least 1, not {pool_size}")
         self._url = url
+        self._password = password  # for a URL without one (the home's .env holds it)
         self.name = redact_url(url)
-        self._secrets = url_secrets(url)
+        self._secrets = (*url_secrets(url), *((password,) if password else ()))
         self.pool_size = pool_size
         self.connect_timeout = connect_timeout
         self.command_timeout = command_timeout
@@ -152,6 +154,7 @@ class PgDatabase:
         with map_pg_errors(self.name, self._secrets):
             pool = await asyncpg.create_pool(
                 self._url,
+                password=self._password,
                 min_size=1,
                 max_size=self.pool_size,
                 timeout=self.connect_timeout,
@@ -181,6 +184,7 @@ class PgDatabase:
     async def _listener_connection(self) -> asyncpg.Connection[Any]:
         conn: asyncpg.Connection[Any] = await asyncpg.connect(
             self._url,
+            password=self._password,
             timeout=self.connect_timeout,
             command_timeout=self.command_timeout,
             server_settings={"application_name": LISTENER_NAME},

@@ -18,9 +18,9 @@ from typing import Any
 import asyncpg
 
 from ..errors import StoreError
+from .driver import CHANGES_CHANNEL
 from .pg_errors import map_pg_errors
 
-CHANGES_CHANNEL = "backchannel_changes"  # the channel a committed change is announced on
 NOTIFY_SQL = f"SELECT pg_notify('{CHANGES_CHANNEL}', ?)"  # a writer's announcement, its payload a run's id or so
 CHECK_SECONDS = 15.0  # how often a quiet listening connection is asked whether it is still there
 RETRY_FIRST_SECONDS = 0.1  # the first wait before listening anew after the connection dropped; it doubles

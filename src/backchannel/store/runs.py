@@ -19,7 +19,7 @@ from ..errors import Conflict, LimitReached, NotFound
 from ..ids import new_run_id
 from ..messages import Attachment, Message
 from ..states import RunState as RunState  # the store records the states; it re-exports them for its callers
-from .driver import CHANGES_CHANNEL, Db, Row, Tx
+from .driver import Db, Row
 from .sessions import append_messages
 
 QUEUE_FULL_RETRY_SECONDS = 2.0
@@ -246,20 +246,13 @@ async def record(
                     " VALUES (?, ?, ?, ?, ?, ?, ?)",
                     [(run_id, n, f.name, f.media_type, f.url, f.content, f.size) for n, f in enumerate(new.files)],
                 )
-            await announce(db, tx, run_id)
+            await tx.announce(run_id)
     if not created and row["fingerprint"] != fp:
         raise Conflict(
             f"idempotency key {keys.given(key)!r} was already used for a different message or target (run {row['id']})",
             code="idempotency_key_conflict",
         )
     return _run(row), created
-
-
-async def announce(db: Db, tx: Tx, run_id: str) -> None:
-    """Tell the other gateways of a shared store that a run changed, once this transaction commits (PostgreSQL
-    delivers a notice only on COMMIT); on SQLite, other processes notice the commit itself."""
-    if db.dialect.row_locks:
-        await tx.one("SELECT pg_notify(?, ?)", (CHANGES_CHANNEL, run_id))
 
 
 async def files_of(db: Db, run_ids: list[str]) -> dict[str, list[Attachment]]:
@@ -314,6 +307,19 @@ async def runs_ahead(db: Db, run: RunRow) -> int:
     return int(row[0]) if row else 0
 
 
+async def ended_among(db: Db, run_ids: list[str]) -> list[RunRow]:
+    """Those of the runs that have ended (in whichever process or gateway)."""
+    unique = sorted(set(run_ids))
+    if not unique:
+        return []
+    rows = await db.all(
+        f"SELECT * FROM runs WHERE id IN ({', '.join('?' for _ in unique)})"
+        " AND state NOT IN ('held', 'queued', 'running')",
+        unique,
+    )
+    return [_run(r) for r in rows]
+
+
 async def has_queued(db: Db, session_id: str) -> bool:
     """Whether the session has a queued run (a read: no write transaction)."""
     found = await db.one("SELECT 1 FROM runs WHERE session_id = ? AND state = 'queued' LIMIT 1", (session_id,))
@@ -350,7 +356,7 @@ async def claim_next(
                     (f"expired after waiting {now - row['created_at']:.0f}s in the queue", now, now, row["seq"]),
                 )
                 assert gone is not None  # the row read under the same lock
-                await announce(db, tx, gone["id"])
+                await tx.announce(gone["id"])
                 expired.append(_run(gone))
                 continue
             updated = await tx.one(
@@ -359,7 +365,7 @@ async def claim_next(
                 (owner, now + lease_seconds, now, now, row["seq"]),
             )
             assert updated is not None  # the row read under the same lock
-            await announce(db, tx, updated["id"])
+            await tx.announce(updated["id"])
             return _run(updated), expired
 
 
@@ -374,7 +380,7 @@ async def unclaim(db: Db, run: RunRow, *, owner: str) -> RunRow | None:
             (time.time(), run.id, owner, run.fencing),
         )
         if row is not None:
-            await announce(db, tx, run.id)
+            await tx.announce(run.id)
     return _run(row) if row is not None else None
 
 
@@ -389,7 +395,7 @@ async def expire_due(db: Db, profile: str) -> list[RunRow]:
             (now, now, now, profile, now),
         )
         for r in rows:
-            await announce(db, tx, r["id"])
+            await tx.announce(r["id"])
     return [_run(r) for r in rows]
 
 
@@ -431,7 +437,7 @@ async def finish(
             return None
         if messages:
             await append_messages(tx, row["session_id"], messages, run_id=run.id)
-        await announce(db, tx, run.id)
+        await tx.announce(run.id)
     return _run(row)
 
 
@@ -447,7 +453,7 @@ async def cancel_waiting(db: Db, run_id: str) -> RunRow | None:
             (now, now, run_id),
         )
         if row is not None:
-            await announce(db, tx, run_id)
+            await tx.announce(run_id)
     return _run(row) if row is not None else None
 
 
@@ -477,7 +483,7 @@ async def reclaim(
                     (now, r["seq"]),
                 )
             if row is not None:
-                await announce(db, tx, row["id"])
+                await tx.announce(row["id"])
                 changed.append(_run(row))
     return changed
 
@@ -579,7 +585,7 @@ async def approve(db: Db, run_id: str, *, ttl_seconds: float | None) -> RunRow |
             (now, now + ttl_seconds if ttl_seconds else None, run_id),
         )
         if row is not None:
-            await announce(db, tx, run_id)
+            await tx.announce(run_id)
     return _run(row) if row is not None else None
 
 
@@ -593,7 +599,7 @@ async def deny(db: Db, run_id: str, *, why: str) -> RunRow | None:
             (why, now, now, run_id),
         )
         if row is not None:
-            await announce(db, tx, run_id)
+            await tx.announce(run_id)
     return _run(row) if row is not None else None
 
 
@@ -611,7 +617,7 @@ async def expire_held(db: Db) -> list[RunRow]:
             (now, now, now, now),
         )
         for r in rows:
-            await announce(db, tx, r["id"])
+            await tx.announce(r["id"])
     return [_run(r) for r in rows]
 
 

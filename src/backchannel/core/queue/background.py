@@ -33,7 +33,7 @@ async def watch(db: Db, queue: RunQueue, *, seen: int) -> None:
             version = db.data_version()
             if version != seen:
                 seen = version
-                await queue.discover()
+                await queue.look_again()
         except StoreError as exc:
             log.warning("watching for other processes' runs: %s", exc.message)
 

@@ -18,6 +18,7 @@ import socket
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from ... import procs
 from ...errors import Conflict, GatewayDraining, StoreError
@@ -183,6 +184,20 @@ class RunQueue:
         for session_id in await runstore.sessions_with_queued(self.db):
             if self.scope is None or session_id in self.scope:
                 self._hand(session_id, None)
+
+    async def look_again(self) -> None:
+        """Another process committed (a CLI beside this gateway, another gateway on a shared store): hand out the
+        sessions it queued runs in, and answer the waits here on runs that ended there."""
+        await self.discover()
+        waited = [run_id for run_id, done in self._done.items() if not done.done()]
+        for run in await runstore.ended_among(self.db, waited):
+            if run.id in self._owned:
+                continue  # ended here: told by its own finish
+            name, data = _end_event(run)
+            self.hub.publish(run.id, name, **data)
+            done = self._done.pop(run.id, None)
+            if done is not None and not done.done():
+                done.set_result(run)
 
     def _hand(self, session_id: str, first: RunRow | None) -> None:
         if not self.accepting:
@@ -379,17 +394,8 @@ class RunQueue:
 
     def _ended_run(self, run: RunRow) -> None:
         self._on_state(run, run.state)
-        if run.state is RunState.COMPLETED:
-            self.hub.publish(run.id, "run.completed", session_id=run.session_id, output=run.reply or "")
-        else:
-            self.hub.publish(
-                run.id,
-                f"run.{run.state.value}",
-                session_id=run.session_id,
-                error=run.error,
-                code=run.error_code,
-                output=run.reply,
-            )
+        name, data = _end_event(run)
+        self.hub.publish(run.id, name, **data)
         done = self._done.pop(run.id, None)
         if done is not None and not done.done():
             done.set_result(run)
@@ -482,6 +488,14 @@ class RunQueue:
             if run.state.terminal:
                 self._ended_run(run)
         return changed
+
+
+def _end_event(run: RunRow) -> tuple[str, dict[str, Any]]:
+    """The event a run's end is told by: its name and data."""
+    if run.state is RunState.COMPLETED:
+        return "run.completed", {"session_id": run.session_id, "output": run.reply or ""}
+    data = {"session_id": run.session_id, "error": run.error, "code": run.error_code, "output": run.reply}
+    return f"run.{run.state.value}", data
 
 
 def owner_is_dead(owner: str) -> bool:
