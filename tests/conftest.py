@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 from collections.abc import Awaitable, Callable, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -145,11 +146,28 @@ def cli() -> Any:
     return run_cli
 
 
+STORE_VAR = "BACKCHANNEL_TEST_STORE"  # `postgresql`: every test's home keeps its state in the cluster (make test-pg)
+
+
 @pytest.fixture
-def initialised(home: Path) -> Path:
+def initialised(home: Path, request: pytest.FixtureRequest) -> Path:
     result = run_cli("init")
     assert result.exit_code == 0, result.stderr
+    if os.environ.get(STORE_VAR) == "postgresql":
+        cluster: Cluster = request.getfixturevalue("postgres_cluster")
+        use_shared_store(home, cluster.new_database())
     return home
+
+
+def use_shared_store(root: Path, url: str) -> None:
+    """Point the home at a PostgreSQL store: its URL in config.yaml without the password, which goes to .env."""
+    parts = urllib.parse.urlsplit(url)
+    plain = urllib.parse.urlunsplit(parts._replace(netloc=f"{parts.username}@{parts.hostname}:{parts.port}"))
+    path = config.config_path(root)
+    data = config.load_yaml(path)
+    data["store"] = {**(data.get("store") or {}), "url": plain}
+    config.write_yaml(path, data)
+    config.set_env_value(root, "BACKCHANNEL_STORE_PASSWORD", urllib.parse.unquote(parts.password or ""))
 
 
 def with_gateway(root: Path, body: Callable[[Gateway], Awaitable[None]], *, grace: float = 1, **options: Any) -> None:

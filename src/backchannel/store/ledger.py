@@ -56,7 +56,7 @@ async def entries(
         ("outbound", "sender", "target"),
     ):
         if a is None:
-            clauses[table] = ("1", [])
+            clauses[table] = ("TRUE", [])
         elif b is None:
             clauses[table] = (f"({_match(sender)} OR {_match(target)})", [*_params(a), *_params(a)])
         else:
@@ -94,7 +94,7 @@ async def entries(
         " UNION ALL "
         "SELECT created_at AS at, sender, target, state, hops, wait_seconds, message, reply,"
         f" remote_run_id AS run_id, error AS reason, origin, 'peer' AS kind FROM outbound WHERE {out_where}"
-        f") {state_where} ORDER BY at DESC LIMIT ?",
+        f") AS entries {state_where} ORDER BY at DESC LIMIT ?",
         (*run_params, *ref_params, *out_params, *wanted, limit),
     )
     return [Entry(**dict(r)) for r in rows]

@@ -1,0 +1,237 @@
+"""Several gateways on one PostgreSQL store are one gateway (DESIGN section 10, issue 24).
+
+Each gateway has a home of its own, deployed alike (the same config.yaml with the same gateway id, the same .env
+with the person's key, the same profiles), whose `store.url` names one database of the tests' throwaway cluster
+(its password in .env). What one gateway's turn writes, another reads; a sender waiting on one gets the reply
+another's turn wrote; a gateway killed mid-turn loses the turn to another after its lease, and one paused past
+its lease cannot write a second reply (the claim's fencing token). The process tests kill and pause real
+`backchannel gateway` processes; the in-process ones run two gateways in one event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from backchannel.core.delivery.delivery import Incoming
+from backchannel.core.gateway import Gateway
+from backchannel.errors import ConfigError
+from backchannel.home import config
+from backchannel.states import RunState
+from conftest import GatewayProcess, api_key, free_port, use_shared_store
+
+LEASE_SECONDS = 2.0  # short, so a lost gateway's turn moves on within a test's patience
+DEADLINE = 60.0
+
+posix_only = pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL and SIGSTOP are POSIX signals")
+
+
+def deploy(first: Path, second: Path, url: str, *, lease: float = LEASE_SECONDS) -> None:
+    """Point `first` (an initialised home) at the store, and make `second` its copy: the same files, no state.db."""
+    use_shared_store(first, url)
+    path = config.config_path(first)
+    data = config.load_yaml(path)
+    data["store"]["lease_seconds"] = lease
+    config.write_yaml(path, data)
+    shutil.copytree(first, second, ignore=shutil.ignore_patterns("state.db*", "gateway*.json", "*.log", "*.lock"))
+
+
+@pytest.fixture
+def homes(initialised: Path, postgres_url: str, tmp_path: Path) -> tuple[Path, Path]:
+    other = tmp_path / "second-home"
+    deploy(initialised, other, postgres_url)
+    return initialised, other
+
+
+def on_both(homes: tuple[Path, Path], body: Any, **options: Any) -> None:
+    """Run `body(a, b)` against two started in-process gateways, one per home, in one event loop."""
+
+    async def main() -> None:
+        a, b = (Gateway(root, **options.get(name, {})) for root, name in zip(homes, ("a", "b"), strict=True))
+        await a.start()
+        try:
+            await b.start()
+            try:
+                await body(a, b)
+            finally:
+                await b.stop(grace=1)
+        finally:
+            await a.stop(grace=1)
+
+    asyncio.run(main())
+
+
+# --- one gateway in two processes' eyes ------------------------------------------------------------------
+
+
+def test_a_session_moves_between_gateways_with_everything_it_said(homes: tuple[Path, Path]) -> None:
+    async def body(a: Gateway, b: Gateway) -> None:
+        chat = await a.directory.open_bot_chat("default")
+        first = await a.delivery.deliver(Incoming(chat, "hello from a", "human:api"), wait=20)
+        assert first.result.reply == "default (echo): hello from a"
+        seen = await b.directory.session(chat.id)  # the same session, read through the other gateway
+        second = await b.delivery.deliver(Incoming(seen, "and from b", "human:api"), wait=20)
+        assert second.result.reply == "default (echo): and from b"
+        said = [m.content for m in await a.directory.messages(chat.id)]
+        assert said == ["hello from a", "default (echo): hello from a", "and from b", "default (echo): and from b"]
+        assert {e.run_id for e in await b.delivery.ledger("default")} == {first.run.id, second.run.id}
+
+    on_both(homes, body)
+
+
+def test_a_sender_waiting_on_one_gateway_gets_the_reply_another_gateways_turn_wrote(homes: tuple[Path, Path]) -> None:
+    """`a` works no session of its own (as a CLI beside a gateway): `b` runs the turn, and `a`'s waiter hears of
+    its end through the store's notice, long before a waiter's own poll would look."""
+
+    async def body(a: Gateway, b: Gateway) -> None:
+        chat = await a.directory.open_bot_chat("default")
+        started = time.monotonic()
+        done = await a.delivery.deliver(Incoming(chat, "/sleep 0.3\nworked elsewhere", "human:api"), wait=20)
+        assert done.run.state is RunState.COMPLETED and done.result.reply == "default (echo): worked elsewhere"
+        assert done.run.attempts == 1
+        assert time.monotonic() - started < 20
+        run = await b.delivery.run(done.run.id)
+        assert run.state is RunState.COMPLETED
+
+    on_both(homes, body, a={"scope": set()})
+
+
+def test_a_follower_on_one_gateway_sees_the_end_of_a_run_another_gateway_ran(homes: tuple[Path, Path]) -> None:
+    async def body(a: Gateway, b: Gateway) -> None:
+        chat = await a.directory.open_bot_chat("default")
+        sent = await a.delivery.submit(Incoming(chat, "/sleep 0.5\nfollowed", "human:api"))
+        ended = [step async for step in a.delivery.watch(sent.run.id, 20, tick=5.0)][-1]
+        assert getattr(ended, "result", None) is not None and ended.result.reply == "default (echo): followed"
+
+    on_both(homes, body, a={"scope": set()})
+
+
+def test_a_home_whose_gateway_id_is_not_the_stores_is_refused(homes: tuple[Path, Path]) -> None:
+    first, second = homes
+    path = config.config_path(second)
+    data = config.load_yaml(path)
+    data["gateway"]["id"] = "gw-another"
+    config.write_yaml(path, data)
+
+    async def main() -> None:
+        a = Gateway(first)
+        await a.open()
+        await a.aclose()  # the store now names a's id
+        b = Gateway(second)
+        with pytest.raises(ConfigError, match="belongs to gateway") as refused:
+            await b.open()
+        owner = config.load_gateway_config(first).gateway_id
+        assert f"id: {owner}" in refused.value.message and "password" not in refused.value.message.lower()
+
+    asyncio.run(main())
+
+
+def test_a_store_url_with_a_password_in_config_is_refused(initialised: Path) -> None:
+    path = config.config_path(initialised)
+    data = config.load_yaml(path)
+    data["store"] = {"url": "postgresql://bc:secret@127.0.0.1:5432/bc"}
+    config.write_yaml(path, data)
+    with pytest.raises(ConfigError, match="BACKCHANNEL_STORE_PASSWORD") as refused:
+        config.load_gateway_config(initialised)
+    assert "store.url" in refused.value.message and "secret" not in refused.value.message
+
+
+# --- a gateway lost mid-turn -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def two_processes(homes: tuple[Path, Path]) -> Iterator[tuple[GatewayProcess, GatewayProcess]]:
+    first, second = (GatewayProcess(root, free_port()) for root in homes)
+    try:
+        first.start()
+        second.start()
+        yield first, second
+    finally:
+        for gw in (first, second):
+            if gw.proc is not None and gw.proc.poll() is None:
+                os.kill(gw.proc.pid, signal.SIGCONT)  # a paused one must be able to stop
+            gw.close()
+
+
+def _start_run(gw: GatewayProcess, text: str) -> str:
+    with httpx.Client(base_url=gw.url, headers=gw.headers(), timeout=20) as c:
+        started = c.post("/v1/runs", json={"input": text})
+        assert started.status_code == 202, started.text
+        run_id: str = started.json()["run_id"]
+        return run_id
+
+
+def _run(gw: GatewayProcess, run_id: str) -> dict[str, Any]:
+    with httpx.Client(base_url=gw.url, headers=gw.headers(), timeout=20) as c:
+        found = c.get(f"/v1/runs/{run_id}")
+        assert found.status_code == 200, found.text
+        data: dict[str, Any] = found.json()
+        return data
+
+
+def _until(gw: GatewayProcess, run_id: str, states: set[str]) -> dict[str, Any]:
+    deadline = time.monotonic() + DEADLINE
+    while time.monotonic() < deadline:
+        data = _run(gw, run_id)
+        if data.get("status") in states:
+            return data
+        time.sleep(0.05)
+    raise AssertionError(f"run {run_id} never reached {states}:\n{gw.log()[-3000:]}")
+
+
+def _replies(gw: GatewayProcess, text: str) -> list[str]:
+    """The assistant messages of the default profile's sessions answering `text`."""
+    with httpx.Client(base_url=gw.url, headers=gw.headers(), timeout=20) as c:
+        sessions = c.get("/api/sessions").json()["data"]
+        said: list[str] = []
+        for s in sessions:
+            messages = c.get(f"/api/sessions/{s['id']}/messages").json()["data"]
+            said += [m["content"] for m in messages if m["role"] == "assistant" and text in (m["content"] or "")]
+        return said
+
+
+@posix_only
+def test_the_turn_of_a_killed_gateway_is_finished_by_the_other_once(
+    two_processes: tuple[GatewayProcess, GatewayProcess],
+) -> None:
+    first, second = two_processes
+    run_id = _start_run(first, "/sleep 1\nwork of the lost one")
+    _until(second, run_id, {"running"})  # claimed (by the gateway it was handed to: `first`, idle)
+    assert first.proc is not None
+    first.kill()  # SIGKILL: no requeue at shutdown; its lease runs out
+    done = _until(second, run_id, {"completed", "failed"})
+    assert done["status"] == "completed" and done["output"] == "default (echo): work of the lost one"
+    assert _replies(second, "work of the lost one") == ["default (echo): work of the lost one"]
+
+
+@posix_only
+def test_a_paused_gateway_past_its_lease_cannot_write_a_second_reply(
+    two_processes: tuple[GatewayProcess, GatewayProcess],
+) -> None:
+    first, second = two_processes
+    assert first.proc is not None
+    run_id = _start_run(first, "/sleep 2\npaused work")
+    _until(second, run_id, {"running"})
+    os.kill(first.proc.pid, signal.SIGSTOP)  # alive, silent: only its lease tells the other it is gone
+    try:
+        done = _until(second, run_id, {"completed", "failed"})
+    finally:
+        os.kill(first.proc.pid, signal.SIGCONT)
+    assert done["status"] == "completed"
+    deadline = time.monotonic() + DEADLINE  # the resumed gateway ends its own copy of the turn, and is refused
+    while "no longer ours to finish" not in first.log() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert "no longer ours to finish" in first.log(), first.log()[-3000:]
+    assert _replies(second, "paused work") == ["default (echo): paused work"]
+    assert _run(first, run_id)["output"] == "default (echo): paused work"
+    assert api_key(first.root) == api_key(second.root)  # one gateway: one person's key
