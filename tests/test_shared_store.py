@@ -11,6 +11,7 @@ its lease cannot write a second reply (the claim's fencing token). The process t
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import signal
@@ -235,3 +236,39 @@ def test_a_paused_gateway_past_its_lease_cannot_write_a_second_reply(
     assert _replies(second, "paused work") == ["default (echo): paused work"]
     assert _run(first, run_id)["output"] == "default (echo): paused work"
     assert api_key(first.root) == api_key(second.root)  # one gateway: one person's key
+
+
+def test_what_a_turn_on_one_gateway_remembers_a_turn_on_another_knows(homes: tuple[Path, Path]) -> None:
+    def memory(action: str, content: str) -> str:
+        return "/tool memory " + json.dumps({"action": action, "target": "memory", "content": content})
+
+    async def tool_result(gw: Gateway, text: str) -> dict[str, Any]:
+        chat = await gw.directory.open_bot_chat("default")
+        done = await gw.delivery.deliver(Incoming(chat, text, "human:api", key=f"k-{time.time_ns()}"), wait=20)
+        assert done.run.state is RunState.COMPLETED and not done.result.replayed, done
+        said = [m for m in await gw.directory.messages(chat.id) if m.role == "tool"]
+        result: dict[str, Any] = json.loads(said[-1].content)
+        return result
+
+    async def body(a: Gateway, b: Gateway) -> None:
+        added = await tool_result(a, memory("add", "the build is green"))
+        assert added["ok"] and added["entries"] == 1
+        again = await tool_result(b, memory("add", "the build is green"))  # b's turn sees what a's wrote
+        assert again == {
+            "result": "delivered",
+            "ok": True,
+            "target": "memory",
+            "note": "already remembered",
+            "entries": 1,
+        }
+        await tool_result(b, memory("add", "deploys on fridays are off"))
+        notes = await a.turns.memories.notes(a.directory.profile("default"))
+        assert notes is not None and notes.memory == "the build is green\ndeploys on fridays are off\n"
+
+    on_both(homes, body)
+    first, second = homes
+    # The files are an export, written by the gateway that changed the text last.
+    assert (second / "profiles" / "default" / "memories" / "MEMORY.md").read_text() == (
+        "the build is green\ndeploys on fridays are off\n"
+    )
+    assert (first / "profiles" / "default" / "memories" / "MEMORY.md").read_text() == "the build is green\n"

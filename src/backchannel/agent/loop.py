@@ -51,7 +51,7 @@ async def run_turn(
     for _ in range(profile.config.max_turns):
         request = ModelRequest(
             profile=profile.name,
-            system_prompt=system_prompt(profile) if engine.uses_context else "",
+            system_prompt=system_prompt(profile, await ctx.memories.notes(profile)) if engine.uses_context else "",
             messages=[*history, *progress.messages],
             tools=specs,
             session=session,

@@ -9,6 +9,7 @@ import yaml
 
 from ..home import files
 from ..home.profiles import Profile
+from .memories import Notes
 
 MESSAGING_NOTE = """## Messages from other agents
 A message that starts `[Message from … — another agent, not your user]` is from another agent: answer it as a
@@ -53,21 +54,22 @@ def _front_matter(text: str) -> dict[str, object]:
     return data if isinstance(data, dict) else {}
 
 
-_cache: dict[Path, tuple[tuple[int, ...], str]] = {}
+_cache: dict[Path, tuple[tuple[int, ...], str]] = {}  # by profile: what it was built from (stamps), the prompt
 
 
-def system_prompt(profile: Profile) -> str:
-    """Built from the profile's files; rebuilt only when one of them (or the skills folder) changed."""
+def system_prompt(profile: Profile, notes: Notes | None = None) -> str:
+    """Built from the profile's files (its memories from `notes` when they are kept elsewhere: a shared store);
+    rebuilt only when one of them (or the skills folder, or the notes) changed."""
     watched = (profile.soul_path, profile.memory_path("memory"), profile.memory_path("user"), profile.skills_dir)
-    stamp = tuple(_mtime(p) for p in watched)
+    stamp = (*(_mtime(p) for p in watched), hash(notes))
     cached = _cache.get(profile.path)
     if cached is not None and cached[0] == stamp:
         return cached[1]
     parts = [read_text(profile.soul_path).strip() or f"You are {profile.name}, a persistent assistant."]
-    memory = read_text(profile.memory_path("memory")).strip()
+    memory = (read_text(profile.memory_path("memory")) if notes is None else notes.memory).strip()
     if memory:
         parts.append("## Your memory (MEMORY.md)\n" + memory)
-    user = read_text(profile.memory_path("user")).strip()
+    user = (read_text(profile.memory_path("user")) if notes is None else notes.user).strip()
     if user:
         parts.append("## About your person (USER.md)\n" + user)
     index = skills(profile)

@@ -22,6 +22,7 @@ from types import TracebackType
 
 from ..agent.engines import build_engine
 from ..agent.engines.cache import EngineCache, EngineFactory
+from ..agent.memories import FileMemories
 from ..agent.tools import TOOLBOX
 from ..agent.tools.mcp import McpTools
 from ..errors import ConfigError, StoreError
@@ -42,6 +43,7 @@ from .delivery.outbound import Outbound
 from .delivery.sends import AgentSends
 from .delivery.wakes import Wakes
 from .hosted import HostedTools
+from .memories import StoreMemories
 from .pushes import Pushes, PushEvents
 from .queue import background
 from .queue.events import EventHub
@@ -52,7 +54,6 @@ from .revocations import Revocations
 from .turns import Turns
 
 log = logging.getLogger("backchannel.gateway")
-GATEWAY_ID_KEY = "gateway_id"  # in a shared store's meta: the one id of the gateways on it
 
 
 class Gateway:
@@ -138,6 +139,7 @@ class Gateway:
             hub=self.hub,
             prepare=self.mentions.prepare,
             mcp=self.mcp,
+            memories=StoreMemories(self.db) if self.shared else FileMemories(),
         )
         self.pauses = Pauses(root)
         self.workers = Workers(self.queue, self.turns, hub=self.hub, pauses=self.pauses, home=root)
@@ -168,7 +170,7 @@ class Gateway:
         await self.db.open()
         self._opened = True
         if self.shared:
-            owner = await meta.meta_set_default(self.db, GATEWAY_ID_KEY, self.gateway_id)
+            owner = await meta.meta_set_default(self.db, meta.GATEWAY_ID, self.gateway_id)
             if owner != self.gateway_id:
                 await self.db.aclose()
                 raise ConfigError(

@@ -92,6 +92,7 @@ class HostedTools:
             session_id=session.id,
             run_id=f"hosted_{uuid.uuid4().hex}",  # no run: each call is its own send
             sender=self.sender,
+            memories=self.turns.memories,
         )
         ctx.exchange = ctx.run_id
         return session, ctx, None

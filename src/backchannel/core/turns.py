@@ -9,6 +9,7 @@ from .. import keys
 from ..agent.engines.base import SessionLink
 from ..agent.engines.cache import EngineCache
 from ..agent.loop import TurnProgress, run_turn
+from ..agent.memories import FileMemories, Memories
 from ..agent.tools.base import Sender, Tool, ToolContext
 from ..agent.tools.mcp import McpTools
 from ..framing import frame, split_reply
@@ -40,6 +41,7 @@ class Turns:
         hub: EventHub,
         prepare: Prepare | None = None,
         mcp: McpTools | None = None,
+        memories: Memories | None = None,
     ) -> None:
         self.db = db
         self.directory = directory
@@ -49,6 +51,7 @@ class Turns:
         self.hub = hub
         self.prepare = prepare
         self.mcp = mcp
+        self.memories: Memories = memories or FileMemories()
         self.live: dict[str, tuple[ToolContext, SessionLink]] = {}
 
     async def run(self, run: RunRow, progress: TurnProgress) -> str:
@@ -66,6 +69,7 @@ class Turns:
             chain=run.chain,
             exchange=run.origin or run.id,
             sender=self.sender,
+            memories=self.memories,
         )
         text = await self.prepare(ctx, run) if self.prepare is not None else run.message
         if keys.is_wake(run.idempotency_key):  # our own heading stays as it is; only the outcome is the other's

@@ -13,7 +13,8 @@ from pathlib import Path
 from ..errors import BackchannelError
 from ..home import peers
 from ..home.runtime import listening
-from . import configs, disk, endpoints, gateways, mcp
+from ..store.backend import is_shared
+from . import configs, disk, endpoints, gateways, mcp, shared
 from .report import Check, Report, Status, fail
 
 __all__ = ["Check", "Report", "Status", "examine"]
@@ -29,11 +30,20 @@ async def examine(root: Path, *, deep: bool = False) -> Report:
     home_config, settings = configs.home_config(root)
     checks += home_config
     env, key = disk.env_file(root)
-    checks += [env, disk.store(root, deep=deep)]
+    checks.append(env)
+    remote: list[Awaitable[list[Check]]] = []
+    try:
+        shared_store = settings is not None and is_shared(settings)
+    except BackchannelError as exc:  # BACKCHANNEL_STORE_URL that is no store's
+        checks.append(fail("store", exc.message))
+        shared_store = True
+    if not shared_store:
+        checks.append(disk.store(root, deep=deep))
+    elif settings is not None:
+        remote.append(_one(shared.store(root, settings)))
     folder, names = disk.profiles_folder(root)
     checks.append(folder)
     checks += configs.stray_folders(root)
-    remote: list[Awaitable[list[Check]]] = []
     for name in names:
         profile_checks, profile = configs.profile_config(root, name)
         checks += profile_checks

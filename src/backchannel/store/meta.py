@@ -8,6 +8,8 @@ from __future__ import annotations
 from ..errors import StoreError
 from .driver import Db
 
+GATEWAY_ID = "gateway_id"  # the one id of the gateways that share the store
+
 
 async def meta_get(db: Db, key: str) -> str | None:
     """The value stored under `key`, or None."""

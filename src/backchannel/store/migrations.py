@@ -331,14 +331,22 @@ def m0015_run_files(conn: sqlite3.Connection) -> None:
 
 def m0016_shared_store(conn: sqlite3.Connection) -> None:
     """What the PostgreSQL store has too: a claim's fencing token (one more at each claim: a turn's writes are
-    refused once the run was claimed again), at most one running run per session said by the schema, and the
-    store's own facts (`store_meta`: the gateway id the gateways on one store share)."""
+    refused once the run was claimed again), at most one running run per session said by the schema, the
+    store's own facts (`store_meta`: the gateway id the gateways on one store share), and the profiles'
+    memories (kept here by gateways that share a store)."""
     _run(
         conn,
         """
         ALTER TABLE runs ADD COLUMN fencing INTEGER NOT NULL DEFAULT 0;
         CREATE UNIQUE INDEX runs_one_running ON runs (session_id) WHERE state = 'running';
-        CREATE TABLE store_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)
+        CREATE TABLE store_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE memories (
+            profile TEXT NOT NULL,
+            target TEXT NOT NULL,
+            content TEXT NOT NULL,
+            updated_at REAL NOT NULL,
+            PRIMARY KEY (profile, target)
+        )
         """,
     )
 

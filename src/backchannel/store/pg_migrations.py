@@ -210,6 +210,14 @@ CREATE TABLE store_meta (
     key text COLLATE "C" PRIMARY KEY,
     value text COLLATE "C" NOT NULL
 );
+
+CREATE TABLE memories (
+    profile text COLLATE "C" NOT NULL,
+    target text COLLATE "C" NOT NULL,
+    content text COLLATE "C" NOT NULL,
+    updated_at double precision NOT NULL,
+    PRIMARY KEY (profile, target)
+);
 """
 
 MIGRATIONS: list[tuple[str, str]] = [

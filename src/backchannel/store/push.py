@@ -22,6 +22,8 @@ _CONFIG = (
     " created_at"
 )
 
+HOLD_SECONDS = 120.0  # a shared store: a notification taken by one gateway is left to it this long
+
 
 @dataclass(frozen=True)
 class Receiver:
@@ -205,7 +207,26 @@ async def enqueue(db: Db, config_seq: int, events: list[Event], *, state: str, d
 
 
 async def due(db: Db, *, now: float, limit: int, busy: set[int]) -> list[Owed]:
-    """The oldest pending notification of each config, where it is due now (configs in `busy` left out)."""
+    """The oldest pending notification of each config, where it is due now (configs in `busy` left out).
+
+    On a shared store each is taken for this gateway alone: its next try moves HOLD_SECONDS on (its POST ends,
+    and records its end, well before), so another gateway does not POST it at the same moment; a gateway lost
+    mid-POST leaves it to the others once that time has passed."""
+    if db.dialect.row_locks:
+        owed = await _due(db, now=now, limit=limit, busy=busy)
+        async with db.tx() as tx:
+            return [
+                o
+                for o in owed
+                if await tx.run(
+                    "UPDATE push_outbox SET next_at = ? WHERE seq = ? AND state = 'pending' AND next_at <= ?",
+                    (now + HOLD_SECONDS, o.seq, now),
+                )
+            ]
+    return await _due(db, now=now, limit=limit, busy=busy)
+
+
+async def _due(db: Db, *, now: float, limit: int, busy: set[int]) -> list[Owed]:
     rows = await db.all(
         "SELECT o.seq, o.config_seq, c.task_id, o.notification_id, o.body, o.attempts, c.url, c.token, c.auth_scheme,"
         " c.auth_credentials FROM push_outbox o JOIN push_configs c ON c.seq = o.config_seq"

@@ -19,6 +19,7 @@ from ...home.profiles import Profile
 from ...home.redact import redact
 from ...outcome import Outcome, Result, error_body, of_error
 from ..engines.base import ToolSpec
+from ..memories import FileMemories, Memories
 
 
 class ToolFailure(Exception):
@@ -43,6 +44,7 @@ class ToolContext:
     chain: tuple[str, ...] = ()
     exchange: str = ""  # the run of the person's message this turn descends from
     sender: Sender | None = None
+    memories: Memories = field(default_factory=FileMemories)
     _sends: dict[tuple[str, str], int] = field(default_factory=dict)
 
     @property

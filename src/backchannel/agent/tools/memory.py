@@ -4,9 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...errors import ConfigError
-from ...home import files
-from ...home.config import write_atomic
 from ...outcome import answered
 from ..engines.base import ToolSpec
 from .base import Tool, ToolContext, ToolFailure, require_str
@@ -44,36 +41,47 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     content = " ".join(require_str(args, "content").split())
     if target not in LIMITS:
         raise ToolFailure("invalid_arguments", f"target must be 'memory' or 'user', not {target!r}")
-    path = ctx.profile.memory_path("memory" if target == "memory" else "user")
-    # An unreadable file is the operator's to fix (ConfigError fails the turn), not the model's.
-    lines = [line for line in files.read_text(path, missing_ok=True).splitlines() if line.strip()]
-    if action == "add":
-        _check_entry(content)
-        if content in lines:
-            return answered({"ok": True, "target": target, "note": "already remembered", "entries": len(lines)})
-        lines.append(content)
-    elif action == "replace":
-        old = require_str(args, "old_text")
-        _check_entry(content)
-        index = _find(lines, old, target)
-        lines[index] = content
-    elif action == "remove":
-        index = _find(lines, content, target)
-        del lines[index]
-    else:
+    if action not in ("add", "replace", "remove"):
         raise ToolFailure("invalid_arguments", f"action must be add, replace or remove, not {action!r}")
-    text = "\n".join(lines) + ("\n" if lines else "")
-    if len(text) > LIMITS[target]:
-        raise ToolFailure(
-            "memory_full",
-            f"{path.name} would hold {len(text)} characters, over its limit of {LIMITS[target]}: "
-            "remove or shorten entries first",
-        )
+    old = require_str(args, "old_text") if action == "replace" else ""
+    name = "MEMORY.md" if target == "memory" else "USER.md"
+    kept: list[str] = []
+
+    def change(text: str) -> str:
+        lines = [line for line in text.splitlines() if line.strip()]
+        if action == "add":
+            _check_entry(content)
+            if content in lines:
+                raise _Unchanged(len(lines))
+            lines.append(content)
+        elif action == "replace":
+            _check_entry(content)
+            lines[_find(lines, old, target)] = content
+        else:
+            del lines[_find(lines, content, target)]
+        new = "\n".join(lines) + ("\n" if lines else "")
+        if len(new) > LIMITS[target]:
+            raise ToolFailure(
+                "memory_full",
+                f"{name} would hold {len(new)} characters, over its limit of {LIMITS[target]}: "
+                "remove or shorten entries first",
+            )
+        kept[:] = lines
+        return new
+
     try:
-        write_atomic(path, text)
-    except OSError as exc:
-        raise ConfigError(f"cannot write {str(path)!r}: {exc.strerror or type(exc).__name__}") from exc
-    return answered({"ok": True, "target": target, "action": action, "entries": len(lines), "chars": len(text)})
+        text = await ctx.memories.change(ctx.profile, "memory" if target == "memory" else "user", change)
+    except _Unchanged as same:
+        return answered({"ok": True, "target": target, "note": "already remembered", "entries": same.entries})
+    return answered({"ok": True, "target": target, "action": action, "entries": len(kept), "chars": len(text)})
+
+
+class _Unchanged(Exception):
+    """An entry remembered already: nothing is written."""
+
+    def __init__(self, entries: int) -> None:
+        super().__init__("already remembered")
+        self.entries = entries
 
 
 def _check_entry(content: str) -> None:

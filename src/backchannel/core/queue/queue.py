@@ -476,6 +476,10 @@ class RunQueue:
         await runstore.renew_leases(self.db, list(self._owned), owner=self.owner, lease_seconds=self.lease_seconds)
         if await self.reclaim(is_dead=owner_is_dead, keep=self._owned):
             await self.discover()
+            # A process that died may also have died between a run's end and its sender's wake-up: owed here now
+            # (a wake is keyed once per run, so one already made is not made again).
+            for run in await runstore.pending_wakes(self.db):
+                self._ended.put_nowait(run)
 
     async def reclaim(
         self, *, is_dead: Callable[[str], bool], attempts_bonus: int = 0, keep: set[str] | None = None

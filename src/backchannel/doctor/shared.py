@@ -1,0 +1,48 @@
+"""Doctor's check of a shared store: the PostgreSQL database the home's gateways share (`store.url`).
+
+It opens the store as a gateway would (applying the migrations it lacks, as opening state.db does), reads how many
+runs it keeps and whose it is (the gateway id kept in it), and lets it go."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from ..errors import BackchannelError
+from ..home.config import GatewayConfig
+from ..store import backend, meta
+from .report import Check, fail, ok
+
+TIMEOUT_SECONDS = 10.0
+
+
+async def store(root: Path, settings: GatewayConfig) -> Check:
+    """The shared store answers, has a schema this Backchannel knows, and is this home's gateway's."""
+    try:
+        db = backend.open_store(root, settings)
+    except BackchannelError as exc:
+        return fail("store", exc.message, "correct store.url in config.yaml (or BACKCHANNEL_STORE_URL)")
+    try:
+        async with asyncio.timeout(TIMEOUT_SECONDS):
+            await db.open()
+            try:
+                owner = await meta.meta_get(db, meta.GATEWAY_ID)
+                counted = await db.one("SELECT COUNT(*) FROM runs")
+            finally:
+                await db.aclose()
+    except TimeoutError:
+        return fail(
+            "store", f"{db.name!r} did not answer within {TIMEOUT_SECONDS:g}s", "is the server up and reachable?"
+        )
+    except BackchannelError as exc:
+        fix = "check the server, the URL, and BACKCHANNEL_STORE_PASSWORD in .env"
+        return fail("store", exc.message, fix)
+    runs = int(counted[0]) if counted is not None else 0
+    if owner is not None and owner != settings.gateway_id:
+        return fail(
+            "store",
+            f"{db.name!r} belongs to gateway {owner}, not this home's {settings.gateway_id}",
+            f"give this home `gateway: {{id: {owner}}}` (gateways on one store are one gateway), or another store",
+        )
+    whose = f"gateway {owner}" if owner else "no gateway has started on it yet"
+    return ok("store", f"{db.name!r} (PostgreSQL) answers: {runs} runs; {whose}")
