@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -29,7 +30,7 @@ from backchannel.core.gateway import Gateway
 from backchannel.errors import ConfigError
 from backchannel.home import config
 from backchannel.states import RunState
-from conftest import GatewayProcess, api_key, free_port, use_shared_store
+from conftest import GatewayProcess, api_key, free_port, run_cli, use_shared_store
 
 LEASE_SECONDS = 2.0  # short, so a lost gateway's turn moves on within a test's patience
 DEADLINE = 60.0
@@ -272,3 +273,51 @@ def test_what_a_turn_on_one_gateway_remembers_a_turn_on_another_knows(homes: tup
         "the build is green\ndeploys on fridays are off\n"
     )
     assert (first / "profiles" / "default" / "memories" / "MEMORY.md").read_text() == "the build is green\n"
+
+
+@posix_only
+def test_a_peer_at_two_urls_is_answered_once_when_the_gateway_it_asked_dies_mid_request(
+    two_processes: tuple[GatewayProcess, GatewayProcess], tmp_path: Path
+) -> None:
+    """Another home knows the two gateways as one peer (`peer add team --url A --url B`). Its message reaches A,
+    A records the run and starts the turn, and A is killed before it answers: the peer client asks B with the same
+    key, B answers for the run A accepted (it reclaims the turn once A's lease is gone), and the turn's reply is
+    saved once."""
+    first, second = two_processes
+    made = run_cli("key", "create", "caller", "--json", env={"BACKCHANNEL_HOME": str(first.root)})
+    assert made.exit_code == 0, made.stderr
+    peer_key = json.loads(made.stdout)["key"]  # kept in the shared store: B knows it too
+    caller = tmp_path / "caller-home"
+    env = {"BACKCHANNEL_HOME": str(caller)}
+    assert run_cli("init", env=env).exit_code == 0
+    added = run_cli(
+        "peer", "add", "team", "--url", first.url, "--url", second.url, "--key", peer_key, "--no-key-back", env=env
+    )
+    assert added.exit_code == 0, added.stderr
+    dm = subprocess.Popen(
+        [sys.executable, "-m", "backchannel", "peer", "dm", "team", "/sleep 2\nasked once", "--wait", "60", "--json"],
+        env={**os.environ, **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + DEADLINE
+        running = None
+        while running is None and time.monotonic() < deadline:
+            with httpx.Client(base_url=second.url, headers=second.headers(), timeout=20) as c:
+                runs = c.get("/v1/ledger").json()["data"]
+            running = next((r for r in runs if r["message"].endswith("asked once") and r["state"] == "running"), None)
+            time.sleep(0.05)
+        assert running is not None, first.log()[-3000:]
+        first.kill()
+        out, err = dm.communicate(timeout=DEADLINE)
+    finally:
+        if dm.poll() is None:
+            dm.kill()
+    assert dm.returncode == 0, err.decode()
+    answer = json.loads(out)
+    assert answer["result"] == "delivered" and answer["reply"] == "default (echo): asked once", answer
+    assert _replies(second, "asked once") == ["default (echo): asked once"]
+    later = run_cli("peer", "dm", "team", "asked later", "--json", env=env)  # A is down: nothing reaches it, B answers
+    assert later.exit_code == 0, later.stderr
+    assert json.loads(later.stdout)["reply"] == "default (echo): asked later"

@@ -63,10 +63,18 @@ def peer() -> None:
         "backchannel peer add spark --url http://spark.lan:8377 --note 'homelab'",
         "backchannel peer add spark --url http://spark.lan:8377 < spark.key",
         "backchannel peer add spark --url http://spark.lan:8377 --key-back --as home --url-back http://home.lan:8377",
+        "backchannel peer add team --url http://gw1.lan:8377 --url http://gw2.lan:8377",
     ),
 )
 @click.argument("name", shell_complete=complete.peer_names)
-@click.option("--url", required=True, help="The peer gateway's base URL, e.g. http://spark.lan:8377.")
+@click.option(
+    "--url",
+    "urls",
+    required=True,
+    multiple=True,
+    help="The peer gateway's base URL, e.g. http://spark.lan:8377. Repeat it for the gateways of one shared store:"
+    " each is tried in order when the one before cannot be reached, with the same idempotency key.",
+)
 @click.option("--key", help="Its API_SERVER_KEY (else asked without echo, or read from stdin).")
 @click.option("--note", "note_text", help="A note shown by `peer list`.")
 @click.option(
@@ -85,7 +93,7 @@ def peer() -> None:
 @click.option("--url-back", help="The URL the peer reaches this gateway at, for that command.")
 def add(
     name: str,
-    url: str,
+    urls: tuple[str, ...],
     key: str | None,
     note_text: str | None,
     timeout_seconds: float | None,
@@ -100,7 +108,7 @@ def add(
     root = config.home()
     config.require_home(root)
     config.check_name(name, what="peer")
-    url = registry.check_url(url)
+    url, *more = [registry.check_url(u) for u in urls]
     if as_name is not None:
         config.check_name(as_name, what="peer")
     if url_back is not None:
@@ -114,11 +122,19 @@ def add(
         root, registry.Peer(name, url, "", probe_key, timeout_seconds=timeout_seconds or config.PEER_TIMEOUT_SECONDS)
     )
     existed = registry.save(
-        root, name, url=url, key=key, note=note_text, timeout_seconds=timeout_seconds, a2a_url=found.a2a_url
+        root,
+        name,
+        url=url,
+        key=key,
+        note=note_text,
+        timeout_seconds=timeout_seconds,
+        a2a_url=found.a2a_url,
+        failover_urls=tuple(more),
     )
     interactive = sys.stdin.isatty() and sys.stdout.isatty()
     click.echo(
-        f"{'updated' if existed else 'added'} peer {name} ({url})" + ("" if key is not None else "; kept its key")
+        f"{'updated' if existed else 'added'} peer {name} ({', '.join([url, *more])})"
+        + ("" if key is not None else "; kept its key")
     )
     if found.gateway_id:
         registry.remember_gateway_id(root, name, found.gateway_id)
@@ -275,7 +291,10 @@ def list_(as_json: bool) -> None:
     peers = registry.all_peers(root)
 
     def text() -> None:
-        table([[p.name, p.url, "set" if p.key else "MISSING", p.note] for p in peers], ["NAME", "URL", "KEY", "NOTE"])
+        table(
+            [[p.name, " ".join(p.urls), "set" if p.key else "MISSING", p.note] for p in peers],
+            ["NAME", "URL", "KEY", "NOTE"],
+        )
         if not peers:
             note("no peers yet: backchannel peer add NAME --url URL")
 

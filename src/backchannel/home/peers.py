@@ -26,10 +26,16 @@ class Peer:
     timeout_seconds: float = config.PEER_TIMEOUT_SECONDS  # each request's bound (a chat: its wait plus this)
     dialect: str = "hermes"
     a2a_url: str | None = None  # an A2A peer's JSON-RPC endpoint, from its agent card
+    failover_urls: tuple[str, ...] = ()  # more URLs of the same gateway, tried in order when one cannot be reached
 
     @property
     def is_a2a(self) -> bool:
         return self.dialect == "a2a"
+
+    @property
+    def urls(self) -> tuple[str, ...]:
+        """Where the peer is, first URL first."""
+        return (self.url, *self.failover_urls)
 
     def to_dict(self) -> dict[str, Any]:
         """What may be shown: never the key, only whether there is one."""
@@ -42,6 +48,7 @@ class Peer:
             "timeout_seconds": self.timeout_seconds,
             "dialect": self.dialect,
             "a2a_url": self.a2a_url,
+            "failover_urls": list(self.failover_urls),
         }
 
 
@@ -84,7 +91,17 @@ def load(root: Path, name: str) -> Peer:
 
 
 def _peer(name: str, entry: config.PeerEntry, key: str | None) -> Peer:
-    return Peer(name, entry.url, entry.note, key, entry.gateway_id, entry.timeout_seconds, entry.dialect, entry.a2a_url)
+    return Peer(
+        name,
+        entry.url,
+        entry.note,
+        key,
+        entry.gateway_id,
+        entry.timeout_seconds,
+        entry.dialect,
+        entry.a2a_url,
+        tuple(entry.failover_urls),
+    )
 
 
 def all_peers(root: Path) -> list[Peer]:
@@ -110,12 +127,15 @@ def save(
     note: str | None,
     timeout_seconds: float | None = None,
     a2a_url: str | None = None,
+    failover_urls: tuple[str, ...] = (),
 ) -> bool:
     """Add or update a peer; returns True when it already existed. A None key (or timeout) keeps the existing one.
 
-    `a2a_url` (the JSON-RPC interface its agent card names) makes it an A2A peer; None, a Hermes-dialect one."""
+    `a2a_url` (the JSON-RPC interface its agent card names) makes it an A2A peer; None, a Hermes-dialect one.
+    `failover_urls`: more URLs of the same gateway (replacing any it had)."""
     config.check_name(name, what="peer")
     url = check_url(url)
+    more = [u for u in dict.fromkeys(check_url(u) for u in failover_urls) if u != url]
     if a2a_url is not None:
         a2a_url = check_url(a2a_url)
     data, peers = _peers_section(root)
@@ -135,6 +155,8 @@ def save(
         entry["timeout_seconds"] = timeout_seconds if timeout_seconds is not None else previous["timeout_seconds"]
     if a2a_url is not None:
         entry.update(dialect="a2a", a2a_url=a2a_url)
+    if more:
+        entry["failover_urls"] = more
     peers[name] = entry
     config.write_yaml(config.config_path(root), data)
     return existed

@@ -20,6 +20,18 @@ class Dialects:
         self.gateway_id = gateway_id
 
     def link(self, peer: Peer, agent: str | None) -> PeerLink:
+        """The link to `agent` on `peer`; for a peer at several URLs (`failover_urls`), one over them all."""
+        if peer.failover_urls:
+            from .failover import FailoverLink
+
+            return FailoverLink(
+                lambda url: self._one(dataclasses.replace(peer, url=url, failover_urls=()), agent),
+                peer.urls,
+                ask_again_when_unknown=bool(peer.gateway_id) and not peer.is_a2a,  # a Backchannel peer: keyed runs
+            )
+        return self._one(peer, agent)
+
+    def _one(self, peer: Peer, agent: str | None) -> PeerLink:
         if peer.is_a2a:
             from .a2a_peer import A2APeerClient
 
