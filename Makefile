@@ -30,7 +30,7 @@ HERMES_VENV := .venv-hermes
 HERMES_STAMP := $(HERMES_VENV)/.installed
 HERMES_PLUGIN := $(HERMES_VENV)/.backchannel-plugin
 
-.PHONY: demo test quick faults interop bench bench-hermes lint install clean browser postgres a2a03 inspector wine windows
+.PHONY: demo test test-pg quick faults interop bench bench-hermes lint install clean browser postgres a2a03 inspector wine windows
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -78,6 +78,12 @@ a2a03: $(A2A03_STAMP)
 
 test: $(STAMP) browser postgres $(A2A03_STAMP)
 	BACKCHANNEL_REQUIRE_BROWSER=1 BACKCHANNEL_REQUIRE_POSTGRES=1 $(BIN)/python -m pytest $(PARALLEL) -m "not interop and not faults"
+
+# The same tests with every test home's store on PostgreSQL (the session's throwaway cluster), but those that check
+# the home's own state.db (marked sqlite): one store contract, two backends.
+test-pg: $(STAMP) browser postgres $(A2A03_STAMP)
+	BACKCHANNEL_TEST_STORE=postgresql BACKCHANNEL_REQUIRE_BROWSER=1 BACKCHANNEL_REQUIRE_POSTGRES=1 \
+		$(BIN)/python -m pytest $(PARALLEL) -m "not interop and not faults and not sqlite"
 
 # The pure tests alone (modules marked quick: no home on disk, no process, no gateway), in seconds: only those
 # modules are collected (collecting every module imports the whole stack and every SDK the tests drive).

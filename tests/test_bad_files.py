@@ -172,6 +172,7 @@ def bad_env(initialised: Path) -> Path:
     return initialised
 
 
+@pytest.mark.sqlite  # the .env line numbers and state.db of the home as init makes them
 @pytest.mark.parametrize("args", [("init",), ("chat", "-q", "hi"), ("send", "default", "hi")], ids=" ".join)
 def test_env_with_a_bad_line_is_refused_and_nothing_changes(bad_env: Path, args: tuple[str, ...]) -> None:
     before = snapshot(bad_env)
@@ -182,6 +183,7 @@ def test_env_with_a_bad_line_is_refused_and_nothing_changes(bad_env: Path, args:
     assert stored_rows(bad_env) in ({}, {"sessions": 0, "messages": 0, "runs": 0}), stored_rows(bad_env)
 
 
+@pytest.mark.sqlite  # the .env line numbers and state.db of the home as init makes them
 def test_gateway_refuses_an_env_with_a_bad_line_at_once(bad_env: Path) -> None:
     before = snapshot(bad_env)
     code, output, _took = run_gateway(bad_env)
@@ -207,6 +209,7 @@ def future_store(initialised: Path) -> Path:
     return path
 
 
+@pytest.mark.sqlite  # the .env line numbers and state.db of the home as init makes them
 @pytest.mark.parametrize(
     "args", [("chat", "-q", "hi"), ("sessions", "list"), ("sessions", "show", "nope"), ("ledger",)], ids=" ".join
 )
@@ -221,6 +224,7 @@ def test_state_db_from_a_newer_schema_is_refused_and_left_alone(
     assert snapshot(initialised) == files
 
 
+@pytest.mark.sqlite  # the .env line numbers and state.db of the home as init makes them
 def test_gateway_refuses_a_state_db_from_a_newer_schema(initialised: Path, future_store: Path) -> None:
     before = future_store.read_bytes()
     assert_gateway_refuses(initialised, "newer")
@@ -230,6 +234,7 @@ def test_gateway_refuses_a_state_db_from_a_newer_schema(initialised: Path, futur
 # --- (d) a locked state.db ----------------------------------------------------------------------
 
 
+@pytest.mark.sqlite  # the .env line numbers and state.db of the home as init makes them
 @pytest.mark.faults  # waits out the store's busy timeout (5 s)
 def test_locked_state_db_is_refused_after_the_busy_timeout(initialised: Path) -> None:
     path = make_store(initialised)
@@ -248,6 +253,7 @@ def test_locked_state_db_is_refused_after_the_busy_timeout(initialised: Path) ->
 # --- (e) a state.db that is not a database ------------------------------------------------------
 
 
+@pytest.mark.sqlite  # the .env line numbers and state.db of the home as init makes them
 @pytest.mark.parametrize("args", [("chat", "-q", "hi"), ("sessions", "list"), ("ledger",)], ids=" ".join)
 def test_state_db_that_is_not_a_database_is_refused_and_left_alone(initialised: Path, args: tuple[str, ...]) -> None:
     path = config.db_path(initialised)
@@ -258,6 +264,7 @@ def test_state_db_that_is_not_a_database_is_refused_and_left_alone(initialised: 
     assert path.read_bytes() == garbage
 
 
+@pytest.mark.sqlite  # the .env line numbers and state.db of the home as init makes them
 def test_gateway_refuses_a_state_db_that_is_not_a_database(initialised: Path) -> None:
     path = config.db_path(initialised)
     garbage = b"\x00garbage\xff" * 512

@@ -16,6 +16,8 @@ import pytest
 
 from conftest import run_cli
 
+pytestmark = pytest.mark.sqlite  # the home's own state.db
+
 
 def complete(line: str) -> list[str]:
     """What bash would offer for the last word of `line` (a trailing space: a new, empty word), asked of the

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from backchannel.home import config
 from conftest import GatewayProcess, api_key, free_port, run_cli
 
@@ -75,6 +77,7 @@ def test_an_empty_home_config_is_an_error_that_says_how_to_repair_it(initialised
     assert cfg.read_text() == ""  # init without --repair changes nothing
 
 
+@pytest.mark.sqlite  # compares state.db's bytes
 def test_init_repair_keeps_the_gateway_id_the_peers_the_key_and_the_store(initialised: Path) -> None:
     assert run_cli("send", "default", "before the damage").exit_code == 0
     added = run_cli("peer", "add", "spark", "--url", "http://127.0.0.1:9", "--key", "spark-key-123456")
@@ -113,6 +116,25 @@ def test_init_repair_keeps_readable_peers_and_settings(initialised: Path) -> Non
     assert api_key(initialised) == key
     again = run_cli("init", "--repair")
     assert again.exit_code == 0 and "nothing to repair" in again.stderr
+
+
+def test_init_repair_keeps_a_shared_store_and_a_peers_urls(initialised: Path) -> None:
+    """Without its store.url a home would start on a new, empty state.db: a repair keeps it, and the URLs a peer's
+    other gateways are at."""
+    cfg = config.config_path(initialised)
+    cfg.write_text(
+        "store: {url: 'postgresql://bc@db.lan:5432/bc', lease_seconds: 9, colour: blue}\n"
+        "peers:\n  team: {url: 'http://gw1.lan:8377', failover_urls: ['http://gw2.lan:8377']}\n"
+        "gateway:\n  id: gw-kept\n  max_attempts: lots\n"
+    )
+    repaired = run_cli("init", "--repair", "--json")
+    assert repaired.exit_code == 0, repaired.stderr
+    report = json.loads(repaired.stdout)["repaired"]
+    assert {"store.url", "store.lease_seconds", "peer team"} <= set(report["kept"])
+    assert "store.colour (not a setting)" in report["dropped"]
+    settings = config.load_gateway_config(initialised)
+    assert (settings.store.url, settings.store.lease_seconds) == ("postgresql://bc@db.lan:5432/bc", 9)
+    assert settings.peers["team"].failover_urls == ["http://gw2.lan:8377"]
 
 
 def test_an_empty_profile_config_means_the_defaults(initialised: Path) -> None:

@@ -38,6 +38,7 @@ def only(checks: list[dict[str, Any]], check: str) -> dict[str, Any]:
     return found[0]
 
 
+@pytest.mark.sqlite
 def test_a_healthy_home_is_all_ok(initialised: Path) -> None:
     result = run_cli("doctor")
     assert result.exit_code == 0, result.stdout

@@ -194,6 +194,7 @@ def test_idempotency_key_survives_a_graceful_restart(gateway: GatewayProcess) ->
 # --- 3. strict FIFO, one turn at a time ---------------------------------------------------------
 
 
+@pytest.mark.sqlite
 def test_concurrent_messages_to_one_session_run_one_at_a_time_in_order(gateway: GatewayProcess) -> None:
     count = 40
     with client(gateway) as c:

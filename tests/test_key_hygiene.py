@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from backchannel.home import config
 from conftest import GatewayThread, api_key, free_port, run_cli
@@ -102,6 +103,7 @@ def test_a_non_ascii_peer_key_is_refused_at_peer_add_and_never_shown(initialised
     assert NON_ASCII_KEY not in config.env_path(initialised).read_text()
 
 
+@pytest.mark.sqlite  # reads state.db for the key
 def test_a_peer_key_never_reaches_the_output_the_log_the_store_or_the_ledger(initialised: Path) -> None:
     peer_key = "pk-" + "s3cr3t" * 4
     answer = {"error": {"message": "bad key ECHO", "type": "invalid_request_error", "code": "invalid_api_key"}}

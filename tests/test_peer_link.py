@@ -19,6 +19,8 @@ from backchannel.net.link import PeerAbout, PeerLink, PeerRun, PeerRunState, Run
 from backchannel.outcome import Outcome, Result, Run, of_run
 from now import now
 
+pytestmark = pytest.mark.sqlite  # the home's own state.db
+
 
 class FakeLink:
     """A peer that answers from scripts: nothing of either wire, only `Result`, `PeerRun`, `RunEvent`."""

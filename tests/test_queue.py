@@ -241,6 +241,7 @@ def _pretend_a_dead_process_claimed_it(root: Path, *, attempts: int) -> None:
     db.close()
 
 
+@pytest.mark.sqlite
 def test_runs_left_running_by_a_dead_process_are_requeued_and_finish_once(initialised: Path) -> None:
     recorded: list[str] = []
 
@@ -261,6 +262,7 @@ def test_runs_left_running_by_a_dead_process_are_requeued_and_finish_once(initia
     with_gateway(initialised, recover)
 
 
+@pytest.mark.sqlite
 def test_runs_interrupted_too_often_fail(initialised: Path) -> None:
     recorded: list[str] = []
 
@@ -277,6 +279,7 @@ def test_runs_interrupted_too_often_fail(initialised: Path) -> None:
     with_gateway(initialised, check)
 
 
+@pytest.mark.sqlite
 def test_a_run_recorded_by_another_process_is_picked_up(initialised: Path) -> None:
     async def body(gw: Gateway) -> None:
         session = await new_session(gw)
@@ -323,6 +326,7 @@ def test_memory_tool_adds_replaces_removes_within_limits(initialised: Path) -> N
     assert len(user) <= 2000
 
 
+@pytest.mark.sqlite
 def test_a_database_from_a_newer_backchannel_is_refused(initialised: Path) -> None:
     db = Database(config.db_path(initialised))
     with db.sync_tx() as conn:
@@ -332,6 +336,7 @@ def test_a_database_from_a_newer_backchannel_is_refused(initialised: Path) -> No
         Database(config.db_path(initialised))
 
 
+@pytest.mark.sqlite
 def test_migrations_are_recorded_once(initialised: Path) -> None:
     Database(config.db_path(initialised)).close()
     Database(config.db_path(initialised)).close()
@@ -369,6 +374,7 @@ def test_a_draining_gateway_refuses_new_messages_with_503(initialised: Path) -> 
     with_gateway(initialised, body)
 
 
+@pytest.mark.sqlite
 def test_a_turn_commits_twice_and_a_lone_write_commits_at_the_next_loop_iteration(initialised: Path) -> None:
     """The hot path's cost in commits: a turn is its acceptance and its end, each committed once, and a write
     that no other joins is not held back for one more iteration (a group waits only while writes keep coming)."""

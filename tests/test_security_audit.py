@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from backchannel import keys
 from backchannel.home import config
@@ -214,6 +215,7 @@ def _store_before_0013(root: Path) -> None:
         migrations.MIGRATIONS[:] = everything
 
 
+@pytest.mark.sqlite
 def test_runs_recorded_before_keep_their_meaning(initialised: Path) -> None:
     """After migration 0013 a peer's retry of an old message is its replay (also one that said no profile, also
     an A2A messageId), and the person's send with a key the peer used is the person's own new run."""

@@ -9,9 +9,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from backchannel.core.gateway import Gateway
 from backchannel.home import config
 from conftest import run_cli, with_gateway
+
+pytestmark = pytest.mark.sqlite  # the home's own state.db
 
 
 def set_durability(root: Path, value: object) -> None:

@@ -23,6 +23,8 @@ from backchannel.store import runs, sessions
 from backchannel.store.db import Database, SqliteTx
 from now import now
 
+pytestmark = pytest.mark.sqlite  # the home's own state.db
+
 DURABLE_WITHIN = 5.0  # seconds: a group's waiter is answered long before this, or it hangs
 
 

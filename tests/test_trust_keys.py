@@ -69,6 +69,7 @@ def wait_run(c: httpx.Client, run_id: str, statuses: set[str], within: float = 1
 # --- 1. keys are identities -------------------------------------------------------------------------
 
 
+@pytest.mark.sqlite  # reads the key hashes in state.db
 def test_key_create_list_rotate_revoke(gateway: GatewayThread) -> None:
     key = make_key("spark", "--profile", "default")
     listed = run_cli("key", "list", "--json")

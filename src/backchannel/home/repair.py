@@ -62,6 +62,7 @@ def repair_home_config(root: Path) -> Repaired | None:
         dropped.append("the rest of the file (it is not YAML)")
     else:
         _keep_gateway(old.get("gateway"), fresh, path, kept, dropped)
+        _keep_store(old.get("store"), fresh, path, kept, dropped)
         _keep_peers(old.get("peers"), fresh, kept, dropped)
         dropped.extend(f"key {k!r}" for k in old if k not in schema.tree("home"))
     if not any(item.startswith("gateway id") for item in kept):
@@ -110,6 +111,27 @@ def _keep_gateway(old: Any, fresh: dict[str, Any], path: Path, kept: list[str], 
         kept.append(f"gateway.{key}")
 
 
+def _keep_store(old: Any, fresh: dict[str, Any], path: Path, kept: list[str], dropped: list[str]) -> None:
+    """The store section's valid settings: a shared store's URL above all (without it the home would start on a
+    new, empty state.db of its own)."""
+    if not isinstance(old, dict):
+        if old is not None:
+            dropped.append("the store section (not a mapping)")
+        return
+    known = schema.tree("home")["store"] or {}
+    for key, value in old.items():
+        if key not in known:
+            dropped.append(f"store.{key} (not a setting)")
+            continue
+        try:
+            config.parse_gateway_config({"gateway": {"id": "trial"}, "store": {key: value}}, path)
+        except ConfigError:
+            dropped.append(f"store.{key} (not a valid value)")
+            continue
+        fresh.setdefault("store", {})[key] = value
+        kept.append(f"store.{key}")
+
+
 def _keep_peers(old: Any, fresh: dict[str, Any], kept: list[str], dropped: list[str]) -> None:
     if not isinstance(old, dict):
         if old is not None:
@@ -127,5 +149,11 @@ def _keep_peers(old: Any, fresh: dict[str, Any], kept: list[str], dropped: list[
         keep: dict[str, Any] = {"url": url, "note": str(entry.get("note") or "")}
         if isinstance(entry.get("gateway_id"), str) and entry["gateway_id"]:
             keep["gateway_id"] = entry["gateway_id"]
+        more = entry.get("failover_urls")
+        if isinstance(more, list):
+            try:
+                keep["failover_urls"] = [peers.check_url(str(u)) for u in more]
+            except UsageError:
+                dropped.append(f"the failover URLs of peer {name!r} (not all valid)")
         fresh["peers"][str(name)] = keep
         kept.append(f"peer {name}")
