@@ -1,18 +1,23 @@
 """What the fault tests assert in the store afterwards: every accepted message has exactly one run, one
 reply and one delivery to its sender.
 
-Read straight from state.db (read-only), after the fault, so no code under test can paper over it.
+Read straight from the store after the fault (state.db opened read-only, or the home's shared PostgreSQL store), so
+no code under test can paper over it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
+import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from backchannel import keys
 from backchannel.home import config
+from backchannel.store import backend
 
 
 @dataclass(frozen=True)
@@ -21,30 +26,55 @@ class Audited:
     wake: dict[str, Any] | None  # the wake-up run in the sender's session, when the sender stopped waiting
 
 
-def _connect(root: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(f"file:{config.db_path(root)}?mode=ro", uri=True, timeout=10)
-    conn.row_factory = sqlite3.Row
-    return conn
+def _rows(root: Path, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+    """The rows `sql` reads from the home's store."""
+    settings = config.load_gateway_config(root)
+    if not backend.is_shared(settings):
+        conn = sqlite3.connect(f"file:{config.db_path(root)}?mode=ro", uri=True, timeout=10)
+        conn.row_factory = sqlite3.Row
+        try:
+            return [dict(r) for r in conn.execute(sql, params)]
+        finally:
+            conn.close()
+    found: list[dict[str, Any]] = []
+    failed: list[BaseException] = []
+
+    async def read() -> None:
+        db = backend.open_store(root, settings)
+        await db.open()
+        try:
+            found.extend(dict(r.items()) for r in await db.all(sql, params))
+        finally:
+            await db.aclose()
+
+    def run() -> None:  # a loop of its own, whatever the caller runs
+        try:
+            asyncio.run(read())
+        except BaseException as exc:
+            failed.append(exc)
+
+    reader = threading.Thread(target=run)
+    reader.start()
+    reader.join()
+    if failed:
+        raise failed[0]
+    return found
 
 
 def runs_by_key(root: Path, key: str) -> list[dict[str, Any]]:
-    with _connect(root) as conn:
-        return [dict(r) for r in conn.execute("SELECT * FROM runs WHERE idempotency_key = ?", (key,))]
+    return _rows(root, "SELECT * FROM runs WHERE idempotency_key = ?", (key,))
 
 
 def runs_with_text(root: Path, text: str) -> list[dict[str, Any]]:
     """Runs whose message contains `text` (for messages sent without a key of ours)."""
-    with _connect(root) as conn:
-        rows = conn.execute("SELECT * FROM runs WHERE instr(message, ?) > 0 ORDER BY seq", (text,))
-        return [dict(r) for r in rows]
+    return [r for r in _rows(root, "SELECT * FROM runs ORDER BY seq") if text in r["message"]]
 
 
 def audit_run(root: Path, run: dict[str, Any], *, state: str = "completed") -> Audited:
     """One run: in `state`, its message and reply in its session once each, its sender woken once if it asked."""
     assert run["state"] == state, f"run {run['id']} is {run['state']!r}, expected {state!r}: {run}"
-    with _connect(root) as conn:
-        msgs = [dict(m) for m in conn.execute("SELECT * FROM messages WHERE run_id = ? ORDER BY id", (run["id"],))]
-        wakes = [dict(r) for r in conn.execute("SELECT * FROM runs WHERE idempotency_key = ?", (keys.wake(run["id"]),))]
+    msgs = _rows(root, "SELECT * FROM messages WHERE run_id = ? ORDER BY id", (run["id"],))
+    wakes = _rows(root, "SELECT * FROM runs WHERE idempotency_key = ?", (keys.wake(run["id"]),))
     users = [m for m in msgs if m["role"] == "user"]
     if state == "completed":
         assert len(users) == 1, f"run {run['id']}: its message is in the session {len(users)} times: {msgs}"

@@ -27,7 +27,7 @@ import pytest
 
 from backchannel.core.delivery.delivery import Incoming
 from backchannel.core.gateway import Gateway
-from backchannel.errors import ConfigError
+from backchannel.errors import ConfigError, LimitReached
 from backchannel.home import config
 from backchannel.states import RunState
 from conftest import GatewayProcess, api_key, free_port, run_cli, use_shared_store
@@ -321,3 +321,26 @@ def test_a_peer_at_two_urls_is_answered_once_when_the_gateway_it_asked_dies_mid_
     later = run_cli("peer", "dm", "team", "asked later", "--json", env=env)  # A is down: nothing reaches it, B answers
     assert later.exit_code == 0, later.stderr
     assert json.loads(later.stdout)["reply"] == "default (echo): asked later"
+
+
+def test_a_senders_rate_is_counted_across_the_gateways(homes: tuple[Path, Path]) -> None:
+    for root in homes:
+        path = config.config_path(root)
+        data = config.load_yaml(path)
+        data["gateway"]["max_runs_per_sender_per_minute"] = 3
+        config.write_yaml(path, data)
+
+    async def body(a: Gateway, b: Gateway) -> None:
+        chat = await a.directory.open_bot_chat("default")
+
+        async def arrive(gw: Gateway, n: int) -> None:
+            await gw.delivery.submit(Incoming(chat, f"ping {n}", "peer:spark/default", key=f"k-{n}"))
+
+        for n, gw in enumerate((a, b, a)):  # three runs, split over the two gateways: the minute is full
+            await arrive(gw, n)
+        with pytest.raises(LimitReached, match="in the last minute") as refused:
+            await arrive(b, 3)  # b admitted one itself, yet the sender's minute is full
+        assert refused.value.code == "rate_limited" and refused.value.retry_after is not None
+        assert len(await a.delivery.runs(session_id=chat.id)) == 3  # nothing was recorded for the refused one
+
+    on_both(homes, body, a={"scope": set()}, b={"scope": set()})

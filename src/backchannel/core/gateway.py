@@ -99,7 +99,12 @@ class Gateway:
         self.directory = Directory(root, self.db)
         self.access = Access(self.db, profiles=self.directory.profiles)
         self.admission = Admission(
-            db=self.db, queue=self.queue, directory=self.directory, settings=self.settings, gateway_id=self.gateway_id
+            db=self.db,
+            queue=self.queue,
+            directory=self.directory,
+            settings=self.settings,
+            gateway_id=self.gateway_id,
+            shared=self.shared,
         )
         self.wakes = Wakes(self.admission)
         self.outbound = Outbound(

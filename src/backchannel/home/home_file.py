@@ -34,10 +34,12 @@ class PeerEntry(Frozen):
         "hermes", description="how it is spoken to: the Hermes API-server dialect, or A2A (`a2a_url`, from its card)"
     )
     a2a_url: OrNone = Field(None, description="an A2A peer's JSON-RPC endpoint, from its agent card")
-    failover_urls: Annotated[list[Text], BeforeValidator(lambda v: [] if v is None else v)] = Field(
-        default_factory=list,
-        description="more URLs of the same gateway (gateways sharing one store), tried in order when one cannot"
-        " be reached (`peer add --url U1 --url U2`)",
+    failover_urls: Annotated[list[Text], BeforeValidator(lambda v: [] if v is None else v), Kind("list of URLs")] = (
+        Field(
+            default_factory=list,
+            description="more URLs of the same gateway (gateways sharing one store), tried in order when one cannot"
+            " be reached (`peer add --url U1 --url U2`)",
+        )
     )
 
     @model_validator(mode="before")

@@ -333,7 +333,7 @@ def m0016_shared_store(conn: sqlite3.Connection) -> None:
     """What the PostgreSQL store has too: a claim's fencing token (one more at each claim: a turn's writes are
     refused once the run was claimed again), at most one running run per session said by the schema, the
     store's own facts (`store_meta`: the gateway id the gateways on one store share), and the profiles'
-    memories (kept here by gateways that share a store)."""
+    memories and the senders' rates (kept here by gateways that share a store)."""
     _run(
         conn,
         """
@@ -346,6 +346,12 @@ def m0016_shared_store(conn: sqlite3.Connection) -> None:
             content TEXT NOT NULL,
             updated_at REAL NOT NULL,
             PRIMARY KEY (profile, target)
+        );
+        CREATE TABLE sender_rates (
+            sender TEXT NOT NULL,
+            minute INTEGER NOT NULL,
+            count INTEGER NOT NULL,
+            PRIMARY KEY (sender, minute)
         )
         """,
     )

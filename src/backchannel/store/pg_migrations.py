@@ -218,6 +218,13 @@ CREATE TABLE memories (
     updated_at double precision NOT NULL,
     PRIMARY KEY (profile, target)
 );
+
+CREATE TABLE sender_rates (
+    sender text COLLATE "C" NOT NULL,
+    minute bigint NOT NULL,
+    count bigint NOT NULL,
+    PRIMARY KEY (sender, minute)
+);
 """
 
 MIGRATIONS: list[tuple[str, str]] = [

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,10 +19,11 @@ from ..errors import Conflict, LimitReached, NotFound
 from ..ids import new_run_id
 from ..messages import Attachment, Message
 from ..states import RunState as RunState  # the store records the states; it re-exports them for its callers
-from .driver import Db, Row
+from .driver import Db, Row, Tx
 from .sessions import append_messages
 
 QUEUE_FULL_RETRY_SECONDS = 2.0
+Admit = Callable[[Tx], Awaitable[None]]  # a new run's last check, inside its transaction: raises to record nothing
 
 
 @dataclass(frozen=True)
@@ -145,7 +146,7 @@ async def record(
     dedup_window: float = 900.0,
     ttl_seconds: float | None = None,
     max_queued: int | None = None,
-    admit: Callable[[], None] | None = None,
+    admit: Admit | None = None,
 ) -> tuple[RunRow, bool]:
     """Insert a queued run, or return the run already filed under the same key (created=False).
 
@@ -201,7 +202,7 @@ async def record(
                 retry_after=QUEUE_FULL_RETRY_SECONDS,
             )
         if admit is not None:
-            admit()
+            await admit(tx)
         claimed = claim_for is not None and not new.held and not (waiting or running)
         row = await tx.one(
             "INSERT INTO runs (id, idempotency_key, fingerprint, sender, profile, session_id, message, hops, chain,"

@@ -8,9 +8,7 @@ here from our own records. A message to a peer let through goes on through `Outb
 
 from __future__ import annotations
 
-import functools
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from ... import addresses, keys, policy
@@ -23,10 +21,11 @@ from ...messages import Attachment
 from ...outcome import Result, refused
 from ...store import exchanges
 from ...store import outbound as outstore
+from ...store import rates as ratestore
 from ...store import refusals as refusalstore
 from ...store import runs as runstore
-from ...store.driver import Db
-from ...store.runs import NewRun, RunRow
+from ...store.driver import Db, Tx
+from ...store.runs import Admit, NewRun, RunRow
 from ..queue.queue import RunQueue
 from ..views import SessionRef
 from .directory import Directory
@@ -102,9 +101,18 @@ class Admission:
     """The one path from a message handed in to a refusal, a hold or a queued run, for every kind of sender."""
 
     def __init__(
-        self, *, db: Db, queue: RunQueue, directory: Directory, settings: GatewayConfig, gateway_id: str
+        self,
+        *,
+        db: Db,
+        queue: RunQueue,
+        directory: Directory,
+        settings: GatewayConfig,
+        gateway_id: str,
+        shared: bool = False,
     ) -> None:
+        """`shared`: gateways share the store, and count the senders' rates in it."""
         self.db = db
+        self.shared = shared
         self.queue = queue
         self.directory = directory
         self.settings = settings
@@ -292,7 +300,7 @@ class Admission:
 
     async def _new_run(
         self, attempt: Attempt, facts: policy.Attempt, target: str, *, exchange: str | None, held: bool
-    ) -> tuple[NewRun, Callable[[], None] | None]:
+    ) -> tuple[NewRun, Admit | None]:
         """The run a message let through is recorded as, and the rate it is admitted within."""
         if attempt.kind == "reply":
             session = attempt.session
@@ -328,7 +336,7 @@ class Admission:
                 held=held,
                 ttl_seconds=self.hold_expiry(session.profile) if held else None,
             )
-            return new, functools.partial(self.rates.admit, turn.address)
+            return new, self._rated(turn.address)
         human = is_human(attempt.sender)
         session = await self._open_context(attempt) if attempt.context is not None else attempt.session
         assert session is not None
@@ -346,7 +354,7 @@ class Admission:
             ttl_seconds=self.hold_expiry(session.profile) if held else None,
             files=attempt.files,
         )
-        return new, None if human else functools.partial(self._admit_peer, attempt.sender)
+        return new, None if human else self._rated(attempt.sender, also=addresses.head(attempt.sender))
 
     async def _open_context(self, attempt: Attempt) -> SessionRef:
         """The session of a new A2A context, written now that its first message is let through (a peer past its
@@ -362,7 +370,17 @@ class Admission:
             limit=self.settings.max_sessions_per_profile,
         )
 
-    def _admit_peer(self, sender: str) -> None:
-        """A new run of a peer's within its rate, and within that of its key (`peer:NAME`), which its malformed
-        requests count against."""
-        self.rates.admit(sender, also=addresses.head(sender))
+    def _rated(self, sender: str, *, also: str | None = None) -> Admit:
+        """A new run of `sender` within its rate (a peer's: also within that of its key, `peer:NAME`, which its
+        malformed requests count against), counted here and, on a shared store, across the gateways."""
+
+        async def admit(tx: Tx) -> None:
+            self.rates.check(sender, also=also)
+            if self.shared:
+                per_minute = self.rates.per_minute
+                retry = await ratestore.admit(self.db, tx, sender, per_minute=per_minute, now=time.time())
+                if retry is not None:
+                    raise self.rates.refusal(sender, retry)
+            self.rates.record(sender)
+
+        return admit

@@ -1,4 +1,5 @@
-"""Per-sender rates: how many new runs one sender may start in a sliding minute, counted in this process."""
+"""Per-sender rates: how many new runs one sender may start in a sliding minute, counted in this process (and, by
+gateways sharing a store, in the store too: `store.rates`)."""
 
 from __future__ import annotations
 
@@ -30,12 +31,16 @@ class SenderRates:
         for who in (sender, also) if also is not None and also != sender else (sender,):
             retry = self.retry_after(who)
             if retry is not None:
-                raise LimitReached(
-                    f"sender {who!r} started {self.per_minute} runs or malformed requests in the last minute"
-                    f" (gateway.max_runs_per_sender_per_minute is {self.per_minute}); try again in {retry:.0f} s",
-                    code="rate_limited",
-                    retry_after=retry,
-                )
+                raise self.refusal(who, retry)
+
+    def refusal(self, who: str, retry: float) -> LimitReached:
+        """What a sender past its rate is told (`retry` seconds until it may go again)."""
+        return LimitReached(
+            f"sender {who!r} started {self.per_minute} runs or malformed requests in the last minute"
+            f" (gateway.max_runs_per_sender_per_minute is {self.per_minute}); try again in {retry:.0f} s",
+            code="rate_limited",
+            retry_after=retry,
+        )
 
     def retry_after(self, sender: str) -> float | None:
         """Seconds until `sender` may go again when its minute is full; None when it may go now."""

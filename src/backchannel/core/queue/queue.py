@@ -26,7 +26,7 @@ from ...home.config import GatewayConfig
 from ...messages import Message
 from ...store import runs as runstore
 from ...store.driver import Commit, Db
-from ...store.runs import NewRun, RunRow, RunState
+from ...store.runs import Admit, NewRun, RunRow, RunState
 from .events import EventHub
 from .slots import FairSlots
 
@@ -142,7 +142,7 @@ class RunQueue:
     # --- putting runs in -----------------------------------------------------------------------
 
     async def submit(
-        self, new: NewRun, *, admit: Callable[[], None] | None = None, capped: bool = True
+        self, new: NewRun, *, admit: Admit | None = None, capped: bool = True
     ) -> tuple[RunRow, bool]:
         """Record a run (or find the one filed under the same key) and queue it; returns (run, created).
 
