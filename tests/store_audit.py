@@ -72,9 +72,16 @@ def runs_with_text(root: Path, text: str) -> list[dict[str, Any]]:
 
 def audit_run(root: Path, run: dict[str, Any], *, state: str = "completed") -> Audited:
     """One run: in `state`, its message and reply in its session once each, its sender woken once if it asked."""
-    assert run["state"] == state, f"run {run['id']} is {run['state']!r}, expected {state!r}: {run}"
     msgs = _rows(root, "SELECT * FROM messages WHERE run_id = ? ORDER BY id", (run["id"],))
     wakes = _rows(root, "SELECT * FROM runs WHERE idempotency_key = ?", (keys.wake(run["id"]),))
+    return check_run(run, msgs, wakes, state=state)
+
+
+def check_run(
+    run: dict[str, Any], msgs: list[dict[str, Any]], wakes: list[dict[str, Any]], *, state: str = "completed"
+) -> Audited:
+    """`audit_run` on rows already read: the run, its messages (in order) and the wake-up runs of its sender."""
+    assert run["state"] == state, f"run {run['id']} is {run['state']!r}, expected {state!r}: {run}"
     users = [m for m in msgs if m["role"] == "user"]
     if state == "completed":
         assert len(users) == 1, f"run {run['id']}: its message is in the session {len(users)} times: {msgs}"
@@ -108,3 +115,26 @@ def audit_texts(root: Path, tokens: list[str], *, attempts: int | None = 1) -> N
         assert token in (run["reply"] or ""), f"{token}: run {run['id']} replied {run['reply']!r}"
         if attempts is not None:
             assert run["attempts"] == attempts, f"{token}: run {run['id']}'s turn ran {run['attempts']} times"
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The runs and messages of a store read once (a shared store is read over the network: one read, not one
+    per message audited)."""
+
+    runs: list[dict[str, Any]]
+    messages: list[dict[str, Any]]
+
+    def by_key(self, key: str) -> list[dict[str, Any]]:
+        return [r for r in self.runs if r["idempotency_key"] == key]
+
+    def audit_key(self, key: str, *, state: str = "completed") -> Audited:
+        found = self.by_key(key)
+        assert len(found) == 1, f"key {key!r} has {len(found)} runs: {found}"
+        run = found[0]
+        msgs = [m for m in self.messages if m["run_id"] == run["id"]]
+        return check_run(run, msgs, self.by_key(keys.wake(run["id"])), state=state)
+
+
+def snapshot(root: Path) -> Snapshot:
+    return Snapshot(_rows(root, "SELECT * FROM runs ORDER BY seq"), _rows(root, "SELECT * FROM messages ORDER BY id"))

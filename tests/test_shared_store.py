@@ -31,6 +31,7 @@ from backchannel.errors import ConfigError, LimitReached
 from backchannel.home import config
 from backchannel.states import RunState
 from conftest import GatewayProcess, api_key, free_port, run_cli, use_shared_store
+from test_bad_files import run_gateway
 
 LEASE_SECONDS = 2.0  # short, so a lost gateway's turn moves on within a test's patience
 DEADLINE = 60.0
@@ -344,3 +345,38 @@ def test_a_senders_rate_is_counted_across_the_gateways(homes: tuple[Path, Path])
         assert len(await a.delivery.runs(session_id=chat.id)) == 3  # nothing was recorded for the refused one
 
     on_both(homes, body, a={"scope": set()}, b={"scope": set()})
+
+
+@pytest.mark.parametrize("fault", ["wrong password", "nothing listens", "another gateway's store"])
+def test_a_store_that_cannot_be_used_stops_the_gateway_at_once(
+    homes: tuple[Path, Path], postgres_cluster: Any, fault: str
+) -> None:
+    """Said once, in one line naming the store without its password, before the gateway says it listens: exit 2;
+    the command-line commands and doctor say the same."""
+    root = homes[0]
+    password = config.read_env(root)["BACKCHANNEL_STORE_PASSWORD"]
+    if fault == "wrong password":
+        config.set_env_value(root, "BACKCHANNEL_STORE_PASSWORD", "not-the-password")
+        expected = "password"
+    elif fault == "nothing listens":
+        path = config.config_path(root)
+        data = config.load_yaml(path)
+        data["store"]["url"] = data["store"]["url"].replace(f":{postgres_cluster.port}/", f":{free_port()}/")
+        config.write_yaml(path, data)
+        expected = "cannot be reached"
+    else:
+        on_both(homes, lambda a, b: asyncio.sleep(0))  # the store now holds their gateway id
+        path = config.config_path(root)
+        data = config.load_yaml(path)
+        data["gateway"]["id"] = "gw-another"
+        config.write_yaml(path, data)
+        expected = "belongs to gateway"
+    code, output, _took = run_gateway(root)
+    assert code == 2, output
+    assert expected in output and "Traceback" not in output and "listening" not in output, output
+    assert password not in output and "not-the-password" not in output
+    sent = run_cli("send", "default", "hello", env={"BACKCHANNEL_HOME": str(root)})
+    assert sent.exit_code == 2 and expected in sent.stderr and "Traceback" not in sent.stderr, sent
+    doctor = run_cli("doctor", "--json", env={"BACKCHANNEL_HOME": str(root)})
+    store = next(c for c in json.loads(doctor.stdout)["checks"] if c["check"] == "store")
+    assert doctor.exit_code == 1 and store["status"] == "fail" and expected in store["detail"], store

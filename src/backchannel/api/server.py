@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
 import logging
@@ -115,7 +116,9 @@ def serve(
     instance = "gwi-" + secrets.token_hex(16)
     stop = StopRequest()
     # every file checked before anything else
-    app, _gateway = build(root, grace=grace, instance=instance, stop=stop, run_log=run_log)
+    app, gateway = build(root, grace=grace, instance=instance, stop=stop, run_log=run_log)
+    if gateway.shared:  # a shared store that cannot be used is said now, before this gateway says it listens
+        asyncio.run(_reach_store(root))
     lock = GatewayLock(root)
     lock.acquire()  # one gateway per home: a second one stops here, naming the first
     try:
@@ -127,6 +130,16 @@ def serve(
         lock.release()
     if stop.requested:
         log.info("gateway stopped")
+
+
+async def _reach_store(root: Path) -> None:
+    """Connect to the home's shared store (and migrate it) as the gateway will, and let go: a store that does not
+    answer, refuses the password, is of a newer schema or is another gateway's is an error here (exit 2)."""
+    trial = Gateway(root)
+    try:
+        await trial.open()
+    finally:
+        await trial.aclose()
 
 
 class _Server(uvicorn.Server):

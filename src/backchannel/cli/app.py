@@ -28,6 +28,7 @@ COMMANDS: dict[str, str] = {
     "gateway": "gateway_cmd",
     "mcp": "mcp_cmd",
     "doctor": "doctor_cmd",
+    "store": "store_cmd",
 }
 
 

@@ -141,9 +141,7 @@ class RunQueue:
 
     # --- putting runs in -----------------------------------------------------------------------
 
-    async def submit(
-        self, new: NewRun, *, admit: Admit | None = None, capped: bool = True
-    ) -> tuple[RunRow, bool]:
+    async def submit(self, new: NewRun, *, admit: Admit | None = None, capped: bool = True) -> tuple[RunRow, bool]:
         """Record a run (or find the one filed under the same key) and queue it; returns (run, created).
 
         A new run is refused (LimitReached) past `max_queued_per_session` (unless not `capped`: a wake-up,
