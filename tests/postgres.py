@@ -176,6 +176,22 @@ def _start(base: Path, settings: Mapping[str, str], port: int | None) -> Cluster
     return running
 
 
+def stop_server(running: Cluster) -> None:
+    """Stop the cluster's server (fast: its connections are cut), keeping its data for `start_server`."""
+    _stop(running)
+
+
+def start_server(running: Cluster) -> None:
+    """Start a stopped cluster's server again, on the same port and data."""
+    _run(
+        running.os_user,
+        [str(running.bin_dir / "pg_ctl"), "start", "-D", str(running.data), "-l", str(running.log), "-w", "-t",
+         str(START_SECONDS)],
+        "pg_ctl start",
+        log=running.log,
+    )  # fmt: skip
+
+
 def _stop(running: Cluster) -> None:
     _run(
         running.os_user,

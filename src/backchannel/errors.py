@@ -149,10 +149,13 @@ class LimitReached(BackchannelError):
 
 
 class StoreError(BackchannelError):
+    """The store cannot be used just now (locked, away, damaged): nothing was changed."""
+
     exit_code = 2
     http_status = 503
     code = "store_unavailable"
     type = "server_error"
+    retry_after = 2.0  # a shared store's server restarting, a lock held elsewhere: soon, most often
 
 
 class DiskFull(StoreError):
