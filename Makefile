@@ -130,8 +130,11 @@ interop: $(STAMP) $(HERMES_PLUGIN) $(LLAMA_STAMP) $(INSPECTOR_STAMP)
 	BACKCHANNEL_REQUIRE_HERMES=1 BACKCHANNEL_REQUIRE_LLAMA=1 BACKCHANNEL_REQUIRE_INSPECTOR=1 \
 		$(BIN)/python -m pytest -m interop tests/interop
 
-bench: $(STAMP)
+# The gateway against its floors (bench/run.py), then the turn on a PostgreSQL store beside SQLite's and 1-3 gateways
+# sharing one store (bench/shared.py).
+bench: $(STAMP) postgres
 	$(BIN)/python bench/run.py
+	$(BIN)/python bench/shared.py
 
 bench-hermes: $(STAMP) $(HERMES_PLUGIN)
 	$(BIN)/python bench/hermes.py
