@@ -27,9 +27,10 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-import postgres
 from common import Gateway, median, new_home, start_gateway
 from run import RESULTS, chat_request, concurrent, new_session, sequential
+
+import postgres
 
 SERVER_SETTINGS = {"max_connections": "200"}  # fsync and the rest at the server's defaults
 
