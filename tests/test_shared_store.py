@@ -30,6 +30,8 @@ from backchannel.core.gateway import Gateway
 from backchannel.errors import ConfigError, LimitReached
 from backchannel.home import config
 from backchannel.states import RunState
+from backchannel.store import runs as runstore
+from backchannel.store.runs import NewRun
 from conftest import GatewayProcess, api_key, free_port, run_cli, use_shared_store
 from test_bad_files import run_gateway
 
@@ -380,3 +382,23 @@ def test_a_store_that_cannot_be_used_stops_the_gateway_at_once(
     doctor = run_cli("doctor", "--json", env={"BACKCHANNEL_HOME": str(root)})
     store = next(c for c in json.loads(doctor.stdout)["checks"] if c["check"] == "store")
     assert doctor.exit_code == 1 and store["status"] == "fail" and expected in store["detail"], store
+
+
+def test_doctor_tells_of_turns_left_running_by_a_gateway_whose_lease_ran_out(homes: tuple[Path, Path]) -> None:
+    root = homes[0]
+
+    async def stall() -> None:
+        gw = Gateway(root)
+        await gw.open()
+        try:
+            chat = await gw.directory.open_bot_chat("default")
+            new = NewRun(sender="human:api", profile="default", session_id=chat.id, message="x", idempotency_key="k")
+            await runstore.record(gw.db, new, claim_for="elsewhere:1:gone", lease_seconds=-1)  # a lapsed claim
+        finally:
+            await gw.aclose()
+
+    asyncio.run(stall())
+    found = run_cli("doctor", "--json", env={"BACKCHANNEL_HOME": str(root)})
+    store = next(c for c in json.loads(found.stdout)["checks"] if c["check"] == "store")
+    assert store["status"] == "warn" and "1 turns were left running" in store["detail"], store
+    assert "start a gateway" in store["fix"]

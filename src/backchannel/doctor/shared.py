@@ -6,12 +6,13 @@ runs it keeps and whose it is (the gateway id kept in it), and lets it go."""
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 from ..errors import BackchannelError
 from ..home.config import GatewayConfig
 from ..store import backend, meta
-from .report import Check, fail, ok
+from .report import Check, fail, ok, warn
 
 TIMEOUT_SECONDS = 10.0
 
@@ -28,6 +29,12 @@ async def store(root: Path, settings: GatewayConfig) -> Check:
             try:
                 owner = await meta.meta_get(db, meta.GATEWAY_ID)
                 counted = await db.one("SELECT COUNT(*) FROM runs")
+                now = time.time()
+                leases = await db.one(
+                    "SELECT COUNT(*) FILTER (WHERE lease_until >= ?), COUNT(*) FILTER (WHERE lease_until < ?)"
+                    " FROM runs WHERE state = 'running'",
+                    (now, now),
+                )
             finally:
                 await db.aclose()
     except TimeoutError:
@@ -45,4 +52,12 @@ async def store(root: Path, settings: GatewayConfig) -> Check:
             f"give this home `gateway: {{id: {owner}}}` (gateways on one store are one gateway), or another store",
         )
     whose = f"gateway {owner}" if owner else "no gateway has started on it yet"
-    return ok("store", f"{db.name!r} (PostgreSQL) answers: {runs} runs; {whose}")
+    held, lapsed = (int(leases[0]), int(leases[1])) if leases is not None else (0, 0)
+    detail = f"{db.name!r} (PostgreSQL) answers: {runs} runs, {held} turns running under a live lease; {whose}"
+    if lapsed:
+        return warn(
+            "store",
+            f"{detail}; {lapsed} turns were left running by a gateway whose lease ran out",
+            "start a gateway on this store: it takes them over and runs them again",
+        )
+    return ok("store", detail)
