@@ -93,9 +93,10 @@ quick: $(STAMP)
 
 # Crash loops with SIGKILL, the API fuzzed from its OpenAPI document, a locked store, a broken profile config,
 # wakes for every end, SIGTERM mid-turn, hung and cut peers, a peer restart, failing model endpoints, the demo
-# run whole twice (as make demo runs it, and with --keep).
-faults: $(STAMP)
-	$(BIN)/python -m pytest $(PARALLEL_FAULTS) -m faults
+# run whole twice (as make demo runs it, and with --keep); three gateways on one PostgreSQL store under a SIGKILL
+# loop, and that store's server stopped and started under load.
+faults: $(STAMP) postgres
+	BACKCHANNEL_REQUIRE_POSTGRES=1 $(BIN)/python -m pytest $(PARALLEL_FAULTS) -m faults
 
 # A real Hermes Agent 0.19.0 gateway, in its own venv, against the tests' scripted model.
 $(HERMES_STAMP):
