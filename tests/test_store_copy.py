@@ -10,10 +10,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import httpx
 import pytest
 
-from backchannel.home import config
-from conftest import GatewayThread, free_port, run_cli, use_shared_store
+from conftest import run_cli, use_shared_store
+from gateway_http import gateway_with
 
 
 def copied(to: str) -> dict[str, object]:
@@ -55,18 +56,11 @@ def test_a_home_moves_onto_a_shared_store_with_its_history_and_back(
     assert json.loads(again.stdout)["run_id"] == json.loads(first.stdout)["run_id"]
     later = run_cli("send", "default", "after the move", "--json")  # new ids follow the copied ones
     assert later.exit_code == 0 and json.loads(later.stdout)["reply"] == "default (echo): after the move", later
-    gw = GatewayThread(initialised, free_port())
-    data = config.load_yaml(config.config_path(initialised))
-    data["gateway"]["port"] = gw.port
-    config.write_yaml(config.config_path(initialised), data)
-    gw.start()
-    try:
-        import httpx
-
-        with httpx.Client(base_url=gw.url, headers={"Authorization": f"Bearer {key}"}) as c:
-            assert c.get("/api/sessions").status_code == 200  # the peer's key came along too
-    finally:
-        gw.close()
+    with (
+        gateway_with(initialised) as gw,
+        httpx.Client(base_url=gw.url, headers={"Authorization": f"Bearer {key}"}) as c,
+    ):
+        assert c.get("/api/sessions").status_code == 200  # the peer's key came along too
 
 
 def test_a_copy_goes_only_into_an_empty_store_and_never_while_the_gateway_runs(
@@ -79,14 +73,7 @@ def test_a_copy_goes_only_into_an_empty_store_and_never_while_the_gateway_runs(
     assert again.exit_code == 2 and "not empty" in again.stderr and "nothing was copied" in again.stderr
     folder = run_cli("store", "copy", "--to", str(tmp_path))
     assert folder.exit_code == 2 and "is a folder" in folder.stderr
-    gw = GatewayThread(initialised, free_port())
-    data = config.load_yaml(config.config_path(initialised))
-    data["gateway"]["port"] = gw.port
-    config.write_yaml(config.config_path(initialised), data)
-    gw.start()
-    try:
+    with gateway_with(initialised):
         busy = run_cli("store", "copy", "--to", str(tmp_path / "other.db"))
-        assert busy.exit_code == 2 and "gateway stop" in busy.stderr
-        assert not (tmp_path / "other.db").exists()
-    finally:
-        gw.close()
+    assert busy.exit_code == 2 and "gateway stop" in busy.stderr
+    assert not (tmp_path / "other.db").exists()
