@@ -38,9 +38,10 @@ def store() -> None:
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout (an error too, as one object).")
 def copy(to: str, as_json: bool) -> None:
-    """Copy everything this home's store holds into the empty store TO, and verify it.
+    """Copy this home's store into an empty one, and verify it.
 
-    Every table, value for value (ids kept); then each table is counted and checksummed on both sides. Stop
+    Everything it holds goes into the empty store TO, every table value for value (ids kept); then each table
+    is counted and checksummed on both sides. Stop
     the home's gateway first (every gateway of a shared store). This home keeps using its store until you point
     it at the other (`store.url` in config.yaml)."""
     root = config.home()
