@@ -27,6 +27,7 @@ import pytest
 
 from backchannel.core.delivery.delivery import Incoming
 from backchannel.core.gateway import Gateway
+from backchannel.core.queue.events import Chunk, Ended, Step
 from backchannel.errors import ConfigError, LimitReached
 from backchannel.home import config
 from backchannel.states import RunState
@@ -402,3 +403,23 @@ def test_doctor_tells_of_turns_left_running_by_a_gateway_whose_lease_ran_out(hom
     store = next(c for c in json.loads(found.stdout)["checks"] if c["check"] == "store")
     assert store["status"] == "warn" and "1 turns were left running" in store["detail"], store
     assert "start a gateway" in store["fix"]
+
+
+def test_a_follower_on_one_gateway_sees_the_live_events_of_a_turn_another_gateway_runs(
+    homes: tuple[Path, Path],
+) -> None:
+    """`a` works no session (the turn runs on `b`): its watcher gets `b`'s tool steps and reply text as they
+    happen, relayed through the store's notices, not only the end read from the store."""
+
+    async def body(a: Gateway, b: Gateway) -> None:
+        chat = await a.directory.open_bot_chat("default")
+        sent = await a.delivery.submit(Incoming(chat, "/sleep 0.5\n/remember a relayed note\nseen live", "human:api"))
+        steps = [step async for step in a.delivery.watch(sent.run.id, 20, tick=5.0)]
+        tools = [s for s in steps if isinstance(s, Step)]
+        chunks = "".join(s.text for s in steps if isinstance(s, Chunk))
+        assert [(s.event, s.tool) for s in tools] == [("tool.started", "memory"), ("tool.completed", "memory")], steps
+        assert "seen live" in chunks, steps
+        assert isinstance(steps[-1], Ended) and steps[-1].state == "completed"
+        assert (await b.delivery.run(sent.run.id)).state is RunState.COMPLETED
+
+    on_both(homes, body, a={"scope": set()})

@@ -84,7 +84,7 @@ class Gateway:
         if verify_store and not self.shared:
             integrity.require_intact(config.db_path(root))
         self.db: Db = backend.open_store(root, self.settings)
-        self.hub = EventHub()
+        self.hub = EventHub(self.db if self.shared else None)
         self.pushes = Pushes(self.db, self.settings.push, events=push_events)
         self.queue = RunQueue(
             self.db,
@@ -189,6 +189,7 @@ class Gateway:
         await self.open()
         seen = self.db.data_version()  # before the scan: a commit after it is noticed by the watcher
         await self.queue.open()
+        await self.hub.start()
         self._started = True
         self._jobs = [
             asyncio.create_task(self.workers.run()),
@@ -216,6 +217,7 @@ class Gateway:
             for task in self._jobs:
                 task.cancel()
             await asyncio.gather(*self._jobs, return_exceptions=True)
+            await self.hub.stop()
             try:  # a store that cannot be written (a full disk) is reported; stopping goes on whatever the disk
                 await self.queue.close()
                 await self.db.durable()

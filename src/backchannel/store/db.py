@@ -16,7 +16,7 @@ import asyncio
 import logging
 import sqlite3
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
@@ -405,6 +405,12 @@ class Database:
             return (self.path.with_name(self.path.name + "-wal").stat().st_size or 0) // 4096
         except OSError:
             return 0
+
+    async def tell(self, channel: str, payload: str) -> None:
+        """Nothing: one home's gateway has no other to tell."""
+
+    async def hear(self, channel: str, callback: Callable[[str], None]) -> None:
+        """Nothing: no other gateway shares this file."""
 
     def data_version(self) -> int:
         """Changes when another connection commits: a cheap way to notice another process's writes."""

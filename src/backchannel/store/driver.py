@@ -15,7 +15,7 @@ The rule for callers is the same on both: nothing is told to the outside before 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
@@ -136,4 +136,13 @@ class Db(Protocol):
 
     def data_version(self) -> int:
         """A number that changes when another process (another gateway, a CLI) commits."""
+        ...
+
+    async def tell(self, channel: str, payload: str) -> None:
+        """A notice to the other gateways of a shared store (`payload` under 8000 bytes); on SQLite nothing."""
+        ...
+
+    async def hear(self, channel: str, callback: Callable[[str], None]) -> None:
+        """`callback(payload)` for each notice the other gateways of a shared store send on `channel`; on SQLite
+        none ever comes."""
         ...

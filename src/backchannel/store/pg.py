@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -293,6 +293,16 @@ class PgDatabase:
 
     async def all_durable(self, commits: list[Commit]) -> None:
         """At once (see `durable`)."""
+
+    async def tell(self, channel: str, payload: str) -> None:
+        """A notice on `channel` to every other gateway of the store (committed at once: no transaction)."""
+        async with self._require_pool().acquire(timeout=self.acquire_timeout) as conn:
+            with map_pg_errors(self.name, self._secrets):
+                await conn.execute("SELECT pg_notify($1, $2)", channel, payload)
+
+    async def hear(self, channel: str, callback: Callable[[str], None]) -> None:
+        """`callback(payload)` for each notice another gateway sends on `channel`."""
+        await self._changes.hear(channel, callback)
 
     def data_version(self) -> int:
         """Moves on when another gateway's announcement (`NOTIFY_SQL`) commits, and after listening anew."""

@@ -46,6 +46,7 @@ class ChangeListener:
         self._own_pids = own_pids
         self.version = 0
         self.reconnects = 0
+        self._heard: dict[str, Callable[[str], None]] = {}  # other channels: what each notice of another's is told to
         self._conn: asyncpg.Connection[Any] | None = None
         self._lost = asyncio.Event()
         self._busy = asyncio.Lock()  # one statement at a time on the listening connection
@@ -63,6 +64,8 @@ class ChangeListener:
             try:
                 conn.add_termination_listener(lambda _conn: lost.set())
                 await conn.add_listener(CHANGES_CHANNEL, self._on_notice)
+                for channel in self._heard:
+                    await conn.add_listener(channel, self._on_heard)
             except BaseException:
                 conn.terminate()
                 raise
@@ -71,6 +74,21 @@ class ChangeListener:
     def _on_notice(self, _conn: object, pid: int, _channel: str, _payload: object) -> None:
         if pid not in self._own_pids:
             self.version += 1
+
+    async def hear(self, channel: str, callback: Callable[[str], None]) -> None:
+        """From now on, `callback(payload)` for each notice another gateway sends on `channel` (also after the
+        listening connection is made anew)."""
+        self._heard[channel] = callback
+        conn = self._conn
+        if conn is not None and not conn.is_closed():
+            async with self._busy:
+                with map_pg_errors(self.name, self._secrets):
+                    await conn.add_listener(channel, self._on_heard)
+
+    def _on_heard(self, _conn: object, pid: int, channel: str, payload: object) -> None:
+        callback = self._heard.get(channel)
+        if callback is not None and pid not in self._own_pids:
+            callback(str(payload))
 
     async def _keep_listening(self) -> None:
         while True:

@@ -203,7 +203,8 @@ class Delivery:
         if run.state.terminal and not self.hub.known(run_id):
             yield terminal_event(run)
             return
-        async for event in self.hub.follow(run_id, keepalive=keepalive, reserved=reserved):
+        elsewhere = not self.queue.owns(run_id)  # it may run on another gateway of a shared store
+        async for event in self.hub.follow(run_id, keepalive=keepalive, reserved=reserved, elsewhere=elsewhere):
             if event is None:
                 current = await self.queue.get(run_id)
                 if current.state.terminal:

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...outcome import Result
+from ...store.driver import Db
+from .relay import EventRelay
 
 TERMINAL_EVENTS = frozenset({"run.completed", "run.failed", "run.cancelled", "run.expired", "run.denied"})
 RETAIN_RUNS = 1024
@@ -88,9 +90,21 @@ class _Stream:
 
 
 class EventHub:
-    def __init__(self) -> None:
+    """The live events of runs (started, chunks, tool steps, the end), for the followers in this process; on a
+    shared store (`db`), also those of runs another gateway runs that a follower here follows (`EventRelay`)."""
+
+    def __init__(self, db: Db | None = None) -> None:
         self._streams: dict[str, _Stream] = {}
         self._finished: OrderedDict[str, float] = OrderedDict()  # run id -> when it ended, oldest first
+        self._relay = EventRelay(db, self._relayed) if db is not None else None
+
+    async def start(self) -> None:
+        if self._relay is not None:
+            await self._relay.start()
+
+    async def stop(self) -> None:
+        if self._relay is not None:
+            await self._relay.stop()
 
     def _retire(self, run_id: str) -> None:
         """A finished run nobody follows: keep its buffer among the most recent few, drop the oldest."""
@@ -106,6 +120,18 @@ class EventHub:
                 del self._streams[oldest]
 
     def publish(self, run_id: str, event: str, **data: Any) -> None:
+        said = {"event": event, "run_id": run_id, "timestamp": time.time(), **data}
+        if self._relay is not None:
+            self._relay.sent(run_id, said)
+        self._append(run_id, said)
+
+    def _relayed(self, run_id: str, said: dict[str, Any]) -> None:
+        """An event of a run another gateway runs: for the followers here only (never relayed on)."""
+        if run_id in self._streams:
+            self._append(run_id, said)
+
+    def _append(self, run_id: str, said: dict[str, Any]) -> None:
+        event = str(said["event"])
         stream = self._streams.get(run_id)
         if stream is None:
             if event in TERMINAL_EVENTS:
@@ -113,7 +139,7 @@ class EventHub:
             stream = self._streams[run_id] = _Stream()
         if stream.done:
             return
-        stream.events.append({"event": event, "run_id": run_id, "timestamp": time.time(), **data})
+        stream.events.append(said)
         if stream.followers:
             stream.changed.set()
             stream.changed = asyncio.Event()
@@ -130,10 +156,13 @@ class EventHub:
         self._streams.setdefault(run_id, _Stream()).followers += 1
 
     async def follow(
-        self, run_id: str, *, keepalive: float = 15.0, reserved: bool = False
+        self, run_id: str, *, keepalive: float = 15.0, reserved: bool = False, elsewhere: bool = False
     ) -> AsyncIterator[dict[str, Any] | None]:
-        """Every event of the run, past and future, until its terminal one; None means 'still alive'."""
+        """Every event of the run, past and future, until its terminal one; None means 'still alive'. With
+        `elsewhere` (the run is not run here), the gateway that runs it is asked for its events from now on."""
         stream = self._streams.setdefault(run_id, _Stream())
+        if elsewhere and self._relay is not None:
+            self._relay.want(run_id)
         if not reserved:
             stream.followers += 1
         index = 0

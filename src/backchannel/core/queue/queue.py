@@ -149,7 +149,12 @@ class RunQueue:
         if self.draining:
             raise GatewayDraining("the gateway is shutting down and takes no new messages; try again shortly")
         # An idle session's run is recorded already claimed, when a turn slot is free here.
-        claim = self.accepting and new.session_id not in self._handed and self._slots.free_for(new.profile)
+        claim = (
+            self.accepting
+            and self._works(new.session_id)
+            and new.session_id not in self._handed
+            and self._slots.free_for(new.profile)
+        )
         run, created = await runstore.record(
             self.db,
             new,
@@ -180,8 +185,7 @@ class RunQueue:
     async def discover(self) -> None:
         """Hand out the sessions with queued runs found in the store (within `scope`)."""
         for session_id in await runstore.sessions_with_queued(self.db):
-            if self.scope is None or session_id in self.scope:
-                self._hand(session_id, None)
+            self._hand(session_id, None)
 
     async def look_again(self) -> None:
         """Another process committed (a CLI beside this gateway, another gateway on a shared store): hand out the
@@ -197,8 +201,12 @@ class RunQueue:
             if done is not None and not done.done():
                 done.set_result(run)
 
+    def _works(self, session_id: str) -> bool:
+        """Whether this process works the session's queue (`scope`: None for all)."""
+        return self.scope is None or session_id in self.scope
+
     def _hand(self, session_id: str, first: RunRow | None) -> None:
-        if not self.accepting:
+        if not self.accepting or not self._works(session_id):
             return
         if session_id in self._handed:
             self._again.add(session_id)  # its worker may have looked already: it is handed out again on release
