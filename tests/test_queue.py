@@ -396,3 +396,31 @@ def test_a_turn_commits_twice_and_a_lone_write_commits_at_the_next_loop_iteratio
         assert commit.done() and commit.exception() is None, "a lone write waited a second iteration"
 
     with_gateway(initialised, body)
+
+
+class StoreAwayOnce(RecordingEngine):
+    """A model whose first turn meets the store away (as a turn reading its history from a shared store whose server
+    restarts): a StoreError, then turns as usual."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failed = False
+
+    async def step(self, request: ModelRequest, on_delta: OnDelta | None = None) -> Message:
+        if not self.failed:
+            self.failed = True
+            raise StoreError("the store is away for a moment")
+        return await super().step(request, on_delta)
+
+
+def test_a_turn_the_store_cuts_is_not_failed_but_runs_again(initialised: Path) -> None:
+    engine = StoreAwayOnce()
+
+    async def body(gw: Gateway) -> None:
+        session = await new_session(gw)
+        done = await deliver(gw, session, "xthe work", wait=20)
+        assert done.run.state is RunState.COMPLETED and done.run.reply == "ok: xthe work", done
+        assert engine.seen == ["xthe work"]  # its second turn, the one that answered
+        assert [m.content for m in await gw.directory.messages(session.id)] == ["xthe work", "ok: xthe work"]
+
+    with_gateway(initialised, body, engine=engine)

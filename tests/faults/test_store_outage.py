@@ -126,7 +126,14 @@ def test_the_gateway_rides_out_its_store_going_away_and_coming_back(
         runs = {i: store.by_key(f"outage-{i}") for i in range(COUNT)}
         if all(len(r) == 1 and r[0]["state"] == "completed" for r in runs.values()):
             break
-        assert time.monotonic() - started < TEST_BUDGET, [(i, r) for i, r in runs.items() if len(r) != 1][:3]
+        assert time.monotonic() - started < TEST_BUDGET, (
+            [
+                (i, [(x["state"], x["error"]) for x in r])
+                for i, r in runs.items()
+                if [x["state"] for x in r] != ["completed"]
+            ][:5],
+            gw.log()[-3000:],
+        )
         time.sleep(0.2)
     for i in range(COUNT):
         run = store.audit_key(f"outage-{i}").run

@@ -239,6 +239,14 @@ class RunQueue:
             self._on_state(run, run.state)
         return run
 
+    async def put_back(self, run: RunRow) -> None:
+        """A claimed run whose turn the store cut (nothing of it was answered): back in the queue, to run again. When
+        the store cannot take even that, its lease is no longer renewed: once it runs out, the run is requeued."""
+        try:
+            await self.unclaim(run)
+        except StoreError as exc:
+            log.warning("run %s is requeued once its lease runs out: %s", run.id, exc.message)
+
     async def unclaim(self, run: RunRow) -> None:
         """Put a claimed run back in the queue before its turn began (its profile is paused)."""
         self._owned.discard(run.id)

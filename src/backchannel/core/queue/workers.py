@@ -55,26 +55,22 @@ class Workers:
     async def _drain(self, session_id: str, first: RunRow | None) -> None:
         try:
             while self.queue.accepting:
-                unsaved: StoreError | None = None
-                async with self.queue.slots.hold(first.profile if first else await self.queue.profile_of(session_id)):
-                    run, first = first, None
-                    if run is not None and not await self.queue.confirm(run):
-                        continue  # recorded in a commit that failed: the run does not exist, its sender got a 503
-                    if run is None:
-                        try:
+                try:
+                    profile = first.profile if first else await self.queue.profile_of(session_id)
+                    async with self.queue.slots.hold(profile):
+                        run, first = first, None
+                        if run is not None and not await self.queue.confirm(run):
+                            continue  # recorded in a commit that failed: the run does not exist, its sender got a 503
+                        if run is None:
                             run = await self.queue.claim(session_id)
-                        except StoreError as exc:
-                            unsaved = exc
-                        else:
                             if run is None:
                                 break  # a run queued since the claim looked hands the session out anew on release
-                    if run is not None:
                         if self.pauses.check(run.profile) is not None:
                             await self.queue.unclaim(run)  # its config is broken: the run waits; resumed by the gateway
                             break
                         await self._execute(run)
-                if unsaved is not None:
-                    log.warning("session %s: its next run could not be claimed: %s", session_id, unsaved.message)
+                except StoreError as exc:  # the store is away a moment: the session is looked at again, not dropped
+                    log.warning("session %s: its next run could not be claimed: %s", session_id, exc.message)
                     await asyncio.sleep(CLAIM_RETRY_SECONDS)
         except asyncio.CancelledError:
             pass
@@ -96,6 +92,11 @@ class Workers:
         self.queue.track(run.id, turn)
         try:
             reply = await self.runner.run(run, progress)
+        except StoreError as exc:  # the turn could not read or write the store: nothing was answered; it runs again
+            log.warning(
+                "turn of run %s cut by the store (it runs again once the store answers): %s", run.id, exc.message
+            )
+            await self.queue.put_back(run)
         except asyncio.CancelledError:
             if turn.stop_requested and task.cancelling() == 1:  # a stop, and no shutdown besides it
                 task.uncancel()
