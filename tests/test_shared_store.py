@@ -96,7 +96,7 @@ def test_a_session_moves_between_gateways_with_everything_it_said(homes: tuple[P
 
 
 def test_a_sender_waiting_on_one_gateway_gets_the_reply_another_gateways_turn_wrote(homes: tuple[Path, Path]) -> None:
-    """`a` works no session of its own (as a CLI beside a gateway): `b` runs the turn, and `a`'s waiter hears of
+    """`a` runs no turns (`runs_turns=False`): `b` runs the turn, and `a`'s waiter hears of
     its end through the store's notice, long before a waiter's own poll would look."""
 
     async def body(a: Gateway, b: Gateway) -> None:
@@ -109,7 +109,7 @@ def test_a_sender_waiting_on_one_gateway_gets_the_reply_another_gateways_turn_wr
         run = await b.delivery.run(done.run.id)
         assert run.state is RunState.COMPLETED
 
-    on_both(homes, body, a={"scope": set()})
+    on_both(homes, body, a={"runs_turns": False})
 
 
 def test_a_follower_on_one_gateway_sees_the_end_of_a_run_another_gateway_ran(homes: tuple[Path, Path]) -> None:
@@ -119,7 +119,7 @@ def test_a_follower_on_one_gateway_sees_the_end_of_a_run_another_gateway_ran(hom
         ended = [step async for step in a.delivery.watch(sent.run.id, 20, tick=5.0)][-1]
         assert getattr(ended, "result", None) is not None and ended.result.reply == "default (echo): followed"
 
-    on_both(homes, body, a={"scope": set()})
+    on_both(homes, body, a={"runs_turns": False})
 
 
 def test_a_home_whose_gateway_id_is_not_the_stores_is_refused(homes: tuple[Path, Path]) -> None:
@@ -347,7 +347,7 @@ def test_a_senders_rate_is_counted_across_the_gateways(homes: tuple[Path, Path])
         assert refused.value.code == "rate_limited" and refused.value.retry_after is not None
         assert len(await a.delivery.runs(session_id=chat.id)) == 3  # nothing was recorded for the refused one
 
-    on_both(homes, body, a={"scope": set()}, b={"scope": set()})
+    on_both(homes, body, a={"runs_turns": False}, b={"runs_turns": False})
 
 
 @pytest.mark.parametrize("fault", ["wrong password", "nothing listens", "another gateway's store"])
@@ -408,7 +408,7 @@ def test_doctor_tells_of_turns_left_running_by_a_gateway_whose_lease_ran_out(hom
 def test_a_follower_on_one_gateway_sees_the_live_events_of_a_turn_another_gateway_runs(
     homes: tuple[Path, Path],
 ) -> None:
-    """`a` works no session (the turn runs on `b`): its watcher gets `b`'s tool steps and reply text as they
+    """`a` runs no turns (the turn runs on `b`): its watcher gets `b`'s tool steps and reply text as they
     happen, relayed through the store's notices, not only the end read from the store."""
 
     async def body(a: Gateway, b: Gateway) -> None:
@@ -422,4 +422,4 @@ def test_a_follower_on_one_gateway_sees_the_live_events_of_a_turn_another_gatewa
         assert isinstance(steps[-1], Ended) and steps[-1].state == "completed"
         assert (await b.delivery.run(sent.run.id)).state is RunState.COMPLETED
 
-    on_both(homes, body, a={"scope": set()})
+    on_both(homes, body, a={"runs_turns": False})

@@ -66,6 +66,7 @@ class Gateway:
         engine_factory: EngineFactory = build_engine,
         on_state: OnState | None = None,
         scope: set[str] | None = None,
+        runs_turns: bool = True,
         lease_seconds: float | None = None,
         poll_seconds: float = 0.25,
         verify_store: bool = False,
@@ -94,6 +95,7 @@ class Gateway:
             lease_seconds=lease_seconds or self.settings.store.lease_seconds,
             poll_seconds=poll_seconds,
             scope=scope,
+            runs_turns=runs_turns,
             clock=clock,
         )
         self.directory = Directory(root, self.db)

@@ -78,10 +78,13 @@ class RunQueue:
         lease_seconds: float = 30.0,
         poll_seconds: float = 0.25,
         scope: set[str] | None = None,
+        runs_turns: bool = True,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        """`scope` limits the sessions this process works (None: all), e.g. for a CLI's one-off turn. `clock`:
-        when a run is recorded (its dedup window and expiry count from it); a test gives its own."""
+        """`scope` limits the sessions whose queued runs this process takes up from the store (None: all), e.g. for
+        a CLI's one-off turn (what this process queues itself it works). Without `runs_turns`, it claims nothing:
+        on a shared store, the other gateways run the turns of what it queues. `clock`: when a run is recorded (its
+        dedup window and expiry count from it); a test gives its own."""
         self.db = db
         self.clock = clock
         self.settings = settings
@@ -90,6 +93,7 @@ class RunQueue:
         self.lease_seconds = lease_seconds
         self.poll_seconds = poll_seconds
         self.scope = scope
+        self.runs_turns = runs_turns
         self._on_state = on_state or (lambda run, state: None)
         self._slots = FairSlots(settings.max_concurrent_turns, settings.turns_per_profile)
         self._profiles: dict[str, str] = {}  # session id -> its profile, for the slots
@@ -151,7 +155,7 @@ class RunQueue:
         # An idle session's run is recorded already claimed, when a turn slot is free here.
         claim = (
             self.accepting
-            and self._works(new.session_id)
+            and self.runs_turns
             and new.session_id not in self._handed
             and self._slots.free_for(new.profile)
         )
@@ -185,7 +189,8 @@ class RunQueue:
     async def discover(self) -> None:
         """Hand out the sessions with queued runs found in the store (within `scope`)."""
         for session_id in await runstore.sessions_with_queued(self.db):
-            self._hand(session_id, None)
+            if self.scope is None or session_id in self.scope:
+                self._hand(session_id, None)
 
     async def look_again(self) -> None:
         """Another process committed (a CLI beside this gateway, another gateway on a shared store): hand out the
@@ -201,12 +206,8 @@ class RunQueue:
             if done is not None and not done.done():
                 done.set_result(run)
 
-    def _works(self, session_id: str) -> bool:
-        """Whether this process works the session's queue (`scope`: None for all)."""
-        return self.scope is None or session_id in self.scope
-
     def _hand(self, session_id: str, first: RunRow | None) -> None:
-        if not self.accepting or not self._works(session_id):
+        if not self.accepting or not self.runs_turns:
             return
         if session_id in self._handed:
             self._again.add(session_id)  # its worker may have looked already: it is handed out again on release
