@@ -193,6 +193,8 @@ STARTUP_SECONDS = 180  # how long a gateway may take to answer /health: a start 
 
 PORTS_PER_WORKER = 2500
 FIRST_PORT = 10000  # below the kernel's ephemeral range (32768 up): a port handed out here is never one it picks
+# Ports browsers refuse to load a page from (ERR_UNSAFE_PORT): the web view's tests would meet one in the blocks.
+BROWSER_UNSAFE = frozenset({10080, 6000, 6566, 6665, 6666, 6667, 6668, 6669, 6697})
 
 
 def _worker_ports() -> Iterator[int]:
@@ -202,7 +204,7 @@ def _worker_ports() -> Iterator[int]:
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
     first = FIRST_PORT + PORTS_PER_WORKER * (int(worker) % 8 if worker.isdigit() else 0)
     while True:
-        yield from range(first, first + PORTS_PER_WORKER)
+        yield from (port for port in range(first, first + PORTS_PER_WORKER) if port not in BROWSER_UNSAFE)
 
 
 _ports = _worker_ports()
