@@ -945,6 +945,7 @@ def test_openapi_document(api: Api) -> None:
             "session_id": "s-missing",
             "run_id": "run_missing",
             "tool": "send_to_session",
+            "name": "nosuch",
             **kw.pop("params", {}),
         }
         path = template.format(**params) + query
@@ -991,6 +992,10 @@ def test_openapi_document(api: Api) -> None:
         hit("POST", mentions, 200, params=ids, json={"message": "no mentions"})
         hit("POST", mentions, 400, params=ids, json={"text": "not the field"})
 
+    for prefix in ("", "/p/{profile}"):
+        groups = prefix + "/v1/groups/{name}/messages"
+        hit("POST", groups, 404, json={"message": "to no group"})
+        hit("POST", groups, 400, json={"nothing": 1})
     for prefix in ("", "/p/{profile}"):
         hit("GET", prefix + "/health", 200, auth=False)
         hit("POST", prefix + "/v1/gateway/stop", 202)  # in-process: no server watches it, nothing stops

@@ -2,7 +2,8 @@
 
 local   := session-id | profile "/" session-id | profile        (profile alone = its Bot Chat)
 remote  := "peer:" peer [ "/" profile [ "/" session-id ] ]
-mention := "@session:" local | "@peer:" peer [ "/" profile ]
+group   := "group:" name                                       (its members, in the home's config.yaml)
+mention := "@session:" local | "@peer:" peer [ "/" profile ] | "@group:" name
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from .ids import REMOTE as REMOTE  # what every address on another gateway begin
 REMOTE_PROFILE_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_-]{0,63}\Z")  # Hermes accepts upper case
 # A token runs to the first character no address has; a colon followed by more text continues it
 # (`@session:peer:x` is no mention), a colon before a blank or the end is punctuation.
-MENTION_RE = re.compile(r"(?<![\w@])@(session|peer):([A-Za-z0-9_./-]+)(?![A-Za-z0-9_./-]|:\S)")
+MENTION_RE = re.compile(r"(?<![\w@])@(session|peer|group):([A-Za-z0-9_./-]+)(?![A-Za-z0-9_./-]|:\S)")
+GROUP = "group:"  # what a group's address begins with
 TRAILING = ".,;:!?)/"
 
 
@@ -44,7 +46,18 @@ class RemoteAddress:
         return REMOTE + "/".join(p for p in (self.peer, self.profile, self.session_id) if p)
 
 
+@dataclass(frozen=True)
+class GroupAddress:
+    """A group of the home's config.yaml: a message to it goes to each of its members."""
+
+    name: str
+
+    def __str__(self) -> str:
+        return GROUP + self.name
+
+
 Address = LocalAddress | RemoteAddress
+Target = LocalAddress | RemoteAddress | GroupAddress  # where a message may be sent (a group: to each member)
 
 
 def is_remote(address: str) -> bool:
@@ -92,10 +105,27 @@ def _rule(name: str) -> str:
     return DEVICE_RULE if DEVICE_NAME_RE.match(name) else "a-z, 0-9, '-', '_'"
 
 
+def is_group(address: str) -> bool:
+    return address.strip().startswith(GROUP)
+
+
+def parse_target(text: str) -> Target:
+    """An address a message may be sent to: any address, or `group:NAME`."""
+    raw = text.strip()
+    if raw.startswith(GROUP):
+        name = raw.removeprefix(GROUP)
+        if not NAME_RE.match(name):
+            raise _bad(text, f"{name!r} is not a group name ({_rule(name)})")
+        return GroupAddress(name)
+    return parse(text)
+
+
 def parse(text: str) -> Address:
     raw = text.strip()
     if not raw:
         raise _bad(text, "it is empty")
+    if raw.startswith(GROUP):
+        raise _bad(text, "a group is sent to (send, the messaging tools, @group: mentions), not looked up as one place")
     if is_remote(raw):
         return parse_remote(raw.removeprefix(REMOTE), original=text)
     parts = raw.split("/")
@@ -141,7 +171,7 @@ def parse_peer(text: str) -> RemoteAddress:
 @dataclass(frozen=True)
 class Mention:
     token: str  # as written, e.g. "@session:builds"
-    address: Address
+    address: Target
 
 
 def mentions(prompt: str) -> tuple[str, list[Mention]]:
@@ -154,7 +184,11 @@ def mentions(prompt: str) -> tuple[str, list[Mention]]:
         stripped = body.rstrip(TRAILING)
         tail = body[len(stripped) :]
         try:
-            address: Address = parse(stripped) if kind == "session" else parse_remote(stripped)
+            address: Target
+            if kind == "group":
+                address = parse_target(GROUP + stripped)
+            else:
+                address = parse(stripped) if kind == "session" else parse_remote(stripped)
         except UsageError:
             return match.group(0)  # not an address: leave the text as it was
         if kind == "session" and isinstance(address, RemoteAddress):

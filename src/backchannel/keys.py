@@ -30,6 +30,12 @@ RESERVED_PREFIXES = (AUTO, SEND, WAKE, A2A, PEER)
 SCOPE_END = ">"  # between a peer's sender and its key (neither peer names nor sending profiles hold it)
 
 
+def group_member(key: str, member: str) -> str:
+    """The key of one member's message in a group send under `key` (a retried group send: the same run per member,
+    a peer member's too, whatever order the members are sent in)."""
+    return "grp-" + hashlib.sha256(f"{key}\0{member}".encode("utf-8", "surrogateescape")).hexdigest()[:48]
+
+
 def check_external(key: str | None) -> str | None:
     """A key given from outside: 1-255 characters, no line breaks, none of the internal prefixes."""
     if key is None:

@@ -114,6 +114,63 @@ class Result:
 
 
 @dataclass(frozen=True)
+class MemberResult:
+    """One member of a group send: its outcome, or why it was skipped (the sender itself)."""
+
+    target: str
+    result: Result | None = None
+    skipped: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.result is None:
+            return {"target": self.target, "result": "skipped", "why": self.skipped or "skipped"}
+        body = self.result.to_dict()
+        del body["to"]
+        return {"target": self.target, **body}
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.result is None else self.result.outcome.exit_code
+
+
+@dataclass(frozen=True)
+class GroupResult:
+    """A message sent to a group: each member's outcome, in the group's order, and how many were reached (the
+    reply, a receipt or a hold: accepted) of the members sent to (the sender itself skipped)."""
+
+    group: str  # `group:NAME`
+    members: tuple[MemberResult, ...]
+
+    @property
+    def reached(self) -> str:
+        sent = [m.result for m in self.members if m.result is not None]
+        accepted = sum(r.outcome in (Outcome.DELIVERED, Outcome.RECEIPT, Outcome.HELD) for r in sent)
+        return f"{accepted}/{len(sent)}"
+
+    @property
+    def exit_code(self) -> int:
+        """The highest of the members' exit codes (the one exit table)."""
+        return max((m.exit_code for m in self.members), default=0)
+
+    @property
+    def outcome(self) -> Outcome:
+        """The group send's one word: the outcome of the member whose exit code is the highest (delivered when
+        every member that was sent to answered)."""
+        sent = [m.result for m in self.members if m.result is not None]
+        if not sent:
+            return Outcome.REFUSED
+        return max(sent, key=lambda r: (r.outcome.exit_code, r.outcome is not Outcome.DELIVERED)).outcome
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "result": self.outcome.value,
+            "to": self.group,
+            "results": [m.to_dict() for m in self.members],
+            "reached": self.reached,
+        }
+
+
+@dataclass(frozen=True)
 class Run:
     """What a run says of itself, wherever it ran: its state (as it said it), and what it produced."""
 

@@ -17,7 +17,7 @@ from .. import __version__
 from ..errors import AuthError, BackchannelError
 from ..home.redact import redact
 from ..messages import MAX_MESSAGE_CHARS
-from . import routes_gateway, routes_held, routes_runs, routes_sessions, routes_tools, web
+from . import routes_gateway, routes_groups, routes_held, routes_runs, routes_sessions, routes_tools, web
 from .a2a import A2AEndpoints
 from .a2a import errors as a2a_errors
 from .context import Context, caller, context
@@ -123,6 +123,7 @@ def _api_routes(a2a: A2AEndpoints) -> list[BaseRoute]:
         Route("/v1/held/{run_id}/approve", protected(routes_held.approve, person_only=True), methods=["POST"]),
         Route("/v1/held/{run_id}/deny", protected(routes_held.deny, person_only=True), methods=["POST"]),
         Route("/v1/gateway/stop", protected(routes_gateway.stop_gateway, person_only=True), methods=["POST"]),
+        Route("/v1/groups/{name}/messages", protected(routes_groups.send_to_group, person_only=True), methods=["POST"]),
     ]
 
 

@@ -262,6 +262,32 @@ def _paths() -> dict[str, Any]:
                 "responses": {"200": _resp("Run", run), **_errors(400, 401, 403, 404, 409)},
             }
         },
+        "/v1/groups/{name}/messages": {
+            "post": {
+                "summary": "Send the person's message to every member of a group of the home (the person's key only):"
+                " each member's outcome, and how many were reached",
+                "parameters": [
+                    {
+                        "name": "name",
+                        "in": "path",
+                        "required": True,
+                        "schema": {"type": "string", "pattern": "^[a-z0-9][a-z0-9_-]{0,63}$"},
+                    },
+                    *_HEADERS,
+                ],
+                "requestBody": _body(
+                    {
+                        "type": "object",
+                        "required": ["message"],
+                        "properties": {"message": {"type": "string", "minLength": 1, "maxLength": MAX_MESSAGE_CHARS}},
+                    }
+                ),
+                "responses": {
+                    "200": _resp("Each member's outcome", {"type": "object"}),
+                    **_errors(400, 401, 403, 404, 413),
+                },
+            }
+        },
         "/v1/gateway/stop": {
             "post": {
                 "summary": "Stop the gateway as SIGTERM does: no new work, running turns get its --grace to finish, "

@@ -29,6 +29,7 @@ COMMANDS: dict[str, str] = {
     "mcp": "mcp_cmd",
     "doctor": "doctor_cmd",
     "store": "store_cmd",
+    "group": "group_cmd",
 }
 
 

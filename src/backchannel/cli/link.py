@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from ..net.link import RunEvent
-from ..outcome import Result
+from ..outcome import GroupResult, Result
 
 FOLLOW_WAIT_SECONDS = 600.0  # a wait for the end is asked of the gateway in bounds of this long
 
@@ -63,6 +63,12 @@ class GatewayLink(Protocol):
     """This home's gateway as the CLI speaks to it: its answers are outcomes (`Result`) and run events."""
 
     via: Literal["gateway", "local"]
+
+    async def send_group(
+        self, group: str, message: str, *, wait: float, key: str, sender: str = "human:cli"
+    ) -> GroupResult:
+        """Deliver to every member of `group` (its name) as the person; each member waited for up to `wait`."""
+        ...
 
     async def deliver(
         self,

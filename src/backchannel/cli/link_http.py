@@ -15,7 +15,7 @@ from ..errors import GatewayError
 from ..net import wire
 from ..net.http import quote
 from ..net.link import RunEvent
-from ..outcome import Result, Run, failed, of_run
+from ..outcome import GroupResult, Result, Run, failed, of_run
 from .link import FOLLOW_WAIT_SECONDS, Progress, Where
 
 if TYPE_CHECKING:
@@ -31,6 +31,12 @@ class HttpGateway:
 
     def __init__(self, client: GatewayClient) -> None:
         self.client = client
+
+    async def send_group(
+        self, group: str, message: str, *, wait: float, key: str, sender: str = "human:cli"
+    ) -> GroupResult:
+        answer = await self.client.group(group, message, wait=wait, idempotency_key=key, sender=sender)
+        return wire.group_result(answer.body)
 
     async def deliver(
         self,

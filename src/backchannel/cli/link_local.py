@@ -9,12 +9,13 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Literal
 
+from ..addresses import GroupAddress
 from ..core.delivery.delivery import Delivery, Incoming
 from ..core.gateway import Gateway, running
 from ..core.queue.events import TERMINAL_EVENTS, Chunk, Ended, Queued, WaitOver
 from ..net import wire
 from ..net.link import RunEvent
-from ..outcome import Result
+from ..outcome import GroupResult, Result
 from .link import Progress, Where
 
 LOCAL_GRACE = 0.5
@@ -55,6 +56,13 @@ class LocalGateway:
             if progress is None:
                 return (await local.delivery.deliver(incoming, wait=wait)).result
             return await _live(local.delivery, incoming, wait, progress)
+
+    async def send_group(
+        self, group: str, message: str, *, wait: float, key: str, sender: str = "human:cli"
+    ) -> GroupResult:
+        """Each member's run worked here (what this process queues, it works); a peer member's message sent."""
+        async with running(self.root, scope=set(), grace=LOCAL_GRACE) as local:
+            return await local.group_sends.send(GroupAddress(group), message, sender=sender, wait=wait, key=key)
 
     async def run(self, run_id: str) -> Result:
         async with home_gateway(self.root) as gateway:

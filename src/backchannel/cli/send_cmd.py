@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from pathlib import Path
 
 import click
 
 from .. import addresses, keys
-from ..addresses import RemoteAddress
+from ..addresses import GroupAddress, RemoteAddress
 from ..errors import UsageError
 from ..home import config
-from ..outcome import Outcome
+from ..outcome import GroupResult, Outcome
 from . import complete
-from .connect import Sent, deliver, interruptible, on_home
+from .connect import Sent, deliver, gateway_link, interruptible, on_home
 from .link import Where
 from .live import STREAM_HELP, Watch, deliver_live, streams
 from .output import emit, examples, message_words, note, read_message, shell_command
@@ -27,6 +28,7 @@ DEFAULT_WAIT = 120.0
         "backchannel send builds 'is the build green?'",
         "backchannel send research/20261130_015530_55cf9b - < notes.md",
         "backchannel send peer:spark/research 'status?' --wait 30 --json",
+        "backchannel send group:team 'stand-up: what are you on?'",
     ),
 )
 @click.argument("address", shell_complete=complete.addresses)
@@ -47,16 +49,24 @@ def send(address: str, message: str | None, wait: float, key: str | None, as_jso
 
     MESSAGE is the argument, or stdin ('-', or none with stdin not a terminal), read as UTF-8 (a byte order
     mark is dropped).
-    ADDRESS is a profile (its Bot Chat), profile/session-id, a session id, or peer:NAME[/AGENT] on another
-    gateway. @session: and @peer: mentions in the message are answered by their targets first.
+    ADDRESS is a profile (its Bot Chat), profile/session-id, a session id, peer:NAME[/AGENT] on another
+    gateway, or group:NAME (every member, each as if sent alone: one outcome each, and the highest exit code).
+    @session:, @peer: and @group: mentions in the message are answered by their targets first.
     """
-    parsed = addresses.parse(address)
+    parsed = addresses.parse_target(address)
     text = read_message(message)
     if not text or not text.strip():
         raise UsageError("no message: give it as an argument, or '-' to read stdin")
     keys.check_external(key)
     live = streams(stream, as_json=as_json)
     root = config.home()
+    if isinstance(parsed, GroupAddress):
+        key = key or keys.cli()
+        again = ["send", address, *message_words(message, text.strip())]
+        with interruptible(root, shell_command(*again, "--idempotency-key", key), key=key):
+            each = asyncio.run(_to_group(root, parsed.name, text.strip(), wait=wait, key=key))
+        emit({**each.to_dict(), "idempotency_key": key}, as_json=as_json, text=lambda: _print_group(each))
+        sys.exit(each.exit_code)
     if isinstance(parsed, RemoteAddress):  # the same as `backchannel peer dm`
         from . import peer_cmd
 
@@ -85,6 +95,29 @@ def send(address: str, message: str | None, wait: float, key: str | None, as_jso
                 watch.end_line()
     sent.check()
     emit(sent.to_dict(), as_json=as_json, text=lambda: _print(sent, watch))
+
+
+async def _to_group(root: Path, name: str, text: str, *, wait: float, key: str) -> GroupResult:
+    async with gateway_link(root) as link:
+        return await link.send_group(name, text, wait=wait, key=key)
+
+
+def _print_group(sent: GroupResult) -> None:
+    """A block per member (its outcome, then its reply or why there is none), and how many were reached."""
+    for member in sent.members:
+        result = member.result
+        if result is None:
+            click.echo(f"[{member.target}] skipped: {member.skipped}\n")
+            continue
+        click.echo(f"[{member.target}] {result.outcome.value}")
+        if result.outcome is Outcome.DELIVERED:
+            click.echo(result.reply or "(no reply)")
+        elif result.outcome in (Outcome.RECEIPT, Outcome.HELD):
+            click.echo(f"run {result.run_id} is {result.state}: accepted, do not resend")
+        else:
+            click.echo(f"{result.code or result.outcome.value}: {result.error or 'no detail'}")
+        click.echo("")
+    click.echo(f"reached {sent.reached}")
 
 
 def _print(sent: Sent, watch: Watch | None) -> None:

@@ -36,6 +36,7 @@ from .access import Access
 from .delivery.admission import Admission
 from .delivery.delivery import Delivery
 from .delivery.directory import Directory
+from .delivery.groups import Groups, GroupSends
 from .delivery.holds import Holds
 from .delivery.imports import Imports
 from .delivery.mentions import Mentions
@@ -127,6 +128,8 @@ class Gateway:
         self.revocations = Revocations(self.db)
         self.engines = EngineCache(root, engine_factory)
         self.imports = Imports(self.db, self.directory, self.engines.secret)
+        self.groups = Groups(root)
+        self.group_sends = GroupSends(self.groups, self.delivery, self.imports, self.outbound)
         self.sends = AgentSends(
             db=self.db,
             queue=self.queue,
@@ -134,6 +137,7 @@ class Gateway:
             outbound=self.outbound,
             delivery=self.delivery,
             imports=self.imports,
+            groups=self.groups,
         )
         self.mentions = Mentions(self.sends)
         self.mcp = McpTools(self.engines.secret, TOOLBOX)

@@ -14,7 +14,7 @@ from ..errors import BackchannelError
 from ..home import peers
 from ..home.runtime import listening
 from ..store.backend import is_shared
-from . import configs, disk, endpoints, gateways, mcp, shared
+from . import configs, disk, endpoints, gateways, groups, mcp, shared
 from .report import Check, Report, Status, fail
 
 __all__ = ["Check", "Report", "Status", "examine"]
@@ -44,6 +44,8 @@ async def examine(root: Path, *, deep: bool = False) -> Report:
     folder, names = disk.profiles_folder(root)
     checks.append(folder)
     checks += configs.stray_folders(root)
+    if settings is not None:
+        checks += groups.groups(root)
     for name in names:
         profile_checks, profile = configs.profile_config(root, name)
         checks += profile_checks

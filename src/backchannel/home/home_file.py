@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Literal
 
 from pydantic import BeforeValidator, Field, model_validator
@@ -144,10 +145,39 @@ class StoreSettings(Frozen):
     pool_size: PositiveCount = Field(8, description="connections each gateway keeps to a shared store")
 
 
+GROUP_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}\Z")  # as a profile's or a peer's name
+
+
+def _members(value: object) -> object:
+    """A group's members: a list of addresses (each a non-empty word; what it names is checked where it is used)."""
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(m, str) and m.strip() and not m.split()[1:] for m in value):
+        raise ValueError(
+            f"must be a list of addresses (profile, profile/session, peer:NAME[/AGENT], group:NAME), got {value!r}"
+        )
+    return [m.strip() for m in value]
+
+
+def _group_names(value: object) -> object:
+    if value is None:
+        return {}
+    if isinstance(value, dict):
+        for name in value:
+            if not isinstance(name, str) or not GROUP_NAME_RE.match(name):
+                raise ValueError(f"{name!r} is not a group name (a-z, 0-9, '-', '_')")
+    return value
+
+
+Members = Annotated[list[str], BeforeValidator(_members), Kind("list of addresses")]
+Groups = Annotated[dict[str, Members], BeforeValidator(_group_names), Kind("mapping of names to lists of addresses")]
+
+
 class GatewayConfig(GatewaySettings):
-    """The home's settings as the gateway uses them: the `gateway:` section, the store and the peers."""
+    """The home's settings as the gateway uses them: the `gateway:` section, the store, the groups and the peers."""
 
     store: StoreSettings = Field(default_factory=StoreSettings)
+    groups: dict[str, list[str]] = Field(default_factory=dict)
     peers: dict[str, PeerEntry] = Field(default_factory=dict)
 
 
@@ -157,6 +187,10 @@ class HomeFile(Frozen):
     gateway: GatewaySettings = Field(default_factory=GatewaySettings, description="this gateway")
     store: Annotated[StoreSettings, BeforeValidator(lambda v: {} if v is None else v)] = Field(
         default_factory=StoreSettings, description="where the runs and sessions are kept (see More than one machine)"
+    )
+    groups: Groups = Field(
+        default_factory=dict,
+        description="addresses sent to together, by name: `group:NAME` reaches each member (`group create`; see Teams)",
     )
     peers: Annotated[dict[str, PeerEntry], BeforeValidator(lambda v: {} if v is None else v)] = Field(
         default_factory=dict, description="other gateways, by name (`peer add`)"
@@ -171,4 +205,6 @@ class HomeFile(Frozen):
 
     def settings(self) -> GatewayConfig:
         """The settings the gateway runs with: this file's gateway section and peers, in one object."""
-        return GatewayConfig.model_construct(**dict(self.gateway), store=self.store, peers=self.peers)  # validated
+        return GatewayConfig.model_construct(  # each part validated
+            **dict(self.gateway), store=self.store, groups=self.groups, peers=self.peers
+        )

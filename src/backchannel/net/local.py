@@ -119,6 +119,12 @@ class GatewayClient:
         path = f"/p/{quote(profile)}/api/sessions/{quote(session_id)}/chat"
         return await self.request("POST", path, json={"message": message}, headers=headers, timeout=wait + 30)
 
+    async def group(self, name: str, message: str, *, wait: float, idempotency_key: str, sender: str) -> Answer:
+        """The person's message to every member of group `name` (each waited for up to `wait` seconds)."""
+        path = f"/v1/groups/{quote(name)}/messages"
+        headers = _chat_headers(idempotency_key, wait, sender)
+        return await self.request("POST", path, json={"message": message}, headers=headers, timeout=wait + 30)
+
     async def chat_stream(
         self, profile: str, session_id: str, message: str, *, wait: float, idempotency_key: str, sender: str
     ) -> AsyncGenerator[sse.Event, None]:

@@ -14,8 +14,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import PeerError
-from ..outcome import Outcome, Result, Run, of_run, of_state
+from ..errors import GatewayError, PeerError
+from ..outcome import GroupResult, MemberResult, Outcome, Result, Run, of_run, of_state
 from .link import PeerAbout, PeerRun, RunEvent
 
 SEND_RESULT = "hermes.peer.send_result"
@@ -157,4 +157,36 @@ def about_of(caps: Mapping[str, Any]) -> PeerAbout:
         gateway_id=text(caps.get("gateway_id")),
         person_key=isinstance(auth, dict) and auth.get("identity") == "person",
         durable_replay=isinstance(idem, dict) and bool(idem.get("supported")) and idem.get("durable") is True,
+    )
+
+
+def group_result(body: Mapping[str, Any]) -> GroupResult:
+    """A group send's answer (`outcome.GroupResult.to_dict`): every member's outcome, as the gateway said it."""
+    members = body.get("results")
+    if not isinstance(members, list):
+        raise GatewayError("the gateway answered the group's message with no results")
+    return GroupResult(str(body.get("to") or "group:?"), tuple(_member(m) for m in members if isinstance(m, dict)))
+
+
+def _member(said: Mapping[str, Any]) -> MemberResult:
+    target = str(said.get("target") or "?")
+    if said.get("result") == "skipped":
+        return MemberResult(target, skipped=text(said.get("why")) or "skipped")
+    found = said.get("error")
+    error: Mapping[str, Any] = found if isinstance(found, dict) else {}
+    return MemberResult(
+        target,
+        Result(
+            _outcome(said.get("result")),
+            target,
+            run_id=text(said.get("run_id")),
+            session_id=text(said.get("session_id")),
+            state=text(said.get("state")),
+            reply=text(said.get("reply") or said.get("partial_output")),
+            queue_position=integer(said.get("queue_position")),
+            code=text(error.get("code")),
+            error=text(error.get("message")),
+            replayed=bool(said.get("replayed")),
+            idempotency_key=text(said.get("idempotency_key")),
+        ),
     )

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from ...errors import BackchannelError
 from ...home.profiles import Profile
 from ...home.redact import redact
-from ...outcome import Outcome, Result, error_body, of_error
+from ...outcome import GroupResult, Outcome, Result, error_body, of_error
 from ..engines.base import ToolSpec
 from ..memories import FileMemories, Memories
 
@@ -69,6 +69,8 @@ class Sender(Protocol):
     async def send(self, ctx: ToolContext, address: str, message: str, *, wait: float) -> Result: ...
 
     async def send_peer(self, ctx: ToolContext, target: str, message: str, *, wait: float) -> Result: ...
+
+    async def send_group(self, ctx: ToolContext, group: str, message: str, *, wait: float) -> GroupResult: ...
 
     async def check(self, ctx: ToolContext, run_id: str) -> Result: ...
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...addresses import GROUP
 from ...outcome import answered
 from ..engines.base import ToolSpec
 from .base import Tool, ToolContext, ToolFailure, require_str
@@ -23,10 +24,10 @@ def _wait(args: dict[str, Any]) -> float:
 
 
 async def _send(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
-    result = await ctx.messenger().send(
-        ctx, require_str(args, "session_id"), require_str(args, "message"), wait=_wait(args)
-    )
-    return result.to_dict()
+    address, message = require_str(args, "session_id"), require_str(args, "message")
+    if address.strip().startswith(GROUP):  # every member, each as if sent alone: one outcome per member
+        return (await ctx.messenger().send_group(ctx, address, message, wait=_wait(args))).to_dict()
+    return (await ctx.messenger().send(ctx, address, message, wait=_wait(args))).to_dict()
 
 
 async def _send_peer(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
@@ -71,7 +72,7 @@ TOOLS: tuple[Tool, ...] = (
             "send_to_session",
             "Message another agent's session and get its reply; past wait_seconds, a receipt (do not resend: "
             "the reply comes here).",
-            {"session_id": _string("profile, profile/session-id or session id"), "message": _MESSAGE},
+            {"session_id": _string("profile, profile/session-id, session id or group:NAME"), "message": _MESSAGE},
             {"wait_seconds": _WAIT},
         ),
         _send,

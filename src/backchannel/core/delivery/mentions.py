@@ -1,4 +1,4 @@
-"""Mentions: a person's `@session:` and `@peer:` mentions answered before their own agent's turn.
+"""Mentions: a person's `@session:`, `@peer:` and `@group:` mentions answered before their own agent's turn.
 
 The prompt without the mention tokens goes to each mentioned target as from the person's session,
 under the same rules as `send_to_session`; each reply (or why there is none) is added to the prompt,
@@ -14,7 +14,7 @@ from ... import addresses
 from ...agent.tools.base import Sender, ToolContext
 from ...errors import BackchannelError
 from ...framing import frame_reply, is_human, quote
-from ...outcome import Outcome
+from ...outcome import Outcome, Result
 from ...store.runs import RunRow
 
 WAIT_SECONDS = 120.0
@@ -45,6 +45,8 @@ class Mentions:
         return prompt + "\n\n" + MARK + "\n" + "\n\n".join(answers) + "\n" + END_MARK, len(found)
 
     async def _ask(self, ctx: ToolContext, mention: addresses.Mention, prompt: str, wait: float) -> str:
+        if isinstance(mention.address, addresses.GroupAddress):
+            return await self._ask_group(ctx, mention, prompt, wait)
         try:
             if isinstance(mention.address, addresses.LocalAddress):
                 result = await self.sender.send(ctx, str(mention.address), prompt, wait=wait)
@@ -52,13 +54,29 @@ class Mentions:
                 result = await self.sender.send_peer(ctx, str(mention.address), prompt, wait=wait)
         except BackchannelError as exc:
             return f"{mention.token} was refused ({exc.code}): {quote(exc.message)}"
+        return self._told(mention.token, result, wait)
+
+    async def _ask_group(self, ctx: ToolContext, mention: addresses.Mention, prompt: str, wait: float) -> str:
+        """A group mention: each member's answer, in the group's order, and how many were reached."""
+        try:
+            sent = await self.sender.send_group(ctx, str(mention.address), prompt, wait=wait)
+        except BackchannelError as exc:
+            return f"{mention.token} was refused ({exc.code}): {quote(exc.message)}"
+        said = [
+            self._told(f"{mention.token} ({m.target})", m.result, wait) for m in sent.members if m.result is not None
+        ]
+        return "\n\n".join([*said, f"{mention.token}: reached {sent.reached}"])
+
+    @staticmethod
+    def _told(token: str, result: Result, wait: float) -> str:
+        """One answer to a mention (`token`, as written), as the prompt shows it."""
         if result.outcome is Outcome.DELIVERED:
-            return frame_reply(result.to, result.reply or "", via=f"a reply to your mention {mention.token}")
+            return frame_reply(result.to, result.reply or "", via=f"a reply to your mention {token}")
         if result.outcome is Outcome.REFUSED:
-            return f"{mention.token} was refused ({result.code}): {quote(result.error or '')}"
+            return f"{token} was refused ({result.code}): {quote(result.error or '')}"
         if result.outcome is Outcome.RECEIPT:
             return (
-                f"{mention.token} did not answer within {wait:.0f}s: run {result.run_id} "
+                f"{token} did not answer within {wait:.0f}s: run {result.run_id} "
                 "goes on and its reply will come to this session"
             )
-        return f"{mention.token} {result.outcome.value}: {quote(result.error or 'no reply')}"
+        return f"{token} {result.outcome.value}: {quote(result.error or 'no reply')}"

@@ -11,10 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 from ... import addresses, keys, policy
-from ...addresses import BOT_CHAT_TITLE, RemoteAddress
+from ...addresses import BOT_CHAT_TITLE, Address, GroupAddress, LocalAddress, RemoteAddress
 from ...agent.tools.base import ToolContext
 from ...errors import NotFound, PeerError, PeerOutcomeUnknown, UsageError
-from ...outcome import Result, failed, unknown
+from ...outcome import GroupResult, Result, failed, unknown
 from ...store.driver import Db
 from ...store.runs import RunRow
 from ..queue.commits import commits
@@ -22,6 +22,7 @@ from ..queue.queue import RunQueue
 from .admission import Admitted, Attempt
 from .delivery import MAX_WAIT_SECONDS, Delivery, check_message
 from .directory import Directory
+from .groups import Groups
 from .imports import Imports
 from .outbound import Outbound, SentFrom
 
@@ -38,8 +39,10 @@ class AgentSends:
         outbound: Outbound,
         delivery: Delivery,
         imports: Imports,
+        groups: Groups,
     ) -> None:
         self.db = db
+        self.groups = groups
         self.imports = imports
         self.queue = queue
         self.directory = directory
@@ -72,6 +75,29 @@ class AgentSends:
             if not run.state.terminal and not await self.queue.ask_wake(run.id):
                 run = await self.queue.get(run.id)  # it ended just now
         return await self.delivery.result_of(run, replayed=not created)
+
+    async def send_group(self, ctx: ToolContext, group: str, message: str, *, wait: float) -> GroupResult:
+        """From the turn of `ctx` to every member of a group, each as if sent alone (its own rules, run and outcome);
+        a member that is this agent itself is skipped."""
+        check_message(message)
+        target = addresses.parse_target(group)
+        if not isinstance(target, GroupAddress):
+            raise UsageError(f"{group!r} is not a group (group:NAME)", code="invalid_address")
+
+        def skip(address: Address) -> str | None:
+            if isinstance(address, LocalAddress) and (
+                (address.profile == ctx.profile.name and address.session_id in (None, ctx.session_id))
+                or (address.profile is None and address.session_id == ctx.session_id)
+            ):
+                return "the sender itself"
+            return None
+
+        async def one(address: Address) -> Result:
+            if isinstance(address, RemoteAddress):
+                return await self.send_peer(ctx, addresses.peer_path(str(address)), message, wait=wait)
+            return await self.send(ctx, str(address), message, wait=wait)
+
+        return await self.groups.send(target, one, skip=skip)
 
     async def send_peer(self, ctx: ToolContext, target: str, message: str, *, wait: float) -> Result:
         """From the turn of `ctx` to an agent on another gateway (`peer[/profile]`), under the same rules."""

@@ -1,0 +1,44 @@
+"""Doctor's check of the home's groups: each one expands (no group contains itself), and every member names
+something this home knows (a profile, a peer, a group); a member that names nothing is that member's failure in a
+group send, so it is a warning here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..addresses import LocalAddress, RemoteAddress
+from ..core.delivery.groups import Groups
+from ..errors import BackchannelError
+from ..home import config, peers
+from ..home.profiles import list_profiles
+from .report import Check, fail, ok, warn
+
+
+def groups(root: Path) -> list[Check]:
+    settings = config.load_gateway_config(root)
+    if not settings.groups:
+        return []
+    known_profiles = set(list_profiles(root))
+    known_peers = {p.name for p in peers.all_peers(root)}
+    found: list[Check] = []
+    for name in sorted(settings.groups):
+        check = f"group {name}"
+        try:
+            members = Groups(root).members(name)
+        except BackchannelError as exc:
+            found.append(fail(check, exc.message, f"edit groups.{name} in config.yaml, or `backchannel group remove`"))
+            continue
+        problems = [f"{m.text}: {m.problem}" for m in members if m.problem]
+        for m in members:
+            address = m.address
+            if isinstance(address, LocalAddress) and address.profile and address.profile not in known_profiles:
+                problems.append(f"{m.text}: no profile {address.profile!r}")
+            elif isinstance(address, RemoteAddress) and address.peer not in known_peers:
+                problems.append(f"{m.text}: no peer {address.peer!r}")
+        if problems:
+            found.append(
+                warn(check, "; ".join(problems), f"`backchannel group remove {name} MEMBER` for a member that is gone")
+            )
+        else:
+            found.append(ok(check, f"{len(members)} members: {', '.join(m.text for m in members)}"))
+    return found
