@@ -39,9 +39,16 @@ def registered() -> dict[str, dict[str, Any]]:
     return ctx.tools
 
 
-def test_it_registers_the_five_tools_with_backchannels_own_schemas() -> None:
+def test_it_registers_the_six_tools_with_backchannels_own_schemas() -> None:
     tools = registered()
-    assert sorted(tools) == ["cancel_message", "check_message", "list_sessions", "send_to_peer", "send_to_session"]
+    assert sorted(tools) == [
+        "cancel_message",
+        "check_message",
+        "list_sessions",
+        "notify_when_idle",
+        "send_to_peer",
+        "send_to_session",
+    ]
     ours = {t.spec.name: t.spec for t in TOOLS}
     for name, kw in tools.items():
         assert kw["toolset"] == "backchannel"

@@ -25,7 +25,7 @@ from mcp.client.streamable_http import streamable_http_client
 from conftest import GatewayThread, api_key, free_port, run_cli
 from test_messaging import set_messaging
 
-TOOLS = {"send_to_session", "send_to_peer", "check_message", "cancel_message", "list_sessions"}
+TOOLS = {"send_to_session", "send_to_peer", "check_message", "notify_when_idle", "cancel_message", "list_sessions"}
 SHORT_WAIT = "1"
 OUTCOMES = {"delivered", "receipt", "held", "refused", "failed", "unknown"}
 
@@ -201,6 +201,7 @@ async def unknown_session_and_tool(gateway: GatewayThread, path: str, **headers:
         "send_to_session": {"session_id": "builds", "message": "hi"},
         "send_to_peer": {"target": "nowhere", "message": "hi"},
         "check_message": {"run_id": "run_0123456789abcdef0123456789abcdef"},
+        "notify_when_idle": {"session_id": "builds"},
         "cancel_message": {"run_id": "run_0123456789abcdef0123456789abcdef"},
         "list_sessions": {},
     }

@@ -25,6 +25,8 @@ from .errors import BackchannelError, PeerOutcomeUnknown
 
 RECEIPT_DETAIL = "accepted and queued: do not resend. The reply comes when the run ends; ask for it with its run id."
 RUNNING_DETAIL = "accepted, and its turn is running: do not resend. The reply comes when it ends; ask with its run id."
+WATCHING = "watching"  # the state of a notify_when_idle asked of a busy session
+WATCHING_DETAIL = "busy now: a notice comes into this session once it has nothing queued or running."
 HELD_DETAIL = "held for the target's person to approve: do not resend. The outcome comes when the person decides."
 FAILED_STATES = frozenset({"failed", "cancelled", "expired", "interrupted"})
 PENDING_STATES = frozenset({"queued", "running", "started", "stopping", "sending"})
@@ -230,6 +232,8 @@ def detail(outcome: Outcome, state: str | None) -> str:
     """What a receipt or a hold tells its sender, in the words of the run's state (a running turn is not queued)."""
     if outcome is Outcome.HELD:
         return HELD_DETAIL
+    if state == WATCHING:
+        return WATCHING_DETAIL
     return RUNNING_DETAIL if state == "running" else RECEIPT_DETAIL
 
 

@@ -46,7 +46,7 @@ from backchannel.net.http import CONNECT_TIMEOUT, Naming, error_of, json_object,
 from backchannel.outcome import Outcome, error_body, of_http_error
 
 TOOLSET = "backchannel"
-HOSTED = ("send_to_session", "send_to_peer", "check_message", "cancel_message", "list_sessions")
+HOSTED = ("send_to_session", "send_to_peer", "check_message", "notify_when_idle", "cancel_message", "list_sessions")
 DEFAULT_URL = "http://127.0.0.1:8377"
 ANSWER_MARGIN = 30.0  # seconds past a send's own wait before the gateway's silence is a timeout
 REQUEST_TIMEOUT = 30.0
@@ -224,7 +224,7 @@ def pre_gateway_dispatch_hook(default_profile: str) -> Callable[..., dict[str, A
 
 
 def register(ctx: Any) -> None:
-    """Hermes's plugin entry: the five messaging tools, in the `backchannel` toolset, and the mentions hook."""
+    """Hermes's plugin entry: the six messaging tools, in the `backchannel` toolset, and the mentions hook."""
     profile = str(getattr(ctx, "profile_name", None) or "default")
     register_hook = getattr(ctx, "register_hook", None)
     if register_hook is not None:

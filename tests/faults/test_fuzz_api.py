@@ -88,6 +88,7 @@ def fuzz_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Home]:
         mp.setenv("BACKCHANNEL_HOME", str(root))
         assert run_cli("init").exit_code == 0
         assert run_cli("profile", "create", "research").exit_code == 0
+        assert run_cli("group", "create", "team", "research").exit_code == 0
         cfg = config.config_path(root)
         data = config.load_yaml(cfg)
         # No generated request may hold the run for the default 600 s; a small body limit gets exercised too.
@@ -105,6 +106,7 @@ def fuzz_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Home]:
                 "session_id": ran["session_id"],
                 "run_id": ran["run_id"],
                 "tool": "list_sessions",
+                "name": "team",
             },
         )
 

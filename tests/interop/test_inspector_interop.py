@@ -24,7 +24,7 @@ from test_messaging import set_messaging
 SKIP = MISSING is not None and not os.environ.get("BACKCHANNEL_REQUIRE_INSPECTOR")
 pytestmark = [pytest.mark.interop, pytest.mark.skipif(SKIP, reason=str(MISSING))]
 
-TOOLS = {"send_to_session", "send_to_peer", "check_message", "cancel_message", "list_sessions"}
+TOOLS = {"send_to_session", "send_to_peer", "check_message", "notify_when_idle", "cancel_message", "list_sessions"}
 UNKNOWN_RUN = "run_0123456789abcdef0123456789abcdef"
 
 

@@ -37,7 +37,8 @@ def mcp(profile: str, session_id: str | None) -> None:
     """An MCP server on stdio: the messaging tools, as PROFILE.
 
     \b
-    send_to_session, send_to_peer, check_message, cancel_message and list_sessions for any MCP host.
+    send_to_session, send_to_peer, check_message, notify_when_idle, cancel_message and list_sessions for any
+    MCP host.
     Each call is made as a session of PROFILE, under its messaging rules (allow, hops, deadlock guard,
     pair budget; every message in the ledger), through the home's running gateway; when none runs,
     this process runs the turns itself while it serves. A send waits at most 50 s, then returns a

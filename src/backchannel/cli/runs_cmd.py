@@ -1,9 +1,11 @@
-"""`backchannel runs list | show | follow | stop`: this home's runs, as a person sees and stops them."""
+"""`backchannel runs list | show | follow | stop | wait-idle`: this home's runs, as a person sees, stops and waits
+for them."""
 
 from __future__ import annotations
 
 import asyncio
 import sys
+import time
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -15,6 +17,7 @@ from ..outcome import Outcome, Result
 from ..states import RunState
 from . import complete
 from .connect import gateway_link, local_session, on_home
+from .link import Where
 from .output import emit, examples, note, show_progress, table, when
 
 if TYPE_CHECKING:
@@ -26,7 +29,7 @@ ENDED = frozenset(s.value for s in RunState if s.terminal)
 
 @click.group("runs")
 def runs() -> None:
-    """This home's runs: list, show, follow, stop.
+    """This home's runs: list, show, follow, stop, wait-idle.
 
     A run is one message to one session, answered as one turn; follow it until it ends, or stop it.
 
@@ -182,6 +185,72 @@ def stop(run_id: str, as_json: bool) -> None:
 
     emit({**result.to_dict(), "stopped": stopped}, as_json=as_json, text=text)
     sys.exit(result.outcome.exit_code)  # the table's: 0 completed, receipt or held; 1 failed (cancelled too)
+
+
+IDLE_LOOK_SECONDS = 0.25  # how often wait-idle looks at the session's queue
+
+
+@runs.command(
+    "wait-idle",
+    epilog=examples("backchannel runs wait-idle builds", "backchannel runs wait-idle research/ses_0123… --timeout 60"),
+)
+@click.argument("address", shell_complete=complete.sessions)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0),
+    default=None,
+    metavar="SECONDS",
+    help="Give up after this many seconds (exit 1). Default: wait as long as it takes.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the session and whether it is idle as JSON.")
+def wait_idle(address: str, timeout: float | None, as_json: bool) -> None:
+    """Wait until a session is idle: nothing queued or running.
+
+    Exits 0 once session ADDRESS is idle: a profile (its Bot Chat), profile/session-id or a session id of
+    this home. Exits 1 when --timeout passes first, saying what is still queued or running. An agent asks
+    the same with its notify_when_idle tool (the notice comes into its session).
+    """
+    root = config.home()
+
+    async def wait(gateway: Gateway) -> tuple[Where, list[Delivered]]:
+        where = await local_session(gateway, address)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        said = False
+        while True:
+            busy = await gateway.delivery.runs(states=BUSY, session_id=where.session_id, limit=100)
+            if not busy or (deadline is not None and time.monotonic() >= deadline):
+                return where, busy
+            if not said and not as_json:
+                note(f"{where.to}: {_busy_text(busy)}; waiting until it is idle")
+                said = True
+            await asyncio.sleep(IDLE_LOOK_SECONDS)
+
+    where, busy = on_home(root, wait)
+    idle = not busy
+    shown = {
+        "to": where.to,
+        "session_id": where.session_id,
+        "idle": idle,
+        "queued": [d.run.id for d in busy if d.run.state is RunState.QUEUED],
+        "running": [d.run.id for d in busy if d.run.state is RunState.RUNNING],
+    }
+
+    def text() -> None:
+        if idle:
+            click.echo(f"{where.to}: idle (nothing queued or running)")
+        else:
+            click.echo(f"{where.to}: still busy after {timeout:g} s: {_busy_text(busy)}")
+
+    emit(shown, as_json=as_json, text=text)
+    sys.exit(0 if idle else 1)
+
+
+BUSY = (RunState.QUEUED, RunState.RUNNING)
+
+
+def _busy_text(busy: list[Delivered]) -> str:
+    running = sum(1 for d in busy if d.run.state is RunState.RUNNING)
+    return f"{running} running, {len(busy) - running} queued"
 
 
 def _print(result: Result, message: str | None) -> None:

@@ -38,6 +38,7 @@ from .delivery.delivery import Delivery
 from .delivery.directory import Directory
 from .delivery.groups import Groups, GroupSends
 from .delivery.holds import Holds
+from .delivery.idle import IdleNotices
 from .delivery.imports import Imports
 from .delivery.mentions import Mentions
 from .delivery.outbound import Outbound
@@ -140,6 +141,7 @@ class Gateway:
             groups=self.groups,
         )
         self.mentions = Mentions(self.sends)
+        self.idle = IdleNotices(self.db, self.wakes)
         self.mcp = McpTools(self.engines.secret, TOOLBOX)
         self.turns = Turns(
             db=self.db,
@@ -205,6 +207,7 @@ class Gateway:
             asyncio.create_task(background.renew(self.queue)),
             asyncio.create_task(background.resume_paused(self.pauses, self.queue)),
             asyncio.create_task(self.holds.sweep()),
+            asyncio.create_task(self.idle.run()),
         ]
         if isinstance(self.db, Database):  # SQLite's WAL is copied back off the hot path
             self.db.defer_checkpoints()

@@ -25,7 +25,14 @@ from .queue.commits import commits
 from .turns import Turns
 from .views import SessionView, session_view
 
-HOSTED_TOOLS = ("send_to_session", "send_to_peer", "check_message", "cancel_message", "list_sessions")
+HOSTED_TOOLS = (
+    "send_to_session",
+    "send_to_peer",
+    "check_message",
+    "notify_when_idle",
+    "cancel_message",
+    "list_sessions",
+)
 
 
 @dataclass(frozen=True)

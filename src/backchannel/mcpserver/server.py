@@ -1,4 +1,4 @@
-"""The MCP server: Backchannel's five messaging tools (their own schemas), each call made as one session.
+"""The MCP server: Backchannel's six messaging tools (their own schemas), each call made as one session.
 
 MCP hosts give up on a call after about 60 s, so a send waits at most `max_wait()` seconds (50; the
 environment's BACKCHANNEL_MCP_MAX_WAIT_SECONDS lowers it) and then returns the receipt, never a failure:

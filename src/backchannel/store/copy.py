@@ -33,6 +33,7 @@ TABLES: tuple[tuple[str, str, str | None], ...] = (
     ("push_outbox", "seq", "seq"),
     ("memories", "profile, target", None),
     ("sender_rates", "sender, minute", None),
+    ("idle_watches", "id", None),
 )
 BATCH = 1000  # rows written per statement batch
 

@@ -333,7 +333,8 @@ def m0016_shared_store(conn: sqlite3.Connection) -> None:
     """What the PostgreSQL store has too: a claim's fencing token (one more at each claim: a turn's writes are
     refused once the run was claimed again), at most one running run per session said by the schema, the
     store's own facts (`store_meta`: the gateway id the gateways on one store share), and the profiles'
-    memories and the senders' rates (kept here by gateways that share a store)."""
+    memories and the senders' rates (kept here by gateways that share a store), and the idle notices agents
+    asked for (`notify_when_idle`)."""
     _run(
         conn,
         """
@@ -352,7 +353,19 @@ def m0016_shared_store(conn: sqlite3.Connection) -> None:
             minute INTEGER NOT NULL,
             count INTEGER NOT NULL,
             PRIMARY KEY (sender, minute)
-        )
+        );
+        CREATE TABLE idle_watches (
+            id TEXT PRIMARY KEY,
+            session_id TEXT NOT NULL REFERENCES sessions (id),
+            target TEXT NOT NULL,
+            sender TEXT NOT NULL,
+            sender_session TEXT NOT NULL,
+            hops INTEGER NOT NULL DEFAULT 0,
+            origin TEXT,
+            created_at REAL NOT NULL,
+            noticed_at REAL
+        );
+        CREATE INDEX idle_watches_pending ON idle_watches (created_at) WHERE noticed_at IS NULL
         """,
     )
 

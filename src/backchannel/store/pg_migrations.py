@@ -225,6 +225,19 @@ CREATE TABLE sender_rates (
     count bigint NOT NULL,
     PRIMARY KEY (sender, minute)
 );
+
+CREATE TABLE idle_watches (
+    id text COLLATE "C" PRIMARY KEY,
+    session_id text COLLATE "C" NOT NULL REFERENCES sessions (id),
+    target text COLLATE "C" NOT NULL,
+    sender text COLLATE "C" NOT NULL,
+    sender_session text COLLATE "C" NOT NULL,
+    hops bigint NOT NULL DEFAULT 0,
+    origin text COLLATE "C",
+    created_at double precision NOT NULL,
+    noticed_at double precision
+);
+CREATE INDEX idle_watches_pending ON idle_watches (created_at) WHERE noticed_at IS NULL;
 """
 
 MIGRATIONS: list[tuple[str, str]] = [

@@ -37,6 +37,10 @@ async def _send_peer(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     return result.to_dict()
 
 
+async def _idle(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    return (await ctx.messenger().notify_when_idle(ctx, require_str(args, "session_id"))).to_dict()
+
+
 async def _check(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     return (await ctx.messenger().check(ctx, require_str(args, "run_id"))).to_dict()
 
@@ -87,6 +91,14 @@ TOOLS: tuple[Tool, ...] = (
         _send_peer,
     ),
     Tool(_spec("check_message", "State or reply of a message you sent.", {"run_id": _RUN_ID}), _check),
+    Tool(
+        _spec(
+            "notify_when_idle",
+            "A note here once that session has nothing queued or running.",
+            {"session_id": _string("as above")},
+        ),
+        _idle,
+    ),
     Tool(_spec("cancel_message", "Cancel an unanswered message you sent.", {"run_id": _RUN_ID}), _cancel),
     Tool(
         _spec("list_sessions", "The sessions you may message.", {}, {"profile": _string("only this profile's")}),

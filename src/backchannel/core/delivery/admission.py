@@ -119,9 +119,10 @@ class Admission:
         self.gateway_id = gateway_id
         self.rates = SenderRates(settings.max_runs_per_sender_per_minute)  # the person is never rate-limited
 
-    async def admit(self, attempt: Attempt) -> Admitted:
+    async def admit(self, attempt: Attempt, *, submit: bool = True) -> Admitted:
         """Decide on `attempt` and act on the decision, inside the caller's commit (on SQLite nothing here
-        suspends: every write of it joins one group commit)."""
+        suspends: every write of it joins one group commit). Without `submit`, only decide (a refusal is recorded
+        as any other): what is let through is the caller's to do (an idle notice asked of the target)."""
         rules = None
         if attempt.kind != "reply" and attempt.peer is None:
             # The target's config is read before anything is recorded, whoever sends: a broken file refuses the
@@ -133,7 +134,7 @@ class Admission:
             wait = attempt.wait if attempt.kind == "send" else None
             await self.record_refusal(refusal, facts, target=target, message=attempt.text, wait=wait)
             return Admitted(facts, target, refusal=refusal)
-        if attempt.peer is not None:
+        if attempt.peer is not None or not submit:
             return Admitted(facts, target)
         held = policy.held(facts)
         new, admit = await self._new_run(attempt, facts, target, exchange=exchange, held=held)

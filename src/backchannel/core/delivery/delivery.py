@@ -151,10 +151,10 @@ class Delivery:
         assert admitted.run is not None
         return admitted.run, admitted.created
 
-    async def admit(self, attempt: Attempt) -> Admitted:
+    async def admit(self, attempt: Attempt, *, submit: bool = True) -> Admitted:
         """The one admit path (`Admission.admit`): the facts gathered, the policy's check, a refusal recorded, a
-        hold, the run submitted; inside the caller's commit."""
-        return await self.admission.admit(attempt)
+        hold, the run submitted (unless not `submit`); inside the caller's commit."""
+        return await self.admission.admit(attempt, submit=submit)
 
     def note_bad_request(self, sender: str) -> None:
         """A peer's malformed request counts against its rate as a run it started would (the person has none)."""

@@ -14,7 +14,8 @@ from ... import addresses, keys, policy
 from ...addresses import BOT_CHAT_TITLE, Address, GroupAddress, LocalAddress, RemoteAddress
 from ...agent.tools.base import ToolContext
 from ...errors import NotFound, PeerError, PeerOutcomeUnknown, UsageError
-from ...outcome import GroupResult, Result, failed, unknown
+from ...outcome import WATCHING, GroupResult, Outcome, Result, failed, unknown
+from ...store import idle as idlestore
 from ...store.driver import Db
 from ...store.runs import RunRow
 from ..queue.commits import commits
@@ -98,6 +99,44 @@ class AgentSends:
             return await self.send(ctx, str(address), message, wait=wait)
 
         return await self.groups.send(target, one, skip=skip)
+
+    @commits
+    async def notify_when_idle(self, ctx: ToolContext, address: str) -> Result:
+        """One notice into the session of `ctx` when the local session `address` next has nothing queued or running;
+        refused as a send to it would be. Idle already: said at once (`delivered`, state `idle`), no notice."""
+        parsed = addresses.parse(address)
+        if isinstance(parsed, RemoteAddress):
+            raise UsageError(f"{address!r} is on another gateway: notify_when_idle watches this gateway's sessions")
+        profile_name, target = await self.imports.find(parsed)
+        shown = f"{profile_name}/{target.id}" if target is not None else profile_name
+        asked = await self.delivery.admit(
+            Attempt(
+                kind="send",
+                sender=ctx.address,
+                text="(notify when idle)",
+                session=target,
+                profile=profile_name,
+                wait=0.0,
+                turn=ctx,
+            ),
+            submit=False,
+        )
+        if asked.refusal is not None:
+            return asked.refused
+        if target is None or not await idlestore.busy(self.db, target.id):
+            return Result(
+                Outcome.DELIVERED, shown, session_id=target.id if target else None, state="idle", reply="idle"
+            )
+        await idlestore.watch(
+            self.db,
+            session_id=target.id,
+            target=shown,
+            sender=ctx.address,
+            sender_session=ctx.session_id,
+            hops=ctx.hops + 1,
+            origin=ctx.exchange,
+        )
+        return Result(Outcome.RECEIPT, shown, session_id=target.id, state=WATCHING)
 
     async def send_peer(self, ctx: ToolContext, target: str, message: str, *, wait: float) -> Result:
         """From the turn of `ctx` to an agent on another gateway (`peer[/profile]`), under the same rules."""
