@@ -13,7 +13,9 @@ item may itself be such a callable). A reply is:
   "id"?}], an "id" of None sends no id), "status" + "body" (an HTTP error; body str or JSON value),
   "raw" (a body sent verbatim with status 200), "delay" (seconds before answering),
   "chunk_delay" (seconds between stream events), "content_type" (overrides the header of "raw"),
-  "drop" (True: close the connection after reading the request, without answering).
+  "drop" (True: close the connection after reading the request, without answering), "usage" (the
+  call's `{"prompt_tokens", "completion_tokens"}`: in the body, or in a last chunk of its own when the
+  request's stream_options ask for it, as OpenAI sends it).
 
 Once the script is exhausted every request is answered with the text "(script exhausted)".
 `stream=None` answers with an event stream when the request asks for one, True/False force a shape.
@@ -118,7 +120,10 @@ class _Handler(BaseHTTPRequestHandler):
             message: dict[str, Any] = {"role": "assistant", "content": spec["content"] if spec["content"] else None}
             if spec["tool_calls"]:
                 message["tool_calls"] = [_wire_call(call, call["arguments"]) for call in spec["tool_calls"]]
-            self._send(200, _envelope("chat.completion", body, message=message, finish=_finish(spec)))
+            answer = _envelope("chat.completion", body, message=message, finish=_finish(spec))
+            if spec.get("usage"):
+                answer["usage"] = spec["usage"]
+            self._send(200, answer)
 
     def _stream(self, spec: dict[str, Any], body: Any) -> None:
         owner = self.server.owner
@@ -143,6 +148,10 @@ class _Handler(BaseHTTPRequestHandler):
                 self.close_connection = True
                 return
         self._chunk(_sse(_envelope("chat.completion.chunk", body, delta={}, finish=_finish(spec))))
+        asked = isinstance(body, dict) and (body.get("stream_options") or {}).get("include_usage")
+        if spec.get("usage") and asked:
+            last = {**_envelope("chat.completion.chunk", body, delta={}), "choices": [], "usage": spec["usage"]}
+            self._chunk(_sse(last))
         self._chunk(b"data: [DONE]\n\n")
         self._chunk(b"")
         if owner.close_after_stream:

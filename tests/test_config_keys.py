@@ -167,18 +167,20 @@ def test_a_misspelt_key_that_leaves_a_value_missing_is_named_in_the_error(initia
     cfg.write_text(cfg.read_text() + "mcp_servers:\n  files:\n    comand: mcp-server-filesystem\n")
     result = run_cli("profile", "show", "default")
     assert result.exit_code == 2
-    assert f"{str(cfg)!r}: mcp_servers.files needs either 'command' (stdio) or 'url'" in result.stderr, result.stderr
+    assert f"{str(cfg)!r} line " in result.stderr, result.stderr
+    assert ": mcp_servers.files needs either 'command' (stdio) or 'url'" in result.stderr, result.stderr
     assert "(did you mean 'mcp_servers.files.command'?)" in result.stderr, result.stderr
     _no_pydantic_dump(result.stderr)
 
 
-def test_a_value_of_the_wrong_kind_is_an_error_naming_the_file_and_the_key_path(initialised: Path) -> None:
+def test_a_value_of_the_wrong_kind_is_an_error_naming_the_file_its_line_and_the_key_path(initialised: Path) -> None:
     cfg = _profile_cfg(initialised)
     cfg.write_text(cfg.read_text().replace("max_hops: 6", "max_hops: three"))
+    line = next(n for n, text in enumerate(cfg.read_text().splitlines(), 1) if "max_hops" in text)
     for args in (["profile", "show", "default"], ["send", "default", "hi"]):
         result = run_cli(*args)
         assert result.exit_code == 2, (args, result.stderr)
-        message = f"{str(cfg)!r}: agent.session_messaging.max_hops must be a non-negative integer, got 'three'"
+        message = f"{str(cfg)!r} line {line}: agent.session_messaging.max_hops must be a non-negative integer"
         assert message in result.stderr, result.stderr
         _no_pydantic_dump(result.stderr)
     home = config.config_path(initialised)
@@ -187,7 +189,8 @@ def test_a_value_of_the_wrong_kind_is_an_error_naming_the_file_and_the_key_path(
     )
     result = run_cli("peer", "list")
     assert result.exit_code == 2
-    assert f"{str(home)!r}: gateway.max_headers must be a positive integer, got True" in result.stderr, result.stderr
+    assert f"{str(home)!r} line " in result.stderr, result.stderr
+    assert ": gateway.max_headers must be a positive integer, got True" in result.stderr, result.stderr
     _no_pydantic_dump(result.stderr)
 
 

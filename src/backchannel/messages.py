@@ -35,6 +35,33 @@ class Attachment:
 
 
 @dataclass(frozen=True)
+class Usage:
+    """Tokens a model call read and wrote, as its engine reports them (echo: words); added up over a turn."""
+
+    tokens_in: int = 0
+    tokens_out: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(self.tokens_in + other.tokens_in, self.tokens_out + other.tokens_out)
+
+    @property
+    def total(self) -> int:
+        return self.tokens_in + self.tokens_out
+
+    @classmethod
+    def of(cls, reported: Any) -> Usage | None:
+        """A model server's `usage` object (OpenAI's prompt/completion tokens, or input/output tokens), else None."""
+        if not isinstance(reported, dict):
+            return None
+        read = reported.get("prompt_tokens", reported.get("input_tokens"))
+        wrote = reported.get("completion_tokens", reported.get("output_tokens"))
+        counts = [n if isinstance(n, int) and not isinstance(n, bool) and n >= 0 else None for n in (read, wrote)]
+        if counts[0] is None and counts[1] is None:
+            return None
+        return cls(counts[0] or 0, counts[1] or 0)
+
+
+@dataclass(frozen=True)
 class Message:
     role: Role
     content: str
@@ -43,6 +70,7 @@ class Message:
     name: str | None = None  # the tool's name on a tool result
     created_at: float | None = None
     run_id: str | None = None
+    usage: Usage | None = None  # an assistant message: what the model call that made it read and wrote
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"role": self.role, "content": self.content}

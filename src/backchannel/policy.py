@@ -30,7 +30,7 @@ DEADLOCK_ADVICE = (
 
 @dataclass(frozen=True)
 class Refusal:
-    code: str  # not_allowed | hop_limit | would_deadlock | pair_budget | inbound_budget | self_send
+    code: str  # not_allowed | hop_limit | would_deadlock | pair_budget | inbound_budget | self_send | budget_exhausted
     reason: str
 
 
@@ -49,6 +49,16 @@ class Party:
 
 
 @dataclass(frozen=True)
+class Spending:
+    """What the sender has spent, as its budget counts it: tokens of the exchange (every run since the person's
+    message), and tokens and US dollars of its profile's turns in the last 24 hours (None: not counted)."""
+
+    exchange_tokens: int | None = None
+    day_tokens: int | None = None
+    day_usd: float | None = None
+
+
+@dataclass(frozen=True)
 class Attempt:
     """The facts of one message: who, to whom, its hop, the chain of turns waiting on it, whether the
     sender waits for the reply, how many agent-sent messages this pair already exchanged, and for an
@@ -63,6 +73,7 @@ class Attempt:
     pair_sent: int = 0
     arrived: int = 0  # an arrival: what this peer key already sent this profile within the hour
     waited_on: bool = False  # a send to a peer: our records show that peer waiting on the sender's chain
+    spent: Spending = Spending()  # a send: what its sender's budget counts
 
 
 @dataclass(frozen=True)
@@ -128,6 +139,8 @@ def check(attempt: Attempt) -> Refusal | None:
                 f"this profile already sent {_messages(attempt.pair_sent)} to {addresses.head(target.shown)} in this "
                 f"exchange within the hour (pair_budget_per_hour {budget}); wait for your person",
             )
+    if attempt.kind == "send" and sender.policy is not None and (over := _over_budget(sender.policy, attempt.spent)):
+        return over
     if attempt.kind == "arrival" and rules is not None and attempt.arrived >= rules.inbound_budget_per_hour:
         return Refusal(
             "inbound_budget",
@@ -137,6 +150,32 @@ def check(attempt: Attempt) -> Refusal | None:
     if attempt.kind == "send" and attempt.waits and attempt.waited_on:
         # A wait on a peer that waits on this turn (or on one waiting for it) never ends, whatever chain it sent.
         return Refusal("would_deadlock", f"{addresses.head(target.shown)} {DEADLOCK_ADVICE}")
+    return None
+
+
+def _over_budget(rules: MessagingPolicy, spent: Spending) -> Refusal | None:
+    """The first of the sender's budgets that what it spent reached, as a refusal naming both."""
+    budget = rules.budget
+    key = "agent.session_messaging.budget"
+    per_exchange = budget.tokens_per_exchange
+    if per_exchange is not None and spent.exchange_tokens is not None and spent.exchange_tokens >= per_exchange:
+        return Refusal(
+            "budget_exhausted",
+            f"this exchange already used {spent.exchange_tokens:,} tokens ({key}.tokens_per_exchange "
+            f"{per_exchange:,}); answer with what you have, or wait for your person",
+        )
+    if budget.tokens_per_day is not None and spent.day_tokens is not None and spent.day_tokens >= budget.tokens_per_day:
+        return Refusal(
+            "budget_exhausted",
+            f"this profile's turns used {spent.day_tokens:,} tokens in the last 24 hours ({key}.tokens_per_day "
+            f"{budget.tokens_per_day:,}); its person can raise it",
+        )
+    if budget.usd_per_day is not None and spent.day_usd is not None and spent.day_usd >= budget.usd_per_day:
+        return Refusal(
+            "budget_exhausted",
+            f"this profile's turns cost ${spent.day_usd:,.4f} in the last 24 hours ({key}.usd_per_day "
+            f"${budget.usd_per_day:,.2f}); its person can raise it",
+        )
     return None
 
 

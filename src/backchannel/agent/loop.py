@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..home.profiles import Profile
-from ..messages import Message
+from ..messages import Message, Usage
 from .engines.base import Engine, ModelRequest, SessionLink
 from .persona import system_prompt
 from .tools.base import Tool, ToolContext, call_tool
@@ -22,6 +22,15 @@ class TurnProgress:
 
     messages: list[Message] = field(default_factory=list)
     partial: str = ""
+    usage: Usage = field(default_factory=Usage)  # what the turn's model calls read and wrote so far
+    cost: float = 0.0  # and cost, in US dollars (the profile's model.prices)
+    _recorded: tuple[Usage, float] = (Usage(), 0.0)
+
+    def unrecorded(self) -> tuple[int, int, float]:
+        """Tokens read, written and dollars spent since the last call (each is recorded once)."""
+        usage, cost = self._recorded
+        self._recorded = (self.usage, self.cost)
+        return self.usage.tokens_in - usage.tokens_in, self.usage.tokens_out - usage.tokens_out, self.cost - cost
 
     def output(self) -> str:
         done = [m.content for m in self.messages if m.role == "assistant" and m.content]
@@ -39,8 +48,12 @@ async def run_turn(
     progress: TurnProgress,
     emit: Emit,
     session: SessionLink | None = None,
+    spent: Callable[[TurnProgress], Awaitable[None]] | None = None,
 ) -> str:
-    """Run one turn; the new messages (incoming first) accumulate in `progress.messages`."""
+    """Run one turn; the new messages (incoming first) accumulate in `progress.messages`, what its model calls
+    used in `progress.usage` and `cost`, told to `spent` before the tools of a step run (their sends are weighed
+    against the budgets with it)."""
+    prices = profile.config.model.prices
     progress.messages.append(incoming)
     specs = [tool.spec for tool in tools.values()] if engine.offers_tools else []
 
@@ -60,8 +73,13 @@ async def run_turn(
         reply = await engine.step(request, on_delta)
         progress.partial = ""
         progress.messages.append(reply)
+        if reply.usage is not None:
+            progress.usage += reply.usage
+            progress.cost += prices.cost(reply.usage.tokens_in, reply.usage.tokens_out)
         if not reply.tool_calls:
             return reply.content
+        if spent is not None and reply.usage is not None:
+            await spent(progress)
         for call in reply.tool_calls:
             emit("tool.started", tool=call.name, preview=call.arguments[:200])
             started = time.monotonic()

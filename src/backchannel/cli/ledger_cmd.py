@@ -34,6 +34,7 @@ OUTCOMES = [o.value for o in Outcome]
 FOLLOW_POLL_SECONDS = 0.5
 FOLLOW_OVERLAP_SECONDS = 5.0  # a row committed a moment after a later one is still seen
 OUTCOME_SCAN = 10_000  # rows read before filtering by outcome (an outcome spans several states)
+TOTALS_SCAN = 100_000  # the newest entries --totals adds up
 NARROW = 48
 DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 7 * 86_400}
@@ -62,6 +63,7 @@ def since_time(ctx: click.Context, param: click.Parameter, value: str | None) ->
         "backchannel ledger research --since 2h --outcome refused",
         "backchannel ledger --state running --state queued --wide",
         "backchannel ledger peer:spark --follow",
+        "backchannel ledger --totals --since 1d",
     ),
 )
 @click.argument("address", required=False, shell_complete=complete.addresses)
@@ -90,6 +92,11 @@ def since_time(ctx: click.Context, param: click.Parameter, value: str | None) ->
     help="Only what was sent since then: 30s, 10m, 2h, 1d, or an ISO time.",
 )
 @click.option("--follow", is_flag=True, help="Then print each new entry (and each change) as it comes, until Ctrl-C.")
+@click.option(
+    "--totals",
+    is_flag=True,
+    help="What the runs used (tokens, cost), per exchange and per pair per day, instead of the entries.",
+)
 @click.option("--wide", is_flag=True, help="Whole messages and replies, not their first line cut at 48 characters.")
 @click.option(
     "--json", "as_json", is_flag=True, help="Print JSON on stdout (with --follow: one object per line, as they come)."
@@ -102,6 +109,7 @@ def ledger(
     outcomes: tuple[str, ...],
     since: float | None,
     follow: bool,
+    totals: bool,
     wide: bool,
     as_json: bool,
 ) -> None:
@@ -113,6 +121,9 @@ def ledger(
     entries are printed as they come, oldest first, whether a gateway or a command here records them.
     """
 
+    if totals and follow:
+        raise click.UsageError("--totals adds up what was; --follow shows what comes: one or the other")
+
     async def go() -> None:
         async with home_gateway(config.home()) as gateway:
             for given in (address, other):
@@ -121,6 +132,11 @@ def ledger(
                     if not isinstance(parsed, RemoteAddress):
                         await gateway.directory.find(parsed)  # so is one that names nothing here, as for `send`
             read = Reader(gateway, address, other, states=states, outcomes=outcomes)
+            if totals:
+                from . import ledger_totals
+
+                ledger_totals.show(await read(limit=TOTALS_SCAN, since=since), as_json=as_json)
+                return
             rows = await read(limit=limit, since=since)
             if not follow:
                 emit([r.to_dict() for r in rows], as_json=as_json, text=lambda: _table(rows, wide=wide, filtered=read))
@@ -204,12 +220,13 @@ def _table(rows: list[LedgerEntry], *, wide: bool, filtered: Reader) -> None:
                 _outcome_of(r),
                 str(r.hops),
                 _wait(r.wait_seconds),
+                _spent(r),
                 _text(r.message, wide=wide),
                 _text(r.reply or r.reason or "", wide=wide),
             ]
             for r in rows
         ],
-        ["TIME", "FROM", "TO", "OUTCOME", "HOPS", "WAIT", "MESSAGE", "REPLY"],
+        ["TIME", "FROM", "TO", "OUTCOME", "HOPS", "WAIT", "TOKENS", "MESSAGE", "REPLY"],
     )
     if not rows:
         note("the ledger is empty" + (" for this filter" if filtered.filtered else ""))
@@ -224,6 +241,13 @@ def _text(text: str, *, wide: bool) -> str:
         return " ⏎ ".join(ln.strip() for ln in lines)
     first = lines[0] if lines else ""
     return first if len(first) <= NARROW else first[: NARROW - 1] + "…"
+
+
+def _spent(r: LedgerEntry) -> str:
+    """A run's tokens (and cost, when its model has prices); '-' for what no turn here answered."""
+    if not (r.tokens_in or r.tokens_out):
+        return "-"
+    return f"{r.tokens_in + r.tokens_out:,}" + (f" ${r.cost_usd:.4f}" if r.cost_usd else "")
 
 
 def _wait(seconds: float | None) -> str:

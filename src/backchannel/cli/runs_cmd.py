@@ -52,6 +52,9 @@ def run_dict(d: Delivered) -> dict[str, Any]:
         "attempts": run.attempts,
         "created_at": run.created_at,
         "finished_at": run.finished_at,
+        "tokens_in": run.tokens_in,
+        "tokens_out": run.tokens_out,
+        "cost_usd": run.cost_usd,
     }
 
 

@@ -14,9 +14,10 @@ from ..agent.tools.base import Sender, Tool, ToolContext
 from ..agent.tools.mcp import McpTools
 from ..framing import frame, split_reply
 from ..messages import Message
+from ..store import runs as runstore
 from ..store import sessions as sessionstore
 from ..store.driver import Db
-from ..store.runs import RunRow
+from ..store.runs import RunRow, Spent
 from .delivery.directory import Directory
 from .queue.events import EventHub
 
@@ -91,6 +92,9 @@ class Turns:
         if run.attempts > 1 and not engine.uses_context:  # cut before: the far side may have the message
             kept = await sessionstore.list_messages(self.db, run.session_id)
             link.interrupted_copies = sum(m.role == "user" and m.content == incoming.content for m in kept)
+        async def spent(progress: TurnProgress) -> None:  # before the step's tools: their sends weigh it
+            await runstore.spend(self.db, run, Spent(*progress.unrecorded()))
+
         self.live[run.session_id] = (ctx, link)
         try:
             return await run_turn(
@@ -103,6 +107,7 @@ class Turns:
                 progress=progress,
                 emit=emit,
                 session=link,
+                spent=spent,
             )
         finally:
             if self.live.get(run.session_id, (None,))[0] is ctx:

@@ -60,6 +60,9 @@ class RunView:
     sender_profile: str | None
     sender_session: str | None
     wait_seconds: float | None
+    tokens_in: int = 0  # what its turn's model calls read (every attempt's), wrote, and cost
+    tokens_out: int = 0
+    cost_usd: float = 0.0
 
     @property
     def given_key(self) -> str:
@@ -116,6 +119,9 @@ def run_view(row: runstore.RunRow) -> RunView:
         sender_profile=row.sender_profile,
         sender_session=row.sender_session,
         wait_seconds=row.wait_seconds,
+        tokens_in=row.tokens_in,
+        tokens_out=row.tokens_out,
+        cost_usd=row.cost_usd,
     )
 
 
@@ -252,6 +258,9 @@ class LedgerEntry:
     reason: str | None
     origin: str | None = None  # the run of the person's message this exchange descends from
     kind: str = "run"  # run, refusal or peer
+    tokens_in: int = 0  # a run's: what its turn's model calls read and wrote (every attempt), and cost
+    tokens_out: int = 0
+    cost_usd: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         """`state` as stored beside `outcome`, the word every surface uses for what became of the message."""
@@ -295,6 +304,9 @@ def ledger_entry(row: Entry) -> LedgerEntry:
         reason=row.reason,
         origin=row.origin,
         kind=row.kind,
+        tokens_in=row.tokens_in,
+        tokens_out=row.tokens_out,
+        cost_usd=row.cost_usd,
     )
 
 

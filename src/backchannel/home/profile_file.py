@@ -14,7 +14,20 @@ from typing import Annotated, Any, Literal
 from pydantic import AliasChoices, BeforeValidator, Field, field_validator, model_validator
 
 from ..ids import REMOTE
-from .values import Count, Frozen, KeyProblem, Kind, Number, OptionalText, PositiveCount, Seconds, Words, one_of
+from .values import (
+    AmountLimit,
+    Count,
+    Frozen,
+    KeyProblem,
+    Kind,
+    Limit,
+    Number,
+    OptionalText,
+    PositiveCount,
+    Seconds,
+    Words,
+    one_of,
+)
 
 EngineName = Literal["echo", "openai", "hermes"]
 ENGINES: tuple[EngineName, ...] = ("echo", "openai", "hermes")
@@ -68,6 +81,21 @@ OptionalPatterns = Annotated[tuple[str, ...] | None, BeforeValidator(_patterns),
 EnvName = Annotated[str | None, BeforeValidator(lambda v: str(v) if v else None), Kind("string")]
 
 
+class Prices(Frozen):
+    """`model.prices:`: what the model costs, from which each run's cost is counted (0: nothing)."""
+
+    input_per_mtok: Number = Field(0.0, description="US dollars per million tokens read")
+    output_per_mtok: Number = Field(0.0, description="US dollars per million tokens written")
+
+    def cost(self, tokens_in: int, tokens_out: int) -> float:
+        """US dollars for that many tokens read and written."""
+        return (tokens_in * self.input_per_mtok + tokens_out * self.output_per_mtok) / 1_000_000
+
+
+def _section(value: Any) -> Any:
+    return {} if value is None else value
+
+
 class ModelConfig(Frozen):
     """`model:`: the engine a profile's turns run on, and where its model is."""
 
@@ -86,6 +114,9 @@ class ModelConfig(Frozen):
     timeout_seconds: Number = Field(120.0, description="a model call's bound")
     profile: str | None = Field(
         None, description="hermes engine: the Hermes profile, served under <base_url>/p/<profile>/"
+    )
+    prices: Annotated[Prices, BeforeValidator(_section)] = Field(
+        default_factory=Prices, description="what the model costs: a run's cost is counted from its tokens"
     )
 
     @model_validator(mode="before")
@@ -114,6 +145,21 @@ class ModelConfig(Frozen):
         return self
 
 
+class Budget(Frozen):
+    """`agent.session_messaging.budget:`: what this profile's agents may spend before their sends are refused
+    (`budget_exhausted`); a key left out is no limit. The person's own messages are never refused by it."""
+
+    tokens_per_exchange: Limit = Field(
+        None, description="tokens used by all the runs that followed one person's message (none: no limit)"
+    )
+    tokens_per_day: Limit = Field(None, description="tokens used by this profile's turns in the last 24 hours")
+    usd_per_day: AmountLimit = Field(None, description="US dollars this profile's turns cost in the last 24 hours")
+
+    @property
+    def any(self) -> bool:
+        return any(v is not None for v in (self.tokens_per_exchange, self.tokens_per_day, self.usd_per_day))
+
+
 class MessagingPolicy(Frozen):
     """`agent.session_messaging:`: whom a profile's sessions may message, who may message it, and the bounds."""
 
@@ -130,6 +176,9 @@ class MessagingPolicy(Frozen):
         (), description="senders whose messages wait for the person's approval"
     )
     hold_expiry_seconds: Seconds = Field(86400.0, description="a held message not approved by then expires")
+    budget: Annotated[Budget, BeforeValidator(_section)] = Field(
+        default_factory=Budget, description="tokens and dollars this profile's agents may spend on sends"
+    )
 
 
 class AgentSettings(Frozen):

@@ -76,6 +76,15 @@ Count = Annotated[int, at_least(0), Kind(_int_words(0))]
 PositiveCount = Annotated[int, at_least(1), Kind(_int_words(1))]
 Number = Annotated[float, number_check(positive=False), Kind(_number_words(False))]
 Seconds = Annotated[float, number_check(positive=True, seconds=True), Kind(_number_words(True, True))]
+# A limit that may be left out (None: no limit).
+Limit = Annotated[
+    int | None, _check(lambda v: v is None or (_is_int(v) and v >= 0), _int_words(0)), Kind(_int_words(0))
+]
+AmountLimit = Annotated[
+    float | None,
+    _check(lambda v: v is None or (_is_number(v) and v >= 0), _number_words(False)),
+    Kind(_number_words(False)),
+]
 Flag = Annotated[bool, _check(lambda v: isinstance(v, bool), "true or false"), Kind("true or false")]
 Text = Annotated[str, _check(lambda v: isinstance(v, str), "string"), Kind("string")]
 OptionalText = Annotated[str | None, Kind("string")]
@@ -98,19 +107,25 @@ class KeyProblem(ValueError):
 
 
 def config_error(exc: ValidationError, path: Path, prefix: tuple[str | int, ...] = ()) -> ConfigError:
-    """The first problem of a file's validation, naming the file and the key: `'…/config.yaml': gateway.port
-    must be a positive integer, got 'x'` (the others show once it is fixed)."""
+    """The first problem of a file's validation, naming the file, the key's line and the key: `'…/config.yaml'
+    line 3: gateway.port must be a positive integer, got 'x'` (the others show once it is fixed)."""
+    from .lines import line_of
+
     error = exc.errors(include_url=False)[0]
     loc: tuple[str | int, ...] = (*prefix, *error["loc"])
     cause = error.get("ctx", {}).get("error")
     if isinstance(cause, KeyProblem):
-        return ConfigError(f"{str(path)!r}: {dotted((*loc, cause.key))}{cause.joint}{cause.problem}")
+        loc = (*loc, cause.key)
+    line = line_of(path, loc) if loc else None
+    named = f"{str(path)!r}" + (f" line {line}" if line is not None else "")
+    if isinstance(cause, KeyProblem):
+        return ConfigError(f"{named}: {dotted(loc)}{cause.joint}{cause.problem}")
     where = dotted(loc)
     problem = _problem(error)
     if not where:
-        return ConfigError(f"{str(path)!r}: {problem}")
+        return ConfigError(f"{named}: {problem}")
     joint = " " if problem.startswith(("must ", "needs ", "is ")) else ": "
-    return ConfigError(f"{str(path)!r}: {where}{joint}{problem}")
+    return ConfigError(f"{named}: {where}{joint}{problem}")
 
 
 def dotted(loc: tuple[str | int, ...]) -> str:

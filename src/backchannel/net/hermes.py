@@ -15,6 +15,7 @@ from typing import Any
 
 from ..errors import BackchannelError
 from ..ids import BOT_CHAT_TITLE
+from ..messages import Usage
 from .http import HttpResponse, Naming, Transport, error_of, quote
 from .sse import parse
 
@@ -46,6 +47,7 @@ class ChatReply:
 
     content: str
     session_id: str
+    usage: Usage | None = None  # what Hermes says the turn's model calls read and wrote (run.completed)
 
 
 @dataclass(frozen=True)
@@ -199,6 +201,7 @@ class HermesClient:
                 )
             tip = resp.headers.get("x-hermes-session-id") or tip
             content: str | None = None
+            usage: Usage | None = None
             streamed: list[str] = []
             async for event in parse(resp.chunks()):
                 data = _payload(event.data)
@@ -207,6 +210,8 @@ class HermesClient:
                 moved = data.get("session_id")  # every event names the id asked for; the end ones the tip
                 if event.event in ("assistant.completed", "run.completed") and isinstance(moved, str) and moved:
                     tip = moved
+                if event.event == "run.completed":
+                    usage = Usage.of(data.get("usage")) or usage
                 if event.event == "assistant.delta" and isinstance(data.get("delta"), str):
                     streamed.append(data["delta"])
                     if on_text is not None:
@@ -219,7 +224,7 @@ class HermesClient:
                     break
         if content is None:
             raise self.error(f"{self.who} ended the turn in session {session_id!r} without an answer")
-        return ChatReply(content, tip)
+        return ChatReply(content, tip, usage)
 
     def _object(self, resp: HttpResponse, method: str, path: str) -> dict[str, Any]:
         if resp.status >= 400:

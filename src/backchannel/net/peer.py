@@ -28,6 +28,7 @@ REFUSAL_CODES = frozenset(
         "hop_limit",
         "would_deadlock",
         "pair_budget",
+        "budget_exhausted",
         "self_send",
         "invalid_idempotency_key",
         "idempotency_key_conflict",

@@ -24,6 +24,12 @@ class Entry:
     reason: str | None
     origin: str | None = None  # the run of the person's message this exchange descends from
     kind: str = "run"  # run (a run here), refusal (refused here, nothing recorded) or peer (a message to a peer)
+    tokens_in: int = 0  # a run's: what its turn's model calls read and wrote, and cost
+    tokens_out: int = 0
+    cost_usd: float = 0.0
+
+
+NO_SPEND = ", 0 AS tokens_in, 0 AS tokens_out, 0.0 AS cost_usd"  # a refusal or a message to a peer: nothing here
 
 
 def _match(column: str) -> str:
@@ -87,13 +93,15 @@ async def entries(
     rows = await db.all(
         "SELECT * FROM ("
         f"SELECT created_at AS at, sender, {runs_target} AS target, state, hops, wait_seconds, message, reply,"
-        f" id AS run_id, error AS reason, origin, 'run' AS kind FROM runs WHERE {run_where}"
+        " id AS run_id, error AS reason, origin, 'run' AS kind, tokens_in, tokens_out, cost_usd"
+        f" FROM runs WHERE {run_where}"
         " UNION ALL "
         "SELECT created_at AS at, sender, target, 'refused:' || code AS state, hops, wait_seconds, message,"
-        f" NULL AS reply, NULL AS run_id, reason, NULL AS origin, 'refusal' AS kind FROM refusals WHERE {ref_where}"
+        f" NULL AS reply, NULL AS run_id, reason, NULL AS origin, 'refusal' AS kind{NO_SPEND} FROM refusals"
+        f" WHERE {ref_where}"
         " UNION ALL "
         "SELECT created_at AS at, sender, target, state, hops, wait_seconds, message, reply,"
-        f" remote_run_id AS run_id, error AS reason, origin, 'peer' AS kind FROM outbound WHERE {out_where}"
+        f" remote_run_id AS run_id, error AS reason, origin, 'peer' AS kind{NO_SPEND} FROM outbound WHERE {out_where}"
         f") AS entries {state_where} ORDER BY at DESC LIMIT ?",
         (*run_params, *ref_params, *out_params, *wanted, limit),
     )
@@ -105,10 +113,11 @@ async def exchange(db: Db, origin: str) -> list[Entry]:
     the runs here and the messages sent to peers."""
     rows = await db.all(
         "SELECT created_at AS at, sender, (profile || '/' || session_id) AS target, state, hops, wait_seconds,"
-        " message, reply, id AS run_id, error AS reason, origin, 'run' AS kind FROM runs WHERE origin = ?"
+        " message, reply, id AS run_id, error AS reason, origin, 'run' AS kind, tokens_in, tokens_out, cost_usd"
+        " FROM runs WHERE origin = ?"
         " UNION ALL "
         "SELECT created_at AS at, sender, target, state, hops, wait_seconds, message, reply,"
-        " remote_run_id AS run_id, error AS reason, origin, 'peer' AS kind FROM outbound WHERE origin = ?"
+        f" remote_run_id AS run_id, error AS reason, origin, 'peer' AS kind{NO_SPEND} FROM outbound WHERE origin = ?"
         " ORDER BY at",
         (origin, origin),
     )

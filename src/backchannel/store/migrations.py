@@ -333,12 +333,16 @@ def m0016_shared_store(conn: sqlite3.Connection) -> None:
     """What the PostgreSQL store has too: a claim's fencing token (one more at each claim: a turn's writes are
     refused once the run was claimed again), at most one running run per session said by the schema, the
     store's own facts (`store_meta`: the gateway id the gateways on one store share), and the profiles'
-    memories and the senders' rates (kept here by gateways that share a store), and the idle notices agents
-    asked for (`notify_when_idle`)."""
+    memories and the senders' rates (kept here by gateways that share a store), the idle notices agents
+    asked for (`notify_when_idle`), and what each run's model calls used and cost (the budgets)."""
     _run(
         conn,
         """
         ALTER TABLE runs ADD COLUMN fencing INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE runs ADD COLUMN tokens_in INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE runs ADD COLUMN tokens_out INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE runs ADD COLUMN cost_usd REAL NOT NULL DEFAULT 0;
+        CREATE INDEX runs_profile_created ON runs (profile, created_at);
         CREATE UNIQUE INDEX runs_one_running ON runs (session_id) WHERE state = 'running';
         CREATE TABLE store_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
         CREATE TABLE memories (

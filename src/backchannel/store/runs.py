@@ -12,7 +12,7 @@ import json
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from .. import keys
 from ..errors import Conflict, LimitReached, NotFound
@@ -53,6 +53,9 @@ class RunRow:
     wait_seconds: float | None = None
     wake: bool = False
     fencing: int = 0  # one more at each claim: the writes of a turn are refused once another claim took the run
+    tokens_in: int = 0  # what its turn's model calls read, every attempt's
+    tokens_out: int = 0  # and wrote
+    cost_usd: float = 0.0  # and cost (the profile's model.prices)
 
     @property
     def given_key(self) -> str:
@@ -111,7 +114,21 @@ def _run(row: Row) -> RunRow:
         wait_seconds=row["wait_seconds"],
         wake=bool(row["wake"]),
         fencing=row["fencing"],
+        tokens_in=row["tokens_in"],
+        tokens_out=row["tokens_out"],
+        cost_usd=row["cost_usd"],
     )
+
+
+class Spent(NamedTuple):
+    """What a turn's model calls used since it was last recorded: tokens read, written, and US dollars."""
+
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: float = 0.0
+
+
+NOTHING_SPENT = Spent()
 
 
 @dataclass(frozen=True)
@@ -421,18 +438,20 @@ async def finish(
     error: str | None = None,
     error_code: str | None = None,
     messages: list[Message] | None = None,
+    spent: Spent = NOTHING_SPENT,
 ) -> RunRow | None:
-    """End a running run that this owner holds under the claim `run` was given (its fencing token); its messages
-    and its state commit together.
+    """End a running run that this owner holds under the claim `run` was given (its fencing token); its messages,
+    its state and what its turn spent since last recorded commit together.
 
     Returns the finished run, or None when it was not ours to finish (the lease lost, the run claimed again)."""
     now = time.time()
     async with db.tx() as tx:
         row = await tx.one(
             "UPDATE runs SET state = ?, reply = ?, error = ?, error_code = ?, owner = NULL, lease_until = NULL,"
-            " updated_at = ?, finished_at = ? WHERE id = ? AND state = 'running' AND owner = ? AND fencing = ?"
+            " updated_at = ?, finished_at = ?, tokens_in = tokens_in + ?, tokens_out = tokens_out + ?,"
+            " cost_usd = cost_usd + ? WHERE id = ? AND state = 'running' AND owner = ? AND fencing = ?"
             " RETURNING *",
-            (state.value, reply, error, error_code, now, now, run.id, owner, run.fencing),
+            (state.value, reply, error, error_code, now, now, *spent, run.id, owner, run.fencing),
         )
         if row is None:
             return None
@@ -440,6 +459,17 @@ async def finish(
             await append_messages(tx, row["session_id"], messages, run_id=run.id)
         await tx.announce(run.id)
     return _run(row)
+
+
+async def spend(db: Db, run: RunRow, spent: Spent) -> None:
+    """Add what a running turn's model calls used since last recorded, under the claim `run` was given (the
+    budgets weigh a send from the turn against it)."""
+    async with db.tx() as tx:
+        await tx.run(
+            "UPDATE runs SET tokens_in = tokens_in + ?, tokens_out = tokens_out + ?, cost_usd = cost_usd + ?"
+            " WHERE id = ? AND state = 'running' AND fencing = ?",
+            (*spent, run.id, run.fencing),
+        )
 
 
 async def cancel_waiting(db: Db, run_id: str) -> RunRow | None:
@@ -516,6 +546,27 @@ async def pair_count(db: Db, *, sender_profile: str, profile: str, origin: str, 
         (sender_profile, profile, origin, since),
     )
     return int(row[0]) if row else 0
+
+
+async def exchange_tokens(db: Db, exchange: str) -> int:
+    """Tokens every run of one exchange used: the person's message's run (the exchange is named by its id, its
+    own origin) and each run that followed it."""
+    row = await db.one(
+        "SELECT (SELECT COALESCE(SUM(tokens_in + tokens_out), 0) FROM runs WHERE origin = ? AND hops > 0)"
+        " + (SELECT COALESCE(SUM(tokens_in + tokens_out), 0) FROM runs WHERE id = ?)",  # each by its index
+        (exchange, exchange),
+    )
+    return int(row[0]) if row else 0
+
+
+async def profile_spent(db: Db, profile: str, since: float) -> tuple[int, float]:
+    """Tokens and US dollars the turns of one profile used, of the runs made since a time."""
+    row = await db.one(
+        "SELECT COALESCE(SUM(tokens_in + tokens_out), 0), COALESCE(SUM(cost_usd), 0) FROM runs"
+        " WHERE profile = ? AND created_at >= ?",
+        (profile, since),
+    )
+    return (int(row[0]), float(row[1])) if row else (0, 0.0)
 
 
 async def count_by_state(db: Db, states: tuple[RunState, ...]) -> dict[RunState, int]:

@@ -12,7 +12,8 @@ Each line of the incoming message that starts with one of these is a command; th
                                 block (```json … ```) and nothing else, how any engine gives structured output
 
 The reply is `<profile> (echo): <text>` (without the `[Message from …]` provenance line) followed by
-one line per tool result.
+one line per tool result. Its usage is counted in words, so that token budgets can be tried offline: every
+word of the request (system prompt and messages) in, every word of the answer (or of its tool calls) out.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import json
 from typing import Any
 
 from ...errors import EngineError
-from ...messages import Message, ToolCall
+from ...messages import Message, ToolCall, Usage
 from .base import ModelRequest, OnDelta
 
 MAX_SLEEP = 3600.0
@@ -38,8 +39,10 @@ class EchoEngine:
 
     async def step(self, request: ModelRequest, on_delta: OnDelta | None = None) -> Message:
         last_user = max((i for i, m in enumerate(request.messages) if m.role == "user"), default=None)
+        read = _words(request.system_prompt) + sum(_words(m.content) for m in request.messages)
         if last_user is None:
-            return Message(role="assistant", content=f"{self.profile} (echo): (nothing to answer)")
+            text = f"{self.profile} (echo): (nothing to answer)"
+            return Message(role="assistant", content=text, usage=Usage(read, _words(text)))
         incoming = request.messages[last_user]
         after = request.messages[last_user + 1 :]
         text_lines, calls, sleep, structured = self._parse(incoming.content)
@@ -47,7 +50,8 @@ class EchoEngine:
             if sleep:
                 await asyncio.sleep(sleep)
             if calls:
-                return Message(role="assistant", content="", tool_calls=tuple(calls))
+                wrote = sum(_words(c.name) + _words(c.arguments) for c in calls)
+                return Message(role="assistant", content="", tool_calls=tuple(calls), usage=Usage(read, wrote))
         results = [f"→ {m.name}: {m.content}" for m in after if m.role == "tool"]
         reply = f"{self.profile} (echo): " + "\n".join(text_lines).strip()
         if results:
@@ -56,7 +60,7 @@ class EchoEngine:
             reply = "```json\n" + json.dumps(structured[0], indent=2, ensure_ascii=False) + "\n```"
         if on_delta is not None:
             on_delta(reply)
-        return Message(role="assistant", content=reply)
+        return Message(role="assistant", content=reply, usage=Usage(read, _words(reply)))
 
     def _parse(self, content: str) -> tuple[list[str], list[ToolCall], float, list[Any]]:
         text: list[str] = []
@@ -101,3 +105,7 @@ class EchoEngine:
 
     async def aclose(self) -> None:
         return None
+
+
+def _words(text: str) -> int:
+    return len(text.split())

@@ -101,7 +101,7 @@ class HermesEngine:
                 link.remote_id = None
                 continue
             link.remote_id = reply.session_id
-            return Message(role="assistant", content=reply.content)
+            return Message(role="assistant", content=reply.content, usage=reply.usage)
         raise AssertionError("unreachable")
 
     async def _recover(self, link: SessionLink, message: str, copies_here: int) -> str | None:

@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from ...errors import EngineError
-from ...messages import Message, ToolCall
+from ...messages import Message, ToolCall, Usage
 from ...net.model_server import ModelServer
 from ...net.sse import Event, SseParser
 from .base import ModelRequest, OnDelta
@@ -37,6 +37,7 @@ def build_payload(model: str, request: ModelRequest) -> dict[str, Any]:
     if request.tools:
         payload["tools"] = [tool.to_openai() for tool in request.tools]
     payload["stream"] = True
+    payload["stream_options"] = {"include_usage": True}  # the last chunk says what the call read and wrote
     return payload
 
 
@@ -58,6 +59,7 @@ class _Reply:
         self.calls: dict[int, dict[str, Any]] = {}
         self.chunks = 0
         self.finished = False  # a chunk said why the reply ended (finish_reason): the stream is complete
+        self.usage: Usage | None = None  # as the server reports it (a stream: its last chunk, when asked)
 
     def bad(self, reason: str) -> EngineError:
         return EngineError(f"{self.where} returned a malformed response: {reason}")
@@ -116,6 +118,7 @@ class _Reply:
                     continue
                 raise self.bad(f"stream chunk is not JSON: {payload[:200]!r}") from None
             choice = self.check(chunk, "stream chunk")
+            self.usage = Usage.of(chunk.get("usage")) or self.usage
             self.chunks += 1
             self.finished = self.finished or bool(choice.get("finish_reason"))
             delta = choice.get("delta") or {}
@@ -132,6 +135,7 @@ class _Reply:
         except ValueError:
             raise self.bad(f"body is not JSON: {raw[:200].decode('utf-8', 'replace')!r}") from None
         choice = self.check(body, "body")
+        self.usage = Usage.of(body.get("usage"))
         message = choice.get("message")
         if not isinstance(message, dict):
             raise self.bad("body has no choices[0].message")
@@ -146,7 +150,7 @@ class _Reply:
                 raise self.bad("a tool call has no function name")
             call_id = slot["id"] or f"call_{uuid.uuid4().hex[:24]}"
             calls.append(ToolCall(id=call_id, name=slot["name"], arguments="".join(slot["arguments"])))
-        return Message(role="assistant", content="".join(self.text), tool_calls=tuple(calls))
+        return Message(role="assistant", content="".join(self.text), tool_calls=tuple(calls), usage=self.usage)
 
 
 def _http_error(where: str, status: int, raw: bytes) -> str:

@@ -32,6 +32,7 @@ from .directory import Directory
 from .rates import SenderRates
 
 PAIR_WINDOW_SECONDS = 3600.0
+DAY_SECONDS = 86_400.0  # the window of the daily budgets
 EXCHANGE_IDLE_SECONDS = 600.0  # a peer that names no exchange, quiet this long (both ways), starts again at its hop
 
 
@@ -233,7 +234,19 @@ class Admission:
                 origin=turn.exchange,
                 since=time.time() - PAIR_WINDOW_SECONDS,
             ),
+            spent=await self._spent(turn),
         )
+
+    async def _spent(self, turn: ToolContext) -> policy.Spending:
+        """What the sending turn's budget counts, read only for the budgets its profile sets."""
+        budget = turn.profile.config.messaging.budget
+        exchange = None
+        if budget.tokens_per_exchange is not None:
+            exchange = await runstore.exchange_tokens(self.db, turn.exchange)
+        if budget.tokens_per_day is None and budget.usd_per_day is None:
+            return policy.Spending(exchange_tokens=exchange)
+        tokens, usd = await runstore.profile_spent(self.db, turn.profile.name, time.time() - DAY_SECONDS)
+        return policy.Spending(exchange_tokens=exchange, day_tokens=tokens, day_usd=usd)
 
     async def _peer_send(self, attempt: Attempt) -> policy.Attempt:
         """An agent's send to another gateway: the target has no rules here; the pair's count and whether that
@@ -263,6 +276,7 @@ class Admission:
                 since=now - PAIR_WINDOW_SECONDS,
             ),
             waited_on=waited_on,
+            spent=await self._spent(turn),
         )
 
     async def _peer_facts(

@@ -357,9 +357,10 @@ class RunQueue:
         error: str | None = None,
         code: str | None = None,
         messages: list[Message] | None = None,
+        spent: runstore.Spent = runstore.NOTHING_SPENT,
     ) -> RunRow:
-        """End a run this process claimed: its messages and its state commit together, and only once they
-        are on disk is the end told (events, waiters, wake-ups).
+        """End a run this process claimed: its messages, its state and what its turn spent commit together, and
+        only once they are on disk is the end told (events, waiters, wake-ups).
 
         A save that fails (a full disk, a lock held too long) keeps the end in memory and is retried until it
         succeeds, the run's lease kept meanwhile: the turn is never run again for it. Cancelled (a shutdown)
@@ -375,6 +376,7 @@ class RunQueue:
             error=error,
             error_code=code,
             messages=messages,
+            spent=spent,
         )
         delay = SAVE_RETRY_FIRST
         try:

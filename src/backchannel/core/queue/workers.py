@@ -10,7 +10,7 @@ from typing import Protocol
 from ...agent.loop import TurnProgress
 from ...errors import BackchannelError, StoreError
 from ...home.redact import redact
-from ...store.runs import RunRow, RunState
+from ...store.runs import RunRow, RunState, Spent
 from .events import EventHub
 from .pauses import Pauses
 from .queue import RunQueue, Turn
@@ -107,18 +107,24 @@ class Workers:
                     error="stopped on request",
                     code="cancelled",
                     messages=progress.messages,
+                    spent=Spent(*progress.unrecorded()),
                 )
                 return
             raise  # shutting down: the run stays ours and is requeued when the queue closes
         except BackchannelError as exc:  # its sender reads the error (a peer, an MCP host): no path of the home in it
             log.info("turn of run %s failed: %s", run.id, exc.message)
             redact(exc, self.home)
-            await self.queue.finish(run, RunState.FAILED, error=exc.message, code=exc.code)
+            await self.queue.finish(
+                run, RunState.FAILED, error=exc.message, code=exc.code, spent=Spent(*progress.unrecorded())
+            )
         except Exception as exc:
             log.exception("turn of run %s failed", run.id)
             error = f"internal error: {type(exc).__name__}"
-            await self.queue.finish(run, RunState.FAILED, error=error, code="internal_error")
+            await self.queue.finish(
+                run, RunState.FAILED, error=error, code="internal_error", spent=Spent(*progress.unrecorded())
+            )
         else:
-            await self.queue.finish(run, RunState.COMPLETED, reply=reply, messages=progress.messages)
+            spent = Spent(*progress.unrecorded())
+            await self.queue.finish(run, RunState.COMPLETED, reply=reply, messages=progress.messages, spent=spent)
         finally:
             self.queue.untrack(run.id)
