@@ -30,8 +30,10 @@ pytestmark = [
     pytest.mark.skipif(MISSING is not None and not os.environ.get("BACKCHANNEL_REQUIRE_LLAMA"), reason=str(MISSING)),
 ]
 # What the server counts for a minimal message ("hi") to the default persona with every tool offered:
-# the persona, Backchannel's note, the six tool schemas and the test template's one worked call.
-PROMPT_TOKENS_BOUND = 850  # 1,034 before issue 13 shortened them, 802 after, 848 with every argument described
+# the persona, Backchannel's note, the tool schemas and the test template's one worked call.
+# 1,034 before issue 13 shortened them, 802 after, 848 with every argument described; 931 with the teams (issue 25):
+# group:NAME in send_to_session's address and the notify_when_idle tool (about 80 tokens: the price of a tool).
+PROMPT_TOKENS_BOUND = 940
 
 
 @pytest.fixture(scope="module")
