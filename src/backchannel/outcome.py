@@ -84,6 +84,7 @@ class Result:
     state: str | None = None  # the run's state where it ran (ours, or what the peer said)
     reply: str | None = None  # the reply; for a failed run, whatever partial output it kept
     queue_position: int | None = None
+    landed: str | None = None  # started, steered (into the running turn) or queued (behind queue_position others)
     code: str | None = None  # why: a refusal or failure code
     error: str | None = None  # the reason, for a person or a model to read
     replayed: bool = False  # the same message was already accepted: this is its first run
@@ -101,6 +102,8 @@ class Result:
             if value is not None:
                 body[name] = value
         body["replayed"] = self.replayed
+        if self.landed is not None:
+            body["landed"] = self.landed
         if self.outcome is Outcome.DELIVERED:
             body["reply"] = self.reply or ""
         elif self.outcome in (Outcome.RECEIPT, Outcome.HELD):
@@ -183,6 +186,7 @@ class Run:
     error: str | None = None
     code: str | None = None
     queue_position: int | None = None
+    landed: str | None = None  # started | steered | queued: where the message went when it came
 
     @property
     def outcome(self) -> Outcome:
@@ -210,6 +214,7 @@ def of_run(
         state=run.state,
         reply=reply,
         queue_position=run.queue_position,
+        landed=run.landed,
         code=run.code if bad else None,
         error=run.error if bad else None,
         replayed=replayed,

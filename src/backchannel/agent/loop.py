@@ -24,6 +24,7 @@ class TurnProgress:
     partial: str = ""
     usage: Usage = field(default_factory=Usage)  # what the turn's model calls read and wrote so far
     cost: float = 0.0  # and cost, in US dollars (the profile's model.prices)
+    steered: list[str] = field(default_factory=list)  # the runs of the messages steered into the turn
     _recorded: tuple[Usage, float] = (Usage(), 0.0)
 
     def unrecorded(self) -> tuple[int, int, float]:
@@ -49,10 +50,12 @@ async def run_turn(
     emit: Emit,
     session: SessionLink | None = None,
     spent: Callable[[TurnProgress], Awaitable[None]] | None = None,
+    steered: Callable[[TurnProgress], Awaitable[list[Message]]] | None = None,
 ) -> str:
     """Run one turn; the new messages (incoming first) accumulate in `progress.messages`, what its model calls
     used in `progress.usage` and `cost`, told to `spent` before the tools of a step run (their sends are weighed
-    against the budgets with it)."""
+    against the budgets with it). Before each model step, and before a final answer ends the turn, the messages
+    `steered` gives (sent to the session with mode steer meanwhile) join the turn."""
     prices = profile.config.model.prices
     progress.messages.append(incoming)
     specs = [tool.spec for tool in tools.values()] if engine.offers_tools else []
@@ -61,7 +64,9 @@ async def run_turn(
         progress.partial += text
         emit("message.delta", delta=text)
 
-    for _ in range(profile.config.max_turns):
+    for step in range(profile.config.max_turns):
+        if steered is not None and step and progress.messages[-1].role == "tool":
+            progress.messages.extend(await steered(progress))  # after the tools' results, before the model reads them
         request = ModelRequest(
             profile=profile.name,
             system_prompt=system_prompt(profile, await ctx.memories.notes(profile)) if engine.uses_context else "",
@@ -77,7 +82,12 @@ async def run_turn(
             progress.usage += reply.usage
             progress.cost += prices.cost(reply.usage.tokens_in, reply.usage.tokens_out)
         if not reply.tool_calls:
-            return reply.content
+            last = step + 1 >= profile.config.max_turns
+            joined = await steered(progress) if steered is not None and not last else []
+            if not joined:
+                return reply.content
+            progress.messages.extend(joined)  # answered by one more step, before the turn ends
+            continue
         if spent is not None and reply.usage is not None:
             await spent(progress)
         for call in reply.tool_calls:

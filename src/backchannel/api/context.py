@@ -69,6 +69,7 @@ def incoming(
             hops=headers.hops,
             chain=headers.chain,
             exchange=headers.exchange,
+            steer=headers.steer,
         ),
         headers,
     )

@@ -141,6 +141,7 @@ class DeliveryHeaders:
     hops: int
     chain: tuple[str, ...]
     exchange: str | None = None
+    steer: bool = False  # X-Backchannel-Mode: steer (into the session's running turn); queue is the default
 
     @property
     def wants_envelope(self) -> bool:
@@ -161,7 +162,15 @@ def delivery_headers(request: Request) -> DeliveryHeaders:
         hops=_hops(h.get("x-backchannel-hops")),
         chain=tuple(e.strip() for e in (h.get("x-backchannel-chain") or "").split(",") if e.strip()),
         exchange=_exchange(h.get("x-backchannel-exchange")),
+        steer=_mode(h.get("x-backchannel-mode")) == "steer",
     )
+
+
+def _mode(raw: str | None) -> str:
+    mode = (raw or "queue").strip().lower()
+    if mode not in ("queue", "steer"):
+        raise UsageError(f"X-Backchannel-Mode must be queue or steer, got {(raw or '')[:40]!r}")
+    return mode
 
 
 def _exchange(raw: str | None) -> str | None:

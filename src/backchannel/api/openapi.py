@@ -54,6 +54,14 @@ _HEADERS = [
     },
     {"name": "X-Backchannel-Chain", "in": "header", "required": False, "schema": {"type": "string"}},
     {"name": "X-Backchannel-Exchange", "in": "header", "required": False, "schema": {"type": "string"}},
+    {
+        "name": "X-Backchannel-Mode",
+        "in": "header",
+        "required": False,
+        "description": "queue (default): the message waits its turn; steer: it joins the session's running turn at"
+        " its next model step (echo and openai engines), else it is queued",
+        "schema": {"type": "string", "enum": ["queue", "steer"]},
+    },
 ]
 _SESSION_ID = {"name": "session_id", "in": "path", "required": True, "schema": {"type": "string"}}
 _RUN_ID = {"name": "run_id", "in": "path", "required": True, "schema": {"type": "string"}}

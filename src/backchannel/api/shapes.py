@@ -48,7 +48,19 @@ def run(row: RunView, queue_position: int | None) -> dict[str, Any]:
         body["code"] = row.error_code
     if queue_position is not None:
         body["queue_position"] = queue_position
+    if row.landed is not None:
+        body["landed"] = row.landed
+    body["usage"] = _usage(row)
     return body
+
+
+def _usage(row: RunView) -> dict[str, Any]:
+    return {
+        "input_tokens": row.tokens_in,
+        "output_tokens": row.tokens_out,
+        "total_tokens": row.tokens_in + row.tokens_out,
+        "cost_usd": row.cost_usd,
+    }
 
 
 def completion(d: Delivered) -> dict[str, Any]:
@@ -57,8 +69,9 @@ def completion(d: Delivered) -> dict[str, Any]:
         "session_id": d.run.session_id,
         "run_id": d.run.id,
         "message": {"role": "assistant", "content": d.run.reply or ""},
-        "usage": {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0},
+        "usage": _usage(d.run),
         "replayed": d.result.replayed,
+        "landed": d.run.landed,
     }
 
 
@@ -72,6 +85,7 @@ def queued(d: Delivered) -> dict[str, Any]:
         "queue_position": d.result.queue_position,
         "replayed": d.result.replayed,
         "detail": detail(Outcome.RECEIPT, d.run.state.value),
+        "landed": d.run.landed,
     }
 
 

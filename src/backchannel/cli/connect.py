@@ -150,11 +150,19 @@ async def gateway_link(root: Path) -> AsyncIterator[GatewayLink]:
 
 
 async def deliver(
-    root: Path, where: Where, message: str, *, wait: float | None, key: str, sender: str = "human:cli"
+    root: Path,
+    where: Where,
+    message: str,
+    *,
+    wait: float | None,
+    key: str,
+    sender: str = "human:cli",
+    steer: bool = False,
 ) -> Sent:
     """Deliver as the person and wait up to `wait` seconds (None: until the run ends)."""
     async with gateway_link(root) as link:
-        return Sent(where.profile, await link.deliver(where, message, wait=wait, key=key, sender=sender), link.via)
+        result = await link.deliver(where, message, wait=wait, key=key, sender=sender, steer=steer)
+        return Sent(where.profile, result, link.via)
 
 
 def _port_open(host: str, port: int) -> bool:

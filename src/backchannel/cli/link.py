@@ -79,9 +79,10 @@ class GatewayLink(Protocol):
         key: str,
         sender: str = "human:cli",
         progress: Progress | None = None,
+        steer: bool = False,
     ) -> Result:
         """Deliver as the person and wait up to `wait` seconds (None: until the run ends); with `progress`,
-        show the run as it goes."""
+        show the run as it goes; with `steer`, into the session's running turn (when it can take it)."""
         ...
 
     async def run(self, run_id: str) -> Result:

@@ -47,9 +47,10 @@ class HttpGateway:
         key: str,
         sender: str = "human:cli",
         progress: Progress | None = None,
+        steer: bool = False,
     ) -> Result:
         if progress is not None:
-            return await self._live(where, message, wait=wait, key=key, sender=sender, progress=progress)
+            return await self._live(where, message, wait=wait, key=key, sender=sender, progress=progress, steer=steer)
         answer = await self.client.chat(
             where.profile,
             where.session_id,
@@ -57,6 +58,7 @@ class HttpGateway:
             wait=FOLLOW_WAIT_SECONDS if wait is None else wait,
             idempotency_key=key,
             sender=sender,
+            steer=steer,
         )
         result = wire.chat_result(answer.body, to=where.to, session_id=where.session_id, key=key)
         if result is None:
@@ -66,7 +68,15 @@ class HttpGateway:
         return result
 
     async def _live(
-        self, where: Where, message: str, *, wait: float | None, key: str, sender: str, progress: Progress
+        self,
+        where: Where,
+        message: str,
+        *,
+        wait: float | None,
+        key: str,
+        sender: str,
+        progress: Progress,
+        steer: bool = False,
     ) -> Result:
         """The message over `/chat/stream`: its run's events shown as they come, its outcome at the end."""
         run_id, replayed = "", False
@@ -77,6 +87,7 @@ class HttpGateway:
             wait=FOLLOW_WAIT_SECONDS if wait is None else wait,
             idempotency_key=key,
             sender=sender,
+            steer=steer,
         )
         async with contextlib.aclosing(stream):
             async for event in stream:

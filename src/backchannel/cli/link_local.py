@@ -50,9 +50,11 @@ class LocalGateway:
         key: str,
         sender: str = "human:cli",
         progress: Progress | None = None,
+        steer: bool = False,
     ) -> Result:
         async with running(self.root, scope={where.session_id}, grace=LOCAL_GRACE) as local:
-            incoming = Incoming(await local.directory.session(where.session_id), message, sender, key=key)
+            session = await local.directory.session(where.session_id)
+            incoming = Incoming(session, message, sender, key=key, steer=steer)
             if progress is None:
                 return (await local.delivery.deliver(incoming, wait=wait)).result
             return await _live(local.delivery, incoming, wait, progress)

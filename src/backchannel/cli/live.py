@@ -59,9 +59,11 @@ class Watch:
             self._open = False
 
 
-async def deliver_live(root: Path, where: Where, message: str, *, wait: float | None, key: str, watch: Watch) -> Sent:
+async def deliver_live(
+    root: Path, where: Where, message: str, *, wait: float | None, key: str, watch: Watch, steer: bool = False
+) -> Sent:
     """Deliver as the person, showing the run as it goes; wait up to `wait` seconds (None: until it ends)."""
     watch.begin()
     async with gateway_link(root) as link:
-        result = await link.deliver(where, message, wait=wait, key=key, progress=watch)
+        result = await link.deliver(where, message, wait=wait, key=key, progress=watch, steer=steer)
         return Sent(where.profile, result, link.via)

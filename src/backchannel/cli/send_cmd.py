@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from .. import addresses, keys
-from ..addresses import GroupAddress, RemoteAddress
+from ..addresses import GroupAddress, LocalAddress, RemoteAddress
 from ..errors import UsageError
 from ..home import config
 from ..outcome import GroupResult, Outcome
@@ -29,6 +29,7 @@ DEFAULT_WAIT = 120.0
         "backchannel send research/20261130_015530_55cf9b - < notes.md",
         "backchannel send peer:spark/research 'status?' --wait 30 --json",
         "backchannel send group:team 'stand-up: what are you on?'",
+        "backchannel send builds 'also run the linter' --steer",
     ),
 )
 @click.argument("address", shell_complete=complete.addresses)
@@ -44,7 +45,14 @@ DEFAULT_WAIT = 120.0
 @click.option("--idempotency-key", "key", help="Send twice with the same key and it is handled once.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout (an error too, as one object).")
 @click.option("--stream/--no-stream", "stream", default=None, help=STREAM_HELP)
-def send(address: str, message: str | None, wait: float, key: str | None, as_json: bool, stream: bool | None) -> None:
+@click.option(
+    "--steer",
+    is_flag=True,
+    help="Into the session's running turn, at its next model step (echo, openai), instead of after it.",
+)
+def send(
+    address: str, message: str | None, wait: float, key: str | None, as_json: bool, stream: bool | None, steer: bool
+) -> None:
     """Message ADDRESS as the person; print the reply, or a receipt.
 
     MESSAGE is the argument, or stdin ('-', or none with stdin not a terminal), read as UTF-8 (a byte order
@@ -52,6 +60,8 @@ def send(address: str, message: str | None, wait: float, key: str | None, as_jso
     ADDRESS is a profile (its Bot Chat), profile/session-id, a session id, peer:NAME[/AGENT] on another
     gateway, or group:NAME (every member, each as if sent alone: one outcome each, and the highest exit code).
     @session:, @peer: and @group: mentions in the message are answered by their targets first.
+    With --steer, a session running a turn gets the message in that turn (its reply is the turn's); the
+    outcome says where it landed: started, steered or queued.
     """
     parsed = addresses.parse_target(address)
     text = read_message(message)
@@ -60,6 +70,8 @@ def send(address: str, message: str | None, wait: float, key: str | None, as_jso
     keys.check_external(key)
     live = streams(stream, as_json=as_json)
     root = config.home()
+    if steer and not isinstance(parsed, LocalAddress):
+        raise UsageError(f"--steer gives a message to a running turn of this home's sessions; {address!r} is none")
     if isinstance(parsed, GroupAddress):
         key = key or keys.cli()
         again = ["send", address, *message_words(message, text.strip())]
@@ -87,10 +99,10 @@ def send(address: str, message: str | None, wait: float, key: str | None, as_jso
     ask = shell_command("send", address, *message_words(message, text), "--idempotency-key", key)
     with interruptible(root, ask, key=key):
         if watch is None:
-            sent = asyncio.run(deliver(root, session, text, wait=wait, key=key))
+            sent = asyncio.run(deliver(root, session, text, wait=wait, key=key, steer=steer))
         else:
             try:
-                sent = asyncio.run(deliver_live(root, session, text, wait=wait, key=key, watch=watch))
+                sent = asyncio.run(deliver_live(root, session, text, wait=wait, key=key, watch=watch, steer=steer))
             finally:
                 watch.end_line()
     sent.check()
@@ -127,7 +139,8 @@ def _print(sent: Sent, watch: Watch | None) -> None:
             click.echo(result.reply or "(no reply)")
         return
     position = f", position {result.queue_position}" if result.queue_position else ""
-    click.echo(f"receipt: run {result.run_id} is {result.state}{position}: accepted, do not resend")
+    into = " (steered into the running turn)" if result.landed == "steered" else ""
+    click.echo(f"receipt: run {result.run_id} is {result.state}{position}{into}: accepted, do not resend")
     note(f"follow it: backchannel runs follow {result.run_id}")
     if sent.via == "local":
         note("no gateway is running: the run is answered when one starts (backchannel gateway) or by the next command")

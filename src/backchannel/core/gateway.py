@@ -153,6 +153,7 @@ class Gateway:
             prepare=self.mentions.prepare,
             mcp=self.mcp,
             memories=StoreMemories(self.db) if self.shared else FileMemories(),
+            steers=self.queue.steers,
         )
         self.pauses = Pauses(root)
         self.workers = Workers(self.queue, self.turns, hub=self.hub, pauses=self.pauses, home=root)

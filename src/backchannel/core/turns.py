@@ -20,6 +20,7 @@ from ..store.driver import Db
 from ..store.runs import RunRow, Spent
 from .delivery.directory import Directory
 from .queue.events import EventHub
+from .queue.steers import STEERABLE_ENGINES, SteerHints
 
 # Rewrites a run's message before its turn (the person's @mentions, answered first).
 Prepare = Callable[[ToolContext, RunRow], Awaitable[str]]
@@ -43,6 +44,7 @@ class Turns:
         prepare: Prepare | None = None,
         mcp: McpTools | None = None,
         memories: Memories | None = None,
+        steers: SteerHints | None = None,
     ) -> None:
         self.db = db
         self.directory = directory
@@ -53,6 +55,7 @@ class Turns:
         self.prepare = prepare
         self.mcp = mcp
         self.memories: Memories = memories or FileMemories()
+        self.steers = steers
         self.live: dict[str, tuple[ToolContext, SessionLink]] = {}
 
     async def run(self, run: RunRow, progress: TurnProgress) -> str:
@@ -95,6 +98,17 @@ class Turns:
         async def spent(progress: TurnProgress) -> None:  # before the step's tools: their sends weigh it
             await runstore.spend(self.db, run, Spent(*progress.unrecorded()))
 
+        async def steered(progress: TurnProgress) -> list[Message]:  # messages sent with mode steer meanwhile
+            if self.steers is None or not self.steers.take(run.session_id):
+                return []
+            joined = await runstore.take_steered(self.db, run)
+            progress.steered.extend(r.id for r in joined)
+            for r in joined:
+                self.hub.publish(r.id, "run.started", session_id=run.session_id, steered_into=run.id)
+                emit("turn.steered", steered_run=r.id)
+            return [Message(role="user", content=frame(r.sender, r.message, via="a message steered into your turn"))
+                    for r in joined]
+
         self.live[run.session_id] = (ctx, link)
         try:
             return await run_turn(
@@ -108,6 +122,7 @@ class Turns:
                 emit=emit,
                 session=link,
                 spent=spent,
+                steered=steered if engine.name in STEERABLE_ENGINES else None,
             )
         finally:
             if self.live.get(run.session_id, (None,))[0] is ctx:

@@ -63,6 +63,7 @@ class RunView:
     tokens_in: int = 0  # what its turn's model calls read (every attempt's), wrote, and cost
     tokens_out: int = 0
     cost_usd: float = 0.0
+    landed: str | None = None  # started | steered | queued
 
     @property
     def given_key(self) -> str:
@@ -122,6 +123,7 @@ def run_view(row: runstore.RunRow) -> RunView:
         tokens_in=row.tokens_in,
         tokens_out=row.tokens_out,
         cost_usd=row.cost_usd,
+        landed=row.landed,
     )
 
 

@@ -114,8 +114,9 @@ class GatewayClient:
         wait: float,
         idempotency_key: str | None = None,
         sender: str = "human:cli",
+        steer: bool = False,
     ) -> Answer:
-        headers = _chat_headers(idempotency_key or keys.cli(), wait, sender)
+        headers = _chat_headers(idempotency_key or keys.cli(), wait, sender, steer=steer)
         path = f"/p/{quote(profile)}/api/sessions/{quote(session_id)}/chat"
         return await self.request("POST", path, json={"message": message}, headers=headers, timeout=wait + 30)
 
@@ -126,12 +127,20 @@ class GatewayClient:
         return await self.request("POST", path, json={"message": message}, headers=headers, timeout=wait + 30)
 
     async def chat_stream(
-        self, profile: str, session_id: str, message: str, *, wait: float, idempotency_key: str, sender: str
+        self,
+        profile: str,
+        session_id: str,
+        message: str,
+        *,
+        wait: float,
+        idempotency_key: str,
+        sender: str,
+        steer: bool = False,
     ) -> AsyncGenerator[sse.Event, None]:
         """The message delivered and its run's named events as they happen (`run.waiting`, `assistant.delta`,
         `assistant.completed`, `error`, `run.queued` when `wait` runs out, then `done`)."""
         path = f"/p/{quote(profile)}/api/sessions/{quote(session_id)}/chat/stream"
-        headers = _chat_headers(idempotency_key, wait, sender)
+        headers = _chat_headers(idempotency_key, wait, sender, steer=steer)
         async with self._http.stream(
             "POST", path, json={"message": message}, headers=headers, read_timeout=wait + 30
         ) as stream:
@@ -149,8 +158,11 @@ class GatewayClient:
                 yield event
 
 
-def _chat_headers(key: str, wait: float, sender: str) -> dict[str, str]:
-    return {"Idempotency-Key": key, "X-Hermes-Wait-Seconds": f"{max(wait, 0.001):g}", "X-Backchannel-Sender": sender}
+def _chat_headers(key: str, wait: float, sender: str, *, steer: bool = False) -> dict[str, str]:
+    headers = {"Idempotency-Key": key, "X-Hermes-Wait-Seconds": f"{max(wait, 0.001):g}", "X-Backchannel-Sender": sender}
+    if steer:
+        headers["X-Backchannel-Mode"] = "steer"
+    return headers
 
 
 class GatewayAnswered(BackchannelError):

@@ -70,13 +70,16 @@ def chat_result(body: Mapping[str, Any], *, to: str, session_id: str | None, key
             run_id=text(body.get("run_id") or body.get("delivery_id")),
             session_id=sid,
             queue_position=integer(body.get("queue_position")),
+            landed=text(body.get("landed")),
         )
         return of_run(to, run, replayed=replayed, key=key)
     message = body.get("message")
     if isinstance(message, dict):
         content = message.get("content")
         reply = content if isinstance(content, str) else json.dumps(content)
-        run = Run("completed", run_id=text(body.get("run_id")), session_id=sid, output=reply)
+        run = Run(
+            "completed", run_id=text(body.get("run_id")), session_id=sid, output=reply, landed=text(body.get("landed"))
+        )
         return of_run(to, run, replayed=replayed, key=key)
     return None
 

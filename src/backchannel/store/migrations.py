@@ -334,7 +334,8 @@ def m0016_shared_store(conn: sqlite3.Connection) -> None:
     refused once the run was claimed again), at most one running run per session said by the schema, the
     store's own facts (`store_meta`: the gateway id the gateways on one store share), and the profiles'
     memories and the senders' rates (kept here by gateways that share a store), the idle notices agents
-    asked for (`notify_when_idle`), and what each run's model calls used and cost (the budgets)."""
+    asked for (`notify_when_idle`), what each run's model calls used and cost (the budgets), and where a message
+    landed (started, steered into the running turn, or queued) and the turn a steered one joined."""
     _run(
         conn,
         """
@@ -342,7 +343,10 @@ def m0016_shared_store(conn: sqlite3.Connection) -> None:
         ALTER TABLE runs ADD COLUMN tokens_in INTEGER NOT NULL DEFAULT 0;
         ALTER TABLE runs ADD COLUMN tokens_out INTEGER NOT NULL DEFAULT 0;
         ALTER TABLE runs ADD COLUMN cost_usd REAL NOT NULL DEFAULT 0;
+        ALTER TABLE runs ADD COLUMN landed TEXT;
+        ALTER TABLE runs ADD COLUMN steered_into TEXT;
         CREATE INDEX runs_profile_created ON runs (profile, created_at);
+        CREATE INDEX runs_steered_into ON runs (steered_into) WHERE steered_into IS NOT NULL;
         CREATE UNIQUE INDEX runs_one_running ON runs (session_id) WHERE state = 'running';
         CREATE TABLE store_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
         CREATE TABLE memories (

@@ -56,6 +56,8 @@ class RunRow:
     tokens_in: int = 0  # what its turn's model calls read, every attempt's
     tokens_out: int = 0  # and wrote
     cost_usd: float = 0.0  # and cost (the profile's model.prices)
+    landed: str | None = None  # started | steered | queued: where the message went when it came (None: held)
+    steered_into: str | None = None  # the running turn a steered message was given to (it ends with that turn)
 
     @property
     def given_key(self) -> str:
@@ -98,7 +100,8 @@ def _run(row: Row) -> RunRow:
         message=row["message"],
         hops=row["hops"],
         chain=tuple(json.loads(row["chain"])),
-        state=RunState(row["state"]),
+        # A steered message taken into a running turn is part of that turn: running, as the turn is.
+        state=RunState.RUNNING if row["steered_into"] and row["state"] == "queued" else RunState(row["state"]),
         reply=row["reply"],
         error=row["error"],
         error_code=row["error_code"],
@@ -117,6 +120,8 @@ def _run(row: Row) -> RunRow:
         tokens_in=row["tokens_in"],
         tokens_out=row["tokens_out"],
         cost_usd=row["cost_usd"],
+        landed=row["landed"],
+        steered_into=row["steered_into"],
     )
 
 
@@ -151,6 +156,7 @@ class NewRun:
     wake: bool = False  # deliver the reply into the sender's session when it comes
     held: bool = False  # recorded `held` (a hold rule): it waits for the person; `ttl_seconds` is its hold expiry
     files: tuple[Attachment, ...] = ()  # what the message came with, written with the run
+    steer: bool = False  # given to the session's running turn at its next model step, when one runs
 
 
 async def record(
@@ -197,14 +203,12 @@ async def record(
             if known["fingerprint"] == fp:
                 return _run(known), False
         # One read for the queue cap and the claim: how many of the session's runs wait, and whether one runs.
-        counted = (
-            await tx.one(
-                "SELECT COUNT(*) FILTER (WHERE state = 'queued'), COUNT(*) FILTER (WHERE state = 'running') FROM runs"
-                " WHERE session_id = ? AND state IN ('queued', 'running')",
-                (new.session_id,),
-            )
-            if max_queued or claim_for is not None
-            else None
+        # One read for the queue cap, the claim and where the message lands: how many of the session's runs wait,
+        # and whether one runs.
+        counted = await tx.one(
+            "SELECT COUNT(*) FILTER (WHERE state = 'queued'), COUNT(*) FILTER (WHERE state = 'running') FROM runs"
+            " WHERE session_id = ? AND state IN ('queued', 'running')",
+            (new.session_id,),
         )
         waiting, running = (int(counted[0]), int(counted[1])) if counted is not None else (0, 0)
         if (
@@ -221,11 +225,14 @@ async def record(
         if admit is not None:
             await admit(tx)
         claimed = claim_for is not None and not new.held and not (waiting or running)
+        landed = (
+            None if new.held else "steered" if new.steer and running else "queued" if waiting or running else "started"
+        )
         row = await tx.one(
             "INSERT INTO runs (id, idempotency_key, fingerprint, sender, profile, session_id, message, hops, chain,"
             " state, created_at, updated_at, expires_at, origin, sender_profile, sender_session, wait_seconds, wake,"
-            " owner, lease_until, attempts, started_at, fencing)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " owner, lease_until, attempts, started_at, fencing, landed)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
             " ON CONFLICT (idempotency_key) DO NOTHING RETURNING *",
             (
                 run_id,
@@ -251,6 +258,7 @@ async def record(
                 1 if claimed else 0,
                 now if claimed else None,
                 1 if claimed else 0,
+                landed,
             ),
         )
         created = row is not None
@@ -363,7 +371,9 @@ async def claim_next(
             return None, expired
         while True:
             row = await tx.one(
-                "SELECT * FROM runs WHERE session_id = ? AND state = 'queued' ORDER BY seq LIMIT 1", (session_id,)
+                "SELECT * FROM runs WHERE session_id = ? AND state = 'queued' AND steered_into IS NULL ORDER BY seq"
+                " LIMIT 1",
+                (session_id,),
             )
             if row is None:
                 return None, expired
@@ -377,9 +387,11 @@ async def claim_next(
                 await tx.announce(gone["id"])
                 expired.append(_run(gone))
                 continue
-            updated = await tx.one(
+            updated = await tx.one(  # a message to be steered that the turn ended before taking runs on its own
                 "UPDATE runs SET state = 'running', attempts = attempts + 1, fencing = fencing + 1, owner = ?,"
-                " lease_until = ?, started_at = ?, updated_at = ? WHERE seq = ? AND state = 'queued' RETURNING *",
+                " lease_until = ?, started_at = ?, updated_at = ?,"
+                " landed = CASE WHEN landed = 'steered' THEN 'queued' ELSE landed END"
+                " WHERE seq = ? AND state = 'queued' RETURNING *",
                 (owner, now + lease_seconds, now, now, row["seq"]),
             )
             assert updated is not None  # the row read under the same lock
@@ -398,6 +410,7 @@ async def unclaim(db: Db, run: RunRow, *, owner: str) -> RunRow | None:
             (time.time(), run.id, owner, run.fencing),
         )
         if row is not None:
+            await _release_steered(tx, run.id)
             await tx.announce(run.id)
     return _run(row) if row is not None else None
 
@@ -409,7 +422,8 @@ async def expire_due(db: Db, profile: str) -> list[RunRow]:
         rows = await tx.all(
             "UPDATE runs SET state = 'expired', error = 'expired after waiting ' || CAST(ROUND(? - created_at) AS"
             " INTEGER) || 's in the queue', error_code = 'expired', updated_at = ?, finished_at = ?"
-            " WHERE profile = ? AND state = 'queued' AND expires_at IS NOT NULL AND expires_at < ? RETURNING *",
+            " WHERE profile = ? AND state = 'queued' AND steered_into IS NULL AND expires_at IS NOT NULL"
+            " AND expires_at < ? RETURNING *",
             (now, now, now, profile, now),
         )
         for r in rows:
@@ -439,6 +453,7 @@ async def finish(
     error_code: str | None = None,
     messages: list[Message] | None = None,
     spent: Spent = NOTHING_SPENT,
+    steered: bool = False,
 ) -> RunRow | None:
     """End a running run that this owner holds under the claim `run` was given (its fencing token); its messages,
     its state and what its turn spent since last recorded commit together.
@@ -458,7 +473,37 @@ async def finish(
         if messages:
             await append_messages(tx, row["session_id"], messages, run_id=run.id)
         await tx.announce(run.id)
+        if steered:  # the messages the turn took in end with it, as it ended
+            for gone in await tx.all(
+                "UPDATE runs SET state = ?, reply = ?, error = ?, error_code = ?, updated_at = ?, finished_at = ?"
+                " WHERE steered_into = ? AND state = 'queued' RETURNING id",
+                (state.value, reply, error, error_code, now, now, run.id),
+            ):
+                await tx.announce(gone["id"])
     return _run(row)
+
+
+async def take_steered(db: Db, run: RunRow) -> list[RunRow]:
+    """The messages to be steered into the running turn of `run` (its claim still current), oldest first; each
+    is the turn's from now on, and ends with it."""
+    now = time.time()
+    async with db.tx() as tx:
+        rows = await tx.all(
+            "UPDATE runs SET steered_into = ?, started_at = ?, updated_at = ? WHERE session_id = ? AND state = 'queued'"
+            " AND landed = 'steered' AND steered_into IS NULL"
+            " AND EXISTS (SELECT 1 FROM runs AS turn WHERE turn.id = ? AND turn.state = 'running' AND turn.fencing = ?)"
+            " RETURNING *",
+            (run.id, now, now, run.session_id, run.id, run.fencing),
+        )
+        for r in rows:
+            await tx.announce(r["id"])
+    return sorted((_run(r) for r in rows), key=lambda r: r.seq)
+
+
+async def _release_steered(tx: Tx, run_id: str) -> None:
+    """The messages a turn took in that will not end with it (it runs again, or not at all): waiting to be
+    steered again, into its next attempt (or run on their own)."""
+    await tx.run("UPDATE runs SET steered_into = NULL WHERE steered_into = ? AND state = 'queued'", (run_id,))
 
 
 async def spend(db: Db, run: RunRow, spent: Spent) -> None:
@@ -514,6 +559,7 @@ async def reclaim(
                     (now, r["seq"]),
                 )
             if row is not None:
+                await _release_steered(tx, row["id"])
                 await tx.announce(row["id"])
                 changed.append(_run(row))
     return changed

@@ -66,7 +66,9 @@ class ToolContext:
 class Sender(Protocol):
     """What the messaging tools may do: the delivery service as a turn's agent sees it."""
 
-    async def send(self, ctx: ToolContext, address: str, message: str, *, wait: float) -> Result: ...
+    async def send(
+        self, ctx: ToolContext, address: str, message: str, *, wait: float, steer: bool = False
+    ) -> Result: ...
 
     async def send_peer(self, ctx: ToolContext, target: str, message: str, *, wait: float) -> Result: ...
 

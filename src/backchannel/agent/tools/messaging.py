@@ -27,7 +27,10 @@ async def _send(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     address, message = require_str(args, "session_id"), require_str(args, "message")
     if address.strip().startswith(GROUP):  # every member, each as if sent alone: one outcome per member
         return (await ctx.messenger().send_group(ctx, address, message, wait=_wait(args))).to_dict()
-    return (await ctx.messenger().send(ctx, address, message, wait=_wait(args))).to_dict()
+    mode = args.get("mode", "queue")
+    if mode not in ("queue", "steer"):
+        raise ToolFailure("invalid_arguments", "mode must be queue or steer")
+    return (await ctx.messenger().send(ctx, address, message, wait=_wait(args), steer=mode == "steer")).to_dict()
 
 
 async def _send_peer(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
@@ -63,6 +66,7 @@ def _string(description: str) -> dict[str, Any]:
 _MESSAGE = _string("the text")
 _WAIT = {"type": "number", "default": DEFAULT_WAIT, "description": "0: no wait"}  # below 0 is refused by _wait
 _RUN_ID = _string("from the send")
+_MODE = "steer: into its running turn"
 
 
 def _spec(name: str, description: str, required: dict[str, Any], optional: dict[str, Any] | None = None) -> ToolSpec:
@@ -77,7 +81,7 @@ TOOLS: tuple[Tool, ...] = (
             "Message another agent's session and get its reply; past wait_seconds, a receipt (do not resend: "
             "the reply comes here).",
             {"session_id": _string("profile, profile/session-id, session id or group:NAME"), "message": _MESSAGE},
-            {"wait_seconds": _WAIT},
+            {"wait_seconds": _WAIT, "mode": {"type": "string", "enum": ["queue", "steer"], "description": _MODE}},
         ),
         _send,
     ),

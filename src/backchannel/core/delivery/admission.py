@@ -8,6 +8,7 @@ here from our own records. A message to a peer let through goes on through `Outb
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 
@@ -27,6 +28,7 @@ from ...store import runs as runstore
 from ...store.driver import Db, Tx
 from ...store.runs import Admit, NewRun, RunRow
 from ..queue.queue import RunQueue
+from ..queue.steers import STEERABLE_ENGINES
 from ..views import SessionRef
 from .directory import Directory
 from .rates import SenderRates
@@ -73,6 +75,7 @@ class Attempt:
     turn: ToolContext | None = None
     files: tuple[Attachment, ...] = ()
     context: NewContext | None = None
+    steer: bool = False  # given to the target's running turn at its next model step, when it runs one that can
 
     @property
     def target_profile(self) -> str:
@@ -139,7 +142,11 @@ class Admission:
             return Admitted(facts, target)
         held = policy.held(facts)
         new, admit = await self._new_run(attempt, facts, target, exchange=exchange, held=held)
+        if attempt.steer and self.directory.profile(new.profile).config.model.engine in STEERABLE_ENGINES:
+            new = dataclasses.replace(new, steer=True)
         run, created = await self.queue.submit(new, admit=admit, capped=attempt.kind != "reply")
+        if created and run.landed == "steered":
+            self.queue.steers.add(run.session_id)
         return Admitted(facts, target, run=run, created=created)
 
     def key(self, session_id: str) -> str:

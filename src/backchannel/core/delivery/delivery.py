@@ -59,6 +59,7 @@ class Incoming:
     exchange: str | None = None
     files: tuple[Attachment, ...] = ()
     context: NewContext | None = None
+    steer: bool = False  # given to the session's running turn at its next model step (engines that can)
 
 
 @dataclass(frozen=True)
@@ -144,6 +145,7 @@ class Delivery:
                 wait=wait,
                 files=incoming.files,
                 context=incoming.context,
+                steer=incoming.steer,
             )
         )
         if admitted.refusal is not None:
@@ -346,6 +348,7 @@ class Delivery:
             error=run.error,
             code=run.error_code,
             queue_position=await self.queue.queue_position(run) if outcome is Outcome.RECEIPT else None,
+            landed=run.landed,
         )
         return of_run(f"{run.profile}/{run.session_id}", facts, replayed=replayed, key=run.given_key, waited=waited)
 

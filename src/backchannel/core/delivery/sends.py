@@ -52,8 +52,11 @@ class AgentSends:
         self.gateway_id = delivery.gateway_id
 
     @commits
-    async def send(self, ctx: ToolContext, address: str, message: str, *, wait: float) -> Result:
-        """From the turn of `ctx` to a local address; the reply, a receipt, or a refusal."""
+    async def send(
+        self, ctx: ToolContext, address: str, message: str, *, wait: float, steer: bool = False
+    ) -> Result:
+        """From the turn of `ctx` to a local address; the reply, a receipt, or a refusal. With `steer`, into the
+        target's running turn at its next model step (when it runs one that can take it)."""
         check_message(message)
         wait = min(max(wait, 0.0), MAX_WAIT_SECONDS)
         parsed = addresses.parse(address)
@@ -63,7 +66,14 @@ class AgentSends:
         profile_name, target = await self.imports.find(parsed)
         admitted = await self.delivery.admit(
             Attempt(
-                kind="send", sender=ctx.address, text=message, session=target, profile=profile_name, wait=wait, turn=ctx
+                kind="send",
+                sender=ctx.address,
+                text=message,
+                session=target,
+                profile=profile_name,
+                wait=wait,
+                turn=ctx,
+                steer=steer,
             )
         )
         if admitted.refusal is not None:

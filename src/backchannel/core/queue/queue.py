@@ -16,7 +16,7 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +29,7 @@ from ...store.driver import Commit, Db
 from ...store.runs import Admit, NewRun, RunRow, RunState
 from .events import EventHub
 from .slots import FairSlots
+from .steers import SteerHints
 
 log = logging.getLogger("backchannel.queue")
 HOST = socket.gethostname().replace(":", "-")  # the machine a run's owner runs on (an owner is `host:pid:token`)
@@ -94,6 +95,7 @@ class RunQueue:
         self.poll_seconds = poll_seconds
         self.scope = scope
         self.runs_turns = runs_turns
+        self.steers = SteerHints(everywhere=db.dialect.row_locks)
         self._on_state = on_state or (lambda run, state: None)
         self._slots = FairSlots(settings.max_concurrent_turns, settings.turns_per_profile)
         self._profiles: dict[str, str] = {}  # session id -> its profile, for the slots
@@ -253,6 +255,7 @@ class RunQueue:
         self._owned.discard(run.id)
         back = await runstore.unclaim(self.db, run, owner=self.owner)
         if back is not None:
+            self.steers.add(back.session_id)  # what its turn had taken in is given to its next attempt
             self._on_state(back, back.state)
 
     # --- holds (a person's approval) ------------------------------------------------------------
@@ -358,6 +361,7 @@ class RunQueue:
         code: str | None = None,
         messages: list[Message] | None = None,
         spent: runstore.Spent = runstore.NOTHING_SPENT,
+        steered: Sequence[str] = (),
     ) -> RunRow:
         """End a run this process claimed: its messages, its state and what its turn spent commit together, and
         only once they are on disk is the end told (events, waiters, wake-ups).
@@ -377,6 +381,7 @@ class RunQueue:
             error_code=code,
             messages=messages,
             spent=spent,
+            steered=bool(steered),
         )
         delay = SAVE_RETRY_FIRST
         try:
@@ -407,6 +412,14 @@ class RunQueue:
             log.warning("run %s was no longer ours to finish (lease lost)", run.id)
             finished = await runstore.get(self.db, run.id)
         self._ended_run(finished)
+        for run_id in steered:  # the messages steered into the turn ended with it
+            try:
+                joined = await self.get(run_id)
+            except StoreError as exc:  # its waiters read the store once it answers; a wake is owed from there
+                log.warning("run %s ended with the turn it was steered into; not told yet: %s", run_id, exc.message)
+                continue
+            if joined.state.terminal:
+                self._ended_run(joined)
         return finished
 
     def _ended_run(self, run: RunRow) -> None:
@@ -506,6 +519,7 @@ class RunQueue:
         )
         for run in changed:
             self._owned.discard(run.id)
+            self.steers.add(run.session_id)  # what its turn had taken in is given to its next attempt
             if run.state.terminal:
                 self._ended_run(run)
         return changed

@@ -108,23 +108,28 @@ class Workers:
                     code="cancelled",
                     messages=progress.messages,
                     spent=Spent(*progress.unrecorded()),
+                    steered=progress.steered,
                 )
                 return
             raise  # shutting down: the run stays ours and is requeued when the queue closes
         except BackchannelError as exc:  # its sender reads the error (a peer, an MCP host): no path of the home in it
             log.info("turn of run %s failed: %s", run.id, exc.message)
             redact(exc, self.home)
+            spent = Spent(*progress.unrecorded())
             await self.queue.finish(
-                run, RunState.FAILED, error=exc.message, code=exc.code, spent=Spent(*progress.unrecorded())
+                run, RunState.FAILED, error=exc.message, code=exc.code, spent=spent, steered=progress.steered
             )
         except Exception as exc:
             log.exception("turn of run %s failed", run.id)
             error = f"internal error: {type(exc).__name__}"
+            spent = Spent(*progress.unrecorded())
             await self.queue.finish(
-                run, RunState.FAILED, error=error, code="internal_error", spent=Spent(*progress.unrecorded())
+                run, RunState.FAILED, error=error, code="internal_error", spent=spent, steered=progress.steered
             )
         else:
             spent = Spent(*progress.unrecorded())
-            await self.queue.finish(run, RunState.COMPLETED, reply=reply, messages=progress.messages, spent=spent)
+            await self.queue.finish(
+                run, RunState.COMPLETED, reply=reply, messages=progress.messages, spent=spent, steered=progress.steered
+            )
         finally:
             self.queue.untrack(run.id)

@@ -1,0 +1,27 @@
+"""Which sessions may have a message waiting to be steered into their running turn: a running turn looks in the
+store for one (a write) only when this says so, so that a turn with nothing steered into it costs nothing more."""
+
+from __future__ import annotations
+
+# The engines whose turns take a steered message at their next model step. A hermes turn is one call to a Hermes
+# gateway's session chat, which takes nothing in while it runs: a message to steer into it waits its turn.
+STEERABLE_ENGINES = frozenset({"echo", "openai"})
+
+
+class SteerHints:
+    """Sessions a message to steer was recorded for in this process. With `everywhere` (a store other gateways
+    write to as well, where one of theirs may be recorded for a turn here), every session may have one."""
+
+    def __init__(self, *, everywhere: bool) -> None:
+        self.everywhere = everywhere
+        self._sessions: set[str] = set()
+
+    def add(self, session_id: str) -> None:
+        self._sessions.add(session_id)
+
+    def take(self, session_id: str) -> bool:
+        """Whether to look for messages to steer into this session's turn now (the hint is used up)."""
+        if session_id in self._sessions:
+            self._sessions.discard(session_id)
+            return True
+        return self.everywhere
