@@ -37,6 +37,9 @@ class Framed:
     text: str
 
 
+ROOM_SENDER = "human:room"  # who a member's room turn comes from: the person's room (its mentions are not asked)
+
+
 def is_human(sender: str) -> bool:
     return sender.startswith("human:")
 

@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "doctor": "doctor_cmd",
     "store": "store_cmd",
     "group": "group_cmd",
+    "room": "room_cmd",
 }
 
 

@@ -43,6 +43,10 @@ def _session_ids(incomplete: str) -> list[str]:
     return lookups.session_ids(config.home(), prefix=incomplete)
 
 
+def _room_names(incomplete: str) -> list[str]:
+    return lookups.room_names(config.home(), prefix=incomplete)
+
+
 def _run_ids(incomplete: str) -> list[str]:
     return lookups.run_ids(config.home(), prefix=incomplete)
 
@@ -74,4 +78,5 @@ sessions = _completer(_sessions)
 peer_names = _completer(_peer_names)
 session_ids = _completer(_session_ids)
 run_ids = _completer(_run_ids)
+rooms = _completer(_room_names)
 addresses = _completer(_addresses)

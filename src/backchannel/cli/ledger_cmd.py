@@ -237,6 +237,8 @@ def _text(text: str, *, wide: bool) -> str:
     lines = [ln for ln in text.strip().splitlines() if ln.strip()]
     if lines and lines[0].startswith("[Message from") and len(lines) > 1:
         lines = lines[1:]  # the frame says what FROM says already
+    while len(lines) > 1 and lines[0].startswith("[Room ") and lines[0].endswith("]"):
+        lines = lines[1:]  # a room's briefing: what was said, not its headings
     if wide:
         return " ⏎ ".join(ln.strip() for ln in lines)
     first = lines[0] if lines else ""

@@ -53,6 +53,7 @@ from .queue.pauses import Pauses
 from .queue.queue import OnState, RunQueue
 from .queue.workers import Workers
 from .revocations import Revocations
+from .rooms import Rooms
 from .turns import Turns
 
 log = logging.getLogger("backchannel.gateway")
@@ -142,6 +143,14 @@ class Gateway:
         )
         self.mentions = Mentions(self.sends)
         self.idle = IdleNotices(self.db, self.wakes)
+        self.rooms = Rooms(
+            root=root,
+            db=self.db,
+            delivery=self.delivery,
+            directory=self.directory,
+            outbound=self.outbound,
+            owner=self.queue.owner,
+        )
         self.mcp = McpTools(self.engines.secret, TOOLBOX)
         self.turns = Turns(
             db=self.db,
@@ -210,6 +219,8 @@ class Gateway:
             asyncio.create_task(self.holds.sweep()),
             asyncio.create_task(self.idle.run()),
         ]
+        if self.queue.scope is None and self.queue.runs_turns:  # a gateway: it drives the rooms (a command, its own)
+            self._jobs.append(asyncio.create_task(self.rooms.run()))
         if isinstance(self.db, Database):  # SQLite's WAL is copied back off the hot path
             self.db.defer_checkpoints()
             self._jobs.append(asyncio.create_task(background.checkpoints(self.db)))
@@ -223,6 +234,7 @@ class Gateway:
         self._closed = True
         if self._started:
             self.queue.drain()
+            await self.rooms.stop()  # a round is taken up again where it was, by the next to drive it
             await self.workers.stop(grace=grace)
             for task in self._jobs:
                 task.cancel()

@@ -18,6 +18,11 @@ def session_ids(root: Path, *, prefix: str = "", profile: str | None = None) -> 
     return peek.session_ids(config.db_path(root), prefix=prefix, profile=profile)
 
 
+def room_names(root: Path, *, prefix: str = "") -> list[str]:
+    """Names of the home's rooms starting with `prefix`."""
+    return peek.room_names(config.db_path(root), prefix=prefix)
+
+
 def run_ids(root: Path, *, prefix: str = "") -> list[str]:
     """Ids of the home's runs starting with `prefix`, newest first."""
     return peek.run_ids(config.db_path(root), prefix=prefix)

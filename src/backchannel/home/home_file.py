@@ -173,10 +173,20 @@ Members = Annotated[list[str], BeforeValidator(_members), Kind("list of addresse
 Groups = Annotated[dict[str, Members], BeforeValidator(_group_names), Kind("mapping of names to lists of addresses")]
 
 
+class RoomSettings(Frozen):
+    """The home's `rooms:` section: the bounds of every room (the rooms themselves are in the store)."""
+
+    max_members: PositiveCount = Field(12, description="members a room may have")
+    agent_messages_per_message: PositiveCount = Field(
+        10, description="members' answers (hand-offs included) one of the person's messages sets going in a room"
+    )
+
+
 class GatewayConfig(GatewaySettings):
     """The home's settings as the gateway uses them: the `gateway:` section, the store, the groups and the peers."""
 
     store: StoreSettings = Field(default_factory=StoreSettings)
+    rooms: RoomSettings = Field(default_factory=RoomSettings)
     groups: dict[str, list[str]] = Field(default_factory=dict)
     peers: dict[str, PeerEntry] = Field(default_factory=dict)
 
@@ -192,6 +202,9 @@ class HomeFile(Frozen):
         default_factory=dict,
         description="addresses sent to together, by name: `group:NAME` reaches each member (`group create`; see Teams)",
     )
+    rooms: Annotated[RoomSettings, BeforeValidator(lambda v: {} if v is None else v)] = Field(
+        default_factory=RoomSettings, description="the bounds of the rooms (`room create`; see Teams)"
+    )
     peers: Annotated[dict[str, PeerEntry], BeforeValidator(lambda v: {} if v is None else v)] = Field(
         default_factory=dict, description="other gateways, by name (`peer add`)"
     )
@@ -206,5 +219,5 @@ class HomeFile(Frozen):
     def settings(self) -> GatewayConfig:
         """The settings the gateway runs with: this file's gateway section and peers, in one object."""
         return GatewayConfig.model_construct(  # each part validated
-            **dict(self.gateway), store=self.store, groups=self.groups, peers=self.peers
+            **dict(self.gateway), store=self.store, rooms=self.rooms, groups=self.groups, peers=self.peers
         )

@@ -34,6 +34,10 @@ TABLES: tuple[tuple[str, str, str | None], ...] = (
     ("memories", "profile, target", None),
     ("sender_rates", "sender, minute", None),
     ("idle_watches", "id", None),
+    ("rooms", "name", None),
+    ("room_members", "room, member", None),
+    ("room_rounds", "id", None),
+    ("room_lines", "seq", "seq"),
 )
 BATCH = 1000  # rows written per statement batch
 

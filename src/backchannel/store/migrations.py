@@ -335,7 +335,9 @@ def m0016_shared_store(conn: sqlite3.Connection) -> None:
     store's own facts (`store_meta`: the gateway id the gateways on one store share), and the profiles'
     memories and the senders' rates (kept here by gateways that share a store), the idle notices agents
     asked for (`notify_when_idle`), what each run's model calls used and cost (the budgets), and where a message
-    landed (started, steered into the running turn, or queued) and the turn a steered one joined."""
+    landed (started, steered into the running turn, or queued) and the turn a steered one joined; and the rooms
+    (their members, each member's room session and what it has seen, the rounds a person's messages start, and
+    the transcript)."""
     _run(
         conn,
         """
@@ -373,7 +375,47 @@ def m0016_shared_store(conn: sqlite3.Connection) -> None:
             created_at REAL NOT NULL,
             noticed_at REAL
         );
-        CREATE INDEX idle_watches_pending ON idle_watches (created_at) WHERE noticed_at IS NULL
+        CREATE INDEX idle_watches_pending ON idle_watches (created_at) WHERE noticed_at IS NULL;
+        CREATE TABLE rooms (
+            name TEXT PRIMARY KEY,
+            members TEXT NOT NULL DEFAULT '[]',
+            owner TEXT,
+            lease_until REAL,
+            created_at REAL NOT NULL
+        );
+        CREATE TABLE room_members (
+            room TEXT NOT NULL REFERENCES rooms (name),
+            member TEXT NOT NULL,
+            session_id TEXT,
+            seen INTEGER NOT NULL DEFAULT 0,
+            PRIMARY KEY (room, member)
+        );
+        CREATE TABLE room_rounds (
+            id TEXT PRIMARY KEY,
+            room TEXT NOT NULL REFERENCES rooms (name),
+            line INTEGER NOT NULL,
+            waiting TEXT NOT NULL DEFAULT '[]',
+            answers INTEGER NOT NULL DEFAULT 0,
+            pending INTEGER,
+            depth INTEGER NOT NULL DEFAULT 0,
+            state TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            finished_at REAL
+        );
+        CREATE INDEX room_rounds_open ON room_rounds (room, created_at) WHERE state = 'open';
+        CREATE TABLE room_lines (
+            seq INTEGER PRIMARY KEY,
+            room TEXT NOT NULL REFERENCES rooms (name),
+            round TEXT NOT NULL,
+            speaker TEXT NOT NULL,
+            text TEXT NOT NULL DEFAULT '',
+            state TEXT NOT NULL,
+            run_id TEXT,
+            error TEXT,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL
+        );
+        CREATE INDEX room_lines_room ON room_lines (room, seq)
         """,
     )
 

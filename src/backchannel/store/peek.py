@@ -48,6 +48,17 @@ def session_ids(path: Path, *, prefix: str = "", profile: str | None = None) -> 
         return [str(r[0]) for r in rows]
 
 
+def room_names(path: Path, *, prefix: str = "") -> list[str]:
+    """Names of the rooms starting with `prefix` (none before the table exists: an older state.db)."""
+    with _reader(path) as conn, map_sqlite_errors(path):
+        if conn is None or not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'rooms'").fetchone():
+            return []
+        rows = conn.execute(
+            "SELECT name FROM rooms WHERE substr(name, 1, ?) = ? ORDER BY name LIMIT ?", (len(prefix), prefix, LIMIT)
+        ).fetchall()
+        return [str(r[0]) for r in rows]
+
+
 def run_ids(path: Path, *, prefix: str = "") -> list[str]:
     """Ids of the runs starting with `prefix`, newest first."""
     with _reader(path) as conn, map_sqlite_errors(path):

@@ -86,8 +86,8 @@ class EchoEngine:
                     sleep += min(max(float(rest), 0.0), MAX_SLEEP)
                 except ValueError:
                     text.append(line)
-            elif stripped.startswith("[Message from ") and stripped.endswith("]"):
-                continue  # the provenance frame is for the agent, not part of what was said
+            elif stripped.startswith(("[Message from ", "[Room ")) and stripped.endswith("]"):
+                continue  # the provenance frame (a room's briefing lines too) is for the agent, not what was said
             elif command == "/json":
                 try:
                     structured[:] = [json.loads(rest)]

@@ -13,7 +13,7 @@ import asyncio
 from ... import addresses
 from ...agent.tools.base import Sender, ToolContext
 from ...errors import BackchannelError
-from ...framing import frame_reply, is_human, quote
+from ...framing import ROOM_SENDER, frame_reply, is_human, quote
 from ...outcome import Outcome, Result
 from ...store.runs import RunRow
 
@@ -29,7 +29,7 @@ class Mentions:
         self.sender = sender
 
     async def prepare(self, ctx: ToolContext, run: RunRow) -> str:
-        if not is_human(run.sender):
+        if not is_human(run.sender) or run.sender == ROOM_SENDER:  # a room's briefing quotes the agents' words
             return run.message
         return (await self.answer(ctx, run.message))[0]
 

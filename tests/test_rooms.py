@@ -1,0 +1,163 @@
+"""Rooms (issue 25): the person and several agents in one durable, ordered transcript.
+
+Through the real CLI, a gateway of this home and a second home's gateway as a peer member: each member answers in
+turn what was said since its last turn; a member (the openai engine on the scripted model, for words of its own)
+hands the floor to another by naming it; a gateway killed mid-room is followed after its restart by the member
+whose turn it was, its run the same run; the cap on answers per message; what a room refuses.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from backchannel.home import config
+from conftest import GatewayProcess, GatewayThread, api_key, free_port, run_cli
+from gateway_http import gateway_with
+from scripted_model import ScriptedModel
+
+HAND_OFF = "the cache fix is in; @research can you check the numbers?"
+
+
+def cli(root: Path, *args: str) -> Any:
+    return run_cli(*args, env={"BACKCHANNEL_HOME": str(root)})
+
+
+def transcript(name: str) -> list[dict[str, Any]]:
+    shown = run_cli("room", "show", name, "--json")
+    assert shown.exit_code == 0, shown.stderr
+    return list(json.loads(shown.stdout)["lines"])
+
+
+def until_line(name: str, speaker: str, state: str, within: float = 30.0) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + within
+    while True:
+        lines = transcript(name)
+        if any(line["speaker"] == speaker and line["state"] == state for line in lines):
+            return lines
+        assert time.monotonic() < deadline, f"{speaker} never {state}: {lines}"
+        time.sleep(0.1)
+
+
+@pytest.fixture
+def spark(tmp_path: Path) -> Iterator[GatewayThread]:
+    """Another home's gateway, known here as peer `spark` (its key reaches its default agent)."""
+    root = tmp_path / "spark"
+    assert cli(root, "init").exit_code == 0
+    gw = GatewayThread(root, free_port())
+    data = config.load_yaml(config.config_path(root))
+    data["gateway"]["port"] = gw.port
+    config.write_yaml(config.config_path(root), data)
+    gw.start()
+    try:
+        yield gw
+    finally:
+        gw.close()
+
+
+def test_members_answer_in_turn_and_one_hands_the_floor_by_name(initialised: Path, spark: GatewayThread) -> None:
+    made = cli(spark.root, "key", "create", "home", "--profile", "default", "--json")
+    added = run_cli("peer", "add", "spark", "--url", spark.url, "--key", json.loads(made.stdout)["key"], "--no-key-back")
+    assert added.exit_code == 0, added.stderr
+    with ScriptedModel([HAND_OFF]) as model:
+        made = run_cli("profile", "create", "builds", "--engine", "openai", "--base-url", model.base_url)
+        assert made.exit_code == 0, made.stderr
+        assert run_cli("profile", "create", "research").exit_code == 0
+        room = run_cli("room", "create", "standup", "--member", "builds", "--member", "peer:spark", "--member", "research")
+        assert room.exit_code == 0 and "room standup: builds, peer:spark, research" in room.stdout, room.stderr
+        with gateway_with(initialised):
+            said = run_cli("room", "say", "standup", "what is left for the release?")
+            assert said.exit_code == 0, said.stderr
+            again = run_cli("room", "say", "standup", "thanks, ship it", "--json")
+            assert again.exit_code == 0, again.stderr
+    assert len(model.requests) == 2
+    lines = transcript("standup")
+    speakers = [line["speaker"] for line in lines]
+    # builds named research: research answered next, before the peer whose turn it was
+    assert speakers[:4] == ["human:cli", "builds", "research", "peer:spark"], speakers
+    assert all(line["state"] in ("said", "completed") for line in lines), lines
+    assert lines[1]["text"] == HAND_OFF and lines[1]["run_id"]
+    assert HAND_OFF in lines[2]["text"]  # research was given what builds said (echo says it back)
+    assert "what is left for the release?" in lines[3]["text"] and "default (echo)" in lines[3]["text"]
+    assert "[Room standup" not in lines[2]["text"]  # the briefing's headings are the agent's, not said words
+    assert "[builds]\n" + HAND_OFF in said.stdout and "[research]\n" in said.stdout
+
+    second = json.loads(again.stdout)
+    later = {line["speaker"]: line["text"] for line in second["lines"]}
+    assert second["done"] is True and set(later) == {"human:cli", "builds", "peer:spark", "research"}
+    # each member is given what was said since its last turn, and only that: builds' second briefing has the others'
+    # first answers and the new message, not the first message again as the person's
+    given = model.requests[-1]["messages"][-1]["content"]
+    assert "[Room standup — the person said:]\nthanks, ship it" in given, given
+    assert "\n[Room standup — the person said:]\nwhat is left" not in given and "research said" in given, given
+    ledger = json.loads(run_cli("ledger", "--json").stdout)
+    runs_here = [e for e in ledger if e["kind"] == "run" and e["sender"] == "human:room"]
+    assert len(runs_here) == 4  # builds and research, twice; the peer's turns are the peer's
+    assert len([e for e in ledger if e["kind"] == "peer"]) == 2
+
+
+def test_a_room_turn_cut_by_a_kill_goes_on_with_the_member_whose_turn_it_was(initialised: Path) -> None:
+    for name in ("builds", "research"):
+        assert run_cli("profile", "create", name).exit_code == 0
+    assert run_cli("room", "create", "night", "--member", "builds", "--member", "research").exit_code == 0
+    with gateway_with(initialised, process=True) as gw:
+        said = run_cli("room", "say", "night", "/sleep 3\nthe long one", "--wait", "0")
+        assert said.exit_code == 0, said.stderr
+        until_line("night", "builds", "running")
+        assert isinstance(gw, GatewayProcess)
+        gw.kill()
+    with gateway_with(initialised, process=True):
+        lines = until_line("night", "research", "completed", within=60)
+    assert [line["speaker"] for line in lines] == ["human:cli", "builds", "research"], lines
+    builds = lines[1]
+    assert builds["state"] == "completed" and builds["text"] == "builds (echo): the long one"
+    run = json.loads(run_cli("runs", "show", builds["run_id"], "--json").stdout)
+    assert run["attempts"] == 2  # the same run, its turn run again after the kill: not asked twice
+
+
+def test_answers_to_one_message_stop_at_the_rooms_cap(initialised: Path) -> None:
+    for name in ("a", "b", "c"):
+        assert run_cli("profile", "create", name).exit_code == 0
+    data = config.load_yaml(config.config_path(initialised))
+    data["rooms"] = {"agent_messages_per_message": 2}
+    config.write_yaml(config.config_path(initialised), data)
+    assert run_cli("room", "create", "trio", "--member", "a", "--member", "b", "--member", "c").exit_code == 0
+    said = run_cli("room", "say", "trio", "go", "--json")
+    assert said.exit_code == 0, said.stderr
+    lines = json.loads(said.stdout)["lines"]
+    assert [line["speaker"] for line in lines] == ["human:cli", "a", "b", "backchannel"]
+    assert "2 answers to one message" in lines[-1]["text"] and "c not asked" in lines[-1]["text"]
+
+
+def test_what_a_room_refuses(initialised: Path) -> None:
+    assert run_cli("profile", "create", "builds").exit_code == 0
+    data = config.load_yaml(config.config_path(initialised))
+    data["rooms"] = {"max_members": 2}
+    config.write_yaml(config.config_path(initialised), data)
+    assert run_cli("group", "create", "team", "builds").exit_code == 0
+    assert run_cli("room", "create", "ok", "--member", "builds").exit_code == 0
+    for args, words in (
+        (("room", "say", "nope", "hi"), "no room 'nope' (rooms: ok)"),
+        (("room", "show", "nope"), "no room 'nope' (rooms: ok)"),
+        (("room", "create", "ok", "--member", "builds"), "room 'ok' exists already"),
+        (("room", "create", "self", "--member", "self"), "cannot be a member of itself"),
+        (("room", "create", "big", "--member", "builds", "--member", "default", "--member", "peer:x"), "unknown peer 'x'"),
+        (("room", "create", "big", "--member", "builds", "--member", "default", "--member", "builds/x"), "max_members"),
+        (("room", "create", "g", "--member", "group:team"), "name the group's members one by one"),
+        (("room", "create", "Bad Name"), "invalid room name"),
+        (("room", "add", "ok", "nosuch"), "nosuch"),
+        (("room", "remove", "ok", "default"), "has no member 'default'"),
+        (("room", "say", "ok"), "no message"),
+    ):
+        result = run_cli(*args)
+        assert result.exit_code == 2 and words in result.stderr, (args, result.stderr)
+    assert run_cli("room", "create", "empty").exit_code == 0
+    empty = run_cli("room", "say", "empty", "anyone?")
+    assert empty.exit_code == 2 and "has no members" in empty.stderr
+    assert [r["name"] for r in json.loads(run_cli("room", "list", "--json").stdout)] == ["empty", "ok"]
+    assert api_key(initialised)
