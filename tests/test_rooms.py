@@ -62,13 +62,15 @@ def spark(tmp_path: Path) -> Iterator[GatewayThread]:
 
 def test_members_answer_in_turn_and_one_hands_the_floor_by_name(initialised: Path, spark: GatewayThread) -> None:
     made = cli(spark.root, "key", "create", "home", "--profile", "default", "--json")
-    added = run_cli("peer", "add", "spark", "--url", spark.url, "--key", json.loads(made.stdout)["key"], "--no-key-back")
+    key = json.loads(made.stdout)["key"]
+    added = run_cli("peer", "add", "spark", "--url", spark.url, "--key", key, "--no-key-back")
     assert added.exit_code == 0, added.stderr
     with ScriptedModel([HAND_OFF]) as model:
         made = run_cli("profile", "create", "builds", "--engine", "openai", "--base-url", model.base_url)
         assert made.exit_code == 0, made.stderr
         assert run_cli("profile", "create", "research").exit_code == 0
-        room = run_cli("room", "create", "standup", "--member", "builds", "--member", "peer:spark", "--member", "research")
+        members = ("--member", "builds", "--member", "peer:spark", "--member", "research")
+        room = run_cli("room", "create", "standup", *members)
         assert room.exit_code == 0 and "room standup: builds, peer:spark, research" in room.stdout, room.stderr
         with gateway_with(initialised):
             said = run_cli("room", "say", "standup", "what is left for the release?")
@@ -146,8 +148,8 @@ def test_what_a_room_refuses(initialised: Path) -> None:
         (("room", "show", "nope"), "no room 'nope' (rooms: ok)"),
         (("room", "create", "ok", "--member", "builds"), "room 'ok' exists already"),
         (("room", "create", "self", "--member", "self"), "cannot be a member of itself"),
-        (("room", "create", "big", "--member", "builds", "--member", "default", "--member", "peer:x"), "unknown peer 'x'"),
-        (("room", "create", "big", "--member", "builds", "--member", "default", "--member", "builds/x"), "max_members"),
+        (("room", "create", "big", "--member", "builds", "--member", "peer:x"), "unknown peer 'x'"),
+        (("room", "create", "big", "--member", "builds", "--member", "default", "--member", "builds/y"), "max_members"),
         (("room", "create", "g", "--member", "group:team"), "name the group's members one by one"),
         (("room", "create", "Bad Name"), "invalid room name"),
         (("room", "add", "ok", "nosuch"), "nosuch"),
