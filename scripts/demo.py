@@ -191,6 +191,14 @@ def tutorial(demo: Demo) -> None:
     )
     demo.run("home", "peer", "dm", "spark-a2a", "disk status, over A2A?")
 
+    step("A team: a group send reaches every member (an outcome each); in a room you and the agents talk in turn")
+    demo.run("home", "group", "create", "team", "research", "builds", "peer:spark", note="groups: in its config.yaml")
+    demo.run("home", "send", "group:team", "stand-up: what are you on?")
+    members = ("--member", "research", "--member", "builds", "--member", "peer:spark")
+    demo.run("home", "room", "create", "standup", *members)
+    demo.run("home", "room", "say", "standup", "what is left for the release?", note="each answers in turn")
+    demo.run("home", "room", "show", "standup", note="the transcript, kept in the store")
+
     step("The same in a browser: the web view of home's gateway")
     print(f"  web view: http://127.0.0.1:{home_port}/   (log in with the key `backchannel key show` prints on home)")
     print("  overview, sessions, runs live, the ledger and each exchange; it stops with the demo's gateways")

@@ -22,7 +22,7 @@ from starlette.testclient import TestClient
 from backchannel.api import web
 from backchannel.api.server import build
 from backchannel.home import config
-from conftest import api_key
+from conftest import api_key, run_cli
 
 TERMINAL = ("completed", "failed", "cancelled", "expired")
 ENVELOPE_KEYS = [
@@ -996,6 +996,17 @@ def test_openapi_document(api: Api) -> None:
         groups = prefix + "/v1/groups/{name}/messages"
         hit("POST", groups, 404, json={"message": "to no group"})
         hit("POST", groups, 400, json={"nothing": 1})
+    assert run_cli("room", "create", "standup", "--member", "research").exit_code == 0
+    for prefix in ("", "/p/{profile}"):
+        hit("GET", prefix + "/v1/rooms", 200)
+        room = prefix + "/v1/rooms/{name}"
+        hit("GET", room, 404)
+        hit("GET", room, 200, params={"name": "standup"}, query="?after=0")
+        hit("GET", room, 400, params={"name": "standup"}, query="?after=-1")
+        hit("POST", room + "/messages", 404, json={"message": "to no room"})
+        hit("POST", room + "/messages", 400, params={"name": "standup"}, json={"nothing": 1})
+        said = hit("POST", room + "/messages", 202, params={"name": "standup"}, json={"message": "hello room"})
+        assert said["waiting"] == ["research"] and said["line"]["text"] == "hello room"
     for prefix in ("", "/p/{profile}"):
         hit("GET", prefix + "/health", 200, auth=False)
         hit("POST", prefix + "/v1/gateway/stop", 202)  # in-process: no server watches it, nothing stops

@@ -51,6 +51,11 @@ PROMISED = [
     "[home] $ backchannel send research '/peer spark what is the uptime?'",
     "[spark] $ backchannel ledger",
     "peer:home/research",  # spark knows home by the name it gave it
+    "[home] $ backchannel send group:team 'stand-up: what are you on?'",
+    "reached 3/3",
+    "[home] $ backchannel room say standup 'what is left for the release?'",
+    "[peer:spark]\ndefault (echo):",
+    "[home] $ backchannel room show standup",
     "  web view: http://127.0.0.1:",
 ]
 

@@ -267,3 +267,26 @@ def test_deny_does_not_look_like_approve(page: Any, gateway: GatewayThread) -> N
     assert approve.evaluate(look) != deny.evaluate(look)
     shown = page.evaluate(AS_COLOUR, bad)
     assert deny.evaluate("b => getComputedStyle(b).color") == shown  # the destructive colour
+
+
+def test_say_something_in_a_room_and_watch_each_member_answer_in_turn(page: Any, gateway: GatewayThread) -> None:
+    assert run_cli("profile", "create", "research").exit_code == 0
+    made = run_cli("room", "create", "standup", "--member", "default", "--member", "research")
+    assert made.exit_code == 0, made.stderr
+    log_in(page, gateway, "/web/rooms")
+    page.get_by_role("link", name="standup").click()
+    expect(page.locator("h1")).to_have_text("Room standup")
+    expect(page.locator("#room-empty")).to_be_visible()
+    page.fill("#message", "/sleep 1\nwhat is left?")
+    page.get_by_role("button", name="Say").click()
+
+    lines = page.locator("#room-lines li.room-line")
+    expect(lines.first).to_contain_text("what is left?")
+    expect(lines.nth(1).locator(".speaker")).to_have_text("default")
+    expect(lines.nth(1)).to_contain_text("answering…")  # the first member's turn takes a second
+    expect(lines.nth(1).locator(".text")).to_have_text("default (echo): what is left?", timeout=10_000)
+    expect(lines.nth(2).locator(".speaker")).to_have_text("research")
+    expect(lines.nth(2).locator(".text")).to_contain_text("research (echo): what is left?", timeout=10_000)
+    _mark(page)
+    expect(lines).to_have_count(3)
+    assert _same_page(page)  # the answers came into the page as it stood

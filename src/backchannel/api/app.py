@@ -17,7 +17,16 @@ from .. import __version__
 from ..errors import AuthError, BackchannelError
 from ..home.redact import redact
 from ..messages import MAX_MESSAGE_CHARS
-from . import routes_gateway, routes_groups, routes_held, routes_runs, routes_sessions, routes_tools, web
+from . import (
+    routes_gateway,
+    routes_groups,
+    routes_held,
+    routes_rooms,
+    routes_runs,
+    routes_sessions,
+    routes_tools,
+    web,
+)
 from .a2a import A2AEndpoints
 from .a2a import errors as a2a_errors
 from .context import Context, caller, context
@@ -124,6 +133,9 @@ def _api_routes(a2a: A2AEndpoints) -> list[BaseRoute]:
         Route("/v1/held/{run_id}/deny", protected(routes_held.deny, person_only=True), methods=["POST"]),
         Route("/v1/gateway/stop", protected(routes_gateway.stop_gateway, person_only=True), methods=["POST"]),
         Route("/v1/groups/{name}/messages", protected(routes_groups.send_to_group, person_only=True), methods=["POST"]),
+        Route("/v1/rooms", protected(routes_rooms.list_rooms, person_only=True), methods=["GET"]),
+        Route("/v1/rooms/{name}", protected(routes_rooms.get_room, person_only=True), methods=["GET"]),
+        Route("/v1/rooms/{name}/messages", protected(routes_rooms.say_in_room, person_only=True), methods=["POST"]),
     ]
 
 

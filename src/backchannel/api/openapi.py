@@ -64,6 +64,12 @@ _HEADERS = [
     },
 ]
 _SESSION_ID = {"name": "session_id", "in": "path", "required": True, "schema": {"type": "string"}}
+_ROOM_NAME = {
+    "name": "name",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string", "pattern": "^[a-z0-9][a-z0-9_-]{0,63}$"},
+}
 _RUN_ID = {"name": "run_id", "in": "path", "required": True, "schema": {"type": "string"}}
 _MESSAGE_BODY = {
     "type": "object",
@@ -292,6 +298,43 @@ def _paths() -> dict[str, Any]:
                 ),
                 "responses": {
                     "200": _resp("Each member's outcome", {"type": "object"}),
+                    **_errors(400, 401, 403, 404, 413),
+                },
+            }
+        },
+        "/v1/rooms": {
+            "get": {
+                "summary": "The home's rooms and their members (the person's key only)",
+                "responses": {"200": _resp("The rooms", {"type": "object"}), **_errors(401, 403, 404)},
+            }
+        },
+        "/v1/rooms/{name}": {
+            "get": {
+                "summary": "A room and its transcript (the person's key only); `after`: only the lines after that one",
+                "parameters": [
+                    _ROOM_NAME,
+                    {"name": "after", "in": "query", "required": False, "schema": {"type": "integer", "minimum": 0}},
+                ],
+                "responses": {
+                    "200": _resp("The room and its lines", {"type": "object"}),
+                    **_errors(400, 401, 403, 404),
+                },
+            }
+        },
+        "/v1/rooms/{name}/messages": {
+            "post": {
+                "summary": "Say the person's message in a room (the person's key only): its line, and the round that"
+                " asks each member in turn (202; read the answers with GET /v1/rooms/{name}?after=…)",
+                "parameters": [_ROOM_NAME],
+                "requestBody": _body(
+                    {
+                        "type": "object",
+                        "required": ["message"],
+                        "properties": {"message": {"type": "string", "minLength": 1, "maxLength": MAX_MESSAGE_CHARS}},
+                    }
+                ),
+                "responses": {
+                    "202": _resp("The line and its round", {"type": "object"}),
                     **_errors(400, 401, 403, 404, 413),
                 },
             }

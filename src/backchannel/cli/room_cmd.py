@@ -19,7 +19,7 @@ from .output import emit, examples, note, read_message, table, when
 if TYPE_CHECKING:
     from ..core.gateway import Gateway
     from ..core.rooms import Rooms
-    from ..store.rooms import Line, Room
+    from ..transcript import Line, Room
 
 LOOK_SECONDS = 0.25  # how often `room say` looks at the transcript
 DEFAULT_WAIT = 600.0
@@ -50,7 +50,9 @@ def _room_dict(r: Room) -> dict[str, Any]:
 @click.argument("name")
 @click.option("--member", "members", multiple=True, metavar="ADDRESS", help="A member (repeatable), in speaking order.")
 def create(name: str, members: tuple[str, ...]) -> None:
-    """Make room NAME with its MEMBERS (a profile, profile/session-id, or peer:NAME[/AGENT])."""
+    """Make room NAME with its members.
+
+    Each --member is a profile, profile/session-id, or peer:NAME[/AGENT], in the order they speak."""
     made = on_home(config.home(), lambda g: g.rooms.create(name, list(members)))
     click.echo(f"room {made.name}: {', '.join(made.members) or 'no members yet'}")
 
@@ -91,7 +93,9 @@ def list_(as_json: bool) -> None:
 @click.argument("name", shell_complete=complete.rooms)
 @click.option("--json", "as_json", is_flag=True, help="Print the room and its transcript as JSON.")
 def show(name: str, as_json: bool) -> None:
-    """Room NAME's transcript: who said what, in order, with each answer's state."""
+    """Room NAME's transcript, in order.
+
+    Who said what, with each answer's state (running, completed, failed)."""
 
     async def read(g: Gateway) -> tuple[Room, list[Line]]:
         return await g.rooms.get(name), await g.rooms.transcript(name)
@@ -123,7 +127,7 @@ def show(name: str, as_json: bool) -> None:
 )
 @click.option("--json", "as_json", is_flag=True, help="At the end, print the lines of this round as JSON.")
 def say(name: str, message: str | None, wait: float, as_json: bool) -> None:
-    """Say MESSAGE in room NAME, then print each member's answer as it comes.
+    """Say MESSAGE in room NAME; print each answer as it comes.
 
     MESSAGE is the argument, or stdin ('-', or none with stdin not a terminal). Exits 0 once every member
     answered (or the room goes on past --wait), 1 when an answer failed. Without a running gateway, this

@@ -31,7 +31,7 @@ from ..outcome import Outcome
 from ..store import rooms as roomstore
 from ..store import sessions as sessionstore
 from ..store.driver import Db
-from ..store.rooms import Line, Room, Round, Waiting
+from ..transcript import SAID, Line, Room, Round, Waiting
 from .delivery.delivery import Delivery, Incoming, check_message
 from .delivery.directory import Directory
 from .delivery.outbound import Outbound
@@ -73,7 +73,7 @@ def briefing(room: Room, lines: list[Line], member: str) -> str:
     head = f"[Room {room.name}"
     out = [f"{head} — what was said since your last turn]"]
     for line in lines:
-        if line.speaker == member or line.state not in (roomstore.SAID, "completed"):
+        if line.speaker == member or line.state not in (SAID, "completed"):
             continue
         if is_human(line.speaker):
             out += [f"{head} — the person said:]", line.text]

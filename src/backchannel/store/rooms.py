@@ -13,73 +13,10 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from dataclasses import dataclass
-from typing import Any
 
 from ..errors import Conflict, NotFound
+from ..transcript import ASKED, SAID, Line, Room, Round, Waiting
 from .driver import Db, Row, Tx
-
-SAID = "said"  # a person's line, or Backchannel's own note
-ASKED = "running"  # a member's line while it answers
-
-
-@dataclass(frozen=True)
-class Room:
-    """A room and its members, in their order."""
-
-    name: str
-    members: tuple[str, ...]
-    created_at: float
-
-
-@dataclass(frozen=True)
-class Line:
-    """One line of a room's transcript: who said it, what, and (a member's answer) its run and state."""
-
-    seq: int
-    room: str
-    round: str
-    speaker: str  # the person (`human:<surface>`), a member's address, or `backchannel` for a note
-    text: str
-    state: str  # said, running (being answered), completed, failed, ...
-    run_id: str | None
-    error: str | None
-    created_at: float
-    updated_at: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "seq": self.seq,
-            "speaker": self.speaker,
-            "text": self.text,
-            "state": self.state,
-            "run_id": self.run_id,
-            "error": self.error,
-            "at": self.created_at,
-        }
-
-
-@dataclass(frozen=True)
-class Waiting:
-    """A member still to answer in a round, and how many hand-offs led to it (0: its turn in the order)."""
-
-    member: str
-    depth: int = 0
-
-
-@dataclass(frozen=True)
-class Round:
-    """What one of the person's messages set going: the members still to answer, the answers so far, and the
-    line of the member answering now."""
-
-    id: str
-    room: str
-    line: int
-    waiting: tuple[Waiting, ...]
-    answers: int
-    pending: int | None
-    depth: int  # the hand-offs that led to the member answering now
-    state: str  # open | done
 
 
 def _room(row: Row) -> Room:

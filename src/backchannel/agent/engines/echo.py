@@ -86,8 +86,8 @@ class EchoEngine:
                     sleep += min(max(float(rest), 0.0), MAX_SLEEP)
                 except ValueError:
                     text.append(line)
-            elif stripped.startswith(("[Message from ", "[Room ")) and stripped.endswith("]"):
-                continue  # the provenance frame (a room's briefing lines too) is for the agent, not what was said
+            elif stripped.removeprefix("\\").startswith(("[Message from ", "[Room ")) and stripped.endswith("]"):
+                continue  # a frame (a room's headings too, quoted as a peer gets them) is for the agent: not said
             elif command == "/json":
                 try:
                     structured[:] = [json.loads(rest)]

@@ -54,6 +54,10 @@ def routes() -> list[BaseRoute]:
         Route("/web/exchanges/{run_id}", logged_in(pages.exchange_page), methods=["GET"]),
         Route("/web/peers/{name}", logged_in(live.peer_status), methods=["GET"]),
         Route("/web/held", logged_in(pages.held_page), methods=["GET"]),
+        Route("/web/rooms", logged_in(pages.rooms_page), methods=["GET"]),
+        Route("/web/rooms/{name}", logged_in(pages.room_page), methods=["GET"]),
+        Route("/web/rooms/{name}/lines", logged_in(pages.room_lines), methods=["GET"]),
+        Route("/web/rooms/{name}/say", logged_in(actions.say_in_room), methods=["POST"]),
         Route("/web/held/{run_id}/approve", logged_in(actions.approve), methods=["POST"]),
         Route("/web/held/{run_id}/deny", logged_in(actions.deny), methods=["POST"]),
     ]

@@ -82,6 +82,16 @@ async def send(request: Request, session: WebSession) -> Response:
     return page(request, "_sent.html", session=session, d=d, run=d.run, row=row, send_key=new_send_key())
 
 
+async def say_in_room(request: Request, session: WebSession) -> Response:
+    """The person's words into a room: the members answer in turn, shown on the room's page as they come."""
+    ctx = context(request)
+    form = await form_body(request, ctx.settings.max_body_bytes)
+    check_csrf(request, session, form.get("csrf"))
+    name = request.path_params["name"]
+    await ctx.gateway.rooms.say(name, form.get("message", ""), sender=WEB_SENDER)
+    return _back(request, f"/web/rooms/{name}")
+
+
 async def stop(request: Request, session: WebSession) -> Response:
     ctx = context(request)
     form = await form_body(request, ctx.settings.max_body_bytes)

@@ -1,4 +1,5 @@
-"""The web view's pages: overview, a session, runs, one run, the ledger, one exchange and the held messages."""
+"""The web view's pages: overview, a session, runs, one run, the ledger, one exchange, the held messages and the
+rooms."""
 
 from __future__ import annotations
 
@@ -116,6 +117,27 @@ async def exchange_page(request: Request, session: WebSession) -> Response:
         focus=run.id,
         delivered=Outcome.DELIVERED,
     )
+
+
+async def rooms_page(request: Request, session: WebSession) -> Response:
+    """The home's rooms, each with its members."""
+    return page(request, "rooms.html", session=session, rooms=await context(request).gateway.rooms.every())
+
+
+async def room_page(request: Request, session: WebSession) -> Response:
+    """One room: its transcript in order (each answer's state), a box to say something, new lines as they come."""
+    rooms = context(request).gateway.rooms
+    name = request.path_params["name"]
+    room = await rooms.get(name)
+    return page(request, "room.html", session=session, room=room, lines=await rooms.transcript(name))
+
+
+async def room_lines(request: Request, session: WebSession) -> Response:
+    """The transcript's lines as the room page shows them (htmx asks for them again every second)."""
+    rooms = context(request).gateway.rooms
+    name = request.path_params["name"]
+    room = await rooms.get(name)
+    return page(request, "_room_lines.html", session=session, room=room, lines=await rooms.transcript(name))
 
 
 async def held_page(request: Request, session: WebSession) -> Response:

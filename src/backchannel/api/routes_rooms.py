@@ -1,0 +1,58 @@
+"""The home's rooms over HTTP (the person's key only): list them, read one's transcript, say something in one.
+
+`GET /v1/rooms`, `GET /v1/rooms/{name}` (`?after=SEQ`: only the lines after that one, to follow a room by
+polling), and `POST /v1/rooms/{name}/messages` `{"message": …}`: the person's line and the round it opens
+(202: the gateway asks the members in turn; read their answers with `GET /v1/rooms/{name}?after=…`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from ..errors import UsageError
+from ..transcript import Room
+from .context import context
+from .http import json_body, profile_of, sender_of, text_field
+
+
+def _room(room: Room) -> dict[str, Any]:
+    return {"name": room.name, "members": list(room.members), "created_at": room.created_at}
+
+
+def _checked(request: Request) -> None:
+    """Under /p/<profile>, a profile of this home (the rooms are the home's, whichever profile's path)."""
+    context(request).directory.check_profile(profile_of(request))
+
+
+async def list_rooms(request: Request) -> Response:
+    _checked(request)
+    rooms = await context(request).gateway.rooms.every()
+    return JSONResponse({"rooms": [_room(r) for r in rooms]})
+
+
+async def get_room(request: Request) -> Response:
+    _checked(request)
+    rooms = context(request).gateway.rooms
+    name = request.path_params["name"]
+    raw = request.query_params.get("after", "0")
+    if not raw.isdigit() or len(raw) > 18:
+        raise UsageError(f"after must be a line number (0 or more), got {raw[:40]!r}")
+    found = await rooms.get(name)
+    lines = await rooms.transcript(name, after=int(raw))
+    return JSONResponse({**_room(found), "lines": [line.to_dict() for line in lines]})
+
+
+async def say_in_room(request: Request) -> Response:
+    _checked(request)
+    ctx = context(request)
+    body = await json_body(request, ctx.settings.max_body_bytes, timeout=ctx.settings.body_timeout_seconds)
+    message = text_field(body, "message", "input", required=True)
+    name = request.path_params["name"]
+    line, opened = await ctx.gateway.rooms.say(name, message or "", sender=sender_of(request))
+    waiting = [w.member for w in opened.waiting]
+    return JSONResponse(
+        {"room": opened.room, "round": opened.id, "line": line.to_dict(), "waiting": waiting}, status_code=202
+    )
