@@ -54,7 +54,7 @@ PROMISED = [
     "[home] $ backchannel send group:team 'stand-up: what are you on?'",
     "reached 3/3",
     "[home] $ backchannel room say standup 'what is left for the release?'",
-    "[peer:spark]\ndefault (echo):",
+    "  [peer:spark]\n  default (echo):",
     "[home] $ backchannel room show standup",
     "  web view: http://127.0.0.1:",
 ]

@@ -5,6 +5,7 @@ appears in a page, a cookie or the log, a peer's key does not log in, and loggin
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 from collections.abc import Iterator
 
@@ -22,6 +23,9 @@ PAGES = [
     "/web/runs/run_nope",
     "/web/exchanges/run_nope",
     "/web/peers/spark",
+    "/web/rooms",
+    "/web/rooms/standup",
+    "/web/rooms/standup/lines",
     "/web/static/vendor/htmx-2.0.11.min.js",
     "/web/static/vendor/htmx-ext-sse-2.2.4.js",
 ]
@@ -172,3 +176,19 @@ def test_ten_failed_logins_in_a_minute_shut_the_form_even_for_the_right_key(gate
         assert 1 <= int(right.headers["retry-after"]) <= 60
         assert "10 failed logins from 127.0.0.1" in right.text and api_key(gateway.root) not in right.text
         assert client.get("/").status_code == 303  # still logged out
+
+
+def test_the_ledger_and_an_exchange_page_show_what_the_runs_used(gateway: GatewayThread) -> None:
+    assert run_cli("profile", "create", "lead").exit_code == 0
+    sent = run_cli("send", "lead", "four words right here", "--json")
+    assert sent.exit_code == 0, sent.stderr
+    run_id = json.loads(sent.stdout)["run_id"]
+    shown = json.loads(run_cli("runs", "show", run_id, "--json").stdout)
+    total = shown["tokens_in"] + shown["tokens_out"]
+    assert total > 0
+    with _logged_in(gateway) as client:
+        ledger = client.get("/web/ledger").text
+        assert '<td class="spent">' + f"{total:,}" in ledger
+        assert "Tokens per pair per day" in ledger and "<td>human:cli</td><td>lead</td><td>1</td>" in ledger
+        exchange = client.get(f"/web/exchanges/{run_id}").text
+        assert f"{total:,} tokens" in exchange and 'id="exchange-spent"' in exchange

@@ -10,6 +10,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ... import __version__
+from ...core.spending import totals
 from ...core.views import RunState
 from ...errors import UsageError
 from ...outcome import Outcome
@@ -87,12 +88,15 @@ async def ledger_page(request: Request, session: WebSession) -> Response:
         raise UsageError(f"no time range {within!r}: choose one of {', '.join(WITHIN)}")
     since = time.time() - WITHIN[within] if within else None
     rows, more = await ledger_rows(ctx.delivery, addresses, outcomes.get(outcome), since)
+    _, pairs = totals(rows)
+    spending = [(day, a, b, t) for (day, a, b), t in pairs.items() if t.tokens_in or t.tokens_out]
     return page(
         request,
         "ledger.html",
         session=session,
         rows=rows,
         more=more,
+        spending=spending,
         addresses=addresses + [""] * (2 - len(addresses)),
         outcome=outcome,
         within=within,
