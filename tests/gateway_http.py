@@ -83,6 +83,26 @@ def in_home(root: Path) -> Iterator[None]:
             os.environ["BACKCHANNEL_HOME"] = saved
 
 
+@contextmanager
+def other_home(root: Path, *profiles: str) -> Iterator[GatewayThread]:
+    """Another initialised home at `root` (with these profiles besides default) and its gateway running in this
+    process, on a free port written into its config.yaml; stopped at the end."""
+    with in_home(root):
+        assert run_cli("init").exit_code == 0
+        for name in profiles:
+            assert run_cli("profile", "create", name).exit_code == 0
+    gw = GatewayThread(root, free_port())
+    path = config.config_path(root)
+    data = config.load_yaml(path)
+    data["gateway"]["port"] = gw.port
+    config.write_yaml(path, data)
+    gw.start()
+    try:
+        yield gw
+    finally:
+        gw.close()
+
+
 def new_home(root: Path) -> GatewayProcess:
     """An initialised home at `root` with a gateway process ready to start on a free port (not started)."""
     with in_home(root):

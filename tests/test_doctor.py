@@ -17,6 +17,7 @@ import pytest
 
 from backchannel.home import config, peers
 from conftest import GatewayThread, api_key, free_port, run_cli
+from gateway_http import other_home
 from scripted_model import ScriptedModel
 
 
@@ -176,22 +177,8 @@ def test_a_hung_endpoint_and_a_hung_peer_take_one_short_timeout_together(initial
 @pytest.fixture
 def second_home(tmp_path: Path) -> Iterator[GatewayThread]:
     """Another home with its own running gateway, to be a peer of the test's home."""
-    root = tmp_path / "beta"
-    saved = os.environ["BACKCHANNEL_HOME"]
-    os.environ["BACKCHANNEL_HOME"] = str(root)
-    try:
-        assert run_cli("init").exit_code == 0
-    finally:
-        os.environ["BACKCHANNEL_HOME"] = saved
-    gw = GatewayThread(root, free_port())
-    data = config.load_yaml(config.config_path(root))
-    data["gateway"]["port"] = gw.port
-    config.write_yaml(config.config_path(root), data)
-    gw.start()
-    try:
+    with other_home(tmp_path / "beta") as gw:
         yield gw
-    finally:
-        gw.close()
 
 
 def test_the_running_gateway_and_peers_with_right_and_wrong_keys(

@@ -17,9 +17,8 @@ from typing import Any
 
 import pytest
 
-from backchannel.home import config
-from conftest import GatewayThread, api_key, free_port, run_cli
-from gateway_http import gateway_with, set_messaging
+from conftest import GatewayThread, api_key, run_cli
+from gateway_http import gateway_with, other_home, set_messaging
 
 
 def cli(root: Path, *args: str) -> Any:
@@ -29,18 +28,8 @@ def cli(root: Path, *args: str) -> Any:
 @pytest.fixture
 def spark(tmp_path: Path) -> Iterator[GatewayThread]:
     """Another home's gateway, known here as peer `spark` with a key that reaches its default profile only."""
-    root = tmp_path / "spark"
-    assert cli(root, "init").exit_code == 0
-    assert cli(root, "profile", "create", "ops").exit_code == 0
-    gw = GatewayThread(root, free_port())
-    data = config.load_yaml(config.config_path(root))
-    data["gateway"]["port"] = gw.port
-    config.write_yaml(config.config_path(root), data)
-    gw.start()
-    try:
+    with other_home(tmp_path / "spark", "ops") as gw:
         yield gw
-    finally:
-        gw.close()
 
 
 @pytest.fixture

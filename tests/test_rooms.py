@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from backchannel.home import config
-from conftest import GatewayProcess, GatewayThread, api_key, free_port, run_cli
-from gateway_http import gateway_with
+from conftest import GatewayProcess, GatewayThread, api_key, run_cli
+from gateway_http import gateway_with, other_home
 from scripted_model import ScriptedModel
 
 HAND_OFF = "the cache fix is in; @research can you check the numbers?"
@@ -46,18 +46,9 @@ def until_line(name: str, speaker: str, state: str, within: float = 30.0) -> lis
 
 @pytest.fixture
 def spark(tmp_path: Path) -> Iterator[GatewayThread]:
-    """Another home's gateway, known here as peer `spark` (its key reaches its default agent)."""
-    root = tmp_path / "spark"
-    assert cli(root, "init").exit_code == 0
-    gw = GatewayThread(root, free_port())
-    data = config.load_yaml(config.config_path(root))
-    data["gateway"]["port"] = gw.port
-    config.write_yaml(config.config_path(root), data)
-    gw.start()
-    try:
+    """Another home's gateway, to be known here as peer `spark` (its key reaches its default agent)."""
+    with other_home(tmp_path / "spark") as gw:
         yield gw
-    finally:
-        gw.close()
 
 
 def test_members_answer_in_turn_and_one_hands_the_floor_by_name(initialised: Path, spark: GatewayThread) -> None:
