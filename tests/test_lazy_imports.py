@@ -7,7 +7,19 @@ import json
 import subprocess
 import sys
 
-HEAVY = ("mcp", "mcp_types", "a2a", "jinja2", "uvicorn", "starlette", "httpx", "aiohttp", "pydantic", "yaml")
+HEAVY = (
+    "mcp",
+    "mcp_types",
+    "a2a",
+    "jinja2",
+    "uvicorn",
+    "starlette",
+    "httpx",
+    "aiohttp",
+    "pydantic",
+    "yaml",
+    "prometheus_client",
+)
 
 
 def _loaded_after(code: str) -> set[str]:

@@ -21,6 +21,7 @@ from . import (
     routes_gateway,
     routes_groups,
     routes_held,
+    routes_metrics,
     routes_rooms,
     routes_runs,
     routes_sessions,
@@ -39,7 +40,9 @@ log = logging.getLogger("backchannel.api")
 Endpoint = Callable[[Request], Awaitable[Response]]
 
 
-def protected(endpoint: Endpoint, *, person_only: bool = False, runs: bool = False) -> Endpoint:
+def protected(
+    endpoint: Endpoint, *, person_only: bool = False, runs: bool = False, anywhere: bool = False
+) -> Endpoint:
     """The route with its key checked: the caller (the person, or the peer whose key it is) is kept on the
     request; a peer's key reaches only the profiles it was made for (and `person_only` routes not at all).
     A run route at the root finds a run in any profile: the route checks the run's own profile."""
@@ -50,6 +53,8 @@ def protected(endpoint: Endpoint, *, person_only: bool = False, runs: bool = Fal
         request.state.caller = who
         if person_only:
             who.require_person(f"{request.method} {request.url.path}")
+        if anywhere:  # the home's as a whole: the route asks the caller itself
+            return await endpoint(request)
         if not runs or "profile" in request.path_params:
             who.require_profile(profile_of(request))
         return await endpoint(request)
@@ -133,6 +138,7 @@ def _api_routes(a2a: A2AEndpoints) -> list[BaseRoute]:
         Route("/v1/held/{run_id}/deny", protected(routes_held.deny, person_only=True), methods=["POST"]),
         Route("/v1/gateway/stop", protected(routes_gateway.stop_gateway, person_only=True), methods=["POST"]),
         Route("/v1/groups/{name}/messages", protected(routes_groups.send_to_group, person_only=True), methods=["POST"]),
+        Route("/metrics", protected(routes_metrics.metrics, anywhere=True), methods=["GET"]),
         Route("/v1/rooms", protected(routes_rooms.list_rooms, person_only=True), methods=["GET"]),
         Route("/v1/rooms/{name}", protected(routes_rooms.get_room, person_only=True), methods=["GET"]),
         Route("/v1/rooms/{name}/messages", protected(routes_rooms.say_in_room, person_only=True), methods=["POST"]),

@@ -302,6 +302,16 @@ def _paths() -> dict[str, Any]:
                 },
             }
         },
+        "/metrics": {
+            "get": {
+                "summary": "The gateway's metrics in the Prometheus text format (the person's key, or a key made"
+                " with `key create NAME --metrics`)",
+                "responses": {
+                    "200": {"description": "The metrics", "content": {"text/plain": {"schema": {"type": "string"}}}},
+                    **_errors(401, 403, 404),
+                },
+            }
+        },
         "/v1/rooms": {
             "get": {
                 "summary": "The home's rooms and their members (the person's key only)",

@@ -50,7 +50,8 @@ def _key_dict(k: PeerKeyView) -> dict[str, Any]:
 
 
 def _print_new(k: PeerKeyView, value: str, *, as_json: bool, verb: str) -> None:
-    reach = ", ".join(k.profiles)
+    reach = ", ".join(k.profiles) or "none"
+    reads = ("may read" if k.read else "no reading") + ("; may scrape /metrics" if k.metrics else "")
     emit(
         {**_key_dict(k), "key": value},
         as_json=as_json,
@@ -58,7 +59,7 @@ def _print_new(k: PeerKeyView, value: str, *, as_json: bool, verb: str) -> None:
     )
     if not as_json:
         note(
-            f"{verb} the key of peer {k.name!r} (profiles: {reach}; {'may read' if k.read else 'no reading'}). "
+            f"{verb} the key of peer {k.name!r} (profiles: {reach}; {reads}). "
             "It is shown only this once: give it to that peer over a private channel."
         )
 
@@ -69,6 +70,7 @@ def _print_new(k: PeerKeyView, value: str, *, as_json: bool, verb: str) -> None:
         "backchannel key create spark",
         "backchannel key create spark --profile default --profile research",
         "backchannel key create laptop --profile '*' --read",
+        "backchannel key create prometheus --metrics",
     ),
 )
 @click.argument("name")
@@ -79,14 +81,19 @@ def _print_new(k: PeerKeyView, value: str, *, as_json: bool, verb: str) -> None:
     help="A profile the key reaches (repeatable; a glob such as '*' too). Default: default.",
 )
 @click.option("--read", is_flag=True, help="Also read sessions, messages, runs and the ledger of those profiles.")
+@click.option(
+    "--metrics", is_flag=True, help="May scrape GET /metrics (alone, without --profile: that and nothing else)."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the key and its record as JSON.")
-def create(name: str, profiles: tuple[str, ...], read: bool, as_json: bool) -> None:
+def create(name: str, profiles: tuple[str, ...], read: bool, metrics: bool, as_json: bool) -> None:
     """Make a key for peer NAME, printed once.
 
     A request made with it is from peer:NAME (peer:NAME/<its sender profile>), whatever its headers
     say; it reaches the Bot Chats of its profiles and the runs it sent, and nothing else unless --read.
     """
-    made, value = on_home(config.home(), lambda gateway: gateway.access.create(name, profiles=profiles, read=read))
+    made, value = on_home(
+        config.home(), lambda gateway: gateway.access.create(name, profiles=profiles, read=read, metrics=metrics)
+    )
     _print_new(made, value, as_json=as_json, verb="made")
 
 

@@ -39,6 +39,7 @@ class Caller:
     profiles: tuple[str, ...] = ("*",)
     read: bool = True
     key_hash: str = field(default="", repr=False, compare=False)  # which key of the peer (a rotation is another)
+    metrics: bool = True  # may scrape GET /metrics (the person; a key made with --metrics)
 
     @property
     def is_person(self) -> bool:
@@ -79,6 +80,13 @@ class Caller:
     def require_person(self, what: str) -> None:
         if not self.is_person:
             raise Forbidden(f"{what} takes the person's key; {self.shown} cannot")
+
+    def require_metrics(self) -> None:
+        if not self.metrics:
+            raise Forbidden(
+                f"GET /metrics takes the person's key or one made to scrape it; {self.shown} is neither "
+                "(`backchannel key create NAME --metrics` gives one)"
+            )
 
     def require_read(self, what: str) -> None:
         if not self.read:
@@ -128,7 +136,9 @@ class Access:
             )
         with contextlib.suppress(StoreError):  # a store that cannot be written (a full disk) still knows the key
             await peer_keys.stamp_use(self.db, found)
-        return Caller(found.name, found.profiles, found.read, key_hash=peer_keys.digest(token))
+        return Caller(
+            found.name, found.profiles, found.read, key_hash=peer_keys.digest(token), metrics=found.metrics
+        )
 
     # --- streams opened with a key that is revoked meanwhile -------------------------------------
 
@@ -206,10 +216,15 @@ class Access:
 
     # --- the keys' life cycle (the CLI) ----------------------------------------------------------
 
-    async def create(self, name: str, *, profiles: tuple[str, ...] = (), read: bool = False) -> tuple[PeerKeyView, str]:
-        """A new key for peer `name` reaching `profiles` (default: the default profile); (its record, the key)."""
+    async def create(
+        self, name: str, *, profiles: tuple[str, ...] = (), read: bool = False, metrics: bool = False
+    ) -> tuple[PeerKeyView, str]:
+        """A new key for peer `name` reaching `profiles` (default: the default profile; with `metrics` alone,
+        none: a key that only scrapes GET /metrics); (its record, the key)."""
         config.check_name(name, what="key")
-        reach = tuple(dict.fromkeys(check_profile_pattern(p) for p in profiles)) or (DEFAULT_PROFILE,)
+        reach = tuple(dict.fromkeys(check_profile_pattern(p) for p in profiles)) or (
+            () if metrics else (DEFAULT_PROFILE,)
+        )
         known = self.profiles()
         for pattern in reach:
             if not any(c in pattern for c in "*?[") and pattern not in known:
@@ -219,7 +234,8 @@ class Access:
                     code="profile_not_found",
                 )
         key = new_key()
-        return peer_key_view(await peer_keys.create(self.db, name, key, profiles=reach, read=read)), key
+        made = await peer_keys.create(self.db, name, key, profiles=reach, read=read, metrics=metrics)
+        return peer_key_view(made), key
 
     async def rotate(self, name: str) -> tuple[PeerKeyView, str]:
         config.check_name(name, what="key")

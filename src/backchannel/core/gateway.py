@@ -19,6 +19,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from ..agent.engines import build_engine
 from ..agent.engines.cache import EngineCache, EngineFactory
@@ -56,6 +57,9 @@ from .revocations import Revocations
 from .rooms import Rooms
 from .turns import Turns
 
+if TYPE_CHECKING:
+    from .metrics import Metrics
+
 log = logging.getLogger("backchannel.gateway")
 
 
@@ -75,10 +79,13 @@ class Gateway:
         verify_store: bool = False,
         push_events: PushEvents | None = None,
         clock: Callable[[], float] = time.time,
+        metrics: bool = False,
     ) -> None:
         """`verify_store`: run PRAGMA quick_check first and refuse a damaged state.db (the gateway process).
         `push_events`: how A2A push notifications render a run (the gateway process); without it, what is
-        owed waits for the gateway. `clock`: when runs are recorded (a test's own clock moves the dedup window)."""
+        owed waits for the gateway. `clock`: when runs are recorded (a test's own clock moves the dedup window).
+        `metrics`: count what happens for GET /metrics (the gateway process; a command's in-process gateway
+        does not load prometheus-client)."""
         config.require_home(root)
         config.read_env(root)  # a broken .env stops here, before anything is written
         self.root = root
@@ -90,11 +97,18 @@ class Gateway:
         self.db: Db = backend.open_store(root, self.settings)
         self.hub = EventHub(self.db if self.shared else None)
         self.pushes = Pushes(self.db, self.settings.push, events=push_events)
+        self.metrics: Metrics | None = None
+        if metrics:
+            from .metrics import Metrics
+
+            self.metrics = Metrics(self.db)
+        noticed = _both(on_state, self.pushes.noticed)
         self.queue = RunQueue(
             self.db,
             self.settings,
             hub=self.hub,
-            on_state=_both(on_state, self.pushes.noticed),
+            on_state=noticed if self.metrics is None else _both(noticed, self.metrics.noticed),
+            saved=self.metrics.committed if self.metrics is not None else None,
             lease_seconds=lease_seconds or self.settings.store.lease_seconds,
             poll_seconds=poll_seconds,
             scope=scope,
@@ -113,7 +127,12 @@ class Gateway:
         )
         self.wakes = Wakes(self.admission)
         self.outbound = Outbound(
-            root, self.db, self.wakes, links=Dialects(gateway_id=self.gateway_id), gateway_id=self.gateway_id
+            root,
+            self.db,
+            self.wakes,
+            links=Dialects(gateway_id=self.gateway_id),
+            gateway_id=self.gateway_id,
+            called=self.metrics.peer_call if self.metrics is not None else None,
         )
         self.delivery = Delivery(
             root=root,

@@ -323,6 +323,7 @@ class PeerKeyView:
     created_at: float
     rotated_at: float | None
     last_used_at: float | None
+    metrics: bool = False  # may scrape GET /metrics
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "profiles": list(self.profiles)}
@@ -336,4 +337,5 @@ def peer_key_view(row: PeerKey) -> PeerKeyView:
         created_at=row.created_at,
         rotated_at=row.rotated_at,
         last_used_at=row.last_used_at,
+        metrics=row.metrics,
     )

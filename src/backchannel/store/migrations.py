@@ -346,6 +346,7 @@ def m0016_shared_store(conn: sqlite3.Connection) -> None:
         ALTER TABLE runs ADD COLUMN tokens_out INTEGER NOT NULL DEFAULT 0;
         ALTER TABLE runs ADD COLUMN cost_usd REAL NOT NULL DEFAULT 0;
         ALTER TABLE runs ADD COLUMN landed TEXT;
+        ALTER TABLE peer_keys ADD COLUMN metrics INTEGER NOT NULL DEFAULT 0;
         ALTER TABLE runs ADD COLUMN steered_into TEXT;
         CREATE INDEX runs_profile_created ON runs (profile, created_at);
         CREATE INDEX runs_steered_into ON runs (steered_into) WHERE steered_into IS NOT NULL;

@@ -30,6 +30,7 @@ class PeerKey:
     created_at: float
     rotated_at: float | None
     last_used_at: float | None
+    metrics: bool = False  # may scrape GET /metrics
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -39,6 +40,7 @@ class PeerKey:
             "created_at": self.created_at,
             "rotated_at": self.rotated_at,
             "last_used_at": self.last_used_at,
+            "metrics": self.metrics,
         }
 
 
@@ -55,10 +57,13 @@ def _row(row: Row) -> PeerKey:
         created_at=row["created_at"],
         rotated_at=row["rotated_at"],
         last_used_at=row["last_used_at"],
+        metrics=bool(row["metrics"]),
     )
 
 
-async def create(db: Db, name: str, key: str, *, profiles: tuple[str, ...], read: bool) -> PeerKey:
+async def create(
+    db: Db, name: str, key: str, *, profiles: tuple[str, ...], read: bool, metrics: bool = False
+) -> PeerKey:
     now = time.time()
     async with db.tx() as tx:
         if await tx.one("SELECT 1 FROM peer_keys WHERE name = ?", (name,)):
@@ -67,8 +72,9 @@ async def create(db: Db, name: str, key: str, *, profiles: tuple[str, ...], read
                 code="key_exists",
             )
         row = await tx.one(
-            "INSERT INTO peer_keys (name, key_hash, profiles, read, created_at) VALUES (?, ?, ?, ?, ?) RETURNING *",
-            (name, digest(key), json.dumps(list(profiles)), int(read), now),
+            "INSERT INTO peer_keys (name, key_hash, profiles, read, created_at, metrics) VALUES (?, ?, ?, ?, ?, ?)"
+            " RETURNING *",
+            (name, digest(key), json.dumps(list(profiles)), int(read), now, int(metrics)),
         )
     assert row is not None  # INSERT … RETURNING gives the row it wrote
     return _row(row)

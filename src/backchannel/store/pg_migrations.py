@@ -147,7 +147,8 @@ CREATE TABLE peer_keys (
     read bigint NOT NULL DEFAULT 0,
     created_at double precision NOT NULL,
     rotated_at double precision,
-    last_used_at double precision
+    last_used_at double precision,
+    metrics bigint NOT NULL DEFAULT 0
 );
 
 CREATE TABLE web_logouts (

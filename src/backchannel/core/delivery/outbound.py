@@ -11,7 +11,7 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -72,12 +72,23 @@ class PeerAnswer:
 class Outbound:
     """This gateway's side of every message to another gateway."""
 
-    def __init__(self, root: Path, db: Db, wakes: Wakes, *, links: PeerLinks, gateway_id: str) -> None:
+    def __init__(
+        self,
+        root: Path,
+        db: Db,
+        wakes: Wakes,
+        *,
+        links: PeerLinks,
+        gateway_id: str,
+        called: Callable[[str, str], None] | None = None,
+    ) -> None:
+        """`called(peer, outcome)`: told of every message and run sent to a peer (the metrics count them)."""
         self.root = root
         self.db = db
         self.wakes = wakes
         self.links = links
         self.gateway_id = gateway_id
+        self.called = called or (lambda peer, outcome: None)
 
     def peer(self, name: str) -> registry.Peer:
         return registry.load(self.root, name)
@@ -153,11 +164,14 @@ class Outbound:
                 )
                 await self._learn_gateway_id(peer, client)
         except PeerOutcomeUnknown as exc:  # it may have arrived: the same key asks again safely
+            self.called(peer.name, Outcome.UNKNOWN.value)
             await outstore.update(self.db, row.id, state="unknown", error=exc.message)
             return unknown(row.target, exc.message, idempotency_key=key)
         except PeerError as exc:
+            self.called(peer.name, _failure_state(exc))
             await outstore.update(self.db, row.id, state=_failure_state(exc), error=exc.message)
             raise
+        self.called(peer.name, result.outcome.value)
         await outstore.update(
             self.db,
             row.id,
@@ -190,8 +204,10 @@ class Outbound:
                     exchange=self._exchange(row),
                 )
         except PeerError as exc:
+            self.called(peer.name, _failure_state(exc))
             await outstore.update(self.db, row.id, state=_failure_state(exc), error=exc.message)
             raise
+        self.called(peer.name, result.outcome.value)
         await outstore.update(
             self.db, row.id, state="started", remote_session_id=result.session_id, remote_run_id=result.run_id
         )

@@ -81,6 +81,7 @@ class RunQueue:
         scope: set[str] | None = None,
         runs_turns: bool = True,
         clock: Callable[[], float] = time.time,
+        saved: Callable[[float], None] | None = None,
     ) -> None:
         """`scope` limits the sessions whose queued runs this process takes up from the store (None: all), e.g. for
         a CLI's one-off turn (what this process queues itself it works). Without `runs_turns`, it claims nothing:
@@ -95,6 +96,7 @@ class RunQueue:
         self.poll_seconds = poll_seconds
         self.scope = scope
         self.runs_turns = runs_turns
+        self._saved = saved or (lambda seconds: None)  # how long a run's end took to commit (the metrics)
         self.steers = SteerHints(everywhere=db.dialect.row_locks)
         self._on_state = on_state or (lambda run, state: None)
         self._slots = FairSlots(settings.max_concurrent_turns, settings.turns_per_profile)
@@ -388,8 +390,10 @@ class RunQueue:
             while True:
                 try:
                     await self.db.writable()
+                    began = time.perf_counter()
                     finished = await save()
                     await self.db.durable()
+                    self._saved(time.perf_counter() - began)
                     break
                 except StoreError as exc:
                     if delay == SAVE_RETRY_FIRST:
