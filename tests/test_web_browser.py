@@ -290,3 +290,32 @@ def test_say_something_in_a_room_and_watch_each_member_answer_in_turn(page: Any,
     _mark(page)
     expect(lines).to_have_count(3)
     assert _same_page(page)  # the answers came into the page as it stood
+
+
+def test_an_exchange_is_drawn_as_a_timeline_a_bar_per_run(page: Any, gateway: GatewayThread) -> None:
+    assert run_cli("profile", "create", "builds").exit_code == 0
+    path = gateway.root / "profiles" / "default" / "config.yaml"
+    data = config.load_yaml(path)
+    data["agent"]["session_messaging"]["allow"] = ["builds"]
+    config.write_yaml(path, data)
+    with api(gateway) as client:
+        sid = _session(client, "default", "Bot Chat")
+        asked = _chat(client, "default", sid, "/send builds is the build green?")
+    log_in(page, gateway, f"/web/exchanges/{asked['run_id']}")
+    timeline = page.locator("#timeline")
+    expect(timeline).to_be_visible()
+    lanes = [re.compile("^you$"), re.compile("^default · "), re.compile("^builds · ")]
+    expect(timeline.locator(".lane-label")).to_have_text(lanes)
+    bars = timeline.locator("a.bar")
+    expect(bars).to_have_count(2)  # the person's message to default, default's to builds
+    expect(bars.nth(1)).to_have_class(re.compile("outcome-delivered"))
+    expect(timeline.locator("line.arrow-send")).to_have_count(2)
+    expect(timeline.locator("line.arrow-reply")).to_have_count(2)
+    tip = bars.nth(1).locator("text.tip")
+    expect(tip).to_be_hidden()
+    page.keyboard.press("Tab")
+    while not bars.nth(1).evaluate("b => b === document.activeElement"):
+        page.keyboard.press("Tab")  # by keyboard, bar after bar
+    expect(tip).to_be_visible()  # focus shows its message and reply
+    expect(tip).to_contain_text("is the build green?")
+    expect(bars.nth(1)).to_have_attribute("href", re.compile("^/web/runs/run_"))

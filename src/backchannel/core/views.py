@@ -263,6 +263,8 @@ class LedgerEntry:
     tokens_in: int = 0  # a run's: what its turn's model calls read and wrote (every attempt), and cost
     tokens_out: int = 0
     cost_usd: float = 0.0
+    started_at: float | None = None  # a run's turn began
+    finished_at: float | None = None  # it ended (a message to a peer: its outcome known)
 
     def to_dict(self) -> dict[str, Any]:
         """`state` as stored beside `outcome`, the word every surface uses for what became of the message."""
@@ -309,6 +311,8 @@ def ledger_entry(row: Entry) -> LedgerEntry:
         tokens_in=row.tokens_in,
         tokens_out=row.tokens_out,
         cost_usd=row.cost_usd,
+        started_at=row.started_at,
+        finished_at=row.finished_at,
     )
 
 

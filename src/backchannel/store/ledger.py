@@ -27,9 +27,16 @@ class Entry:
     tokens_in: int = 0  # a run's: what its turn's model calls read and wrote, and cost
     tokens_out: int = 0
     cost_usd: float = 0.0
+    started_at: float | None = None  # a run's turn began (a message to a peer: None)
+    finished_at: float | None = None  # it ended (a message to a peer: when its outcome was last known)
 
 
 NO_SPEND = ", 0 AS tokens_in, 0 AS tokens_out, 0.0 AS cost_usd"  # a refusal or a message to a peer: nothing here
+RUN_TIMES = ", started_at, finished_at"
+NO_TIMES = ", NULL AS started_at, NULL AS finished_at"
+PEER_TIMES = (  # a message to a peer ended when its outcome was known: its record's last change
+    ", NULL AS started_at, CASE WHEN state IN ('delivered', 'failed', 'refused') THEN updated_at END AS finished_at"
+)
 
 
 def _match(column: str) -> str:
@@ -94,14 +101,15 @@ async def entries(
         "SELECT * FROM ("
         f"SELECT created_at AS at, sender, {runs_target} AS target, state, hops, wait_seconds, message, reply,"
         " id AS run_id, error AS reason, origin, 'run' AS kind, tokens_in, tokens_out, cost_usd"
-        f" FROM runs WHERE {run_where}"
+        f"{RUN_TIMES} FROM runs WHERE {run_where}"
         " UNION ALL "
         "SELECT created_at AS at, sender, target, 'refused:' || code AS state, hops, wait_seconds, message,"
-        f" NULL AS reply, NULL AS run_id, reason, NULL AS origin, 'refusal' AS kind{NO_SPEND} FROM refusals"
+        f" NULL AS reply, NULL AS run_id, reason, NULL AS origin, 'refusal' AS kind{NO_SPEND}{NO_TIMES} FROM refusals"
         f" WHERE {ref_where}"
         " UNION ALL "
         "SELECT created_at AS at, sender, target, state, hops, wait_seconds, message, reply,"
-        f" remote_run_id AS run_id, error AS reason, origin, 'peer' AS kind{NO_SPEND} FROM outbound WHERE {out_where}"
+        f" remote_run_id AS run_id, error AS reason, origin, 'peer' AS kind{NO_SPEND}{PEER_TIMES} FROM outbound"
+        f" WHERE {out_where}"
         f") AS entries {state_where} ORDER BY at DESC LIMIT ?",
         (*run_params, *ref_params, *out_params, *wanted, limit),
     )
@@ -114,10 +122,11 @@ async def exchange(db: Db, origin: str) -> list[Entry]:
     rows = await db.all(
         "SELECT created_at AS at, sender, (profile || '/' || session_id) AS target, state, hops, wait_seconds,"
         " message, reply, id AS run_id, error AS reason, origin, 'run' AS kind, tokens_in, tokens_out, cost_usd"
-        " FROM runs WHERE origin = ?"
+        f"{RUN_TIMES} FROM runs WHERE origin = ?"
         " UNION ALL "
         "SELECT created_at AS at, sender, target, state, hops, wait_seconds, message, reply,"
-        f" remote_run_id AS run_id, error AS reason, origin, 'peer' AS kind{NO_SPEND} FROM outbound WHERE origin = ?"
+        f" remote_run_id AS run_id, error AS reason, origin, 'peer' AS kind{NO_SPEND}{PEER_TIMES} FROM outbound"
+        " WHERE origin = ?"
         " ORDER BY at",
         (origin, origin),
     )

@@ -17,6 +17,7 @@ from ...outcome import Outcome
 from ..context import context
 from .auth import WebSession
 from .render import page
+from .timeline import timeline
 from .views import LEDGER_OUTCOMES, WITHIN, active_runs, ledger_rows, session_items
 
 SESSIONS_SHOWN = 8
@@ -117,6 +118,7 @@ async def exchange_page(request: Request, session: WebSession) -> Response:
         session=session,
         origin=run.origin or run.id,
         entries=entries,
+        t=timeline(entries, now=time.time()),
         pair=pair,
         focus=run.id,
         delivered=Outcome.DELIVERED,
