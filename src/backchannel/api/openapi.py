@@ -79,6 +79,11 @@ _MESSAGE_BODY = {
     },
     "required": ["message"],
 }
+_MESSAGE_ONLY = {  # a group's or a room's message: the text alone
+    "type": "object",
+    "required": ["message"],
+    "properties": {"message": {"type": "string", "minLength": 1, "maxLength": MAX_MESSAGE_CHARS}},
+}
 _STREAM = {"200": _resp("Server-sent events", {"type": "string"}, "text/event-stream")}
 
 
@@ -289,13 +294,7 @@ def _paths() -> dict[str, Any]:
                     },
                     *_HEADERS,
                 ],
-                "requestBody": _body(
-                    {
-                        "type": "object",
-                        "required": ["message"],
-                        "properties": {"message": {"type": "string", "minLength": 1, "maxLength": MAX_MESSAGE_CHARS}},
-                    }
-                ),
+                "requestBody": _body(_MESSAGE_ONLY),
                 "responses": {
                     "200": _resp("Each member's outcome", {"type": "object"}),
                     **_errors(400, 401, 403, 404, 413),
@@ -336,13 +335,7 @@ def _paths() -> dict[str, Any]:
                 "summary": "Say the person's message in a room (the person's key only): its line, and the round that"
                 " asks each member in turn (202; read the answers with GET /v1/rooms/{name}?after=…)",
                 "parameters": [_ROOM_NAME],
-                "requestBody": _body(
-                    {
-                        "type": "object",
-                        "required": ["message"],
-                        "properties": {"message": {"type": "string", "minLength": 1, "maxLength": MAX_MESSAGE_CHARS}},
-                    }
-                ),
+                "requestBody": _body(_MESSAGE_ONLY),
                 "responses": {
                     "202": _resp("The line and its round", {"type": "object"}),
                     **_errors(400, 401, 403, 404, 413),
