@@ -91,16 +91,9 @@ def other_home(root: Path, *profiles: str) -> Iterator[GatewayThread]:
         assert run_cli("init").exit_code == 0
         for name in profiles:
             assert run_cli("profile", "create", name).exit_code == 0
-    gw = GatewayThread(root, free_port())
-    path = config.config_path(root)
-    data = config.load_yaml(path)
-    data["gateway"]["port"] = gw.port
-    config.write_yaml(path, data)
-    gw.start()
-    try:
+    with gateway_with(root) as gw:
+        assert isinstance(gw, GatewayThread)
         yield gw
-    finally:
-        gw.close()
 
 
 def new_home(root: Path) -> GatewayProcess:

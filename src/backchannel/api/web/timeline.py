@@ -37,7 +37,7 @@ class Bar:
     reply: str
     tokens: int
     seconds: float | None
-    session: str | None  # the session page to open, for a run here
+    here: bool  # a run of this gateway (it has a run page); a message to a peer has none
 
     @property
     def waited(self) -> float:
@@ -111,7 +111,7 @@ def timeline(entries: list[LedgerEntry], *, now: float) -> Timeline | None:
                 reply=e.reply or e.reason or "",
                 tokens=e.tokens_in + e.tokens_out,
                 seconds=(e.finished_at - e.at) if e.finished_at is not None else None,
-                session=_session(e),
+                here=e.kind == "run",
             )
         )
         arrows.append(Arrow(x(e.at), source, target, "send"))
@@ -124,13 +124,6 @@ def timeline(entries: list[LedgerEntry], *, now: float) -> Timeline | None:
 
 def _seconds(value: float, span: float) -> str:
     return f"{value:.2f}s" if span < 10 else f"{value:.0f}s"
-
-
-def _session(e: LedgerEntry) -> str | None:
-    """The session page of a run here (`profile/session-id`): its id; None for a peer's."""
-    if e.kind != "run" or addresses.is_remote(e.target) or "/" not in e.target:
-        return None
-    return e.target.split("/", 1)[1]
 
 
 def _label(address: str) -> str:
