@@ -16,7 +16,7 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Awaitable, Callable, Generator, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -245,6 +245,7 @@ class GatewayProcess:
     proc: subprocess.Popen[bytes] | None = None
     log_path: Path | None = None
     log_dir: Path | None = None  # where its log goes (default: the home); a full-disk test keeps it off that disk
+    env: dict[str, str] = field(default_factory=dict)  # besides this process's (OTEL_* for the traces' tests)
 
     @property
     def url(self) -> str:
@@ -255,7 +256,7 @@ class GatewayProcess:
 
     def start(self, *, grace: float = 5.0) -> GatewayProcess:
         self.log_path = (self.log_dir or self.root) / f"gateway-{self.port}.log"
-        env = {**os.environ, "BACKCHANNEL_HOME": str(self.root)}
+        env = {**os.environ, **self.env, "BACKCHANNEL_HOME": str(self.root)}
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "backchannel", "gateway", "--port", str(self.port), "--grace", str(grace)],

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import tracing
 from ..home.profiles import Profile
-from ..messages import Message, Usage
+from ..messages import Message, ToolCall, Usage
 from .engines.base import Engine, ModelRequest, SessionLink
 from .persona import system_prompt
 from .tools.base import Tool, ToolContext, call_tool
@@ -75,7 +77,16 @@ async def run_turn(
             session=session,
         )
         progress.partial = ""
-        reply = await engine.step(request, on_delta)
+        with tracing.span(*_chat_span(engine, profile)) as span:
+            reply = await engine.step(request, on_delta)
+            if span is not None and reply.usage is not None:
+                tracing.annotate(
+                    span,
+                    {
+                        "gen_ai.usage.input_tokens": reply.usage.tokens_in,
+                        "gen_ai.usage.output_tokens": reply.usage.tokens_out,
+                    },
+                )
         progress.partial = ""
         progress.messages.append(reply)
         if reply.usage is not None:
@@ -93,7 +104,10 @@ async def run_turn(
         for call in reply.tool_calls:
             emit("tool.started", tool=call.name, preview=call.arguments[:200])
             started = time.monotonic()
-            result, ok = await call_tool(tools, call.name, call.arguments, ctx)
+            with tracing.span(*_tool_span(call)) as span:
+                result, ok = await call_tool(tools, call.name, call.arguments, ctx)
+                if span is not None and not ok:
+                    tracing.annotate(span, {"error.type": _error_code(result)})
             progress.messages.append(Message(role="tool", content=result, tool_call_id=call.id, name=call.name))
             emit(
                 "tool.completed",
@@ -104,6 +118,34 @@ async def run_turn(
     note = f"(stopped: {profile.config.max_turns} model calls without a final answer; see agent.max_turns)"
     progress.messages.append(Message(role="assistant", content=note))
     return note
+
+
+def _chat_span(engine: Engine, profile: Profile) -> tuple[str, str, dict[str, Any]]:
+    """A model call's span: `chat <model>`, a client of the engine's model server."""
+    model = profile.config.model.model or engine.name
+    return (
+        f"chat {model}",
+        "client",
+        {"gen_ai.operation.name": "chat", "gen_ai.provider.name": engine.name, "gen_ai.request.model": model},
+    )
+
+
+def _tool_span(call: ToolCall) -> tuple[str, str, dict[str, Any]]:
+    """A tool call's span: `execute_tool <name>`; the messages a tool sends are its children."""
+    return (
+        f"execute_tool {call.name}",
+        "internal",
+        {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call.name, "gen_ai.tool.call.id": call.id},
+    )
+
+
+def _error_code(result: str) -> str:
+    """The code of a tool's error result (`{"error": {"code": …}}`), or `tool_error`."""
+    try:
+        error = json.loads(result).get("error")
+    except (ValueError, AttributeError):
+        return "tool_error"
+    return str(error.get("code") or "tool_error") if isinstance(error, dict) else "tool_error"
 
 
 def _error_text(result: str) -> Any:

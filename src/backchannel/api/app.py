@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 
-from .. import __version__
+from .. import __version__, tracing
 from ..errors import AuthError, BackchannelError
 from ..home.redact import redact
 from ..messages import MAX_MESSAGE_CHARS
@@ -48,6 +48,16 @@ def protected(
     A run route at the root finds a run in any profile: the route checks the run's own profile."""
 
     async def guarded(request: Request) -> Response:
+        if not tracing.active():
+            return await checked(request)
+        # The caller's trace context is a parent only: who sends is what its key says.
+        with tracing.span(*_server_span(request), parent=tracing.from_headers(request.headers)) as span:
+            response = await checked(request)
+            if span is not None:
+                span.set_attribute("http.response.status_code", response.status_code)
+            return response
+
+    async def checked(request: Request) -> Response:
         ctx = context(request)
         who = await ctx.gateway.access.identify(bearer(request), person_key=ctx.api_key)
         request.state.caller = who
@@ -62,6 +72,18 @@ def protected(
     guarded.__name__ = endpoint.__name__
     guarded.__doc__ = endpoint.__doc__
     return guarded
+
+
+def _server_span(request: Request) -> tuple[str, str, dict[str, object]]:
+    """A request's span, `METHOD /route/{template}` (the route as declared, not the path with its ids)."""
+    route = getattr(request.scope.get("route"), "path", None)
+    if route is not None and "profile" in request.path_params and not route.startswith("/p/"):
+        route = f"/p/{{profile}}{route}"
+    return (
+        f"{request.method} {route or ''}".rstrip(),
+        "server",
+        {"http.request.method": request.method, "http.route": route, "url.path": request.url.path},
+    )
 
 
 async def health(request: Request) -> Response:

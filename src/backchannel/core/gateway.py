@@ -21,6 +21,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
+from .. import tracing
 from ..agent.engines import build_engine
 from ..agent.engines.cache import EngineCache, EngineFactory
 from ..agent.memories import FileMemories
@@ -91,6 +92,10 @@ class Gateway:
         self.root = root
         self.settings = config.load_gateway_config(root)
         self.gateway_id = self.settings.gateway_id or "local"
+        # Traces where the OTEL_* variables (or a host's own provider) ask for them; nothing loaded otherwise.
+        tracing.setup(attributes={"backchannel.gateway.id": self.gateway_id})
+        traces = self.settings.traces
+        tracing.set_content_chars(traces.content_chars if traces.content else 0)
         self.shared = backend.is_shared(self.settings)  # gateways on one PostgreSQL store, or this home's state.db
         if verify_store and not self.shared:
             integrity.require_intact(config.db_path(root))

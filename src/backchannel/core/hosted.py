@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .. import tracing
 from ..agent.tools.base import Sender, Tool, ToolContext, call_tool
 from ..errors import NotFound
 from ..store import sessions as sessionstore
@@ -75,7 +76,11 @@ class HostedTools:
         if tool not in self.tools:
             raise NotFound(f"no tool {tool!r} here; these are: {', '.join(HOSTED_TOOLS)}", code="unknown_tool")
         session, ctx, run_id = await self._context(profile_name, session_id)
-        result, ok = await call_tool(self.tools, tool, arguments, ctx)
+        # A call made on behalf of a turn running here is a step of that turn's span; any other, of the request's.
+        parent = tracing.from_carrier(ctx.trace) if run_id is not None else None
+        attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool}
+        with tracing.span(f"execute_tool {tool}", "internal", attributes, parent=parent):
+            result, ok = await call_tool(self.tools, tool, arguments, ctx)
         return HostedCall(tool, session, run_id, result, ok)
 
     @commits

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from .. import keys
+from .. import keys, tracing
 from ..agent.engines.base import SessionLink
 from ..agent.engines.cache import EngineCache
 from ..agent.loop import TurnProgress, run_turn
@@ -74,6 +74,7 @@ class Turns:
             exchange=run.origin or run.id,
             sender=self.sender,
             memories=self.memories,
+            trace=tracing.current_carrier(),  # the run's span (the workers make it current)
         )
         text = await self.prepare(ctx, run) if self.prepare is not None else run.message
         if keys.is_wake(run.idempotency_key):  # our own heading stays as it is; only the outcome is the other's

@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 from pydantic import BeforeValidator, Field, model_validator
 
 from .push_settings import PushSettings
-from .values import Count, Frozen, Kind, PositiveCount, Seconds, Text, Words, at_least, one_of
+from .values import Count, Flag, Frozen, Kind, PositiveCount, Seconds, Text, Words, at_least, one_of
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8377
@@ -182,11 +182,22 @@ class RoomSettings(Frozen):
     )
 
 
+class TraceSettings(Frozen):
+    """The home's `traces:` section: what goes into the spans beyond their ids, counts and outcomes (where they
+    are sent is for the standard OTEL_* variables; see Observing)."""
+
+    content: Flag = Field(
+        False, description="put each message's and reply's text into its spans (they may hold anything)"
+    )
+    content_chars: PositiveCount = Field(1000, description="of a message's or reply's text in a span, with content")
+
+
 class GatewayConfig(GatewaySettings):
     """The home's settings as the gateway uses them: the `gateway:` section, the store, the groups and the peers."""
 
     store: StoreSettings = Field(default_factory=StoreSettings)
     rooms: RoomSettings = Field(default_factory=RoomSettings)
+    traces: TraceSettings = Field(default_factory=TraceSettings)
     groups: dict[str, list[str]] = Field(default_factory=dict)
     peers: dict[str, PeerEntry] = Field(default_factory=dict)
 
@@ -205,6 +216,9 @@ class HomeFile(Frozen):
     rooms: Annotated[RoomSettings, BeforeValidator(lambda v: {} if v is None else v)] = Field(
         default_factory=RoomSettings, description="the bounds of the rooms (`room create`; see Teams)"
     )
+    traces: Annotated[TraceSettings, BeforeValidator(lambda v: {} if v is None else v)] = Field(
+        default_factory=TraceSettings, description="what the spans say (sending them: OTEL_* variables; see Observing)"
+    )
     peers: Annotated[dict[str, PeerEntry], BeforeValidator(lambda v: {} if v is None else v)] = Field(
         default_factory=dict, description="other gateways, by name (`peer add`)"
     )
@@ -219,5 +233,9 @@ class HomeFile(Frozen):
     def settings(self) -> GatewayConfig:
         """The settings the gateway runs with: this file's gateway section and peers, in one object."""
         return GatewayConfig.model_construct(  # each part validated
-            **dict(self.gateway), store=self.store, rooms=self.rooms, groups=self.groups, peers=self.peers
+            **dict(self.gateway), store=self.store,
+            rooms=self.rooms,
+            traces=self.traces,
+            groups=self.groups,
+            peers=self.peers,
         )

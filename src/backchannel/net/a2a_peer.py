@@ -20,7 +20,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from .. import a2a_extension, addresses
+from .. import a2a_extension, addresses, tracing
 from ..errors import (
     NoEventStream,
     NotAnAgentCard,
@@ -194,10 +194,14 @@ class A2APeerClient(OverTransport):
     ) -> Any:
         """The `result` of one JSON-RPC call; PeerError (PeerRefused for a wrong request) for an error, but
         for an error number in `tolerate`, which is returned (an int) instead."""
-        response = await self._http.request(
-            "POST", self.rpc_url, json=self._body(method, params), headers=await self._headers(), timeout=timeout
-        )
-        data = response.json_object()
+        headers = await self._headers()
+        with tracing.span(method, "client", {"a2a.method.name": method, "rpc.system.name": "a2a"}) as span:
+            response = await self._http.request(
+                "POST", self.rpc_url, json=self._body(method, params), headers=headers, timeout=timeout
+            )
+            data = response.json_object()
+            if span is not None:
+                _told(span, data)
         if response.status in (401, 403) or data is None or not ("result" in data or "error" in data):
             raise self._http_error(response, what)
         if "error" in data:
@@ -414,3 +418,23 @@ class A2APeerClient(OverTransport):
 
     def _unknown(self, key: str, error: str, *, deduplicated: bool = True) -> Result:
         return unknown(self.to, error, idempotency_key=key, deduplicated=deduplicated)
+
+
+def _told(span: Any, data: dict[str, Any] | None) -> None:
+    """The task an A2A answer names, on the client span of its request."""
+    result = data.get("result") if data is not None else None
+    task = result.get("task", result) if isinstance(result, dict) else None
+    if isinstance(task, dict) and isinstance(task.get("id"), str):
+        status = task.get("status")
+        state = status.get("state") if isinstance(status, dict) else None
+        context = task.get("contextId")
+        tracing.annotate(
+            span,
+            {
+                "a2a.task.id": task["id"],
+                "a2a.task.state": state if isinstance(state, str) else None,
+                "gen_ai.conversation.id": context if isinstance(context, str) else None,
+            },
+        )
+    elif data is not None and isinstance(data.get("error"), dict):
+        tracing.annotate(span, {"error.type": str(data["error"].get("code"))})

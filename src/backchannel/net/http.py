@@ -30,7 +30,7 @@ from typing import Any, Self
 import httpcore
 import httpx
 
-from .. import __version__
+from .. import __version__, tracing
 from ..errors import BackchannelError, ConfigError
 
 DEFAULT_TIMEOUT = 30.0
@@ -372,6 +372,8 @@ class Transport:
         content: bytes | None = None,
         naming: Naming | None = None,
     ) -> httpx.Response:
+        sent = dict(headers or {})
+        tracing.inject(sent)  # the current span's context (W3C traceparent), when tracing is on
         for attempt in range(retries + 1):
             last = attempt == retries
             request = self._http.build_request(
@@ -379,7 +381,7 @@ class Transport:
                 self.base_url + path,
                 json=json,
                 content=content,
-                headers=dict(headers or {}),
+                headers=sent,
                 timeout=timeout,
             )
             with self.mapped(method, path, shown_timeout, naming):

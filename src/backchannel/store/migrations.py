@@ -421,6 +421,23 @@ def m0016_shared_store(conn: sqlite3.Connection) -> None:
     )
 
 
+def m0017_traces(conn: sqlite3.Connection) -> None:
+    """The trace each run continues (W3C `traceparent`/`tracestate` of what caused it), its own span's context
+    once it ended (its wake-up continues from there), when a held run was let go; and the trace context of each
+    message sent to a peer (the wake-up its late reply brings continues it)."""
+    _run(
+        conn,
+        """
+        ALTER TABLE runs ADD COLUMN traceparent TEXT;
+        ALTER TABLE runs ADD COLUMN tracestate TEXT;
+        ALTER TABLE runs ADD COLUMN trace_span TEXT;
+        ALTER TABLE runs ADD COLUMN released_at REAL;
+        ALTER TABLE outbound ADD COLUMN traceparent TEXT;
+        ALTER TABLE outbound ADD COLUMN tracestate TEXT
+        """,
+    )
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0001_sessions_messages", m0001_sessions_messages),
     ("0002_runs", m0002_runs),
@@ -437,4 +454,5 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0013_peer_senders_keys_and_exchanges", m0013_peer_senders_keys_and_exchanges),
     ("0015_run_files", m0015_run_files),
     ("0016_shared_store", m0016_shared_store),
+    ("0017_traces", m0017_traces),
 ]

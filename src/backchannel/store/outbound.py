@@ -13,7 +13,7 @@ from .driver import Db, Row
 
 _COLUMNS = (
     "id, sender, sender_profile, sender_session, origin, target, peer, agent, message, hops, state, reply, error,"
-    " idempotency_key, remote_session_id, remote_run_id, wake"
+    " idempotency_key, remote_session_id, remote_run_id, wake, traceparent, tracestate"
 )
 
 
@@ -36,6 +36,8 @@ class Outbound:
     remote_session_id: str | None
     remote_run_id: str | None
     wake: bool
+    traceparent: str | None = None  # the span that sent it (W3C): the wake-up of its late reply continues it
+    tracestate: str | None = None
 
 
 def _row(row: Row) -> Outbound:
@@ -55,6 +57,8 @@ class NewOutbound:
     sender_profile: str | None = None  # set when an agent session sends
     sender_session: str | None = None
     origin: str | None = None  # the exchange (a person's message) the send descends from
+    traceparent: str | None = None
+    tracestate: str | None = None
 
 
 async def record(db: Db, new: NewOutbound) -> Outbound:
@@ -66,8 +70,8 @@ async def record(db: Db, new: NewOutbound) -> Outbound:
     async with db.tx() as tx:
         row = await tx.one(
             "INSERT INTO outbound (sender, sender_profile, sender_session, origin, target, peer, agent, message, hops,"
-            " wait_seconds, state, idempotency_key, created_at, updated_at)"
-            f" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'sending', ?, ?, ?) RETURNING {_COLUMNS}",
+            " wait_seconds, state, idempotency_key, created_at, updated_at, traceparent, tracestate)"
+            f" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'sending', ?, ?, ?, ?, ?) RETURNING {_COLUMNS}",
             (
                 new.sender,
                 new.sender_profile,
@@ -82,6 +86,8 @@ async def record(db: Db, new: NewOutbound) -> Outbound:
                 new.idempotency_key,
                 now,
                 now,
+                new.traceparent,
+                new.tracestate,
             ),
         )
     assert row is not None  # INSERT … RETURNING gives the row it wrote

@@ -292,8 +292,19 @@ CREATE TABLE room_lines (
 CREATE INDEX room_lines_room ON room_lines (room, seq);
 """
 
+# What each run's trace is (see store/migrations.py m0017_traces).
+TRACES = """
+ALTER TABLE runs ADD COLUMN traceparent text COLLATE "C";
+ALTER TABLE runs ADD COLUMN tracestate text COLLATE "C";
+ALTER TABLE runs ADD COLUMN trace_span text COLLATE "C";
+ALTER TABLE runs ADD COLUMN released_at double precision;
+ALTER TABLE outbound ADD COLUMN traceparent text COLLATE "C";
+ALTER TABLE outbound ADD COLUMN tracestate text COLLATE "C";
+"""
+
 MIGRATIONS: list[tuple[str, str]] = [
     ("0001_schema", SCHEMA),
+    ("0017_traces", TRACES),
 ]
 
 

@@ -58,6 +58,10 @@ class RunRow:
     cost_usd: float = 0.0  # and cost (the profile's model.prices)
     landed: str | None = None  # started | steered | queued: where the message went when it came (None: held)
     steered_into: str | None = None  # the running turn a steered message was given to (it ends with that turn)
+    traceparent: str | None = None  # the trace the run continues: W3C context of what caused it (None: untraced)
+    tracestate: str | None = None
+    trace_span: str | None = None  # its own span's context (W3C traceparent), written with its end
+    released_at: float | None = None  # a held run: when the person let it go
 
     @property
     def given_key(self) -> str:
@@ -122,6 +126,10 @@ def _run(row: Row) -> RunRow:
         cost_usd=row["cost_usd"],
         landed=row["landed"],
         steered_into=row["steered_into"],
+        traceparent=row["traceparent"],
+        tracestate=row["tracestate"],
+        trace_span=row["trace_span"],
+        released_at=row["released_at"],
     )
 
 
@@ -157,6 +165,8 @@ class NewRun:
     held: bool = False  # recorded `held` (a hold rule): it waits for the person; `ttl_seconds` is its hold expiry
     files: tuple[Attachment, ...] = ()  # what the message came with, written with the run
     steer: bool = False  # given to the session's running turn at its next model step, when one runs
+    traceparent: str | None = None  # the trace it continues (W3C), None when nothing is traced
+    tracestate: str | None = None
 
 
 async def record(
@@ -231,8 +241,8 @@ async def record(
         row = await tx.one(
             "INSERT INTO runs (id, idempotency_key, fingerprint, sender, profile, session_id, message, hops, chain,"
             " state, created_at, updated_at, expires_at, origin, sender_profile, sender_session, wait_seconds, wake,"
-            " owner, lease_until, attempts, started_at, fencing, landed)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " owner, lease_until, attempts, started_at, fencing, landed, traceparent, tracestate)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
             " ON CONFLICT (idempotency_key) DO NOTHING RETURNING *",
             (
                 run_id,
@@ -259,6 +269,8 @@ async def record(
                 now if claimed else None,
                 1 if claimed else 0,
                 landed,
+                new.traceparent,
+                new.tracestate,
             ),
         )
         created = row is not None
@@ -454,6 +466,7 @@ async def finish(
     messages: list[Message] | None = None,
     spent: Spent = NOTHING_SPENT,
     steered: bool = False,
+    trace_span: str | None = None,
 ) -> RunRow | None:
     """End a running run that this owner holds under the claim `run` was given (its fencing token); its messages,
     its state and what its turn spent since last recorded commit together.
@@ -464,9 +477,9 @@ async def finish(
         row = await tx.one(
             "UPDATE runs SET state = ?, reply = ?, error = ?, error_code = ?, owner = NULL, lease_until = NULL,"
             " updated_at = ?, finished_at = ?, tokens_in = tokens_in + ?, tokens_out = tokens_out + ?,"
-            " cost_usd = cost_usd + ? WHERE id = ? AND state = 'running' AND owner = ? AND fencing = ?"
-            " RETURNING *",
-            (state.value, reply, error, error_code, now, now, *spent, run.id, owner, run.fencing),
+            " cost_usd = cost_usd + ?, trace_span = COALESCE(?, trace_span)"
+            " WHERE id = ? AND state = 'running' AND owner = ? AND fencing = ? RETURNING *",
+            (state.value, reply, error, error_code, now, now, *spent, trace_span, run.id, owner, run.fencing),
         )
         if row is None:
             return None
@@ -678,9 +691,9 @@ async def approve(db: Db, run_id: str, *, ttl_seconds: float | None) -> RunRow |
     now = time.time()
     async with db.tx() as tx:
         row = await tx.one(
-            "UPDATE runs SET state = 'queued', updated_at = ?, expires_at = ? WHERE id = ? AND state = 'held'"
-            " RETURNING *",
-            (now, now + ttl_seconds if ttl_seconds else None, run_id),
+            "UPDATE runs SET state = 'queued', updated_at = ?, released_at = ?, expires_at = ?"
+            " WHERE id = ? AND state = 'held' RETURNING *",
+            (now, now, now + ttl_seconds if ttl_seconds else None, run_id),
         )
         if row is not None:
             await tx.announce(run_id)

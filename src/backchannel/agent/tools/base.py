@@ -18,6 +18,7 @@ from ...errors import BackchannelError
 from ...home.profiles import Profile
 from ...home.redact import redact
 from ...outcome import GroupResult, Outcome, Result, error_body, of_error
+from ...tracing import Carrier
 from ..engines.base import ToolSpec
 from ..memories import FileMemories, Memories
 
@@ -45,6 +46,7 @@ class ToolContext:
     exchange: str = ""  # the run of the person's message this turn descends from
     sender: Sender | None = None
     memories: Memories = field(default_factory=FileMemories)
+    trace: Carrier | None = None  # the span of the turn (its run's), for a tool called from outside the turn
     _sends: dict[tuple[str, str], int] = field(default_factory=dict)
 
     @property

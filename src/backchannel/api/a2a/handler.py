@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from a2a.server.context import ServerCallContext
 from a2a.server.events.event_queue import Event
@@ -40,7 +40,7 @@ from a2a.utils.errors import (
 from a2a.utils.task import apply_history_length, validate_history_length
 from google.protobuf.json_format import MessageToDict
 
-from ... import a2a_extension, keys
+from ... import a2a_extension, keys, tracing
 from ...core.access import Caller
 from ...core.delivery.delivery import Incoming
 from ...core.views import RunState, RunView
@@ -86,17 +86,23 @@ class RunsHandler(RequestHandler):
         task is watched by it before the send waits, so its receiver is told every change from the first."""
         config = params.configuration
         _check(config)
-        asked = await self._push_asked(config, context)
-        task = await self._accept(params.message, context, immediately=config.return_immediately or asked is not None)
-        if asked is not None:
-            await self._push_attach(asked, task, context)
-            if not config.return_immediately and task.status.state not in ENDS:
-                task = task_of((await self.ctx.delivery.wait(task.id, self.ctx.settings.http_wait_seconds)).run)
+        with tracing.span(*_a2a_span("SendMessage", params.message)) as span:
+            asked = await self._push_asked(config, context)
+            immediately = config.return_immediately or asked is not None
+            task = await self._accept(params.message, context, immediately=immediately)
+            if asked is not None:
+                await self._push_attach(asked, task, context)
+                if not config.return_immediately and task.status.state not in ENDS:
+                    task = task_of((await self.ctx.delivery.wait(task.id, self.ctx.settings.http_wait_seconds)).run)
+            _told(span, task)
         return apply_history_length(task, config)
 
     async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
         validate_history_length(params)
-        return apply_history_length(await self._task(await self._own_run(params.id, context), context), params)
+        with tracing.span(*_a2a_span("GetTask")) as span:
+            task = await self._task(await self._own_run(params.id, context), context)
+            _told(span, task)
+        return apply_history_length(task, params)
 
     async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task | None:
         run = await self._own_run(params.id, context)
@@ -127,10 +133,12 @@ class RunsHandler(RequestHandler):
         person, a replay of one that ended) is the Task alone."""
         config = params.configuration
         _check(config)
-        asked = await self._push_asked(config, context)
-        task = await self._accept(params.message, context, immediately=True)
-        if asked is not None:
-            await self._push_attach(asked, task, context)
+        with tracing.span(*_a2a_span("SendStreamingMessage", params.message)) as span:
+            asked = await self._push_asked(config, context)
+            task = await self._accept(params.message, context, immediately=True)
+            if asked is not None:
+                await self._push_attach(asked, task, context)
+            _told(span, task)
         yield apply_history_length(task, config)
         if task.status.state in ENDS:
             return
@@ -279,6 +287,29 @@ class RunsHandler(RequestHandler):
         if not (is_human(run.sender) if who.is_person else who.sent(run.sender)):
             raise TaskNotFoundError(f"no task {task_id!r} in profile {profile!r}")
         return run
+
+
+def _a2a_span(method: str, message: Message | None = None) -> tuple[str, str, dict[str, object]]:
+    """An A2A request's server span, named by its method (the A2A conventions: `a2a.method.name`, the task, the
+    message, the contextId as the conversation)."""
+    attributes: dict[str, object] = {"a2a.method.name": method, "rpc.system.name": "a2a"}
+    if message is not None:
+        attributes["a2a.message.id"] = message.message_id or None
+        attributes["gen_ai.conversation.id"] = message.context_id or None
+    return method, "server", attributes
+
+
+def _told(span: Any, task: Task) -> None:
+    """What the A2A request came to, on its span (when tracing is on)."""
+    if span is not None:
+        tracing.annotate(
+            span,
+            {
+                "a2a.task.id": task.id,
+                "a2a.task.state": TaskState.Name(task.status.state),
+                "gen_ai.conversation.id": task.context_id,
+            },
+        )
 
 
 def _scope(context: ServerCallContext) -> tuple[Caller, str]:

@@ -12,7 +12,7 @@ import dataclasses
 import time
 from dataclasses import dataclass
 
-from ... import addresses, keys, policy
+from ... import addresses, keys, policy, tracing
 from ...addresses import BOT_CHAT_TITLE, RemoteAddress
 from ...agent.tools.base import ToolContext
 from ...framing import is_human
@@ -76,6 +76,7 @@ class Attempt:
     files: tuple[Attachment, ...] = ()
     context: NewContext | None = None
     steer: bool = False  # given to the target's running turn at its next model step, when it runs one that can
+    trace: tracing.Carrier | None = None  # the trace it continues, when not the current span's (a wake-up's)
 
     @property
     def target_profile(self) -> str:
@@ -135,6 +136,8 @@ class Admission:
         facts, target, exchange = await self._facts(attempt, rules)
         refusal = policy.check(facts)
         if refusal is not None:
+            if tracing.active():
+                _refused_span(attempt, facts, target, refusal)
             wait = attempt.wait if attempt.kind == "send" else None
             await self.record_refusal(refusal, facts, target=target, message=attempt.text, wait=wait)
             return Admitted(facts, target, refusal=refusal)
@@ -142,6 +145,9 @@ class Admission:
             return Admitted(facts, target)
         held = policy.held(facts)
         new, admit = await self._new_run(attempt, facts, target, exchange=exchange, held=held)
+        carried = attempt.trace or tracing.current_carrier()
+        if carried is not None:
+            new = dataclasses.replace(new, traceparent=carried.traceparent, tracestate=carried.tracestate or None)
         if attempt.steer and self.directory.profile(new.profile).config.model.engine in STEERABLE_ENGINES:
             new = dataclasses.replace(new, steer=True)
         run, created = await self.queue.submit(new, admit=admit, capped=attempt.kind != "reply")
@@ -406,3 +412,28 @@ class Admission:
             self.rates.record(sender)
 
         return admit
+
+
+def _refused_span(attempt: Attempt, facts: policy.Attempt, target: str, refusal: policy.Refusal) -> None:
+    """A refused message's span: the invocation that did not happen, with the refusal's code."""
+    now = time.time()
+    tracing.whole(
+        f"invoke_agent {attempt.target_profile or target}",
+        start_at=now,
+        end_at=now,
+        kind="server" if attempt.kind in ("person", "arrival") else "internal",
+        attributes={
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": attempt.target_profile or target,
+            "gen_ai.conversation.id": attempt.session.id if attempt.session is not None else None,
+            "backchannel.sender": attempt.sender,
+            "backchannel.target": target,
+            "backchannel.hops": facts.hops,
+            "backchannel.chain": list(facts.chain),
+            "backchannel.outcome": "refused",
+            "backchannel.refusal.code": refusal.code,
+            "error.type": refusal.code,
+            "backchannel.message": tracing.content(attempt.text),
+        },
+        error=refusal.reason,
+    )

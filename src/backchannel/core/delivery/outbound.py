@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ... import addresses, ids, keys
+from ... import addresses, ids, keys, tracing
 from ...errors import (
     BackchannelError,
     Conflict,
@@ -140,6 +140,14 @@ class Outbound:
 
         Raises PeerError when the peer cannot be reached or refuses our key (recorded as such); a request
         that may have arrived without an answer is the outcome `unknown`, with the key that asks again."""
+        with tracing.span(*_client_span(peer, agent, sender, message)) as span:
+            result = await self._dm(peer, agent, message, wait=wait, key=key, sender=sender)
+            tracing.annotate(span, _result_attributes(result))
+            return result
+
+    async def _dm(
+        self, peer: registry.Peer, agent: str | None, message: str, *, wait: float, key: str, sender: SentFrom
+    ) -> Result:
         new = self._new(peer, agent, message, key, sender, wait)
         row = await outstore.record(self.db, new)
         if (row.message, row.target) != (new.message, new.target):
@@ -189,6 +197,14 @@ class Outbound:
         self, peer: registry.Peer, agent: str | None, message: str, *, key: str, sender: SentFrom = PERSON
     ) -> tuple[Result, PeerAbout]:
         """Start a turn in the Bot Chat of `agent` on `peer`; (its receipt, what the peer says it is)."""
+        with tracing.span(*_client_span(peer, agent, sender, message)) as span:
+            result, about = await self._run(peer, agent, message, key=key, sender=sender)
+            tracing.annotate(span, _result_attributes(result))
+            return result, about
+
+    async def _run(
+        self, peer: registry.Peer, agent: str | None, message: str, *, key: str, sender: SentFrom
+    ) -> tuple[Result, PeerAbout]:
         row = await outstore.record(self.db, self._new(peer, agent, message, key, sender, None))
         await self.db.durable()
         try:
@@ -327,6 +343,7 @@ class Outbound:
                 key=keys.wake_outbound(row.id),
                 hops=row.hops + 1,
                 exchange=row.origin,
+                trace=tracing.kept(row.traceparent, row.tracestate),  # continues the span that sent it
             )
             if woken is None:
                 return result  # not settled: the next poll delivers it (the wake's key keeps it to one)
@@ -350,6 +367,7 @@ class Outbound:
         sender: SentFrom,
         wait: float | None,
     ) -> outstore.NewOutbound:
+        carried = tracing.current_carrier()  # the send's own span: the wake-up of a late reply continues it
         return outstore.NewOutbound(
             sender=sender.address,
             target=addresses.remote(peer.name, agent),
@@ -362,6 +380,8 @@ class Outbound:
             sender_profile=sender.profile,
             sender_session=sender.session_id,
             origin=sender.exchange or ids.new_exchange_id(),  # a person's message to a peer begins an exchange
+            traceparent=carried.traceparent if carried is not None else None,
+            tracestate=(carried.tracestate or None) if carried is not None else None,
         )
 
     def _exchange(self, row: outstore.Outbound) -> str:
@@ -375,6 +395,39 @@ class Outbound:
         found = (await client.about()).backchannel_id
         if found:
             registry.remember_gateway_id(self.root, peer.name, found)
+
+
+def _client_span(
+    peer: registry.Peer, agent: str | None, sender: SentFrom, message: str
+) -> tuple[str, str, dict[str, object]]:
+    """A message to another gateway's agent: `invoke_agent <peer>/<agent>`, a client span whose context the
+    request carries (the peer's run continues it)."""
+    target = addresses.remote(peer.name, agent)
+    return (
+        f"invoke_agent {target}",
+        "client",
+        {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": agent or "default",
+            "server.address": peer.name,
+            "backchannel.peer": peer.name,
+            "backchannel.sender": sender.address,
+            "backchannel.hops": sender.hops,
+            "backchannel.chain": list(sender.chain),
+            "backchannel.exchange": sender.exchange,
+            "backchannel.message": tracing.content(message),
+        },
+    )
+
+
+def _result_attributes(result: Result) -> dict[str, object]:
+    return {
+        "backchannel.outcome": result.outcome.value,
+        "backchannel.remote_run_id": result.run_id,
+        "gen_ai.conversation.id": result.session_id,
+        "error.type": result.code if result.error else None,
+        "backchannel.reply": tracing.content(result.reply),
+    }
 
 
 def _failure_state(exc: PeerError) -> str:

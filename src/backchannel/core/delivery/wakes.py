@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 
-from ... import keys
+from ... import keys, tracing
 from ...errors import BackchannelError
 from ...framing import reply_heading
 from ...store.runs import RunRow, RunState
@@ -40,11 +40,20 @@ class Wakes:
             key=keys.wake(run.id),
             hops=run.hops + 1,
             exchange=run.origin,
+            trace=tracing.kept(run.trace_span or run.traceparent, run.tracestate),  # continues the run's span
         )
         return woken is not None
 
     async def deliver(
-        self, *, session_id: str, text: str, sender: str, key: str, hops: int, exchange: str | None
+        self,
+        *,
+        session_id: str,
+        text: str,
+        sender: str,
+        key: str,
+        hops: int,
+        exchange: str | None,
+        trace: tracing.Carrier | None = None,
     ) -> RunRow | None:
         """Queue the wake-up run; None when it cannot be delivered now (the caller tries again later).
 
@@ -52,7 +61,16 @@ class Wakes:
         try:
             session = await self.admission.directory.session(session_id)
             admitted = await self.admission.admit(
-                Attempt(kind="reply", sender=sender, text=text, session=session, key=key, hops=hops, exchange=exchange)
+                Attempt(
+                    kind="reply",
+                    sender=sender,
+                    text=text,
+                    session=session,
+                    key=key,
+                    hops=hops,
+                    exchange=exchange,
+                    trace=trace,
+                )
             )
             return admitted.run
         except BackchannelError as exc:
@@ -73,3 +91,4 @@ def failure_text(state: str, error: str | None) -> str:
     if len(why) > MAX_ERROR_CHARS:
         why = f"{why[:MAX_ERROR_CHARS]}… ({len(why) - MAX_ERROR_CHARS} more characters not shown)"
     return f"({state}: {why})"
+

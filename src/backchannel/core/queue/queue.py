@@ -29,6 +29,7 @@ from ...store.driver import Commit, Db
 from ...store.runs import Admit, NewRun, RunRow, RunState
 from .events import EventHub
 from .slots import FairSlots
+from .spans import RunSpans
 from .steers import SteerHints
 
 log = logging.getLogger("backchannel.queue")
@@ -98,6 +99,7 @@ class RunQueue:
         self.runs_turns = runs_turns
         self._saved = saved or (lambda seconds: None)  # how long a run's end took to commit (the metrics)
         self.steers = SteerHints(everywhere=db.dialect.row_locks)
+        self.spans = RunSpans()  # each run's span while its turn runs here
         self._on_state = on_state or (lambda run, state: None)
         self._slots = FairSlots(settings.max_concurrent_turns, settings.turns_per_profile)
         self._profiles: dict[str, str] = {}  # session id -> its profile, for the slots
@@ -247,6 +249,7 @@ class RunQueue:
     async def put_back(self, run: RunRow) -> None:
         """A claimed run whose turn the store cut (nothing of it was answered): back in the queue, to run again. When
         the store cannot take even that, its lease is no longer renewed: once it runs out, the run is requeued."""
+        self.spans.cut(run.id, "the store cut the turn: it runs again")
         try:
             await self.unclaim(run)
         except StoreError as exc:
@@ -384,6 +387,7 @@ class RunQueue:
             messages=messages,
             spent=spent,
             steered=bool(steered),
+            trace_span=self.spans.carrier(run.id),
         )
         delay = SAVE_RETRY_FIRST
         try:
@@ -428,6 +432,7 @@ class RunQueue:
 
     def _ended_run(self, run: RunRow) -> None:
         self._on_state(run, run.state)
+        self.spans.end(run)
         name, data = _end_event(run)
         self.hub.publish(run.id, name, **data)
         done = self._done.pop(run.id, None)

@@ -7,6 +7,7 @@ import logging
 from pathlib import Path
 from typing import Protocol
 
+from ... import tracing
 from ...agent.loop import TurnProgress
 from ...errors import BackchannelError, StoreError
 from ...home.redact import redact
@@ -90,8 +91,10 @@ class Workers:
         # The turn runs in this drain task; `stop` cancels the task, and the cancellation ends only the turn.
         turn = Turn(task)
         self.queue.track(run.id, turn)
+        span = self.queue.spans.begin(run)
         try:
-            reply = await self.runner.run(run, progress)
+            with tracing.current(span):  # the turn's model and tool calls, and the messages it sends, are its children
+                reply = await self.runner.run(run, progress)
         except StoreError as exc:  # the turn could not read or write the store: nothing was answered; it runs again
             log.warning(
                 "turn of run %s cut by the store (it runs again once the store answers): %s", run.id, exc.message

@@ -1,0 +1,406 @@
+"""Traces: OpenTelemetry spans when tracing is on, and nothing at all (not even an import) when it is off.
+
+Tracing is on in a process once `setup()` found either a tracer provider its host set (the Hermes plugin in a
+traced Hermes, a test) or the standard variables asking for an exporter (`OTEL_TRACES_EXPORTER`, or an
+`OTEL_EXPORTER_OTLP_*ENDPOINT`) with the OpenTelemetry SDK installed (`pip install 'backchannel[otel]'`).
+Off, every helper here returns at once, so the turn path pays one function call.
+
+A span's context crosses processes as W3C `traceparent`/`tracestate` (HTTP headers, MCP's `_meta`) and is kept
+in the store with each run as a `Carrier`, so a queued run, a wake-up, an approval and a turn run again after a
+restart continue the trace they belong to. A caller's context is only ever a parent: it names nobody.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import sys
+import threading
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    from opentelemetry.context import Context
+    from opentelemetry.sdk.trace.export import SpanExporter
+    from opentelemetry.trace import Span, SpanKind, Tracer
+
+log = logging.getLogger("backchannel.tracing")
+
+TRACER_NAME = "backchannel"
+TRACEPARENT = "traceparent"
+TRACESTATE = "tracestate"
+MAX_TRACESTATE_CHARS = 512  # W3C: a vendor may drop a longer one; we do
+_TRACEPARENT_RE = re.compile(r"\A00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})\Z")
+_ZERO_TRACE, _ZERO_SPAN = "0" * 32, "0" * 16
+_EXPORTER_GROUP = "opentelemetry_traces_exporter"
+_OTLP_BY_PROTOCOL = {"grpc": "otlp_proto_grpc", "http/protobuf": "otlp_proto_http", "http/json": "otlp_proto_http"}
+# The SDK's own loggers of a failed export: one line of ours says it instead (see _Quiet).
+_NOISY_LOGGERS = (
+    "opentelemetry.exporter.otlp.proto.http.trace_exporter",
+    "opentelemetry.exporter.otlp.proto.grpc.exporter",
+    "opentelemetry.sdk.trace.export",
+)
+
+
+class Carrier(NamedTuple):
+    """A span's context as W3C puts it on the wire and the store keeps it: `traceparent` and `tracestate`."""
+
+    traceparent: str
+    tracestate: str = ""
+
+
+class _State:
+    on = False
+    decided = False
+    content_chars = 0  # message text in attributes: 0 never (`traces.content` in config.yaml), else up to this
+    lock = threading.Lock()
+
+
+_state = _State()
+
+
+def active() -> bool:
+    """Whether spans are recorded in this process (decided by `setup`)."""
+    return _state.on
+
+
+def setup(*, service: str = "backchannel", attributes: Mapping[str, str] | None = None) -> bool:
+    """Turn tracing on for this process when its host or the OTEL_* variables ask for it; True when on.
+
+    Decided once per process; a provider is built only when none is set yet (never over a host's own).
+    `service` names the process where OTEL_SERVICE_NAME does not; `attributes` join the resource."""
+    with _state.lock:
+        if _state.decided:
+            return _state.on
+        _state.decided = True
+        _state.on = _decide(service, dict(attributes or {}))
+        return _state.on
+
+
+def reset() -> None:
+    """Forget the decision (tests that set a provider of their own call `setup` again after it)."""
+    with _state.lock:
+        _state.decided = False
+        _state.on = False
+
+
+def set_content_chars(chars: int) -> None:
+    """Message and reply text go into spans up to `chars` characters each (0: never, the default)."""
+    _state.content_chars = max(0, chars)
+
+
+def _truthy(value: str | None) -> bool:
+    return (value or "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _wanted_exporters() -> list[str]:
+    """The exporters the OTEL_* variables ask for (none when they ask for nothing)."""
+    names = os.environ.get("OTEL_TRACES_EXPORTER")
+    if names is None:
+        endpoint = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+        return ["otlp"] if endpoint else []
+    return [n.strip().lower() for n in names.split(",") if n.strip() and n.strip().lower() != "none"]
+
+
+def _decide(service: str, attributes: dict[str, str]) -> bool:
+    if _truthy(os.environ.get("OTEL_SDK_DISABLED")):
+        return False
+    wanted = _wanted_exporters()
+    if not wanted and "opentelemetry.trace" not in sys.modules:
+        return False  # nothing asks for traces, and no host could have set a provider: never import the API
+    from opentelemetry import trace
+
+    if not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        return True  # the host (or a test) set one: its spans are ours too
+    if not wanted:
+        return False
+    try:
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    except ImportError:
+        log.warning(
+            "OTEL_TRACES_EXPORTER or an OTLP endpoint is set, but the OpenTelemetry SDK is not installed: "
+            "no traces are sent (pip install 'backchannel[otel]')"
+        )
+        return False
+    exporters = [e for e in (_exporter(name) for name in wanted) if e is not None]
+    if not exporters:
+        return False
+    named = "service.name" in os.environ.get("OTEL_RESOURCE_ATTRIBUTES", "") or os.environ.get("OTEL_SERVICE_NAME")
+    resource = Resource.create({**attributes, **({} if named else {"service.name": service})})
+    provider = TracerProvider(resource=resource)  # its sampler from OTEL_TRACES_SAMPLER(_ARG)
+    for exporter in exporters:
+        # Spans are handed to a bounded queue (OTEL_BSP_MAX_QUEUE_SIZE) and sent from a thread of their own:
+        # an exporter that is down or slow drops spans, never slows a turn.
+        provider.add_span_processor(BatchSpanProcessor(exporter))
+    for name in _NOISY_LOGGERS:
+        logging.getLogger(name).addFilter(_drop_export_noise)
+    trace.set_tracer_provider(provider)
+    return True
+
+
+def _exporter(name: str) -> SpanExporter | None:
+    """The exporter OTEL_TRACES_EXPORTER names (`otlp` by OTEL_EXPORTER_OTLP_PROTOCOL), from the installed ones."""
+    from importlib.metadata import entry_points
+
+    point = name
+    if name == "otlp":
+        protocol = (
+            os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+            or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+            or "http/protobuf"
+        )
+        point = _OTLP_BY_PROTOCOL.get(protocol.strip().lower(), "")
+        if not point:
+            log.warning("OTEL_EXPORTER_OTLP_PROTOCOL %r is not one of %s: no traces sent", protocol, *_OTLP_BY_PROTOCOL)
+            return None
+    found = {e.name: e for e in entry_points(group=_EXPORTER_GROUP)}
+    if point not in found:
+        log.warning(
+            "trace exporter %r is not installed (installed: %s): no traces sent there",
+            name,
+            ", ".join(sorted(n for n in found if n != "otlp")) or "none",
+        )
+        return None
+    try:
+        exporter = found[point].load()()
+    except Exception as exc:  # a bad endpoint or header variable: the gateway runs on without traces there
+        log.warning("trace exporter %r could not be made: %s", name, exc)
+        return None
+    return _Quiet(exporter, name)
+
+
+def _drop_export_noise(record: logging.LogRecord) -> bool:
+    return record.levelno >= logging.CRITICAL
+
+
+def _Quiet(inner: SpanExporter, name: str) -> SpanExporter:
+    from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+    class Quiet(SpanExporter):
+        """An exporter that says once that its endpoint is away (and once that it is back), not per batch."""
+
+        def __init__(self) -> None:
+            self.failing = False
+
+        def export(self, spans: Sequence[Any]) -> SpanExportResult:
+            try:
+                result = inner.export(spans)
+            except Exception as exc:
+                result, why = SpanExportResult.FAILURE, f"{type(exc).__name__}: {exc}"
+            else:
+                why = "it did not accept them"
+            if result is SpanExportResult.FAILURE and not self.failing:
+                self.failing = True
+                log.warning("traces could not be sent to %s (%s): spans are dropped until it answers", name, why)
+            elif result is SpanExportResult.SUCCESS and self.failing:
+                self.failing = False
+                log.warning("traces are sent to %s again", name)
+            return result
+
+        def shutdown(self) -> None:
+            inner.shutdown()
+
+        def force_flush(self, timeout_millis: int = 30000) -> bool:
+            return inner.force_flush(timeout_millis)
+
+    return Quiet()
+
+
+# --- spans --------------------------------------------------------------------------------------------
+
+
+def tracer() -> Tracer:
+    from opentelemetry import trace
+
+    return trace.get_tracer(TRACER_NAME)
+
+
+def _kind(kind: str) -> SpanKind:
+    from opentelemetry.trace import SpanKind
+
+    return {"server": SpanKind.SERVER, "client": SpanKind.CLIENT}.get(kind, SpanKind.INTERNAL)
+
+
+def start(
+    name: str,
+    *,
+    kind: str = "internal",
+    attributes: Mapping[str, Any] | None = None,
+    parent: Context | None = None,
+    at: float | None = None,
+) -> Span:
+    """A span begun at `at` (epoch seconds; now when None) under `parent` (the current span when None).
+    Only call when `active()`."""
+    return tracer().start_span(
+        name,
+        context=parent,
+        kind=_kind(kind),
+        attributes=_clean(attributes),
+        start_time=None if at is None else _ns(at),
+    )
+
+
+@contextlib.contextmanager
+def span(
+    name: str, kind: str = "internal", attributes: Mapping[str, Any] | None = None, *, parent: Context | None = None
+) -> Iterator[Span | None]:
+    """A span around a block, current inside it; an error leaving the block marks it. None when tracing is off."""
+    if not _state.on:
+        yield None
+        return
+    from opentelemetry import trace
+
+    with trace.use_span(start(name, kind=kind, attributes=attributes, parent=parent), end_on_exit=True) as s:
+        yield s
+
+
+@contextlib.contextmanager
+def current(span: Span | None) -> Iterator[None]:
+    """`span` current inside the block (its end is the caller's); nothing when None."""
+    if span is None:
+        yield
+        return
+    from opentelemetry import trace
+
+    with trace.use_span(span, end_on_exit=False, record_exception=False, set_status_on_exception=False):
+        yield
+
+
+def annotate(span: Span | None, attributes: Mapping[str, Any]) -> None:
+    """Add `attributes` to `span` (its Nones left out); nothing when tracing is off (`span` None)."""
+    if span is not None:
+        span.set_attributes(_clean(attributes) or {})
+
+
+def end(
+    span: Span, *, at: float | None = None, error: str | None = None, attributes: Mapping[str, Any] | None = None
+) -> None:
+    """End `span` (at `at`, epoch seconds), its status an error when `error` (what went wrong) is given."""
+    if attributes:
+        annotate(span, attributes)
+    if error is not None:
+        from opentelemetry.trace import Status, StatusCode
+
+        span.set_status(Status(StatusCode.ERROR, error[:200]))
+    span.end(end_time=None if at is None else _ns(at))
+
+
+def whole(
+    name: str,
+    *,
+    start_at: float,
+    end_at: float,
+    kind: str = "internal",
+    attributes: Mapping[str, Any] | None = None,
+    parent: Context | None = None,
+    error: str | None = None,
+) -> Carrier | None:
+    """A span of something already over (a queue wait, a hold, a run that ended without a turn); its carrier."""
+    s = start(name, kind=kind, attributes=attributes, parent=parent, at=start_at)
+    carried = carrier_of(s)
+    end(s, at=max(end_at, start_at), error=error)
+    return carried
+
+
+def _ns(seconds: float) -> int:
+    return int(seconds * 1_000_000_000)
+
+
+def _clean(attributes: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """Attributes without the Nones (OpenTelemetry refuses them); sequences as lists of strings."""
+    if not attributes:
+        return None
+    out: dict[str, Any] = {}
+    for key, value in attributes.items():
+        if value is None:
+            continue
+        if isinstance(value, (list, tuple)):
+            value = [str(v) for v in value]
+        out[key] = value
+    return out
+
+
+def content(text: str | None) -> str | None:
+    """`text` for a span attribute when `traces.content` is on (bounded), else None (left out)."""
+    chars = _state.content_chars
+    if not chars or text is None:
+        return None
+    return text if len(text) <= chars else f"{text[:chars]}… ({len(text) - chars} more characters)"
+
+
+# --- contexts across processes and in the store ------------------------------------------------------
+
+
+def carrier_of(span: Span | None) -> Carrier | None:
+    """The W3C form of `span`'s context (None for an invalid one)."""
+    if span is None:
+        return None
+    sc = span.get_span_context()
+    if not sc.is_valid:
+        return None
+    state = sc.trace_state.to_header() if sc.trace_state else ""
+    return Carrier(f"00-{sc.trace_id:032x}-{sc.span_id:016x}-{int(sc.trace_flags):02x}", state)
+
+
+def current_carrier() -> Carrier | None:
+    """The current span's context in W3C form, when tracing is on and a span is current."""
+    if not _state.on:
+        return None
+    from opentelemetry import trace
+
+    return carrier_of(trace.get_current_span())
+
+
+def parse(traceparent: str | None, tracestate: str | None = None) -> Context | None:
+    """A remote parent from a `traceparent` (and `tracestate`); None for a missing, malformed or oversized one
+    (a new trace starts: a caller's bad header is never an error)."""
+    if not _state.on or not traceparent:
+        return None
+    found = _TRACEPARENT_RE.match(traceparent.strip().lower()) if len(traceparent) <= 64 else None
+    if found is None or found.group(1) == _ZERO_TRACE or found.group(2) == _ZERO_SPAN:
+        return None
+    from opentelemetry import trace
+    from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, TraceState
+
+    state = TraceState()
+    if tracestate and len(tracestate) <= MAX_TRACESTATE_CHARS:
+        with contextlib.suppress(Exception):
+            state = TraceState.from_header([tracestate])
+    context = SpanContext(
+        trace_id=int(found.group(1), 16),
+        span_id=int(found.group(2), 16),
+        is_remote=True,
+        trace_flags=TraceFlags(int(found.group(3), 16) & 0x01),
+        trace_state=state,
+    )
+    return trace.set_span_in_context(NonRecordingSpan(context))
+
+
+def kept(traceparent: str | None, tracestate: str | None) -> Carrier | None:
+    """A context as the store keeps it (two columns), as a Carrier; None when nothing was kept."""
+    return Carrier(traceparent, tracestate or "") if traceparent else None
+
+
+def from_carrier(carrier: Carrier | None) -> Context | None:
+    return parse(carrier.traceparent, carrier.tracestate) if carrier is not None else None
+
+
+def from_headers(headers: Mapping[str, str]) -> Context | None:
+    """The caller's context from request headers (HTTP's are case-insensitive: pass Starlette's or httpx's)."""
+    if not _state.on:
+        return None
+    return parse(headers.get(TRACEPARENT), headers.get(TRACESTATE))
+
+
+def inject(headers: MutableMapping[str, str]) -> None:
+    """Add the current span's `traceparent`/`tracestate` to outgoing headers (nothing when off or none)."""
+    carried = current_carrier()
+    if carried is None:
+        return
+    headers[TRACEPARENT] = carried.traceparent
+    if carried.tracestate:
+        headers[TRACESTATE] = carried.tracestate
