@@ -70,7 +70,8 @@ def new_home(prefix: str = "bench-") -> Path:
     return home
 
 
-def start_gateway(home: Path) -> Gateway:
+def start_gateway(home: Path, *, traced: bool = False) -> Gateway:
+    """A gateway process on `home`; `traced`: with tracing on, its spans kept in memory (bench/traced_gateway.py)."""
     port = free_port()
     cfg = home / "config.yaml"
     cfg.write_text(cfg.read_text().replace("port: 8377", f"port: {port}"))
@@ -80,9 +81,8 @@ def start_gateway(home: Path) -> Gateway:
     cfg.write_text(yaml.safe_dump(settings, sort_keys=False))
     env = {**os.environ, "BACKCHANNEL_HOME": str(home)}
     log = (home / "gateway.log").open("ab")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "backchannel", "gateway"], env=env, stdout=log, stderr=subprocess.STDOUT
-    )
+    command = [str(Path(__file__).with_name("traced_gateway.py"))] if traced else ["-m", "backchannel", "gateway"]
+    proc = subprocess.Popen([sys.executable, *command], env=env, stdout=log, stderr=subprocess.STDOUT)
     gw = Gateway(home, port, proc)
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:

@@ -132,6 +132,38 @@ async def bench_turns(gw: Gateway, rounds: int, n: int) -> dict[str, Any]:
     }
 
 
+async def bench_tracing(
+    off: Gateway, on: Gateway, rounds: int, n: int, clients: int, duration: float
+) -> dict[str, Any]:
+    """The same turn on a gateway without tracing (nothing configured: the API's no-op, never imported) and on
+    one with tracing on (every span recorded, batched, kept in memory), interleaved: p50 one at a time, and
+    turns per second at `clients` clients."""
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=clients)) as s:
+        sids = {id(gw): [await new_session(s, gw, f"trace-{i}") for i in range(clients)] for gw in (off, on)}
+        counter = [0]
+        p50: dict[int, list[float]] = {id(off): [], id(on): []}
+        rates: dict[int, list[float]] = {id(off): [], id(on): []}
+        for _ in range(rounds):
+            for gw in (off, on):
+                for _ in range(n):
+                    m, u, kw = chat_request(gw, sids[id(gw)][0], counter)
+                    p50[id(gw)] += await sequential(s, m, u, 1, **kw)
+            for gw in (off, on):
+                ids = sids[id(gw)]
+                rates[id(gw)].append(
+                    await concurrent(s, clients, duration, lambda i, gw=gw, ids=ids: chat_request(gw, ids[i], counter))
+                )
+    return {
+        "off_p50_ms": median(p50[id(off)]) * 1e3,
+        "on_p50_ms": median(p50[id(on)]) * 1e3,
+        "ratio_p50": median(p50[id(on)]) / median(p50[id(off)]),
+        "clients": clients,
+        "off_per_s": median(rates[id(off)]),
+        "on_per_s": median(rates[id(on)]),
+        "ratio_per_s": median([a / b for a, b in zip(rates[id(on)], rates[id(off)], strict=True)]),
+    }
+
+
 async def bench_throughput(gw: Gateway, clients: int, duration: float, rounds: int) -> dict[str, Any]:
     """/health, chat turns and A2A `SendMessage` turns per second, one session per client for each route.
 
@@ -357,6 +389,24 @@ def table(results: dict[str, Any]) -> None:
                 "<= 5x",
             )
         )
+    if "tracing" in results:
+        tr = results["tracing"]
+        rows.append(
+            (
+                "turn p50, tracing on (in memory) vs off",
+                f"{tr['on_p50_ms']:.2f} vs {tr['off_p50_ms']:.2f} ms",
+                f"{tr['ratio_p50']:.2f}x",
+                "<= 1.15x",
+            )
+        )
+        rows.append(
+            (
+                f"turns/s at {tr['clients']} clients, tracing on vs off",
+                f"{tr['on_per_s']:.0f} vs {tr['off_per_s']:.0f}",
+                f"{tr['ratio_per_s']:.2f}x",
+                ">= 0.87x",
+            )
+        )
     big = results.get("big_session")
     if big is None:  # --core: the turn, A2A and throughput measures only
         print_rows(rows)
@@ -418,6 +468,11 @@ async def main(args: argparse.Namespace) -> None:
         results["turns"] = await bench_turns(gw, rounds=args.rounds, n=args.n)
         results["throughput"] = [await bench_throughput(gw, c, args.duration, args.rounds) for c in (16, 32)]
         results["cli_start"] = bench_cli_start(home, rounds=max(args.rounds, 5))
+        traced = start_gateway(new_home("bench-traced-"), traced=True)
+        try:
+            results["tracing"] = await bench_tracing(gw, traced, args.rounds, args.n, 32, args.duration)
+        finally:
+            traced.stop()
         if not args.core:
             results["big_session"] = await bench_big_session(gw, 10_000)
             results["idle_sessions"] = await bench_idle_sessions(gw, 10_000)

@@ -18,13 +18,13 @@ import os
 import re
 import sys
 import threading
-from collections.abc import Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
     from opentelemetry.sdk.trace.export import SpanExporter
-    from opentelemetry.trace import Span, SpanKind, Tracer
+    from opentelemetry.trace import Span, Status, Tracer, TraceState
 
 log = logging.getLogger("backchannel.tracing")
 
@@ -213,16 +213,55 @@ def _Quiet(inner: SpanExporter, name: str) -> SpanExporter:
 # --- spans --------------------------------------------------------------------------------------------
 
 
+class _Api:
+    """The parts of the OpenTelemetry API the spans use, imported once when tracing turns on (an import
+    statement per span costs a turn more than the span's own attributes)."""
+
+    def __init__(self) -> None:
+        from opentelemetry import context, trace
+        from opentelemetry.trace import (
+            NonRecordingSpan,
+            SpanContext,
+            SpanKind,
+            Status,
+            StatusCode,
+            TraceFlags,
+            TraceState,
+        )
+
+        self.attach, self.detach, self.current_context = context.attach, context.detach, context.get_current
+        self.in_context, self.current_span = trace.set_span_in_context, trace.get_current_span
+        self.kinds = {"server": SpanKind.SERVER, "client": SpanKind.CLIENT, "internal": SpanKind.INTERNAL}
+        self.tracer = trace.get_tracer(TRACER_NAME)
+        self.trace_state = TraceState
+        self._status, self._error = Status, StatusCode.ERROR
+        self._span, self._context, self._flags = NonRecordingSpan, SpanContext, TraceFlags
+
+    def error(self, why: str) -> Status:
+        return self._status(self._error, why)
+
+    def remote(self, trace_id: int, span_id: int, flags: int, state: TraceState) -> Span:
+        """A caller's span, as a parent."""
+        flagged = self._flags(flags)
+        context = self._context(
+            trace_id=trace_id, span_id=span_id, is_remote=True, trace_flags=flagged, trace_state=state
+        )
+        return self._span(context)
+
+
+_api: _Api | None = None
+
+
+def _otel() -> _Api:
+    global _api
+    if _api is None:
+        _api = _Api()
+    return _api
+
+
 def tracer() -> Tracer:
-    from opentelemetry import trace
-
-    return trace.get_tracer(TRACER_NAME)
-
-
-def _kind(kind: str) -> SpanKind:
-    from opentelemetry.trace import SpanKind
-
-    return {"server": SpanKind.SERVER, "client": SpanKind.CLIENT}.get(kind, SpanKind.INTERNAL)
+    """Backchannel's tracer, made once."""
+    return _otel().tracer
 
 
 def start(
@@ -235,39 +274,72 @@ def start(
 ) -> Span:
     """A span begun at `at` (epoch seconds; now when None) under `parent` (the current span when None).
     Only call when `active()`."""
-    return tracer().start_span(
+    api = _otel()
+    return api.tracer.start_span(
         name,
         context=parent,
-        kind=_kind(kind),
+        kind=api.kinds[kind],
         attributes=_clean(attributes),
         start_time=None if at is None else _ns(at),
     )
 
 
-@contextlib.contextmanager
-def span(
-    name: str, kind: str = "internal", attributes: Mapping[str, Any] | None = None, *, parent: Context | None = None
-) -> Iterator[Span | None]:
-    """A span around a block, current inside it; an error leaving the block marks it. None when tracing is off."""
-    if not _state.on:
-        yield None
-        return
-    from opentelemetry import trace
+class span:  # used as a function: `with tracing.span(...) as s`
+    """A span around a block, current inside it; an error leaving the block marks it and ends it. `as` gives the
+    span, or None when tracing is off (then nothing at all happens)."""
 
-    with trace.use_span(start(name, kind=kind, attributes=attributes, parent=parent), end_on_exit=True) as s:
-        yield s
+    __slots__ = ("_args", "_span", "_token")
+
+    def __init__(
+        self,
+        name: str,
+        kind: str = "internal",
+        attributes: Mapping[str, Any] | None = None,
+        *,
+        parent: Context | None = None,
+    ) -> None:
+        self._args = (name, kind, attributes, parent) if _state.on else None
+        self._span: Span | None = None
+
+    def __enter__(self) -> Span | None:
+        if self._args is None:
+            return None
+        name, kind, attributes, parent = self._args
+        self._span = start(name, kind=kind, attributes=attributes, parent=parent)
+        self._token = _otel().attach(_otel().in_context(self._span))
+        return self._span
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: object) -> None:
+        s = self._span
+        if s is None:
+            return
+        _otel().detach(self._token)
+        if error is not None and not isinstance(error, GeneratorExit):
+            s.record_exception(error)
+            s.set_status(_otel().error(f"{type(error).__name__}: {error}"[:200]))
+        s.end()
 
 
-@contextlib.contextmanager
-def current(span: Span | None) -> Iterator[None]:
+class current:  # used as a function: `with tracing.current(span)`
     """`span` current inside the block (its end is the caller's); nothing when None."""
-    if span is None:
-        yield
-        return
-    from opentelemetry import trace
 
-    with trace.use_span(span, end_on_exit=False, record_exception=False, set_status_on_exception=False):
-        yield
+    __slots__ = ("_span", "_token")
+
+    def __init__(self, span: Span | None) -> None:
+        self._span = span
+
+    def __enter__(self) -> None:
+        if self._span is not None:
+            self._token = _otel().attach(_otel().in_context(self._span))
+
+    def __exit__(self, *exc: object) -> None:
+        if self._span is not None:
+            _otel().detach(self._token)
+
+
+def here() -> Context | None:
+    """The current context, to parent spans on later from elsewhere (None when tracing is off)."""
+    return _otel().current_context() if _state.on else None
 
 
 def annotate(span: Span | None, attributes: Mapping[str, Any]) -> None:
@@ -283,9 +355,7 @@ def end(
     if attributes:
         annotate(span, attributes)
     if error is not None:
-        from opentelemetry.trace import Status, StatusCode
-
-        span.set_status(Status(StatusCode.ERROR, error[:200]))
+        span.set_status(_otel().error(error[:200]))
     span.end(end_time=None if at is None else _ns(at))
 
 
@@ -343,16 +413,14 @@ def carrier_of(span: Span | None) -> Carrier | None:
     if not sc.is_valid:
         return None
     state = sc.trace_state.to_header() if sc.trace_state else ""
-    return Carrier(f"00-{sc.trace_id:032x}-{sc.span_id:016x}-{int(sc.trace_flags):02x}", state)
+    return Carrier(f"00-{sc.trace_id:032x}-{sc.span_id:016x}-{sc.trace_flags:02x}", state)
 
 
 def current_carrier() -> Carrier | None:
     """The current span's context in W3C form, when tracing is on and a span is current."""
     if not _state.on:
         return None
-    from opentelemetry import trace
-
-    return carrier_of(trace.get_current_span())
+    return carrier_of(_otel().current_span())
 
 
 def parse(traceparent: str | None, tracestate: str | None = None) -> Context | None:
@@ -363,21 +431,13 @@ def parse(traceparent: str | None, tracestate: str | None = None) -> Context | N
     found = _TRACEPARENT_RE.match(traceparent.strip().lower()) if len(traceparent) <= 64 else None
     if found is None or found.group(1) == _ZERO_TRACE or found.group(2) == _ZERO_SPAN:
         return None
-    from opentelemetry import trace
-    from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, TraceState
-
-    state = TraceState()
+    api = _otel()
+    state = api.trace_state()
     if tracestate and len(tracestate) <= MAX_TRACESTATE_CHARS:
         with contextlib.suppress(Exception):
-            state = TraceState.from_header([tracestate])
-    context = SpanContext(
-        trace_id=int(found.group(1), 16),
-        span_id=int(found.group(2), 16),
-        is_remote=True,
-        trace_flags=TraceFlags(int(found.group(3), 16) & 0x01),
-        trace_state=state,
-    )
-    return trace.set_span_in_context(NonRecordingSpan(context))
+            state = api.trace_state.from_header([tracestate])
+    span = api.remote(int(found.group(1), 16), int(found.group(2), 16), int(found.group(3), 16) & 0x01, state)
+    return api.in_context(span)
 
 
 def kept(traceparent: str | None, tracestate: str | None) -> Carrier | None:

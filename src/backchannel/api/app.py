@@ -82,7 +82,7 @@ def _server_span(request: Request) -> tuple[str, str, dict[str, object]]:
     return (
         f"{request.method} {route or ''}".rstrip(),
         "server",
-        {"http.request.method": request.method, "http.route": route, "url.path": request.url.path},
+        {"http.request.method": request.method, "http.route": route},
     )
 
 

@@ -77,7 +77,7 @@ class HostedTools:
             raise NotFound(f"no tool {tool!r} here; these are: {', '.join(HOSTED_TOOLS)}", code="unknown_tool")
         session, ctx, run_id = await self._context(profile_name, session_id)
         # A call made on behalf of a turn running here is a step of that turn's span; any other, of the request's.
-        parent = tracing.from_carrier(ctx.trace) if run_id is not None else None
+        parent = ctx.trace if run_id is not None else None
         attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool}
         with tracing.span(f"execute_tool {tool}", "internal", attributes, parent=parent):
             result, ok = await call_tool(self.tools, tool, arguments, ctx)

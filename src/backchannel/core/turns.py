@@ -74,7 +74,7 @@ class Turns:
             exchange=run.origin or run.id,
             sender=self.sender,
             memories=self.memories,
-            trace=tracing.current_carrier(),  # the run's span (the workers make it current)
+            trace=tracing.here(),  # the run's span (the workers make it current)
         )
         text = await self.prepare(ctx, run) if self.prepare is not None else run.message
         if keys.is_wake(run.idempotency_key):  # our own heading stays as it is; only the outcome is the other's

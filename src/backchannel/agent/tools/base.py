@@ -12,15 +12,17 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ...errors import BackchannelError
 from ...home.profiles import Profile
 from ...home.redact import redact
 from ...outcome import GroupResult, Outcome, Result, error_body, of_error
-from ...tracing import Carrier
 from ..engines.base import ToolSpec
 from ..memories import FileMemories, Memories
+
+if TYPE_CHECKING:
+    from opentelemetry.context import Context
 
 
 class ToolFailure(Exception):
@@ -46,7 +48,7 @@ class ToolContext:
     exchange: str = ""  # the run of the person's message this turn descends from
     sender: Sender | None = None
     memories: Memories = field(default_factory=FileMemories)
-    trace: Carrier | None = None  # the span of the turn (its run's), for a tool called from outside the turn
+    trace: Context | None = None  # the turn's trace context (its run's span), for a tool called from outside it
     _sends: dict[tuple[str, str], int] = field(default_factory=dict)
 
     @property

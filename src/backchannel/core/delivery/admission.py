@@ -145,9 +145,6 @@ class Admission:
             return Admitted(facts, target)
         held = policy.held(facts)
         new, admit = await self._new_run(attempt, facts, target, exchange=exchange, held=held)
-        carried = attempt.trace or tracing.current_carrier()
-        if carried is not None:
-            new = dataclasses.replace(new, traceparent=carried.traceparent, tracestate=carried.tracestate or None)
         if attempt.steer and self.directory.profile(new.profile).config.model.engine in STEERABLE_ENGINES:
             new = dataclasses.replace(new, steer=True)
         run, created = await self.queue.submit(new, admit=admit, capped=attempt.kind != "reply")
@@ -330,6 +327,8 @@ class Admission:
         self, attempt: Attempt, facts: policy.Attempt, target: str, *, exchange: str | None, held: bool
     ) -> tuple[NewRun, Admit | None]:
         """The run a message let through is recorded as, and the rate it is admitted within."""
+        carried = attempt.trace or tracing.current_carrier()  # the trace the run continues, kept with it
+        traceparent, tracestate = (carried.traceparent, carried.tracestate or None) if carried else (None, None)
         if attempt.kind == "reply":
             session = attempt.session
             assert session is not None and attempt.key is not None
@@ -341,6 +340,8 @@ class Admission:
                 idempotency_key=attempt.key,
                 hops=attempt.hops,
                 origin=exchange,
+                traceparent=traceparent,
+                tracestate=tracestate,
             )
             return new, None
         if attempt.kind == "send":
@@ -363,6 +364,8 @@ class Admission:
                 wake=not facts.waits,
                 held=held,
                 ttl_seconds=self.hold_expiry(session.profile) if held else None,
+                traceparent=traceparent,
+                tracestate=tracestate,
             )
             return new, self._rated(turn.address)
         human = is_human(attempt.sender)
@@ -381,6 +384,8 @@ class Admission:
             held=held,
             ttl_seconds=self.hold_expiry(session.profile) if held else None,
             files=attempt.files,
+            traceparent=traceparent,
+            tracestate=tracestate,
         )
         return new, None if human else self._rated(attempt.sender, also=addresses.head(attempt.sender))
 

@@ -77,7 +77,6 @@ class RunSpans:
             attributes={
                 "backchannel.outcome": of_state(run.state.value).value,
                 "backchannel.state": run.state.value,
-                "backchannel.attempts": run.attempts,
                 "backchannel.steered_into": run.steered_into,
                 "error.type": run.error_code if bad else None,
                 "gen_ai.usage.input_tokens": run.tokens_in,
