@@ -1,5 +1,6 @@
 """What a command loads: `--version` and the CLI's root nothing but click; a gateway not the MCP or A2A SDKs
-until something asks for them (their own tests check that /mcp and A2A still answer)."""
+until something asks for them (their own tests check that /mcp and A2A still answer), nor OpenTelemetry
+unless the OTEL_* variables ask for traces."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ HEAVY = (
     "pydantic",
     "yaml",
     "prometheus_client",
+    "opentelemetry",
 )
 
 
@@ -44,6 +46,7 @@ def test_version_loads_nothing_but_click() -> None:
 def test_a_gateway_loads_neither_the_mcp_nor_the_a2a_sdk_at_start() -> None:
     loaded = _loaded_after("import backchannel.core.gateway, backchannel.api.app, backchannel.api.server")
     assert not loaded & {"mcp", "mcp_types", "a2a"}
+    assert "opentelemetry" not in loaded  # tracing off (no OTEL_* variable asks for it): not even its API
     assert {"starlette", "uvicorn"} <= loaded  # what serving needs is there
 
 

@@ -10,7 +10,10 @@ holds a turn up and says so once; message text stays out of the spans unless `tr
 from __future__ import annotations
 
 import json
+import os
 import secrets
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -333,3 +336,35 @@ def test_an_mcp_hosts_trace_context_is_continued(tmp_path: Path) -> None:
     assert executed.parent_id == called.span_id
     builds = one(spans, "invoke_agent builds")
     assert (builds.trace_id, builds.parent_id) == (CALLER_TRACE, executed.span_id)
+
+
+@pytest.mark.parametrize(
+    ("env", "on", "said"),
+    [
+        ({}, False, ""),
+        ({"OTEL_TRACES_EXPORTER": "none"}, False, ""),
+        ({"OTEL_TRACES_EXPORTER": "console", "OTEL_SDK_DISABLED": "true"}, False, ""),
+        ({"OTEL_TRACES_EXPORTER": "console"}, True, ""),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"}, True, ""),
+        ({"OTEL_TRACES_EXPORTER": "zipkinn"}, False, "trace exporter 'zipkinn' is not installed (installed: console"),
+        (
+            {"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "carrier-pigeon"},
+            False,
+            "OTEL_EXPORTER_OTLP_PROTOCOL 'carrier-pigeon' is not one of grpc",
+        ),
+    ],
+    ids=["nothing-set", "none", "sdk-disabled", "console", "an-otlp-endpoint", "unknown-exporter", "bad-protocol"],
+)
+def test_tracing_is_on_only_when_the_otel_variables_ask(env: dict[str, str], on: bool, said: str) -> None:
+    """Decided from the standard variables alone; a wrong one is a warning naming it, never a failure; with nothing
+    asked for, OpenTelemetry is not even imported."""
+    code = (
+        "import logging, sys\nlogging.basicConfig(level=logging.WARNING, format='%(message)s')\n"
+        "from backchannel import tracing\n"
+        "print(tracing.setup(), 'opentelemetry' in sys.modules)"
+    )
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    done = subprocess.run([sys.executable, "-c", code], env={**clean, **env}, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [str(on), str(on or bool(said))], (done.stdout, done.stderr)
+    assert said in done.stderr and "Traceback" not in done.stderr, done.stderr

@@ -18,7 +18,7 @@ import os
 import re
 import sys
 import threading
-from collections.abc import Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
@@ -155,7 +155,8 @@ def _exporter(name: str) -> SpanExporter | None:
         )
         point = _OTLP_BY_PROTOCOL.get(protocol.strip().lower(), "")
         if not point:
-            log.warning("OTEL_EXPORTER_OTLP_PROTOCOL %r is not one of %s: no traces sent", protocol, *_OTLP_BY_PROTOCOL)
+            known = ", ".join(_OTLP_BY_PROTOCOL)
+            log.warning("OTEL_EXPORTER_OTLP_PROTOCOL %r is not one of %s: no traces sent", protocol, known)
             return None
     found = {e.name: e for e in entry_points(group=_EXPORTER_GROUP)}
     if point not in found:
@@ -318,6 +319,29 @@ class span:  # used as a function: `with tracing.span(...) as s`
             s.record_exception(error)
             s.set_status(_otel().error(f"{type(error).__name__}: {error}"[:200]))
         s.end()
+
+
+class _Off:
+    """What `span_of` gives while tracing is off: a block with no span (`as` gives None)."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+_OFF = _Off()
+
+
+def span_of(
+    describe: Callable[..., tuple[str, str, Mapping[str, Any]]], *args: Any, parent: Context | None = None
+) -> span | _Off:
+    """`span(*describe(*args))`, `describe` called only when tracing is on: a turn with tracing off builds no
+    span's name or attributes."""
+    if not _state.on:
+        return _OFF
+    return span(*describe(*args), parent=parent)
 
 
 class current:  # used as a function: `with tracing.current(span)`

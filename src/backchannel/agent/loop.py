@@ -77,7 +77,7 @@ async def run_turn(
             session=session,
         )
         progress.partial = ""
-        with tracing.span(*_chat_span(engine, profile)) as span:
+        with tracing.span_of(_chat_span, engine, profile) as span:
             reply = await engine.step(request, on_delta)
             if span is not None and reply.usage is not None:
                 tracing.annotate(
@@ -104,7 +104,7 @@ async def run_turn(
         for call in reply.tool_calls:
             emit("tool.started", tool=call.name, preview=call.arguments[:200])
             started = time.monotonic()
-            with tracing.span(*_tool_span(call)) as span:
+            with tracing.span_of(_tool_span, call) as span:
                 result, ok = await call_tool(tools, call.name, call.arguments, ctx)
                 if span is not None and not ok:
                     tracing.annotate(span, {"error.type": _error_code(result)})

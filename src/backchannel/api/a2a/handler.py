@@ -86,7 +86,7 @@ class RunsHandler(RequestHandler):
         task is watched by it before the send waits, so its receiver is told every change from the first."""
         config = params.configuration
         _check(config)
-        with tracing.span(*_a2a_span("SendMessage", params.message)) as span:
+        with tracing.span_of(_a2a_span, "SendMessage", params.message) as span:
             asked = await self._push_asked(config, context)
             immediately = config.return_immediately or asked is not None
             task = await self._accept(params.message, context, immediately=immediately)
@@ -99,7 +99,7 @@ class RunsHandler(RequestHandler):
 
     async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
         validate_history_length(params)
-        with tracing.span(*_a2a_span("GetTask")) as span:
+        with tracing.span_of(_a2a_span, "GetTask") as span:
             task = await self._task(await self._own_run(params.id, context), context)
             _told(span, task)
         return apply_history_length(task, params)
@@ -133,7 +133,7 @@ class RunsHandler(RequestHandler):
         person, a replay of one that ended) is the Task alone."""
         config = params.configuration
         _check(config)
-        with tracing.span(*_a2a_span("SendStreamingMessage", params.message)) as span:
+        with tracing.span_of(_a2a_span, "SendStreamingMessage", params.message) as span:
             asked = await self._push_asked(config, context)
             task = await self._accept(params.message, context, immediately=True)
             if asked is not None:

@@ -140,7 +140,7 @@ class Outbound:
 
         Raises PeerError when the peer cannot be reached or refuses our key (recorded as such); a request
         that may have arrived without an answer is the outcome `unknown`, with the key that asks again."""
-        with tracing.span(*_client_span(peer, agent, sender, message)) as span:
+        with tracing.span_of(_client_span, peer, agent, sender, message) as span:
             result = await self._dm(peer, agent, message, wait=wait, key=key, sender=sender)
             tracing.annotate(span, _result_attributes(result))
             return result
@@ -197,7 +197,7 @@ class Outbound:
         self, peer: registry.Peer, agent: str | None, message: str, *, key: str, sender: SentFrom = PERSON
     ) -> tuple[Result, PeerAbout]:
         """Start a turn in the Bot Chat of `agent` on `peer`; (its receipt, what the peer says it is)."""
-        with tracing.span(*_client_span(peer, agent, sender, message)) as span:
+        with tracing.span_of(_client_span, peer, agent, sender, message) as span:
             result, about = await self._run(peer, agent, message, key=key, sender=sender)
             tracing.annotate(span, _result_attributes(result))
             return result, about

@@ -76,7 +76,7 @@ class RunSpans:
             error=(run.error or run.state.value) if bad else None,
             attributes={
                 "backchannel.outcome": of_state(run.state.value).value,
-                "backchannel.state": run.state.value,
+                "backchannel.state": run.state.value if bad else None,  # completed: the outcome says it
                 "backchannel.steered_into": run.steered_into,
                 "error.type": run.error_code if bad else None,
                 "gen_ai.usage.input_tokens": run.tokens_in,
@@ -95,6 +95,8 @@ def _kind(run: RunRow) -> str:
 
 
 def _attributes(run: RunRow) -> dict[str, Any]:
+    """A run's span's attributes as it begins; those that say nothing here are left out (each costs a span
+    a few microseconds): an empty chain, an exchange that is the run itself, a first attempt."""
     return {
         "gen_ai.operation.name": "invoke_agent",
         "gen_ai.agent.name": run.profile,
@@ -102,10 +104,10 @@ def _attributes(run: RunRow) -> dict[str, Any]:
         "backchannel.run_id": run.id,
         "backchannel.sender": run.sender,
         "backchannel.hops": run.hops,
-        "backchannel.chain": list(run.chain),
-        "backchannel.exchange": run.origin,
+        "backchannel.chain": list(run.chain) if run.chain else None,
+        "backchannel.exchange": run.origin if run.origin != run.id else None,
         "backchannel.landed": run.landed or "held",
-        "backchannel.attempt": run.attempts,
+        "backchannel.attempt": run.attempts if run.attempts > 1 else None,
         "backchannel.message": tracing.content(run.message),
     }
 
