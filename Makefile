@@ -136,6 +136,7 @@ interop: $(STAMP) $(HERMES_PLUGIN) $(LLAMA_STAMP) $(INSPECTOR_STAMP)
 bench: $(STAMP) postgres
 	$(BIN)/python bench/run.py
 	$(BIN)/python bench/shared.py
+	$(BIN)/python bench/growth.py
 
 bench-hermes: $(STAMP) $(HERMES_PLUGIN)
 	$(BIN)/python bench/hermes.py

@@ -25,9 +25,10 @@ from dataclasses import dataclass
 
 import pytest
 
+from backchannel import keys
 from backchannel.errors import Conflict, StoreError
 from backchannel.messages import Message
-from backchannel.store import runs, sessions
+from backchannel.store import retention, runs, sessions
 from backchannel.store.db import Database
 from backchannel.store.driver import Db
 from backchannel.store.runs import NewRun, RunRow, RunState
@@ -348,3 +349,52 @@ async def test_gateways_claiming_one_session_at_the_same_moment_get_one_run_betw
     finally:
         for db in others:
             await db.aclose()
+
+
+# --- retention (store.keep_days) ----------------------------------------------------------------------------
+
+
+@contract
+async def test_retention_removes_only_the_text_of_what_ended_and_owes_nothing(store: Backend) -> None:
+    """What ended loses its text; a queued run, a running one, and an ended one whose sender is owed its wake-up
+    keep theirs (the wake-up is made from the reply), until that wake-up exists."""
+    sid, other, sender = await session(store), await session(store), await session(store)
+    done, _ = await send(store, sid, "done long ago", key="k-done")
+    claimed = await claim(store, sid)
+    assert claimed is not None and await finish(store, claimed, "the old reply") is not None
+    queued, _ = await send(store, sid, "still waiting", key="k-queued")
+    owed_new = NewRun(
+        sender=f"main/{sender}",
+        profile="main",
+        session_id=other,
+        message="owed",
+        idempotency_key="k-owed",
+        sender_session=sender,
+        wake=True,
+    )
+    owed, _ = await runs.record(store.db, owed_new)
+    running = await claim(store, other)
+    assert running is not None and running.id == owed.id
+    later = 10**10  # every run was created before this
+    assert await retention.prune(store.db, before=later, now=later) == 1
+    assert ((await runs.get(store.db, done.id)).message, (await runs.get(store.db, done.id)).reply) == (
+        retention.REMOVED,
+        retention.REMOVED,
+    )
+    assert (await runs.get(store.db, queued.id)).message == "still waiting"
+    assert (await runs.get(store.db, owed.id)).message == "owed"  # running
+    assert await finish(store, running, "the owed reply") is not None
+    assert await retention.prune(store.db, before=later, now=later) == 0  # ended, but its wake-up is owed
+    assert (await runs.get(store.db, owed.id)).reply == "the owed reply"
+    wake = NewRun(
+        sender=f"main/{other}",
+        profile="main",
+        session_id=sender,
+        message="[Reply] the owed reply",
+        idempotency_key=keys.wake(owed.id),
+    )
+    await runs.record(store.db, wake)
+    assert await retention.prune(store.db, before=later, now=later) == 1  # woken: its text may go now
+    assert (await runs.get(store.db, owed.id)).reply == retention.REMOVED
+    # The rows stay: the ledger still lists every run.
+    assert {r.id for r in await runs.list_runs(store.db, session_id=sid)} == {done.id, queued.id}

@@ -368,3 +368,31 @@ def test_tracing_is_on_only_when_the_otel_variables_ask(env: dict[str, str], on:
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == [str(on), str(on or bool(said))], (done.stdout, done.stderr)
     assert said in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+def test_a_held_message_approved_later_continues_its_trace(pair: Pair, otlp: OtlpReceiver) -> None:
+    """A message held for the person runs, once approved, in the trace of the turn that sent it; the hold is a
+    span of its own inside the run's."""
+    trace_id = secrets.token_hex(16)
+    with messaging_rules(pair.a, "research", allow=["builds"]), messaging_rules(pair.a, "builds", hold=["research"]):
+        message = tool("send_to_session", session_id="builds", message="held for the person", wait_seconds=0)
+        run_id = start_run(pair.alpha, "research", message, traceparent=f"00-{trace_id}-{CALLER_SPAN}-01")
+        assert finished(pair.alpha, run_id)["status"] == "completed"
+        held = httpx.get(f"{pair.alpha.url}/v1/held", headers=pair.alpha.headers(), timeout=10).json()
+        [waiting] = [h for h in held["data"] if h["message"] == "held for the person"]
+        time.sleep(0.3)  # held a while
+        approved = httpx.post(
+            f"{pair.alpha.url}/v1/held/{waiting['run_id']}/approve", headers=pair.alpha.headers(), timeout=10
+        )
+        assert approved.status_code == 200, approved.text
+        assert finished(pair.alpha, waiting["run_id"])["status"] == "completed"
+    spans = otlp.wait_for(
+        lambda got: any(s.trace_id == trace_id and s.name == "invoke_agent builds" for s in got), "the held run"
+    )
+    spans = in_trace(otlp, trace_id)
+    builds = one(spans, "invoke_agent builds")
+    assert builds.parent_id == one(spans, "execute_tool send_to_session").span_id
+    assert builds["backchannel.landed"] == "held" and builds["backchannel.outcome"] == "delivered"
+    hold = one(spans, "backchannel.held")
+    assert (hold.parent_id, hold["backchannel.released"]) == (builds.span_id, True)
+    assert hold.end_ns - hold.start_ns >= 300_000_000

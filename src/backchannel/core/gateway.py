@@ -250,6 +250,8 @@ class Gateway:
             self._jobs.append(asyncio.create_task(background.checkpoints(self.db)))
         if self.pushes.delivers:
             self._jobs.append(asyncio.create_task(self.pushes.run()))
+        if self.settings.store.keep_days and self.queue.runs_turns:  # a gateway's job, not a command's
+            self._jobs.append(asyncio.create_task(background.prune(self.db, self.settings.store.keep_days)))
 
     async def stop(self, *, grace: float = 10.0) -> None:
         """Take no new work; let running turns finish within `grace`, requeue the rest, close everything."""

@@ -143,6 +143,10 @@ class StoreSettings(Frozen):
         15.0, description="how long a claimed turn is a gateway's without renewal: a gateway gone this long loses it"
     )
     pool_size: PositiveCount = Field(8, description="connections each gateway keeps to a shared store")
+    keep_days: Count = Field(
+        0,
+        description="what ended this many days ago loses its message and reply text, its ledger row kept (0: kept)",
+    )
 
 
 GROUP_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}\Z")  # as a profile's or a peer's name

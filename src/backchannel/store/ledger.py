@@ -89,29 +89,35 @@ async def entries(
         }
         for table, (where, params) in own.items():
             clauses[table] = (f"{clauses[table][0]} AND {where}", [*clauses[table][1], *params])
+    wanted = [s for s in states if s != "refused"]
+    if states:  # a run or a message to a peer in a wanted state; a refusal when `refused` is asked for
+        marks = ", ".join("?" for _ in wanted)
+        for table in ("runs", "outbound"):
+            where, params = clauses[table]
+            clauses[table] = (f"{where} AND state IN ({marks})", [*params, *wanted]) if wanted else ("FALSE", [])
+        if "refused" not in states:
+            clauses["refusals"] = ("FALSE", [])
     run_where, run_params = clauses["runs"]
     ref_where, ref_params = clauses["refusals"]
     out_where, out_params = clauses["outbound"]
-    wanted = [s for s in states if s != "refused"]
-    state_clauses = [f"state IN ({', '.join('?' for _ in wanted)})"] if wanted else []
-    if "refused" in states:
-        state_clauses.append("kind = 'refusal'")
-    state_where = f"WHERE {' OR '.join(state_clauses)}" if state_clauses else ""
+    # Each part newest first and cut at `limit` on its own (an index on created_at walked backwards), then the
+    # three merged: a page reads `limit` rows of each table, however many the store holds.
+    newest = "ORDER BY created_at DESC LIMIT ?"
     rows = await db.all(
         "SELECT * FROM ("
         f"SELECT created_at AS at, sender, {runs_target} AS target, state, hops, wait_seconds, message, reply,"
         " id AS run_id, error AS reason, origin, 'run' AS kind, tokens_in, tokens_out, cost_usd"
-        f"{RUN_TIMES} FROM runs WHERE {run_where}"
-        " UNION ALL "
+        f"{RUN_TIMES} FROM runs WHERE {run_where} {newest}"
+        ") AS r UNION ALL SELECT * FROM ("
         "SELECT created_at AS at, sender, target, 'refused:' || code AS state, hops, wait_seconds, message,"
         f" NULL AS reply, NULL AS run_id, reason, NULL AS origin, 'refusal' AS kind{NO_SPEND}{NO_TIMES} FROM refusals"
-        f" WHERE {ref_where}"
-        " UNION ALL "
+        f" WHERE {ref_where} {newest}"
+        ") AS f UNION ALL SELECT * FROM ("
         "SELECT created_at AS at, sender, target, state, hops, wait_seconds, message, reply,"
         f" remote_run_id AS run_id, error AS reason, origin, 'peer' AS kind{NO_SPEND}{PEER_TIMES} FROM outbound"
-        f" WHERE {out_where}"
-        f") AS entries {state_where} ORDER BY at DESC LIMIT ?",
-        (*run_params, *ref_params, *out_params, *wanted, limit),
+        f" WHERE {out_where} {newest}"
+        ") AS o ORDER BY at DESC LIMIT ?",
+        (*run_params, limit, *ref_params, limit, *out_params, limit, limit),
     )
     return [Entry(**dict(r)) for r in rows]
 

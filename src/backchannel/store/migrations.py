@@ -424,7 +424,9 @@ def m0016_shared_store(conn: sqlite3.Connection) -> None:
 def m0017_traces(conn: sqlite3.Connection) -> None:
     """The trace each run continues (W3C `traceparent`/`tracestate` of what caused it), its own span's context
     once it ended (its wake-up continues from there), when a held run was let go; and the trace context of each
-    message sent to a peer (the wake-up its late reply brings continues it)."""
+    message sent to a peer (the wake-up its late reply brings continues it). And the ledger's newest-first pages
+    read on an index, however many runs the store holds, and when a run's text was removed (`store.keep_days`),
+    the runs not yet pruned on an index of their own."""
     _run(
         conn,
         """
@@ -433,7 +435,11 @@ def m0017_traces(conn: sqlite3.Connection) -> None:
         ALTER TABLE runs ADD COLUMN trace_span TEXT;
         ALTER TABLE runs ADD COLUMN released_at REAL;
         ALTER TABLE outbound ADD COLUMN traceparent TEXT;
-        ALTER TABLE outbound ADD COLUMN tracestate TEXT
+        ALTER TABLE outbound ADD COLUMN tracestate TEXT;
+        ALTER TABLE runs ADD COLUMN pruned_at REAL;
+        CREATE INDEX runs_created ON runs (created_at);
+        CREATE INDEX runs_unpruned ON runs (created_at) WHERE pruned_at IS NULL;
+        CREATE INDEX outbound_created ON outbound (created_at)
         """,
     )
 

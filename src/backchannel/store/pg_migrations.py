@@ -292,7 +292,7 @@ CREATE TABLE room_lines (
 CREATE INDEX room_lines_room ON room_lines (room, seq);
 """
 
-# What each run's trace is (see store/migrations.py m0017_traces).
+# What each run's trace is, and the ledger's index (see store/migrations.py m0017_traces).
 TRACES = """
 ALTER TABLE runs ADD COLUMN traceparent text COLLATE "C";
 ALTER TABLE runs ADD COLUMN tracestate text COLLATE "C";
@@ -300,6 +300,10 @@ ALTER TABLE runs ADD COLUMN trace_span text COLLATE "C";
 ALTER TABLE runs ADD COLUMN released_at double precision;
 ALTER TABLE outbound ADD COLUMN traceparent text COLLATE "C";
 ALTER TABLE outbound ADD COLUMN tracestate text COLLATE "C";
+ALTER TABLE runs ADD COLUMN pruned_at double precision;
+CREATE INDEX runs_created ON runs (created_at);
+CREATE INDEX runs_unpruned ON runs (created_at) WHERE pruned_at IS NULL;
+CREATE INDEX outbound_created ON outbound (created_at);
 """
 
 MIGRATIONS: list[tuple[str, str]] = [

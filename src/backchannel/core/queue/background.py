@@ -12,12 +12,15 @@ import logging
 import time
 
 from ...errors import StoreError
+from ...store import retention
 from ...store.db import Database
 from ...store.driver import Db
 from .pauses import Pauses
 from .queue import RunQueue
 
 RESUME_SECONDS = 0.5
+RETENTION_SECONDS = 3600.0  # how often what passed store.keep_days loses its text
+DAY_SECONDS = 86_400.0
 
 CHECKPOINT_SECONDS = 0.5
 CHECKPOINT_PAGES = 1000  # SQLite's own default threshold
@@ -72,6 +75,19 @@ async def checkpoints(db: Database) -> None:
             await asyncio.to_thread(db.checkpoint)
         if not truncated and pages and time.monotonic() - changed_at >= IDLE_SECONDS:
             truncated = await asyncio.to_thread(db.checkpoint, "TRUNCATE")
+
+
+async def prune(db: Db, keep_days: int) -> None:
+    """`store.keep_days`: at start, then every RETENTION_SECONDS, what ended before the cut loses its text."""
+    while True:
+        now = time.time()
+        try:
+            pruned = await retention.prune(db, before=now - keep_days * DAY_SECONDS, now=now)
+            if pruned:
+                log.info("store.keep_days: the text of %d runs older than %d days removed", pruned, keep_days)
+        except StoreError as exc:
+            log.warning("store.keep_days: nothing removed this round: %s", exc.message)
+        await asyncio.sleep(RETENTION_SECONDS)
 
 
 async def resume_paused(pauses: Pauses, queue: RunQueue) -> None:
