@@ -74,8 +74,8 @@ def start_gateway(home: Path, *, traced: bool = False) -> Gateway:
     """A gateway process on `home`; `traced`: with tracing on, its spans kept in memory (bench/traced_gateway.py)."""
     port = free_port()
     cfg = home / "config.yaml"
-    cfg.write_text(cfg.read_text().replace("port: 8377", f"port: {port}"))
     settings = yaml.safe_load(cfg.read_text())
+    settings["gateway"]["port"] = port  # a fresh port at each start (a home's gateway may be started again)
     # The idle-sessions measure makes 11,000 sessions in one profile: past the default cap of 10,000.
     settings["gateway"]["max_sessions_per_profile"] = 1_000_000
     cfg.write_text(yaml.safe_dump(settings, sort_keys=False))

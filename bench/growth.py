@@ -146,6 +146,9 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     homes = {"empty": new_home("growth-empty-"), "grown": new_home("growth-grown-")}
     for home in homes.values():
         backchannel(home, "profile", "create", "research")
+        store = Database(home / "state.db")
+        await store.open()  # the schema, as a gateway's first start writes it
+        await store.aclose()
     t = time.perf_counter()
     fill(homes["grown"], args.runs)
     filled = time.perf_counter() - t

@@ -79,13 +79,6 @@ def setup(*, service: str = "backchannel", attributes: Mapping[str, str] | None 
         return _state.on
 
 
-def reset() -> None:
-    """Forget the decision (tests that set a provider of their own call `setup` again after it)."""
-    with _state.lock:
-        _state.decided = False
-        _state.on = False
-
-
 def set_content_chars(chars: int) -> None:
     """Message and reply text go into spans up to `chars` characters each (0: never, the default)."""
     _state.content_chars = max(0, chars)
@@ -392,12 +385,10 @@ def whole(
     attributes: Mapping[str, Any] | None = None,
     parent: Context | None = None,
     error: str | None = None,
-) -> Carrier | None:
-    """A span of something already over (a queue wait, a hold, a run that ended without a turn); its carrier."""
+) -> None:
+    """A span of something already over (a queue wait, a hold, a refusal)."""
     s = start(name, kind=kind, attributes=attributes, parent=parent, at=start_at)
-    carried = carrier_of(s)
     end(s, at=max(end_at, start_at), error=error)
-    return carried
 
 
 def _ns(seconds: float) -> int:
@@ -467,10 +458,6 @@ def parse(traceparent: str | None, tracestate: str | None = None) -> Context | N
 def kept(traceparent: str | None, tracestate: str | None) -> Carrier | None:
     """A context as the store keeps it (two columns), as a Carrier; None when nothing was kept."""
     return Carrier(traceparent, tracestate or "") if traceparent else None
-
-
-def from_carrier(carrier: Carrier | None) -> Context | None:
-    return parse(carrier.traceparent, carrier.tracestate) if carrier is not None else None
 
 
 def from_headers(headers: Mapping[str, str]) -> Context | None:

@@ -426,7 +426,8 @@ def m0017_traces(conn: sqlite3.Connection) -> None:
     once it ended (its wake-up continues from there), when a held run was let go; and the trace context of each
     message sent to a peer (the wake-up its late reply brings continues it). And the ledger's newest-first pages
     read on an index, however many runs the store holds, and when a run's text was removed (`store.keep_days`),
-    the runs not yet pruned on an index of their own."""
+    the runs not yet pruned on an index of their own; an exchange's runs found on its origin whatever their hop
+    (the index had only hops past 0, and the exchange view read every run)."""
     _run(
         conn,
         """
@@ -439,6 +440,8 @@ def m0017_traces(conn: sqlite3.Connection) -> None:
         ALTER TABLE runs ADD COLUMN pruned_at REAL;
         CREATE INDEX runs_created ON runs (created_at);
         CREATE INDEX runs_unpruned ON runs (created_at) WHERE pruned_at IS NULL;
+        DROP INDEX runs_exchange_hops;
+        CREATE INDEX runs_exchange_hops ON runs (origin, hops);
         CREATE INDEX outbound_created ON outbound (created_at)
         """,
     )

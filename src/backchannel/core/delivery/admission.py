@@ -434,7 +434,7 @@ def _refused_span(attempt: Attempt, facts: policy.Attempt, target: str, refusal:
             "backchannel.sender": attempt.sender,
             "backchannel.target": target,
             "backchannel.hops": facts.hops,
-            "backchannel.chain": list(facts.chain),
+            "backchannel.chain": list(facts.chain) or None,
             "backchannel.outcome": "refused",
             "backchannel.refusal.code": refusal.code,
             "error.type": refusal.code,

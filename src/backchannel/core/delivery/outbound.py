@@ -142,7 +142,8 @@ class Outbound:
         that may have arrived without an answer is the outcome `unknown`, with the key that asks again."""
         with tracing.span_of(_client_span, peer, agent, sender, message) as span:
             result = await self._dm(peer, agent, message, wait=wait, key=key, sender=sender)
-            tracing.annotate(span, _result_attributes(result))
+            if span is not None:
+                tracing.annotate(span, _result_attributes(result))
             return result
 
     async def _dm(
@@ -199,7 +200,8 @@ class Outbound:
         """Start a turn in the Bot Chat of `agent` on `peer`; (its receipt, what the peer says it is)."""
         with tracing.span_of(_client_span, peer, agent, sender, message) as span:
             result, about = await self._run(peer, agent, message, key=key, sender=sender)
-            tracing.annotate(span, _result_attributes(result))
+            if span is not None:
+                tracing.annotate(span, _result_attributes(result))
             return result, about
 
     async def _run(

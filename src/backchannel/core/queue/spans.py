@@ -29,13 +29,7 @@ class RunSpans:
         """The span of `run`'s turn, begun at the message's arrival (None when tracing is off)."""
         if not tracing.active():
             return None
-        span = tracing.start(
-            f"invoke_agent {run.profile}",
-            kind=_kind(run),
-            attributes=_attributes(run),
-            parent=tracing.parse(run.traceparent, run.tracestate),
-            at=run.created_at,
-        )
+        span = _started(run)
         with tracing.current(span):
             _waits(run, until=run.started_at or time.time())
         self._live[run.id] = span
@@ -59,13 +53,7 @@ class RunSpans:
         if span is None:
             if not tracing.active():
                 return
-            span = tracing.start(
-                f"invoke_agent {run.profile}",
-                kind=_kind(run),
-                attributes=_attributes(run),
-                parent=tracing.parse(run.traceparent, run.tracestate),
-                at=run.created_at,
-            )
+            span = _started(run)
             if run.started_at is None:
                 with tracing.current(span):
                     _waits(run, until=run.finished_at or time.time())
@@ -85,6 +73,17 @@ class RunSpans:
                 "backchannel.reply": tracing.content(run.reply),
             },
         )
+
+
+def _started(run: RunRow) -> Span:
+    """`invoke_agent <profile>`, begun when the message came, under the context kept with the run."""
+    return tracing.start(
+        f"invoke_agent {run.profile}",
+        kind=_kind(run),
+        attributes=_attributes(run),
+        parent=tracing.parse(run.traceparent, run.tracestate),
+        at=run.created_at,
+    )
 
 
 def _kind(run: RunRow) -> str:
