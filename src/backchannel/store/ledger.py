@@ -125,17 +125,23 @@ async def entries(
 async def exchange(db: Db, origin: str) -> list[Entry]:
     """The exchange that followed from one person's message (the run `origin`), in the order it was sent:
     the runs here and the messages sent to peers."""
-    # `created_at + 0`: sorted after the exchange's few rows are found on the origin index, never by walking
-    # every run in created_at order (what a planner picks to spare itself the sort).
-    rows = await db.all(
+    # The run that began the exchange found by its id, the others on the origin index (which leaves out a
+    # person's message at hop 0, the commonest run); `created_at + 0`: sorted once they are found, never by
+    # walking every run in created_at order (what a planner picks to spare itself the sort).
+    run_columns = (
         "SELECT created_at + 0 AS at, sender, (profile || '/' || session_id) AS target, state, hops, wait_seconds,"
         " message, reply, id AS run_id, error AS reason, origin, 'run' AS kind, tokens_in, tokens_out, cost_usd"
-        f"{RUN_TIMES} FROM runs WHERE origin = ?"
+        f"{RUN_TIMES} FROM runs"
+    )
+    rows = await db.all(
+        f"{run_columns} WHERE id = ? AND origin = id AND hops = 0"
+        " UNION ALL "
+        f"{run_columns} WHERE origin = ? AND (hops > 0 OR id <> origin)"
         " UNION ALL "
         "SELECT created_at + 0 AS at, sender, target, state, hops, wait_seconds, message, reply,"
         f" remote_run_id AS run_id, error AS reason, origin, 'peer' AS kind{NO_SPEND}{PEER_TIMES} FROM outbound"
         " WHERE origin = ?"
         " ORDER BY at",
-        (origin, origin),
+        (origin, origin, origin),
     )
     return [Entry(**dict(r)) for r in rows]

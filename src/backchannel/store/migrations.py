@@ -425,9 +425,9 @@ def m0017_traces(conn: sqlite3.Connection) -> None:
     """The trace each run continues (W3C `traceparent`/`tracestate` of what caused it), its own span's context
     once it ended (its wake-up continues from there), when a held run was let go; and the trace context of each
     message sent to a peer (the wake-up its late reply brings continues it). And the ledger's newest-first pages
-    read on an index, however many runs the store holds, and when a run's text was removed (`store.keep_days`),
-    the runs not yet pruned on an index of their own; an exchange's runs found on its origin whatever their hop
-    (the index had only hops past 0, and the exchange view read every run)."""
+    read on an index, however many runs the store holds, and when a run's text was removed (`store.keep_days`);
+    an exchange's runs found on its origin whatever their hop (the index had only hops past 0, and the exchange
+    view read every run): every run but the one that began the exchange (found by its id) is in it."""
     _run(
         conn,
         """
@@ -439,9 +439,8 @@ def m0017_traces(conn: sqlite3.Connection) -> None:
         ALTER TABLE outbound ADD COLUMN tracestate TEXT;
         ALTER TABLE runs ADD COLUMN pruned_at REAL;
         CREATE INDEX runs_created ON runs (created_at);
-        CREATE INDEX runs_unpruned ON runs (created_at) WHERE pruned_at IS NULL;
         DROP INDEX runs_exchange_hops;
-        CREATE INDEX runs_exchange_hops ON runs (origin, hops);
+        CREATE INDEX runs_exchange_hops ON runs (origin, hops) WHERE hops > 0 OR id <> origin;
         CREATE INDEX outbound_created ON outbound (created_at)
         """,
     )

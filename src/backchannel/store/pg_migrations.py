@@ -302,9 +302,8 @@ ALTER TABLE outbound ADD COLUMN traceparent text COLLATE "C";
 ALTER TABLE outbound ADD COLUMN tracestate text COLLATE "C";
 ALTER TABLE runs ADD COLUMN pruned_at double precision;
 CREATE INDEX runs_created ON runs (created_at);
-CREATE INDEX runs_unpruned ON runs (created_at) WHERE pruned_at IS NULL;
 DROP INDEX runs_exchange_hops;
-CREATE INDEX runs_exchange_hops ON runs (origin, hops);
+CREATE INDEX runs_exchange_hops ON runs (origin, hops) WHERE hops > 0 OR id <> origin;
 CREATE INDEX outbound_created ON outbound (created_at);
 """
 

@@ -4,6 +4,10 @@ A run that ended (completed, failed, cancelled, expired, denied) and was created
 its reply and its files; a message sent to a peer whose outcome is known, and a refusal, lose their message. Never
 touched: a run held, queued or running, and a run whose sender is still owed its wake-up (the reply is what the
 wake-up carries). Sessions' histories are the agents' own and stay.
+
+Each pass reads only what was created since the last one (`store_meta`'s `retention_through`), from the oldest run
+that was still waiting or owed then: a store of a million runs is not read again every hour, and nothing is
+passed over for good.
 """
 
 from __future__ import annotations
@@ -13,22 +17,28 @@ from .driver import Db
 
 REMOVED = "(removed: older than store.keep_days)"
 BATCH = 500  # runs per transaction: a long prune never holds the store for long
+THROUGH = "retention_through"  # store_meta: every run created before this was pruned, or is not to be
+ENDED = "r.state IN ('completed', 'failed', 'cancelled', 'expired', 'denied')"
+NOT_OWED = "(r.wake = 0 OR EXISTS (SELECT 1 FROM runs w WHERE w.idempotency_key = ? || r.id))"
 
 
 async def prune(db: Db, *, before: float, now: float) -> int:
     """Remove the text of what ended and was created before `before`; how many runs lost theirs."""
-    total = 0
+    row = await db.one("SELECT value FROM store_meta WHERE key = ?", (THROUGH,))
+    since = float(row[0]) if row is not None else 0.0
+    if since >= before:
+        return 0
+    total, cursor = 0, since
     while True:
         async with db.tx() as tx:
             rows = await tx.all(
-                "SELECT id FROM runs r WHERE r.pruned_at IS NULL AND r.created_at < ?"
-                " AND r.state IN ('completed', 'failed', 'cancelled', 'expired', 'denied')"
-                " AND (r.wake = 0 OR EXISTS (SELECT 1 FROM runs w WHERE w.idempotency_key = ? || r.id))"
-                " ORDER BY r.created_at LIMIT ?",
-                (before, keys.WAKE, BATCH),
+                "SELECT id, created_at FROM runs r WHERE r.created_at >= ? AND r.created_at < ? AND r.pruned_at IS NULL"
+                f" AND {ENDED} AND {NOT_OWED} ORDER BY r.created_at LIMIT ?",
+                (cursor, before, keys.WAKE, BATCH),
             )
             ids = [r["id"] for r in rows]
             if ids:
+                cursor = rows[-1]["created_at"]
                 await tx.many(
                     "UPDATE runs SET message = ?, reply = CASE WHEN reply IS NULL THEN NULL ELSE ? END,"
                     " pruned_at = ? WHERE id = ?",
@@ -41,10 +51,21 @@ async def prune(db: Db, *, before: float, now: float) -> int:
     async with db.tx() as tx:
         await tx.run(
             "UPDATE outbound SET message = ?, reply = CASE WHEN reply IS NULL THEN NULL ELSE ? END"
-            " WHERE created_at < ? AND message <> ? AND state IN ('delivered', 'failed', 'refused')",
-            (REMOVED, REMOVED, before, REMOVED),
+            " WHERE created_at >= ? AND created_at < ? AND state IN ('delivered', 'failed', 'refused')",
+            (REMOVED, REMOVED, since, before),
         )
         await tx.run(
-            "UPDATE refusals SET message = ? WHERE created_at < ? AND message <> ?", (REMOVED, before, REMOVED)
+            "UPDATE refusals SET message = ? WHERE created_at >= ? AND created_at < ?", (REMOVED, since, before)
+        )
+        # The next pass begins at the oldest run still waiting or owed (it is pruned once it ended), else here.
+        waiting = await tx.one(
+            f"SELECT MIN(r.created_at) FROM runs r WHERE r.created_at >= ? AND r.created_at < ?"
+            f" AND NOT ({ENDED} AND {NOT_OWED})",
+            (since, before, keys.WAKE),
+        )
+        through = min(before, float(waiting[0])) if waiting is not None and waiting[0] is not None else before
+        await tx.run(
+            "INSERT INTO store_meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (THROUGH, repr(through)),
         )
     return total
