@@ -33,9 +33,12 @@ class Entry:
 
 NO_SPEND = ", 0 AS tokens_in, 0 AS tokens_out, 0.0 AS cost_usd"  # a refusal or a message to a peer: nothing here
 RUN_TIMES = ", started_at, finished_at"
-NO_TIMES = ", NULL AS started_at, NULL AS finished_at"
+# Typed: each part of the ledger's union is a query of its own, where PostgreSQL takes a bare NULL for text.
+NO_TIME = "CAST(NULL AS DOUBLE PRECISION)"
+NO_TIMES = f", {NO_TIME} AS started_at, {NO_TIME} AS finished_at"
 PEER_TIMES = (  # a message to a peer ended when its outcome was known: its record's last change
-    ", NULL AS started_at, CASE WHEN state IN ('delivered', 'failed', 'refused') THEN updated_at END AS finished_at"
+    f", {NO_TIME} AS started_at,"
+    " CASE WHEN state IN ('delivered', 'failed', 'refused') THEN updated_at END AS finished_at"
 )
 
 
