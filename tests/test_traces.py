@@ -60,6 +60,13 @@ def finished(gw: GatewayProcess, run_id: str, within: float = 30.0) -> dict[str,
         time.sleep(0.05)
 
 
+def running(gw: GatewayProcess, run_id: str, within: float = 30.0) -> None:
+    deadline = time.monotonic() + within
+    while httpx.get(f"{gw.url}/v1/runs/{run_id}", headers=gw.headers(), timeout=10).json()["status"] != "running":
+        assert time.monotonic() < deadline, f"run {run_id} did not start within {within}s"
+        time.sleep(0.05)
+
+
 def traced_pair(base: Path, otlp: OtlpReceiver, *, a2a: bool) -> Iterator[Pair]:
     alpha, beta = _init_home(base / "alpha"), _init_home(base / "beta")
     alpha.env, beta.env = otlp.env("alpha"), otlp.env("beta")
@@ -120,11 +127,11 @@ def test_one_exchange_is_one_trace_across_two_gateways(
     spans = in_trace(otlp, trace_id)
     assert {s.service for s in spans} == {"alpha", "beta"}
 
-    # alpha: the caller's request, research's run, its tool call, builds' run, its tool call, the call to beta.
-    http = one(spans, "POST /p/{profile}/v1/runs")
-    assert (http.service, http.kind, http.parent_id) == ("alpha", "server", CALLER_SPAN)
+    # alpha: research's run (the request that handed the message in: its server span, the caller's child), its
+    # tool call, builds' run, its tool call, the call to beta.
+    assert not [s for s in spans if s.name.startswith("POST /p/")]  # no span of the request beside its run's
     research = one(spans, "invoke_agent research")
-    assert (research.kind, research.parent_id) == ("server", http.span_id)
+    assert (research.service, research.kind, research.parent_id) == ("alpha", "server", CALLER_SPAN)
     assert research["backchannel.run_id"] == run_id
     assert research["gen_ai.agent.name"] == "research"
     assert research["gen_ai.conversation.id"] == run["session_id"]
@@ -144,7 +151,7 @@ def test_one_exchange_is_one_trace_across_two_gateways(
     client = one(spans, "invoke_agent peer:beta")
     assert (client.kind, client.parent_id, client["backchannel.outcome"]) == ("client", to_peer.span_id, "delivered")
 
-    # beta: its request's span under alpha's client span (A2A: its method's span between), then its run.
+    # beta: the requests under alpha's client span (A2A: its method's span), then its run.
     beta_spans = [s for s in spans if s.service == "beta"]
     if a2a:
         sent = one([s for s in spans if s.service == "alpha"], "SendMessage", **{"a2a.method.name": "SendMessage"})
@@ -153,14 +160,15 @@ def test_one_exchange_is_one_trace_across_two_gateways(
         served = one(beta_spans, "SendMessage", **{"a2a.method.name": "SendMessage"})
         assert served.kind == "server" and served["a2a.task.state"] == "TASK_STATE_COMPLETED"
         assert served["a2a.task.id"] == sent["a2a.task.id"]
-        [arrival] = [s for s in beta_spans if s.span_id == served.parent_id]
-        assert (arrival.name, arrival.parent_id) == ("POST /a2a/jsonrpc", sent.span_id)
+        assert served.parent_id == sent.span_id  # the A2A method's span is the request's
         parent_of_run = served
     else:
-        # The Hermes dialect: the session looked up or made, then the chat; each request under the client span.
-        assert all(s.parent_id == client.span_id for s in beta_spans if s.name.startswith(("GET ", "POST ")))
-        arrival = one(beta_spans, "POST /api/sessions/{session_id}/chat")
-        parent_of_run = arrival
+        # The Hermes dialect: the session looked up or made, then the chat (its run's span), each under the
+        # client span.
+        looked = [s for s in beta_spans if s.name.startswith(("GET ", "POST "))]
+        assert looked and all(s.parent_id == client.span_id for s in looked), looked
+        assert not any(s.name.endswith("/chat") for s in looked)
+        parent_of_run = client
     far = one(spans, "invoke_agent default")
     assert (far.service, far.kind, far.parent_id) == ("beta", "server", parent_of_run.span_id)
     assert far["backchannel.hops"] == 2 and far["backchannel.sender"].startswith("peer:alpha")
@@ -215,8 +223,7 @@ def test_a_bad_traceparent_starts_a_new_trace_and_is_no_error(pair: Pair, otlp: 
         lambda got: any(s.attributes.get("backchannel.run_id") == run_id for s in got), "the run's span"
     )
     [span] = [s for s in spans if s.attributes.get("backchannel.run_id") == run_id and s.name.startswith("invoke")]
-    [http] = [s for s in spans if s.span_id == span.parent_id]
-    assert http.parent_id == "" and http.trace_id not in (CALLER_TRACE, "0" * 32)
+    assert span.parent_id == "" and span.trace_id not in (CALLER_TRACE, "0" * 32)
 
 
 def test_a_turn_cut_by_sigkill_runs_again_in_the_same_trace(tmp_path: Path) -> None:
@@ -226,8 +233,7 @@ def test_a_turn_cut_by_sigkill_runs_again_in_the_same_trace(tmp_path: Path) -> N
         gw.start()
         try:
             run_id = start_run(gw, "default", "/sleep 30\nslow", traceparent=TRACEPARENT)
-            otlp.wait_for(lambda got: any(s.name == "POST /p/{profile}/v1/runs" for s in got), "the request's span")
-            time.sleep(0.3)  # the turn is running: its span is open, not exported
+            running(gw, run_id)  # its span is open, not exported
             gw.kill()
             gw.start()  # its runs left running by a dead process are taken back at once
             stopped = httpx.post(f"{gw.url}/v1/runs/{run_id}/stop", headers=gw.headers(), timeout=10)
@@ -240,9 +246,8 @@ def test_a_turn_cut_by_sigkill_runs_again_in_the_same_trace(tmp_path: Path) -> N
             )
         finally:
             gw.kill()
-    http = one(spans, "POST /p/{profile}/v1/runs")
     [run] = [s for s in spans if s.name == "invoke_agent default"]
-    assert (run.trace_id, run.parent_id) == (CALLER_TRACE, http.span_id)
+    assert (run.trace_id, run.parent_id) == (CALLER_TRACE, CALLER_SPAN)
     assert run["backchannel.attempt"] == 2 and run["backchannel.outcome"] == "failed"
 
 

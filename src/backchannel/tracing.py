@@ -354,6 +354,24 @@ class current:  # used as a function: `with tracing.current(span)`
             _otel().detach(self._token)
 
 
+class under:  # used as a function: `with tracing.under(context)`
+    """`parent` (a caller's context) current inside the block, with no span of ours: what begins inside it is its
+    child; nothing when None."""
+
+    __slots__ = ("_parent", "_token")
+
+    def __init__(self, parent: Context | None) -> None:
+        self._parent = parent
+
+    def __enter__(self) -> None:
+        if self._parent is not None:
+            self._token = _otel().attach(self._parent)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._parent is not None:
+            _otel().detach(self._token)
+
+
 def here() -> Context | None:
     """The current context, to parent spans on later from elsewhere (None when tracing is off)."""
     return _otel().current_context() if _state.on else None

@@ -41,17 +41,30 @@ Endpoint = Callable[[Request], Awaitable[Response]]
 
 
 def protected(
-    endpoint: Endpoint, *, person_only: bool = False, runs: bool = False, anywhere: bool = False
+    endpoint: Endpoint,
+    *,
+    person_only: bool = False,
+    runs: bool = False,
+    anywhere: bool = False,
+    spanned: bool = False,
 ) -> Endpoint:
     """The route with its key checked: the caller (the person, or the peer whose key it is) is kept on the
     request; a peer's key reaches only the profiles it was made for (and `person_only` routes not at all).
-    A run route at the root finds a run in any profile: the route checks the run's own profile."""
+    A run route at the root finds a run in any profile: the route checks the run's own profile.
+
+    Traced, a request is a server span `METHOD /route`, unless `spanned`: the route's work has a server span of
+    its own (a message handed in is its run's `invoke_agent`; an A2A request, its method's), a child of the
+    caller's context with nothing between (a span less per turn)."""
 
     async def guarded(request: Request) -> Response:
         if not tracing.active():
             return await checked(request)
         # The caller's trace context is a parent only: who sends is what its key says.
-        with tracing.span(*_server_span(request), parent=tracing.from_headers(request.headers)) as span:
+        caller = tracing.from_headers(request.headers)
+        if spanned:
+            with tracing.under(caller):
+                return await checked(request)
+        with tracing.span(*_server_span(request), parent=caller) as span:
             response = await checked(request)
             if span is not None:
                 span.set_attribute("http.response.status_code", response.status_code)
@@ -130,16 +143,20 @@ async def openapi(request: Request) -> Response:
 
 def _api_routes(a2a: A2AEndpoints) -> list[BaseRoute]:
     return [
-        Route("/a2a/jsonrpc", protected(a2a.jsonrpc), methods=["POST"]),
-        Route("/a2a/jsonrpc/", protected(a2a.jsonrpc), methods=["POST"]),  # httpx clients post to <base URL>/
+        Route("/a2a/jsonrpc", protected(a2a.jsonrpc, spanned=True), methods=["POST"]),
+        Route("/a2a/jsonrpc/", protected(a2a.jsonrpc, spanned=True), methods=["POST"]),  # httpx clients post to …/
         Route("/a2a/rest/{rest:path}", protected(a2a.rest), methods=["GET", "POST", "DELETE"]),
         Route("/v1/capabilities", protected(capabilities), methods=["GET"]),
         Route("/api/sessions", protected(routes_sessions.list_sessions), methods=["GET"]),
         Route("/api/sessions", protected(routes_sessions.create_session), methods=["POST"]),
         Route("/api/sessions/{session_id}", protected(routes_sessions.get_session), methods=["GET"]),
         Route("/api/sessions/{session_id}/messages", protected(routes_sessions.session_messages), methods=["GET"]),
-        Route("/api/sessions/{session_id}/chat", protected(routes_sessions.chat), methods=["POST"]),
-        Route("/api/sessions/{session_id}/chat/stream", protected(routes_sessions.chat_stream), methods=["POST"]),
+        Route("/api/sessions/{session_id}/chat", protected(routes_sessions.chat, spanned=True), methods=["POST"]),
+        Route(
+            "/api/sessions/{session_id}/chat/stream",
+            protected(routes_sessions.chat_stream, spanned=True),
+            methods=["POST"],
+        ),
         Route(
             "/api/sessions/{session_id}/tools/{tool}",
             protected(routes_tools.call_tool, person_only=True),  # acting as one of our sessions: the person only
@@ -150,7 +167,7 @@ def _api_routes(a2a: A2AEndpoints) -> list[BaseRoute]:
             protected(routes_tools.answer_mentions, person_only=True),
             methods=["POST"],
         ),
-        Route("/v1/runs", protected(routes_runs.start_run), methods=["POST"]),
+        Route("/v1/runs", protected(routes_runs.start_run, spanned=True), methods=["POST"]),
         Route("/v1/runs/{run_id}", protected(routes_runs.get_run, runs=True), methods=["GET"]),
         Route("/v1/runs/{run_id}/events", protected(routes_runs.run_events, runs=True), methods=["GET"]),
         Route("/v1/runs/{run_id}/stop", protected(routes_runs.stop_run, runs=True), methods=["POST"]),
