@@ -468,10 +468,12 @@ async def main(args: argparse.Namespace) -> None:
         results["turns"] = await bench_turns(gw, rounds=args.rounds, n=args.n)
         results["throughput"] = [await bench_throughput(gw, c, args.duration, args.rounds) for c in (16, 32)]
         results["cli_start"] = bench_cli_start(home, rounds=max(args.rounds, 5))
-        traced = start_gateway(new_home("bench-traced-"), traced=True)
+        # Two fresh homes: the first gateway's store holds the thousands of runs measured above by now.
+        plain, traced = start_gateway(new_home("bench-plain-")), start_gateway(new_home("bench-traced-"), traced=True)
         try:
-            results["tracing"] = await bench_tracing(gw, traced, args.rounds, args.n, 32, args.duration)
+            results["tracing"] = await bench_tracing(plain, traced, args.rounds, args.n, 32, args.duration)
         finally:
+            plain.stop()
             traced.stop()
         if not args.core:
             results["big_session"] = await bench_big_session(gw, 10_000)
