@@ -137,6 +137,7 @@ bench: $(STAMP) postgres
 	$(BIN)/python bench/run.py
 	$(BIN)/python bench/shared.py
 	$(BIN)/python bench/growth.py
+	$(BIN)/python bench/fanout.py
 
 bench-hermes: $(STAMP) $(HERMES_PLUGIN)
 	$(BIN)/python bench/hermes.py

@@ -19,8 +19,16 @@ from conftest import GatewayProcess
 from test_peers_e2e import Pair, _init_home, cli, ledger, messaging_rules, peer_key
 
 
-def _pair(base: Path, *, a2a: bool) -> Iterator[Pair]:
+def peered(
+    base: Path, *, a2a: bool, env: Callable[[str], dict[str, str]] | None = None, profiles: tuple[str, ...] = ()
+) -> Iterator[Pair]:
+    """Two gateways, alpha and beta, peered both ways over the Hermes dialect or A2A; `env(name)`: variables
+    for each gateway's process; `profiles`: made on alpha besides default."""
     alpha, beta = _init_home(base / "alpha"), _init_home(base / "beta")
+    if env is not None:
+        alpha.env, beta.env = env("alpha"), env("beta")
+    for name in profiles:
+        assert cli(alpha.root, "profile", "create", name).exit_code == 0
     p = Pair(alpha, beta, peer_key(alpha.root, "beta"), peer_key(beta.root, "alpha"))
     try:
         alpha.start()
@@ -37,7 +45,7 @@ def _pair(base: Path, *, a2a: bool) -> Iterator[Pair]:
 
 @pytest.fixture(scope="module", params=["hermes-dialect", "a2a"])
 def pair(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
-    yield from _pair(tmp_path_factory.mktemp(f"exchanges-{request.param}"), a2a=request.param == "a2a")
+    yield from peered(tmp_path_factory.mktemp(f"exchanges-{request.param}"), a2a=request.param == "a2a")
 
 
 def rally(*targets: str) -> str:

@@ -25,7 +25,8 @@ import pytest
 from backchannel.home import config
 from conftest import GatewayProcess, free_port
 from otlp_receiver import OtlpReceiver, Span
-from test_peers_e2e import Pair, _init_home, cli, messaging_rules, peer_key
+from test_exchanges_e2e import peered
+from test_peers_e2e import Pair, _init_home, cli, messaging_rules
 
 CALLER_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 CALLER_SPAN = "00f067aa0ba902b7"
@@ -67,26 +68,6 @@ def running(gw: GatewayProcess, run_id: str, within: float = 30.0) -> None:
         time.sleep(0.05)
 
 
-def traced_pair(base: Path, otlp: OtlpReceiver, *, a2a: bool) -> Iterator[Pair]:
-    alpha, beta = _init_home(base / "alpha"), _init_home(base / "beta")
-    alpha.env, beta.env = otlp.env("alpha"), otlp.env("beta")
-    for root in (alpha.root,):
-        for name in ("research", "builds"):
-            assert cli(root, "profile", "create", name).exit_code == 0
-    p = Pair(alpha, beta, peer_key(alpha.root, "beta"), peer_key(beta.root, "alpha"))
-    try:
-        alpha.start()
-        beta.start()
-        for home, name, gw, key in ((p.a, "beta", beta, p.beta_key), (p.b, "alpha", alpha, p.alpha_key)):
-            url = f"{gw.url}/.well-known/agent-card.json" if a2a else gw.url
-            added = cli(home, "peer", "add", name, "--url", url, "--key", key, "--no-key-back")
-            assert added.exit_code == 0, added.stderr
-        yield p
-    finally:
-        alpha.kill()
-        beta.kill()
-
-
 @pytest.fixture(scope="module")
 def otlp() -> Iterator[OtlpReceiver]:
     with OtlpReceiver() as receiver:
@@ -97,7 +78,8 @@ def otlp() -> Iterator[OtlpReceiver]:
 def pair(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, otlp: OtlpReceiver
 ) -> Iterator[Pair]:
-    yield from traced_pair(tmp_path_factory.mktemp(f"traces-{request.param}"), otlp, a2a=request.param == "a2a")
+    base = tmp_path_factory.mktemp(f"traces-{request.param}")
+    yield from peered(base, a2a=request.param == "a2a", env=otlp.env, profiles=("research", "builds"))
 
 
 def in_trace(otlp: OtlpReceiver, trace_id: str) -> list[Span]:
