@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sqlite3
 import sys
 import time
@@ -25,7 +24,7 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import Gateway, new_home, start_gateway
-from run import RESULTS, new_session, print_rows
+from run import new_session, print_rows, save
 
 STEP = 1000  # turns per drain-rate window
 
@@ -162,8 +161,6 @@ if __name__ == "__main__":
     parser.add_argument("--followers", type=int, default=1000)
     parser.add_argument("--queued", type=int, default=10_000)
     results = asyncio.run(main(parser.parse_args()))
-    RESULTS.mkdir(exist_ok=True)
-    out = RESULTS / f"fanout-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    out.write_text(json.dumps(results, indent=2))
+    out = save("fanout", results)
     table(results)
     print(f"\nwritten to {out}")

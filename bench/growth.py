@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import random
 import sqlite3
 import sys
@@ -23,7 +22,7 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import Gateway, backchannel, median, new_home, start_gateway
-from run import RESULTS, chat_request, new_session, print_rows, sequential
+from run import chat_request, new_session, print_rows, save, sequential
 
 from backchannel.store import ledger
 from backchannel.store.db import Database
@@ -211,8 +210,6 @@ if __name__ == "__main__":
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--n", type=int, default=40, help="turns per gateway per round")
     results = asyncio.run(main(parser.parse_args()))
-    RESULTS.mkdir(exist_ok=True)
-    out = RESULTS / f"growth-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    out.write_text(json.dumps(results, indent=2))
+    out = save("growth", results)
     table(results)
     print(f"\nwritten to {out}")

@@ -25,6 +25,14 @@ from common import Gateway, api_key, backchannel, median, new_home, pct, start_g
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
+def save(prefix: str, results: dict[str, Any]) -> Path:
+    """`results` as JSON in bench/results/, named by `prefix` and the time; the file's path."""
+    RESULTS.mkdir(exist_ok=True)
+    out = RESULTS / f"{prefix}-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out.write_text(json.dumps(results, indent=2))
+    return out
+
+
 # A JSON-RPC answer is 200 whether it succeeded or not: an A2A request counts only with a result in it.
 Check = Callable[[bytes], bool]
 
@@ -487,9 +495,7 @@ async def main(args: argparse.Namespace) -> None:
                 other.stop()
     finally:
         gw.stop()
-    RESULTS.mkdir(exist_ok=True)
-    out = RESULTS / f"bench-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    out.write_text(json.dumps(results, indent=2))
+    out = save("bench", results)
     table(results)
     print(f"\nwritten to {out}")
 

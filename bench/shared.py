@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import platform
 import shutil
 import sys
@@ -28,7 +27,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from common import Gateway, median, new_home, start_gateway
-from run import RESULTS, chat_request, concurrent, new_session, sequential
+from run import chat_request, concurrent, new_session, save, sequential
 
 import postgres
 
@@ -118,9 +117,7 @@ async def main(args: argparse.Namespace) -> None:
         finally:
             for gw in (lite, pg, *more):
                 gw.stop()
-    RESULTS.mkdir(exist_ok=True)
-    out = RESULTS / f"bench-shared-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    out.write_text(json.dumps(results, indent=2))
+    out = save("bench-shared", results)
     t, g = results["turn"], results["gateways"]
     print(f"{'measure':<52} {'figures':<34} ratio")
     print(
