@@ -24,6 +24,7 @@ import pytest
 
 from backchannel.home import config
 from conftest import GatewayProcess, free_port
+from gateway_http import TERMINAL, client, poll
 from otlp_receiver import OtlpReceiver, Span
 from test_exchanges_e2e import peered
 from test_peers_e2e import Pair, _init_home, cli, messaging_rules
@@ -52,20 +53,13 @@ def start_run(gw: GatewayProcess, profile: str, message: str, **headers: str) ->
 
 
 def finished(gw: GatewayProcess, run_id: str, within: float = 30.0) -> dict[str, Any]:
-    deadline = time.monotonic() + within
-    while True:
-        run: dict[str, Any] = httpx.get(f"{gw.url}/v1/runs/{run_id}", headers=gw.headers(), timeout=10).json()
-        if run["status"] in ("completed", "failed", "cancelled", "expired"):
-            return run
-        assert time.monotonic() < deadline, run
-        time.sleep(0.05)
+    with client(gw) as c:
+        return poll(c, run_id, TERMINAL, within)
 
 
-def running(gw: GatewayProcess, run_id: str, within: float = 30.0) -> None:
-    deadline = time.monotonic() + within
-    while httpx.get(f"{gw.url}/v1/runs/{run_id}", headers=gw.headers(), timeout=10).json()["status"] != "running":
-        assert time.monotonic() < deadline, f"run {run_id} did not start within {within}s"
-        time.sleep(0.05)
+def running(gw: GatewayProcess, run_id: str) -> None:
+    with client(gw) as c:
+        poll(c, run_id, {"running"}, 30.0)
 
 
 @pytest.fixture(scope="module")

@@ -6,8 +6,9 @@ touched: a run held, queued or running, and a run whose sender is still owed its
 wake-up carries). Sessions' histories are the agents' own and stay.
 
 Each pass reads only what was created since the last one (`store_meta`'s `retention_through`), from the oldest run
-that was still waiting or owed then: a store of a million runs is not read again every hour, and nothing is
-passed over for good.
+that was still waiting or owed then: a store of a million runs is not read again every hour, and no run is
+passed over for good. A message to a peer whose outcome was not yet known at its pass keeps its text (the cursor
+waits for runs only): kept too long, never removed too soon.
 """
 
 from __future__ import annotations
