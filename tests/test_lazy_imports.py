@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 HEAVY = (
     "mcp",
@@ -31,16 +32,20 @@ def _loaded_after(code: str) -> set[str]:
     return set(json.loads(out.splitlines()[-1])) & set(HEAVY)
 
 
+def _command(*argv: str) -> str:
+    """Code that runs `backchannel ARGV...` as the console script does, and goes on after its exit."""
+    return (
+        f"import sys\nsys.argv = ['backchannel', *{list(argv)!r}]\nfrom backchannel.cli import main\n"
+        "try:\n    main()\nexcept SystemExit as exc:\n    assert not exc.code, exc.code"
+    )
+
+
 def test_the_cli_root_loads_no_sdk_server_or_model_library() -> None:
     assert _loaded_after("import backchannel.cli.app") == set()
 
 
 def test_version_loads_nothing_but_click() -> None:
-    code = (
-        "import sys\nsys.argv = ['backchannel', '--version']\nfrom backchannel.cli import main\n"
-        "try:\n    main()\nexcept SystemExit:\n    pass"
-    )
-    assert _loaded_after(code) == set()
+    assert _loaded_after(_command("--version")) == set()
 
 
 def test_a_gateway_loads_neither_the_mcp_nor_the_a2a_sdk_at_start() -> None:
@@ -53,3 +58,12 @@ def test_a_gateway_loads_neither_the_mcp_nor_the_a2a_sdk_at_start() -> None:
 def test_the_send_command_loads_no_core_or_sdk_before_it_runs_in_process() -> None:
     code = "import backchannel.cli.send_cmd, sys\nassert 'backchannel.core.gateway' not in sys.modules, 'the core'"
     assert not _loaded_after(code) & {"mcp", "mcp_types", "a2a", "jinja2", "uvicorn", "starlette"}
+
+
+def test_a_send_answered_in_process_loads_no_http_client_server_or_sdk(initialised: Path) -> None:
+    """No gateway runs: the echo agent answers in this process, and nothing that speaks HTTP is loaded for it
+    (the push receivers' client comes with the first push, the Hermes client with a hermes profile's lookup)."""
+    code = f"{_command('send', 'default', 'hello')}\nassert 'backchannel.core.gateway' in sys.modules, 'in-process'"
+    loaded = _loaded_after(code)
+    assert not loaded & {"httpx", "mcp", "mcp_types", "a2a", "jinja2", "uvicorn", "starlette", "aiohttp"}
+    assert {"pydantic", "yaml"} <= loaded  # the home's config was read

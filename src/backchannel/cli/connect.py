@@ -20,7 +20,6 @@ from ..home import config
 from ..home.runtime import listening
 from ..outcome import Outcome, Result
 from .link import GatewayLink, Where
-from .link_http import HttpGateway
 
 if TYPE_CHECKING:  # the core (and so every engine and SDK) loads only for a command that runs it in-process
     from ..core.gateway import Gateway
@@ -143,6 +142,8 @@ async def gateway_link(root: Path) -> AsyncIterator[GatewayLink]:
 
         yield LocalGateway(root)
         return
+    from .link_http import HttpGateway  # the HTTP client loads only when a gateway answers
+
     try:
         yield HttpGateway(client)
     finally:

@@ -19,19 +19,18 @@ import email.utils
 import functools
 import json
 import math
-import socket
 import ssl
 import time
 import urllib.parse
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Self
-
-import httpcore
-import httpx
+from typing import TYPE_CHECKING, Any, Self
 
 from .. import __version__, tracing
 from ..errors import BackchannelError, ConfigError
+
+if TYPE_CHECKING:  # httpx loads with the first client made: a command that sends nothing never pays for it
+    import httpx
 
 DEFAULT_TIMEOUT = 30.0
 CONNECT_TIMEOUT = 10.0
@@ -44,25 +43,34 @@ MakeError = Callable[[str], BackchannelError]
 # Called with a host and each address it resolves to before any connection to it; raising refuses the host.
 AddressCheck = Callable[[str, str], None]
 
-# Nothing left this machine: the request can go again unchanged.
-_NOT_SENT: tuple[type[Exception], ...] = (
-    httpx.ConnectError,
-    httpx.ConnectTimeout,
-    httpx.PoolTimeout,
-    httpx.UnsupportedProtocol,
-    httpx.LocalProtocolError,
-    httpx.ProxyError,
-    httpx.InvalidURL,
-    httpx.CookieConflict,
-)
-# Of those, the ones worth a second attempt: the other side was not there a moment ago.
-_RETRIED: tuple[type[Exception], ...] = (httpx.ConnectError, httpx.ConnectTimeout)
-_EVERY_HTTPX_ERROR: tuple[type[Exception], ...] = (
-    httpx.HTTPError,
-    httpx.InvalidURL,
-    httpx.CookieConflict,
-    httpx.StreamError,
-)
+
+@dataclass(frozen=True)
+class _Kinds:
+    """httpx's exceptions, sorted as the module docstring says."""
+
+    not_sent: tuple[type[Exception], ...]  # nothing left this machine: the request can go again unchanged
+    retried: tuple[type[Exception], ...]  # of those, the ones worth a second attempt: the other side was not there
+    every: tuple[type[Exception], ...]
+
+
+@functools.cache
+def _kinds() -> _Kinds:
+    import httpx
+
+    return _Kinds(
+        not_sent=(
+            httpx.ConnectError,
+            httpx.ConnectTimeout,
+            httpx.PoolTimeout,
+            httpx.UnsupportedProtocol,
+            httpx.LocalProtocolError,
+            httpx.ProxyError,
+            httpx.InvalidURL,
+            httpx.CookieConflict,
+        ),
+        retried=(httpx.ConnectError, httpx.ConnectTimeout),
+        every=(httpx.HTTPError, httpx.InvalidURL, httpx.CookieConflict, httpx.StreamError),
+    )
 
 
 @dataclass(frozen=True)
@@ -178,66 +186,6 @@ def _without_query(path: str) -> str:
     return urllib.parse.urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], parts.path, "", ""))
 
 
-class _CheckedNetwork(httpcore.AsyncNetworkBackend):
-    """The network as usual, but a host is resolved here and every address it resolves to is put to `check`
-    when the connection is made (not merely when the URL was given: DNS rebinding); then each is tried."""
-
-    def __init__(self, check: AddressCheck) -> None:
-        self._check = check
-        self._inner = httpcore.AnyIOBackend()
-
-    async def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,
-        local_address: str | None = None,
-        socket_options: Any = None,
-    ) -> httpcore.AsyncNetworkStream:
-        loop = asyncio.get_running_loop()
-        try:
-            async with asyncio.timeout(timeout):
-                found = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        except TimeoutError as exc:
-            raise httpcore.ConnectTimeout(f"resolving {host!r} took over {timeout:g}s") from exc
-        except OSError as exc:
-            raise httpcore.ConnectError(f"could not resolve {host!r}: {exc}") from exc
-        addresses = list(dict.fromkeys(str(info[4][0]) for info in found))
-        for address in addresses:
-            self._check(host, address)
-        failed: Exception = httpcore.ConnectError(f"{host!r} resolves to no address")
-        for address in addresses:
-            try:
-                return await self._inner.connect_tcp(
-                    address, port, timeout=timeout, local_address=local_address, socket_options=socket_options
-                )
-            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
-                failed = exc
-        raise failed
-
-    async def connect_unix_socket(
-        self, path: str, timeout: float | None = None, socket_options: Any = None
-    ) -> httpcore.AsyncNetworkStream:
-        raise httpcore.ConnectError(f"no unix sockets here ({path})")
-
-    async def sleep(self, seconds: float) -> None:
-        await self._inner.sleep(seconds)
-
-
-def _checked_transport(check: AddressCheck, *, limits: httpx.Limits) -> httpx.AsyncHTTPTransport:
-    """httpx's own transport (its error mapping kept) over a pool that connects through `_CheckedNetwork`."""
-    transport = httpx.AsyncHTTPTransport(verify=system_tls(), trust_env=False, limits=limits)
-    # httpx takes no network backend of its own; its pool is replaced with one of the same settings that does.
-    transport._pool = httpcore.AsyncConnectionPool(
-        ssl_context=system_tls(),
-        max_connections=limits.max_connections,
-        max_keepalive_connections=limits.max_keepalive_connections,
-        keepalive_expiry=limits.keepalive_expiry,
-        network_backend=_CheckedNetwork(check),
-    )
-    return transport
-
-
 @contextlib.contextmanager
 def map_httpx_errors(
     naming: Naming, method: str, path: str, *, timeout: float | None, secret: str = ""
@@ -247,9 +195,11 @@ def map_httpx_errors(
     path = _without_query(path)
     try:
         yield
-    except _EVERY_HTTPX_ERROR as exc:
+    except _kinds().every as exc:
+        import httpx
+
         detail = _detail(exc, secret)
-        if isinstance(exc, _NOT_SENT):
+        if isinstance(exc, _kinds().not_sent):
             raise naming.not_sent(f"could not reach {naming.who}: {detail}") from exc
         if isinstance(exc, httpx.TimeoutException):
             within = f"within {timeout:g}s" if timeout is not None else "in time"
@@ -318,6 +268,8 @@ class Transport:
         it resolves to when a connection is made, raising to refuse it (push receivers are screened so)."""
         if key is not None and (not key or not all("!" <= c <= "~" for c in key)):
             raise ConfigError(f"the key for {naming.who} must be visible ASCII characters (no spaces)")
+        import httpx
+
         self.base_url = base_url.rstrip("/")
         self.naming = naming
         self.timeout = timeout
@@ -328,6 +280,8 @@ class Transport:
             headers["Authorization"] = f"Bearer {key}"
         if not keep_alive:
             headers["Connection"] = "close"  # and the server hears it: no idle connection kept on either side
+        if check_address:
+            from .checked_network import checked_transport
         limits = httpx.Limits(max_connections=max_connections or 100, max_keepalive_connections=20 if keep_alive else 0)
         self._http = httpx.AsyncClient(
             headers=headers,
@@ -336,7 +290,7 @@ class Transport:
             verify=system_tls(),
             trust_env=False,
             limits=limits,
-            transport=_checked_transport(check_address, limits=limits) if check_address else None,
+            transport=checked_transport(check_address, limits=limits, tls=system_tls()) if check_address else None,
         )
 
     def __repr__(self) -> str:
@@ -347,6 +301,8 @@ class Transport:
 
     @staticmethod
     def _timeout(seconds: float, *, read: float | None) -> httpx.Timeout:
+        import httpx
+
         return httpx.Timeout(seconds, connect=min(seconds, CONNECT_TIMEOUT), read=read)
 
     def scrub(self, text: str) -> str:
@@ -387,7 +343,7 @@ class Transport:
             with self.mapped(method, path, shown_timeout, naming):
                 try:
                     response = await self._http.send(request, stream=stream)
-                except _RETRIED:
+                except _kinds().retried:
                     if last:
                         raise
                     await asyncio.sleep(0.2 * (attempt + 1))  # nothing was sent: the same request again is safe

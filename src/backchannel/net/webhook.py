@@ -51,17 +51,23 @@ class Webhooks:
     def __init__(self, screen: Screen, *, timeout: float) -> None:
         self.screen = screen
         self.timeout = timeout
-        self._http = Transport(
-            "",
-            None,
-            naming=self._naming("a push receiver"),
-            follow_redirects=False,
-            timeout=timeout + BACKSTOP_SECONDS,
-            retries=0,  # the pushes' own schedule retries (and honours Retry-After)
-            user_agent=USER_AGENT,
-            max_connections=MAX_CONNECTIONS,
-            check_address=self._check_resolved,
-        )
+        self._transport: Transport | None = None  # made with the first push (a CLI's one-off gateway makes none)
+
+    @property
+    def _http(self) -> Transport:
+        if self._transport is None:
+            self._transport = Transport(
+                "",
+                None,
+                naming=self._naming("a push receiver"),
+                follow_redirects=False,
+                timeout=self.timeout + BACKSTOP_SECONDS,
+                retries=0,  # the pushes' own schedule retries (and honours Retry-After)
+                user_agent=USER_AGENT,
+                max_connections=MAX_CONNECTIONS,
+                check_address=self._check_resolved,
+            )
+        return self._transport
 
     @staticmethod
     def _naming(who: str) -> Naming:
@@ -111,7 +117,8 @@ class Webhooks:
             raise PushFailed(self.screen.refused_message(target, why))
 
     async def aclose(self) -> None:
-        await self._http.aclose()
+        if self._transport is not None:
+            await self._transport.aclose()
 
 
 class _Refused(Exception):

@@ -6,17 +6,20 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ...addresses import LocalAddress
 from ...errors import BackchannelError, EngineError, NotFound, UsageError
 from ...home.profiles import Profile
 from ...ids import CLIENT_SESSION_ID_RE
-from ...net.hermes import HermesClient, SessionMissing
 from ...store import sessions as sessionstore
 from ...store.driver import Db
 from ..queue.commits import commits
 from ..views import SessionView, session_view
 from .directory import Directory
+
+if TYPE_CHECKING:  # the Hermes client loads for a hermes profile's first lookup
+    from ...net.hermes import HermesClient
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,8 @@ def hermes_client(
     profile: Profile, secret: Callable[[str], str | None], *, timeout: float | None = None
 ) -> HermesClient:
     """A client of the Hermes gateway a hermes profile's config names (errors name the profile and the URL)."""
+    from ...net.hermes import HermesClient
+
     model = profile.config.model
     if model.engine != "hermes" or model.base_url is None:
         raise UsageError(f"profile {profile.name!r} does not use the hermes engine (model.engine: {model.engine})")
@@ -130,6 +135,8 @@ class Imports:
 
     async def _knows(self, profile: Profile, session_id: str) -> tuple[str | None, str]:
         """The session's live id in the profile's Hermes gateway, or None and why not."""
+        from ...net.hermes import SessionMissing
+
         try:
             client = hermes_client(profile, self.secret, timeout=LOOKUP_SECONDS)
         except BackchannelError as exc:
