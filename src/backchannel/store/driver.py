@@ -15,7 +15,7 @@ The rule for callers is the same on both: nothing is told to the outside before 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
@@ -31,6 +31,16 @@ class Row(Protocol):
     def __getitem__(self, key: int | str, /) -> Any: ...
 
     def keys(self) -> Any: ...
+
+    def __iter__(self) -> Iterator[Any]:
+        """Its values, in the order of `keys()`."""
+        ...
+
+
+def columns(row: Row) -> dict[str, Any]:
+    """A row's columns by name, read once: a row read field by field by name (sqlite3.Row scans its names for
+    each) costs more than this for a wide row such as a run's."""
+    return dict(zip(row.keys(), row, strict=True))
 
 
 class Tx(Protocol):

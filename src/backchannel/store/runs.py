@@ -19,7 +19,7 @@ from ..errors import Conflict, LimitReached, NotFound
 from ..ids import new_run_id
 from ..messages import Attachment, Message
 from ..states import RunState as RunState  # the store records the states; it re-exports them for its callers
-from .driver import Db, Row, Tx
+from .driver import Db, Row, Tx, columns
 from .sessions import append_messages
 
 QUEUE_FULL_RETRY_SECONDS = 2.0
@@ -94,42 +94,43 @@ class RunRow:
 
 
 def _run(row: Row) -> RunRow:
+    r = columns(row)
     return RunRow(
-        id=row["id"],
-        seq=row["seq"],
-        idempotency_key=row["idempotency_key"],
-        sender=row["sender"],
-        profile=row["profile"],
-        session_id=row["session_id"],
-        message=row["message"],
-        hops=row["hops"],
-        chain=tuple(json.loads(row["chain"])),
+        id=r["id"],
+        seq=r["seq"],
+        idempotency_key=r["idempotency_key"],
+        sender=r["sender"],
+        profile=r["profile"],
+        session_id=r["session_id"],
+        message=r["message"],
+        hops=r["hops"],
+        chain=tuple(json.loads(r["chain"])),
         # A steered message taken into a running turn is part of that turn: running, as the turn is.
-        state=RunState.RUNNING if row["steered_into"] and row["state"] == "queued" else RunState(row["state"]),
-        reply=row["reply"],
-        error=row["error"],
-        error_code=row["error_code"],
-        attempts=row["attempts"],
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
-        started_at=row["started_at"],
-        finished_at=row["finished_at"],
-        expires_at=row["expires_at"],
-        origin=row["origin"],
-        sender_profile=row["sender_profile"],
-        sender_session=row["sender_session"],
-        wait_seconds=row["wait_seconds"],
-        wake=bool(row["wake"]),
-        fencing=row["fencing"],
-        tokens_in=row["tokens_in"],
-        tokens_out=row["tokens_out"],
-        cost_usd=row["cost_usd"],
-        landed=row["landed"],
-        steered_into=row["steered_into"],
-        traceparent=row["traceparent"],
-        tracestate=row["tracestate"],
-        trace_span=row["trace_span"],
-        released_at=row["released_at"],
+        state=RunState.RUNNING if r["steered_into"] and r["state"] == "queued" else RunState(r["state"]),
+        reply=r["reply"],
+        error=r["error"],
+        error_code=r["error_code"],
+        attempts=r["attempts"],
+        created_at=r["created_at"],
+        updated_at=r["updated_at"],
+        started_at=r["started_at"],
+        finished_at=r["finished_at"],
+        expires_at=r["expires_at"],
+        origin=r["origin"],
+        sender_profile=r["sender_profile"],
+        sender_session=r["sender_session"],
+        wait_seconds=r["wait_seconds"],
+        wake=bool(r["wake"]),
+        fencing=r["fencing"],
+        tokens_in=r["tokens_in"],
+        tokens_out=r["tokens_out"],
+        cost_usd=r["cost_usd"],
+        landed=r["landed"],
+        steered_into=r["steered_into"],
+        traceparent=r["traceparent"],
+        tracestate=r["tracestate"],
+        trace_span=r["trace_span"],
+        released_at=r["released_at"],
     )
 
 
