@@ -145,12 +145,14 @@ def table(r: dict[str, Any]) -> None:
                 f"{f['opened_ok']} open, {f['ended']} told its end; {fan} from its end to the last",
                 f"{f['rss_per_follower_kib']:.1f} KiB each",
                 "all told",
+                f["ended"] == f["followers"],
             ),
             (
                 f"{q['queued']:,} runs queued on one session: last {STEP} vs first {STEP}",
                 f"{q['last_per_s']:.0f} vs {q['first_per_s']:.0f} turns/s",
                 f"{q['ratio']:.2f}x",
-                "flat (~1x)",
+                "flat (>= 0.8x)",
+                q["ratio"] >= 0.8,
             ),
         ]
     )

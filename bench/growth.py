@@ -22,7 +22,7 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import Gateway, backchannel, median, new_home, start_gateway
-from run import chat_request, new_session, print_rows, save, sequential
+from run import TableRow, chat_request, new_session, print_rows, save, sequential
 
 from backchannel.store import ledger
 from backchannel.store.db import Database
@@ -172,24 +172,27 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
 def table(r: dict[str, Any]) -> None:
     e, g = r["empty"], r["grown"]
     runs = f"{r['runs']:,}"
-    rows = [
+    rows: list[TableRow] = [
         (
             f"turn p50, {runs} runs vs empty",
             f"{r['turn_p50_ms']['grown']:.2f} vs {r['turn_p50_ms']['empty']:.2f} ms",
             f"{r['turn_p50_ms']['grown'] / r['turn_p50_ms']['empty']:.2f}x",
             "<= 1.2x",
+            r["turn_p50_ms"]["grown"] / r["turn_p50_ms"]["empty"] <= 1.2,
         ),
         (
             f"gateway start, {runs} runs vs empty",
             f"{g['start_s']:.2f} vs {e['start_s']:.2f} s",
             f"{g['start_s'] / e['start_s']:.2f}x",
             "<= 2 s",
+            g["start_s"] <= 2,
         ),
         (
             f"gateway RSS after turns, {runs} runs vs empty",
             f"{g['rss_after_turns_kib'] / 1024:.0f} vs {e['rss_after_turns_kib'] / 1024:.0f} MiB",
             f"{g['rss_after_turns_kib'] / e['rss_after_turns_kib']:.2f}x",
-            "flat",
+            "flat (<= 1.2x)",
+            g["rss_after_turns_kib"] / e["rss_after_turns_kib"] <= 1.2,
         ),
     ]
     for name, ms in g["reads_ms"].items():
@@ -199,6 +202,7 @@ def table(r: dict[str, Any]) -> None:
                 f"{ms:.1f} vs {e['reads_ms'][name]:.1f} ms",
                 "",
                 "<= 50 ms",
+                ms <= 50,
             )
         )
     print_rows(rows)

@@ -358,19 +358,21 @@ def bench_cli_start(home: Path, idle_home: Path, rounds: int) -> dict[str, Any]:
 
 
 def table(results: dict[str, Any]) -> None:
-    rows = [
+    rows: list[TableRow] = [
         (
             "turn p50 vs /health p50",
             f"{results['turns']['turn_p50_ms']:.2f} ms vs {results['turns']['health_p50_ms']:.2f} ms",
             f"{results['turns']['ratio_p50']:.2f}x",
             "<= 3x",
+            results["turns"]["ratio_p50"] <= 3,
         ),
-        ("turn p99", f"{results['turns']['turn_p99_ms']:.2f} ms", "", ""),
+        ("turn p99", f"{results['turns']['turn_p99_ms']:.2f} ms", "", "", None),
         (
             "A2A SendMessage p50 vs turn p50",
             f"{results['turns']['a2a_p50_ms']:.2f} ms vs {results['turns']['turn_p50_ms']:.2f} ms",
             f"{results['turns']['a2a_ratio_to_turn']:.2f}x",
             "<= 1.5x",
+            results["turns"]["a2a_ratio_to_turn"] <= 1.5,
         ),
     ]
     for tp in results["throughput"]:
@@ -379,7 +381,8 @@ def table(results: dict[str, Any]) -> None:
                 f"turns/s, {tp['clients']} clients vs /health",
                 f"{tp['turns_per_s']:.0f} vs {tp['health_per_s']:.0f}",
                 f"{tp['ratio']:.2f}x",
-                ">= 3000/s at 32",
+                ">= 3000/s at 32" if tp["clients"] == 32 else "",
+                tp["turns_per_s"] >= 3000 if tp["clients"] == 32 else None,
             )
         )
         rows.append(
@@ -388,6 +391,7 @@ def table(results: dict[str, Any]) -> None:
                 f"{tp['a2a_per_s']:.0f} vs {tp['turns_per_s']:.0f}",
                 f"{tp['a2a_ratio_to_turns']:.2f}x",
                 ">= 0.70x",
+                tp["a2a_ratio_to_turns"] >= 0.70,
             )
         )
     if "cli_start" in results:
@@ -398,9 +402,18 @@ def table(results: dict[str, Any]) -> None:
                 f"{cs['version_ms']:.0f} vs {cs['import_click_ms']:.0f} ms (send --help {cs['send_help_ms']:.0f} ms)",
                 f"{cs['ratio']:.2f}x",
                 "<= 5x, <= 120 ms",
+                cs["ratio"] <= 5 and cs["version_ms"] <= 120,
             )
         )
-        rows.append(("backchannel send, in-process (echo)", f"{cs['send_local_ms']:.0f} ms", "", "<= 250 ms"))
+        rows.append(
+            (
+                "backchannel send, in-process (echo)",
+                f"{cs['send_local_ms']:.0f} ms",
+                "",
+                "<= 250 ms",
+                cs["send_local_ms"] <= 250,
+            )
+        )
     if "tracing" in results:
         tr = results["tracing"]
         rows.append(
@@ -409,6 +422,7 @@ def table(results: dict[str, Any]) -> None:
                 f"{tr['on_p50_ms']:.2f} vs {tr['off_p50_ms']:.2f} ms",
                 f"{tr['ratio_p50']:.2f}x",
                 "<= 1.15x",
+                tr["ratio_p50"] <= 1.15,
             )
         )
         rows.append(
@@ -417,6 +431,7 @@ def table(results: dict[str, Any]) -> None:
                 f"{tr['on_per_s']:.0f} vs {tr['off_per_s']:.0f}",
                 f"{tr['ratio_per_s']:.2f}x",
                 ">= 0.87x",
+                tr["ratio_per_s"] >= 0.87,
             )
         )
     big = results.get("big_session")
@@ -429,10 +444,11 @@ def table(results: dict[str, Any]) -> None:
             f"{big['turn_p50_ms']:.2f} ms (small: {big['small_session_turn_p50_ms']:.2f})",
             f"+{big['extra_ms']:.2f} ms",
             "< 50 ms",
+            big["extra_ms"] < 50,
         )
     )
     idle = results["idle_sessions"]
-    rows.append((f"RSS growth, {idle['sessions']} idle sessions", f"{idle['growth_kib']} KiB", "", "~0"))
+    rows.append((f"RSS growth, {idle['sessions']} idle sessions", f"{idle['growth_kib']} KiB", "", "~0", None))
     sts = results["send_to_session"]
     rows.append(
         (
@@ -440,6 +456,7 @@ def table(results: dict[str, Any]) -> None:
             f"{sts['send_to_session_p50_ms']:.2f} vs {sts['plain_turn_p50_ms']:.2f} ms",
             f"{sts['ratio']:.2f}x",
             "",
+            None,
         )
     )
     if "peer_dm" in results:
@@ -450,15 +467,25 @@ def table(results: dict[str, Any]) -> None:
                 f"{pd['dm_minus_cli_start_ms']:.1f} vs {pd['two_round_trips_ms']:.2f} ms",
                 "",
                 "",
+                None,
             )
         )
     print_rows(rows)
 
 
-def print_rows(rows: list[tuple[str, str, str, str]]) -> None:
-    widths = [max(len(str(r[i])) for r in rows) for i in range(4)]
-    for r in [("measure", "figures", "ratio", "target"), *rows]:
-        print("  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)))
+# measure, figures, ratio, target, and whether the target is met (None: a figure without a target)
+TableRow = tuple[str, str, str, str, bool | None]
+STATUS = {True: "met", False: "MISSED", None: ""}
+
+
+def print_rows(rows: list[TableRow]) -> None:
+    """The rows as a table, each target's status last; then how many targets were met."""
+    shown = [("measure", "figures", "ratio", "target", "status"), *((*r[:4], STATUS[r[4]]) for r in rows)]
+    widths = [max(len(r[i]) for r in shown) for i in range(5)]
+    for r in shown:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+    judged = [r[4] for r in rows if r[4] is not None]
+    print(f"targets met: {sum(judged)} of {len(judged)}")
 
 
 async def main(args: argparse.Namespace) -> None:
