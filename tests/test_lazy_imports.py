@@ -67,3 +67,25 @@ def test_a_send_answered_in_process_loads_no_http_client_server_or_sdk(initialis
     loaded = _loaded_after(code)
     assert not loaded & {"httpx", "mcp", "mcp_types", "a2a", "jinja2", "uvicorn", "starlette", "aiohttp"}
     assert {"pydantic", "yaml"} <= loaded  # the home's config was read
+
+
+def test_the_commands_are_listed_without_importing_any() -> None:
+    """`backchannel --help` and a shell's Tab on a command name show every command's summary, and load none of
+    the command modules (nor anything heavy) for it."""
+    probe = "\nassert not [m for m in sys.modules if m.endswith('_cmd')], sorted(m for m in sys.modules if 'cli.' in m)"
+    assert _loaded_after(_command("--help") + probe) == set()
+    complete = (
+        "import os\nos.environ.update(_BACKCHANNEL_COMPLETE='bash_complete', COMP_WORDS='backchannel ', COMP_CWORD='1')"
+    )
+    assert _loaded_after(f"{complete}\n{_command()}{probe}") == set()
+
+
+def test_each_listed_summary_is_the_first_paragraph_of_the_commands_own_help() -> None:
+    import importlib
+
+    from backchannel.cli.app import COMMANDS
+
+    for name, (module, summary) in COMMANDS.items():
+        command = getattr(importlib.import_module(f"backchannel.cli.{module}"), name)
+        first = " ".join((command.help or "").split("\n\n")[0].split())
+        assert summary == first, f"COMMANDS[{name!r}] says {summary!r}; `backchannel {name} --help` says {first!r}"

@@ -7,46 +7,73 @@ import os
 from pathlib import Path
 
 import click
+from click.shell_completion import CompletionItem
 
 from .. import __version__
 
-# Each command's module, imported the first time the command is used (`backchannel --version` or a shell's Tab
-# on a command name loads none of them; `send` loads what sending needs, not the MCP, A2A or web stacks).
-COMMANDS: dict[str, str] = {
-    "init": "init_cmd",
-    "profile": "profile_cmd",
-    "chat": "chat_cmd",
-    "sessions": "sessions_cmd",
-    "send": "send_cmd",
-    "runs": "runs_cmd",
-    "peer": "peer_cmd",
-    "ledger": "ledger_cmd",
-    "held": "held_cmd",
-    "approve": "held_cmd",
-    "deny": "held_cmd",
-    "key": "key_cmd",
-    "gateway": "gateway_cmd",
-    "mcp": "mcp_cmd",
-    "doctor": "doctor_cmd",
-    "store": "store_cmd",
-    "group": "group_cmd",
-    "room": "room_cmd",
+# Each command: its module, imported the first time the command is used (`backchannel --version` or a shell's Tab
+# on a command name loads none of them; `send` loads what sending needs, not the MCP, A2A or web stacks), and the
+# first paragraph of its help, which `backchannel --help` and a shell's Tab show without importing it (a test
+# holds each to the command's own).
+COMMANDS: dict[str, tuple[str, str]] = {
+    "init": ("init_cmd", "Create the home (BACKCHANNEL_HOME, default ~/.backchannel). Keeps whatever already exists."),
+    "profile": ("profile_cmd", "Agent profiles: persona, memories, skills, model, messaging rules."),
+    "chat": ("chat_cmd", "Talk to an agent. Without -q, a prompt that keeps one session (Ctrl-D or /exit to leave)."),
+    "sessions": ("sessions_cmd", "List sessions and read their messages."),
+    "send": ("send_cmd", "Message ADDRESS as the person; print the reply, or a receipt."),
+    "runs": ("runs_cmd", "This home's runs: list, show, follow, stop, wait-idle."),
+    "peer": (
+        "peer_cmd",
+        "Other gateways (Backchannel or Hermes) and their agents. Aliases: set = add, ls = list, rm = remove.",
+    ),
+    "ledger": ("ledger_cmd", "Who said what to whom, newest first."),
+    "held": ("held_cmd", "Messages held for your approval."),
+    "approve": ("held_cmd", "Queue a held message."),
+    "deny": ("held_cmd", "Refuse a held message."),
+    "key": ("key_cmd", "The person's key, and keys for peers."),
+    "gateway": ("gateway_cmd", "Serve the HTTP API and run queued turns until stopped."),
+    "mcp": ("mcp_cmd", "An MCP server on stdio: the messaging tools, as PROFILE."),
+    "doctor": ("doctor_cmd", "Check the home and everything it names."),
+    "store": ("store_cmd", "Where this home keeps its runs, sessions and messages."),
+    "group": ("group_cmd", "Groups: addresses sent to together."),
+    "room": ("room_cmd", "Rooms: you and several agents in one transcript."),
 }
 
 
 class LazyGroup(click.Group):
-    """The root group: its subcommands are named here and imported on first use, each with `--home PATH`."""
+    """The root group: its subcommands are named here and imported on first use, each with `--home PATH`; listed
+    (`--help`, a shell's Tab) by their summaries, without importing any."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*self.commands, *COMMANDS})
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in self.commands and cmd_name in COMMANDS:
-            module = importlib.import_module(f"{__package__}.{COMMANDS[cmd_name]}")
+            module = importlib.import_module(f"{__package__}.{COMMANDS[cmd_name][0]}")
             command = getattr(module, cmd_name)
             assert isinstance(command, click.Command) and command.name == cmd_name, cmd_name
             self.add_command(with_home(command))
         return self.commands.get(cmd_name)
+
+    def summary(self, name: str, limit: int = 45) -> str:
+        """The command's one-line help, cut to `limit` characters as click cuts it."""
+        if name in COMMANDS:  # a stand-in holding the help alone: the command itself is not imported
+            return click.Command(name, help=COMMANDS[name][1]).get_short_help_str(limit)
+        return self.commands[name].get_short_help_str(limit)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(len(name) for name in names)
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, self.summary(name, limit)) for name in names])
+
+    def shell_complete(self, ctx: click.Context, incomplete: str) -> list[CompletionItem]:
+        named = [
+            CompletionItem(name, help=self.summary(name))
+            for name in self.list_commands(ctx)
+            if name.startswith(incomplete)
+        ]
+        return [*named, *click.Command.shell_complete(self, ctx, incomplete)]  # the group's own options
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]}, invoke_without_command=True)
