@@ -89,3 +89,14 @@ def test_each_listed_summary_is_the_first_paragraph_of_the_commands_own_help() -
         command = getattr(importlib.import_module(f"backchannel.cli.{module}"), name)
         first = " ".join((command.help or "").split("\n\n")[0].split())
         assert summary == first, f"COMMANDS[{name!r}] says {summary!r}; `backchannel {name} --help` says {first!r}"
+
+
+def test_a_commands_help_loads_no_config_model_core_or_sdk() -> None:
+    """Each command's `--help` (and a shell's Tab on its options) reads no file: it loads neither the config's
+    models (pydantic, YAML) nor the core, nor anything heavier."""
+    from backchannel.cli.app import COMMANDS
+
+    probe = "\nassert 'backchannel.core.gateway' not in sys.modules, 'the core'"
+    for name in COMMANDS:
+        loaded = _loaded_after(_command(name, "--help") + probe)
+        assert loaded == set(), f"`backchannel {name} --help` loads {sorted(loaded)}"

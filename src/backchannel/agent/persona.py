@@ -5,8 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from ..home import files
 from ..home.profiles import Profile
 from .memories import Notes
@@ -47,6 +45,8 @@ def _front_matter(text: str) -> dict[str, object]:
     end = text.find("\n---", 3)
     if end < 0:
         return {}
+    import yaml  # loaded with the first skill read
+
     try:
         data = yaml.safe_load(text[3:end])
     except yaml.YAMLError:

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
-from ..doctor import Report, Status, examine
 from ..home import config
 from .output import emit, examples, show_config_warnings
+
+if TYPE_CHECKING:  # the checks load everything they check: when they run, not for `doctor --help`
+    from ..doctor import Report
 
 
 @click.command(
@@ -33,6 +36,8 @@ def doctor(deep: bool, as_json: bool) -> None:
     gateway runs and where, and whether every peer answers and accepts its key.
     Exit 0 when nothing failed (warnings allowed), 1 when something did.
     """
+    from ..doctor import examine
+
     show_config_warnings("nowhere")  # each is a check of the report
     report = asyncio.run(examine(config.home(), deep=deep))
     emit(report.to_dict(), as_json=as_json, text=lambda: _print(report))
@@ -40,6 +45,8 @@ def doctor(deep: bool, as_json: bool) -> None:
 
 
 def _print(report: Report) -> None:
+    from ..doctor import Status
+
     for c in report.checks:
         line = f"{c.status.label:<4}  {c.check}: {c.detail}"
         click.echo(line + (f" — fix: {c.fix}" if c.fix and c.status is not Status.OK else ""))

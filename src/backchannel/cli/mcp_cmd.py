@@ -7,15 +7,15 @@ import asyncio
 import logging
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from ..core.gateway import running
 from ..home import config
-from ..mcpserver import Backend, Caller, InProcess, ViaGateway, build_server
-from ..net.http import quote
-from .connect import find_gateway
 from .output import examples
+
+if TYPE_CHECKING:  # the MCP SDK and the core load when the server starts, not for `mcp --help`
+    from ..mcpserver import Backend, Caller
 
 
 @click.command(
@@ -44,12 +44,19 @@ def mcp(profile: str, session_id: str | None) -> None:
     this process runs the turns itself while it serves. A send waits at most 50 s, then returns a
     receipt: the reply comes back to the session, and check_message reads it.
     """
+    from ..mcpserver import Caller
+
     config.require_home(config.home())
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)  # stdout is the MCP host's
     asyncio.run(_serve(config.home(), Caller(config.check_name(profile), session_id)))
 
 
 async def _serve(root: Path, caller: Caller) -> None:
+    from ..core.gateway import running
+    from ..mcpserver import InProcess, ViaGateway
+    from ..net.http import quote
+    from .connect import find_gateway
+
     client = await find_gateway(root)
     if client is not None:
         try:
@@ -70,6 +77,8 @@ async def _serve(root: Path, caller: Caller) -> None:
 
 async def _stdio(backend: Backend, caller: Caller) -> None:
     from mcp.server.stdio import stdio_server
+
+    from ..mcpserver import build_server
 
     server = build_server(backend, lambda ctx: caller)
     async with stdio_server() as (read, write):

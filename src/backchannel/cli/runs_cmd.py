@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ..core.delivery.delivery import Delivered
 from ..home import config
 from ..home.profiles import config_error
 from ..outcome import Outcome, Result
@@ -21,6 +20,7 @@ from .link import Where
 from .output import emit, examples, note, show_progress, table, when
 
 if TYPE_CHECKING:
+    from ..core.delivery.delivery import Delivered
     from ..core.gateway import Gateway
 
 STATES = [s.value for s in RunState]

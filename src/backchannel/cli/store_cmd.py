@@ -6,7 +6,6 @@ import asyncio
 
 import click
 
-from ..core.store_copy import copy_store
 from ..home import config
 from .output import emit, examples, note, table
 
@@ -45,6 +44,8 @@ def copy(to: str, as_json: bool) -> None:
     the home's gateway first (every gateway of a shared store). This home keeps using its store until you point
     it at the other (`store.url` in config.yaml)."""
     root = config.home()
+    from ..core.store_copy import copy_store  # the core, loaded when a copy is asked for
+
     done = asyncio.run(copy_store(root, to))
 
     def text() -> None:

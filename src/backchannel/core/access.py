@@ -136,9 +136,7 @@ class Access:
             )
         with contextlib.suppress(StoreError):  # a store that cannot be written (a full disk) still knows the key
             await peer_keys.stamp_use(self.db, found)
-        return Caller(
-            found.name, found.profiles, found.read, key_hash=peer_keys.digest(token), metrics=found.metrics
-        )
+        return Caller(found.name, found.profiles, found.read, key_hash=peer_keys.digest(token), metrics=found.metrics)
 
     # --- streams opened with a key that is revoked meanwhile -------------------------------------
 

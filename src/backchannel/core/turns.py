@@ -96,6 +96,7 @@ class Turns:
         if run.attempts > 1 and not engine.uses_context:  # cut before: the far side may have the message
             kept = await sessionstore.list_messages(self.db, run.session_id)
             link.interrupted_copies = sum(m.role == "user" and m.content == incoming.content for m in kept)
+
         async def spent(progress: TurnProgress) -> None:  # before the step's tools: their sends weigh it
             await runstore.spend(self.db, run, Spent(*progress.unrecorded()))
 
@@ -107,8 +108,10 @@ class Turns:
             for r in joined:
                 self.hub.publish(r.id, "run.started", session_id=run.session_id, steered_into=run.id)
                 emit("turn.steered", steered_run=r.id)
-            return [Message(role="user", content=frame(r.sender, r.message, via="a message steered into your turn"))
-                    for r in joined]
+            return [
+                Message(role="user", content=frame(r.sender, r.message, via="a message steered into your turn"))
+                for r in joined
+            ]
 
         self.live[run.session_id] = (ctx, link)
         try:

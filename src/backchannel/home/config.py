@@ -14,25 +14,36 @@ import secrets
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
-
-import yaml
-from dotenv.parser import parse_stream
-from pydantic import ValidationError
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, DiskFull, UsageError
 from . import files, schema
 
 # The home's config.yaml is declared once, in home_file; the rest of the code imports these names from here.
-from .home_file import DEFAULT_HOST as DEFAULT_HOST
-from .home_file import DEFAULT_PORT as DEFAULT_PORT
-from .home_file import DURABILITIES as DURABILITIES
-from .home_file import PEER_DIALECTS as PEER_DIALECTS
-from .home_file import PEER_TIMEOUT_SECONDS as PEER_TIMEOUT_SECONDS
-from .home_file import Durability as Durability
-from .home_file import GatewayConfig as GatewayConfig
-from .home_file import GatewaySettings, HomeFile
-from .home_file import PeerEntry as PeerEntry
+# Its models load (with pydantic, and YAML and .env's parsers in the functions below) when first asked for, so a
+# command that reads no config (`--help`, a shell's Tab) never pays for them.
+from .defaults import DEFAULT_HOST as DEFAULT_HOST
+from .defaults import DEFAULT_PORT as DEFAULT_PORT
+from .defaults import DURABILITIES as DURABILITIES
+from .defaults import PEER_DIALECTS as PEER_DIALECTS
+from .defaults import PEER_TIMEOUT_SECONDS as PEER_TIMEOUT_SECONDS
+from .defaults import Durability as Durability
+
+if TYPE_CHECKING:
+    from .home_file import GatewayConfig as GatewayConfig
+    from .home_file import PeerEntry as PeerEntry
+
+_FROM_HOME_FILE = frozenset({"GatewayConfig", "PeerEntry"})
+
+
+def __getattr__(name: str) -> Any:
+    """The names declared in home_file, imported on first use (PEP 562)."""
+    if name in _FROM_HOME_FILE:
+        from . import home_file
+
+        return getattr(home_file, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 # Names Windows keeps for its devices: a file or folder named so (in any case, with any extension) is the
 # device, so none of them may name anything that becomes a path, on any platform (a home may move). The other
@@ -102,6 +113,8 @@ def load_yaml_text(text: str, path: Path) -> dict[str, Any]:
     """A YAML mapping from the text of `path` (named in the error when it is broken)."""
     if not text:
         return {}
+    import yaml
+
     try:
         data = yaml.safe_load(text)
     except yaml.MarkedYAMLError as exc:
@@ -118,6 +131,8 @@ def load_yaml_text(text: str, path: Path) -> dict[str, Any]:
 
 
 def write_yaml(path: Path, data: dict[str, Any], *, mode: int = 0o600) -> None:
+    import yaml
+
     write_atomic(path, yaml.safe_dump(data, sort_keys=False), mode=mode)
 
 
@@ -175,6 +190,8 @@ def _write_error(path: Path, exc: OSError) -> ConfigError | DiskFull:
 
 def read_env(root: Path) -> dict[str, str]:
     """The home's .env as a dict; a line that does not parse is an error naming the line."""
+    from dotenv.parser import parse_stream
+
     path = env_path(root)
     text = files.read_text(path, missing_ok=True)
     values: dict[str, str] = {}
@@ -239,6 +256,10 @@ REPAIR_HINT = (
 def parse_gateway_config(data: dict[str, Any], path: Path, *, exists: bool = True) -> GatewayConfig:
     """The home config's settings (`HomeFile`); a value of the wrong kind, and (in a file that exists) no gateway
     id, are errors naming the file and the key. Unknown keys are left out (`schema` warns about them)."""
+    from pydantic import ValidationError
+
+    from .home_file import HomeFile
+
     gateway = data.get("gateway")
     if exists and (gateway is None or isinstance(gateway, dict)) and not (gateway or {}).get("id"):
         state = "it is empty" if not data else "it has no gateway.id (truncated, or edited by hand?)"
@@ -251,6 +272,8 @@ def parse_gateway_config(data: dict[str, Any], path: Path, *, exists: bool = Tru
 
 def default_home_config() -> dict[str, Any]:
     """A new home's config.yaml, written from the model's own defaults, with a fresh gateway id."""
+    from .home_file import GatewaySettings
+
     defaults = GatewaySettings()
     return {
         "gateway": {

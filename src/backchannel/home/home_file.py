@@ -4,20 +4,19 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Annotated
 
 from pydantic import BeforeValidator, Field, model_validator
 
+from .defaults import DEFAULT_HOST as DEFAULT_HOST
+from .defaults import DEFAULT_PORT as DEFAULT_PORT
+from .defaults import DURABILITIES as DURABILITIES
+from .defaults import PEER_DIALECTS as PEER_DIALECTS
+from .defaults import PEER_TIMEOUT_SECONDS as PEER_TIMEOUT_SECONDS
+from .defaults import Dialect as Dialect
+from .defaults import Durability as Durability
 from .push_settings import PushSettings
 from .values import Count, Flag, Frozen, Kind, PositiveCount, Seconds, Text, Words, at_least, one_of
-
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 8377
-Durability = Literal["normal", "full"]  # gateway.durability: PRAGMA synchronous NORMAL or FULL
-DURABILITIES: tuple[Durability, ...] = ("normal", "full")
-PEER_TIMEOUT_SECONDS = 30.0  # a peer that accepts and says nothing is given up on after this (outcome unknown)
-Dialect = Literal["hermes", "a2a"]
-PEER_DIALECTS: tuple[Dialect, ...] = ("hermes", "a2a")
 
 OrNone = Annotated[str | None, BeforeValidator(lambda v: v or None), Kind("string")]
 
@@ -237,7 +236,8 @@ class HomeFile(Frozen):
     def settings(self) -> GatewayConfig:
         """The settings the gateway runs with: this file's gateway section and peers, in one object."""
         return GatewayConfig.model_construct(  # each part validated
-            **dict(self.gateway), store=self.store,
+            **dict(self.gateway),
+            store=self.store,
             rooms=self.rooms,
             traces=self.traces,
             groups=self.groups,

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import re
 from functools import cached_property
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import AliasChoices, BeforeValidator, Field, field_validator, model_validator
 
 from ..ids import REMOTE
+from .defaults import ENGINES as ENGINES
+from .defaults import EngineName as EngineName
 from .values import (
     AmountLimit,
     Count,
@@ -29,8 +31,6 @@ from .values import (
     one_of,
 )
 
-EngineName = Literal["echo", "openai", "hermes"]
-ENGINES: tuple[EngineName, ...] = ("echo", "openai", "hermes")
 # The profile names a Hermes gateway serves under /p/<name>/ (upper case allowed there).
 HERMES_PROFILE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 # An MCP server's name becomes the prefix of its tools' names (`<server>__<tool>`), as the model sees them.

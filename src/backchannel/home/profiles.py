@@ -11,24 +11,48 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
-
-from pydantic import ValidationError
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import ConfigError, NotFound, UsageError
 from . import config, schema
 
 # A profile's config.yaml is declared once, in profile_file; the rest of the code imports these names from here.
-from .profile_file import ENGINES as ENGINES
-from .profile_file import HERMES_PROFILE_RE as HERMES_PROFILE_RE
-from .profile_file import MCP_SERVER_NAME_RE as MCP_SERVER_NAME_RE
-from .profile_file import PATTERN_MAX_CHARS as PATTERN_MAX_CHARS
-from .profile_file import EngineName as EngineName
-from .profile_file import McpServerConfig as McpServerConfig
-from .profile_file import MessagingPolicy as MessagingPolicy
-from .profile_file import ModelConfig as ModelConfig
-from .profile_file import ProfileConfig as ProfileConfig
-from .profile_file import pattern_error as pattern_error
+# They load (with pydantic) when first asked for, as home.config's do.
+from .defaults import ENGINES as ENGINES
+from .defaults import EngineName as EngineName
+
+if TYPE_CHECKING:
+    from .profile_file import HERMES_PROFILE_RE as HERMES_PROFILE_RE
+    from .profile_file import MCP_SERVER_NAME_RE as MCP_SERVER_NAME_RE
+    from .profile_file import PATTERN_MAX_CHARS as PATTERN_MAX_CHARS
+    from .profile_file import McpServerConfig as McpServerConfig
+    from .profile_file import MessagingPolicy as MessagingPolicy
+    from .profile_file import ModelConfig as ModelConfig
+    from .profile_file import ProfileConfig as ProfileConfig
+    from .profile_file import pattern_error as pattern_error
+
+_FROM_PROFILE_FILE = frozenset(
+    {
+        "HERMES_PROFILE_RE",
+        "MCP_SERVER_NAME_RE",
+        "PATTERN_MAX_CHARS",
+        "McpServerConfig",
+        "MessagingPolicy",
+        "ModelConfig",
+        "ProfileConfig",
+        "pattern_error",
+    }
+)
+
+
+def __getattr__(name: str) -> Any:
+    """The names declared in profile_file, imported on first use (PEP 562)."""
+    if name in _FROM_PROFILE_FILE:
+        from . import profile_file
+
+        return getattr(profile_file, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 DEFAULT_PROFILE = "default"
 
@@ -78,6 +102,8 @@ def default_profile_config(engine: EngineName) -> dict[str, Any]:
         model.update(OPENAI_EXAMPLE)
     elif engine == "hermes":
         model.update(HERMES_EXAMPLE)
+    from .profile_file import MessagingPolicy, ProfileConfig
+
     rules = MessagingPolicy()
     return {
         "model": model,
@@ -192,6 +218,10 @@ def parse_profile_config(data: dict[str, Any], path: Path) -> ProfileConfig:
     """A profile's settings (`ProfileConfig`): our keys are checked, everything else is left out (and warned about
     by `schema`, unless it is a Hermes key), so a Hermes profile's config works as it is. Every key has a default,
     so an empty (or missing) config.yaml is a profile on the defaults; it holds no identity to lose."""
+    from pydantic import ValidationError
+
+    from .profile_file import ProfileConfig
+
     try:
         return ProfileConfig.model_validate(schema.known(data, "profile"))
     except ValidationError as exc:

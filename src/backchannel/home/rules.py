@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from ..errors import UsageError
 from . import config, yamledit
-from .profiles import Profile, load_profile, parse_profile_config, pattern_error, profile_dir
+from .profiles import Profile, load_profile, parse_profile_config, profile_dir
 
 RuleList = Literal["allow", "accept", "hold"]
 RULE_LISTS: tuple[RuleList, ...] = ("allow", "accept", "hold")
@@ -33,6 +33,8 @@ class Changed:
 
 def check_patterns(patterns: Iterable[str]) -> tuple[str, ...]:
     """The patterns as given, each checked as the loader checks it (a usage error names the first bad one)."""
+    from .profile_file import pattern_error
+
     checked = tuple(dict.fromkeys(p.strip() for p in patterns))
     for pattern in checked:
         if (why := pattern_error(pattern)) is not None:

@@ -52,9 +52,7 @@ class AgentSends:
         self.gateway_id = delivery.gateway_id
 
     @commits
-    async def send(
-        self, ctx: ToolContext, address: str, message: str, *, wait: float, steer: bool = False
-    ) -> Result:
+    async def send(self, ctx: ToolContext, address: str, message: str, *, wait: float, steer: bool = False) -> Result:
         """From the turn of `ctx` to a local address; the reply, a receipt, or a refusal. With `steer`, into the
         target's running turn at its next model step (when it runs one that can take it)."""
         check_message(message)

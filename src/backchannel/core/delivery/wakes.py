@@ -91,4 +91,3 @@ def failure_text(state: str, error: str | None) -> str:
     if len(why) > MAX_ERROR_CHARS:
         why = f"{why[:MAX_ERROR_CHARS]}… ({len(why) - MAX_ERROR_CHARS} more characters not shown)"
     return f"({state}: {why})"
-
