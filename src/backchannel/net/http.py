@@ -32,6 +32,8 @@ from ..errors import BackchannelError, ConfigError
 if TYPE_CHECKING:  # httpx loads with the first client made: a command that sends nothing never pays for it
     import httpx
 
+    from .checked_network import AddressCheck
+
 DEFAULT_TIMEOUT = 30.0
 CONNECT_TIMEOUT = 10.0
 RETRIES = 2  # after the first attempt, only when nothing was sent (or the answer was 429/503)
@@ -40,8 +42,6 @@ RETRY_AFTER_DEFAULT = 1.0
 USER_AGENT = f"backchannel/{__version__}"
 
 MakeError = Callable[[str], BackchannelError]
-# Called with a host and each address it resolves to before any connection to it; raising refuses the host.
-AddressCheck = Callable[[str, str], None]
 
 
 @dataclass(frozen=True)
