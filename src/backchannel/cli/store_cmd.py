@@ -43,9 +43,9 @@ def copy(to: str, as_json: bool) -> None:
     is counted and checksummed on both sides. Stop
     the home's gateway first (every gateway of a shared store). This home keeps using its store until you point
     it at the other (`store.url` in config.yaml)."""
-    root = config.home()
     from ..core.store_copy import copy_store  # the core, loaded when a copy is asked for
 
+    root = config.home()
     done = asyncio.run(copy_store(root, to))
 
     def text() -> None:
