@@ -45,7 +45,7 @@ class LazyGroup(click.Group):
     (`--help`, a shell's Tab) by their summaries, without importing any."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted({*self.commands, *COMMANDS})
+        return sorted(COMMANDS)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in self.commands and cmd_name in COMMANDS:
@@ -55,11 +55,11 @@ class LazyGroup(click.Group):
             self.add_command(with_home(command))
         return self.commands.get(cmd_name)
 
-    def summary(self, name: str, limit: int = 45) -> str:
-        """The command's one-line help, cut to `limit` characters as click cuts it."""
-        if name in COMMANDS:  # a stand-in holding the help alone: the command itself is not imported
-            return click.Command(name, help=COMMANDS[name][1]).get_short_help_str(limit)
-        return self.commands[name].get_short_help_str(limit)
+    @staticmethod
+    def summary(name: str, limit: int = 45) -> str:
+        """The command's one-line help, cut to `limit` characters as click cuts it (by a stand-in holding the
+        help alone: the command itself is not imported)."""
+        return click.Command(name, help=COMMANDS[name][1]).get_short_help_str(limit)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         names = self.list_commands(ctx)
