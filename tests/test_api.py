@@ -996,6 +996,13 @@ def test_openapi_document(api: Api) -> None:
         groups = prefix + "/v1/groups/{name}/messages"
         hit("POST", groups, 404, json={"message": "to no group"})
         hit("POST", groups, 400, json={"nothing": 1})
+        resolve = prefix + "/v1/addresses/resolve"
+        bot = hit("POST", resolve, 200, json={"address": "research"})
+        assert bot["profile"] == "research" and bot["session"]["title"] == "Bot Chat", bot
+        assert hit("POST", resolve, 200, json={"address": f"research/{sid}"})["session_id"] == sid
+        hit("POST", resolve, 400, json={"nothing": 1})
+        hit("POST", resolve, 400, json={"address": "peer:spark"})
+        hit("POST", resolve, 404, json={"address": "research/s-missing"})
     assert run_cli("room", "create", "standup", "--member", "research").exit_code == 0
     for prefix in ("", "/p/{profile}"):
         hit("GET", prefix + "/v1/rooms", 200)

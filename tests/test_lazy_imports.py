@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from conftest import GatewayThread
+
 HEAVY = (
     "mcp",
     "mcp_types",
@@ -25,10 +27,14 @@ HEAVY = (
 )
 
 
+def _listing(code: str) -> str:
+    """`code`, then a last line of output naming every top-level package the interpreter holds."""
+    return f"{code}\nimport json, sys\nprint(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}})))"
+
+
 def _loaded_after(code: str) -> set[str]:
     """The top-level packages of HEAVY that a fresh interpreter holds after running `code`."""
-    probe = f"{code}\nimport json, sys\nprint(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}})))"
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run([sys.executable, "-c", _listing(code)], capture_output=True, text=True, check=True).stdout
     return set(json.loads(out.splitlines()[-1])) & set(HEAVY)
 
 
@@ -100,3 +106,20 @@ def test_a_commands_help_loads_no_config_model_core_or_sdk() -> None:
     for name in COMMANDS:
         loaded = _loaded_after(_command(name, "--help") + probe)
         assert loaded == set(), f"`backchannel {name} --help` loads {sorted(loaded)}"
+
+
+def test_a_send_through_the_running_gateway_reads_no_config_and_builds_no_core(gateway: GatewayThread) -> None:
+    """A gateway runs: it resolves the address (the Bot Chat is made there) and answers the message. The command
+    reads neither config.yaml's models (pydantic, YAML) nor opens a store or builds a core of its own."""
+    probe = (
+        "\nassert not [m for m in sys.modules if m.startswith(('backchannel.core', 'backchannel.store.db'))],"
+        " sorted(m for m in sys.modules if m.startswith('backchannel.'))"
+    )
+    code = f"{_command('send', 'default', 'hello', '--json')}{probe}"
+    done = subprocess.run([sys.executable, "-c", _listing(code)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = done.stdout
+    sent = json.loads("\n".join(out.splitlines()[:-1]))
+    assert sent["via"] == "gateway" and sent["result"] == "delivered" and sent["reply"] == "default (echo): hello"
+    loaded = set(json.loads(out.splitlines()[-1])) & set(HEAVY)
+    assert "httpx" in loaded and not loaded & {"pydantic", "yaml", "uvicorn", "starlette", "mcp", "a2a", "jinja2"}

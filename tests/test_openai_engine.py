@@ -328,5 +328,4 @@ def test_cancelling_a_step_during_a_slow_reply_returns_promptly() -> None:
 
 def test_scripted_model_serves_models() -> None:
     with ScriptedModel([], model="tiny") as model:
-
         assert httpx.get(f"{model.base_url}/models").json()["data"][0]["id"] == "tiny"

@@ -28,6 +28,7 @@ def gateway(gateway_process: GatewayProcess) -> GatewayProcess:
     """A gateway process of its own: the test stops it cleanly, damages its store and starts it again."""
     return gateway_process
 
+
 pytestmark = pytest.mark.faults
 
 MESSAGES = 120

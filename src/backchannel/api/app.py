@@ -18,6 +18,7 @@ from ..errors import AuthError, BackchannelError
 from ..home.redact import redact
 from ..messages import MAX_MESSAGE_CHARS
 from . import (
+    routes_addresses,
     routes_gateway,
     routes_groups,
     routes_held,
@@ -177,6 +178,7 @@ def _api_routes(a2a: A2AEndpoints) -> list[BaseRoute]:
         Route("/v1/held/{run_id}/deny", protected(routes_held.deny, person_only=True), methods=["POST"]),
         Route("/v1/gateway/stop", protected(routes_gateway.stop_gateway, person_only=True), methods=["POST"]),
         Route("/v1/groups/{name}/messages", protected(routes_groups.send_to_group, person_only=True), methods=["POST"]),
+        Route("/v1/addresses/resolve", protected(routes_addresses.resolve_address, person_only=True), methods=["POST"]),
         Route("/metrics", protected(routes_metrics.metrics, anywhere=True), methods=["GET"]),
         Route("/v1/rooms", protected(routes_rooms.list_rooms, person_only=True), methods=["GET"]),
         Route("/v1/rooms/{name}", protected(routes_rooms.get_room, person_only=True), methods=["GET"]),

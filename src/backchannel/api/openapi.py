@@ -301,6 +301,36 @@ def _paths() -> dict[str, Any]:
                 },
             }
         },
+        "/v1/addresses/resolve": {
+            "post": {
+                "summary": "The session a local address names (the person's key only): a profile is its Bot Chat,"
+                " made on first use; a Hermes session id not seen yet is imported",
+                "requestBody": _body(
+                    {
+                        "type": "object",
+                        "required": ["address"],
+                        "properties": {"address": {"type": "string", "minLength": 1}},
+                    }
+                ),
+                "responses": {
+                    "200": _resp(
+                        "The session",
+                        {
+                            "type": "object",
+                            "required": ["object", "address", "profile", "session_id", "session"],
+                            "properties": {
+                                "object": {"type": "string", "enum": ["backchannel.address"]},
+                                "address": {"type": "string"},
+                                "profile": {"type": "string"},
+                                "session_id": {"type": "string"},
+                                "session": {"$ref": "#/components/schemas/Session"},
+                            },
+                        },
+                    ),
+                    **_errors(400, 401, 403, 404, 413),
+                },
+            }
+        },
         "/metrics": {
             "get": {
                 "summary": "The gateway's metrics in the Prometheus text format (the person's key, or a key made"

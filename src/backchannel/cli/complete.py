@@ -1,7 +1,8 @@
 """Shell completion: what Tab offers for profiles, peers, sessions, addresses and runs.
 
 A completer runs on every Tab press, so it only reads: the profile folders, the peers of config.yaml and
-state.db opened read-only (core.lookups); it never initialises a home, starts a gateway or writes a file.
+state.db opened read-only (core.lookups, loaded on the first Tab that reads the store, not by each command's
+start); it never initialises a home, starts a gateway or writes a file.
 A home it cannot read completes nothing: an error here would print a traceback into the person's shell.
 """
 
@@ -13,7 +14,6 @@ import click
 from click.shell_completion import CompletionItem
 
 from ..addresses import is_remote, remote
-from ..core import lookups
 from ..home import config, profiles
 
 Completer = Callable[[click.Context, click.Parameter, str], list[CompletionItem]]
@@ -40,14 +40,20 @@ def _peer_names(incomplete: str = "") -> list[str]:
 
 
 def _session_ids(incomplete: str) -> list[str]:
+    from ..core import lookups
+
     return lookups.session_ids(config.home(), prefix=incomplete)
 
 
 def _room_names(incomplete: str) -> list[str]:
+    from ..core import lookups
+
     return lookups.room_names(config.home(), prefix=incomplete)
 
 
 def _run_ids(incomplete: str) -> list[str]:
+    from ..core import lookups
+
     return lookups.run_ids(config.home(), prefix=incomplete)
 
 
@@ -57,7 +63,7 @@ def _addresses(incomplete: str) -> list[str]:
         return [remote(name) for name in _peer_names()]
     if "/" in incomplete:
         name, _, rest = incomplete.partition("/")
-        return [f"{name}/{sid}" for sid in lookups.session_ids(config.home(), prefix=rest, profile=name)]
+        return _session_ids_of(name, rest)
     names = _profile_names()
     found = [*names, *(f"{n}/" for n in names), *(remote(name) for name in _peer_names())]
     if incomplete[:1].isdigit():  # a bare session id
@@ -69,8 +75,14 @@ def _sessions(incomplete: str) -> list[str]:
     """A session in any local form: a session id, a profile (its Bot Chat), or `profile/` then its sessions."""
     if "/" in incomplete:
         name, _, rest = incomplete.partition("/")
-        return [f"{name}/{sid}" for sid in lookups.session_ids(config.home(), prefix=rest, profile=name)]
+        return _session_ids_of(name, rest)
     return [*_profile_names(), *_session_ids(incomplete)]
+
+
+def _session_ids_of(profile: str, prefix: str) -> list[str]:
+    from ..core import lookups
+
+    return [f"{profile}/{sid}" for sid in lookups.session_ids(config.home(), prefix=prefix, profile=profile)]
 
 
 profile_names = _completer(_profile_names)

@@ -116,18 +116,16 @@ async def find_gateway(root: Path) -> GatewayClient | None:
     started on), once that port's `/health` names the instance the file records. The key is never sent to a
     port before that: whatever else listens there (the gateway stopped, another program took the port) gets
     nothing. A closed port is seen without loading the HTTP client."""
-    settings = config.load_gateway_config(root)
-    key = config.read_env(root).get(config.API_KEY_VAR)
     found = listening(root)
     if found is None or not found.instance:
         return None  # no gateway of this home is running (or one too old to name its instance)
-    settings = settings.model_copy(update={"host": found.host, "port": found.port})
-    if not key or not settings.gateway_id or not _port_open(settings.host, settings.port):
+    key = config.read_env(root).get(config.API_KEY_VAR)
+    if not key or not found.gateway_id or not _port_open(found.host, found.port):
         return None
     from ..net.local import GatewayClient
 
-    client = GatewayClient.for_home(settings, key)
-    if await client.probe(settings.gateway_id, found.instance):
+    client = GatewayClient.at(found.host, found.port, key)
+    if await client.probe(found.gateway_id, found.instance):
         return client
     await client.aclose()
     return None
@@ -152,7 +150,7 @@ async def gateway_link(root: Path) -> AsyncIterator[GatewayLink]:
 
 async def deliver(
     root: Path,
-    where: Where,
+    to: Where | LocalAddress,
     message: str,
     *,
     wait: float | None,
@@ -160,10 +158,18 @@ async def deliver(
     sender: str = "human:cli",
     steer: bool = False,
 ) -> Sent:
-    """Deliver as the person and wait up to `wait` seconds (None: until the run ends)."""
+    """Deliver as the person and wait up to `wait` seconds (None: until the run ends). An address is resolved
+    first, by the same gateway (see `target`)."""
     async with gateway_link(root) as link:
+        where = await target(link, to)
         result = await link.deliver(where, message, wait=wait, key=key, sender=sender, steer=steer)
         return Sent(where.profile, result, link.via)
+
+
+async def target(link: GatewayLink, to: Where | LocalAddress) -> Where:
+    """The session a message goes to: an address is resolved by the gateway that delivers (a running one owns
+    the store: a Bot Chat is made, a Hermes session imported there; this process then reads no config itself)."""
+    return to if isinstance(to, Where) else await link.resolve(to)
 
 
 def _port_open(host: str, port: int) -> bool:

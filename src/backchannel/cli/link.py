@@ -1,6 +1,7 @@
 """What a CLI command says to this home's gateway: the `GatewayLink` protocol, whichever way it is reached.
 
-    GatewayLink   deliver (a message, shown live or not), run, stop, events (a run's progress until its end)
+    GatewayLink   resolve (an address to its session), deliver (a message, shown live or not), run, stop,
+                  events (a run's progress until its end)
     Where         the session a message goes to
     Progress      what a live delivery shows as it goes (the reply's text, waits in the queue)
 
@@ -15,6 +16,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from ..addresses import LocalAddress
 from ..net.link import RunEvent
 from ..outcome import GroupResult, Result
 
@@ -63,6 +65,11 @@ class GatewayLink(Protocol):
     """This home's gateway as the CLI speaks to it: its answers are outcomes (`Result`) and run events."""
 
     via: Literal["gateway", "local"]
+
+    async def resolve(self, address: LocalAddress) -> Where:
+        """The session a local address names: a profile is its Bot Chat (made on first use); a Hermes session id
+        not seen yet is imported."""
+        ...
 
     async def send_group(
         self, group: str, message: str, *, wait: float, key: str, sender: str = "human:cli"

@@ -10,12 +10,13 @@ import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Literal
 
-from ..core.queue.events import TERMINAL_EVENTS
+from ..addresses import LocalAddress
 from ..errors import GatewayError
 from ..net import wire
 from ..net.http import quote
 from ..net.link import RunEvent
 from ..outcome import GroupResult, Result, Run, failed, of_run
+from ..states import TERMINAL_EVENTS
 from .link import FOLLOW_WAIT_SECONDS, Progress, Where
 
 if TYPE_CHECKING:
@@ -31,6 +32,14 @@ class HttpGateway:
 
     def __init__(self, client: GatewayClient) -> None:
         self.client = client
+
+    async def resolve(self, address: LocalAddress) -> Where:
+        """Asked of the gateway, which owns the store (a Bot Chat made, a Hermes session imported)."""
+        body = (await self.client.resolve(str(address))).body
+        profile, session_id = body.get("profile"), body.get("session_id")
+        if not isinstance(profile, str) or not isinstance(session_id, str):
+            raise GatewayError("the gateway answered the address with an unknown shape")
+        return Where(profile, session_id)
 
     async def send_group(
         self, group: str, message: str, *, wait: float, key: str, sender: str = "human:cli"

@@ -9,13 +9,14 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Literal
 
-from ..addresses import GroupAddress
+from ..addresses import GroupAddress, LocalAddress
 from ..core.delivery.delivery import Delivery, Incoming
 from ..core.gateway import Gateway, running
-from ..core.queue.events import TERMINAL_EVENTS, Chunk, Ended, Queued, WaitOver
+from ..core.queue.events import Chunk, Ended, Queued, WaitOver
 from ..net import wire
 from ..net.link import RunEvent
 from ..outcome import GroupResult, Result
+from ..states import TERMINAL_EVENTS
 from .link import Progress, Where
 
 LOCAL_GRACE = 0.5
@@ -40,6 +41,10 @@ class LocalGateway:
 
     def __init__(self, root: Path) -> None:
         self.root = root
+
+    async def resolve(self, address: LocalAddress) -> Where:
+        async with home_gateway(self.root) as gateway:
+            return Where.of(await gateway.imports.resolve(address))
 
     async def deliver(
         self,

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import click
 
+from ..addresses import LocalAddress
 from ..errors import UsageError
-from .connect import Sent, gateway_link
+from .connect import Sent, gateway_link, target
 from .link import Where
 from .output import note
 
@@ -60,10 +61,19 @@ class Watch:
 
 
 async def deliver_live(
-    root: Path, where: Where, message: str, *, wait: float | None, key: str, watch: Watch, steer: bool = False
+    root: Path,
+    to: Where | LocalAddress,
+    message: str,
+    *,
+    wait: float | None,
+    key: str,
+    watch: Watch,
+    steer: bool = False,
 ) -> Sent:
-    """Deliver as the person, showing the run as it goes; wait up to `wait` seconds (None: until it ends)."""
+    """Deliver as the person, showing the run as it goes; wait up to `wait` seconds (None: until it ends). An
+    address is resolved first, by the same gateway."""
     watch.begin()
     async with gateway_link(root) as link:
+        where = await target(link, to)
         result = await link.deliver(where, message, wait=wait, key=key, progress=watch, steer=steer)
         return Sent(where.profile, result, link.via)

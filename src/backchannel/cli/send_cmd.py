@@ -14,8 +14,7 @@ from ..errors import UsageError
 from ..home import config
 from ..outcome import GroupResult, Outcome
 from . import complete
-from .connect import Sent, deliver, gateway_link, interruptible, on_home
-from .link import Where
+from .connect import Sent, deliver, gateway_link, interruptible
 from .live import STREAM_HELP, Watch, deliver_live, streams
 from .output import emit, examples, message_words, note, read_message, shell_command
 
@@ -91,7 +90,6 @@ def send(
         emit(peer_cmd.dm_dict(result), as_json=as_json, text=lambda: peer_cmd.print_dm(result))
         peer_cmd.retry_hint(result, again)
         sys.exit(result.outcome.exit_code)
-    session = Where.of(on_home(root, lambda gateway: gateway.imports.resolve(parsed)))  # a Hermes id: imported
     # Without --idempotency-key each invocation is a new message (a person who repeats means it);
     # retries within this invocation reuse one key, so they are handled once.
     key = key or keys.cli()
@@ -99,10 +97,10 @@ def send(
     ask = shell_command("send", address, *message_words(message, text), "--idempotency-key", key)
     with interruptible(root, ask, key=key):
         if watch is None:
-            sent = asyncio.run(deliver(root, session, text, wait=wait, key=key, steer=steer))
+            sent = asyncio.run(deliver(root, parsed, text, wait=wait, key=key, steer=steer))
         else:
             try:
-                sent = asyncio.run(deliver_live(root, session, text, wait=wait, key=key, watch=watch, steer=steer))
+                sent = asyncio.run(deliver_live(root, parsed, text, wait=wait, key=key, watch=watch, steer=steer))
             finally:
                 watch.end_line()
     sent.check()

@@ -18,7 +18,6 @@ from ..errors import (
     Refused,
     UsageError,
 )
-from ..home.config import GatewayConfig
 from . import sse
 from .http import Naming, Transport, error_of, json_object, quote
 
@@ -54,10 +53,11 @@ class GatewayClient:
         )
 
     @classmethod
-    def for_home(cls, settings: GatewayConfig, api_key: str) -> GatewayClient:
-        host = settings.host if settings.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
+    def at(cls, host: str, port: int, api_key: str) -> GatewayClient:
+        """The gateway listening at `host`:`port` (a wildcard address: reached on loopback)."""
+        host = host if host not in ("0.0.0.0", "::", "") else "127.0.0.1"
         host = f"[{host}]" if ":" in host else host
-        return cls(f"http://{host}:{settings.port}", api_key)
+        return cls(f"http://{host}:{port}", api_key)
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -119,6 +119,10 @@ class GatewayClient:
         headers = _chat_headers(idempotency_key or keys.cli(), wait, sender, steer=steer)
         path = f"/p/{quote(profile)}/api/sessions/{quote(session_id)}/chat"
         return await self.request("POST", path, json={"message": message}, headers=headers, timeout=wait + 30)
+
+    async def resolve(self, address: str) -> Answer:
+        """The session a local address names (`POST /v1/addresses/resolve`)."""
+        return await self.request("POST", "/v1/addresses/resolve", json={"address": address})
 
     async def group(self, name: str, message: str, *, wait: float, idempotency_key: str, sender: str) -> Answer:
         """The person's message to every member of group `name` (each waited for up to `wait` seconds)."""

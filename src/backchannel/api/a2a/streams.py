@@ -18,8 +18,8 @@ from a2a.server.events.event_queue import Event
 from a2a.types import Artifact, Part, TaskArtifactUpdateEvent, TaskState, TaskStatus, TaskStatusUpdateEvent
 
 from ...core.delivery.delivery import Delivery
-from ...core.queue.events import TERMINAL_EVENTS
 from ...core.views import RunState, RunView
+from ...states import TERMINAL_EVENTS
 from .tasks import STATES, reply_artifact_id, reply_parts, task_of
 
 # How often a quiet stream looks at the store (a held message approved, a run ended elsewhere).

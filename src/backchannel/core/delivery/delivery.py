@@ -21,12 +21,13 @@ from ...framing import is_human
 from ...home.config import GatewayConfig
 from ...messages import MAX_MESSAGE_CHARS, Attachment
 from ...outcome import Outcome, Result, Run, of_run, of_state
+from ...states import TERMINAL_EVENTS
 from ...store import ledger
 from ...store import runs as runstore
 from ...store.driver import Db
 from ...store.runs import RunRow, RunState
 from ..queue.commits import commits
-from ..queue.events import TERMINAL_EVENTS, Chunk, Ended, EventHub, Held, Progress, Queued, Started, Step, WaitOver
+from ..queue.events import Chunk, Ended, EventHub, Held, Progress, Queued, Started, Step, WaitOver
 from ..queue.queue import RunQueue
 from ..views import LedgerEntry, RunView, SessionRef, TaskQuery, ledger_entry, run_view, task_query
 from .admission import Admission, Admitted, Attempt

@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...outcome import Result
+from ...states import TERMINAL_EVENTS
 from ...store.driver import Db
 from .relay import EventRelay
 
-TERMINAL_EVENTS = frozenset({"run.completed", "run.failed", "run.cancelled", "run.expired", "run.denied"})
 RETAIN_RUNS = 1024
 RETAIN_SECONDS = 300.0
 
