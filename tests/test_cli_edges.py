@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from conftest import interruptible, run_cli, subcommands
+from conftest import GatewayThread, interruptible, run_cli, subcommands
 from scripted_model import ScriptedModel
 
 
@@ -188,3 +188,26 @@ def test_no_command_summary_is_cut_off_in_a_listing() -> None:
         listing = run_cli(*path, "--help").stdout.split("Commands:", 1)[1]
         cut = [line.strip() for line in listing.splitlines() if line.rstrip().endswith("...")]
         assert not cut, f"`backchannel {' '.join(path)} --help` cuts off: {cut}"
+
+
+def test_a_gateway_of_an_earlier_version_still_takes_a_send(gateway: GatewayThread, monkeypatch: Any) -> None:
+    """After an upgrade, the gateway still running may not resolve addresses (its capabilities do not say so):
+    the command resolves the address itself, and the running gateway answers the message."""
+    from backchannel.net.local import GatewayClient
+
+    probe = GatewayClient.probe
+
+    async def earlier(self: GatewayClient, gateway_id: str, instance: str) -> bool:
+        found = await probe(self, gateway_id, instance)
+        self.features.pop("address_resolve", None)
+        return found
+
+    async def no_route(self: GatewayClient, address: str) -> None:
+        raise AssertionError(f"asked a gateway that lacks it to resolve {address!r}")
+
+    monkeypatch.setattr(GatewayClient, "probe", earlier)
+    monkeypatch.setattr(GatewayClient, "resolve", no_route)
+    sent = run_cli("send", "default", "hello", "--json")
+    assert sent.exit_code == 0, sent
+    out = json.loads(sent.stdout)
+    assert out["via"] == "gateway" and out["reply"] == "default (echo): hello", out

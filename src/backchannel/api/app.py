@@ -124,6 +124,7 @@ async def capabilities(request: Request) -> Response:
         "runs_idempotency": {"supported": True, "durable": True, "retention_seconds": None},
         "receipts": True,
         "bot_chat": True,
+        "address_resolve": True,  # Backchannel's own: POST /v1/addresses/resolve (what `backchannel send` asks)
     }
     return JSONResponse(
         {

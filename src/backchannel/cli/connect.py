@@ -143,7 +143,7 @@ async def gateway_link(root: Path) -> AsyncIterator[GatewayLink]:
     from .link_http import HttpGateway  # the HTTP client loads only when a gateway answers
 
     try:
-        yield HttpGateway(client)
+        yield HttpGateway(client, root)
     finally:
         await client.aclose()
 

@@ -8,6 +8,7 @@ import contextlib
 import json
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from ..addresses import LocalAddress
@@ -30,11 +31,17 @@ class HttpGateway:
 
     via: Literal["gateway", "local"] = "gateway"
 
-    def __init__(self, client: GatewayClient) -> None:
+    def __init__(self, client: GatewayClient, root: Path) -> None:
         self.client = client
+        self.root = root
 
     async def resolve(self, address: LocalAddress) -> Where:
-        """Asked of the gateway, which owns the store (a Bot Chat made, a Hermes session imported)."""
+        """Asked of the gateway, which owns the store (a Bot Chat made, a Hermes session imported); a gateway of
+        an earlier version, still running after an upgrade, has no such route: then resolved in-process."""
+        if not self.client.features.get("address_resolve"):
+            from .link_local import LocalGateway
+
+            return await LocalGateway(self.root).resolve(address)
         body = (await self.client.resolve(str(address))).body
         profile, session_id = body.get("profile"), body.get("session_id")
         if not isinstance(profile, str) or not isinstance(session_id, str):

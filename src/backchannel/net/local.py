@@ -38,6 +38,7 @@ class GatewayClient:
 
     def __init__(self, base_url: str, api_key: str, *, timeout: float = TIMEOUT) -> None:
         self.base_url = base_url.rstrip("/")
+        self.features: dict[str, Any] = {}  # what the gateway's capabilities said it does (read by `probe`)
         self._naming = Naming(
             who=f"the gateway at {self.base_url}",
             not_sent=GatewayError,
@@ -72,7 +73,11 @@ class GatewayClient:
         except GatewayError:
             return False
         body = r.json_object() if r.status == 200 else None
-        return body is not None and body.get("gateway_id") == gateway_id
+        if body is None or body.get("gateway_id") != gateway_id:
+            return False
+        features = body.get("features")
+        self.features = features if isinstance(features, dict) else {}
+        return True
 
     async def _names(self, instance: str) -> bool:
         """Whether whatever listens at the base URL says it is `instance`, asked with no credentials at all."""
