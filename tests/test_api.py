@@ -996,6 +996,7 @@ def test_openapi_document(api: Api) -> None:
         groups = prefix + "/v1/groups/{name}/messages"
         hit("POST", groups, 404, json={"message": "to no group"})
         hit("POST", groups, 400, json={"nothing": 1})
+        hit("POST", prefix + "/v1/peers/{name}/messages", 400, json={"message": "to no peer"})
         resolve = prefix + "/v1/addresses/resolve"
         bot = hit("POST", resolve, 200, json={"address": "research"})
         assert bot["profile"] == "research" and bot["session"]["title"] == "Bot Chat", bot

@@ -190,24 +190,31 @@ def test_no_command_summary_is_cut_off_in_a_listing() -> None:
         assert not cut, f"`backchannel {' '.join(path)} --help` cuts off: {cut}"
 
 
-def test_a_gateway_of_an_earlier_version_still_takes_a_send(gateway: GatewayThread, monkeypatch: Any) -> None:
-    """After an upgrade, the gateway still running may not resolve addresses (its capabilities do not say so):
-    the command resolves the address itself, and the running gateway answers the message."""
+def test_a_gateway_of_an_earlier_version_still_takes_a_send_and_a_dm(gateway: GatewayThread, monkeypatch: Any) -> None:
+    """After an upgrade, the gateway still running may neither resolve addresses nor send to peers for the person
+    (its capabilities do not say so): the command does those itself, and the running gateway answers the message."""
     from backchannel.net.local import GatewayClient
 
+    made = run_cli("key", "create", "loop", "--profile", "*", "--json")
+    added = run_cli("peer", "add", "loop", "--url", gateway.url, "--key", json.loads(made.stdout)["key"])
+    assert added.exit_code == 0, added.stderr
     probe = GatewayClient.probe
 
     async def earlier(self: GatewayClient, gateway_id: str, instance: str) -> bool:
         found = await probe(self, gateway_id, instance)
         self.features.pop("address_resolve", None)
+        self.features.pop("peer_messages", None)
         return found
 
-    async def no_route(self: GatewayClient, address: str) -> None:
-        raise AssertionError(f"asked a gateway that lacks it to resolve {address!r}")
+    async def no_route(self: GatewayClient, *args: object, **kwargs: object) -> None:
+        raise AssertionError(f"asked a gateway for a route it lacks: {args!r}")
 
     monkeypatch.setattr(GatewayClient, "probe", earlier)
     monkeypatch.setattr(GatewayClient, "resolve", no_route)
+    monkeypatch.setattr(GatewayClient, "peer_message", no_route)
     sent = run_cli("send", "default", "hello", "--json")
     assert sent.exit_code == 0, sent
     out = json.loads(sent.stdout)
     assert out["via"] == "gateway" and out["reply"] == "default (echo): hello", out
+    dm = run_cli("peer", "dm", "loop", "hello peer", "--json")
+    assert dm.exit_code == 0 and json.loads(dm.stdout)["result"] == "delivered", dm

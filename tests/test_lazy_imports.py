@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import GatewayThread
+from conftest import GatewayThread, run_cli
 
 HEAVY = (
     "mcp",
@@ -108,18 +108,37 @@ def test_a_commands_help_loads_no_config_model_core_or_sdk() -> None:
         assert loaded == set(), f"`backchannel {name} --help` loads {sorted(loaded)}"
 
 
-def test_a_send_through_the_running_gateway_reads_no_config_and_builds_no_core(gateway: GatewayThread) -> None:
-    """A gateway runs: it resolves the address (the Bot Chat is made there) and answers the message. The command
-    reads neither config.yaml's models (pydantic, YAML) nor opens a store or builds a core of its own."""
+def _through_the_gateway(*argv: str) -> dict[str, object]:
+    """`backchannel ARGV... --json` in a fresh interpreter, which must have built no core, opened no store and
+    loaded neither config.yaml's models (pydantic, YAML) nor any server or SDK: its JSON output."""
     probe = (
         "\nassert not [m for m in sys.modules if m.startswith(('backchannel.core', 'backchannel.store.db'))],"
         " sorted(m for m in sys.modules if m.startswith('backchannel.'))"
     )
-    code = f"{_command('send', 'default', 'hello', '--json')}{probe}"
+    code = f"{_command(*argv, '--json')}{probe}"
     done = subprocess.run([sys.executable, "-c", _listing(code)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
-    out = done.stdout
-    sent = json.loads("\n".join(out.splitlines()[:-1]))
-    assert sent["via"] == "gateway" and sent["result"] == "delivered" and sent["reply"] == "default (echo): hello"
-    loaded = set(json.loads(out.splitlines()[-1])) & set(HEAVY)
+    loaded = set(json.loads(done.stdout.splitlines()[-1])) & set(HEAVY)
     assert "httpx" in loaded and not loaded & {"pydantic", "yaml", "uvicorn", "starlette", "mcp", "a2a", "jinja2"}
+    said: dict[str, object] = json.loads("\n".join(done.stdout.splitlines()[:-1]))
+    return said
+
+
+def test_a_send_through_the_running_gateway_reads_no_config_and_builds_no_core(gateway: GatewayThread) -> None:
+    """A gateway runs: it resolves the address (the Bot Chat is made there) and answers the message."""
+    sent = _through_the_gateway("send", "default", "hello")
+    assert sent["via"] == "gateway" and sent["result"] == "delivered" and sent["reply"] == "default (echo): hello"
+
+
+def test_a_peer_dm_through_the_running_gateway_reads_no_config_and_builds_no_core(gateway: GatewayThread) -> None:
+    """A gateway runs: it sends the person's message to the peer (here the gateway itself, under a key of its own)
+    and keeps the exchange in its ledger."""
+    made = run_cli("key", "create", "loop", "--profile", "*", "--json")
+    assert made.exit_code == 0, made.stderr
+    added = run_cli("peer", "add", "loop", "--url", gateway.url, "--key", json.loads(made.stdout)["key"])
+    assert added.exit_code == 0, added.stderr
+    sent = _through_the_gateway("peer", "dm", "loop", "hello")
+    assert sent["result"] == "delivered" and sent["peer"] == "loop", sent
+    assert "hello" in str(sent["reply"])
+    ledger = run_cli("ledger", "--json")
+    assert ledger.exit_code == 0 and "peer:loop" in ledger.stdout, ledger

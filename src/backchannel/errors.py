@@ -271,6 +271,7 @@ class PeerRefused(PeerError):
 
     exit_code = 2
     code = "refused"
+    type = "peer_refused"  # apart from the other peer errors: a caller told so changes its request (exit 2)
     model_visible = True
 
 

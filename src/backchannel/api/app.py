@@ -23,6 +23,7 @@ from . import (
     routes_groups,
     routes_held,
     routes_metrics,
+    routes_peers,
     routes_rooms,
     routes_runs,
     routes_sessions,
@@ -124,7 +125,10 @@ async def capabilities(request: Request) -> Response:
         "runs_idempotency": {"supported": True, "durable": True, "retention_seconds": None},
         "receipts": True,
         "bot_chat": True,
-        "address_resolve": True,  # Backchannel's own: POST /v1/addresses/resolve (what `backchannel send` asks)
+        # Backchannel's own, what the CLI asks a running gateway: POST /v1/addresses/resolve (`send`) and
+        # POST /v1/peers/{name}/messages (`peer dm`)
+        "address_resolve": True,
+        "peer_messages": True,
     }
     return JSONResponse(
         {
@@ -179,6 +183,7 @@ def _api_routes(a2a: A2AEndpoints) -> list[BaseRoute]:
         Route("/v1/held/{run_id}/deny", protected(routes_held.deny, person_only=True), methods=["POST"]),
         Route("/v1/gateway/stop", protected(routes_gateway.stop_gateway, person_only=True), methods=["POST"]),
         Route("/v1/groups/{name}/messages", protected(routes_groups.send_to_group, person_only=True), methods=["POST"]),
+        Route("/v1/peers/{name}/messages", protected(routes_peers.send_to_peer, person_only=True), methods=["POST"]),
         Route("/v1/addresses/resolve", protected(routes_addresses.resolve_address, person_only=True), methods=["POST"]),
         Route("/metrics", protected(routes_metrics.metrics, anywhere=True), methods=["GET"]),
         Route("/v1/rooms", protected(routes_rooms.list_rooms, person_only=True), methods=["GET"]),

@@ -28,7 +28,7 @@ def _errors(*codes: int) -> dict[str, Any]:
         404: "Unknown profile, session or run",
         409: "Conflict (idempotency key reused for another message, run not active)",
         413: "Body too large",
-        424: "The run ended without a reply (failed, cancelled or expired)",
+        424: "The run ended without a reply (failed, cancelled or expired), or a peer could not be reached",
     }
     return {str(c): _resp(names[c], ERROR) for c in codes}
 
@@ -298,6 +298,27 @@ def _paths() -> dict[str, Any]:
                 "responses": {
                     "200": _resp("Each member's outcome", {"type": "object"}),
                     **_errors(400, 401, 403, 404, 413),
+                },
+            }
+        },
+        "/v1/peers/{name}/messages": {
+            "post": {
+                "summary": "Send the person's message to an agent on a peer gateway (the person's key only), kept in"
+                " this home's ledger: its outcome, and whether the peer deduplicates",
+                "parameters": [
+                    {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}},
+                    *_HEADERS,
+                ],
+                "requestBody": _body(
+                    {
+                        "type": "object",
+                        "required": ["message"],
+                        "properties": {"message": {"type": "string"}, "agent": {"type": "string"}},
+                    }
+                ),
+                "responses": {
+                    "200": _resp("The outcome", {"type": "object"}),
+                    **_errors(400, 401, 403, 404, 409, 413, 424),
                 },
             }
         },

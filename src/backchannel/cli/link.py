@@ -1,7 +1,7 @@
 """What a CLI command says to this home's gateway: the `GatewayLink` protocol, whichever way it is reached.
 
-    GatewayLink   resolve (an address to its session), deliver (a message, shown live or not), run, stop,
-                  events (a run's progress until its end)
+    GatewayLink   resolve (an address to its session), deliver (a message, shown live or not), dm (to a
+                  peer's agent), run, stop, events (a run's progress until its end)
     Where         the session a message goes to
     Progress      what a live delivery shows as it goes (the reply's text, waits in the queue)
 
@@ -69,6 +69,11 @@ class GatewayLink(Protocol):
     async def resolve(self, address: LocalAddress) -> Where:
         """The session a local address names: a profile is its Bot Chat (made on first use); a Hermes session id
         not seen yet is imported."""
+        ...
+
+    async def dm(self, peer: str, agent: str | None, message: str, *, wait: float, key: str) -> Result:
+        """Deliver as the person into the Bot Chat of `agent` on peer gateway `peer` (kept in this home's ledger),
+        and wait up to `wait` seconds for its reply."""
         ...
 
     async def send_group(

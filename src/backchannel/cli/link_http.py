@@ -48,6 +48,16 @@ class HttpGateway:
             raise GatewayError("the gateway answered the address with an unknown shape")
         return Where(profile, session_id)
 
+    async def dm(self, peer: str, agent: str | None, message: str, *, wait: float, key: str) -> Result:
+        """Sent by the gateway (it keeps the exchange in the ledger); by this process when the gateway is of an
+        earlier version that does not send for the person."""
+        if not self.client.features.get("peer_messages"):
+            from .link_local import LocalGateway
+
+            return await LocalGateway(self.root).dm(peer, agent, message, wait=wait, key=key)
+        body = (await self.client.peer_message(peer, agent, message, wait=wait, key=key)).body
+        return wire.result_of(body, to=wire.text(body.get("to")) or f"peer:{peer}")
+
     async def send_group(
         self, group: str, message: str, *, wait: float, key: str, sender: str = "human:cli"
     ) -> GroupResult:

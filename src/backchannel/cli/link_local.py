@@ -64,6 +64,11 @@ class LocalGateway:
                 return (await local.delivery.deliver(incoming, wait=wait)).result
             return await _live(local.delivery, incoming, wait, progress)
 
+    async def dm(self, peer: str, agent: str | None, message: str, *, wait: float, key: str) -> Result:
+        async with home_gateway(self.root) as gateway:
+            outbound = gateway.outbound
+            return await outbound.dm(outbound.peer(peer), agent, message, wait=wait, key=key)
+
     async def send_group(
         self, group: str, message: str, *, wait: float, key: str, sender: str = "human:cli"
     ) -> GroupResult:

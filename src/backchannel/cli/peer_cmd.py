@@ -29,7 +29,7 @@ from ..net import a2a_card
 from ..net.link import PeerAbout, PeerRun
 from ..outcome import Outcome, Result
 from . import complete
-from .connect import home_gateway, interruptible, on_home
+from .connect import gateway_link, home_gateway, interruptible, on_home
 from .output import emit, examples, message_words, note, read_message, shell_command, show_progress, table
 
 if TYPE_CHECKING:
@@ -370,9 +370,13 @@ def dm(target: str, message: str | None, wait: float, key: str | None, as_json: 
 def send_dm(root: Path, name: str, agent: str | None, text: str, *, wait: float, key: str | None) -> Result:
     """Deliver as the person, with the exchange kept in this home's ledger."""
     given = keys.check_external(key) or keys.cli()
-    return on_home(
-        root, lambda gateway: gateway.outbound.dm(gateway.outbound.peer(name), agent, text, wait=wait, key=given)
-    )
+    return asyncio.run(_dm(root, name, agent, text, wait=wait, key=given))
+
+
+async def _dm(root: Path, name: str, agent: str | None, text: str, *, wait: float, key: str) -> Result:
+    """Through the running gateway when there is one (this process then builds no core), else in-process."""
+    async with gateway_link(root) as link:
+        return await link.dm(name, agent, text, wait=wait, key=key)
 
 
 def dm_dict(r: Result) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from ..errors import (
     Forbidden,
     GatewayError,
     NotFound,
+    PeerRefused,
     Refused,
     UsageError,
 )
@@ -129,6 +130,14 @@ class GatewayClient:
         """The session a local address names (`POST /v1/addresses/resolve`)."""
         return await self.request("POST", "/v1/addresses/resolve", json={"address": address})
 
+    async def peer_message(self, peer: str, agent: str | None, message: str, *, wait: float, key: str) -> Answer:
+        """The person's message to `agent` (its default one when None) on peer gateway `peer`, its reply waited
+        for up to `wait` seconds (`POST /v1/peers/{peer}/messages`)."""
+        body = {"message": message, **({"agent": agent} if agent else {})}
+        headers = _chat_headers(key, wait, "human:cli")
+        path = f"/v1/peers/{quote(peer)}/messages"
+        return await self.request("POST", path, json=body, headers=headers, timeout=wait + 30)
+
     async def group(self, name: str, message: str, *, wait: float, idempotency_key: str, sender: str) -> Answer:
         """The person's message to every member of group `name` (each waited for up to `wait` seconds)."""
         path = f"/v1/groups/{quote(name)}/messages"
@@ -194,6 +203,8 @@ def _error(status: int, body: dict[str, Any]) -> BackchannelError:
     details: dict[str, object] = {k: v for k, v in err.details.items() if k == "run_id"}
     if status == 403:
         cls: type[BackchannelError] = Forbidden if err.code == Forbidden.code else Refused
+    elif err.type == PeerRefused.type:  # a peer refused the message the gateway sent for us: change it, do not retry
+        cls = PeerRefused
     else:
         cls = _USAGE.get(status, BackchannelError)
     if cls is BackchannelError:

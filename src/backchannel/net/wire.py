@@ -175,21 +175,25 @@ def _member(said: Mapping[str, Any]) -> MemberResult:
     target = str(said.get("target") or "?")
     if said.get("result") == "skipped":
         return MemberResult(target, skipped=text(said.get("why")) or "skipped")
+    return MemberResult(target, result_of(said, to=target))
+
+
+def result_of(said: Mapping[str, Any], *, to: str) -> Result:
+    """An outcome as `Result.to_dict` gives it (with `deduplicated` when the sender says it), addressed `to`."""
     found = said.get("error")
     error: Mapping[str, Any] = found if isinstance(found, dict) else {}
-    return MemberResult(
-        target,
-        Result(
-            _outcome(said.get("result")),
-            target,
-            run_id=text(said.get("run_id")),
-            session_id=text(said.get("session_id")),
-            state=text(said.get("state")),
-            reply=text(said.get("reply") or said.get("partial_output")),
-            queue_position=integer(said.get("queue_position")),
-            code=text(error.get("code")),
-            error=text(error.get("message")),
-            replayed=bool(said.get("replayed")),
-            idempotency_key=text(said.get("idempotency_key")),
-        ),
+    return Result(
+        _outcome(said.get("result")),
+        to,
+        run_id=text(said.get("run_id")),
+        session_id=text(said.get("session_id")),
+        state=text(said.get("state")),
+        reply=text(said.get("reply") or said.get("partial_output")),
+        queue_position=integer(said.get("queue_position")),
+        landed=text(said.get("landed")),
+        code=text(error.get("code")),
+        error=text(error.get("message")),
+        replayed=bool(said.get("replayed")),
+        idempotency_key=text(said.get("idempotency_key")),
+        deduplicated=said.get("deduplicated") is not False,
     )
