@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import secrets
 import urllib.parse
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -13,6 +14,7 @@ from starlette.requests import Request
 from ..errors import AuthError, BodyTooLarge, RequestTimeout, UsageError
 from ..home.profiles import DEFAULT_PROFILE
 from ..ids import MAX_EXCHANGE_CHARS, check_exchange
+from ..keys import check_external
 from . import jsonbody
 
 SENDER_PROFILE_RE = re.compile(r"[^A-Za-z0-9_.@-]")
@@ -142,6 +144,15 @@ class DeliveryHeaders:
     chain: tuple[str, ...]
     exchange: str | None = None
     steer: bool = False  # X-Backchannel-Mode: steer (into the session's running turn); queue is the default
+
+    def wait_or(self, default: float) -> float:
+        """How long to wait for the reply: the request's `X-Hermes-Wait-Seconds`, else the gateway's `default`."""
+        return self.wait_seconds if self.wait_seconds is not None else default
+
+    def key_or_new(self) -> str:
+        """The request's idempotency key (refused when it is one of the gateway's own), else a new one: a request
+        without a key is a new message."""
+        return check_external(self.idempotency_key) or "http-" + secrets.token_hex(16)
 
     @property
     def wants_envelope(self) -> bool:

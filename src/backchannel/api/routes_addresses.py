@@ -22,9 +22,8 @@ from .http import json_body, optional_str, profile_of
 
 async def resolve_address(request: Request) -> Response:
     ctx = context(request)
-    ctx.directory.check_profile(
-        profile_of(request)
-    )  # under /p/{profile}: a profile of the home (the address says which)
+    # Under /p/{profile}: a profile of the home, as every route checks (the address names its own profile).
+    ctx.directory.check_profile(profile_of(request))
     body = await json_body(request, ctx.settings.max_body_bytes, timeout=ctx.settings.body_timeout_seconds)
     text = optional_str(body, "address")
     if text is None:

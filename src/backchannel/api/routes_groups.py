@@ -7,14 +7,11 @@ waited for). The chat routes take a session, never a group.
 
 from __future__ import annotations
 
-import secrets
-
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ..addresses import GroupAddress, parse_target
 from ..errors import UsageError
-from ..keys import check_external
 from .context import context
 from .http import delivery_headers, json_body, sender_of, text_field
 
@@ -27,7 +24,7 @@ async def send_to_group(request: Request) -> Response:
     body = await json_body(request, ctx.settings.max_body_bytes, timeout=ctx.settings.body_timeout_seconds)
     message = text_field(body, "message", "input", required=True)
     headers = delivery_headers(request)
-    wait = headers.wait_seconds if headers.wait_seconds is not None else ctx.settings.http_wait_seconds
-    key = check_external(headers.idempotency_key) or "http-" + secrets.token_hex(16)
+    wait = headers.wait_or(ctx.settings.http_wait_seconds)
+    key = headers.key_or_new()
     sent = await ctx.gateway.group_sends.send(target, message or "", sender=sender_of(request), wait=wait, key=key)
     return JSONResponse({**sent.to_dict(), "idempotency_key": key})

@@ -9,12 +9,9 @@ the answer is the outcome, as `send` prints it with `--json`, and whether the pe
 
 from __future__ import annotations
 
-import secrets
-
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ..keys import check_external
 from .context import context
 from .http import delivery_headers, json_body, optional_str, profile_of, text_field
 
@@ -27,7 +24,7 @@ async def send_to_peer(request: Request) -> Response:
     message = text_field(body, "message", "input", required=True)
     agent = optional_str(body, "agent")
     headers = delivery_headers(request)
-    wait = headers.wait_seconds if headers.wait_seconds is not None else ctx.settings.http_wait_seconds
-    key = check_external(headers.idempotency_key) or "http-" + secrets.token_hex(16)
+    wait = headers.wait_or(ctx.settings.http_wait_seconds)
+    key = headers.key_or_new()
     result = await ctx.gateway.outbound.dm(peer, agent or None, message or "", wait=wait, key=key)
     return JSONResponse({**result.to_dict(), "deduplicated": result.deduplicated})

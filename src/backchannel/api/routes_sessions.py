@@ -95,7 +95,7 @@ async def _incoming(request: Request, ctx: Context) -> tuple[Incoming, DeliveryH
 async def chat(request: Request) -> Response:
     ctx = context(request)
     message_in, headers, profile = await _incoming(request, ctx)
-    wait = headers.wait_seconds if headers.wait_seconds is not None else ctx.settings.http_wait_seconds
+    wait = headers.wait_or(ctx.settings.http_wait_seconds)
     try:
         d = await ctx.delivery.deliver(message_in, wait=wait)
     except Refused as exc:
@@ -120,7 +120,7 @@ async def chat(request: Request) -> Response:
 async def chat_stream(request: Request) -> Response:
     ctx = context(request)
     message_in, headers, _profile = await _incoming(request, ctx)
-    wait = headers.wait_seconds if headers.wait_seconds is not None else ctx.settings.http_wait_seconds
+    wait = headers.wait_or(ctx.settings.http_wait_seconds)
     first = await ctx.delivery.submit(message_in, wait=wait)
     run_id, session_id = first.run.id, first.run.session_id
     live = await ctx.delivery.reserve_events(run_id)  # before the run can start: the stream sees all its events
