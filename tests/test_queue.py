@@ -23,6 +23,7 @@ from backchannel.messages import Message
 from backchannel.store.db import Database
 from backchannel.store.migrations import MIGRATIONS
 from backchannel.store.runs import NewRun, RunState
+from conftest import use_shared_store
 from conftest import with_gateway as run_with_gateway
 
 
@@ -424,3 +425,36 @@ def test_a_turn_the_store_cuts_is_not_failed_but_runs_again(initialised: Path) -
         assert [m.content for m in await gw.directory.messages(session.id)] == ["xthe work", "ok: xthe work"]
 
     with_gateway(initialised, body, engine=engine)
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_a_session_whose_queued_runs_nothing_works_on_is_taken_up_again(
+    initialised: Path, backend: str, request: pytest.FixtureRequest
+) -> None:
+    """Whatever leaves a session with queued runs and no worker (a hand-out lost to a race, a notice missed), the
+    gateway's periodic look at the store takes its runs up again (issue 38 item 1), on both backends. The run is
+    written as nothing in the gateway learns of it: straight into its store, in its own connection."""
+    if backend == "postgresql":
+        use_shared_store(initialised, request.getfixturevalue("postgres_url"))
+    path = config.config_path(initialised)
+    data = config.load_yaml(path)
+    data.setdefault("store", {})["lease_seconds"] = 1.5  # the look comes every lease/3 seconds
+    config.write_yaml(path, data)
+
+    async def body(gw: Gateway) -> None:
+        session = await new_session(gw)
+        first = await deliver(gw, session, "told", wait=10)
+        assert first.run.state is RunState.COMPLETED
+        async with gw.db.tx() as tx:  # no announce, no hand-out: nothing in any process is told of it
+            await tx.run(
+                "INSERT INTO runs (id, idempotency_key, fingerprint, sender, profile, session_id, message, hops,"
+                " chain, state, created_at, updated_at, origin, landed) SELECT 'run_untold', 'untold-key',"
+                " 'untold-fp', sender, profile, session_id, 'untold', 0, '[]', 'queued', created_at, updated_at,"
+                " 'run_untold', 'queued' FROM runs WHERE id = ?",
+                (first.run.id,),
+            )
+        await gw.db.durable()
+        ended = await gw.queue.wait("run_untold", 20)
+        assert ended.state is RunState.COMPLETED and (ended.reply or "").endswith(": untold"), ended
+
+    run_with_gateway(initialised, body)

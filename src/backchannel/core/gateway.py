@@ -238,7 +238,7 @@ class Gateway:
             asyncio.create_task(self.delivery.wake_senders()),
             asyncio.create_task(self.outbound.follow_receipts()),
             asyncio.create_task(background.watch(self.db, self.queue, seen=seen)),
-            asyncio.create_task(background.renew(self.queue)),
+            asyncio.create_task(background.renew(self.queue, self.pauses)),
             asyncio.create_task(background.resume_paused(self.pauses, self.queue)),
             asyncio.create_task(self.holds.sweep()),
             asyncio.create_task(self.idle.run()),

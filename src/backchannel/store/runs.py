@@ -371,15 +371,15 @@ async def claim_next(
     """Take the oldest queued run of a session, unless one of its runs is running (in any process).
 
     Returns (the claimed run or None, the runs that expired in the queue on the way). Ask `has_queued`
-    first: the common case after a turn needs no write transaction. On a shared store a session another
-    gateway is claiming from (or recording into) right now is passed over: that gateway takes its run."""
+    first: the common case after a turn needs no write transaction. On a shared store the claim waits for
+    whatever holds the session's row (another gateway's claim, or a send being recorded or refused): a row
+    held is not an empty queue, and a claim that passed it over left the session's runs queued with nobody
+    to take them."""
     expired: list[RunRow] = []
     now = time.time()
     async with db.tx() as tx:
-        if db.dialect.row_locks and not await tx.one(
-            f"SELECT 1 FROM sessions WHERE id = ?{db.dialect.skip_locked}", (session_id,)
-        ):
-            return None, expired
+        if db.dialect.row_locks:  # one after another with the session's records and other claims (as `record`)
+            await tx.one(f"SELECT 1 FROM sessions WHERE id = ?{db.dialect.for_update}", (session_id,))
         if await tx.one("SELECT 1 FROM runs WHERE session_id = ? AND state = 'running' LIMIT 1", (session_id,)):
             return None, expired
         while True:
@@ -650,6 +650,16 @@ async def profile_of_session(db: Db, session_id: str) -> str:
 
 async def sessions_with_queued(db: Db) -> list[str]:
     return [r[0] for r in await db.all("SELECT DISTINCT session_id FROM runs WHERE state = 'queued'")]
+
+
+async def sessions_unworked(db: Db) -> list[tuple[str, str]]:
+    """The sessions (and their profiles) with a queued run and none running anywhere: nothing works on them
+    now. Read on the state index, so it costs what is queued, not the store's size."""
+    rows = await db.all(
+        "SELECT DISTINCT q.session_id, q.profile FROM runs q WHERE q.state = 'queued' AND q.steered_into IS NULL"
+        " AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.session_id = q.session_id AND r.state = 'running')"
+    )
+    return [(r[0], r[1]) for r in rows]
 
 
 async def list_runs(

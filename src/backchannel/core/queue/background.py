@@ -41,14 +41,17 @@ async def watch(db: Db, queue: RunQueue, *, seen: int) -> None:
             log.warning("watching for other processes' runs: %s", exc.message)
 
 
-async def renew(queue: RunQueue) -> None:
-    """Keep this process's leases fresh, and requeue runs that another, dead process left running."""
+async def renew(queue: RunQueue, pauses: Pauses) -> None:
+    """Keep this process's leases fresh, requeue runs that another, dead process left running, and take up again
+    any session whose queued runs nothing works on (the sessions of paused profiles wait for their config)."""
     while True:
         await asyncio.sleep(queue.lease_seconds / 3)
         try:
             await queue.db.writable()
             await queue.renew()
             await queue.db.durable()
+            for session_id in await queue.restart_unworked(paused=pauses.paused):
+                log.warning("session %s had queued runs that nothing worked on: taken up again", session_id)
         except StoreError as exc:
             log.warning("leases not renewed this round: %s", exc.message)
 

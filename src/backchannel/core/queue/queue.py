@@ -16,7 +16,7 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -197,6 +197,22 @@ class RunQueue:
         for session_id in await runstore.sessions_with_queued(self.db):
             if self.scope is None or session_id in self.scope:
                 self._hand(session_id, None)
+
+    async def restart_unworked(self, *, paused: Collection[str] = ()) -> list[str]:
+        """Hand out anew every session (within `scope`) that has queued runs and nothing working on it: none
+        running anywhere, none handed out here. Whatever left it so (a notice missed, a claim that lost a race,
+        a bug), its runs are taken up again. The sessions of `paused` profiles wait for their config instead.
+        Returns the sessions handed out."""
+        if not self.accepting or not self.runs_turns:
+            return []
+        restarted = []
+        for session_id, profile in await runstore.sessions_unworked(self.db):
+            if session_id in self._handed or profile in paused:
+                continue
+            if self.scope is None or session_id in self.scope:
+                self._hand(session_id, None)
+                restarted.append(session_id)
+        return restarted
 
     async def look_again(self) -> None:
         """Another process committed (a CLI beside this gateway, another gateway on a shared store): hand out the
