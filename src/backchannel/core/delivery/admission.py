@@ -139,7 +139,9 @@ class Admission:
             if tracing.active():
                 _refused_span(attempt, facts, target, refusal)
             wait = attempt.wait if attempt.kind == "send" else None
-            await self.record_refusal(refusal, facts, target=target, message=attempt.text, wait=wait)
+            await self.record_refusal(
+                refusal, facts, target=target, message=attempt.text, wait=wait, rate=self._rate_of(attempt, refused=True)
+            )
             return Admitted(facts, target, refusal=refusal)
         if attempt.peer is not None or not submit:
             return Admitted(facts, target)
@@ -160,9 +162,18 @@ class Admission:
         return self.directory.profile(profile).config.messaging.hold_expiry_seconds
 
     async def record_refusal(
-        self, refusal: policy.Refusal, facts: policy.Attempt, *, target: str, message: str, wait: float | None
+        self,
+        refusal: policy.Refusal,
+        facts: policy.Attempt,
+        *,
+        target: str,
+        message: str,
+        wait: float | None,
+        rate: Admit | None = None,
     ) -> None:
-        """Every refusal is explicit: kept in the ledger once, under the address it was sent to."""
+        """Every refusal is explicit: kept in the ledger once, under the address it was sent to, with an excerpt
+        of its text. It counts against its sender's `rate` as a run would: a sender past it is told `rate_limited`
+        (LimitReached) and nothing is written, so no key fills the disk with refused messages."""
         await refusalstore.record(
             self.db,
             sender=facts.sender.names[-1],
@@ -172,6 +183,7 @@ class Admission:
             message=message,
             hops=facts.hops,
             wait=wait,
+            admit=rate,
         )
 
     # --- the facts of each kind ------------------------------------------------------------------
@@ -367,7 +379,7 @@ class Admission:
                 traceparent=traceparent,
                 tracestate=tracestate,
             )
-            return new, self._rated(turn.address)
+            return new, self._rate_of(attempt)
         human = is_human(attempt.sender)
         session = await self._open_context(attempt) if attempt.context is not None else attempt.session
         assert session is not None
@@ -387,7 +399,7 @@ class Admission:
             traceparent=traceparent,
             tracestate=tracestate,
         )
-        return new, None if human else self._rated(attempt.sender, also=addresses.head(attempt.sender))
+        return new, self._rate_of(attempt)
 
     async def _open_context(self, attempt: Attempt) -> SessionRef:
         """The session of a new A2A context, written now that its first message is let through (a peer past its
@@ -403,18 +415,32 @@ class Admission:
             limit=self.settings.max_sessions_per_profile,
         )
 
-    def _rated(self, sender: str, *, also: str | None = None) -> Admit:
+    def _rate_of(self, attempt: Attempt, *, refused: bool = False) -> Admit | None:
+        """The rate a message of `attempt`'s sender counts against: an agent's send its session's, a peer's
+        arrival its own and its key's; none for the person or a wake-up. A `refused` arrival counts against its
+        key too (as a malformed request does), so no key passes its rate by naming another sending profile."""
+        if attempt.kind == "send":
+            assert attempt.turn is not None
+            return self._rated(attempt.turn.address)
+        if attempt.kind == "reply" or is_human(attempt.sender):
+            return None
+        return self._rated(attempt.sender, also=addresses.head(attempt.sender), count_also=refused)
+
+    def _rated(self, sender: str, *, also: str | None = None, count_also: bool = False) -> Admit:
         """A new run of `sender` within its rate (a peer's: also within that of its key, `peer:NAME`, which its
-        malformed requests count against), counted here and, on a shared store, across the gateways."""
+        malformed requests and, with `count_also`, its refused messages count against), counted here and, on a
+        shared store, across the gateways."""
+        counted = (sender, also) if count_also and also is not None and also != sender else (sender,)
 
         async def admit(tx: Tx) -> None:
             self.rates.check(sender, also=also)
             if self.shared:
-                per_minute = self.rates.per_minute
-                retry = await ratestore.admit(self.db, tx, sender, per_minute=per_minute, now=time.time())
-                if retry is not None:
-                    raise self.rates.refusal(sender, retry)
-            self.rates.record(sender)
+                for who in counted:
+                    retry = await ratestore.admit(self.db, tx, who, per_minute=self.rates.per_minute, now=time.time())
+                    if retry is not None:
+                        raise self.rates.refusal(who, retry)
+            for who in counted:
+                self.rates.record(who)
 
         return admit
 
