@@ -10,7 +10,7 @@ import httpx
 from conftest import use_shared_store
 from gateway_http import client, gateway_with, set_messaging
 from store_audit import _rows
-from test_trust_keys import as_key, bot_chat, dm, ledger, make_key
+from test_trust_keys import as_key, bot_chat, dm, ledger, make_key, wait_run
 
 RATE = 5  # gateway.max_runs_per_sender_per_minute in these tests
 BIG = "x" * 65_000  # a refused message's text as large as a request may carry
@@ -63,3 +63,26 @@ def test_refusals_count_against_a_peers_rate_on_a_shared_store(initialised: Path
     assert codes.count("refused") == RATE and codes.count("rate_limited") == 3 * RATE, codes
     assert len(_refused_texts(initialised)) == RATE
 
+
+def test_a_peers_steer_never_joins_a_turn_the_person_started(initialised: Path) -> None:
+    """A peer's `X-Backchannel-Mode: steer` to a session running the person's turn is queued (and says so): the
+    person's run answers the person's message alone, the peer's its own, in turn."""
+    set_messaging(initialised, "default", accept=["peer:spark/*"])
+    key = make_key("spark")
+    with gateway_with(initialised) as gw, client(gw) as person, as_key(gw, key) as c:
+        sid = bot_chat(person)
+        busy = person.post("/v1/runs", json={"input": "/sleep 2\nthe person's question", "session_id": sid})
+        assert busy.status_code == 202, busy.text
+        run_id = busy.json()["run_id"]
+        wait_run(person, run_id, {"running"})
+        steer = c.post(
+            f"/api/sessions/{sid}/chat",
+            json={"message": "the peer's words"},
+            headers={"X-Backchannel-Mode": "steer", "X-Hermes-Wait-Seconds": "30"},
+        )
+        assert steer.status_code == 200, steer.text
+        answer = steer.json()
+        assert answer["landed"] == "queued", answer
+        assert answer["message"]["content"] == "default (echo): the peer's words", answer  # its own turn answered it
+        mine = wait_run(person, run_id, {"completed"})
+        assert mine["output"] == "default (echo): the person's question", mine  # nothing of the peer's in it

@@ -63,12 +63,20 @@ def test_an_agent_steers_with_send_to_session_mode(initialised: Path) -> None:
         assert run_cli("profile", "create", name).exit_code == 0
     set_messaging(initialised, "lead", allow=["builds"])
     with gateway_with(initialised):
-        busy = sent("builds", "/sleep 1.5\nbuilding", "--wait", "0")
-        until(busy["run_id"], "running")
+        start = {"session_id": "builds", "message": "/sleep 1.5\nbuilding", "wait_seconds": 0}
+        started = sent("lead", "/tool send_to_session " + json.dumps(start))
+        busy = json.loads(started["reply"].split("→ send_to_session: ", 1)[1])
+        until(busy["run_id"], "running")  # a turn of builds that lead's session started
         call = {"session_id": "builds", "message": "use the cache", "mode": "steer", "wait_seconds": 30}
         done = sent("lead", "/tool send_to_session " + json.dumps(call))
         result = json.loads(done["reply"].split("→ send_to_session: ", 1)[1])
         assert result["landed"] == "steered" and result["reply"] == "builds (echo): use the cache", result
+        person = sent("builds", "/sleep 1.5\nthe person's turn", "--wait", "0")
+        until(person["run_id"], "running")
+        other = sent("lead", "/tool send_to_session " + json.dumps({**call, "message": "not into theirs"}))
+        queued = json.loads(other["reply"].split("→ send_to_session: ", 1)[1])
+        assert queued["landed"] == "queued" and queued["reply"] == "builds (echo): not into theirs", queued
+        assert until(person["run_id"], "completed")["reply"] == "builds (echo): the person's turn"
         bad = sent("lead", "/tool send_to_session " + json.dumps({**call, "mode": "shove"}))
         assert '"code": "invalid_arguments"' in bad["reply"] and "mode must be queue or steer" in bad["reply"]
 

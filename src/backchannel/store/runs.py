@@ -23,6 +23,7 @@ from .driver import Db, Row, Tx, columns
 from .sessions import append_messages
 
 QUEUE_FULL_RETRY_SECONDS = 2.0
+HUMAN = "human:"  # the person's senders begin so (`human:cli`, `human:api`, …): one caller, whatever the surface
 Admit = Callable[[Tx], Awaitable[None]]  # a new run's last check, inside its transaction: raises to record nothing
 
 
@@ -213,15 +214,16 @@ async def record(
             max_queued = admit = None  # a replay: it is answered with its run, whatever the limits say now
             if known["fingerprint"] == fp:
                 return _run(known), False
-        # One read for the queue cap and the claim: how many of the session's runs wait, and whether one runs.
         # One read for the queue cap, the claim and where the message lands: how many of the session's runs wait,
-        # and whether one runs.
+        # whether one runs, and whose message that running turn answers.
         counted = await tx.one(
-            "SELECT COUNT(*) FILTER (WHERE state = 'queued'), COUNT(*) FILTER (WHERE state = 'running') FROM runs"
+            "SELECT COUNT(*) FILTER (WHERE state = 'queued'), COUNT(*) FILTER (WHERE state = 'running'),"
+            " MAX(sender) FILTER (WHERE state = 'running') FROM runs"
             " WHERE session_id = ? AND state IN ('queued', 'running')",
             (new.session_id,),
         )
         waiting, running = (int(counted[0]), int(counted[1])) if counted is not None else (0, 0)
+        turn_sender = counted[2] if counted is not None else None
         if (
             max_queued
             and waiting >= max_queued
@@ -236,9 +238,9 @@ async def record(
         if admit is not None:
             await admit(tx)
         claimed = claim_for is not None and not new.held and not (waiting or running)
-        landed = (
-            None if new.held else "steered" if new.steer and running else "queued" if waiting or running else "started"
-        )
+        # A steer joins only a turn its own caller started: another's message waits its turn.
+        steers = new.steer and running and turn_sender is not None and same_caller(new.sender, turn_sender)
+        landed = None if new.held else "steered" if steers else "queued" if waiting or running else "started"
         row = await tx.one(
             "INSERT INTO runs (id, idempotency_key, fingerprint, sender, profile, session_id, message, hops, chain,"
             " state, created_at, updated_at, expires_at, origin, sender_profile, sender_session, wait_seconds, wake,"
@@ -497,17 +499,26 @@ async def finish(
     return _run(row)
 
 
+def same_caller(sender: str, other: str) -> bool:
+    """Whether two runs' senders are one caller, whose message may be steered into the other's turn: the person
+    (from whichever surface), or the same agent session, or the same peer's agent."""
+    return sender == other or (sender.startswith(HUMAN) and other.startswith(HUMAN))
+
+
 async def take_steered(db: Db, run: RunRow) -> list[RunRow]:
     """The messages to be steered into the running turn of `run` (its claim still current), oldest first; each
-    is the turn's from now on, and ends with it."""
+    is the turn's from now on, and ends with it. Only its own caller's (`same_caller`): a message to steer that
+    outlived the turn it was meant for never joins another sender's turn."""
     now = time.time()
+    humans = db.dialect.starts_with("sender", HUMAN)
     async with db.tx() as tx:
         rows = await tx.all(
             "UPDATE runs SET steered_into = ?, started_at = ?, updated_at = ? WHERE session_id = ? AND state = 'queued'"
             " AND landed = 'steered' AND steered_into IS NULL"
             " AND EXISTS (SELECT 1 FROM runs AS turn WHERE turn.id = ? AND turn.state = 'running' AND turn.fencing = ?)"
+            f" AND (sender = ? OR (? AND {humans}))"
             " RETURNING *",
-            (run.id, now, now, run.session_id, run.id, run.fencing),
+            (run.id, now, now, run.session_id, run.id, run.fencing, run.sender, run.sender.startswith(HUMAN)),
         )
         for r in rows:
             await tx.announce(r["id"])
