@@ -10,6 +10,8 @@ every backend (DESIGN section 10, issue 24).
 - Reclaim after a crash: a running run whose owner died or whose lease ran out is requeued once (then claimed
   again as the same run); a finished run, or one a live owner holds, is left alone; the old owner's late finish
   is refused, also when the same owner claimed the run again since (the claim's fencing token).
+- A snapshot (what `store copy` reads from) sees the store as it was when it began, whatever another gateway
+  commits meanwhile; a shared store counts the other processes that have it open (SQLite cannot tell: None).
 
 Each backend is a `Backend` over the same calls: SQLite (a file of the test's own), and PostgreSQL (a fresh database
 of the session's throwaway cluster: the `postgres_url` fixture). Each test runs in an event loop of its own, the
@@ -349,6 +351,37 @@ async def test_gateways_claiming_one_session_at_the_same_moment_get_one_run_betw
     finally:
         for db in others:
             await db.aclose()
+
+
+# --- a snapshot, and who else has the store open -------------------------------------------------------------
+
+
+@contract
+async def test_a_snapshot_sees_the_store_as_it_was_when_it_began(store: Backend) -> None:
+    sid = await session(store)
+    first, _ = await send(store, sid, "before")
+    other = await store.another()  # another gateway
+    try:
+        async with store.db.snapshot() as snapshot:
+            seen_first = [r["id"] for r in await snapshot.all("SELECT id FROM runs ORDER BY seq")]
+            later, _ = await runs.record(other, NewRun("person", "main", sid, "after", idempotency_key=None))
+            await other.durable()
+            seen_then = [r["id"] for r in await snapshot.all("SELECT id FROM runs ORDER BY seq")]
+    finally:
+        await other.aclose()
+    assert seen_first == seen_then == [first.id]
+    assert {r.id for r in await runs.list_runs(store.db, session_id=sid)} == {first.id, later.id}
+
+
+@contract
+async def test_a_shared_store_counts_the_other_processes_that_have_it_open(store: Backend) -> None:
+    alone = await store.db.other_processes()
+    other = await store.another()
+    try:
+        beside = await store.db.other_processes()
+    finally:
+        await other.aclose()
+    assert (alone, beside) == ((0, 1) if store.db.dialect.row_locks else (None, None))
 
 
 # --- retention (store.keep_days) ----------------------------------------------------------------------------

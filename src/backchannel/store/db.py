@@ -16,8 +16,8 @@ import asyncio
 import logging
 import sqlite3
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from pathlib import Path
 from types import TracebackType
@@ -375,6 +375,27 @@ class Database:
         with map_sqlite_errors(self.path):
             row: Row | None = self.conn.execute(sql, params).fetchone()
             return row
+
+    @asynccontextmanager
+    async def snapshot(self) -> AsyncIterator[SqliteTx]:
+        """One read transaction on a connection of its own (`Db.snapshot`): in WAL mode writers go on beside it,
+        and it sees none of what they commit after its first read, made here."""
+        with map_sqlite_errors(self.path):
+            conn = sqlite3.connect(self.path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
+        try:
+            with map_sqlite_errors(self.path):
+                conn.row_factory = sqlite3.Row
+                conn.execute("PRAGMA query_only=ON")
+                conn.execute("BEGIN")
+                conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()  # the read, and its snapshot, begin
+            yield SqliteTx(conn, self.path)
+        finally:
+            with map_sqlite_errors(self.path):
+                conn.close()  # the read transaction ends with its connection: it wrote nothing
+
+    async def other_processes(self) -> None:
+        """None: SQLite cannot say who else has the file open (a home's gateway is found by its lock)."""
+        return None
 
     def defer_checkpoints(self) -> None:
         """Stop checkpointing on commit: a long-lived process calls `checkpoint()` off its hot path instead."""

@@ -43,6 +43,14 @@ def columns(row: Row) -> dict[str, Any]:
     return dict(zip(row.keys(), row, strict=True))
 
 
+class Reads(Protocol):
+    """The reads of one transaction (a snapshot's: see `Db.snapshot`)."""
+
+    async def one(self, sql: str, params: Params = ()) -> Row | None: ...
+
+    async def all(self, sql: str, params: Params = ()) -> list[Row]: ...
+
+
 class Tx(Protocol):
     """The statements of one write transaction; it commits when its `tx()` block ends without an error, and is
     rolled back, every statement of it, when the block raises."""
@@ -114,6 +122,16 @@ class Db(Protocol):
         ...
 
     async def all(self, sql: str, params: Params = ()) -> list[Row]: ...
+
+    def snapshot(self) -> AbstractAsyncContextManager[Reads]:
+        """A read-only transaction whose reads all see the store as it was when the block began, whatever others
+        commit meanwhile (PostgreSQL: REPEATABLE READ; SQLite: one read transaction on a connection of its own)."""
+        ...
+
+    async def other_processes(self) -> int | None:
+        """How many other processes have this store open now (gateways, commands working in-process); None when
+        the store cannot tell (SQLite: a home's gateway is found by its lock, not here)."""
+        ...
 
     async def open(self) -> None:
         """Connect and migrate (SQLite does both when it is made; PostgreSQL here)."""

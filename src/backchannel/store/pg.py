@@ -273,6 +273,31 @@ class PgDatabase:
                 rows: list[Row] = await conn.fetch(dollar_params(sql), *params)
                 return rows
 
+    @asynccontextmanager
+    async def snapshot(self) -> AsyncIterator[PgTx]:
+        """A REPEATABLE READ, READ ONLY transaction on one pooled connection (`Db.snapshot`): its snapshot is
+        taken by its first read, made here; what other gateways commit after it is not seen."""
+        async with self._connection() as conn:
+            transaction = conn.transaction(isolation="repeatable_read", readonly=True)
+            with map_pg_errors(self.name, self._secrets):
+                await transaction.start()
+            try:
+                with map_pg_errors(self.name, self._secrets):
+                    await conn.fetchval("SELECT COUNT(*) FROM store_meta")
+                yield PgTx(conn, self.name, self._secrets)
+            finally:
+                await self._rollback(transaction)  # it wrote nothing: its end is all there is to do
+
+    async def other_processes(self) -> int:
+        """The other processes that have this store open: each (a gateway, a command working in-process) listens
+        for changes on a connection of its own, named LISTENER_NAME in pg_stat_activity."""
+        row = await self.one(
+            "SELECT COUNT(*) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND application_name = ? AND pid <> ?",
+            (LISTENER_NAME, self._changes.pid or 0),
+        )
+        return int(row[0]) if row is not None else 0
+
     def group_commits(self, loop: asyncio.AbstractEventLoop) -> None:
         """Nothing to group: each transaction commits when its block ends. The loop is kept."""
         self._loop = loop

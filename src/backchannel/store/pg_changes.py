@@ -52,6 +52,12 @@ class ChangeListener:
         self._busy = asyncio.Lock()  # one statement at a time on the listening connection
         self._task: asyncio.Task[None] | None = None
 
+    @property
+    def pid(self) -> int | None:
+        """The server process of the listening connection (None while there is none)."""
+        conn = self._conn
+        return conn.get_server_pid() if conn is not None and not conn.is_closed() else None
+
     async def start(self) -> None:
         """Listen; a failure here is the caller's (the database cannot be opened), later ones are retried."""
         await self._listen()
