@@ -2,19 +2,29 @@
 
 Driven through the CLI as a person would: a home with history (runs and replies, a peer key, a memory), copied
 into a database of the tests' throwaway cluster; the home then pointed at it keeps its history, its idempotency
-keys and its key, and goes on; copied back into a new state.db, every table has the checksum it had.
+keys and its key, and goes on; copied back into a new state.db, every table has the checksum it had. A copy is
+refused while a gateway has the store open (issue 38 item 6: on a shared store, another host's gateway too);
+with --while-running it is one snapshot, whole, that says as of when and how many runs came after it.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import shutil
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import pytest
 
-from conftest import run_cli, use_shared_store
-from gateway_http import gateway_with
+from backchannel.home import config
+from conftest import GatewayProcess, free_port, run_cli, use_shared_store
+from gateway_http import gateway_with, in_home
+from test_shared_store import deploy
 
 
 def copied(to: str) -> dict[str, object]:
@@ -75,5 +85,99 @@ def test_a_copy_goes_only_into_an_empty_store_and_never_while_the_gateway_runs(
     assert folder.exit_code == 2 and "is a folder" in folder.stderr
     with gateway_with(initialised):
         busy = run_cli("store", "copy", "--to", str(tmp_path / "other.db"))
-    assert busy.exit_code == 2 and "gateway stop" in busy.stderr
-    assert not (tmp_path / "other.db").exists()
+        assert busy.exit_code == 2 and "gateway stop" in busy.stderr and "--while-running" in busy.stderr
+        assert not (tmp_path / "other.db").exists()
+        snapshot = run_cli("store", "copy", "--to", str(tmp_path / "other.db"), "--while-running", "--json")
+    assert snapshot.exit_code == 0, snapshot.stderr
+    assert json.loads(snapshot.stdout)["runs_after"] == 0
+
+
+@contextmanager
+def writing(gw: GatewayProcess) -> Iterator[list[tuple[float, str]]]:
+    """Runs sent to `gw` one after another for the length of the block: (when each was accepted, its run id)."""
+    accepted: list[tuple[float, str]] = []
+    stop = threading.Event()
+
+    def write() -> None:
+        with httpx.Client(base_url=gw.url, headers=gw.headers(), timeout=20, trust_env=False) as c:
+            while not stop.is_set():
+                r = c.post("/v1/runs", json={"input": f"written meanwhile {len(accepted)}"})
+                assert r.status_code == 202, r.text
+                accepted.append((time.time(), r.json()["run_id"]))
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        while not accepted:
+            time.sleep(0.01)
+        yield accepted
+    finally:
+        stop.set()
+        writer.join()
+
+
+def runs_of(root: Path) -> dict[str, dict[str, object]]:
+    with in_home(root):
+        listed = run_cli("runs", "list", "--limit", "10000", "--json")
+    assert listed.exit_code == 0, listed.stderr
+    return {r["run_id"]: r for r in json.loads(listed.stdout)}
+
+
+def test_a_shared_store_in_use_by_another_gateway_is_copied_only_as_one_snapshot_that_says_so(
+    initialised: Path, postgres_url: str, tmp_path: Path
+) -> None:
+    """Another host's gateway writes to the shared store: a copy is refused (it would miss what is written
+    meanwhile); with --while-running it is the store at one moment, whole and verified, and it says when that was
+    and how many runs came after."""
+    other = tmp_path / "other-host"
+    deploy(initialised, other, postgres_url)  # this home runs no gateway; the other host's does
+    gw = GatewayProcess(other, free_port()).start()
+    try:
+        with httpx.Client(base_url=gw.url, headers=gw.headers(), timeout=20, trust_env=False) as c:
+            for n in range(50):
+                assert c.post("/v1/runs", json={"input": f"before {n} " + "x" * 500}).status_code == 202
+        target = tmp_path / "copy.db"
+        refused = run_cli("store", "copy", "--to", str(target))
+        assert refused.exit_code == 2, refused.stderr
+        assert "1 other process has the store" in refused.stderr and "--while-running" in refused.stderr
+        assert not target.exists()
+
+        with writing(gw) as accepted:
+            started = time.time()
+            done = run_cli("store", "copy", "--to", str(target), "--while-running", "--json")
+            returned = time.time()
+        assert done.exit_code == 0, done.stderr
+        result = json.loads(done.stdout)
+        live = runs_of(initialised)
+    finally:
+        gw.close()
+
+    as_of = dt.datetime.fromisoformat(result["as_of"]).timestamp()
+    assert started - 1 <= as_of <= returned, (started, result["as_of"], returned)
+    copied_home = tmp_path / "copied"  # a home whose state.db is the copy, read through the CLI
+    shutil.copytree(initialised, copied_home, ignore=shutil.ignore_patterns("state.db*", "gateway*"))
+    data = config.load_yaml(config.config_path(copied_home))
+    del data["store"]
+    config.write_yaml(config.config_path(copied_home), data)
+    shutil.copyfile(target, config.db_path(copied_home))
+    copied = runs_of(copied_home)
+
+    assert set(copied) <= set(live)
+    before = {run_id for at, run_id in accepted if at < started}
+    assert before and before <= set(copied)  # everything accepted before the copy began is in it
+    later = set(live) - set(copied)
+    assert 0 <= result["runs_after"] <= len(later)  # counted, and not more than the store holds beyond the copy
+    if result["runs_after"]:
+        assert f"{result['runs_after']} run" in done.stderr and "not in the copy" in done.stderr
+    # One moment of the store, whole: each run the copy holds as answered has its message and reply there too
+    # (table by table, a run answered between the copy of runs and that of messages would be half in it).
+    with in_home(copied_home):
+        sessions = json.loads(run_cli("sessions", "list", "--json").stdout)
+        said = [
+            m
+            for s in sessions
+            for m in json.loads(run_cli("sessions", "show", s["id"], "--json").stdout)["messages"]
+            if m["role"] == "assistant"
+        ]
+    answered = [r for r in copied.values() if r["result"] == "delivered"]
+    assert len(said) == len(answered) > 0, (len(said), len(answered))
