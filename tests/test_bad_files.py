@@ -260,7 +260,7 @@ def test_state_db_that_is_not_a_database_is_refused_and_left_alone(initialised: 
     garbage = b"this is not SQLite\n" + bytes(range(256)) * 64
     path.write_bytes(garbage)
     result = run_cli(*args)
-    assert_refused(result, "state.db", "not a usable")
+    assert_refused(result, "state.db", "is damaged", "not a database")  # as the gateway says it
     assert path.read_bytes() == garbage
 
 

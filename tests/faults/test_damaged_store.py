@@ -4,6 +4,8 @@ Contract (issue 11 item 5, README "Reliability"): a gateway runs PRAGMA quick_ch
 on a damaged store it refuses to start (exit 2, nothing written) with a message that names the file
 and the commands that back it up and recover it; typed as printed, those commands give a store the
 gateway starts on again. `store.integrity.problems(deep=True)` (doctor --deep) finds the damage too.
+Every command that opens the store refuses it the same way (issue 38 item 8): exit 2, the gateway's message,
+one JSON error object under --json, nothing written.
 """
 
 from __future__ import annotations
@@ -109,3 +111,34 @@ def test_a_damaged_store_is_refused_on_start_with_the_commands_that_recover_it(
             assert c.get("/api/sessions").status_code == 200
     finally:
         assert gw.terminate() == 0
+
+
+def test_every_command_that_opens_a_damaged_store_refuses_it_as_the_gateway_does(gateway: GatewayProcess) -> None:
+    fill_store(gateway)
+    assert gateway.terminate() == 0
+    db = config.db_path(gateway.root)
+    for leftover in (db.with_name("state.db-wal"), db.with_name("state.db-shm")):
+        leftover.unlink(missing_ok=True)
+    damage_middle_page(db)
+    before = db.read_bytes()
+    refused = start_gateway(gateway.root)
+    assert refused.returncode == 2 and "is damaged (PRAGMA quick_check" in refused.stderr, refused.stderr[-2000:]
+    said = refused.stderr[refused.stderr.index("error: ") :]
+
+    commands = [
+        ["send", "default", "written into a damaged store", "--json"],  # in-process: no gateway runs
+        ["key", "create", "spark", "--json"],
+        ["runs", "list", "--json"],
+        ["sessions", "list"],
+        ["store", "copy", "--to", str(gateway.root.parent / "copy.db"), "--json"],
+    ]
+    for args in commands:
+        done = run_cli(*args)
+        assert done.exit_code == 2, (args, done.stdout, done.stderr)
+        assert done.stderr == said, (args, done.stderr)
+        if "--json" in args:
+            body = json.loads(done.stdout)  # exactly one JSON object: anything more would not parse
+            assert body["error"]["code"] == "store_damaged" and body["error"]["message"] in said, (args, body)
+        else:
+            assert done.stdout == "", (args, done.stdout)
+        assert db.read_bytes() == before, f"{args} wrote to the damaged store"

@@ -55,8 +55,8 @@ def build(
     (default: stderr)."""
     config.require_home(root)
     key = api_key(root)
-    # a damaged state.db is refused here; A2A push notifications are delivered by this process
-    gateway = Gateway(root, on_state=RunLog(run_log), verify_store=True, push_events=A2APushEvents(), metrics=True)
+    # a damaged state.db is refused here (as by every opener); A2A push notifications are delivered by this process
+    gateway = Gateway(root, on_state=RunLog(run_log), push_events=A2APushEvents(), metrics=True)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

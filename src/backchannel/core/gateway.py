@@ -30,7 +30,7 @@ from ..agent.tools.mcp import McpTools
 from ..errors import ConfigError, StoreError
 from ..home import config
 from ..net.dialects import Dialects
-from ..store import backend, integrity, meta
+from ..store import backend, meta
 from ..store.db import Database
 from ..store.driver import Db
 from ..store.runs import RunRow, RunState
@@ -77,13 +77,12 @@ class Gateway:
         runs_turns: bool = True,
         lease_seconds: float | None = None,
         poll_seconds: float = 0.25,
-        verify_store: bool = False,
         push_events: PushEvents | None = None,
         clock: Callable[[], float] = time.time,
         metrics: bool = False,
     ) -> None:
-        """`verify_store`: run PRAGMA quick_check first and refuse a damaged state.db (the gateway process).
-        `push_events`: how A2A push notifications render a run (the gateway process); without it, what is
+        """A damaged state.db is refused as the store is opened (`store.backend.open_store`), here as in every
+        command. `push_events`: how A2A push notifications render a run (the gateway process); without it, what is
         owed waits for the gateway. `clock`: when runs are recorded (a test's own clock moves the dedup window).
         `metrics`: count what happens for GET /metrics (the gateway process; a command's in-process gateway
         does not load prometheus-client)."""
@@ -97,8 +96,6 @@ class Gateway:
         traces = self.settings.traces
         tracing.set_content_chars(traces.content_chars if traces.content else 0)
         self.shared = backend.is_shared(self.settings)  # gateways on one PostgreSQL store, or this home's state.db
-        if verify_store and not self.shared:
-            integrity.require_intact(config.db_path(root))
         self.db: Db = backend.open_store(root, self.settings)
         self.hub = EventHub(self.db if self.shared else None)
         self.pushes = Pushes(self.db, self.settings.push, events=push_events)

@@ -1,6 +1,9 @@
 """Which store a home's gateway uses: its own state.db (SQLite, the default), or a PostgreSQL database that several
 gateways share (`store.url` in the home's config.yaml, or BACKCHANNEL_STORE_URL, which wins; the password in the
-home's .env as BACKCHANNEL_STORE_PASSWORD, never in a config file)."""
+home's .env as BACKCHANNEL_STORE_PASSWORD, never in a config file).
+
+`open_store` is how everything opens a home's store (the gateway, every command that works in-process, a copy),
+so a damaged state.db is refused here, for all of them alike, before anything is written into it."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ from pathlib import Path
 from ..errors import ConfigError
 from ..home import config
 from ..home.home_file import STORE_PASSWORD_VAR, STORE_SCHEMES, GatewayConfig
+from . import integrity
 from .db import Database
 from .driver import Db
 
@@ -30,10 +34,15 @@ def is_shared(settings: GatewayConfig) -> bool:
 
 
 def open_store(root: Path, settings: GatewayConfig) -> Db:
-    """The store of the home at `root`: made, not yet connected (`await db.open()`; SQLite opens the file here)."""
+    """The store of the home at `root`: made, not yet connected (`await db.open()`; SQLite opens the file here).
+
+    A damaged state.db is refused first (StoreError `store_damaged`, with the commands that recover it: see
+    `store.integrity`), so that nothing writes into it."""
     url = store_url(settings)
     if not url:
-        return Database(config.db_path(root), durability=settings.durability)
+        path = config.db_path(root)
+        integrity.require_intact(path)
+        return Database(path, durability=settings.durability)
     try:
         from .pg import PgDatabase  # asyncpg loads only for a home that uses it
     except ImportError as exc:
