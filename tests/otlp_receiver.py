@@ -46,6 +46,8 @@ class Span:
     error: bool
     start_ns: int
     end_ns: int
+    status_message: str = ""
+    events: tuple[tuple[str, dict[str, Any]], ...] = ()  # (name, attributes) of each event, in order
 
     def __getitem__(self, key: str) -> Any:
         return self.attributes[key]
@@ -129,6 +131,8 @@ class OtlpReceiver:
                             error=s.status.code == s.status.STATUS_CODE_ERROR,
                             start_ns=s.start_time_unix_nano,
                             end_ns=s.end_time_unix_nano,
+                            status_message=s.status.message,
+                            events=tuple((e.name, {a.key: _value(a.value) for a in e.attributes}) for e in s.events),
                         )
                     )
         with self._lock:

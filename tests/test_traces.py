@@ -4,7 +4,8 @@ The person's message (with a traceparent of its caller) → research on alpha �
 `send_to_peer` beta's default agent, over the Hermes dialect and over A2A: every span of both gateways in the
 caller's trace, each parented on the one before; a wake-up after a receipt continues the trace; a turn cut by
 SIGKILL runs again in the same trace; a bad traceparent starts a new trace; an exporter that is down never
-holds a turn up and says so once; message text stays out of the spans unless `traces.content` is on.
+holds a turn up and says so once; message text stays out of the spans unless `traces.content` is on, and so do
+an error's message and traceback: a failed turn's spans say its class and code (issue 38 item 10).
 """
 
 from __future__ import annotations
@@ -270,6 +271,47 @@ def test_traces_content_puts_bounded_text_into_the_spans(tmp_path: Path) -> None
     [run] = [s for s in spans if s.attributes.get("backchannel.run_id") == run_id]
     assert run["backchannel.message"] == "a message of more th… (20 more characters)"
     assert run["backchannel.reply"].startswith("default (echo): a me")
+
+
+@pytest.mark.parametrize("content", [False, True], ids=["content-off", "content-on"])
+def test_a_failed_turns_spans_say_its_class_and_code_and_its_words_only_with_traces_content(
+    tmp_path: Path, content: bool
+) -> None:
+    words = "the secret plan for friday"
+    with OtlpReceiver() as otlp:
+        gw = _init_home(tmp_path / "home")
+        gw.env = otlp.env("alpha")
+        if content:
+            path = config.config_path(gw.root)
+            data = config.load_yaml(path)
+            data["traces"] = {"content": True}
+            config.write_yaml(path, data)
+        gw.start()
+        try:
+            run_id = start_run(gw, "default", f"/fail {words}", traceparent=TRACEPARENT)
+            assert finished(gw, run_id)["status"] == "failed"
+            spans = otlp.wait_for(
+                lambda got: any(s.attributes.get("backchannel.run_id") == run_id for s in got), "the run's span"
+            )
+        finally:
+            gw.kill()
+    spans = in_trace(otlp, CALLER_TRACE)
+    run = one(spans, "invoke_agent default")
+    chat = one(spans, "chat echo")
+    assert chat.parent_id == run.span_id
+    [(event, raised)] = chat.events
+    if content:  # the words, and where they were raised
+        assert words in run.status_message and words in chat.status_message
+        assert words in raised["exception.message"] and "Traceback" in raised["exception.stacktrace"]
+    else:  # nothing of them anywhere: no status description, no message, no traceback
+        for span in spans:
+            shown = repr((span.status_message, span.attributes, span.events))
+            assert words not in shown and "Traceback" not in shown, (span.name, shown)
+        assert run.status_message == chat.status_message == ""
+        assert set(raised) == {"exception.type"}
+    for span in (run, chat):  # the class and the code, always
+        assert span.error and span["error.type"] == "engine_error", (span.name, span.attributes)
+    assert event == "exception" and raised["exception.type"] == "backchannel.errors.EngineError"
 
 
 def test_an_mcp_hosts_trace_context_is_continued(tmp_path: Path) -> None:

@@ -8,6 +8,10 @@ Off, every helper here returns at once, so the turn path pays one function call.
 A span's context crosses processes as W3C `traceparent`/`tracestate` (HTTP headers, MCP's `_meta`) and is kept
 in the store with each run as a `Carrier`, so a queued run, a wake-up, an approval and a turn run again after a
 restart continue the trace they belong to. A caller's context is only ever a parent: it names nobody.
+
+What was said stays out of spans unless `traces.content` is on (`set_content_chars`): message and reply text, and
+an error's message and traceback (they quote what was said, a model server's answer, paths of the home). An error
+is always its class and code (`error.type`, an `exception` event with `exception.type` alone, status ERROR).
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ import sys
 import threading
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
+
+from .errors import BackchannelError
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
@@ -231,7 +237,7 @@ class _Api:
         self._status, self._error = Status, StatusCode.ERROR
         self._span, self._context, self._flags = NonRecordingSpan, SpanContext, TraceFlags
 
-    def error(self, why: str) -> Status:
+    def error(self, why: str | None = None) -> Status:
         return self._status(self._error, why)
 
     def remote(self, trace_id: int, span_id: int, flags: int, state: TraceState) -> Span:
@@ -309,9 +315,27 @@ class span:  # used as a function: `with tracing.span(...) as s`
             return
         _otel().detach(self._token)
         if error is not None and not isinstance(error, GeneratorExit):
-            s.record_exception(error)
-            s.set_status(_otel().error(f"{type(error).__name__}: {error}"[:200]))
+            _failed(s, error)
         s.end()
+
+
+def _failed(span: Span, error: BaseException) -> None:
+    """`error` ended `span`: its class and code (`error.type`: our code, or the class), status ERROR; its message
+    and traceback only when `traces.content` is on."""
+    kind = _exception_type(error)
+    span.set_attribute("error.type", error.code if isinstance(error, BackchannelError) else kind)
+    if _state.content_chars:
+        span.record_exception(error)
+        span.set_status(_otel().error(f"{type(error).__name__}: {error}"[:200]))
+    else:
+        span.add_event("exception", {"exception.type": kind})
+        span.set_status(_otel().error())
+
+
+def _exception_type(error: BaseException) -> str:
+    """An exception's class as OpenTelemetry's `exception.type` names it (`module.Class`; a builtin's bare)."""
+    kind = type(error)
+    return kind.__qualname__ if kind.__module__ in ("builtins", "") else f"{kind.__module__}.{kind.__qualname__}"
 
 
 class _Off:
@@ -384,13 +408,20 @@ def annotate(span: Span | None, attributes: Mapping[str, Any]) -> None:
 
 
 def end(
-    span: Span, *, at: float | None = None, error: str | None = None, attributes: Mapping[str, Any] | None = None
+    span: Span,
+    *,
+    at: float | None = None,
+    error: str | None = None,
+    code: str | None = None,
+    attributes: Mapping[str, Any] | None = None,
 ) -> None:
-    """End `span` (at `at`, epoch seconds), its status an error when `error` (what went wrong) is given."""
+    """End `span` (at `at`, epoch seconds). With `code` (what kind of failure: `error.type`) its status is ERROR,
+    described by `error` (what went wrong) only when `traces.content` is on: the words may quote what was said."""
     if attributes:
         annotate(span, attributes)
-    if error is not None:
-        span.set_status(_otel().error(error[:200]))
+    if code is not None:
+        span.set_attribute("error.type", code)
+        span.set_status(_otel().error(error[:200] if error and _state.content_chars else None))
     span.end(end_time=None if at is None else _ns(at))
 
 
@@ -403,10 +434,11 @@ def whole(
     attributes: Mapping[str, Any] | None = None,
     parent: Context | None = None,
     error: str | None = None,
+    code: str | None = None,
 ) -> None:
-    """A span of something already over (a queue wait, a hold, a refusal)."""
+    """A span of something already over (a queue wait, a hold, a refusal): a failure when `code` (see `end`)."""
     s = start(name, kind=kind, attributes=attributes, parent=parent, at=start_at)
-    end(s, at=max(end_at, start_at), error=error)
+    end(s, at=max(end_at, start_at), error=error, code=code)
 
 
 def _ns(seconds: float) -> int:

@@ -190,7 +190,9 @@ class TraceSettings(Frozen):
     are sent is for the standard OTEL_* variables; see Observing)."""
 
     content: Flag = Field(
-        False, description="put each message's and reply's text into its spans (they may hold anything)"
+        False,
+        description="put each message's and reply's text into its spans (they may hold anything), and each"
+        " error's message and traceback (off: its class and code only)",
     )
     content_chars: PositiveCount = Field(1000, description="of a message's or reply's text in a span, with content")
 

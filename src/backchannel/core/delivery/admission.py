@@ -463,8 +463,8 @@ def _refused_span(attempt: Attempt, facts: policy.Attempt, target: str, refusal:
             "backchannel.chain": list(facts.chain) or None,
             "backchannel.outcome": "refused",
             "backchannel.refusal.code": refusal.code,
-            "error.type": refusal.code,
             "backchannel.message": tracing.content(attempt.text),
         },
         error=refusal.reason,
+        code=refusal.code,
     )

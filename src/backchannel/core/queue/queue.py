@@ -265,7 +265,7 @@ class RunQueue:
     async def put_back(self, run: RunRow) -> None:
         """A claimed run whose turn the store cut (nothing of it was answered): back in the queue, to run again. When
         the store cannot take even that, its lease is no longer renewed: once it runs out, the run is requeued."""
-        self.spans.cut(run.id, "the store cut the turn: it runs again")
+        self.spans.cut(run.id, "the store cut the turn: it runs again", code=StoreError.code)
         try:
             await self.unclaim(run)
         except StoreError as exc:

@@ -41,11 +41,12 @@ class RunSpans:
         carried = tracing.carrier_of(span) if span is not None else None
         return carried.traceparent if carried is not None else None
 
-    def cut(self, run_id: str, why: str) -> None:
-        """The turn of `run_id` ended without its run (it runs again): its span ends as an error saying `why`."""
+    def cut(self, run_id: str, why: str, *, code: str) -> None:
+        """The turn of `run_id` ended without its run (it runs again): its span ends as an error of `code`, saying
+        `why` with traces.content."""
         span = self._live.pop(run_id, None)
         if span is not None:
-            tracing.end(span, error=why, attributes={"backchannel.state": "requeued"})
+            tracing.end(span, error=why, code=code, attributes={"backchannel.state": "requeued"})
 
     def end(self, run: RunRow) -> None:
         """`run` ended (its end saved): its span ends with what it came to."""
@@ -62,11 +63,11 @@ class RunSpans:
             span,
             at=run.finished_at,
             error=(run.error or run.state.value) if bad else None,
+            code=(run.error_code or run.state.value) if bad else None,
             attributes={
                 "backchannel.outcome": of_state(run.state.value).value,
                 "backchannel.state": run.state.value if bad else None,  # completed: the outcome says it
                 "backchannel.steered_into": run.steered_into,
-                "error.type": run.error_code if bad else None,
                 "gen_ai.usage.input_tokens": run.tokens_in,
                 "gen_ai.usage.output_tokens": run.tokens_out,
                 "backchannel.cost_usd": run.cost_usd or None,
