@@ -139,9 +139,8 @@ class Admission:
             if tracing.active():
                 _refused_span(attempt, facts, target, refusal)
             wait = attempt.wait if attempt.kind == "send" else None
-            await self.record_refusal(
-                refusal, facts, target=target, message=attempt.text, wait=wait, rate=self._rate_of(attempt, refused=True)
-            )
+            rate = self._rate_of(attempt, refused=True)
+            await self.record_refusal(refusal, facts, target=target, message=attempt.text, wait=wait, rate=rate)
             return Admitted(facts, target, refusal=refusal)
         if attempt.peer is not None or not submit:
             return Admitted(facts, target)
