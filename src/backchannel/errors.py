@@ -11,6 +11,7 @@ BackchannelError
  ├── Forbidden             exit 2, 403 forbidden         the key used does not reach this (a peer's key)
  ├── AuthError             exit 1, 401 invalid_api_key
  ├── LimitReached          exit 1, 429 queue_full        a limit of the gateway's (also rate_limited, too_many_sessions)
+ │    └── TooManyStreams   exit 1, 429 too_many_streams  a peer's key holds as many open streams as it may
  ├── StoreError            exit 2, 503 store_unavailable locked, damaged (store_damaged) or newer-schema state.db
  │    └── DiskFull         exit 1, 503 store_full        the disk (or the database's size limit) is full
  ├── GatewayDraining       exit 1, 503 gateway_draining  the gateway is stopping: try again shortly (Retry-After)
@@ -146,6 +147,12 @@ class LimitReached(BackchannelError):
     def __init__(self, message: str, *, code: str | None = None, retry_after: float | None = None) -> None:
         super().__init__(message, code=code)
         self.retry_after = retry_after
+
+
+class TooManyStreams(LimitReached):
+    """A peer's key (or the peers together, or one run) holds as many open streams as it may: one must end first."""
+
+    code = "too_many_streams"
 
 
 class StoreError(BackchannelError):

@@ -14,7 +14,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 
 from .. import __version__, tracing
-from ..errors import AuthError, BackchannelError
+from ..errors import AuthError, BackchannelError, TooManyStreams
 from ..home.redact import redact
 from ..messages import MAX_MESSAGE_CHARS
 from . import (
@@ -203,6 +203,8 @@ async def _backchannel_error(request: Request, exc: Exception) -> Response:
         headers["Retry-After"] = f"{exc.retry_after:.0f}"
     if isinstance(exc, AuthError):
         headers["WWW-Authenticate"] = challenge(exc)
+    if isinstance(exc, TooManyStreams):  # its connection is let go at once, not kept alive for another try
+        headers["Connection"] = "close"
     binding = a2a_errors.binding_of(request)
     if binding is not None:  # an A2A client reads A2A's error shapes (a refused key, a profile it does not reach)
         return a2a_errors.response(binding, a2a_errors.of_error(exc), headers=headers or None)

@@ -1,4 +1,5 @@
-"""What every handler needs, kept on the app: the gateway's services, the API key and the settings."""
+"""What every handler needs, kept on the app: the gateway's services, the API key, the settings and the streams
+open."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from ..home.config import GatewayConfig
 from ..keys import check_external
 from .http import DeliveryHeaders, delivery_headers, sender_of
 from .stopping import StopRequest
+from .stream_caps import Slot, StreamCaps, StreamLimits
 
 
 @dataclass(frozen=True)
@@ -26,6 +28,10 @@ class Context:
     instance: str = ""  # this process's public fingerprint, in /health and the runtime file
     grace: float = 10.0  # what running turns get to finish when the gateway stops
     stop: StopRequest = field(default_factory=StopRequest)  # POST /v1/gateway/stop sets it; the server watches
+    streams: StreamCaps = field(init=False)  # the streams open, within the gateway's settings' bounds
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "streams", StreamCaps(StreamLimits.of(self.gateway.settings)))
 
     @property
     def delivery(self) -> Delivery:
@@ -49,6 +55,12 @@ def caller(request: Request) -> Caller:
     """Who made the request (set by the app's key check)."""
     who: Caller = request.state.caller
     return who
+
+
+def stream_slot(request: Request, run_id: str | None = None) -> Slot:
+    """A place for the stream the request opens (following `run_id`): TooManyStreams when its key, the run or
+    the peers together hold as many as they may."""
+    return context(request).streams.take(caller(request), run_id)
 
 
 def incoming(

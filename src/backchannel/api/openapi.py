@@ -29,6 +29,8 @@ def _errors(*codes: int) -> dict[str, Any]:
         409: "Conflict (idempotency key reused for another message, run not active)",
         413: "Body too large",
         424: "The run ended without a reply (failed, cancelled or expired), or a peer could not be reached",
+        429: "Too many streams open (too_many_streams: the message names the bound; Retry-After says when to try"
+        " again): a peer's key, the run, or the peers together hold as many as they may",
     }
     return {str(c): _resp(names[c], ERROR) for c in codes}
 
@@ -165,7 +167,7 @@ def _paths() -> dict[str, Any]:
                 "summary": "The same as chat, as server-sent events",
                 "parameters": [_SESSION_ID, *_HEADERS],
                 "requestBody": _body(_MESSAGE_BODY),
-                "responses": {**_STREAM, **_errors(400, 401, 404, 409, 413)},
+                "responses": {**_STREAM, **_errors(400, 401, 404, 409, 413, 429)},
             }
         },
         "/api/sessions/{session_id}/mentions": {
@@ -235,7 +237,11 @@ def _paths() -> dict[str, Any]:
             }
         },
         "/v1/runs/{run_id}/events": {
-            "get": {"summary": "A run's events", "parameters": [_RUN_ID], "responses": {**_STREAM, **_errors(401, 404)}}
+            "get": {
+                "summary": "A run's events",
+                "parameters": [_RUN_ID],
+                "responses": {**_STREAM, **_errors(401, 404, 429)},
+            }
         },
         "/v1/ledger": {
             "get": {

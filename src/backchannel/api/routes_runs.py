@@ -12,7 +12,7 @@ from starlette.responses import JSONResponse, Response
 
 from ..errors import KeyRevoked, UsageError
 from . import shapes
-from .context import caller, context, incoming
+from .context import caller, context, incoming, stream_slot
 from .http import int_param, json_body, optional_str, profile_of, run_scope, text_field
 
 
@@ -75,7 +75,8 @@ async def run_events(request: Request) -> Response:
             closed = {"event": "stream.closed", "run_id": run.id, "timestamp": time.time()}
             yield {"data": json.dumps({**closed, "code": exc.code, "error": exc.message}, ensure_ascii=False)}
 
-    return EventSourceResponse(while_valid(), ping=30)
+    with stream_slot(request, run.id) as slot:  # held until the stream's answer ends
+        return slot.holding(EventSourceResponse(while_valid(), ping=30))
 
 
 async def get_ledger(request: Request) -> Response:

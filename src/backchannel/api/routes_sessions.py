@@ -18,7 +18,7 @@ from ..core.views import BOT_CHAT_TITLE
 from ..errors import DeliveryError, Forbidden, KeyRevoked, Refused
 from ..outcome import Outcome
 from . import shapes
-from .context import Context, caller, context, incoming
+from .context import Context, caller, context, incoming, stream_slot
 from .http import DeliveryHeaders, int_param, json_body, optional_str, profile_of, text_field
 
 WAITING_TICK_SECONDS = 1.0  # how often a stream looks again at how many runs its queued run waits behind
@@ -120,6 +120,11 @@ async def chat(request: Request) -> Response:
 async def chat_stream(request: Request) -> Response:
     ctx = context(request)
     message_in, headers, _profile = await _incoming(request, ctx)
+    with stream_slot(request) as slot:  # before the message is handed in: a refused stream sent nothing
+        return slot.holding(await _chat_stream(request, ctx, message_in, headers))
+
+
+async def _chat_stream(request: Request, ctx: Context, message_in: Incoming, headers: DeliveryHeaders) -> Response:
     wait = headers.wait_or(ctx.settings.http_wait_seconds)
     first = await ctx.delivery.submit(message_in, wait=wait)
     run_id, session_id = first.run.id, first.run.session_id

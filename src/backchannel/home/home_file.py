@@ -88,6 +88,16 @@ class GatewaySettings(Frozen):
         5, description="an idle kept-alive connection is closed after this"
     )
     max_connections: PositiveCount = Field(1024, description="open connections at once (503 past it)")
+    reserved_connections: PositiveCount = Field(
+        64,
+        description="kept for the person: the peers' streams together stay this many under max_connections",
+    )
+    max_streams_per_key: PositiveCount = Field(
+        64,
+        description="streams (run events, chat/stream, A2A streaming) one peer's key may hold open at once"
+        " (429 too_many_streams past it; the person's are not counted)",
+    )
+    max_streams_per_run: PositiveCount = Field(8, description="streams the peers' keys may hold open on one run")
     max_queued_per_session: PositiveCount = Field(
         100, description="runs waiting in one session (429 queue_full; a wake-up goes past it)"
     )
@@ -101,6 +111,20 @@ class GatewaySettings(Frozen):
     push: PushSettings = Field(
         default_factory=PushSettings, alias="a2a", description="A2A push notifications (see Push notifications)"
     )
+
+    @model_validator(mode="after")
+    def _room_for_peers(self) -> GatewaySettings:
+        if self.reserved_connections >= self.max_connections:
+            raise ValueError(
+                f"reserved_connections ({self.reserved_connections}) must be below max_connections"
+                f" ({self.max_connections}): the peers' streams get what the person's reserve leaves"
+            )
+        return self
+
+    @property
+    def peer_streams(self) -> int:
+        """The streams all peers' keys together may hold open: what the person's reserve leaves of the connections."""
+        return self.max_connections - self.reserved_connections
 
     @property
     def turns_per_profile(self) -> int:

@@ -19,9 +19,9 @@ from starlette.types import Message, Receive, Scope
 from ...errors import BackchannelError, NotFound, UsageError
 from ...home.redact import redact
 from .. import jsonbody
-from ..context import caller, context
+from ..context import caller, context, stream_slot
 from ..http import profile_of, read_body
-from . import errors
+from . import errors, stream_requests
 from .card_caching import card_response
 from .errors import Binding
 
@@ -67,8 +67,15 @@ class A2AEndpoints:
                 return self._refused(request, "jsonrpc", errors.parse_error(exc.message, exc.code), "?")
         except BackchannelError as exc:  # no path of the home leaves in it
             return self._refused(request, "jsonrpc", errors.of_error(redact(exc, context(request).gateway.root)), "?")
-        response = await served.dispatch(_Parsed(read, parsed))
-        if not isinstance(response, JSONResponse):  # a stream: its errors come inside it
+        opening = stream_requests.of_jsonrpc(parsed)
+        if opening is None:
+            response = await served.dispatch(_Parsed(read, parsed))
+        else:
+            with stream_slot(request, opening.task_id) as slot:  # past the caps: 429, and the SDK is not asked
+                response = await served.dispatch(_Parsed(read, parsed))
+                if not isinstance(response, JSONResponse):  # a stream: its errors come inside it
+                    return slot.holding(response)
+        if not isinstance(response, JSONResponse):
             return response
         body, error = errors.bound_jsonrpc(bytes(response.body))
         if error is not None:
@@ -87,7 +94,12 @@ class A2AEndpoints:
                 _require_json(request)
         except BackchannelError as exc:  # no path of the home leaves in it
             return self._refused(request, "rest", errors.of_error(redact(exc, context(request).gateway.root)), path)
-        return served.rest(read, path, on_error=lambda error: self.bad_request(request, "rest", error, path))
+        answer = served.rest(read, path, on_error=lambda error: self.bad_request(request, "rest", error, path))
+        opening = stream_requests.of_rest(request.method, path)
+        if opening is None:
+            return answer
+        with stream_slot(request, opening.task_id) as slot:  # past the caps: 429, and the SDK is not asked
+            return slot.holding(answer)
 
     async def card(self, request: Request) -> Response:
         """The profile's agent card: public, like /health. In 1.0, unless the request asks for 0.3 (its
