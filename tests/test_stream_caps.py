@@ -1,16 +1,20 @@
-"""Streams no peer's key can take all of (issue 38 item 3): a key, a run and the peers together hold at most so
-many open streams (429 too_many_streams past a bound, naming it, on every streaming surface, before anything
-is handed in). Real gateways on loopback, real keys."""
+"""Streams and connections no peer's key can take all of (issue 38 item 3): a key, a run and the peers together
+hold at most so many open streams (429 too_many_streams past a bound, naming it, on every streaming surface,
+before anything is handed in), and a flood of connections never shuts the person out. Real gateways on
+loopback, real keys, raw sockets where a connection is what is counted."""
 
 from __future__ import annotations
 
 import contextlib
+import socket
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from conftest import GatewayThread
 from gateway_http import gateway_with
 from test_trust_keys import as_key, bot_chat, ledger, make_key, person
 
@@ -111,3 +115,62 @@ def test_a_peer_keys_streams_are_bounded_by_key_and_by_run_on_every_streaming_su
             assert not [e for e in ledger(p) if str(e.get("message", "")).startswith("never in")], ledger(p)
             for run in (first, second):
                 p.post(f"/v1/runs/{run}/stop")
+
+
+def raw_stream(port: int, path: str, key: str) -> tuple[int, socket.socket]:
+    """A GET of `path` with `key` on a connection of its own, left open: the answer's status and the socket."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+    sock.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {key}\r\n\r\n".encode())
+    head = b""
+    while b"\r\n" not in head:
+        chunk = sock.recv(4096)
+        if not chunk:
+            break
+        head += chunk
+    return int(head.split(b" ", 2)[1]), sock
+
+
+@contextlib.contextmanager
+def sockets() -> Iterator[list[socket.socket]]:
+    kept: list[socket.socket] = []
+    try:
+        yield kept
+    finally:
+        for sock in kept:
+            sock.close()
+
+
+def test_a_peers_flood_of_streams_and_connections_never_shuts_the_person_out(initialised: Path) -> None:
+    """The issue's case, scaled down: one peer's key opens more streams, then more bare connections, than the
+    gateway takes. The peers' streams stop `reserved_connections` short of `max_connections` (429 naming both);
+    the connections fill the cap (503 for the peer); the person's requests are served all along."""
+    settings = {"max_connections": 24, "reserved_connections": 8, "max_streams_per_key": 100}
+    with gateway_with(initialised, **settings, max_streams_per_run=100, header_timeout_seconds=600) as gw:
+        assert isinstance(gw, GatewayThread)
+        key = make_key("flood")
+        with as_key(gw, key) as peer:
+            run_id = start_run(peer, "followed by a flood")
+        with sockets() as flood:
+            statuses = []
+            for _ in range(30):
+                status, sock = raw_stream(gw.port, f"/v1/runs/{run_id}/events", key)
+                statuses.append(status)
+                flood.append(sock)
+            assert statuses == [200] * 16 + [429] * 14, statuses  # the peers' share: 24 less the 8 kept
+            with as_key(gw, key) as c, c.stream("GET", f"/v1/runs/{run_id}/events", timeout=STREAM_TIMEOUT) as r:
+                refused(r, "gateway.max_connections 24 less gateway.reserved_connections 8")
+            for _ in range(40):  # more connections than the cap and the person's places together
+                flood.append(socket.create_connection(("127.0.0.1", gw.port), timeout=30))
+
+            status, sock = raw_stream(gw.port, f"/v1/runs/{run_id}", key)
+            sock.close()
+            assert status == 503, status  # the cap stands for everyone else
+            with person(gw) as p:
+                for _ in range(3):
+                    r = p.get(f"/v1/runs/{run_id}")
+                    assert r.status_code == 200 and r.json()["status"] in ("queued", "running"), r.text
+                sid = p.post("/api/sessions", json={"title": "the person's own"}).json()["session"]["id"]
+                chat = p.post(f"/api/sessions/{sid}/chat", json={"message": "still here"})
+                assert chat.status_code == 200 and chat.json()["message"]["content"].endswith("still here"), chat.text
+        with person(gw) as p:
+            p.post(f"/v1/runs/{run_id}/stop")

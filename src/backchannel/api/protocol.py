@@ -1,15 +1,23 @@
-"""The HTTP connection: uvicorn's httptools protocol with bounds on each request's head (bytes, headers, time).
+"""The HTTP connection: uvicorn's httptools protocol with bounds on each request's head (bytes, headers, time),
+and room kept for the person past the connection cap.
 
 uvicorn bounds neither the size of a request's head nor how long it may take to arrive (its keep-alive
 timeout covers only the quiet between requests), so a sender could hold memory or connections forever.
 Here every head must arrive within `header_timeout` seconds, in at most `max_header_bytes` bytes and
 `max_headers` headers; past a bound the connection gets the error envelope (431 or 408) and is closed.
+
+uvicorn answers 503 to every request once `max_connections` connections (or requests) are open, whoever
+holds them: a peer's flood of connections would shut the person out. Its check is made once a request's
+head is in, so the head can say whose it is: past the cap, a request of the person's (`Door.is_person`:
+their key, their web login) is served in one of `reserved` places kept for them, however many connections
+others hold; everyone else's still gets the 503.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,15 +33,31 @@ class HeadLimits:
     header_timeout: float
 
 
-def protocol_class(limits: HeadLimits) -> type[asyncio.Protocol]:
-    """The protocol class uvicorn instantiates per connection, with these limits."""
-    return type("BoundedHttpProtocol", (BoundedHttpProtocol,), {"limits": limits})
+Head = Sequence[tuple[bytes, bytes]]  # a request's headers as uvicorn reads them: names in lower case
+
+
+@dataclass
+class Door:
+    """The connection cap: `max_connections` at once, and `reserved` places past it for the requests `is_person`
+    says are the person's (asked only at the cap); `taken`: those places in use now (one server's, on its loop)."""
+
+    max_connections: int
+    reserved: int
+    is_person: Callable[[Head], bool]
+    taken: int = 0
+
+
+def protocol_class(limits: HeadLimits, door: Door | None = None) -> type[asyncio.Protocol]:
+    """The protocol class uvicorn instantiates per connection, with these limits (and this door: uvicorn's
+    `limit_concurrency` alone without one)."""
+    return type("BoundedHttpProtocol", (BoundedHttpProtocol,), {"limits": limits, "door": door})
 
 
 class BoundedHttpProtocol(HttpToolsProtocol):
     """One connection; refuses a head that is too big, has too many headers or arrives too slowly."""
 
     limits = HeadLimits(max_header_bytes=65536, max_headers=100, header_timeout=10.0)
+    door: Door | None = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -42,6 +66,7 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         self._header_count = 0
         self._refusal: tuple[int, str, str] | None = None
         self._head_timer: asyncio.TimerHandle | None = None
+        self._kept_place = False  # this connection's request is served in a place kept for the person
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -49,6 +74,7 @@ class BoundedHttpProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._stop_timer()
+        self._leave_place()
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
@@ -87,7 +113,13 @@ class BoundedHttpProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._in_head = False
         self._stop_timer()
+        if self.door is not None:  # uvicorn reads this request's cap from here, in the call below
+            self.limit_concurrency = self._cap(self.door)
         super().on_headers_complete()
+
+    def on_response_complete(self) -> None:
+        self._leave_place()
+        super().on_response_complete()
 
     def send_400_response(self, msg: str) -> None:
         if self._refusal is None:
@@ -97,6 +129,22 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         self._refuse(status, code, message)
 
     # --- helpers -------------------------------------------------------------------------------------
+
+    def _cap(self, door: Door) -> int | None:
+        """This request's connection cap: `max_connections`, or none for a request of the person's past it
+        while a place kept for them is free (it takes the place until its answer is sent)."""
+        if max(len(self.connections), len(self.tasks)) < door.max_connections:
+            return door.max_connections
+        if self._kept_place or door.taken >= door.reserved or not door.is_person(self.headers):
+            return door.max_connections
+        door.taken += 1
+        self._kept_place = True
+        return None
+
+    def _leave_place(self) -> None:
+        if self._kept_place and self.door is not None:
+            self._kept_place = False
+            self.door.taken -= 1
 
     def _start_head(self) -> None:
         self._in_head = True

@@ -25,7 +25,8 @@ from ..home.runtime import GatewayLock
 from .a2a.push_events import A2APushEvents
 from .app import create_app
 from .context import Context
-from .protocol import HeadLimits, protocol_class
+from .door import person_check
+from .protocol import Door, HeadLimits, protocol_class
 from .stopping import StopRequest
 
 log = logging.getLogger("backchannel.gateway")
@@ -173,6 +174,12 @@ def _serve(
         host=host, port=bound_port, gateway_id=settings.gateway_id, instance=instance
     )  # the CLI finds it on any port
     log.info("gateway %s listening on http://%s:%d (home %s)", settings.gateway_id or "-", host, bound_port, root)
+    ctx: Context = app.state.backchannel
+    door = Door(  # the person is served past the cap: a flood of connections from others never shuts them out
+        max_connections=settings.max_connections,
+        reserved=settings.reserved_connections,
+        is_person=person_check(ctx.api_key, app.state.web_auth),
+    )
     server = _Server(
         uvicorn.Config(
             app,
@@ -186,7 +193,8 @@ def _serve(
                     max_header_bytes=settings.max_header_bytes,
                     max_headers=settings.max_headers,
                     header_timeout=float(settings.header_timeout_seconds),
-                )
+                ),
+                door,
             ),
             timeout_keep_alive=settings.keepalive_timeout_seconds,
             limit_concurrency=settings.max_connections,

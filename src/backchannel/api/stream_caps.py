@@ -5,8 +5,8 @@ as long as it lasts, and the server's connection cap (`max_connections`) is met 
 peer's key that opened streams without end would leave nobody else a connection. So a peer's key holds at most
 `max_streams_per_key`, one run has at most `max_streams_per_run` followers among the peers, and the peers
 together stay `reserved_connections` under the cap; past a bound the request is refused (429 too_many_streams,
-naming the bound) before anything is done. The person's streams are not counted (their key is the home's
-own).
+naming the bound) before anything is done. The person's streams are not counted (their key is the home's own;
+the door keeps room for it, `protocol.Door`).
 
 A slot is taken before the stream's work begins and given back once its response has been sent, or has
 failed, or its reader left; a request that fails before its response is made gives it back at once.

@@ -90,7 +90,9 @@ class GatewaySettings(Frozen):
     max_connections: PositiveCount = Field(1024, description="open connections at once (503 past it)")
     reserved_connections: PositiveCount = Field(
         64,
-        description="kept for the person: the peers' streams together stay this many under max_connections",
+        description="kept for the person: past max_connections, this many requests with the person's key are"
+        " still served, however many connections others hold; and the peers' streams together stay this many"
+        " under max_connections",
     )
     max_streams_per_key: PositiveCount = Field(
         64,
