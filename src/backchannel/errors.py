@@ -33,10 +33,13 @@ BackchannelError
 `cli.main` and the HTTP app's exception handler are the only places that catch the root.
 An error's audience is a property of its class: `model_visible` errors are the sender's doing (a bad
 address, a refusal, an unknown run) and go back to a model as a tool result; the others are the
-operator's (a broken store, an engine down) and fail the turn.
+operator's (a broken store, an engine down) and fail the turn. A class with a `plain` message tells
+anyone but the person only that (`concealed`): a store's address, user and database are the person's.
 """
 
 from __future__ import annotations
+
+from typing import Self
 
 
 class BackchannelError(Exception):
@@ -48,6 +51,7 @@ class BackchannelError(Exception):
     type: str = "server_error"
     model_visible: bool = False  # True: a model that caused it should read it and correct itself
     retry_after: float | None = None  # seconds, sent as Retry-After with the HTTP answer
+    plain: str | None = None  # what anyone but the person is told instead of the message (None: the message)
 
     def __init__(self, message: str, *, code: str | None = None, details: dict[str, object] | None = None) -> None:
         super().__init__(message)
@@ -58,6 +62,14 @@ class BackchannelError(Exception):
 
     def envelope(self) -> dict[str, dict[str, object]]:
         return {"error": {"message": self.message, "type": self.type, "code": self.code, **self.details}}
+
+    def concealed(self) -> Self:
+        """The error as anyone but the person is told it: its class's `plain` message and no details when it has
+        one (changed in place, as it leaves the gateway; its class, code and status stay what they are)."""
+        if self.plain is not None:
+            self.message = self.plain
+            self.details = {}
+        return self
 
 
 class UsageError(BackchannelError):
@@ -163,6 +175,7 @@ class StoreError(BackchannelError):
     code = "store_unavailable"
     type = "server_error"
     retry_after = 2.0  # a shared store's server restarting, a lock held elsewhere: soon, most often
+    plain = "the store is not available just now: nothing was changed; try again shortly"
 
 
 class DiskFull(StoreError):
@@ -171,6 +184,7 @@ class DiskFull(StoreError):
     exit_code = 1
     code = "store_full"
     retry_after = 30.0
+    plain = "the store is full: nothing was saved; try again later"
 
 
 class GatewayDraining(BackchannelError):

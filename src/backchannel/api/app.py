@@ -14,6 +14,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 
 from .. import __version__, tracing
+from ..core.access import Caller
 from ..errors import AuthError, BackchannelError, TooManyStreams
 from ..home.redact import redact
 from ..messages import MAX_MESSAGE_CHARS
@@ -193,9 +194,12 @@ def _api_routes(a2a: A2AEndpoints) -> list[BaseRoute]:
 
 
 async def _backchannel_error(request: Request, exc: Exception) -> Response:
-    """Every error a route raises, as the one envelope (or the web view's page), naming no path of the home."""
+    """Every error a route raises, as the one envelope (or the web view's page), naming no path of the home; told
+    in full to the person only (anyone else reads what its class says plainly: a store's address is theirs)."""
     assert isinstance(exc, BackchannelError)
     redact(exc, context(request).gateway.root)
+    if not _from_person(request):
+        exc.concealed()
     if web.is_web(request):
         return web.error_page(request, exc.http_status, exc.message, exc.code)
     headers: dict[str, str] = {}
@@ -209,6 +213,14 @@ async def _backchannel_error(request: Request, exc: Exception) -> Response:
     if binding is not None:  # an A2A client reads A2A's error shapes (a refused key, a profile it does not reach)
         return a2a_errors.response(binding, a2a_errors.of_error(exc), headers=headers or None)
     return JSONResponse(exc.envelope(), status_code=exc.http_status, headers=headers or None)
+
+
+def _from_person(request: Request) -> bool:
+    """Whether the request is the person's: their key (as the key check found it), or their web login."""
+    who = getattr(request.state, "caller", None)
+    if isinstance(who, Caller):
+        return who.is_person
+    return web.is_web(request) and web.web_auth(request).session(request) is not None
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:

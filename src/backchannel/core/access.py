@@ -3,6 +3,10 @@
 A request is from whoever holds its key, whatever its headers say. `Caller` says who that is and what
 the key reaches; the HTTP routes ask it before they act. Peer keys are made, listed, rotated and revoked
 here (only their hashes are stored: `store.peer_keys`).
+
+The keys' hashes as last read are kept: while the store is away, a token that is none of them is refused as
+any unknown key is (401), so that a made-up key learns nothing of the store, not even that it is away; a
+known peer key gets the store's error (which the HTTP door tells only the person in full).
 """
 
 from __future__ import annotations
@@ -113,6 +117,10 @@ class Caller:
 PERSON = Caller()
 
 
+def _unknown(*, key_sent: bool) -> AuthError:
+    return AuthError("Invalid API key: send Authorization: Bearer <API_SERVER_KEY or a peer key>", key_sent=key_sent)
+
+
 class Access:
     """The person's key and the peers' keys of one home: who a key is, and the keys' life cycle."""
 
@@ -122,18 +130,32 @@ class Access:
         self.profiles = profiles
         self._watched: dict[tuple[str, str], set[asyncio.Future[None]]] = {}
         self._watch: asyncio.Task[None] | None = None
+        self._known: dict[str, peer_keys.PeerKey] | None = None  # the keys by hash, as last read (None: never)
+
+    async def load(self) -> None:
+        """Read the keys (the gateway starts): from now on a token can be told from the keys while the store is
+        away."""
+        self._known = await peer_keys.by_hash(self.db)
 
     async def identify(self, token: str, *, person_key: str) -> Caller:
-        """The caller a bearer token names; AuthError when it is nobody's."""
+        """The caller a bearer token names; AuthError when it is nobody's. While the store is away: AuthError for
+        a token that is none of the keys last read, the store's error for one of them (or when none were read)."""
         token = token.strip()
         is_person = hmac.compare_digest(token.encode("utf-8", "surrogateescape"), person_key.encode())
         if is_person:
             return PERSON
-        found = await peer_keys.find(self.db, token) if token else None
+        if not token:
+            raise _unknown(key_sent=False)
+        try:
+            keys = await peer_keys.by_hash(self.db)  # every request reads them all: the cache costs nothing
+        except StoreError:
+            if self._known is not None and peer_keys.match(self._known, token) is None:
+                raise _unknown(key_sent=True) from None
+            raise
+        self._known = keys
+        found = peer_keys.match(keys, token)
         if found is None:
-            raise AuthError(
-                "Invalid API key: send Authorization: Bearer <API_SERVER_KEY or a peer key>", key_sent=bool(token)
-            )
+            raise _unknown(key_sent=True)
         with contextlib.suppress(StoreError):  # a store that cannot be written (a full disk) still knows the key
             await peer_keys.stamp_use(self.db, found)
         return Caller(found.name, found.profiles, found.read, key_hash=peer_keys.digest(token), metrics=found.metrics)

@@ -226,6 +226,7 @@ class Gateway:
     async def start(self) -> None:
         """Reclaim what a crash left running, then run the workers and the background jobs."""
         await self.open()
+        await self.access.load()  # the keys as they are now: what tells a made-up key from a peer's in an outage
         seen = self.db.data_version()  # before the scan: a commit after it is noticed by the watcher
         await self.queue.open()
         await self.hub.start()

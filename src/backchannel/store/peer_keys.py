@@ -11,6 +11,7 @@ import hashlib
 import hmac
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -110,14 +111,20 @@ async def get(db: Db, name: str) -> PeerKey:
     return _row(row)
 
 
-async def find(db: Db, key: str) -> PeerKey | None:
-    """The peer whose key this is, or None. Every stored hash is compared, in constant time."""
+async def by_hash(db: Db) -> dict[str, PeerKey]:
+    """Every key in force, by its hash."""
+    return {str(row["key_hash"]): _row(row) for row in await db.all("SELECT * FROM peer_keys")}
+
+
+def match(keys: Mapping[str, PeerKey], key: str) -> PeerKey | None:
+    """The peer among `keys` (by hash, as `by_hash` reads them) whose key this is, or None. Every hash is
+    compared, in constant time."""
     wanted = digest(key)
-    found: Row | None = None
-    for row in await db.all("SELECT * FROM peer_keys"):
-        if hmac.compare_digest(row["key_hash"], wanted):
-            found = row
-    return _row(found) if found is not None else None
+    found: PeerKey | None = None
+    for stored, peer in keys.items():
+        if hmac.compare_digest(stored, wanted):
+            found = peer
+    return found
 
 
 async def live(db: Db) -> set[tuple[str, str]]:

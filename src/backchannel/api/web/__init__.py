@@ -20,7 +20,7 @@ from .logouts import WebLogouts
 from .render import page
 from .static import PUBLIC, static_file
 
-__all__ = ["error_page", "is_web", "make_auth", "routes"]
+__all__ = ["error_page", "is_web", "make_auth", "routes", "web_auth"]
 
 
 def make_auth(root: Path, api_key: str, revocations: Revocations) -> WebAuth:
