@@ -1,14 +1,16 @@
 """Who learns what of a store's error (issue 38 item 7): while the store is away a made-up key is refused as any
-unknown key is (401); a peer's key is told only `store_unavailable`; the person's key gets the whole error,
-naming the store. Nobody but the person learns the store's user, host, port or database. A real PostgreSQL
-cluster of the test's own, stopped under a real gateway."""
+unknown key is (401); a peer's key is told only `store_unavailable`, on every surface; the person's key gets
+the whole error, naming the store. Nobody but the person learns the store's user, host, port or database. A
+real PostgreSQL cluster of the test's own, stopped under a real gateway; a real lock on a home's state.db."""
 
 from __future__ import annotations
 
 import secrets
+import sqlite3
 import time
 import urllib.parse
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -99,3 +101,34 @@ def test_while_the_store_is_away_only_the_person_learns_where_it_is(
             time.sleep(0.2)
         assert peer.get("/api/sessions").status_code == 200
         assert stranger.get("/api/sessions").status_code == 401
+
+
+@pytest.mark.sqlite  # the home's own state.db, locked
+def test_a_store_error_inside_an_a2a_method_is_told_plainly_to_a_peer_and_in_full_to_the_person(
+    gateway: GatewayThread,
+) -> None:
+    peer_key = make_key("spark")
+    with as_key(gateway, peer_key) as peer, person(gateway) as p:
+        assert peer.get("/api/sessions").status_code == 200  # the key is known, and its use noted already
+
+        def send(c: httpx.Client, text: str) -> httpx.Response:
+            message = {"messageId": f"m-{text}", "role": "ROLE_USER", "parts": [{"text": text}]}
+            return c.post(
+                "/a2a/jsonrpc",
+                json={"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}},
+                headers=A2A_V1,
+                timeout=120,
+            )
+
+        lock = sqlite3.connect(gateway.root / "state.db", isolation_level=None, timeout=60)
+        try:
+            lock.execute("BEGIN EXCLUSIVE")  # held until both answers are in: each write waits, then fails
+            with ThreadPoolExecutor(2) as pool:
+                told_peer, told_person = pool.map(lambda args: send(*args), [(peer, "from spark"), (p, "mine")])
+        finally:
+            lock.execute("ROLLBACK")
+            lock.close()
+    for r in (told_peer, told_person):
+        assert r.status_code == 200 and a2a_code(r) == "store_unavailable", r.text  # JSON-RPC's error, in a 200
+    assert "state.db" not in told_peer.text and "store" in told_peer.json()["error"]["message"], told_peer.text
+    assert "state.db" in told_person.json()["error"]["message"], told_person.text

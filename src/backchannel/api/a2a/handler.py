@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator
-from typing import Any, NoReturn
+import contextlib
+import functools
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine
+from typing import Any, NoReturn, TypeVar
 
 from a2a.server.context import ServerCallContext
 from a2a.server.events.event_queue import Event
@@ -68,6 +70,43 @@ ENDS = frozenset(
 )
 
 
+Params = TypeVar("Params")
+Answer = TypeVar("Answer")
+
+
+def _mapped(
+    method: Callable[[RunsHandler, Params, ServerCallContext], Coroutine[Any, Any, Answer]],
+) -> Callable[[RunsHandler, Params, ServerCallContext], Coroutine[Any, Any, Answer]]:
+    """A handler method whose Backchannel errors leave as the A2A errors the SDK answers (`RunsHandler._fail`),
+    not as its internal error quoting them."""
+
+    @functools.wraps(method)
+    async def mapped(self: RunsHandler, params: Params, context: ServerCallContext) -> Answer:
+        try:
+            return await method(self, params, context)
+        except BackchannelError as exc:
+            self._fail(exc, context)
+
+    return mapped
+
+
+def _mapped_stream(
+    method: Callable[[RunsHandler, Params, ServerCallContext], AsyncGenerator[Event]],
+) -> Callable[[RunsHandler, Params, ServerCallContext], AsyncGenerator[Event]]:
+    """`_mapped` for a method that streams its events."""
+
+    @functools.wraps(method)
+    async def mapped(self: RunsHandler, params: Params, context: ServerCallContext) -> AsyncGenerator[Event]:
+        try:
+            async with contextlib.aclosing(method(self, params, context)) as events:
+                async for event in events:
+                    yield event
+        except BackchannelError as exc:
+            self._fail(exc, context)
+
+    return mapped
+
+
 class RunsHandler(RequestHandler):
     """SendMessage, GetTask and CancelTask as deliver/submit, status and stop; SendStreamingMessage and
     SubscribeToTask follow the run's events; ListTasks pages through the caller's tasks; the push notification
@@ -81,22 +120,24 @@ class RunsHandler(RequestHandler):
         self.ctx = ctx
         self._push = PushConfigs(ctx.gateway.pushes, own_run=self._own_run, owner=_owner)
 
+    @_mapped
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Task | Message:
         """The task the message is (its history within `configuration.historyLength`). With a push config, the
         task is watched by it before the send waits, so its receiver is told every change from the first."""
         config = params.configuration
         _check(config)
         with tracing.span_of(_a2a_span, "SendMessage", params.message) as span:
-            asked = await self._push_asked(config, context)
+            asked = await self._push.asked(config, context)
             immediately = config.return_immediately or asked is not None
             task = await self._accept(params.message, context, immediately=immediately)
             if asked is not None:
-                await self._push_attach(asked, task, context)
+                await self._push.attach(asked, task, context)
                 if not config.return_immediately and task.status.state not in ENDS:
                     task = task_of((await self.ctx.delivery.wait(task.id, self.ctx.settings.http_wait_seconds)).run)
             _told(span, task)
         return apply_history_length(task, config)
 
+    @_mapped
     async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
         validate_history_length(params)
         with tracing.span_of(_a2a_span, "GetTask") as span:
@@ -104,16 +145,15 @@ class RunsHandler(RequestHandler):
             _told(span, task)
         return apply_history_length(task, params)
 
+    @_mapped
     async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task | None:
         run = await self._own_run(params.id, context)
         if run.state.terminal:
             raise TaskNotCancelableError(f"task {run.id!r} has ended already ({run.state.value}): nothing to cancel")
-        try:  # a held task is cancelled like a queued one: it never ran
-            delivered = await self.ctx.delivery.stop(run.id, profile=run.profile)
-        except BackchannelError as exc:
-            self._fail(exc)
+        delivered = await self.ctx.delivery.stop(run.id, profile=run.profile)  # a held task too: it never ran
         return await self._task(delivered.run, context)
 
+    @_mapped
     async def on_list_tasks(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
         who, profile = _scope(context)
         return await list_tasks(
@@ -125,6 +165,7 @@ class RunsHandler(RequestHandler):
             profiles=who.peer is not None,
         )
 
+    @_mapped_stream
     async def on_message_send_stream(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event]:
@@ -134,10 +175,10 @@ class RunsHandler(RequestHandler):
         config = params.configuration
         _check(config)
         with tracing.span_of(_a2a_span, "SendStreamingMessage", params.message) as span:
-            asked = await self._push_asked(config, context)
+            asked = await self._push.asked(config, context)
             task = await self._accept(params.message, context, immediately=True)
             if asked is not None:
-                await self._push_attach(asked, task, context)
+                await self._push.attach(asked, task, context)
             _told(span, task)
         yield apply_history_length(task, config)
         if task.status.state in ENDS:
@@ -148,6 +189,7 @@ class RunsHandler(RequestHandler):
         async for event in self._while_valid(context, updates(self.ctx.delivery, run, context_id=task.context_id)):
             yield event
 
+    @_mapped_stream
     async def on_subscribe_to_task(
         self, params: SubscribeToTaskRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event]:
@@ -165,37 +207,29 @@ class RunsHandler(RequestHandler):
 
     # --- push notification configs ----------------------------------------------------------------
 
+    @_mapped
     async def on_create_task_push_notification_config(
         self, params: TaskPushNotificationConfig, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
-        try:
-            return await self._push.create(params, context)
-        except BackchannelError as exc:
-            self._fail(exc)
+        return await self._push.create(params, context)
 
+    @_mapped
     async def on_get_task_push_notification_config(
         self, params: GetTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
-        try:
-            return await self._push.get(params, context)
-        except BackchannelError as exc:
-            self._fail(exc)
+        return await self._push.get(params, context)
 
+    @_mapped
     async def on_list_task_push_notification_configs(
         self, params: ListTaskPushNotificationConfigsRequest, context: ServerCallContext
     ) -> ListTaskPushNotificationConfigsResponse:
-        try:
-            return await self._push.list(params, context)
-        except BackchannelError as exc:
-            self._fail(exc)
+        return await self._push.list(params, context)
 
+    @_mapped
     async def on_delete_task_push_notification_config(
         self, params: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> None:
-        try:
-            await self._push.delete(params, context)
-        except BackchannelError as exc:
-            self._fail(exc)
+        await self._push.delete(params, context)
 
     # --- what is not served yet ------------------------------------------------------------------
 
@@ -206,9 +240,12 @@ class RunsHandler(RequestHandler):
 
     # --- helpers ---------------------------------------------------------------------------------
 
-    def _fail(self, exc: BackchannelError) -> NoReturn:
-        """`_fail`, the error naming no path of the home (it leaves the gateway)."""
-        _fail(redact(exc, self.ctx.gateway.root))
+    def _fail(self, exc: BackchannelError, context: ServerCallContext) -> NoReturn:
+        """`_fail`, the error naming no path of the home (it leaves the gateway), told in full to the person only
+        (anyone else reads what its class says plainly: a store's address is the person's to know)."""
+        who, _profile = _scope(context)
+        redact(exc, self.ctx.gateway.root)
+        _fail(exc if who.is_person else exc.concealed())
 
     async def _while_valid(self, context: ServerCallContext, events: AsyncIterator[Event]) -> AsyncIterator[Event]:
         """A stream's events until it ends, or until the caller's key is revoked or rotated: then an error
@@ -219,20 +256,6 @@ class RunsHandler(RequestHandler):
                 yield event
         except KeyRevoked as exc:
             raise InvalidRequestError(exc.message, {"code": exc.code}) from None
-
-    async def _push_asked(
-        self, config: SendMessageConfiguration, context: ServerCallContext
-    ) -> TaskPushNotificationConfig | None:
-        try:
-            return await self._push.asked(config, context)
-        except BackchannelError as exc:
-            self._fail(exc)
-
-    async def _push_attach(self, asked: TaskPushNotificationConfig, task: Task, context: ServerCallContext) -> None:
-        try:
-            await self._push.attach(asked, task, context)
-        except BackchannelError as exc:
-            self._fail(exc)
 
     async def _accept(self, message: Message, context: ServerCallContext, *, immediately: bool) -> Task:
         """The message delivered (or, `immediately`, accepted) as the caller's: its run's task, or the REJECTED
@@ -267,8 +290,6 @@ class RunsHandler(RequestHandler):
             asked.CopyFrom(message)
             asked.context_id = joined.context_id
             return rejected(joined.context_id, asked, code=exc.code, reason=exc.message)
-        except BackchannelError as exc:
-            self._fail(exc)
         return task_of(delivered.run, context_id=joined.context_id, files=read.files)
 
     async def _task(self, run: RunView, context: ServerCallContext) -> Task:
