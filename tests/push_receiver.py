@@ -17,16 +17,19 @@ from pathlib import Path
 from typing import Any
 
 from backchannel.home import config
-from conftest import GatewayProcess, free_port, run_cli
+from conftest import GatewayProcess, free_port, run_cli, use_shared_store
 from gateway_http import in_home
 
 COMPLETED = "TASK_STATE_COMPLETED"
 
 
-def pushing_gateway(root: Path, **a2a: Any) -> GatewayProcess:
-    """A started gateway on a new home whose config.yaml has these `gateway.a2a` settings."""
+def pushing_gateway(root: Path, *, store_url: str | None = None, **a2a: Any) -> GatewayProcess:
+    """A started gateway on a new home whose config.yaml has these `gateway.a2a` settings (and its store in the
+    PostgreSQL database `store_url`, when given)."""
     with in_home(root):
         assert run_cli("init").exit_code == 0
+    if store_url is not None:
+        use_shared_store(root, store_url)
     gw = GatewayProcess(root, free_port())
     path = config.config_path(root)
     data = config.load_yaml(path)

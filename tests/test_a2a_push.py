@@ -370,6 +370,24 @@ def test_where_a_receiver_leads_is_checked_again_when_each_notification_is_sent(
         gw.kill()
 
 
+def test_on_a_postgresql_store_configs_are_made_replaced_and_told(
+    tmp_path: Path, postgres_url: str, receiver: Receiver
+) -> None:
+    gw = pushing_gateway(tmp_path / "pg", store_url=postgres_url, **ALLOWING)
+    try:
+        sent = sent_with_push("on postgres", "m-pg", {"url": receiver.url, "token": "tok-pg"})
+        task = rpc(gw, "SendMessage", sent, headers=V1)["result"]["task"]
+        posts = receiver.wait_for(ended)
+        assert ended(posts) and {p.json[p.kind]["taskId"] for p in posts} == {task["id"]}, gw.log()[-3000:]
+        for url in (receiver.url, receiver.url + "?v=2"):  # made, then its receiver replaced
+            made = rpc(
+                gw, "CreateTaskPushNotificationConfig", {"taskId": task["id"], "id": "c", "url": url}, headers=V1
+            )
+            assert made.get("result", {}).get("url") == url, made
+    finally:
+        gw.kill()
+
+
 def until_logged(gw: GatewayProcess, pattern: str, *, within: float = 30.0) -> str:
     """The gateway's log once a line matches `pattern`."""
     deadline = time.monotonic() + within

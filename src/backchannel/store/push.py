@@ -123,7 +123,7 @@ async def save(
             " ON CONFLICT (task_id, config_id) DO UPDATE SET url = excluded.url, token = excluded.token,"
             " auth_scheme = excluded.auth_scheme, auth_credentials = excluded.auth_credentials,"
             " version = excluded.version,"
-            f" updated_at = excluded.updated_at WHERE owner = excluded.owner RETURNING {_CONFIG}",
+            f" updated_at = excluded.updated_at WHERE push_configs.owner = excluded.owner RETURNING {_CONFIG}",
             (
                 task_id,
                 config_id,
