@@ -68,16 +68,26 @@ def read_request(conn: socket.socket) -> tuple[list[str], bytes] | None:
 
 
 class SilentPeer(_Listener):
-    """Accepts every connection, reads what comes, never writes a byte (a hung peer or model endpoint)."""
+    """Accepts every connection, reads what comes, never writes a byte (a hung peer, model endpoint or push
+    receiver)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.connections = 0
         self._held: list[socket.socket] = []
+        self._changed = threading.Condition()
 
     def _accept(self, conn: socket.socket) -> None:
-        self.connections += 1
-        self._held.append(conn)  # kept open, never answered
+        with self._changed:
+            self.connections += 1
+            self._held.append(conn)  # kept open, never answered
+            self._changed.notify_all()
+
+    def wait_for_connections(self, count: int, *, within: float = 30.0) -> int:
+        """The connections accepted so far, once there are `count` (or when time runs out)."""
+        with self._changed:
+            self._changed.wait_for(lambda: self.connections >= count, timeout=within)
+            return self.connections
 
     def __exit__(self, *exc: object) -> None:
         super().__exit__(*exc)

@@ -1,10 +1,12 @@
 """The POST of a push notification (`net.webhook.Webhooks`) against real receivers on loopback: what it sends,
 that a redirect is an answer (never followed), that a refusing receiver is read only as far as a short detail,
-the timeout of the whole POST, a receiver not there, and a name whose addresses the home refuses."""
+the timeout of the whole POST and the shorter one of its connection, a receiver not there, and a name whose
+addresses the home refuses."""
 
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -64,9 +66,10 @@ def server() -> Iterator[tuple[str, list[tuple[str, dict[str, str], bytes]]]]:
         httpd.server_close()
 
 
-def post(url: str, *, allow_private: bool = True, timeout: float = 5.0) -> Answer:
+def post(url: str, *, allow_private: bool = True, timeout: float = 5.0, connect_timeout: float | None = None) -> Answer:
     async def once() -> Answer:
-        hooks = Webhooks(Screen(PushSettings(push_allow_private=allow_private)), timeout=timeout)
+        screen = Screen(PushSettings(push_allow_private=allow_private))
+        hooks = Webhooks(screen, timeout=timeout, connect_timeout=connect_timeout)
         try:
             return await hooks.post(url, b'{"n": 1}', {"Content-Type": "application/json", "X-A2A-Token": "t"})
         finally:
@@ -103,6 +106,16 @@ def test_a_receiver_that_does_not_answer_within_the_timeout_is_a_push_failure(se
     base, _ = server
     with pytest.raises(PushFailed, match=r"the receiver 'http://127\.0\.0\.1:\d+/slow' did not answer within 0\.5s"):
         post(f"{base}/slow?secret=hidden", timeout=0.5)
+
+
+def test_a_receiver_that_takes_no_connection_fails_within_the_connect_timeout_not_the_posts() -> None:
+    """A listener whose backlog is full: the connection is never made (the kernel drops the handshake)."""
+    with socket.create_server(("127.0.0.1", 0), backlog=0) as full, socket.create_connection(full.getsockname()):
+        url = f"http://127.0.0.1:{full.getsockname()[1]}/hook"
+        began = time.monotonic()
+        with pytest.raises(PushFailed, match=r"the receiver 'http://127\.0\.0\.1:\d+/hook'"):
+            post(url, timeout=120.0, connect_timeout=0.2)
+        assert time.monotonic() - began < 5  # the connect timeout's (a transport's own is 10 s, the POST's 120 s)
 
 
 def test_a_receiver_not_there_is_a_push_failure_naming_it() -> None:

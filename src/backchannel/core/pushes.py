@@ -4,7 +4,8 @@ The outbox is the truth, not the events of this process: each round the job comp
 run with what its configs were last told (`store.push.behind`) and queues the difference, so a state
 change this process never saw (made before a crash, or by another process) is told all the same. Each
 notification is POSTed until a 2xx answer, with a doubling wait between attempts, at most
-`push_max_attempts` times; a config's notifications go out one at a time, in order. A POST cut by a crash
+`push_max_attempts` times; a config's notifications go out one at a time, in order, each POST in a slot of
+its config's owner (`push_slots.Slots`: the person's apart, the peer keys' shared fairly). A POST cut by a crash
 or a stop is sent again after the restart with the same `X-A2A-Notification-Id`: at least once, as the
 spec says, and the receiver can tell a repeat.
 
@@ -35,6 +36,7 @@ from ..store import runs as runstore
 from ..store.driver import Db
 from ..store.push import Event, Owed
 from ..store.runs import RunRow, RunState
+from .push_slots import Slots
 from .queue.commits import commits
 from .views import PushConfig, Receiver, RunView, push_config, receiver_row, run_view
 
@@ -42,7 +44,6 @@ log = logging.getLogger("backchannel.push")
 
 POLL_SECONDS = 1.0  # how often the outbox is looked at when nothing wakes the job (another process's changes)
 STORE_RETRY_SECONDS = 2.0
-PARALLEL = 16  # receivers POSTed to at once
 PRUNE_SECONDS = 600.0
 RETENTION_SECONDS = 86_400.0  # settled notifications (and ended tasks' configs) kept this long
 # What the SDK's own sender and Hermes send; the spec's example says application/a2a+json, which the JSON parsers
@@ -119,7 +120,13 @@ class Pushes:
         self.settings = settings
         self.screen = Screen(settings)
         self._events = events
-        self._webhooks = Webhooks(self.screen, timeout=settings.timeout_seconds)
+        self._slots = Slots(settings)
+        self._webhooks = Webhooks(
+            self.screen,
+            timeout=settings.timeout_seconds,
+            connect_timeout=settings.connect_timeout_seconds,
+            max_connections=self._slots.total,
+        )
         self._watched: set[str] | None = None  # known once the job has started
         self._wake = asyncio.Event()
         self._busy: dict[int, asyncio.Task[None]] = {}  # config seq -> its notification being POSTed
@@ -205,7 +212,8 @@ class Pushes:
 
     async def _round(self) -> float:
         """One look at the outbox: queue what the runs' changes owe, start the POSTs that are due; the pause
-        until the next round."""
+        until the next round. What was due and not started waits for a slot: the end of a POST wakes the job,
+        so the pause runs only to the next notification due later."""
         try:
             if self._watched is None:
                 self._watched = await pushstore.watched_tasks(self.db)
@@ -215,23 +223,24 @@ class Pushes:
                 await self.db.durable()
                 del self._unsaved[seq]
             await self._catch_up()
-            await self._start_due()
+            looked = await self._start_due()
             now = time.time()
             if now - self._pruned > PRUNE_SECONDS:
                 self._pruned = now
                 await self.db.writable()
                 await pushstore.prune(self.db, before=now - RETENTION_SECONDS)
                 await self.db.durable()
-            due = await pushstore.next_due(self.db)
+            due = await pushstore.next_due(self.db, after=looked)
         except StoreError as exc:
             log.warning("push notifications not looked at this round: %s", exc.message)
             return STORE_RETRY_SECONDS
         except Exception:  # a bug: logged; the job goes on (what is owed stays in the outbox)
             log.exception("push notifications not looked at this round")
             return STORE_RETRY_SECONDS
-        if due is None:
+        later = [t for t in (due, *self._not_before.values()) if t is not None and t > looked]
+        if not later:
             return POLL_SECONDS
-        return min(max(due - time.time(), 0.01), POLL_SECONDS)
+        return min(max(min(later) - time.time(), 0.01), POLL_SECONDS)
 
     async def _catch_up(self) -> None:
         """Queue, for every config behind its run, the notifications of the run's state as it is now."""
@@ -267,21 +276,27 @@ class Pushes:
                 )
         self._watched = await pushstore.watched_tasks(self.db)
 
-    async def _start_due(self) -> None:
-        room = PARALLEL - len(self._busy)
-        if room <= 0:
-            return
+    async def _start_due(self) -> float:
+        """Start the POSTs that are due, as many as their owners' slots have room for; the time it looked at."""
         now = time.time()
-        for owed in await pushstore.due(self.db, now=now, limit=room, busy=set(self._busy)):
-            if owed.seq in self._unsaved or self._not_before.get(owed.seq, 0.0) > now:
-                continue
+        if len(self._busy) >= self._slots.total:
+            return now
+        due = [
+            owed
+            for owed in await pushstore.due(self.db, now=now, per_owner=self._slots.per_owner)
+            if owed.seq not in self._unsaved and self._not_before.get(owed.seq, 0.0) <= now
+        ]
+        for owed in await pushstore.claim(self.db, self._slots.pick(due), now=now):
             self._not_before.pop(owed.seq, None)
+            self._slots.hold(owed)
             task = asyncio.create_task(self._deliver(owed))
             self._busy[owed.config_seq] = task
             task.add_done_callback(functools.partial(self._done, owed.config_seq))
+        return now
 
     def _done(self, config_seq: int, _task: asyncio.Task[None]) -> None:
         self._busy.pop(config_seq, None)
+        self._slots.release(config_seq)
         self._wake.set()
 
     async def _deliver(self, owed: Owed) -> None:

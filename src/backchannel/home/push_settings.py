@@ -4,13 +4,17 @@
       a2a:
         push_allow_private: false      # true: receivers on loopback, private and link-local addresses too
         push_allow_hosts: []           # host names, addresses or networks allowed though they are not public
-        push_timeout_seconds: 10       # one POST, connect to answer
+        push_connect_timeout_seconds: 3   # reaching a receiver: its connection made
+        push_timeout_seconds: 5        # one POST, connect to answer
         push_max_attempts: 8           # attempts per notification before it is given up
         push_retry_first_seconds: 1    # the wait after the first failure; doubled after each one
         push_retry_max_seconds: 300    # the longest wait between two attempts
         push_max_body_bytes: 1048576   # a notification's body; a longer reply is left for GetTask
         push_max_configs_per_task: 10
         push_max_configs_per_caller: 100   # configs one key holds on tasks whose end is not yet notified
+        push_slots: 16                 # POSTs to peer keys' receivers at once, shared fairly between the keys
+        push_slots_per_key: 4          # the most of those one peer key's receivers hold
+        push_person_slots: 4           # POSTs to the person's receivers at once: theirs alone
 
 A cloud metadata address (169.254.169.254 and its kin) is never a receiver unless `push_allow_hosts` names
 it or a network holding it: `push_allow_private` alone does not open it.
@@ -74,7 +78,12 @@ class PushSettings(Frozen):
     allow_hosts: Annotated[tuple[Host, ...], BeforeValidator(_host_list), Kind("list of hosts")] = Field(
         (), alias="push_allow_hosts", description="host names, addresses or networks allowed though they are not public"
     )
-    timeout_seconds: Seconds = Field(10.0, alias="push_timeout_seconds", description="one POST, connect to answer")
+    connect_timeout_seconds: Seconds = Field(
+        3.0,
+        alias="push_connect_timeout_seconds",
+        description="reaching a receiver: its connection made (within push_timeout_seconds)",
+    )
+    timeout_seconds: Seconds = Field(5.0, alias="push_timeout_seconds", description="one POST, connect to answer")
     max_attempts: PositiveCount = Field(
         8, alias="push_max_attempts", description="attempts per notification before it is given up"
     )
@@ -94,6 +103,19 @@ class PushSettings(Frozen):
         100,
         alias="push_max_configs_per_caller",
         description="configs one key holds on tasks whose end is not yet notified",
+    )
+    slots: PositiveCount = Field(
+        16,
+        alias="push_slots",
+        description="POSTs to peer keys' receivers in flight at once, shared fairly between the keys owed some",
+    )
+    slots_per_key: PositiveCount = Field(
+        4, alias="push_slots_per_key", description="the most POSTs one peer key's receivers hold at once"
+    )
+    person_slots: PositiveCount = Field(
+        4,
+        alias="push_person_slots",
+        description="POSTs to the person's receivers in flight at once: slots of their own, never a peer's",
     )
 
     @model_validator(mode="after")

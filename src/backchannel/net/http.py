@@ -256,6 +256,7 @@ class Transport:
         naming: Naming,
         follow_redirects: bool,
         timeout: float = DEFAULT_TIMEOUT,
+        connect_timeout: float = CONNECT_TIMEOUT,
         retries: int = RETRIES,
         user_agent: str = USER_AGENT,
         keep_alive: bool = True,
@@ -265,7 +266,8 @@ class Transport:
         """`key` None: no Authorization header (a local model server needs none). `keep_alive` False: each
         request on a fresh connection, closed after its answer (a server that closes idle connections as it
         likes then never races a request sent on one). `check_address`: called with the host and each address
-        it resolves to when a connection is made, raising to refuse it (push receivers are screened so)."""
+        it resolves to when a connection is made, raising to refuse it (push receivers are screened so).
+        `connect_timeout`: the part of any timeout that making a connection may take."""
         if key is not None and (not key or not all("!" <= c <= "~" for c in key)):
             raise ConfigError(f"the key for {naming.who} must be visible ASCII characters (no spaces)")
         import httpx
@@ -273,6 +275,7 @@ class Transport:
         self.base_url = base_url.rstrip("/")
         self.naming = naming
         self.timeout = timeout
+        self.connect_timeout = connect_timeout
         self.retries = retries
         self._key = key or ""
         headers = {"User-Agent": user_agent}
@@ -299,11 +302,10 @@ class Transport:
     async def aclose(self) -> None:
         await self._http.aclose()
 
-    @staticmethod
-    def _timeout(seconds: float, *, read: float | None) -> httpx.Timeout:
+    def _timeout(self, seconds: float, *, read: float | None) -> httpx.Timeout:
         import httpx
 
-        return httpx.Timeout(seconds, connect=min(seconds, CONNECT_TIMEOUT), read=read)
+        return httpx.Timeout(seconds, connect=min(seconds, self.connect_timeout), read=read)
 
     def scrub(self, text: str) -> str:
         """`text` (an answer's error message, say) with this client's key cut out: a server may echo it back."""

@@ -10,7 +10,11 @@ Every failure becomes a `PushFailed` naming the receiver, with its cause:
 
     a refused address (at the URL or its resolution)   PushFailed "… is a loopback address …"
     no connection, a cut one, an unreadable answer     PushFailed "could not reach …" / "the connection … broke"
+    no connection within the connect timeout           PushFailed "… did not answer POST … in time"
     no answer within the timeout                       PushFailed "… did not answer within …"
+
+A receiver that accepts a connection and never answers holds it for the whole timeout: the timeouts are short
+(a receiver acknowledges, it does not work) so that its slot comes back soon (core/push_slots.py).
 """
 
 from __future__ import annotations
@@ -48,9 +52,20 @@ class Answer:
 class Webhooks:
     """One connection pool for every receiver; `post` sends one body and reports the answer."""
 
-    def __init__(self, screen: Screen, *, timeout: float) -> None:
+    def __init__(
+        self,
+        screen: Screen,
+        *,
+        timeout: float,
+        connect_timeout: float | None = None,
+        max_connections: int = MAX_CONNECTIONS,
+    ) -> None:
+        """`timeout` bounds a whole POST, `connect_timeout` (None: the same) the making of its connection;
+        `max_connections`: at least as many as POSTs are sent at once (a POST never waits for the pool)."""
         self.screen = screen
         self.timeout = timeout
+        self.connect_timeout = timeout if connect_timeout is None else min(connect_timeout, timeout)
+        self.max_connections = max_connections
         self._transport: Transport | None = None  # made with the first push (a CLI's one-off gateway makes none)
 
     @property
@@ -62,9 +77,10 @@ class Webhooks:
                 naming=self._naming("a push receiver"),
                 follow_redirects=False,
                 timeout=self.timeout + BACKSTOP_SECONDS,
+                connect_timeout=self.connect_timeout,
                 retries=0,  # the pushes' own schedule retries (and honours Retry-After)
                 user_agent=USER_AGENT,
-                max_connections=MAX_CONNECTIONS,
+                max_connections=self.max_connections,
                 check_address=self._check_resolved,
             )
         return self._transport

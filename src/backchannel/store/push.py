@@ -56,6 +56,7 @@ class Owed:
     seq: int
     config_seq: int
     task_id: str
+    owner: str  # of its config: whose slots its POST takes (core/push_slots.py)
     notification_id: str
     body: bytes
     attempts: int
@@ -206,53 +207,57 @@ async def enqueue(db: Db, config_seq: int, events: list[Event], *, state: str, d
     return queued
 
 
-async def due(db: Db, *, now: float, limit: int, busy: set[int]) -> list[Owed]:
-    """The oldest pending notification of each config, where it is due now (configs in `busy` left out).
-
-    On a shared store each is taken for this gateway alone: its next try moves HOLD_SECONDS on (its POST ends,
-    and records its end, well before), so another gateway does not POST it at the same moment; a gateway lost
-    mid-POST leaves it to the others once that time has passed."""
-    if db.dialect.row_locks:
-        owed = await _due(db, now=now, limit=limit, busy=busy)
-        async with db.tx() as tx:
-            return [
-                o
-                for o in owed
-                if await tx.run(
-                    "UPDATE push_outbox SET next_at = ? WHERE seq = ? AND state = 'pending' AND next_at <= ?",
-                    (now + HOLD_SECONDS, o.seq, now),
-                )
-            ]
-    return await _due(db, now=now, limit=limit, busy=busy)
-
-
-async def _due(db: Db, *, now: float, limit: int, busy: set[int]) -> list[Owed]:
+async def due(db: Db, *, now: float, per_owner: int) -> list[Owed]:
+    """The oldest pending notification of each config where it is due now, the first due first: at most
+    `per_owner` of each owner's (so one owner's backlog never hides another's)."""
     rows = await db.all(
-        "SELECT o.seq, o.config_seq, c.task_id, o.notification_id, o.body, o.attempts, c.url, c.token, c.auth_scheme,"
-        " c.auth_credentials FROM push_outbox o JOIN push_configs c ON c.seq = o.config_seq"
+        "SELECT seq, config_seq, task_id, owner, notification_id, body, attempts, url, token, auth_scheme,"
+        " auth_credentials FROM (SELECT o.seq, o.config_seq, o.next_at, c.task_id, c.owner, o.notification_id,"
+        " o.body, o.attempts, c.url, c.token, c.auth_scheme, c.auth_credentials,"
+        " ROW_NUMBER() OVER (PARTITION BY c.owner ORDER BY o.next_at, o.seq) AS nth"
+        " FROM push_outbox o JOIN push_configs c ON c.seq = o.config_seq"
         " WHERE o.state = 'pending' AND o.next_at <= ? AND o.seq = (SELECT MIN(p.seq) FROM push_outbox p"
-        " WHERE p.config_seq = o.config_seq AND p.state = 'pending') ORDER BY o.next_at, o.seq LIMIT ?",
-        (now, limit + len(busy)),
+        " WHERE p.config_seq = o.config_seq AND p.state = 'pending')) d"
+        " WHERE nth <= ? ORDER BY next_at, seq",
+        (now, per_owner),
     )
-    owed = [
+    return [
         Owed(
             seq=r["seq"],
             config_seq=r["config_seq"],
             task_id=r["task_id"],
+            owner=r["owner"],
             notification_id=r["notification_id"],
             body=bytes(r["body"]),
             attempts=r["attempts"],
             receiver=Receiver(r["url"], r["token"], r["auth_scheme"], r["auth_credentials"]),
         )
         for r in rows
-        if r["config_seq"] not in busy
     ]
-    return owed[:limit]
 
 
-async def next_due(db: Db) -> float | None:
-    """When the next pending notification is due (None: none is owed)."""
-    row = await db.one("SELECT MIN(next_at) FROM push_outbox WHERE state = 'pending'")
+async def claim(db: Db, owed: list[Owed], *, now: float) -> list[Owed]:
+    """Those of `owed` this gateway may POST now.
+
+    On a shared store each is taken for this gateway alone: its next try moves HOLD_SECONDS on (its POST ends,
+    and records its end, well before), so another gateway does not POST it at the same moment; a gateway lost
+    mid-POST leaves it to the others once that time has passed."""
+    if not db.dialect.row_locks or not owed:
+        return owed
+    async with db.tx() as tx:
+        return [
+            o
+            for o in owed
+            if await tx.run(
+                "UPDATE push_outbox SET next_at = ? WHERE seq = ? AND state = 'pending' AND next_at <= ?",
+                (now + HOLD_SECONDS, o.seq, now),
+            )
+        ]
+
+
+async def next_due(db: Db, *, after: float) -> float | None:
+    """When the next pending notification is due after `after` (None: none is)."""
+    row = await db.one("SELECT MIN(next_at) FROM push_outbox WHERE state = 'pending' AND next_at > ?", (after,))
     return None if row is None or row[0] is None else float(row[0])
 
 
