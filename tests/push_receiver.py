@@ -26,6 +26,11 @@ COMPLETED = "TASK_STATE_COMPLETED"
 def pushing_gateway(root: Path, *, store_url: str | None = None, **a2a: Any) -> GatewayProcess:
     """A started gateway on a new home whose config.yaml has these `gateway.a2a` settings (and its store in the
     PostgreSQL database `store_url`, when given)."""
+    return pushing_home(root, store_url=store_url, **a2a).start()
+
+
+def pushing_home(root: Path, *, store_url: str | None = None, **a2a: Any) -> GatewayProcess:
+    """`pushing_gateway`'s home, its gateway not started yet (its store not made yet)."""
     with in_home(root):
         assert run_cli("init").exit_code == 0
     if store_url is not None:
@@ -35,7 +40,7 @@ def pushing_gateway(root: Path, *, store_url: str | None = None, **a2a: Any) -> 
     data = config.load_yaml(path)
     data["gateway"].update(port=gw.port, a2a=a2a)
     config.write_yaml(path, data)
-    return gw.start()
+    return gw
 
 
 def sent_with_push(text: str, message_id: str, push: dict[str, Any], **configuration: Any) -> dict[str, Any]:

@@ -30,7 +30,7 @@ import pytest
 from backchannel import keys
 from backchannel.errors import Conflict, StoreError
 from backchannel.messages import Message
-from backchannel.store import retention, runs, sessions
+from backchannel.store import push, retention, runs, sessions
 from backchannel.store.db import Database
 from backchannel.store.driver import Db
 from backchannel.store.runs import NewRun, RunRow, RunState
@@ -431,3 +431,36 @@ async def test_retention_removes_only_the_text_of_what_ended_and_owes_nothing(st
     assert (await runs.get(store.db, owed.id)).reply == retention.REMOVED
     # The rows stay: the ledger still lists every run.
     assert {r.id for r in await runs.list_runs(store.db, session_id=sid)} == {done.id, queued.id}
+
+
+@contract
+async def test_retention_leaves_the_text_of_a_run_whose_push_notifications_are_owed(store: Backend) -> None:
+    """A push notification's body is built from its run when it is delivered: the run keeps its text while a
+    config still waits for its end or a notification of it is pending, and loses it once they are settled."""
+    sid = await session(store)
+    run, _ = await send(store, sid, "watched", key="k-watched")
+    claimed = await claim(store, sid)
+    assert claimed is not None
+    ended = await finish(store, claimed, "the watched reply")
+    assert ended is not None
+    config = await push.save(
+        store.db,
+        task_id=run.id,
+        config_id="hook",
+        owner="human:a2a",
+        profile="main",
+        receiver=push.Receiver("https://hooks.example/a"),
+        version="1.0",
+        max_per_task=10,
+        max_per_owner=10,
+    )
+    later = 10**10
+    assert await retention.prune(store.db, before=later, now=later) == 0  # its config waits for its end
+    told = push.Told(ended.state, ended.updated_at)
+    assert await push.enqueue(store.db, config.seq, [push.Event("status:completed", "pn_1")], told=told) == 1
+    assert await retention.prune(store.db, before=later, now=later) == 0  # its end is owed to the receiver
+    assert (await runs.get(store.db, run.id)).reply == "the watched reply"
+    (owed,) = await push.due(store.db, now=later, per_owner=1)
+    await push.delivered(store.db, owed.seq, attempts=1)
+    assert await retention.prune(store.db, before=later, now=later) == 1  # told: its text may go now
+    assert (await runs.get(store.db, run.id)).reply == retention.REMOVED

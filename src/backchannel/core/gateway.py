@@ -48,7 +48,8 @@ from .delivery.sends import AgentSends
 from .delivery.wakes import Wakes
 from .hosted import HostedTools
 from .memories import StoreMemories
-from .pushes import Pushes, PushEvents
+from .push_bodies import PushEvents
+from .pushes import Pushes
 from .queue import background
 from .queue.events import EventHub
 from .queue.pauses import Pauses

@@ -12,7 +12,9 @@ spec says, and the receiver can tell a repeat.
 Each POST carries the config's token (`X-A2A-Notification-Token`), its authentication (`Authorization:
 <scheme> <credentials>`) and, keyed on the token, `X-A2A-Signature`: the HMAC-SHA256 of the exact body in
 hex. The body is the JSON of one A2A StreamResponse with sorted keys (what `PushEvents` renders), so a
-receiver that signs the parsed body again the same way (json.dumps with sort_keys) gets the same bytes.
+receiver that signs the parsed body again the same way (json.dumps with sort_keys) gets the same bytes. The
+outbox keeps what the run was when each notification was owed, not its body: the body is built at delivery,
+the same bytes at every attempt (`push_bodies`).
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ import hmac
 import logging
 import re
 import time
-from typing import Protocol
 
 from ..errors import PushFailed, StoreError, UsageError
 from ..home.push_settings import PushSettings
@@ -36,6 +37,7 @@ from ..store import runs as runstore
 from ..store.driver import Db
 from ..store.push import Event, Owed
 from ..store.runs import RunRow, RunState
+from .push_bodies import Bodies, PushEvents, told
 from .push_slots import Slots
 from .queue.commits import commits
 from .views import PushConfig, Receiver, RunView, push_config, receiver_row, run_view
@@ -55,13 +57,6 @@ ID_HEADER = "X-A2A-Notification-Id"
 CONFIG_ID_RE = re.compile(r"[!-.0-~]{1,128}")  # visible ASCII but '/', at most 128
 SCHEME_RE = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}")  # an HTTP auth-scheme (RFC 9110 token)
 MAX_SECRET_CHARS = 4096
-
-
-class PushEvents(Protocol):
-    """What a receiver is told of a run as it is now: (event key, body) pairs, the key unique per task, in the
-    shape of the protocol `version` its config was made in."""
-
-    def events(self, run: RunView, *, version: str, max_bytes: int) -> list[tuple[str, bytes]]: ...
 
 
 def check_receiver(receiver: Receiver) -> Receiver:
@@ -95,13 +90,13 @@ def check_config_id(config_id: str) -> str:
     return config_id
 
 
-def headers(owed: Owed) -> dict[str, str]:
-    """The headers of one notification's POST (module docstring)."""
+def headers(owed: Owed, body: bytes) -> dict[str, str]:
+    """The headers of one notification's POST of `body` (module docstring)."""
     sent = {"Content-Type": CONTENT_TYPE, ID_HEADER: owed.notification_id}
     receiver = owed.receiver
     if receiver.token:
         sent[TOKEN_HEADER] = receiver.token
-        sent[SIGNATURE_HEADER] = hmac.new(receiver.token.encode(), owed.body, hashlib.sha256).hexdigest()
+        sent[SIGNATURE_HEADER] = hmac.new(receiver.token.encode(), body, hashlib.sha256).hexdigest()
     if receiver.auth_scheme and receiver.auth_credentials:
         sent["Authorization"] = f"{receiver.auth_scheme} {receiver.auth_credentials}"
     return sent
@@ -120,6 +115,7 @@ class Pushes:
         self.settings = settings
         self.screen = Screen(settings)
         self._events = events
+        self._bodies = None if events is None else Bodies(db, events, max_bytes=settings.max_body_bytes)
         self._slots = Slots(settings)
         self._webhooks = Webhooks(
             self.screen,
@@ -246,24 +242,18 @@ class Pushes:
         """Queue, for every config behind its run, the notifications of the run's state as it is now."""
         assert self._events is not None and self._watched is not None
         runs: dict[str, RunView] = {}
-        rendered: dict[tuple[str, str], list[tuple[str, bytes]]] = {}
+        keys: dict[tuple[str, str], list[str]] = {}  # the events a run's state makes (bodies: built at delivery)
         for config in await pushstore.behind(self.db):
             run = runs.get(config.task_id)
             if run is None:
                 run = runs[config.task_id] = run_view(await runstore.get(self.db, config.task_id))
             shape = (run.id, config.version)
-            if shape not in rendered:
-                rendered[shape] = self._events.events(
-                    run, version=config.version, max_bytes=self.settings.max_body_bytes
-                )
-            events = rendered[shape]
+            if shape not in keys:
+                made = self._events.events(run, version=config.version, max_bytes=self.settings.max_body_bytes)
+                keys[shape] = [key for key, _body in made]
             await self.db.writable()
             queued = await pushstore.enqueue(
-                self.db,
-                config.seq,
-                [Event(key, notification_id(config, key), body) for key, body in events],
-                state=run.state.value,
-                done=run.state.terminal,
+                self.db, config.seq, [Event(key, notification_id(config, key)) for key in keys[shape]], told=told(run)
             )
             await self.db.durable()  # told only once its queueing is on disk, with the state it tells
             if queued:
@@ -305,12 +295,21 @@ class Pushes:
         where = shown_url(owed.receiver.url)
         wait: float | None = None
         delay = 0.0
+        unsendable = False
         try:
-            answer = await self._webhooks.post(owed.receiver.url, owed.body, headers(owed))
-            error = None if answer.ok else _refusal(answer)
-            wait = answer.retry_after
+            assert self._bodies is not None
+            body = await self._bodies.body(owed)
+            if body is None:
+                unsendable = True
+                error: str | None = "its run no longer makes this notification (a new push_max_body_bytes?)"
+            else:
+                answer = await self._webhooks.post(owed.receiver.url, body, headers(owed, body))
+                error = None if answer.ok else _refusal(answer)
+                wait = answer.retry_after
         except PushFailed as exc:
             error = exc.message
+        except StoreError as exc:  # its run not read: tried again like a failed POST
+            error = f"its task could not be read: {exc.message}"
         except Exception as exc:  # a bug: logged, and the notification tried again like any failure
             log.exception("push %s of task %s: the POST failed unexpectedly", owed.notification_id, owed.task_id)
             error = f"an unexpected {type(exc).__name__}"
@@ -325,7 +324,7 @@ class Pushes:
                     where,
                     attempt,
                 )
-            elif attempt >= self.settings.max_attempts:
+            elif unsendable or attempt >= self.settings.max_attempts:
                 await pushstore.give_up(self.db, owed.seq, attempts=attempt, error=error)
                 log.warning(
                     "push %s of task %s to %s given up after %d attempts: %s",

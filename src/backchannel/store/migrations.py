@@ -446,6 +446,44 @@ def m0017_traces(conn: sqlite3.Connection) -> None:
     )
 
 
+def m0018_push_outbox_references(conn: sqlite3.Connection) -> None:
+    """The push outbox keeps a reference, not a body: what its run was when the notification was owed (its state
+    and updated_at, `told_state` and `told_at`), the body built from the run at delivery (core/push_bodies.py).
+    A notification still pending keeps the body it was queued with (`body`, sent as it is: the same bytes, the
+    same signature); a settled one's is dropped (never read again). The table is made again: SQLite cannot
+    drop a NOT NULL."""
+    _run(
+        conn,
+        """
+        CREATE TABLE push_outbox_0018 (
+            seq INTEGER PRIMARY KEY,
+            config_seq INTEGER NOT NULL REFERENCES push_configs (seq) ON DELETE CASCADE,
+            event_key TEXT NOT NULL,
+            notification_id TEXT NOT NULL,
+            body BLOB,
+            state TEXT NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            next_at REAL NOT NULL,
+            last_error TEXT,
+            created_at REAL NOT NULL,
+            finished_at REAL,
+            told_state TEXT NOT NULL DEFAULT '',
+            told_at REAL,
+            UNIQUE (config_seq, event_key)
+        );
+        INSERT INTO push_outbox_0018 (seq, config_seq, event_key, notification_id, body, state, attempts, next_at,
+            last_error, created_at, finished_at)
+            SELECT seq, config_seq, event_key, notification_id, CASE WHEN state = 'pending' THEN body END, state,
+            attempts, next_at, last_error, created_at, finished_at FROM push_outbox;
+        DROP TABLE push_outbox;
+        ALTER TABLE push_outbox_0018 RENAME TO push_outbox;
+        CREATE INDEX push_outbox_queue ON push_outbox (config_seq, state, seq);
+        CREATE INDEX push_outbox_due ON push_outbox (next_at) WHERE state = 'pending';
+        CREATE INDEX push_outbox_finished ON push_outbox (finished_at) WHERE state != 'pending'
+        """,
+    )
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0001_sessions_messages", m0001_sessions_messages),
     ("0002_runs", m0002_runs),
@@ -463,4 +501,5 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0015_run_files", m0015_run_files),
     ("0016_shared_store", m0016_shared_store),
     ("0017_traces", m0017_traces),
+    ("0018_push_outbox_references", m0018_push_outbox_references),
 ]

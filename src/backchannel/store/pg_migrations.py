@@ -307,9 +307,19 @@ CREATE INDEX runs_exchange_hops ON runs (origin, hops) WHERE hops > 0 OR id <> o
 CREATE INDEX outbound_created ON outbound (created_at);
 """
 
+# The push outbox keeps a reference, not a body (see store/migrations.py m0018_push_outbox_references). A settled
+# notification's body is left as it is: it is never read again, goes with the day's prune, and rewriting every
+# row would only leave dead ones.
+PUSH_OUTBOX_REFERENCES = """
+ALTER TABLE push_outbox ALTER COLUMN body DROP NOT NULL;
+ALTER TABLE push_outbox ADD COLUMN told_state text COLLATE "C" NOT NULL DEFAULT '';
+ALTER TABLE push_outbox ADD COLUMN told_at double precision;
+"""
+
 MIGRATIONS: list[tuple[str, str]] = [
     ("0001_schema", SCHEMA),
     ("0017_traces", TRACES),
+    ("0018_push_outbox_references", PUSH_OUTBOX_REFERENCES),
 ]
 
 

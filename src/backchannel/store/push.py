@@ -5,6 +5,9 @@ last turned into notifications for it, `done` set once its task's end is in the 
 is one outbox row, unique per (config, event): a state told once is never queued again, whoever notices
 it and however often. Rows of one config go out in order: only the oldest pending one is due.
 
+A row holds no body but what its run was when it was owed (`Told`: the state and its time), the body built
+from the run at delivery (core/push_bodies.py); a row queued before migration 0018 still holds its body.
+
     pending ──POST 2xx──> delivered
        └──── failed attempts past the bound ──> failed
 """
@@ -15,6 +18,7 @@ import time
 from dataclasses import dataclass
 
 from ..errors import Conflict, LimitReached
+from ..states import RunState
 from .driver import Db, Row, Tx
 
 _CONFIG = (
@@ -50,6 +54,14 @@ class PushConfigRow:
 
 
 @dataclass(frozen=True)
+class Told:
+    """What a notification tells of its run: the run's state and its `updated_at` when the notification was owed."""
+
+    state: RunState
+    at: float
+
+
+@dataclass(frozen=True)
 class Owed:
     """The oldest pending notification of one config: what to send where, and how often it was tried."""
 
@@ -58,7 +70,10 @@ class Owed:
     task_id: str
     owner: str  # of its config: whose slots its POST takes (core/push_slots.py)
     notification_id: str
-    body: bytes
+    event_key: str
+    version: str  # of its config: the shape of its body
+    told: Told | None  # None: queued before migration 0018, with its `body`
+    body: bytes | None
     attempts: int
     receiver: Receiver
 
@@ -69,7 +84,6 @@ class Event:
 
     key: str
     notification_id: str
-    body: bytes
 
 
 def _config(row: Row) -> PushConfigRow:
@@ -187,7 +201,7 @@ async def behind(db: Db) -> list[PushConfigRow]:
     return [_config(r) for r in rows]
 
 
-async def enqueue(db: Db, config_seq: int, events: list[Event], *, state: str, done: bool) -> int:
+async def enqueue(db: Db, config_seq: int, events: list[Event], *, told: Told) -> int:
     """Queue the notifications of a run state for one config (those already queued once are skipped) and record
     the state as told; the number queued. A config deleted meanwhile gets none."""
     now = time.time()
@@ -195,14 +209,14 @@ async def enqueue(db: Db, config_seq: int, events: list[Event], *, state: str, d
     async with db.tx() as tx:
         if not await tx.run(
             "UPDATE push_configs SET notified = ?, done = ?, updated_at = ? WHERE seq = ?",
-            (state, int(done), now, config_seq),
+            (told.state.value, int(told.state.terminal), now, config_seq),
         ):
             return 0
         for event in events:
             queued += await tx.run(
-                "INSERT INTO push_outbox (config_seq, event_key, notification_id, body, state, next_at, created_at)"
-                " VALUES (?, ?, ?, ?, 'pending', ?, ?) ON CONFLICT (config_seq, event_key) DO NOTHING",
-                (config_seq, event.key, event.notification_id, event.body, now, now),
+                "INSERT INTO push_outbox (config_seq, event_key, notification_id, told_state, told_at, state, next_at,"
+                " created_at) VALUES (?, ?, ?, ?, ?, 'pending', ?, ?) ON CONFLICT (config_seq, event_key) DO NOTHING",
+                (config_seq, event.key, event.notification_id, told.state.value, told.at, now, now),
             )
     return queued
 
@@ -211,9 +225,10 @@ async def due(db: Db, *, now: float, per_owner: int) -> list[Owed]:
     """The oldest pending notification of each config where it is due now, the first due first: at most
     `per_owner` of each owner's (so one owner's backlog never hides another's)."""
     rows = await db.all(
-        "SELECT seq, config_seq, task_id, owner, notification_id, body, attempts, url, token, auth_scheme,"
-        " auth_credentials FROM (SELECT o.seq, o.config_seq, o.next_at, c.task_id, c.owner, o.notification_id,"
-        " o.body, o.attempts, c.url, c.token, c.auth_scheme, c.auth_credentials,"
+        "SELECT seq, config_seq, task_id, owner, notification_id, event_key, version, told_state, told_at, body,"
+        " attempts, url, token, auth_scheme, auth_credentials FROM (SELECT o.seq, o.config_seq, o.next_at,"
+        " c.task_id, c.owner, o.notification_id, o.event_key, c.version, o.told_state, o.told_at, o.body,"
+        " o.attempts, c.url, c.token, c.auth_scheme, c.auth_credentials,"
         " ROW_NUMBER() OVER (PARTITION BY c.owner ORDER BY o.next_at, o.seq) AS nth"
         " FROM push_outbox o JOIN push_configs c ON c.seq = o.config_seq"
         " WHERE o.state = 'pending' AND o.next_at <= ? AND o.seq = (SELECT MIN(p.seq) FROM push_outbox p"
@@ -228,7 +243,10 @@ async def due(db: Db, *, now: float, per_owner: int) -> list[Owed]:
             task_id=r["task_id"],
             owner=r["owner"],
             notification_id=r["notification_id"],
-            body=bytes(r["body"]),
+            event_key=r["event_key"],
+            version=r["version"],
+            told=Told(RunState(r["told_state"]), r["told_at"]) if r["told_state"] else None,
+            body=None if r["body"] is None else bytes(r["body"]),
             attempts=r["attempts"],
             receiver=Receiver(r["url"], r["token"], r["auth_scheme"], r["auth_credentials"]),
         )

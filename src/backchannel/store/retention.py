@@ -2,8 +2,9 @@
 
 A run that ended (completed, failed, cancelled, expired, denied) and was created before the cut loses its message,
 its reply and its files; a message sent to a peer whose outcome is known, and a refusal, lose their message. Never
-touched: a run held, queued or running, and a run whose sender is still owed its wake-up (the reply is what the
-wake-up carries). Sessions' histories are the agents' own and stay.
+touched: a run held, queued or running, a run whose sender is still owed its wake-up (the reply is what the
+wake-up carries), and a run whose A2A push notifications are still owed (each one's body is built from the run
+when it is delivered: core/push_bodies.py). Sessions' histories are the agents' own and stay.
 
 Each pass reads only what was created since the last one (`store_meta`'s `retention_through`), from the oldest run
 that was still waiting or owed then: a store of a million runs is not read again every hour, and no run is
@@ -20,7 +21,11 @@ REMOVED = "(removed: older than store.keep_days)"
 BATCH = 500  # runs per transaction: a long prune never holds the store for long
 THROUGH = "retention_through"  # store_meta: every run created before this was pruned, or is not to be
 ENDED = "r.state IN ('completed', 'failed', 'cancelled', 'expired', 'denied')"
-NOT_OWED = "(r.wake = 0 OR EXISTS (SELECT 1 FROM runs w WHERE w.idempotency_key = ? || r.id))"
+NOT_OWED = (
+    "((r.wake = 0 OR EXISTS (SELECT 1 FROM runs w WHERE w.idempotency_key = ? || r.id))"
+    " AND NOT EXISTS (SELECT 1 FROM push_configs c WHERE c.task_id = r.id AND (c.done = 0"
+    " OR EXISTS (SELECT 1 FROM push_outbox o WHERE o.config_seq = c.seq AND o.state = 'pending'))))"
+)
 
 
 async def prune(db: Db, *, before: float, now: float) -> int:
