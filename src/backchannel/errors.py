@@ -9,6 +9,7 @@ BackchannelError
  ├── Conflict              exit 2, 409 conflict           e.g. an id or key already used differently
  ├── Refused               exit 2, 403 not_allowed       refused by local policy
  ├── Forbidden             exit 2, 403 forbidden         the key used does not reach this (a peer's key)
+ │    └── AgentKeyScope    exit 2, 403 agent_key_scope   an agent's key used past its profile's sessions' tools
  ├── AuthError             exit 1, 401 invalid_api_key
  ├── LimitReached          exit 1, 429 queue_full        a limit of the gateway's (also rate_limited, too_many_sessions)
  │    └── TooManyStreams   exit 1, 429 too_many_streams  a peer's key holds as many open streams as it may
@@ -126,6 +127,13 @@ class Forbidden(BackchannelError):
     http_status = 403
     code = "forbidden"
     type = "permission_error"
+
+
+class AgentKeyScope(Forbidden):
+    """An agent's key (`hermes connect`) acts only as its profile's sessions, through their tools and mentions:
+    anything else (another profile, the ledger, held messages, the gateway) is refused."""
+
+    code = "agent_key_scope"
 
 
 class AuthError(BackchannelError):

@@ -47,13 +47,16 @@ def protected(
     endpoint: Endpoint,
     *,
     person_only: bool = False,
+    agents: bool = False,
     runs: bool = False,
     anywhere: bool = False,
     spanned: bool = False,
 ) -> Endpoint:
     """The route with its key checked: the caller (the person, or the peer whose key it is) is kept on the
-    request; a peer's key reaches only the profiles it was made for (and `person_only` routes not at all).
-    A run route at the root finds a run in any profile: the route checks the run's own profile.
+    request; a peer's key reaches only the profiles it was made for (and `person_only` routes not at all). An
+    agent's key reaches only the `agents` routes (its sessions' tools and mentions), for its own profile; those
+    are the person's otherwise. A run route at the root finds a run in any profile: the route checks the run's own
+    profile.
 
     Traced, a request is a server span `METHOD /route`, unless `spanned`: the route's work has a server span of
     its own (a message handed in is its run's `invoke_agent`; an A2A request, its method's), a child of the
@@ -77,8 +80,11 @@ def protected(
         ctx = context(request)
         who = await ctx.gateway.access.identify(bearer(request), person_key=ctx.api_key)
         request.state.caller = who
-        if person_only:
-            who.require_person(f"{request.method} {request.url.path}")
+        what = f"{request.method} {request.url.path}"
+        if not agents:
+            who.require_agent_route(what)
+        if person_only or (agents and who.acts_as is None):
+            who.require_person(what)
         if anywhere:  # the home's as a whole: the route asks the caller itself
             return await endpoint(request)
         if not runs or "profile" in request.path_params:
@@ -166,12 +172,12 @@ def _api_routes(a2a: A2AEndpoints) -> list[BaseRoute]:
         ),
         Route(
             "/api/sessions/{session_id}/tools/{tool}",
-            protected(routes_tools.call_tool, person_only=True),  # acting as one of our sessions: the person only
+            protected(routes_tools.call_tool, agents=True),  # as one of our sessions: the person, or its agent
             methods=["POST"],
         ),
         Route(
             "/api/sessions/{session_id}/mentions",
-            protected(routes_tools.answer_mentions, person_only=True),
+            protected(routes_tools.answer_mentions, agents=True),
             methods=["POST"],
         ),
         Route("/v1/runs", protected(routes_runs.start_run, spanned=True), methods=["POST"]),

@@ -1,4 +1,8 @@
-"""Keys are identities: the home's API_SERVER_KEY is the person's; every other key is one peer's.
+"""Keys are identities: the home's API_SERVER_KEY is the person's; every other key is one peer's, or one agent's.
+
+An agent's key (`acts_as` a profile; `hermes connect` makes one for each Hermes home) acts only as that profile's
+sessions, through the routes the Hermes plugin calls (their tools and mentions), where the profile's rules apply as
+to any of its agents: nothing else, not even what a peer's key may do.
 
 A request is from whoever holds its key, whatever its headers say. `Caller` says who that is and what
 the key reaches; the HTTP routes ask it before they act. Peer keys are made, listed, rotated and revoked
@@ -19,10 +23,10 @@ import secrets
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 from .. import addresses
-from ..errors import AuthError, Forbidden, KeyRevoked, NotFound, StoreError, UsageError
+from ..errors import AgentKeyScope, AuthError, Conflict, Forbidden, KeyRevoked, NotFound, StoreError, UsageError
 from ..home import config
 from ..home.profiles import DEFAULT_PROFILE
 from ..store import peer_keys
@@ -44,6 +48,7 @@ class Caller:
     read: bool = True
     key_hash: str = field(default="", repr=False, compare=False)  # which key of the peer (a rotation is another)
     metrics: bool = True  # may scrape GET /metrics (the person; a key made with --metrics)
+    acts_as: str | None = None  # an agent's key: it acts only as this profile's sessions
 
     @property
     def is_person(self) -> bool:
@@ -51,6 +56,8 @@ class Caller:
 
     @property
     def shown(self) -> str:
+        if self.acts_as is not None:
+            return f"the agent key {self.peer!r} of profile {self.acts_as!r}"
         return "the person's key" if self.peer is None else f"the key of peer {self.peer!r}"
 
     def reaches(self, profile: str) -> bool:
@@ -77,11 +84,22 @@ class Caller:
     # --- what a route asks ----------------------------------------------------------------------
 
     def require_profile(self, profile: str) -> str:
+        if self.acts_as is not None and profile != self.acts_as:
+            raise AgentKeyScope(f"{self.shown} acts only as the sessions of {self.acts_as!r}, not of {profile!r}")
         if not self.reaches(profile):
             raise Forbidden(f"{self.shown} does not reach profile {profile!r} (it reaches: {', '.join(self.profiles)})")
         return profile
 
+    def require_agent_route(self, what: str) -> None:
+        """An agent's key calls its sessions' tools and mentions, and nothing else."""
+        if self.acts_as is not None:
+            raise AgentKeyScope(
+                f"{what} is not for {self.shown}: it may only call the tools and mentions of that profile's "
+                "sessions (POST /p/<profile>/api/sessions/<id>/tools/<tool> and …/mentions)"
+            )
+
     def require_person(self, what: str) -> None:
+        self.require_agent_route(what)
         if not self.is_person:
             raise Forbidden(f"{what} takes the person's key; {self.shown} cannot")
 
@@ -158,7 +176,14 @@ class Access:
             raise _unknown(key_sent=True)
         with contextlib.suppress(StoreError):  # a store that cannot be written (a full disk) still knows the key
             await peer_keys.stamp_use(self.db, found)
-        return Caller(found.name, found.profiles, found.read, key_hash=peer_keys.digest(token), metrics=found.metrics)
+        return Caller(
+            found.name,
+            found.profiles,
+            found.read,
+            key_hash=peer_keys.digest(token),
+            metrics=found.metrics,
+            acts_as=found.acts_as,
+        )
 
     # --- streams opened with a key that is revoked meanwhile -------------------------------------
 
@@ -257,6 +282,36 @@ class Access:
         made = await peer_keys.create(self.db, name, key, profiles=reach, read=read, metrics=metrics)
         return peer_key_view(made), key
 
+    async def for_agent(
+        self, profile: str, *, hermes_home: str, held: str | None, rotate: bool = False
+    ) -> tuple[PeerKeyView, str, Literal["made", "reused", "rotated"]]:
+        """The agent key of `profile` for the Hermes home `hermes_home`, whose .env holds `held` now: that one
+        again when it is this key in force (and not `rotate`), else a new value (the old one stops at once).
+        (its record, the key, which of the three)."""
+        if profile not in self.profiles():
+            raise NotFound(f"no profile {profile!r} (profiles: {', '.join(self.profiles()) or 'none'})",
+                           code="profile_not_found")  # fmt: skip
+        name = agent_key_name(profile)
+        existing = await self.get(name)
+        if existing is None:
+            key = new_key()
+            made = await peer_keys.create(
+                self.db, name, key, profiles=(profile,), read=False, acts_as=profile, hermes_home=hermes_home
+            )
+            return peer_key_view(made), key, "made"
+        if existing.acts_as != profile:
+            raise Conflict(
+                f"a key named {name!r} exists already, and it is not the agent key of profile {profile!r}: "
+                f"`backchannel key revoke {name}` first",
+                code="key_exists",
+            )
+        found = peer_keys.match(await peer_keys.by_hash(self.db), held) if held else None
+        if found is not None and found.name == name and not rotate:
+            return peer_key_view(await peer_keys.place(self.db, name, hermes_home)), held or "", "reused"
+        key = new_key()
+        await peer_keys.rotate(self.db, name, key)
+        return peer_key_view(await peer_keys.place(self.db, name, hermes_home)), key, "rotated"
+
     async def rotate(self, name: str) -> tuple[PeerKeyView, str]:
         config.check_name(name, what="key")
         key = new_key()
@@ -271,6 +326,11 @@ class Access:
 
     async def get(self, name: str) -> PeerKeyView | None:
         return next((k for k in await self.keys() if k.name == name), None)
+
+
+def agent_key_name(profile: str) -> str:
+    """The name of the agent key of `profile` (as `key list` shows it)."""
+    return f"hermes-{profile}"[:64]
 
 
 def new_key() -> str:

@@ -328,6 +328,8 @@ class PeerKeyView:
     rotated_at: float | None
     last_used_at: float | None
     metrics: bool = False  # may scrape GET /metrics
+    acts_as: str | None = None  # an agent's key: it acts only as this profile's sessions
+    hermes_home: str | None = None  # the Hermes home whose .env holds it (`hermes connect`)
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "profiles": list(self.profiles)}
@@ -342,4 +344,6 @@ def peer_key_view(row: PeerKey) -> PeerKeyView:
         rotated_at=row.rotated_at,
         last_used_at=row.last_used_at,
         metrics=row.metrics,
+        acts_as=row.acts_as,
+        hermes_home=row.hermes_home,
     )

@@ -484,6 +484,18 @@ def m0018_push_outbox_references(conn: sqlite3.Connection) -> None:
     )
 
 
+def m0019_agent_keys(conn: sqlite3.Connection) -> None:
+    """A key may act as one profile's sessions (`acts_as`: an agent key, such as `hermes connect` makes for a Hermes
+    home, whose folder is kept in `hermes_home` for `doctor`); NULL for a peer's key."""
+    _run(
+        conn,
+        """
+        ALTER TABLE peer_keys ADD COLUMN acts_as TEXT;
+        ALTER TABLE peer_keys ADD COLUMN hermes_home TEXT
+        """,
+    )
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0001_sessions_messages", m0001_sessions_messages),
     ("0002_runs", m0002_runs),
@@ -502,4 +514,5 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0016_shared_store", m0016_shared_store),
     ("0017_traces", m0017_traces),
     ("0018_push_outbox_references", m0018_push_outbox_references),
+    ("0019_agent_keys", m0019_agent_keys),
 ]

@@ -1,4 +1,5 @@
 """Keys given to peers: one row per name, with the profiles it reaches, whether it may read, and only its hash.
+An agent's key (`acts_as` a profile) is a row here too: it acts only as that profile's sessions.
 
 Kept in state.db rather than a home file: the gateway looks a key up on every request, and a key
 created, rotated or revoked by a CLI beside a running gateway is in force at its next request with
@@ -32,6 +33,8 @@ class PeerKey:
     rotated_at: float | None
     last_used_at: float | None
     metrics: bool = False  # may scrape GET /metrics
+    acts_as: str | None = None  # an agent's key: it acts only as this profile's sessions (their tools, mentions)
+    hermes_home: str | None = None  # the Hermes home whose .env holds it (`hermes connect`)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -42,6 +45,8 @@ class PeerKey:
             "rotated_at": self.rotated_at,
             "last_used_at": self.last_used_at,
             "metrics": self.metrics,
+            "acts_as": self.acts_as,
+            "hermes_home": self.hermes_home,
         }
 
 
@@ -59,11 +64,21 @@ def _row(row: Row) -> PeerKey:
         rotated_at=row["rotated_at"],
         last_used_at=row["last_used_at"],
         metrics=bool(row["metrics"]),
+        acts_as=row["acts_as"],
+        hermes_home=row["hermes_home"],
     )
 
 
 async def create(
-    db: Db, name: str, key: str, *, profiles: tuple[str, ...], read: bool, metrics: bool = False
+    db: Db,
+    name: str,
+    key: str,
+    *,
+    profiles: tuple[str, ...],
+    read: bool,
+    metrics: bool = False,
+    acts_as: str | None = None,
+    hermes_home: str | None = None,
 ) -> PeerKey:
     now = time.time()
     async with db.tx() as tx:
@@ -73,9 +88,9 @@ async def create(
                 code="key_exists",
             )
         row = await tx.one(
-            "INSERT INTO peer_keys (name, key_hash, profiles, read, created_at, metrics) VALUES (?, ?, ?, ?, ?, ?)"
-            " RETURNING *",
-            (name, digest(key), json.dumps(list(profiles)), int(read), now, int(metrics)),
+            "INSERT INTO peer_keys (name, key_hash, profiles, read, created_at, metrics, acts_as, hermes_home)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING *",
+            (name, digest(key), json.dumps(list(profiles)), int(read), now, int(metrics), acts_as, hermes_home),
         )
     assert row is not None  # INSERT … RETURNING gives the row it wrote
     return _row(row)
@@ -87,6 +102,15 @@ async def rotate(db: Db, name: str, key: str) -> PeerKey:
             "UPDATE peer_keys SET key_hash = ?, rotated_at = ?, last_used_at = NULL WHERE name = ? RETURNING *",
             (digest(key), time.time(), name),
         )
+    if row is None:
+        raise await _unknown(db, name)
+    return _row(row)
+
+
+async def place(db: Db, name: str, hermes_home: str) -> PeerKey:
+    """Note the Hermes home whose .env holds the key now."""
+    async with db.tx() as tx:
+        row = await tx.one("UPDATE peer_keys SET hermes_home = ? WHERE name = ? RETURNING *", (hermes_home, name))
     if row is None:
         raise await _unknown(db, name)
     return _row(row)

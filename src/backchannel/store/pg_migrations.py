@@ -316,10 +316,17 @@ ALTER TABLE push_outbox ADD COLUMN told_state text COLLATE "C" NOT NULL DEFAULT 
 ALTER TABLE push_outbox ADD COLUMN told_at double precision;
 """
 
+# A key that acts as one profile's sessions (see store/migrations.py m0019_agent_keys).
+AGENT_KEYS = """
+ALTER TABLE peer_keys ADD COLUMN acts_as text COLLATE "C";
+ALTER TABLE peer_keys ADD COLUMN hermes_home text COLLATE "C";
+"""
+
 MIGRATIONS: list[tuple[str, str]] = [
     ("0001_schema", SCHEMA),
     ("0017_traces", TRACES),
     ("0018_push_outbox_references", PUSH_OUTBOX_REFERENCES),
+    ("0019_agent_keys", AGENT_KEYS),
 ]
 
 
