@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "approve": ("held_cmd", "Queue a held message."),
     "deny": ("held_cmd", "Refuse a held message."),
     "key": ("key_cmd", "The person's key, and keys for peers."),
+    "hermes": ("hermes_cmd", "Connect a Hermes Agent home to a profile."),
     "gateway": ("gateway_cmd", "Serve the HTTP API and run queued turns until stopped."),
     "mcp": ("mcp_cmd", "An MCP server on stdio: the messaging tools, as PROFILE."),
     "doctor": ("doctor_cmd", "Check the home and everything it names."),

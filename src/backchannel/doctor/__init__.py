@@ -14,7 +14,7 @@ from ..errors import BackchannelError
 from ..home import peers
 from ..home.runtime import listening
 from ..store.backend import is_shared
-from . import configs, disk, endpoints, gateways, groups, mcp, shared
+from . import configs, disk, endpoints, gateways, groups, hermes, mcp, shared
 from .report import Check, Report, Status, fail
 
 __all__ = ["Check", "Report", "Status", "examine"]
@@ -61,6 +61,7 @@ async def examine(root: Path, *, deep: bool = False) -> Report:
             checks.append(fail("peers", f"cannot read the peers' keys: {exc.message}"))
             known = []
         remote += [_one(gateways.peer(p)) for p in known]
+        remote.append(hermes.connected(root, settings))
     for found_checks in await asyncio.gather(*remote):
         checks += found_checks
     return Report(tuple(checks))

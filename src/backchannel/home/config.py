@@ -13,6 +13,7 @@ import re
 import secrets
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -208,16 +209,23 @@ def read_env(root: Path) -> dict[str, str]:
 
 def set_env_value(root: Path, name: str, value: str | None) -> None:
     """Set (or with None remove) one variable in .env, keeping the other lines; mode 0600."""
+    set_env_values(root, {name: value})
+
+
+def set_env_values(root: Path, values: Mapping[str, str | None]) -> None:
+    """Set (or with None remove) variables in the .env of the folder `root` (this home's, or a Hermes home's) in
+    one write, keeping the other lines; mode 0600."""
     path = env_path(root)
     read_env(root)  # refuse to rewrite a file we cannot parse
     lines = files.read_text(path, missing_ok=True).splitlines()
-    pattern = re.compile(rf"^\s*(export\s+)?{re.escape(name)}\s*=")
-    kept = [line for line in lines if not pattern.match(line)]
-    if value is not None:
-        if any(c in value for c in "\r\n\0"):
-            raise UsageError(f"the value of {name} may not contain line breaks")
-        kept.append(f"{name}={_quote(value)}")
-    write_atomic(path, "\n".join(kept) + "\n", mode=0o600)
+    for name, value in values.items():
+        pattern = re.compile(rf"^\s*(export\s+)?{re.escape(name)}\s*=")
+        lines = [line for line in lines if not pattern.match(line)]
+        if value is not None:
+            if any(c in value for c in "\r\n\0"):
+                raise UsageError(f"the value of {name} may not contain line breaks")
+            lines.append(f"{name}={_quote(value)}")
+    write_atomic(path, "\n".join(lines) + "\n", mode=0o600)
 
 
 def _quote(value: str) -> str:
