@@ -97,7 +97,8 @@ def test_connect_makes_a_missing_profile_in_that_hermes_gateway(initialised: Pat
     (hermes_home / ".env").write_text("API_SERVER_PORT=8765\n")  # its API server has no key yet
     out = connect("builds", "--hermes-home", str(hermes_home))
     made = out["profile_made"]
-    assert made["base_url"] == "http://127.0.0.1:8765" and made["hermes_env"] == ["API_SERVER_ENABLED", "API_SERVER_KEY"]
+    assert made["base_url"] == "http://127.0.0.1:8765"
+    assert made["hermes_env"] == ["API_SERVER_ENABLED", "API_SERVER_KEY"]
     env = hermes_env(hermes_home)
     assert env["API_SERVER_ENABLED"] == "true" and len(env["API_SERVER_KEY"]) >= 16
     assert config.read_env(initialised)[made["api_key_env"]] == env["API_SERVER_KEY"]
@@ -145,7 +146,8 @@ def test_the_connected_key_acts_as_its_profiles_sessions_and_nothing_else(
     # As its profile's session: research's rules apply (deny by default), then allowed.
     refused = agent.post(f"/p/research/api/sessions/{session}/tools/send_to_session", json=send)
     assert refused.status_code == 200, refused.text
-    assert refused.json()["result"]["result"] == "refused" and refused.json()["result"]["error"]["code"] == "not_allowed"
+    result = refused.json()["result"]
+    assert result["result"] == "refused" and result["error"]["code"] == "not_allowed"
     set_messaging(gateway.root, "research", allow=["builds"])
     sent = agent.post(f"/p/research/api/sessions/{session}/tools/send_to_session", json=send)
     assert sent.status_code == 200 and sent.json()["result"]["result"] == "delivered", sent.text
@@ -184,7 +186,8 @@ def test_the_connected_key_acts_as_its_profiles_sessions_and_nothing_else(
     old = agent.post(f"/p/research/api/sessions/{session}/tools/list_sessions", json={"arguments": {}})
     assert old.status_code == 401
     new = as_key(gateway, hermes_env(hermes_home)["BACKCHANNEL_API_KEY"])
-    assert new.post(f"/p/research/api/sessions/{session}/tools/list_sessions", json={"arguments": {}}).status_code == 200
+    listed = new.post(f"/p/research/api/sessions/{session}/tools/list_sessions", json={"arguments": {}})
+    assert listed.status_code == 200, listed.text
 
 
 def test_a_peers_key_still_cannot_call_a_sessions_tools(gateway: GatewayThread) -> None:

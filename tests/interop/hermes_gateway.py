@@ -48,7 +48,8 @@ needs_hermes = pytest.mark.skipif(
 )
 
 
-def _config(model_base_url: str) -> dict[str, Any]:
+def base_config(model_base_url: str) -> dict[str, Any]:
+    """The config.yaml that keeps a Hermes gateway on loopback, its model the scripted one at `model_base_url`."""
     return {
         # context_length: no context-window probes (one of them asks openrouter.ai)
         "model": dict(provider="custom", default="scripted", base_url=model_base_url, context_length=65536),
@@ -78,7 +79,8 @@ class HermesGateway:
     """`hermes gateway run` as a subprocess; a context manager that starts it and stops it on exit.
 
     `config` is merged into the generated config.yaml (e.g. {"platform_toolsets": {"api_server": [...]}});
-    `files` are written into HERMES_HOME before it starts (SOUL.md, .env).
+    `files` are written into HERMES_HOME before it starts (SOUL.md, .env). With `home`, that folder is HERMES_HOME
+    as it is (its config.yaml and .env made beforehand, `port` its API_SERVER_PORT), and it is left in place.
     """
 
     def __init__(
@@ -91,17 +93,20 @@ class HermesGateway:
         files: dict[str, str] | None = None,
         expect_version: str | None = "0.19.0",
         start_timeout: float = 60.0,
+        home: Path | None = None,
+        port: int | None = None,
     ) -> None:
         if len(api_key) < 16:
             raise ValueError("Hermes refuses to start its API server with a key under 16 characters")
         self.api_key = api_key
         self.python = python if os.path.isabs(python) else str(ROOT / python)
-        self.config = _merge(_config(model_base_url), config or {})
+        self.config = _merge(base_config(model_base_url), config or {})
         self.files = dict(files or {})  # written into HERMES_HOME: SOUL.md, .env (the plugin's settings) ...
         self.expect_version, self.start_timeout = expect_version, start_timeout
         self.url = self.version = ""
         self.start_seconds = 0.0  # from spawn to the first good /health
-        self.home: Path | None = None  # HERMES_HOME (state.db, logs/), removed on exit
+        self.home: Path | None = home  # HERMES_HOME (state.db, logs/), removed on exit unless given
+        self._given_home, self._port = home is not None, port
         self._tmp: Path | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._log = ""
@@ -118,12 +123,14 @@ class HermesGateway:
 
     def start(self) -> Self:
         self._tmp = Path(tempfile.mkdtemp(prefix="hermes-gw-"))
-        self.home = self._tmp / ".hermes"
-        self.home.mkdir()
-        (self.home / "config.yaml").write_text(json.dumps(self.config, indent=2))  # JSON is YAML
-        for name, text in self.files.items():
-            (self.home / name).write_text(text)
-        port = _free_port()
+        if not self._given_home:
+            self.home = self._tmp / ".hermes"
+            self.home.mkdir()
+            (self.home / "config.yaml").write_text(json.dumps(self.config, indent=2))  # JSON is YAML
+            for name, text in self.files.items():
+                (self.home / name).write_text(text)
+        assert self.home is not None
+        port = self._port or _free_port()
         self.url = f"http://127.0.0.1:{port}"
         env = dict(PATH=os.environ.get("PATH", "/usr/bin:/bin"), LANG="C.UTF-8", PYTHONUNBUFFERED="1")
         env.update(HOME=str(self._tmp), HERMES_HOME=str(self.home), API_SERVER_ENABLED="true")
