@@ -87,6 +87,10 @@ def test_connect_writes_its_own_key_the_url_and_profile_and_enables_the_plugin(
     assert again["key_was"] == "reused" and again["env_set"] == [] and again["config_added"] == []
     assert not any("hermes gateway" in line for line in again["restart"])
     assert hermes_env(hermes_home)["BACKCHANNEL_API_KEY"] == env["BACKCHANNEL_API_KEY"]
+    said = run_cli("hermes", "connect", "research", "--hermes-home", str(hermes_home))
+    assert said.exit_code == 0 and "Traceback" not in said.stderr, said.stderr
+    assert "key hermes-research: kept (that .env holds it" in said.stdout
+    assert "nothing changed: nothing to restart" in said.stdout
     rotated = connect("research", "--hermes-home", str(hermes_home), "--rotate")
     assert rotated["key_was"] == "rotated" and rotated["env_set"] == ["BACKCHANNEL_API_KEY"]
     assert hermes_env(hermes_home)["BACKCHANNEL_API_KEY"] != env["BACKCHANNEL_API_KEY"]
@@ -95,15 +99,17 @@ def test_connect_writes_its_own_key_the_url_and_profile_and_enables_the_plugin(
 
 def test_connect_makes_a_missing_profile_in_that_hermes_gateway(initialised: Path, hermes_home: Path) -> None:
     (hermes_home / ".env").write_text("API_SERVER_PORT=8765\n")  # its API server has no key yet
+    said = run_cli("hermes", "connect", "builds", "--hermes-home", str(hermes_home))
+    assert said.exit_code == 0 and "Traceback" not in said.stderr, said.stderr
+    assert "profile builds: made, engine hermes at http://127.0.0.1:8765" in said.stdout
+    assert "hermes gateway restart" in said.stdout
     out = connect("builds", "--hermes-home", str(hermes_home))
-    made = out["profile_made"]
-    assert made["base_url"] == "http://127.0.0.1:8765"
-    assert made["hermes_env"] == ["API_SERVER_ENABLED", "API_SERVER_KEY"]
+    assert out["key_was"] == "reused" and out["profile_made"] is None
+    made = json.loads(run_cli("profile", "show", "builds", "--json").stdout)
+    assert made["engine"] == "hermes" and made["base_url"] == "http://127.0.0.1:8765"
     env = hermes_env(hermes_home)
     assert env["API_SERVER_ENABLED"] == "true" and len(env["API_SERVER_KEY"]) >= 16
-    assert config.read_env(initialised)[made["api_key_env"]] == env["API_SERVER_KEY"]
-    shown = json.loads(run_cli("profile", "show", "builds", "--json").stdout)
-    assert shown["engine"] == "hermes" and shown["base_url"] == "http://127.0.0.1:8765"
+    assert config.read_env(initialised)[made["api_key_env"]] == env["API_SERVER_KEY"]  # Backchannel drives Hermes
 
 
 @pytest.mark.parametrize(

@@ -117,8 +117,6 @@ def connect(profile: str, hermes_home: str | None, url: str | None, rotate: bool
         hermes_files.set_env(home, wanted)
     changed = bool(changed_env or enabled or made_profile)
     restart = [_restart(home)] if changed else []
-    if listening(root) is None:
-        restart.append("backchannel gateway   (not running: the plugin calls it)")
     out = {
         "profile": profile,
         "hermes_home": str(home),
@@ -131,19 +129,20 @@ def connect(profile: str, hermes_home: str | None, url: str | None, rotate: bool
         "config_added": enabled,
         "profile_made": made_profile,
         "restart": restart,
+        "gateway_running": listening(root) is not None,
     }
     emit(out, as_json=as_json, text=lambda: _print(out))
 
 
 def _print(out: dict[str, Any]) -> None:
-    told = {"made": "made", "reused": "kept (DIR/.env holds it, in force)", "rotated": "made anew (the old one stops)"}
+    told = {"made": "made", "reused": "kept (that .env holds it, in force)", "rotated": "made anew (the old one stops)"}
     click.echo(f"connected Hermes home {out['hermes_home']!r} to profile {out['profile']!r}")
     if out["profile_made"]:
         made = out["profile_made"]
         click.echo(
             f"  profile {out['profile']}: made, engine hermes at {made['base_url']} (key in {made['api_key_env']})"
         )
-    click.echo(f"  key {out['key_name']}: {told[out['key']]}; it acts only as {out['profile']}'s sessions")
+    click.echo(f"  key {out['key_name']}: {told[out['key_was']]}; it acts only as {out['profile']}'s sessions")
     click.echo(f"  {out['env']}: " + (", ".join(out["env_set"]) + " set" if out["env_set"] else "unchanged"))
     click.echo(f"  {out['config']}: " + ("; ".join(out["config_added"]) if out["config_added"] else "unchanged"))
     if out["restart"]:
@@ -152,5 +151,7 @@ def _print(out: dict[str, Any]) -> None:
             click.echo(f"  {line}")
     else:
         click.echo("nothing changed: nothing to restart")
+    if not out["gateway_running"]:
+        click.echo("and start Backchannel's gateway (backchannel gateway): the plugin calls it")
     profile = out["profile"]
     note(f"its sessions may message what profile {profile!r} allows: backchannel profile allow {profile} TARGET")
