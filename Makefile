@@ -30,11 +30,16 @@ HERMES_VENV := .venv-hermes
 HERMES_STAMP := $(HERMES_VENV)/.installed
 HERMES_PLUGIN := $(HERMES_VENV)/.backchannel-plugin
 
-.PHONY: demo test test-pg quick faults interop bench bench-hermes lint install clean browser postgres a2a03 inspector wine windows
+.PHONY: demo test test-pg quick faults interop bench bench-hermes lint install clean browser postgres a2a03 inspector wine windows dist
+
+# The distribution was called `backchannel` before it was `agent-backchannel`: a venv made then has both, and each
+# would give Hermes the plugin (the old one's metadata is still in src/ for an editable install): the old one goes.
+FORGET_OLD_NAME = -m pip uninstall --quiet --yes backchannel 2>/dev/null; rm -rf src/backchannel.egg-info
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python $(FORGET_OLD_NAME)
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
@@ -107,6 +112,7 @@ $(HERMES_STAMP):
 
 # Backchannel itself (and so its Hermes plugin, entry point group hermes_agent.plugins) in Hermes's venv.
 $(HERMES_PLUGIN): $(HERMES_STAMP) pyproject.toml
+	$(HERMES_VENV)/bin/python $(FORGET_OLD_NAME)
 	$(HERMES_VENV)/bin/python -m pip install --quiet -e .
 	touch $(HERMES_PLUGIN)
 
@@ -142,10 +148,16 @@ bench: $(STAMP) postgres
 bench-hermes: $(STAMP) $(HERMES_PLUGIN)
 	$(BIN)/python bench/hermes.py
 
+# The sdist and the wheel in dist/ (PyPA's `build`, from the dev extra): `pip install dist/agent_backchannel-*.whl`
+# installs Backchannel and its Hermes plugin anywhere (tests/interop/test_wheel.py installs it as the README says).
+dist: $(STAMP)
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist .
+
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench scripts
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
 clean:
-	rm -rf $(VENV) $(HERMES_VENV) $(A2A03_VENV) $(INSPECTOR_DIR) $(WINDOWS_DIR) build *.egg-info src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(HERMES_VENV) $(A2A03_VENV) $(INSPECTOR_DIR) $(WINDOWS_DIR) build dist *.egg-info src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

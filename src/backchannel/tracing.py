@@ -2,7 +2,8 @@
 
 Tracing is on in a process once `setup()` found either a tracer provider its host set (the Hermes plugin in a
 traced Hermes, a test) or the standard variables asking for an exporter (`OTEL_TRACES_EXPORTER`, or an
-`OTEL_EXPORTER_OTLP_*ENDPOINT`) with the OpenTelemetry SDK installed (`pip install 'backchannel[otel]'`).
+`OTEL_EXPORTER_OTLP_*ENDPOINT`) with the OpenTelemetry SDK installed (the `otel` extra:
+`pip install '<Backchannel's folder or wheel>[otel]'`).
 Off, every helper here returns at once, so the turn path pays one function call.
 
 A span's context crosses processes as W3C `traceparent`/`tracestate` (HTTP headers, MCP's `_meta`) and is kept
@@ -122,7 +123,7 @@ def _decide(service: str, attributes: dict[str, str]) -> bool:
     except ImportError:
         log.warning(
             "OTEL_TRACES_EXPORTER or an OTLP endpoint is set, but the OpenTelemetry SDK is not installed: "
-            "no traces are sent (pip install 'backchannel[otel]')"
+            "no traces are sent (install the otel extra: pip install '<Backchannel's folder or wheel>[otel]')"
         )
         return False
     exporters = [e for e in (_exporter(name) for name in wanted) if e is not None]

@@ -1,16 +1,18 @@
 """The Backchannel plugin for Hermes Agent: `send_to_session` and its siblings inside a Hermes session.
 
-Installed into Hermes's environment with Backchannel itself (`pip install backchannel` there; the entry
-point group `hermes_agent.plugins` names it `backchannel`) and enabled with `hermes plugins enable
-backchannel`. It registers the tools Backchannel's own agents get, with the same schemas (imported from
-`backchannel.agent.tools.messaging`, so they cannot drift), and hands each call to the Backchannel gateway
-as the calling Hermes session: there the sender's allowlist, hops, chain and pair budget apply exactly as
-for a native agent (the turn in progress on that session is the one the call comes from).
+Installed into Hermes's environment with Backchannel itself (`pip install` of Backchannel's folder or wheel
+there; the entry point group `hermes_agent.plugins` names it `backchannel`) and enabled in a Hermes home by
+`backchannel hermes connect`, which writes its settings there too. It registers the tools Backchannel's own
+agents get, with the same schemas (imported from `backchannel.agent.tools.messaging`, so they cannot drift), and
+hands each call to the Backchannel gateway as the calling Hermes session: there the sender's allowlist, hops, chain
+and pair budget apply exactly as for a native agent (the turn in progress on that session is the one the call
+comes from).
 
 Settings, read from the environment at each call (Hermes loads `$HERMES_HOME/.env` into it):
 
     BACKCHANNEL_URL       the Backchannel gateway, default http://127.0.0.1:8377
-    BACKCHANNEL_API_KEY   its API_SERVER_KEY
+    BACKCHANNEL_API_KEY   the key `backchannel hermes connect` made for this Hermes home (it acts only as the
+                          profile's sessions; the person's API_SERVER_KEY works too, and should not be here)
     BACKCHANNEL_PROFILE   the Backchannel profile these Hermes sessions belong to (default: Hermes's profile)
 
 Every failure, the gateway's refusals (`not_allowed`, `would_deadlock` …) and an unreachable gateway

@@ -48,6 +48,6 @@ def open_store(root: Path, settings: GatewayConfig) -> Db:
     except ImportError as exc:
         raise ConfigError(
             f"the store at {url.split('@')[-1]!r} is PostgreSQL, whose driver is not installed here: "
-            "pip install 'backchannel[postgres]'"
+            "install the postgres extra (pip install '<Backchannel's folder or wheel>[postgres]')"
         ) from exc
     return PgDatabase(url, password=config.secret_value(root, STORE_PASSWORD_VAR), pool_size=settings.store.pool_size)
