@@ -102,9 +102,12 @@ class Demo:
     def stop_gateways(self) -> None:
         for label, (proc, _) in self.gateways.items():
             if proc.poll() is None:
-                with contextlib.suppress(StepFailed, KeyboardInterrupt, subprocess.TimeoutExpired):
-                    # As on SIGTERM, on every platform: running turns finish within its grace, then it exits.
-                    self.run(label, "gateway", "stop")
+                if label not in self.homes:  # a Hermes gateway: SIGTERM stops it
+                    proc.terminate()
+                else:
+                    with contextlib.suppress(StepFailed, KeyboardInterrupt, subprocess.TimeoutExpired):
+                        # As on SIGTERM, on every platform: running turns finish within its grace, then it exits.
+                        self.run(label, "gateway", "stop")
                 try:
                     proc.wait(20)
                 except subprocess.TimeoutExpired:
@@ -220,41 +223,29 @@ def hermes_sessions(demo: Demo) -> None:
     if not model_url:
         print("\n(Hermes sessions through Backchannel: set BACKCHANNEL_DEMO_MODEL_URL to an OpenAI-compatible model.)")
         return
-    step("Hermes sessions message each other through Backchannel (two Hermes gateways, the plugin enabled)")
-    port = demo.gateways["home"][1]
-    key = demo.run("home", "key", "show").strip()
+    step("Hermes sessions message each other through Backchannel: one `hermes connect` per Hermes home, one allow rule")
     for name in ("hermes-research", "hermes-builds"):
         hermes_port = _free_port()
         home = demo.base / name
         home.mkdir()
-        settings = {
-            "model": {"provider": "custom", "default": model, "base_url": model_url},
-            "plugins": {"enabled": ["backchannel"]},
-        }
+        # The Hermes home as its person set it up: a model, a persona, the API server on (Backchannel drives its
+        # turns through it). `hermes connect` adds the rest: its own key, Backchannel's URL, the plugin enabled.
+        settings = {"model": {"provider": "custom", "default": model, "base_url": model_url}}
         (home / "config.yaml").write_text(yaml.safe_dump(settings))
         (home / ".env").write_text(
-            f"BACKCHANNEL_URL=http://127.0.0.1:{port}\nBACKCHANNEL_API_KEY={key}\nBACKCHANNEL_PROFILE={name}\n"
+            f"API_SERVER_ENABLED=true\nAPI_SERVER_KEY={HERMES_KEY}\nAPI_SERVER_PORT={hermes_port}\n"
         )
         (home / "SOUL.md").write_text(f"You are {name}.\n")
-        env = {
-            **os.environ,
-            "HERMES_HOME": str(home),
-            "API_SERVER_ENABLED": "true",
-            "API_SERVER_KEY": HERMES_KEY,
-            "API_SERVER_PORT": str(hermes_port),
-        }
-        print(f"{DIM}[{name}]{RESET} {BOLD}$ HERMES_HOME={home} API_SERVER_ENABLED=true hermes gateway run{RESET}")
+        print(f"{DIM}[{name}]{RESET} a Hermes home: {home} (its .env turns its API server on at port {hermes_port})")
+        demo.run("home", "hermes", "connect", name, "--hermes-home", str(home))
+        env = {**os.environ, "HERMES_HOME": str(home)}
+        print(f"{DIM}[{name}]{RESET} {BOLD}$ HERMES_HOME={home} hermes gateway run{RESET}")
         log = (demo.base / f"{name}.log").open("wb")
         proc = subprocess.Popen(
             [str(HERMES_PYTHON), "-m", "hermes_cli.main", "gateway", "run"], env=env, stdout=log, stderr=log
         )
         demo.gateways[name] = (proc, hermes_port)
         _wait_for(f"http://127.0.0.1:{hermes_port}/health", name)
-        demo.run("home", "profile", "create", name, "--engine", "hermes", "--base-url",
-                 f"http://127.0.0.1:{hermes_port}", "--api-key-env", "DEMO_HERMES_KEY")  # fmt: skip
-    with (demo.homes["home"] / ".env").open("a") as env_file:
-        env_file.write(f"DEMO_HERMES_KEY={HERMES_KEY}\n")
-    print(f"{DIM}[home]{RESET} .env: added DEMO_HERMES_KEY=<the Hermes gateways' API_SERVER_KEY>")
     demo.run("home", "profile", "allow", "hermes-research", "hermes-builds")
     demo.run("home", "send", "hermes-research", "Use send_to_session to ask hermes-builds for a one-word status.")
     demo.run("home", "ledger", "hermes-research", "hermes-builds")
