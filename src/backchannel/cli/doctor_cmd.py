@@ -33,7 +33,8 @@ def doctor(deep: bool, as_json: bool) -> None:
     \b
     Checks config.yaml and .env (mode 0600), state.db (opens, intact), every profile's config.yaml (unknown keys,
     wrong values), each openai endpoint (answers /models, lists the model), whether this home's
-    gateway runs and where, and whether every peer answers and accepts its key.
+    gateway runs and where, whether every peer answers and accepts its key, and whether each Hermes home
+    connected with `hermes connect` still holds its key in force and enables the plugin.
     Exit 0 when nothing failed (warnings allowed), 1 when something did.
     """
     from ..doctor import examine
