@@ -7,12 +7,13 @@ profile's rules) and is refused (403 agent_key_scope) for anything else; the per
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
 import httpx
 import pytest
 
+from backchannel.cli.hermes_cmd import restart_hint
 from backchannel.home import config
 from conftest import GatewayThread, api_key, is_private, run_cli
 from gateway_http import set_messaging
@@ -200,6 +201,14 @@ def test_a_peers_key_still_cannot_call_a_sessions_tools(gateway: GatewayThread) 
     made = json.loads(run_cli("key", "create", "spark", "--json").stdout)["key"]
     answer = as_key(gateway, made).post("/api/sessions/x/tools/list_sessions", json={"arguments": {}})
     assert answer.status_code == 403 and answer.json()["error"]["code"] == "forbidden"
+
+
+def test_the_restart_line_is_typed_as_each_shell_reads_a_windows_or_posix_path() -> None:
+    windows = restart_hint(PureWindowsPath(r"C:\Users\me o'neil\.hermes"), windows=True)
+    assert r"set HERMES_HOME=C:\Users\me o'neil\.hermes  (PowerShell: $env:HERMES_HOME = " in windows
+    assert r"'C:\Users\me o''neil\.hermes'" in windows and "hermes gateway restart" in windows
+    posix = restart_hint(PurePosixPath("/home/me/hermes home"), windows=False)
+    assert "HERMES_HOME='/home/me/hermes home' hermes gateway restart" in posix
 
 
 def test_doctor_checks_each_connected_hermes_home(initialised: Path, hermes_home: Path) -> None:

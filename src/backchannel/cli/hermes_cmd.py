@@ -6,7 +6,7 @@ the profile; the plugin is enabled in that home's config.yaml; the person's own 
 from __future__ import annotations
 
 import os
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 import click
@@ -47,12 +47,14 @@ def _home_of(given: str | None) -> Path:
     return hermes_files.check(Path(raw).expanduser().absolute())
 
 
-def _restart(home: Path) -> str:
-    """What restarts the Hermes gateway of `home`, as typed in the shell at hand."""
-    if shell.windows_shell():
-        how = f"set HERMES_HOME={home}  (PowerShell: $env:HERMES_HOME = '{home}'), then hermes gateway restart"
+def restart_hint(home: PurePath, *, windows: bool | None = None) -> str:
+    """What restarts the Hermes gateway of `home`, as typed in the shell at hand (or, with `windows`, the one
+    named): cmd's `set` takes the rest of its line as it is, PowerShell a string in single quotes."""
+    if shell.windows_shell() if windows is None else windows:
+        quoted = str(home).replace("'", "''")
+        how = f"set HERMES_HOME={home}  (PowerShell: $env:HERMES_HOME = '{quoted}'), then hermes gateway restart"
     else:
-        how = f"HERMES_HOME={shell.quote(str(home))} hermes gateway restart"
+        how = f"HERMES_HOME={shell.quote(str(home), windows=False)} hermes gateway restart"
     return f"the Hermes gateway of that home: {how} (one run in a terminal: stop it, then hermes gateway run again)"
 
 
@@ -116,7 +118,7 @@ def connect(profile: str, hermes_home: str | None, url: str | None, rotate: bool
     if changed_env:
         hermes_files.set_env(home, wanted)
     changed = bool(changed_env or enabled or made_profile)
-    restart = [_restart(home)] if changed else []
+    restart = [restart_hint(home)] if changed else []
     out = {
         "profile": profile,
         "hermes_home": str(home),

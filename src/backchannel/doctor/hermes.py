@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from .. import shell
 from ..errors import BackchannelError
 from ..home import config, hermes
 from ..home.config import GatewayConfig
@@ -34,7 +35,8 @@ async def connected(root: Path, settings: GatewayConfig) -> list[Check]:
 def _home(digest: str, key: peer_keys.PeerKey) -> Check:
     assert key.hermes_home is not None and key.acts_as is not None
     check, home, profile = f"hermes {key.acts_as}", Path(key.hermes_home), key.acts_as
-    again = f"backchannel hermes connect {profile} --hermes-home {str(home)!r}, then restart that Hermes gateway"
+    again = f"{shell.command('backchannel', 'hermes', 'connect', profile, '--hermes-home', str(home))}, then restart"
+    again += " that Hermes gateway"
     if not home.is_dir():
         return warn(check, f"the Hermes home {str(home)!r} of key {key.name!r} is not here", again)
     try:
