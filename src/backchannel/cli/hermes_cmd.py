@@ -63,7 +63,7 @@ def restart_hint(home: PurePath, *, windows: bool | None = None) -> str:
     epilog=examples(
         "backchannel hermes connect research --hermes-home ~/.hermes",
         "backchannel hermes connect builds --hermes-home ~/.hermes/profiles/builds --json",
-        r"backchannel hermes connect research --hermes-home %LOCALAPPDATA%\hermes",
+        r"backchannel hermes connect research --hermes-home C:\Users\me\.hermes",
     ),
 )
 @click.argument("profile")
@@ -74,7 +74,7 @@ def restart_hint(home: PurePath, *, windows: bool | None = None) -> str:
 @click.option("--rotate", is_flag=True, help="A new key even when the Hermes home holds this profile's key in force.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object: what was made and what to restart.")
 def connect(profile: str, hermes_home: str | None, url: str | None, rotate: bool, as_json: bool) -> None:
-    """Give a Hermes home a key of its own, as PROFILE.s sessions.
+    """Give a Hermes home a key of its own, as PROFILE.
 
     \b
     The key (named hermes-PROFILE) reaches only the tools and mentions of PROFILE's sessions, under PROFILE's
