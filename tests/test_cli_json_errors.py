@@ -61,3 +61,39 @@ def test_exit_codes_mean_one_thing_for_ledger_and_send(initialised: Path) -> Non
     assert one_object(unknown.stdout)["error"]["code"] == "not_found"  # type: ignore[index]
     assert run_cli("ledger", "default").exit_code == 0
     assert run_cli("ledger", "peer:anywhere").exit_code == 0  # a peer's history outlives its registration
+
+
+_A_BUG = """
+import sys
+import click
+from backchannel.cli import main
+from backchannel.cli.app import cli
+
+@cli.command("explode")
+@click.option("--json", "as_json", is_flag=True)
+def explode(as_json: bool) -> None:
+    raise KeyError("a key nobody expected")
+
+sys.argv = ["backchannel", "explode", *sys.argv[1:]]
+main()
+"""
+
+
+def test_an_unexpected_error_is_one_line_and_one_object_not_a_traceback(initialised: Path) -> None:
+    """A bug in a command (here a command made to raise) tells the person what happened in one line, under
+    --json as one object, and shows its traceback only when BACKCHANNEL_DEBUG asks for it."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "BACKCHANNEL_HOME": str(initialised)}
+    env.pop("BACKCHANNEL_DEBUG", None)
+    done = subprocess.run([sys.executable, "-c", _A_BUG, "--json"], env=env, capture_output=True, text=True)
+    assert done.returncode == 1, done
+    assert "Traceback" not in done.stderr and "internal error: KeyError" in done.stderr, done.stderr
+    body = one_object(done.stdout)
+    assert body["error"]["code"] == "internal_error" and "BACKCHANNEL_DEBUG" in body["error"]["message"]  # type: ignore[index]
+    debug = subprocess.run(
+        [sys.executable, "-c", _A_BUG], env={**env, "BACKCHANNEL_DEBUG": "1"}, capture_output=True, text=True
+    )
+    assert debug.returncode == 1 and "Traceback" in debug.stderr and "a key nobody expected" in debug.stderr

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import sys
 
 import click
 
 from ..errors import BackchannelError, DiskFull
 from ..outcome import error_body, of_error
+
+DEBUG_VAR = "BACKCHANNEL_DEBUG"  # set: an unexpected error shows its traceback
 
 
 def main() -> None:
@@ -47,8 +50,22 @@ def main() -> None:
         sys.exit(1)
     except OSError as exc:
         if exc.errno != errno.ENOSPC:
-            raise
+            _unexpected(exc)
         _fail(DiskFull(f"the disk is full{_named(exc)}; free some space and run the command again"))
+    except Exception as exc:  # a bug: one clear line (and under --json one object), not a traceback
+        _unexpected(exc)
+
+
+def _unexpected(exc: BaseException) -> None:
+    """An error no part of the program expected: named in one line; its traceback only with BACKCHANNEL_DEBUG."""
+    if os.environ.get(DEBUG_VAR):
+        raise exc
+    _fail(
+        BackchannelError(
+            f"internal error: {type(exc).__name__}: {exc} (a bug in backchannel; run the command again with"
+            f" {DEBUG_VAR}=1 to see where it happened, and report it)"
+        )
+    )
 
 
 def _fail(exc: BackchannelError) -> None:
