@@ -9,6 +9,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
@@ -35,6 +36,7 @@ from .a2a import A2AEndpoints
 from .a2a import errors as a2a_errors
 from .context import Context, caller, context
 from .http import bearer, challenge, profile_of
+from .lf_streams import LfEventStreams
 from .mcp_route import McpRoute
 from .openapi import openapi_document
 
@@ -301,6 +303,7 @@ def create_app(ctx: Context, *, lifespan: Callable[[Starlette], Any] | None = No
     app = Starlette(
         routes=routes,
         exception_handlers={BackchannelError: _backchannel_error, HTTPException: _http_error, Exception: _unexpected},
+        middleware=[Middleware(LfEventStreams)],
         lifespan=both,
     )
     app.state.backchannel = ctx

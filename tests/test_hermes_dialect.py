@@ -1,0 +1,60 @@
+"""The Hermes dialect as Hermes's own clients read it (issue 39, items 7 and 8): event streams in LF lines,
+capabilities and /health shaped as a Hermes gateway's (Backchannel under a key of its own), each profile a model,
+`/v1/chat/completions` and `/v1/responses` through the one delivery path, `/v1/runs/{id}/steer`, and no stale
+answers: a message without a key is a new message.
+
+In-process (Starlette TestClient on the real app) against the echo engine, whose `/sleep N` keeps a turn running.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+from conftest import api_key
+from test_api import Api, _LazyGateway, parse_sse
+
+
+@pytest.fixture
+def api(initialised: Path, cli: Any) -> Iterator[Api]:
+    assert cli("profile", "create", "research").exit_code == 0
+    with TestClient(_LazyGateway(initialised), raise_server_exceptions=False) as client:
+        yield Api(client, api_key(initialised))
+
+
+def raw_stream(api: Api, method: str, path: str, **kw: Any) -> bytes:
+    headers = {"Authorization": f"Bearer {api.key}", **kw.pop("headers", {})}
+    with api.client.stream(method, path, headers=headers, **kw) as response:
+        assert response.status_code == 200, response.read()
+        assert response.headers["content-type"].startswith("text/event-stream")
+        return response.read()
+
+
+# --- event streams end their lines in LF ------------------------------------------------------------------
+
+
+def test_every_event_stream_ends_its_lines_in_lf(api: Api) -> None:
+    sid = api.new_session()
+    chat = raw_stream(api, "POST", f"/api/sessions/{sid}/chat/stream", json={"message": "lf please"})
+    run_id = json.loads(chat.split(b"data: ", 1)[1].split(b"\n", 1)[0])["run_id"]
+    events = raw_stream(api, "GET", f"/v1/runs/{run_id}/events")
+    message = {"messageId": "m-lf", "role": "ROLE_USER", "parts": [{"text": "lf over a2a"}]}
+    a2a = raw_stream(
+        api,
+        "POST",
+        "/a2a/jsonrpc",
+        json={"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage", "params": {"message": message}},
+        headers={"A2A-Version": "1.0", "Accept": "text/event-stream"},
+    )
+    for name, body in (("chat/stream", chat), ("run events", events), ("A2A stream", a2a)):
+        assert b"\r" not in body, (name, body[:300])
+        assert body.endswith(b"\n\n"), (name, body[-300:])
+    # what hermes-control-mcp does: split on a blank line, read each block's data
+    blocks = [b for b in events.decode().split("\n\n") if b.startswith("data:")]
+    assert json.loads(blocks[-1][5:])["event"] == "run.completed"
+    assert [name for name, _ in parse_sse(iter(chat.decode().split("\n")))][-1] == "done"
