@@ -452,17 +452,24 @@ def test_slow_chat_gives_a_receipt_and_runs_anyway(api: Api) -> None:
     assert [m["role"] for m in api.messages(sid)] == ["user", "assistant", "user", "assistant"]
 
 
-def test_same_message_twice_is_one_run(api: Api) -> None:
+def test_same_message_twice_without_a_key_is_two_messages_and_with_one_a_replay(api: Api) -> None:
     sid = api.new_session()
     first = api.chat(sid, "say it once")
-    again = api.chat(sid, "say it once")
+    again = api.chat(sid, "say it once")  # a person asking the same question again gets a new answer
     assert first.status_code == again.status_code == 200
-    assert first.json().get("replayed") is False
-    assert again.json().get("replayed") is True
-    assert again.json()["message"]["content"] == first.json()["message"]["content"]
+    assert first.json()["replayed"] is False and again.json()["replayed"] is False
+    assert again.json()["run_id"] != first.json()["run_id"]
+    keyed = api.chat(sid, "say it once", headers={"Idempotency-Key": "once-please"})
+    replay = api.chat(sid, "say it once", headers={"Idempotency-Key": "once-please"})
+    assert keyed.json()["replayed"] is False and replay.json()["replayed"] is True
+    assert replay.json()["run_id"] == keyed.json()["run_id"]
+    assert replay.json()["message"]["content"] == keyed.json()["message"]["content"]
     messages = api.messages(sid)
-    assert len(user_messages_with(messages, "say it once")) == 1
-    assert len(assistant_messages(messages)) == 1
+    assert len(user_messages_with(messages, "say it once")) == 3
+    assert len(assistant_messages(messages)) == 3
+    streamed = [api.sse("POST", f"/api/sessions/{sid}/chat/stream", json={"message": "say it once"}) for _ in "ab"]
+    started = [next(data for name, data in frames if name == "run.started") for _response, frames in streamed]
+    assert started[0]["run_id"] != started[1]["run_id"] and not any(s["replayed"] for s in started)
 
 
 # --- the delivery envelope (receipt dialect) -----------------------------------------------------

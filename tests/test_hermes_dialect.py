@@ -58,3 +58,29 @@ def test_every_event_stream_ends_its_lines_in_lf(api: Api) -> None:
     blocks = [b for b in events.decode().split("\n\n") if b.startswith("data:")]
     assert json.loads(blocks[-1][5:])["event"] == "run.completed"
     assert [name for name, _ in parse_sse(iter(chat.decode().split("\n")))][-1] == "done"
+
+
+# --- no stale answers ---------------------------------------------------------------------------------------
+
+
+def test_a_replayed_answer_says_replayed_on_every_surface(api: Api) -> None:
+    sid = api.new_session()
+    key = {"Idempotency-Key": "ask-once"}
+    first = api.chat(sid, "asked once", headers=key).json()
+    assert first["replayed"] is False
+    assert api.chat(sid, "asked once", headers=key).json()["replayed"] is True
+    _response, frames = api.sse("POST", f"/api/sessions/{sid}/chat/stream", json={"message": "asked once"}, headers=key)
+    started = next(data for name, data in frames if name == "run.started")
+    assert started["replayed"] is True and started["run_id"] == first["run_id"]
+    envelope = {"Idempotency-Key": "ask-once", "X-Hermes-Sender-Profile": "ops"}
+    assert api.chat(sid, "asked once", headers=envelope).json()["replayed"] is True
+    run = api.post("/v1/runs", json={"input": "a run once", "session_id": sid}, headers={"Idempotency-Key": "r1"})
+    again = api.post("/v1/runs", json={"input": "a run once", "session_id": sid}, headers={"Idempotency-Key": "r1"})
+    assert run.json()["replayed"] is False and again.json()["replayed"] is True
+    assert again.headers["idempotency-replayed"] == "true"
+    message = {"messageId": "m-once", "role": "ROLE_USER", "parts": [{"text": "over a2a once"}]}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
+    answers = [api.post("/a2a/jsonrpc", json=body, headers={"A2A-Version": "1.0"}).json() for _ in "ab"]
+    tasks = [a["result"]["task"] for a in answers]
+    assert tasks[0]["id"] == tasks[1]["id"]
+    assert "replayed" not in tasks[0].get("metadata", {}) and tasks[1]["metadata"]["replayed"] is True

@@ -8,6 +8,7 @@ import json
 import sqlite3
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -121,10 +122,10 @@ def test_same_key_returns_the_first_run_and_never_runs_twice(initialised: Path) 
         with pytest.raises(Conflict):
             await gw.delivery.submit(person(session, "something else", key="k1"))
         derived = await deliver(gw, session, "same words", wait=5)
-        repeat = await deliver(gw, session, "same words", wait=5)
-        assert repeat.run.id == derived.run.id and repeat.result.replayed
-        other_sender = await gw.delivery.deliver(Incoming(session, "same words", "human:cli"), wait=5)
-        assert other_sender.run.id != derived.run.id
+        retry = await gw.delivery.deliver(replace(person(session, "same words"), retry_window=60), wait=5)
+        assert retry.run.id == derived.run.id and retry.result.replayed
+        other_sender = Incoming(session, "same words", "human:cli", retry_window=60)
+        assert (await gw.delivery.deliver(other_sender, wait=5)).run.id != derived.run.id
 
     with_gateway(initialised, body, engine=engine)
     assert engine.seen == ["hello", "same words", "same words"]
@@ -143,11 +144,9 @@ class Clock:
         self.now += seconds
 
 
-def test_keyless_sends_are_deduplicated_over_a_sliding_window(initialised: Path) -> None:
-    """Two keyless sends a moment apart are one run whatever the clock says; past the window, two."""
-    cfg = config.load_yaml(config.config_path(initialised))
-    cfg["gateway"]["dedup_window_seconds"] = 1
-    config.write_yaml(config.config_path(initialised), cfg)
+def test_a_keyless_send_is_a_new_message_and_only_a_retry_is_answered_within_its_window(initialised: Path) -> None:
+    """Two keyless sends of the same words are two runs (a person asking twice gets two answers); a client's
+    automatic retry (`retry_window`) is its first run within the window, whatever the clock says; past it, new."""
     engine = RecordingEngine()
     clock = Clock(int(time.time()) + 0.9)  # just before a whole second: a fixed bucket of 1 s would split the two
 
@@ -155,14 +154,16 @@ def test_keyless_sends_are_deduplicated_over_a_sliding_window(initialised: Path)
         session = await new_session(gw)
         first = await deliver(gw, session, "status?", wait=5)
         clock.move(0.2)
-        second = await deliver(gw, session, "status?", wait=5)
-        assert second.run.id == first.run.id and second.result.replayed
+        asked_again = await deliver(gw, session, "status?", wait=5)
+        assert asked_again.run.id != first.run.id and not asked_again.result.replayed
+        retried = await gw.delivery.deliver(replace(person(session, "status?"), retry_window=1), wait=5)
+        assert retried.run.id == asked_again.run.id and retried.result.replayed
         clock.move(1.1)
-        later = await deliver(gw, session, "status?", wait=5)
-        assert later.run.id != first.run.id and not later.result.replayed
+        later = await gw.delivery.deliver(replace(person(session, "status?"), retry_window=1), wait=5)
+        assert later.run.id not in (first.run.id, asked_again.run.id) and not later.result.replayed
 
     with_gateway(initialised, body, engine=engine, clock=clock)
-    assert engine.seen == ["status?", "status?"]
+    assert engine.seen == ["status?", "status?", "status?"]
 
 
 def test_idempotency_survives_a_new_gateway(initialised: Path) -> None:

@@ -5,8 +5,9 @@
 - an agent's send from inside a turn: the sending turn's run, the target, the text and its ordinal in
   the turn, so a turn re-run after a crash does not send twice and a later turn always sends;
 - a person's CLI command: a fresh key per invocation (retries inside it reuse it);
-- an HTTP request without a key: a new run unless a run with the same fingerprint (sender, target,
-  text) was accepted within the dedup window (a sliding window, not a fixed bucket);
+- an HTTP request without a key: a new run (a person asking twice gets two answers); only a client's automatic
+  retry that cannot carry a key (an OpenAI SDK's, on the OpenAI-compatible routes) is the run with the same
+  fingerprint (sender, target, text) accepted within the retry window (a sliding window, not a fixed bucket);
 - a wake-up (a reply delivered into the session of a sender that stopped waiting): one per run;
 - an A2A message: its `messageId`, scoped to the caller and the profile it was sent to, and to its content:
   an exact repeat is a replay, the same `messageId` on another message a new task (A2A defines no dedup).

@@ -65,9 +65,10 @@ class GatewaySettings(Frozen):
     port: Count = Field(DEFAULT_PORT, description="the port it listens on")
     gateway_id: Words = Field("", alias="id", description="made by init; names this gateway to others")
     dedup_window_seconds: Count = Field(
-        900,
-        description="an HTTP send without an idempotency key is one run with the same (sender, target, text) "
-        "in the last this many seconds",
+        60,
+        description="a request without an idempotency key is a new message, but for an OpenAI client's automatic "
+        "retry (X-Stainless-Retry-Count) on /v1/chat/completions or /v1/responses: the same text from the same "
+        "caller to the same session within this many seconds (or still unfinished) is answered by its first run",
     )
     max_concurrent_turns: Count = Field(32, description="turns running at once")
     run_ttl_seconds: Count = Field(3600, description="a run still queued after this long expires")

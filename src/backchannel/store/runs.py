@@ -148,8 +148,11 @@ NOTHING_SPENT = Spent()
 
 @dataclass(frozen=True)
 class NewRun:
-    """A run to record. Without an idempotency key, the same sender, target and text within the dedup
-    window is the same run (unless that run failed: then the words are a new attempt)."""
+    """A run to record. Without an idempotency key it is a new run, unless `retry_window` (a client's automatic
+    retry, which cannot carry a key): then the same sender, target and text accepted within that many seconds (or
+    still unfinished) is the same run, unless that run failed (then the words are a new attempt). `scope`: what its
+    fingerprint names as the target (default its session; a request that makes a new session for each attempt names
+    what the attempts share)."""
 
     sender: str
     profile: str
@@ -169,6 +172,8 @@ class NewRun:
     steer: bool = False  # given to the session's running turn at its next model step, when one runs
     traceparent: str | None = None  # the trace it continues (W3C), None when nothing is traced
     tracestate: str | None = None
+    scope: str | None = None
+    retry_window: float = 0.0
 
 
 async def record(
@@ -178,7 +183,6 @@ async def record(
     claim_for: str | None = None,
     now: float | None = None,
     lease_seconds: float = 30.0,
-    dedup_window: float = 900.0,
     ttl_seconds: float | None = None,
     max_queued: int | None = None,
     admit: Admit | None = None,
@@ -195,20 +199,23 @@ async def record(
     """
     now = time.time() if now is None else now
     ttl = new.ttl_seconds or ttl_seconds
-    fp = keys.fingerprint(new.sender, new.session_id, new.message)
+    fp = keys.fingerprint(new.sender, new.scope or new.session_id, new.message)
     run_id = new_run_id()
     key = new.idempotency_key
     async with db.tx() as tx:
         if db.dialect.row_locks:  # records and claims of one session, from every gateway, one after another
             await tx.one(f"SELECT 1 FROM sessions WHERE id = ?{db.dialect.for_update}", (new.session_id,))
         if key is None:
-            recent = await tx.one(
-                f"SELECT * FROM runs WHERE fingerprint = ? AND {db.dialect.starts_with('idempotency_key', 'dedup:')}"
-                " AND created_at >= ? AND state NOT IN ('failed', 'cancelled', 'expired') ORDER BY seq DESC LIMIT 1",
-                (fp, now - dedup_window),
-            )
-            if recent is not None:
-                return _run(recent), False
+            if new.retry_window > 0:
+                recent = await tx.one(
+                    "SELECT * FROM runs WHERE fingerprint = ?"
+                    f" AND {db.dialect.starts_with('idempotency_key', 'dedup:')}"
+                    " AND (created_at >= ? OR state IN ('held', 'queued', 'running'))"
+                    " AND state NOT IN ('failed', 'cancelled', 'expired', 'denied') ORDER BY seq DESC LIMIT 1",
+                    (fp, now - new.retry_window),
+                )
+                if recent is not None:
+                    return _run(recent), False
             key = keys.dedup(fp, run_id)
         elif admit is not None and (known := await tx.one("SELECT * FROM runs WHERE idempotency_key = ?", (key,))):
             max_queued = admit = None  # a replay: it is answered with its run, whatever the limits say now

@@ -290,7 +290,10 @@ class RunsHandler(RequestHandler):
             asked.CopyFrom(message)
             asked.context_id = joined.context_id
             return rejected(joined.context_id, asked, code=exc.code, reason=exc.message)
-        return task_of(delivered.run, context_id=joined.context_id, files=read.files)
+        task = task_of(delivered.run, context_id=joined.context_id, files=read.files)
+        if delivered.result.replayed:  # the same message again: its task as it is, and said to be a replay
+            task.metadata.update({"replayed": True})
+        return task
 
     async def _task(self, run: RunView, context: ServerCallContext) -> Task:
         """The caller's run as a task: under the contextId the caller knows its session by, with its files."""

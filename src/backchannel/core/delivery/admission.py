@@ -59,7 +59,8 @@ class Attempt:
               wake's own); an agent's send is keyed on its turn, target, text and ordinal here
     exchange  an arrival: the exchange the peer names; a reply: the exchange it belongs to
     wait      how long the sender waits for the outcome (an agent's send: 0 to be woken instead)
-    context   a new A2A context: `session` is written, bound to it, once the message is let through"""
+    context   a new A2A context: `session` is written, bound to it, once the message is let through
+    scope, retry_window  a keyless message's fingerprint target and retry window (`runs.NewRun`)"""
 
     kind: policy.Kind
     sender: str
@@ -77,6 +78,8 @@ class Attempt:
     context: NewContext | None = None
     steer: bool = False  # given to the target's running turn at its next model step, when it runs one that can
     trace: tracing.Carrier | None = None  # the trace it continues, when not the current span's (a wake-up's)
+    scope: str | None = None
+    retry_window: float = 0.0
 
     @property
     def target_profile(self) -> str:
@@ -397,6 +400,8 @@ class Admission:
             files=attempt.files,
             traceparent=traceparent,
             tracestate=tracestate,
+            scope=attempt.scope,
+            retry_window=attempt.retry_window,
         )
         return new, self._rate_of(attempt)
 

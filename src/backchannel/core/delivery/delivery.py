@@ -46,7 +46,8 @@ class Incoming:
     """A message a transport hands in: who sends what into which session, with what key, hop and chain.
 
     `sender` is `human:<surface>` for the person, `peer:<name>/<profile>` for another gateway's agent.
-    `key` None: the HTTP dialect's derived key (same sender, session and text within the dedup window).
+    `key` None: a new message, unless `retry_window` (a client's automatic retry, which cannot carry a key): then
+    the same sender's run of the same text to the same `scope` (default the session) within it (`runs.NewRun`).
     `exchange`: the exchange a peer says the message belongs to (`<gateway-id>:<id>`), None when it says none.
     With `context`, `session` is not written yet (`Directory.unsaved_session`): it is, bound to that context,
     once the message is accepted (a refused message starts no conversation). `files` are kept with the run."""
@@ -61,6 +62,8 @@ class Incoming:
     files: tuple[Attachment, ...] = ()
     context: NewContext | None = None
     steer: bool = False  # given to the session's running turn at its next model step (engines that can)
+    scope: str | None = None
+    retry_window: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -147,6 +150,8 @@ class Delivery:
                 files=incoming.files,
                 context=incoming.context,
                 steer=incoming.steer,
+                scope=incoming.scope,
+                retry_window=incoming.retry_window,
             )
         )
         if admitted.refusal is not None:

@@ -171,7 +171,6 @@ class RunQueue:
             claim_for=self.owner if claim else None,
             now=self.clock(),
             lease_seconds=self.lease_seconds,
-            dedup_window=self.settings.dedup_window_seconds,
             ttl_seconds=self.settings.run_ttl_seconds or None,
             max_queued=self.settings.max_queued_per_session if capped else None,
             admit=admit,
