@@ -222,7 +222,8 @@ def test_health_needs_no_key(api: Api) -> None:
         r = api.get(path, auth=False)
         assert r.status_code == 200, (path, r.text)
         body = r.json()
-        assert body["status"] == "ok" and body["platform"] == "backchannel" and body["version"]
+        assert body["status"] == "ok" and body["platform"] == "hermes-agent" and body["version"]
+        assert body["backchannel"]["version"] == body["version"]
 
 
 @pytest.mark.parametrize("prefix", ["", "/p/research"])
@@ -257,8 +258,10 @@ def test_capabilities(api: Api) -> None:
     body = r.json()
     idem = body["features"]["runs_idempotency"]
     assert idem["supported"] is True and idem["durable"] is True
-    assert isinstance(body["gateway_id"], str) and body["gateway_id"]
-    assert api.get("/p/research/v1/capabilities").json()["gateway_id"] == body["gateway_id"]
+    assert isinstance(body["backchannel"]["gateway_id"], str) and body["backchannel"]["gateway_id"]
+    assert (
+        api.get("/p/research/v1/capabilities").json()["backchannel"]["gateway_id"] == body["backchannel"]["gateway_id"]
+    )
 
 
 # --- sessions ------------------------------------------------------------------------------------
@@ -967,6 +970,7 @@ def test_openapi_document(api: Api) -> None:
     hit("GET", "/health", 200, auth=False)
     for prefix in ("", "/p/{profile}"):
         hit("GET", prefix + "/v1/capabilities", 200)
+        hit("GET", prefix + "/v1/models", 200)
         hit("GET", prefix + "/v1/ledger", 200)
         sid = hit("POST", prefix + "/api/sessions", 201, json={})["session"]["id"]
         hit("POST", prefix + "/api/sessions", 201, json={"title": "Bot Chat"})

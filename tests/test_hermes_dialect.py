@@ -84,3 +84,42 @@ def test_a_replayed_answer_says_replayed_on_every_surface(api: Api) -> None:
     tasks = [a["result"]["task"] for a in answers]
     assert tasks[0]["id"] == tasks[1]["id"]
     assert "replayed" not in tasks[0].get("metadata", {}) and tasks[1]["metadata"]["replayed"] is True
+
+
+# --- what the gateway says it is -------------------------------------------------------------------------------
+
+
+def test_capabilities_and_health_are_a_hermes_gateways_with_backchannel_under_its_own_key(api: Api) -> None:
+    for prefix, profile in (("", "default"), ("/p/research", "research")):
+        caps = api.get(f"{prefix}/v1/capabilities").json()
+        # what hermes-agent-api-client checks, field by field
+        assert caps["object"] == "hermes.api_server.capabilities" and caps["platform"] == "hermes-agent"
+        assert caps["model"] == profile and caps["auth"] == {"type": "bearer", "required": True, "identity": "person"}
+        assert caps["features"]["chat_completions"] is True and caps["features"]["chat_completions_streaming"] is True
+        assert caps["features"]["run_steer"] is True and caps["features"]["runs_idempotency"]["durable"] is True
+        assert caps["endpoints"]["chat_completions"] == {"method": "POST", "path": "/v1/chat/completions"}
+        own = caps["backchannel"]
+        assert own["version"] and own["gateway_id"].startswith("gw-") and own["features"]["peer_messages"] is True
+        assert "gateway_id" not in caps and "version" not in caps  # Backchannel's facts are under its key
+    health = api.get("/health", auth=False).json()
+    assert health["platform"] == "hermes-agent" and health["backchannel"]["version"] == health["version"]
+
+
+def test_each_profile_is_a_model(api: Api) -> None:
+    listed = api.get("/v1/models").json()
+    assert listed["object"] == "list"
+    assert sorted(m["id"] for m in listed["data"]) == ["default", "research"]
+    assert all(m["object"] == "model" and isinstance(m["created"], int) for m in listed["data"])
+    assert [m["id"] for m in api.get("/p/research/v1/models").json()["data"]] == ["research"]
+    assert api.get("/p/nobody/v1/models").status_code == 404
+
+
+def test_backchannel_knows_its_peers_by_their_own_key_and_older_ones_by_their_platform() -> None:
+    from backchannel.net.wire import about_of
+
+    now = about_of({"platform": "hermes-agent", "backchannel": {"version": "0.2.0", "gateway_id": "gw-new"}})
+    assert (now.platform, now.version, now.backchannel_id) == ("backchannel", "0.2.0", "gw-new")
+    older = about_of({"platform": "backchannel", "version": "0.1.0", "gateway_id": "gw-old"})
+    assert (older.platform, older.version, older.backchannel_id) == ("backchannel", "0.1.0", "gw-old")
+    hermes = about_of({"platform": "hermes-agent", "version": "0.19.0", "gateway_id": "spoofed"})
+    assert (hermes.platform, hermes.version, hermes.backchannel_id) == ("hermes-agent", "0.19.0", None)

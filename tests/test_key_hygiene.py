@@ -86,7 +86,7 @@ def test_the_cli_finds_its_own_gateway_by_the_instance_in_health(initialised: Pa
     try:
         runtime = json.loads((initialised / "gateway.json").read_text())
         assert runtime["instance"].startswith("gwi-")
-        assert httpx.get(gw.url + "/health").json()["instance"] == runtime["instance"]
+        assert httpx.get(gw.url + "/health").json()["backchannel"]["instance"] == runtime["instance"]
         sent = run_cli("send", "default", "hello", "--json")
         assert sent.exit_code == 0 and json.loads(sent.stdout)["via"] == "gateway", sent
     finally:

@@ -442,9 +442,11 @@ def test_the_gateways_error_answers_arrive_as_the_class_their_status_names() -> 
 def test_the_probe_asks_health_without_the_key_and_sends_it_only_to_the_gateway_named() -> None:
     async def handle(n: int, head: bytes, writer: asyncio.StreamWriter) -> bool:
         if head.startswith(b"GET /health "):
-            writer.write(answer(200, b'{"status": "ok", "instance": "gwi-1"}'))
+            writer.write(
+                answer(200, b'{"status": "ok", "platform": "hermes-agent", "backchannel": {"instance": "gwi-1"}}')
+            )
         else:
-            writer.write(answer(200, b'{"gateway_id": "gw"}'))
+            writer.write(answer(200, b'{"platform": "hermes-agent", "backchannel": {"gateway_id": "gw"}}'))
         return True
 
     async def go() -> tuple[bool, bool, list[bytes]]:

@@ -14,12 +14,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 
-from .. import __version__, tracing
+from .. import tracing
 from ..core.access import Caller
 from ..errors import AuthError, BackchannelError, TooManyStreams
 from ..home.redact import redact
-from ..messages import MAX_MESSAGE_CHARS
 from . import (
+    routes_about,
     routes_addresses,
     routes_gateway,
     routes_groups,
@@ -34,7 +34,7 @@ from . import (
 )
 from .a2a import A2AEndpoints
 from .a2a import errors as a2a_errors
-from .context import Context, caller, context
+from .context import Context, context
 from .http import bearer, challenge, profile_of
 from .lf_streams import LfEventStreams
 from .mcp_route import McpRoute
@@ -110,48 +110,6 @@ def _server_span(request: Request) -> tuple[str, str, dict[str, object]]:
     )
 
 
-async def health(request: Request) -> Response:
-    ctx = context(request)
-    return JSONResponse(
-        {"status": "ok", "platform": "backchannel", "version": __version__, "instance": ctx.instance or None}
-    )
-
-
-async def capabilities(request: Request) -> Response:
-    ctx = context(request)
-    ctx.directory.check_profile(profile_of(request))
-    who = caller(request)
-    features = {
-        "session_chat": True,
-        "session_chat_streaming": True,
-        "session_resources": True,
-        "run_submission": True,
-        "run_status": True,
-        "run_events_sse": True,
-        "run_stop": True,
-        "tool_progress_events": True,
-        "chat_idempotency": True,
-        "runs_idempotency": {"supported": True, "durable": True, "retention_seconds": None},
-        "receipts": True,
-        "bot_chat": True,
-        # Backchannel's own, what the CLI asks a running gateway: POST /v1/addresses/resolve (`send`) and
-        # POST /v1/peers/{name}/messages (`peer dm`)
-        "address_resolve": True,
-        "peer_messages": True,
-    }
-    return JSONResponse(
-        {
-            "object": "hermes.api_server.capabilities",
-            "platform": "backchannel",
-            "version": __version__,
-            "gateway_id": ctx.settings.gateway_id,
-            "auth": {"type": "bearer", "required": True, "identity": "person" if who.is_person else who.principal},
-            "features": features,
-            "limits": {"max_body_bytes": ctx.settings.max_body_bytes, "max_message_chars": MAX_MESSAGE_CHARS},
-        }
-    )
-
-
 async def openapi(request: Request) -> Response:
     return JSONResponse(openapi_document())
 
@@ -161,7 +119,8 @@ def _api_routes(a2a: A2AEndpoints) -> list[BaseRoute]:
         Route("/a2a/jsonrpc", protected(a2a.jsonrpc, spanned=True), methods=["POST"]),
         Route("/a2a/jsonrpc/", protected(a2a.jsonrpc, spanned=True), methods=["POST"]),  # httpx clients post to …/
         Route("/a2a/rest/{rest:path}", protected(a2a.rest), methods=["GET", "POST", "DELETE"]),
-        Route("/v1/capabilities", protected(capabilities), methods=["GET"]),
+        Route("/v1/capabilities", protected(routes_about.capabilities), methods=["GET"]),
+        Route("/v1/models", protected(routes_about.models), methods=["GET"]),
         Route("/api/sessions", protected(routes_sessions.list_sessions), methods=["GET"]),
         Route("/api/sessions", protected(routes_sessions.create_session), methods=["POST"]),
         Route("/api/sessions/{session_id}", protected(routes_sessions.get_session), methods=["GET"]),
@@ -277,7 +236,7 @@ def create_app(ctx: Context, *, lifespan: Callable[[Starlette], Any] | None = No
     a2a = A2AEndpoints()
     api = [*_api_routes(a2a), Route("/mcp", mcp, methods=MCP_METHODS)]
     public = [  # discovery: no key asked
-        Route("/health", health, methods=["GET"]),
+        Route("/health", routes_about.health, methods=["GET"]),
         Route("/.well-known/agent-card.json", a2a.card, methods=["GET"]),
         Route("/.well-known/agent.json", a2a.legacy_card, methods=["GET"]),  # where 0.3 clients looked first
     ]
@@ -285,7 +244,7 @@ def create_app(ctx: Context, *, lifespan: Callable[[Starlette], Any] | None = No
         *public,
         # Early: a /p/ path is matched against the routes in order, and no other route starts with /p/.
         Mount("/p/{profile}", routes=[*public, *api]),
-        Route("/v1/health", health, methods=["GET"]),
+        Route("/v1/health", routes_about.health, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
         *api,
         *web.routes(),

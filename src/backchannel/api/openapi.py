@@ -99,6 +99,13 @@ def _paths() -> dict[str, Any]:
                 "responses": {"200": _resp("Capabilities", {"type": "object"}), **_errors(401, 404)},
             }
         },
+        "/v1/models": {
+            "get": {
+                "summary": "Each profile as a model, as a multiplexed Hermes gateway lists them (under /p/{profile}:"
+                " that one)",
+                "responses": {"200": _resp("Models", {"$ref": "#/components/schemas/ModelList"}), **_errors(401, 404)},
+            }
+        },
         "/api/sessions": {
             "get": {
                 "summary": "List sessions, newest activity first",
@@ -491,6 +498,28 @@ def openapi_document() -> dict[str, Any]:
                     "properties": {
                         "data": {"type": "array", "items": {"$ref": "#/components/schemas/Session"}},
                         "has_more": {"type": "boolean"},
+                    },
+                },
+                "ModelList": {
+                    "type": "object",
+                    "required": ["object", "data"],
+                    "properties": {
+                        "object": {"const": "list"},
+                        "data": {
+                            "type": "array",
+                            "items": {
+                                "type": "object",
+                                "required": ["id", "object", "created", "owned_by"],
+                                "properties": {
+                                    "id": {"type": "string", "description": "a profile's name"},
+                                    "object": {"const": "model"},
+                                    "created": {"type": "integer"},
+                                    "owned_by": {"type": "string"},
+                                    "root": {"type": "string"},
+                                    "parent": {"type": "null"},
+                                },
+                            },
+                        },
                     },
                 },
                 "Stopping": {

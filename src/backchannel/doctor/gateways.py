@@ -11,6 +11,7 @@ from ..home.runtime import Listening
 from ..net.a2a_peer import A2APeerClient
 from ..net.local import GatewayClient
 from ..net.peer import PeerClient
+from ..net.wire import about_of
 from .report import Check, fail, ok, warn
 
 TIMEOUT = 3.0
@@ -42,11 +43,12 @@ async def own(found: Listening | None, settings: GatewayConfig, key: str | None)
         return fail("gateway", f"the runtime file says it runs at {where}, but: {exc.message}", fix)
     finally:
         await client.aclose()
-    answered = str(caps.get("gateway_id") or "")
+    about = about_of(caps)
+    answered = about.gateway_id or ""
     if answered != settings.gateway_id:
         detail = f"{where} answers as gateway {answered or '(none)'}, not this home's {settings.gateway_id}"
         return fail("gateway", detail, "stop whatever serves that port, then run `backchannel gateway`")
-    return ok("gateway", f"running at {where}: {caps.get('platform', '?')} {caps.get('version', '?')}, {answered}")
+    return ok("gateway", f"running at {where}: {about.platform or '?'} {about.version or '?'}, {answered}")
 
 
 async def peer(p: Peer) -> Check:
@@ -71,8 +73,9 @@ async def peer(p: Peer) -> Check:
         return fail(check, exc.message, f"check that {p.url} is a Backchannel or Hermes gateway")
     finally:
         await client.aclose()
-    what = f"{caps.get('platform') or 'a gateway'} {caps.get('version') or ''}".rstrip()
-    answered = str(caps.get("gateway_id") or "")
+    about = about_of(caps)
+    what = f"{about.platform or 'a gateway'} {about.version or ''}".rstrip()
+    answered = about.gateway_id or ""
     if p.gateway_id and answered and answered != p.gateway_id:
         detail = f"{p.url} now answers as gateway {answered}, not {p.gateway_id} as before"
         return warn(check, detail, f"if it is the same machine rebuilt: {readd}")

@@ -19,7 +19,7 @@ from ..errors import (
     Refused,
     UsageError,
 )
-from . import sse
+from . import sse, wire
 from .http import Naming, Transport, error_of, json_object, quote
 
 PROBE_TIMEOUT = 0.5
@@ -74,9 +74,10 @@ class GatewayClient:
         except GatewayError:
             return False
         body = r.json_object() if r.status == 200 else None
-        if body is None or body.get("gateway_id") != gateway_id:
+        own = wire.backchannel_facts(body) if body is not None else None
+        if own is None or own.get("gateway_id") != gateway_id:
             return False
-        features = body.get("features")
+        features = own.get("features")
         self.features = features if isinstance(features, dict) else {}
         return True
 
@@ -91,8 +92,9 @@ class GatewayClient:
             return False
         finally:
             await anonymous.aclose()
-        body = r.json_object() if r.status == 200 else None
-        return body is not None and body.get("instance") == instance
+        body = (r.json_object() if r.status == 200 else None) or {}
+        own = wire.backchannel_facts(body)
+        return own is not None and (own.get("instance") or body.get("instance")) == instance
 
     async def request(
         self,

@@ -135,7 +135,8 @@ class PeerClient(OverTransport):
     async def dedups_chat(self) -> bool:
         """True when asking the chat route again with the same key replays the first answer."""
         caps = await self.capabilities()
-        return caps.get("platform") == "backchannel" or bool((caps.get("features") or {}).get("chat_idempotency"))
+        own = wire.backchannel_facts(caps)
+        return own is not None or bool((caps.get("features") or {}).get("chat_idempotency"))
 
     async def bot_chat(self) -> str:
         """Find the target's session titled Bot Chat, or create it (never a second one)."""

@@ -5,7 +5,7 @@
                     (a receipt, or held), hermes.session.chat.completion (the reply)
     run object      /v1/runs/{id}: status, output, error, code, session_id, queue_position
     run event       /v1/runs/{id}/events: `event`, `delta`, `tool`, `error`, `status`
-    capabilities    /v1/capabilities (and /health): platform, version, gateway_id, auth, features
+    capabilities    /v1/capabilities (and /health): platform, auth, features; Backchannel's own in `backchannel`
 """
 
 from __future__ import annotations
@@ -148,16 +148,28 @@ def event_of(data: Mapping[str, Any]) -> RunEvent:
     )
 
 
+def backchannel_facts(caps: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """What a Backchannel gateway says of itself in its capabilities or /health (`version`, `gateway_id`,
+    `features`, `instance`): its `backchannel` object; a gateway of an earlier version said it at the top, with
+    `platform: backchannel`. None for any other gateway."""
+    own = caps.get("backchannel")
+    if isinstance(own, dict):
+        return own
+    return caps if caps.get("platform") == "backchannel" else None
+
+
 def about_of(caps: Mapping[str, Any]) -> PeerAbout:
-    """Capabilities (or a health answer) as what the peer says it is."""
+    """Capabilities (or a health answer) as what the peer says it is: a Backchannel gateway by its own facts
+    (`backchannel_facts`), whatever platform it names for Hermes's clients."""
     features = caps.get("features")
     idem = features.get("runs_idempotency") if isinstance(features, dict) else None
     auth = caps.get("auth")
+    own = backchannel_facts(caps)
     return PeerAbout(
         answered=bool(caps),
-        platform=text(caps.get("platform")),
-        version=text(caps.get("version")),
-        gateway_id=text(caps.get("gateway_id")),
+        platform="backchannel" if own is not None else text(caps.get("platform")),
+        version=text(own.get("version")) if own is not None else text(caps.get("version")),
+        gateway_id=text(own.get("gateway_id")) if own is not None else None,
         person_key=isinstance(auth, dict) and auth.get("identity") == "person",
         durable_replay=isinstance(idem, dict) and bool(idem.get("supported")) and idem.get("durable") is True,
     )
