@@ -139,14 +139,15 @@ def poll(read: Callable[[], Any], ok: Callable[[Any], bool], timeout: float, wha
 
 
 def parse_sse(lines: Iterator[str]) -> list[tuple[str | None, dict[str, Any]]]:
-    """(event name or None, decoded data) per frame; comments (keepalives) are skipped."""
+    """(event name or None, decoded data) per frame; comments (keepalives) are skipped; OpenAI's closing
+    `data: [DONE]` is `{"done": True}`."""
     frames: list[tuple[str | None, dict[str, Any]]] = []
     event: str | None = None
     data: list[str] = []
     for line in lines:
         if line == "":
             if data:
-                frames.append((event, json.loads("\n".join(data))))
+                frames.append((event, {"done": True} if data == ["[DONE]"] else json.loads("\n".join(data))))
             event, data = None, []
             continue
         if line.startswith(":"):
@@ -990,6 +991,18 @@ def test_openapi_document(api: Api) -> None:
         api.wait_run(receipt["run_id"], prefix=prefix.format(profile="research"))
         hit("POST", chat + "/stream", 200, params=ids, sse=True, json={"message": "streamed"})
         hit("POST", chat + "/stream", 400, params=ids, json={"nothing": 1})
+        completions = prefix + "/v1/chat/completions"
+        hit("POST", completions, 200, json={"messages": [{"role": "user", "content": "documented"}]})
+        hit("POST", completions, 200, sse=True, json={"messages": [{"role": "user", "content": "hi"}], "stream": True})
+        hit("POST", completions, 400, json={"messages": []})
+        unknown = {"messages": [{"role": "user", "content": "hi"}], "model": "nobody"}
+        hit("POST", completions, 400 if prefix else 404, json=unknown)  # under /p/<profile>: only that profile
+        hit("POST", completions, 424, json={"messages": [{"role": "user", "content": "/fail on purpose"}]})
+        slow = {"messages": [{"role": "user", "content": "/sleep 0.3\nslow"}]}
+        api.wait_run(hit("POST", completions, 202, json=slow, headers=SHORT_WAIT)["run_id"])
+        hit("POST", prefix + "/v1/responses", 200, json={"input": "documented"})
+        hit("POST", prefix + "/v1/responses", 200, sse=True, json={"input": "streamed", "stream": True})
+        hit("POST", prefix + "/v1/responses", 400, json={"input": 5})
         run_id = hit("POST", prefix + "/v1/runs", 202, json={"input": "a run", "session_id": sid})["run_id"]
         hit("POST", prefix + "/v1/runs", 400, json={"session_id": sid})
         runs = {"run_id": run_id}

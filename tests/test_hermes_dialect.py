@@ -123,3 +123,136 @@ def test_backchannel_knows_its_peers_by_their_own_key_and_older_ones_by_their_pl
     assert (older.platform, older.version, older.backchannel_id) == ("backchannel", "0.1.0", "gw-old")
     hermes = about_of({"platform": "hermes-agent", "version": "0.19.0", "gateway_id": "spoofed"})
     assert (hermes.platform, hermes.version, hermes.backchannel_id) == ("hermes-agent", "0.19.0", None)
+
+
+# --- /v1/chat/completions and /v1/responses ----------------------------------------------------------------------
+
+
+def completion(api: Api, messages: list[dict[str, Any]], prefix: str = "", **kw: Any) -> Any:
+    return api.post(f"{prefix}/v1/chat/completions", json={"messages": messages, **kw.pop("json", {})}, **kw)
+
+
+def test_a_chat_completion_delivers_the_last_user_message_into_a_new_session_or_the_one_named(api: Api) -> None:
+    history = [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "earlier words"},
+        {"role": "assistant", "content": "earlier answer"},
+        {"role": "user", "content": [{"type": "text", "text": "the last "}, {"type": "text", "text": "question"}]},
+    ]
+    r = completion(api, history, json={"model": "research"})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["object"] == "chat.completion" and body["model"] == "research" and body["id"].startswith("chatcmpl-")
+    (choice,) = body["choices"]
+    assert choice["finish_reason"] == "stop" and choice["message"] == {
+        "role": "assistant",
+        "content": "research (echo): the last question",
+    }
+    assert set(body["usage"]) == {"prompt_tokens", "completion_tokens", "total_tokens"}
+    sid = r.headers["x-hermes-session-id"]
+    assert sid == body["session_id"] and api.run(body["run_id"])["profile"] == "research"
+    said = api.messages(sid, prefix="/p/research")
+    assert [m["content"] for m in said if m["role"] == "user"] == ["the last question"]  # the session holds history
+    again = completion(
+        api,
+        [{"role": "user", "content": "and then?"}],
+        json={"model": "research"},
+        headers={"X-Hermes-Session-Id": sid},
+    )
+    assert again.headers["x-hermes-session-id"] == sid
+    assert [m["content"] for m in api.messages(sid, prefix="/p/research") if m["role"] == "user"][-1] == "and then?"
+    fresh = completion(api, [{"role": "user", "content": "hello"}])  # no model: the path's profile
+    assert fresh.json()["model"] == "default" and fresh.headers["x-hermes-session-id"] != sid
+    assert completion(api, [{"role": "user", "content": "hi"}], prefix="/p/research").json()["model"] == "research"
+
+
+def test_a_chat_completion_refuses_what_it_cannot_deliver_in_the_envelope(api: Api) -> None:
+    for model, status, code in (("nobody", 404, "model_not_found"), (5, 400, "invalid_request")):
+        r = completion(api, [{"role": "user", "content": "hi"}], json={"model": model})
+        assert r.status_code == status and r.json()["error"]["code"] == code, r.text
+    r = completion(api, [{"role": "user", "content": "hi"}], prefix="/p/research", json={"model": "default"})
+    assert r.status_code == 400 and r.json()["error"]["code"] == "model_not_found"
+    for messages in ([], [{"role": "assistant", "content": "no user"}], [{"role": "user", "content": "  "}]):
+        r = completion(api, messages)
+        assert r.status_code == 400 and r.json()["error"]["code"] == "missing_message", r.text
+    r = completion(api, [{"role": "user", "content": "hi"}], headers={"X-Hermes-Session-Id": "s-missing"})
+    assert r.status_code == 404 and set(r.json()["error"]) >= {"message", "type", "code"}
+    r = completion(api, [{"role": "user", "content": "/fail on purpose"}])
+    assert r.status_code == 424 and r.json()["error"]["code"], r.text
+
+
+def test_a_chat_completion_streams_openai_chunks_ending_in_done(api: Api) -> None:
+    tool = '/tool memory {"action": "add", "target": "memory", "content": "x"}'
+    raw = raw_stream(
+        api,
+        "POST",
+        "/v1/chat/completions",
+        json={"messages": [{"role": "user", "content": f"{tool}\nstreamed"}], "stream": True},
+    ).decode()
+    frames = raw.split("\n\n")
+    assert frames[-1] == "" and frames[-2] == "data: [DONE]"
+    chunks = [json.loads(f[6:]) for f in frames if f.startswith("data: {")]
+    progress = [json.loads(f.split("data: ", 1)[1]) for f in frames if f.startswith("event: hermes.tool.progress")]
+    assert all(c["object"] == "chat.completion.chunk" and len(c["choices"]) == 1 for c in chunks)
+    assert chunks[0]["choices"][0]["delta"] == {"role": "assistant"}
+    text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks)
+    assert "streamed" in text and text == api.run(chunks[0]["run_id"])["output"]
+    assert chunks[-1]["choices"][0]["finish_reason"] == "stop" and set(chunks[-1]["usage"]) >= {"total_tokens"}
+    assert [(p["tool"], p["status"]) for p in progress] == [("memory", "running"), ("memory", "completed")]
+    assert progress[0]["toolCallId"] == progress[1]["toolCallId"]
+    failed = raw_stream(
+        api,
+        "POST",
+        "/v1/chat/completions",
+        json={"messages": [{"role": "user", "content": "/fail nope"}], "stream": True},
+    ).decode()
+    last = json.loads(failed.split("\n\n")[-3][6:])
+    assert last["choices"][0]["finish_reason"] == "error" and last["hermes"]["failed"] is True
+
+
+def test_a_response_is_delivered_and_continued_by_previous_response_id(api: Api) -> None:
+    r = api.post("/v1/responses", json={"model": "research", "input": "first words"})
+    assert r.status_code == 200, r.text
+    first = r.json()
+    assert first["object"] == "response" and first["status"] == "completed" and first["id"].startswith("resp_")
+    assert first["output"][0]["content"][0] == {
+        "type": "output_text",
+        "text": "research (echo): first words",
+        "annotations": [],
+    }
+    items = [{"role": "user", "content": [{"type": "input_text", "text": "second words"}]}]
+    then = api.post("/v1/responses", json={"model": "research", "input": items, "previous_response_id": first["id"]})
+    assert then.status_code == 200 and then.headers["x-hermes-session-id"] == first["session_id"], then.text
+    raw = raw_stream(api, "POST", "/v1/responses", json={"input": "streamed response", "stream": True}).decode()
+    names = [f.split("\n", 1)[0].removeprefix("event: ") for f in raw.split("\n\n") if f]
+    assert names[0] == "response.created" and names[-1] == "response.completed", names
+    assert "response.output_text.delta" in names and "response.output_text.done" in names
+    done = json.loads(raw.split("\n\n")[-2].split("data: ", 1)[1])
+    assert done["response"]["output"][0]["content"][0]["text"] == "default (echo): streamed response"
+    unknown = api.post("/v1/responses", json={"input": "x", "previous_response_id": "resp_nothing"})
+    assert unknown.status_code == 404
+
+
+def test_a_keyless_completion_asked_again_is_new_and_only_an_sdk_retry_is_answered_from_its_first_run(api: Api) -> None:
+    asked = [{"role": "user", "content": "what time is it?"}]
+    first = completion(api, asked).json()
+    again = completion(api, asked).json()
+    assert again["run_id"] != first["run_id"] and again["replayed"] is False  # a new question gets a new answer
+    retried = completion(api, asked, headers={"X-Stainless-Retry-Count": "1"}).json()  # no session named: the profile
+    assert retried["run_id"] == again["run_id"] and retried["replayed"] is True
+    assert retried["session_id"] == again["session_id"]
+    named = {"X-Hermes-Session-Id": first["session_id"]}
+    in_session = completion(api, asked, headers=named).json()
+    assert in_session["run_id"] != first["run_id"]
+    assert (
+        completion(api, asked, headers={**named, "X-Stainless-Retry-Count": "2"}).json()["run_id"]
+        == in_session["run_id"]
+    )
+    keyed = {"Idempotency-Key": "completion-once"}
+    once = completion(api, asked, headers=keyed).json()
+    twice = completion(api, asked, headers=keyed)  # a new session each time, the same message: its first run
+    assert twice.status_code == 200 and twice.json()["run_id"] == once["run_id"] and twice.json()["replayed"] is True
+    response = api.post("/v1/responses", json={"input": "respond once"}, headers={"Idempotency-Key": "resp-once"})
+    replay = api.post("/v1/responses", json={"input": "respond once"}, headers={"Idempotency-Key": "resp-once"})
+    assert response.json()["replayed"] is False and replay.json()["replayed"] is True
+    assert replay.json()["id"] == response.json()["id"]

@@ -85,7 +85,8 @@ def test_concurrent_refused_senders_never_stop_a_sessions_queue_on_postgresql(
         assert not pending, f"{len(pending)} of {len(accepted)} accepted runs never ran: {states}"
 
         after = c.post(
-            f"/api/sessions/{sid}/chat", json={"message": "the person, after the flood"},
+            f"/api/sessions/{sid}/chat",
+            json={"message": "the person, after the flood"},
             headers={"X-Hermes-Wait-Seconds": "30"},
         )
         assert after.status_code == 200, after.text

@@ -66,6 +66,15 @@ _HEADERS = [
     },
 ]
 _SESSION_ID = {"name": "session_id", "in": "path", "required": True, "schema": {"type": "string"}}
+_SESSION_HEADER = {"name": "X-Hermes-Session-Id", "in": "header", "required": False, "schema": {"type": "string"}}
+_RETRY_HEADER = {
+    "name": "X-Stainless-Retry-Count",
+    "in": "header",
+    "required": False,
+    "description": "an OpenAI SDK's automatic retry (1 or more): without Idempotency-Key, answered by its first run"
+    " within gateway.dedup_window_seconds",
+    "schema": {"type": "string"},
+}
 _ROOM_NAME = {
     "name": "name",
     "in": "path",
@@ -234,6 +243,67 @@ def _paths() -> dict[str, Any]:
                     }
                 ),
                 "responses": {"202": _resp("Accepted", {"type": "object"}), **_errors(400, 401, 404, 409, 413)},
+            }
+        },
+        "/v1/chat/completions": {
+            "post": {
+                "summary": "Hermes's OpenAI-compatible chat: `model` names the profile, X-Hermes-Session-Id the session"
+                " (none: a new one, named in the answer's X-Hermes-Session-Id); the last user message of `messages` is"
+                " delivered (the session holds the history); `stream`: chat.completion.chunk events, then [DONE]",
+                "parameters": [*_HEADERS, _SESSION_HEADER, _RETRY_HEADER],
+                "requestBody": _body(
+                    {
+                        "type": "object",
+                        "required": ["messages"],
+                        "properties": {
+                            "model": {"type": "string"},
+                            "messages": {"type": "array", "minItems": 1, "items": {"type": "object"}},
+                            "stream": {"type": "boolean"},
+                        },
+                    }
+                ),
+                "responses": {
+                    "200": {
+                        "description": "The chat completion (or, with stream, its chunks)",
+                        "content": {
+                            JSON: {"schema": {"type": "object"}},
+                            "text/event-stream": {"schema": {"type": "string"}},
+                        },
+                    },
+                    "202": _resp("Receipt: the wait ran out, the run goes on; do not resend", {"type": "object"}),
+                    **_errors(400, 401, 403, 404, 409, 413, 424, 429),
+                },
+            }
+        },
+        "/v1/responses": {
+            "post": {
+                "summary": "Hermes's OpenAI-compatible responses: `model` names the profile; the session is the one"
+                " X-Hermes-Session-Id names or previous_response_id was answered in, else a new one; `stream`:"
+                " response.* events",
+                "parameters": [*_HEADERS, _SESSION_HEADER, _RETRY_HEADER],
+                "requestBody": _body(
+                    {
+                        "type": "object",
+                        "required": ["input"],
+                        "properties": {
+                            "model": {"type": "string"},
+                            "input": {"type": ["string", "array"]},
+                            "previous_response_id": {"type": "string"},
+                            "stream": {"type": "boolean"},
+                        },
+                    }
+                ),
+                "responses": {
+                    "200": {
+                        "description": "The response (or, with stream, its events)",
+                        "content": {
+                            JSON: {"schema": {"type": "object"}},
+                            "text/event-stream": {"schema": {"type": "string"}},
+                        },
+                    },
+                    "202": _resp("Receipt: the wait ran out, the run goes on; do not resend", {"type": "object"}),
+                    **_errors(400, 401, 403, 404, 409, 413, 424, 429),
+                },
             }
         },
         "/v1/runs/{run_id}": {
