@@ -1009,6 +1009,8 @@ def test_openapi_document(api: Api) -> None:
         hit("GET", prefix + "/v1/runs/{run_id}/events", 200, params=runs, sse=True)  # until its terminal event
         hit("GET", prefix + "/v1/runs/{run_id}", 200, params=runs)
         hit("POST", prefix + "/v1/runs/{run_id}/stop", 200, params=runs)
+        hit("POST", prefix + "/v1/runs/{run_id}/steer", 409, params=runs, json={"input": "too late"})
+        hit("POST", prefix + "/v1/runs/{run_id}/steer", 400, params=runs, json={"input": ""})
         tools = prefix + "/api/sessions/{session_id}/tools/{tool}"
         hit("POST", tools, 200, params={**ids, "tool": "list_sessions"}, json={})
         hit("POST", tools, 400, params=ids, json={"arguments": 5})

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
+from a2a_client import make_key
 from conftest import api_key
 from test_api import Api, _LazyGateway, parse_sse
 
@@ -25,6 +26,10 @@ def api(initialised: Path, cli: Any) -> Iterator[Api]:
     assert cli("profile", "create", "research").exit_code == 0
     with TestClient(_LazyGateway(initialised), raise_server_exceptions=False) as client:
         yield Api(client, api_key(initialised))
+
+
+def bearer(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
 
 
 def raw_stream(api: Api, method: str, path: str, **kw: Any) -> bytes:
@@ -256,3 +261,32 @@ def test_a_keyless_completion_asked_again_is_new_and_only_an_sdk_retry_is_answer
     replay = api.post("/v1/responses", json={"input": "respond once"}, headers={"Idempotency-Key": "resp-once"})
     assert response.json()["replayed"] is False and replay.json()["replayed"] is True
     assert replay.json()["id"] == response.json()["id"]
+
+
+# --- /v1/runs/{id}/steer ------------------------------------------------------------------------------------------
+
+
+def test_a_steer_joins_its_runs_turn_from_its_own_sender_only(api: Api, initialised: Path) -> None:
+    sid = api.new_session()
+    run_id = api.post("/v1/runs", json={"input": "/sleep 1.5\nlong turn", "session_id": sid}).json()["run_id"]
+    api.wait_run(run_id, ("running",))
+    r = api.post(f"/v1/runs/{run_id}/steer", json={"input": "also this"})
+    assert r.status_code == 200, r.text
+    steer = r.json()
+    assert steer["object"] == "hermes.run.steer" and steer["run_id"] == run_id and steer["accepted"] is True
+    assert steer["landed"] == "steered"
+    done = api.wait_run(run_id)
+    assert done["output"] == "default (echo): also this"  # the running turn read it and answered it
+    assert api.wait_run(steer["steer_run_id"])["output"] == done["output"]  # one turn, one reply
+    finished = api.post(f"/v1/runs/{run_id}/steer", json={"message": "too late"})
+    assert finished.status_code == 409 and finished.json()["error"]["code"] == "run_not_accepting_steer"
+    assert api.post(f"/v1/runs/{run_id}/steer", json={"text": " "}).status_code == 400
+    assert api.post("/v1/runs/run_missing/steer", json={"input": "x"}).status_code == 404
+    # a peer's key steers only its own runs: the person's turn is not its to steer
+    peer_key = make_key(initialised, "steerer")
+    other = api.post("/v1/runs", json={"input": "/sleep 1.5\nthe person's", "session_id": sid}).json()["run_id"]
+    api.wait_run(other, ("running",))
+    refused = api.post(f"/v1/runs/{other}/steer", json={"input": "mine now"}, auth=False, headers=bearer(peer_key))
+    assert refused.status_code == 403, refused.text
+    api.wait_run(other)
+    assert "mine now" not in json.dumps(api.messages(sid))

@@ -148,6 +148,7 @@ def _api_routes(a2a: A2AEndpoints) -> list[BaseRoute]:
         Route("/v1/runs/{run_id}", protected(routes_runs.get_run, runs=True), methods=["GET"]),
         Route("/v1/runs/{run_id}/events", protected(routes_runs.run_events, runs=True), methods=["GET"]),
         Route("/v1/runs/{run_id}/stop", protected(routes_runs.stop_run, runs=True), methods=["POST"]),
+        Route("/v1/runs/{run_id}/steer", protected(routes_runs.steer_run, runs=True), methods=["POST"]),
         Route("/v1/ledger", protected(routes_runs.get_ledger), methods=["GET"]),
         Route("/v1/held", protected(routes_held.list_held, person_only=True), methods=["GET"]),
         Route("/v1/held/{run_id}/approve", protected(routes_held.approve, person_only=True), methods=["POST"]),

@@ -26,7 +26,7 @@ def _errors(*codes: int) -> dict[str, Any]:
         401: "Missing or wrong API key",
         403: "The key used does not reach this (a peer's key: other profiles, sessions, runs, the ledger, holds)",
         404: "Unknown profile, session or run",
-        409: "Conflict (idempotency key reused for another message, run not active)",
+        409: "Conflict (idempotency key reused for another message, run not active, no running turn to steer)",
         413: "Body too large",
         424: "The run ended without a reply (failed, cancelled or expired), or a peer could not be reached",
         429: "Too many streams open (too_many_streams: the message names the bound; Retry-After says when to try"
@@ -341,6 +341,28 @@ def _paths() -> dict[str, Any]:
                 "summary": "Cancel a run, keeping its partial output",
                 "parameters": [_RUN_ID],
                 "responses": {"200": _resp("Run", run), **_errors(401, 404, 409)},
+            }
+        },
+        "/v1/runs/{run_id}/steer": {
+            "post": {
+                "summary": "Hermes's steer: the message into that run's running turn, at its next model step (only"
+                " the run's own sender; echo and openai engines): {object: hermes.run.steer, run_id, accepted,"
+                " steer_run_id, landed}",
+                "parameters": [_RUN_ID, *_HEADERS],
+                "requestBody": _body(
+                    {
+                        "type": "object",
+                        "properties": {
+                            "input": {"type": "string"},
+                            "message": {"type": "string"},
+                            "text": {"type": "string"},
+                        },
+                    }
+                ),
+                "responses": {
+                    "200": _resp("Taken into the turn", {"type": "object"}),
+                    **_errors(400, 401, 403, 404, 409, 413),
+                },
             }
         },
         "/v1/held": {

@@ -56,6 +56,32 @@ async def stop_run(request: Request) -> Response:
     return JSONResponse(shapes.run(d.run, None))
 
 
+async def steer_run(request: Request) -> Response:
+    """Hermes's steer (0.21): `{input | message | text}` into that run's running turn, from its own sender only."""
+    ctx = context(request)
+    scope = run_scope(request, ctx.directory)
+    run = caller(request).require_run(
+        await ctx.delivery.run(request.path_params["run_id"], profile=scope), stopping=True
+    )
+    body = await json_body(request, ctx.settings.max_body_bytes, timeout=ctx.settings.body_timeout_seconds)
+    text = text_field(body, "input", "message", "text")
+    if text is None or not text.strip():
+        raise UsageError("missing non-empty steer text: send 'input', 'message' or 'text'", code="invalid_steer_input")
+    session = await ctx.directory.session(run.session_id, profile=run.profile)
+    message_in, _headers = incoming(request, ctx, session, body, text)
+    d = await ctx.delivery.steer(run.id, message_in, profile=scope)
+    return JSONResponse(
+        {
+            "object": "hermes.run.steer",
+            "run_id": run.id,
+            "accepted": True,
+            "steer_run_id": d.run.id,  # the message's own run: its reply is the turn's
+            "landed": d.run.landed,
+            "replayed": d.result.replayed,
+        }
+    )
+
+
 async def run_events(request: Request) -> Response:
     ctx = context(request)
     run = await ctx.delivery.run(request.path_params["run_id"], profile=run_scope(request, ctx.directory))

@@ -12,11 +12,11 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncGenerator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ...errors import BodyTooLarge, NotFound, Refused, StoreError, UsageError
+from ...errors import BodyTooLarge, Conflict, Forbidden, NotFound, Refused, StoreError, UsageError
 from ...framing import is_human
 from ...home.config import GatewayConfig
 from ...messages import MAX_MESSAGE_CHARS, Attachment
@@ -133,6 +133,21 @@ class Delivery:
         long its sender waits for it elsewhere (a stream)."""
         run, created = await self._accept(incoming, wait=wait)
         return await self._delivered(run, replayed=not created)
+
+    async def steer(self, run_id: str, incoming: Incoming, *, profile: str | None = None) -> Delivered:
+        """A message into the running turn of `run_id` (Hermes's POST /v1/runs/{id}/steer), as a steer into its
+        session: only its own sender's (`runs.same_caller`, DESIGN 7), only while it runs. A turn that ends before
+        the message is recorded leaves it queued, its own turn (`landed` says which)."""
+        run = await self._run(run_id, profile=profile)
+        if not runstore.same_caller(incoming.sender, run.sender):
+            raise Forbidden(f"run {run_id!r} is another sender's turn: only the sender of a run steers it")
+        if run.state is not RunState.RUNNING:
+            raise Conflict(
+                f"run {run_id!r} is {run.state.value}, not running: there is no turn to steer into",
+                code="run_not_accepting_steer",
+            )
+        session = await self.directory.session(run.session_id, profile=run.profile)
+        return await self.submit(replace(incoming, session=session, steer=True))
 
     async def _accept(self, incoming: Incoming, *, wait: float | None = None) -> tuple[RunRow, bool]:
         check_message(incoming.text)
