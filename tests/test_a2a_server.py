@@ -383,9 +383,9 @@ def test_a_streamed_message_is_its_task_then_the_reply_then_its_end(shared: Gate
         seen = await events(client.send_message(request(f"stream me {binding}", f"m-stream-{binding}")))
         assert kinds(seen)[0] == "task" and kinds(seen)[-1] == "status_update", kinds(seen)
         assert seen[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
-        chunks = [e.artifact_update for e in seen if e.HasField("artifact_update")]
-        assert chunks and chunks[-1].last_chunk and [c.append for c in chunks][1:] == [True] * (len(chunks) - 1)
-        assert concatenated(seen) == f"default (echo): stream me {binding}"  # said once, not again at the end
+        (reply,) = [e.artifact_update for e in seen if e.HasField("artifact_update")]  # the reply's text, once
+        assert reply.last_chunk and not reply.append and len(reply.artifact.parts) == 1
+        assert concatenated(seen) == f"default (echo): stream me {binding}"  # said once, whole
         task_id = seen[0].task.id
         stored = await client.get_task(GetTaskRequest(id=task_id))
         assert stored.status.state == TaskState.TASK_STATE_COMPLETED

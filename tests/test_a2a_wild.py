@@ -154,10 +154,10 @@ def test_a_refused_message_starts_no_conversation(gateway: GatewayThread) -> Non
 STREAMED = "alpha beta gamma delta epsilon zeta"
 
 
-def _sse_concatenated(url: str, key: str, message: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
-    """A client that adds up every artifact part it is sent, as Hermes's plugin does with the card's streaming
-    (`_send_task_stream`: SendStreamingMessage, `artifact_parts.extend(...)`), over raw SSE; (the text, the
-    StreamResponse results)."""
+def _sse_concatenated(url: str, key: str, message: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
+    """A client that gathers every artifact part it is sent, as Hermes's plugin does with the card's streaming
+    (`_send_task_stream`: SendStreamingMessage, `artifact_parts.extend(...)`, then shown joined with newlines),
+    over raw SSE; (the parts, the StreamResponse results)."""
     body = {"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage", "params": {"message": message}}
     headers = {"Authorization": f"Bearer {key}", "Accept": "text/event-stream", **V1}
     parts: list[str] = []
@@ -170,10 +170,10 @@ def _sse_concatenated(url: str, key: str, message: dict[str, Any]) -> tuple[str,
                 results.append(result)
                 if "artifactUpdate" in result:
                     parts.extend(p.get("text", "") for p in result["artifactUpdate"]["artifact"]["parts"])
-    return "".join(parts), results
+    return parts, results
 
 
-def test_a_streamed_reply_is_said_once_to_a_client_that_adds_up_parts_and_to_the_sdk(gateway: GatewayThread) -> None:
+def test_a_streamed_reply_is_its_text_once_to_a_client_that_joins_parts_and_to_the_sdk(gateway: GatewayThread) -> None:
     from scripted_model import ScriptedModel
     from test_openai_e2e import make_openai_profile
 
@@ -181,11 +181,13 @@ def test_a_streamed_reply_is_said_once_to_a_client_that_adds_up_parts_and_to_the
         make_openai_profile(gateway.root, model.base_url)
         ctx = new_context()
         message = {"messageId": "m-chunks", "role": "ROLE_USER", "parts": [{"text": "stream it"}], "contextId": ctx}
-        added, results = _sse_concatenated(f"{gateway.url}/p/coder/a2a/jsonrpc", api_key(gateway.root), message)
-        assert added == STREAMED  # every piece once: not again in the last chunk
-        updates = [r["artifactUpdate"] for r in results if "artifactUpdate" in r]
-        assert len(updates) > 2 and not updates[0].get("append") and all(u["append"] for u in updates[1:]), updates
-        assert updates[-1]["lastChunk"] and not any(u.get("lastChunk") for u in updates[:-1]), updates
+        parts, results = _sse_concatenated(f"{gateway.url}/p/coder/a2a/jsonrpc", api_key(gateway.root), message)
+        assert "\n".join(parts) == "".join(parts) == STREAMED  # whole, however the parts are joined
+        (update,) = [r["artifactUpdate"] for r in results if "artifactUpdate" in r]
+        assert update["lastChunk"] and not update.get("append"), update
+        statuses = [r["statusUpdate"]["status"] for r in results if "statusUpdate" in r]
+        progress = [s["message"] for s in statuses if s["state"] == "TASK_STATE_WORKING" and "message" in s]
+        assert len(progress) > 2 and "".join(p["parts"][0]["text"] for p in progress) == STREAMED  # as it came
         said_to = {(r.get("task") or r.get("statusUpdate") or r.get("artifactUpdate"))["contextId"] for r in results}
         assert said_to == {ctx}, results  # every event of the stream echoes the client's own contextId
 
@@ -209,9 +211,9 @@ def test_a_turn_that_spoke_before_a_tool_call_ends_its_stream_with_the_reply_alo
 
         async def body(client: Client) -> None:
             seen = [e async for e in client.send_message(request("look, then answer", "m-tool-stream"))]
-            updates = [e.artifact_update for e in seen if e.HasField("artifact_update")]
-            assert updates[-1].last_chunk and not updates[-1].append, updates[-1]
-            assert "".join(p.text for p in assembled(seen).artifacts[0].parts) == STREAMED
+            (update,) = [e.artifact_update for e in seen if e.HasField("artifact_update")]
+            assert update.last_chunk and not update.append, update
+            assert [p.text for p in assembled(seen).artifacts[0].parts] == [STREAMED]
 
         with_client(gateway, body, path="/p/coder", streaming=True)
 

@@ -74,10 +74,10 @@ def task_of(run: RunView, *, context_id: str | None = None, files: Sequence[Atta
     return task
 
 
-def reply_parts(reply: str, *, text: str | None = None) -> list[Part]:
-    """The reply artifact's parts: its text (or, in a stream's last chunk, what is left of it), then its JSON as
-    a data part when the reply is structured output."""
-    parts = [Part(text=reply if text is None else text)]
+def reply_parts(reply: str) -> list[Part]:
+    """The reply artifact's parts: its text whole (one part), then its JSON as a data part when the reply is
+    structured output."""
+    parts = [Part(text=reply)]
     value = structured(reply)
     if value is not None:
         parts.append(ParseDict({"data": value, "mediaType": "application/json"}, Part()))
