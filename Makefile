@@ -30,7 +30,17 @@ HERMES_VENV := .venv-hermes
 HERMES_STAMP := $(HERMES_VENV)/.installed
 HERMES_PLUGIN := $(HERMES_VENV)/.backchannel-plugin
 
-.PHONY: demo test test-pg quick faults interop bench bench-hermes lint install clean browser postgres a2a03 inspector wine windows dist
+# Hermes's outside clients, each in a venv of its own under a cache folder (tests/interop/hermes_clients.py finds them):
+# hermes-agent-api-client needs Python 3.13 (pyenv's, else python3.13 on PATH; without one its tests skip, naming
+# why), hermes-control-mcp runs on ours.
+HERMES_CLIENTS_DIR := .cache/hermes-clients
+PY313 ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.13*/bin/python3.13) $(shell command -v python3.13 2>/dev/null))
+API_CLIENT_VERSION := 0.3.3
+API_CLIENT_STAMP := $(HERMES_CLIENTS_DIR)/.installed-api-client-$(API_CLIENT_VERSION)
+CONTROL_MCP_VERSION := 0.2.0b5
+CONTROL_MCP_STAMP := $(HERMES_CLIENTS_DIR)/.installed-control-mcp-$(CONTROL_MCP_VERSION)
+
+.PHONY: demo test test-pg quick faults interop bench bench-hermes lint install clean browser postgres a2a03 inspector wine windows dist hermes-clients
 
 # The distribution was called `backchannel` before it was `agent-backchannel`: a venv made then has both, and each
 # would give Hermes the plugin (the old one's metadata is still in src/ for an editable install): the old one goes.
@@ -133,8 +143,23 @@ $(INSPECTOR_STAMP): $(STAMP)
 
 inspector: $(INSPECTOR_STAMP)
 
-interop: $(STAMP) $(HERMES_PLUGIN) $(LLAMA_STAMP) $(INSPECTOR_STAMP)
+$(API_CLIENT_STAMP):
+	@if [ -z "$(PY313)" ]; then echo "no Python 3.13 here (pyenv install 3.13, or python3.13 on PATH): hermes-agent-api-client is left out and its tests skip"; else \
+		$(PY313) -m venv --clear $(HERMES_CLIENTS_DIR)/api-client && \
+		$(HERMES_CLIENTS_DIR)/api-client/bin/python -m pip install --quiet 'hermes-agent-api-client==$(API_CLIENT_VERSION)' && \
+		touch $(API_CLIENT_STAMP); fi
+
+$(CONTROL_MCP_STAMP):
+	$(PYTHON) -m venv --clear $(HERMES_CLIENTS_DIR)/control-mcp
+	$(HERMES_CLIENTS_DIR)/control-mcp/bin/python -m pip install --quiet 'hermes-control-mcp==$(CONTROL_MCP_VERSION)'
+	touch $(CONTROL_MCP_STAMP)
+
+hermes-clients: $(API_CLIENT_STAMP) $(CONTROL_MCP_STAMP)
+
+# BACKCHANNEL_REQUIRE_HERMES_API_CLIENT only where a Python 3.13 was found to run it.
+interop: $(STAMP) $(HERMES_PLUGIN) $(LLAMA_STAMP) $(INSPECTOR_STAMP) hermes-clients
 	BACKCHANNEL_REQUIRE_HERMES=1 BACKCHANNEL_REQUIRE_LLAMA=1 BACKCHANNEL_REQUIRE_INSPECTOR=1 \
+		BACKCHANNEL_REQUIRE_HERMES_CONTROL_MCP=1 BACKCHANNEL_REQUIRE_HERMES_API_CLIENT=$(if $(PY313),1,) \
 		$(BIN)/python -m pytest -m interop tests/interop
 
 # The gateway against its floors (bench/run.py), then the turn on a PostgreSQL store beside SQLite's and 1-3 gateways
@@ -160,4 +185,4 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 
 clean:
-	rm -rf $(VENV) $(HERMES_VENV) $(A2A03_VENV) $(INSPECTOR_DIR) $(WINDOWS_DIR) build dist *.egg-info src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(HERMES_VENV) $(A2A03_VENV) $(INSPECTOR_DIR) $(HERMES_CLIENTS_DIR) $(WINDOWS_DIR) build dist *.egg-info src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

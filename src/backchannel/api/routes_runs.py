@@ -74,6 +74,7 @@ async def steer_run(request: Request) -> Response:
         {
             "object": "hermes.run.steer",
             "run_id": run.id,
+            "status": "running",  # the turn it joined (hermes-control-mcp reads a steer without a status as failed)
             "accepted": True,
             "steer_run_id": d.run.id,  # the message's own run: its reply is the turn's
             "landed": d.run.landed,
