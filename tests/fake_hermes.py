@@ -41,9 +41,12 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         owner = self.server.owner
         owner.requests.append(("GET", self.path, None))
+        path = self.path.split("?")[0]
+        if path == "/health":
+            self._send(200, {"status": "ok", "platform": "hermes-agent", "version": owner.version})
+            return
         if not self._authorized():
             return
-        path = self.path.split("?")[0]
         if path == "/api/sessions":
             data = [{"id": k, "title": v["title"]} for k, v in owner.sessions.items() if not v.get("child")]
             self._send(200, {"object": "list", "data": data, "has_more": False})
@@ -54,6 +57,14 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 tip = owner.sessions[sid].get("tip", sid)
                 self._send(200, {"object": "list", "session_id": tip, "data": owner.sessions[tip]["messages"]})
+        elif path.startswith("/api/sessions/") and path.count("/") == 3:
+            sid = path.split("/")[3]
+            if sid not in owner.sessions:
+                self._send(404, {"error": {"message": f"Session not found: {sid}", "code": "session_not_found"}})
+            else:
+                source = owner.sessions[sid].get("source", "api_server")
+                session = {"id": sid, "title": owner.sessions[sid]["title"], "source": source}
+                self._send(200, {"object": "hermes.session", "session": session})
         else:
             self._send(404, "404: Not Found", "text/plain")
 
@@ -61,6 +72,7 @@ class _Handler(BaseHTTPRequestHandler):
         owner = self.server.owner
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
         owner.requests.append(("POST", self.path, body))
+        owner.session_keys.append(self.headers.get("X-Hermes-Session-Key"))
         if not self._authorized():
             return
         if self.path == "/api/sessions":
@@ -86,6 +98,9 @@ class _Handler(BaseHTTPRequestHandler):
         if owner.mode == "slow":
             owner.stopping.wait(30)
             return
+        if owner.mode == "held":  # the turn runs until the test lets it go
+            owner.turn_started.set()
+            owner.release.wait(30)
         reply = f"{owner.name} heard: {message.splitlines()[-1]}"
         tip = sid
         if owner.rotate:
@@ -117,6 +132,10 @@ class FakeHermes:
         self.sessions: dict[str, dict[str, Any]] = {}
         self.requests: list[tuple[str, str, Any]] = []
         self.stopping = threading.Event()
+        self.version = "0.19.0"  # what /health says
+        self.session_keys: list[str | None] = []  # X-Hermes-Session-Key of each POST
+        self.turn_started = threading.Event()  # mode "held": a turn began
+        self.release = threading.Event()  # mode "held": lets it answer
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
         self._server.daemon_threads = True
         self._server.owner = self  # type: ignore[attr-defined]

@@ -17,6 +17,7 @@ BackchannelError
  │    └── DiskFull         exit 1, 503 store_full        the disk (or the database's size limit) is full
  ├── GatewayDraining       exit 1, 503 gateway_draining  the gateway is stopping: try again shortly (Retry-After)
  ├── EngineError           exit 1, 502 engine_error      the model endpoint failed
+ │    └── HermesPluginAbsent exit 1, hermes_plugin_absent a chat-driven Hermes session, its gateway's plugin not there
  ├── McpServerError        exit 1, 502 mcp_server_failed a profile's MCP server cannot start or list its tools
  ├── DeliveryError         exit 1, 424 run_failed        the run failed, expired or was cancelled
  ├── GatewayError          exit 1, 502 gateway_error     the running gateway could not be reached
@@ -210,6 +211,12 @@ class EngineError(BackchannelError):
     http_status = 502
     code = "engine_error"
     type = "server_error"
+
+
+class HermesPluginAbsent(EngineError):
+    """A Hermes session driven from a chat platform, whose gateway's Backchannel plugin is not asking for work."""
+
+    code = "hermes_plugin_absent"
 
 
 class McpServerError(BackchannelError):

@@ -10,15 +10,19 @@ from starlette.responses import JSONResponse, Response
 
 from ..core.delivery.delivery import check_message
 from ..core.delivery.mentions import WAIT_SECONDS
+from ..core.hosted import CallOrigin
 from ..errors import UsageError
 from . import shapes
 from .context import context
 from .http import json_body, profile_of
 
+MAX_ORIGIN_CHARS = 256  # Hermes's X-Hermes-Session-Key is at most this long
+
 
 async def call_tool(request: Request) -> Response:
-    """Runs one tool as session `session_id` (its id here or its Hermes id); the model's errors (not_allowed,
-    would_deadlock …) are in `result` with 200, like a tool result; a bad request is a 4xx."""
+    """Runs one tool as session `session_id` (its id here or its Hermes id), from the turn `origin` names; the
+    model's errors (not_allowed, would_deadlock …) are in `result` with 200, like a tool result; a bad request is
+    a 4xx."""
     ctx = context(request)
     profile = ctx.directory.check_profile(profile_of(request))
     body = await json_body(request, ctx.settings.max_body_bytes)
@@ -26,7 +30,7 @@ async def call_tool(request: Request) -> Response:
     if not isinstance(arguments, dict):
         raise UsageError("field 'arguments' must be a JSON object", code="invalid_arguments")
     done = await ctx.gateway.hosted.call(
-        profile, request.path_params["session_id"], request.path_params["tool"], arguments
+        profile, request.path_params["session_id"], request.path_params["tool"], arguments, _origin(body)
     )
     return JSONResponse(
         {
@@ -38,6 +42,25 @@ async def call_tool(request: Request) -> Response:
             "result": json.loads(done.result),
         }
     )
+
+
+def _origin(body: dict[str, object]) -> CallOrigin | None:
+    """Where the call comes from, as the plugin says (`origin`: `run_id`, `tag`, `surface`); None when unsaid."""
+    said = body.get("origin")
+    if said is None:
+        return None
+    if not isinstance(said, dict):
+        raise UsageError("field 'origin' must be a JSON object", code="invalid_arguments")
+    fields: dict[str, str | None] = {}
+    for name in ("run_id", "tag", "surface"):
+        value = said.get(name)
+        if value is not None and (not isinstance(value, str) or len(value) > MAX_ORIGIN_CHARS):
+            raise UsageError(
+                f"field 'origin.{name}' must be a string of at most {MAX_ORIGIN_CHARS} characters",
+                code="invalid_arguments",
+            )
+        fields[name] = value or None
+    return CallOrigin(**fields)
 
 
 async def answer_mentions(request: Request) -> Response:

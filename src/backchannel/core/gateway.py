@@ -46,6 +46,7 @@ from .delivery.mentions import Mentions
 from .delivery.outbound import Outbound
 from .delivery.sends import AgentSends
 from .delivery.wakes import Wakes
+from .handoffs import ChatHandoffs
 from .hosted import HostedTools
 from .memories import StoreMemories
 from .push_bodies import PushEvents
@@ -174,6 +175,7 @@ class Gateway:
             owner=self.queue.owner,
         )
         self.mcp = McpTools(self.engines.secret, TOOLBOX)
+        self.handoffs = ChatHandoffs(self.db)
         self.turns = Turns(
             db=self.db,
             directory=self.directory,
@@ -185,6 +187,7 @@ class Gateway:
             mcp=self.mcp,
             memories=StoreMemories(self.db) if self.shared else FileMemories(),
             steers=self.queue.steers,
+            handoffs=self.handoffs,
         )
         self.pauses = Pauses(root)
         self.workers = Workers(self.queue, self.turns, hub=self.hub, pauses=self.pauses, home=root)

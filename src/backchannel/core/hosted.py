@@ -1,10 +1,13 @@
 """Messaging tools called from outside the turn runner (the Hermes plugin, MCP hosts), as the session they come from.
 
-The Hermes agent computing a turn of a hermes profile calls `send_to_session` in its own process; the
-plugin hands the call here with the Hermes session id. Backchannel runs at most one turn per session, so
-the turn in progress on that session is the one the call comes from: its hop, its chain, its exchange and
-its count of identical sends apply exactly as for a native agent. A call from a session with no turn in
-progress (its Hermes session driven from a platform chat) is hop 1 of a new exchange.
+The Hermes agent computing a turn of a hermes profile calls `send_to_session` in its own process; the plugin
+hands the call here with the Hermes session id and where the call comes from (`CallOrigin`). A call is bound
+to a Backchannel run only when it comes from that run's own turn: the turn Backchannel asked of Hermes's API
+server carries the session's tag (`turn_tag`, Hermes's X-Hermes-Session-Key), and a turn handed to Hermes's
+chat pipeline is named by its run. Then the run's hop, chain, exchange and count of identical sends apply
+exactly as for a native agent. Any other call (the person's own chat turn, another client of Hermes, an MCP
+host) is hop 1 of a new exchange from that session, whatever Backchannel turn runs beside it. A plugin of an
+earlier version, which says nothing of where a call comes from, is bound to the turn running in the session.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import tracing
+from ..agent.engines.hermes import turn_tag
 from ..agent.tools.base import Sender, Tool, ToolContext, call_tool
 from ..errors import NotFound
 from ..store import sessions as sessionstore
@@ -34,6 +38,17 @@ HOSTED_TOOLS = (
     "cancel_message",
     "list_sessions",
 )
+
+
+@dataclass(frozen=True)
+class CallOrigin:
+    """Where a hosted call comes from, as its host says: the run whose handed-over turn makes it (`run_id`), the
+    tag of the turn Backchannel asked of Hermes (`tag`), and the surface that drives the turn (`weixin`,
+    `api_server`, `mcp` …)."""
+
+    run_id: str | None = None
+    tag: str | None = None
+    surface: str | None = None
 
 
 @dataclass(frozen=True)
@@ -70,12 +85,15 @@ class HostedTools:
         self.sender = sender
 
     @commits
-    async def call(self, profile_name: str, session_id: str, tool: str, arguments: dict[str, Any]) -> HostedCall:
-        """Run `tool` as session `session_id` of `profile_name` (its id here or its Hermes id)."""
+    async def call(
+        self, profile_name: str, session_id: str, tool: str, arguments: dict[str, Any], origin: CallOrigin | None
+    ) -> HostedCall:
+        """Run `tool` as session `session_id` of `profile_name` (its id here or its Hermes id), from `origin`
+        (None: a host that does not say; the turn running in the session, if any)."""
         self.directory.check_profile(profile_name)
         if tool not in self.tools:
             raise NotFound(f"no tool {tool!r} here; these are: {', '.join(HOSTED_TOOLS)}", code="unknown_tool")
-        session, ctx, run_id = await self._context(profile_name, session_id)
+        session, ctx, run_id = await self._context(profile_name, session_id, origin)
         # A call made on behalf of a turn running here is a step of that turn's span; any other, of the request's.
         parent = ctx.trace if run_id is not None else None
         attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool}
@@ -89,15 +107,17 @@ class HostedTools:
     ) -> tuple[SessionView, str, int]:
         """A person's `text` typed in session `session_id` (a Hermes platform chat) with its `@session:` and
         `@peer:` mentions answered as from that session, as Backchannel's own mentions are; how many it had."""
-        session, ctx, _ = await self._context(profile_name, session_id)
+        session, ctx, _ = await self._context(profile_name, session_id, CallOrigin(surface="chat"))
         rewritten, count = await self.mentions_of.answer(ctx, text, wait=wait)
         return session, rewritten, count
 
-    async def _context(self, profile_name: str, session_id: str) -> tuple[SessionView, ToolContext, str | None]:
+    async def _context(
+        self, profile_name: str, session_id: str, origin: CallOrigin | None
+    ) -> tuple[SessionView, ToolContext, str | None]:
         profile = self.directory.profile(self.directory.check_profile(profile_name))
         session = await self._caller(profile.name, session_id, hermes=profile.config.model.engine == "hermes")
         live = self.turns.live.get(session.id)
-        if live is not None:
+        if live is not None and _from_turn(origin, live[0], profile.name, session.id):
             return session, live[0], live[0].run_id
         ctx = ToolContext(
             profile=profile,
@@ -119,3 +139,11 @@ class HostedTools:
         if not hermes:
             raise NotFound(f"no session {session_id!r} in profile {profile!r}", code="session_not_found")
         return await self.imports.adopt(profile, session_id)  # a Hermes session that never had a turn here
+
+
+def _from_turn(origin: CallOrigin | None, turn: ToolContext, profile: str, session_id: str) -> bool:
+    """Whether a call comes from `turn`, the one running in its session: named by its run, or tagged as a turn
+    Backchannel asked of that session; a host that says nothing (an earlier plugin) is taken at its session."""
+    if origin is None:
+        return True
+    return origin.run_id == turn.run_id or origin.tag == turn_tag(profile, session_id)

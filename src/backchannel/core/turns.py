@@ -19,6 +19,7 @@ from ..store import sessions as sessionstore
 from ..store.driver import Db
 from ..store.runs import RunRow, Spent
 from .delivery.directory import Directory
+from .handoffs import ChatHandoffs
 from .queue.events import EventHub
 from .queue.steers import STEERABLE_ENGINES, SteerHints
 
@@ -45,6 +46,7 @@ class Turns:
         mcp: McpTools | None = None,
         memories: Memories | None = None,
         steers: SteerHints | None = None,
+        handoffs: ChatHandoffs | None = None,
     ) -> None:
         self.db = db
         self.directory = directory
@@ -56,6 +58,7 @@ class Turns:
         self.mcp = mcp
         self.memories: Memories = memories or FileMemories()
         self.steers = steers
+        self.handoffs = handoffs
         self.live: dict[str, tuple[ToolContext, SessionLink]] = {}
 
     async def run(self, run: RunRow, progress: TurnProgress) -> str:
@@ -93,6 +96,10 @@ class Turns:
         else:
             row = await self.directory.session(run.session_id)
             link, known_remote = SessionLink(row.id, row.title, row.remote_id), row.remote_id
+            if self.handoffs is not None:  # a Hermes session a person drives from a chat is reached through it
+                link.chat = self.handoffs.path(
+                    run_id=run.id, profile=profile.name, idle_seconds=profile.config.model.timeout_seconds
+                )
         if run.attempts > 1 and not engine.uses_context:  # cut before: the far side may have the message
             kept = await sessionstore.list_messages(self.db, run.session_id)
             link.interrupted_copies = sum(m.role == "user" and m.content == incoming.content for m in kept)

@@ -6,6 +6,7 @@ import json
 from typing import Any, Protocol
 
 from ..core.gateway import Gateway
+from ..core.hosted import CallOrigin
 from ..errors import BackchannelError
 from ..home.redact import redact
 from ..net.http import quote
@@ -13,6 +14,7 @@ from ..net.local import GatewayClient
 from ..outcome import Outcome, error_body
 
 HTTP_MARGIN = 30.0  # seconds a call to the gateway may take beyond the wait it asks for
+MCP_HOST = CallOrigin(surface="mcp")  # an MCP host's call is its own: never a step of a Backchannel turn
 
 
 class Backend(Protocol):
@@ -37,7 +39,7 @@ class InProcess:
         self, profile: str, session_id: str, tool: str, arguments: dict[str, Any], *, wait: float
     ) -> tuple[dict[str, Any], bool]:
         try:
-            done = await self.gateway.hosted.call(profile, session_id, tool, arguments)
+            done = await self.gateway.hosted.call(profile, session_id, tool, arguments, MCP_HOST)
         except BackchannelError as exc:  # the host reads it: no path of the home in it
             raise redact(exc, self.gateway.root) from None
         result: dict[str, Any] = json.loads(done.result)
@@ -61,7 +63,8 @@ class ViaGateway:
         self, profile: str, session_id: str, tool: str, arguments: dict[str, Any], *, wait: float
     ) -> tuple[dict[str, Any], bool]:
         path = f"/p/{quote(profile)}/api/sessions/{quote(session_id)}/tools/{quote(tool)}"
-        answer = await self.client.request("POST", path, json={"arguments": arguments}, timeout=wait + HTTP_MARGIN)
+        body = {"arguments": arguments, "origin": {"surface": MCP_HOST.surface}}
+        answer = await self.client.request("POST", path, json=body, timeout=wait + HTTP_MARGIN)
         result = answer.body.get("result")
         if not isinstance(result, dict):
             what = f"the gateway answered {tool!r} without a tool result: a message may or may not have been sent"

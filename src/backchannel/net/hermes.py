@@ -7,6 +7,7 @@ with a message that says who was asked and what went wrong.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Callable
@@ -22,6 +23,7 @@ from .sse import parse
 # After a compression Hermes 0.19 lists a Bot Chat under its tip's title: `Bot Chat #2`, `#3`, ...
 _LINEAGE_TITLE = re.compile(r"^Bot Chat #\d+$")
 _TITLE_TAKEN = re.compile(r"Title already in use by session (\S+)")
+SESSION_KEY_HEADER = "X-Hermes-Session-Key"  # a turn's tool calls see it (HERMES_SESSION_KEY): whose turn it is
 MAX_LISTED = 2000  # sessions read when looking for a title (10 pages of Hermes's maximum)
 
 OnText = Callable[[str], None]
@@ -142,6 +144,30 @@ class HermesClient:
         got = session.get("id") if isinstance(session, dict) else created.get("id")
         return got if isinstance(got, str) and got else session_id
 
+    async def source(self, session_id: str) -> str:
+        """Where a session is driven from, as Hermes records it (`api_server`, `cli`, or a chat platform such as
+        `weixin`, `telegram`); empty when it does not say."""
+        path = f"/api/sessions/{quote(session_id)}"
+        resp = await self._http.request("GET", path)
+        if resp.status == 404:
+            raise SessionMissing(session_id)
+        session = self._object(resp, "GET", path).get("session")
+        source = session.get("source") if isinstance(session, dict) else None
+        return source if isinstance(source, str) else ""
+
+    async def version(self) -> tuple[int, ...]:
+        """The gateway's Hermes version as numbers (`/health`: 0.19.0 is (0, 19, 0)); () when it does not say."""
+        resp = await self._http.request("GET", "/health")
+        said = resp.json_object() if resp.status < 400 else None
+        version = said.get("version") if said is not None else None
+        numbers: list[int] = []
+        for part in str(version or "").split("."):
+            digits = "".join(itertools.takewhile(str.isdigit, part))
+            if not digits:
+                break
+            numbers.append(int(digits))
+        return tuple(numbers)
+
     async def tip(self, session_id: str) -> str:
         """The live id of a session: `/messages` follows a compression chain forward to its tip."""
         path = f"/api/sessions/{quote(session_id)}/messages"
@@ -179,12 +205,16 @@ class HermesClient:
 
     # --- one turn ------------------------------------------------------------------------------
 
-    async def chat(self, session_id: str, message: str, *, on_text: OnText | None = None) -> ChatReply:
-        """One agent turn in `session_id` through `/chat/stream`: text as it streams, the final answer."""
+    async def chat(
+        self, session_id: str, message: str, *, on_text: OnText | None = None, session_key: str | None = None
+    ) -> ChatReply:
+        """One agent turn in `session_id` through `/chat/stream`: text as it streams, the final answer.
+        `session_key`: Hermes's `X-Hermes-Session-Key`, which the turn's tool calls carry (who they come from)."""
         path = f"/api/sessions/{quote(session_id)}/chat/stream"
         tip = session_id
+        headers = {SESSION_KEY_HEADER: session_key} if session_key else None
         async with self._http.stream(
-            "POST", path, json={"message": message}, read_timeout=self.timeout or None
+            "POST", path, json={"message": message}, headers=headers, read_timeout=self.timeout or None
         ) as resp:
             if resp.status == 404:
                 body = HttpResponse(resp.status, resp.headers, await resp.read())

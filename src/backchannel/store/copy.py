@@ -42,6 +42,8 @@ TABLES: tuple[tuple[str, str, str | None], ...] = (
     ("room_members", "room, member", None),
     ("room_rounds", "id", None),
     ("room_lines", "seq", "seq"),
+    ("chat_handoffs", "run_id", None),
+    ("chat_takers", "profile", None),
 )
 BATCH = 1000  # rows written per statement batch
 

@@ -496,6 +496,35 @@ def m0019_agent_keys(conn: sqlite3.Connection) -> None:
     )
 
 
+def m0020_chat_handoffs(conn: sqlite3.Connection) -> None:
+    """Turns handed to the Backchannel plugin inside a Hermes gateway, one per run (`store.handoffs`), and who
+    takes each profile's handoffs and when it last asked."""
+    _run(
+        conn,
+        """
+        CREATE TABLE chat_handoffs (
+            run_id TEXT PRIMARY KEY,
+            profile TEXT NOT NULL,
+            remote_session TEXT NOT NULL,
+            message TEXT NOT NULL,
+            state TEXT NOT NULL,
+            taker TEXT,
+            reply TEXT,
+            error TEXT,
+            detail TEXT,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL
+        );
+        CREATE INDEX chat_handoffs_offered ON chat_handoffs (profile, state, created_at);
+        CREATE TABLE chat_takers (
+            profile TEXT PRIMARY KEY,
+            taker TEXT NOT NULL,
+            seen_at REAL NOT NULL
+        )
+        """,
+    )
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0001_sessions_messages", m0001_sessions_messages),
     ("0002_runs", m0002_runs),
@@ -515,4 +544,5 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0017_traces", m0017_traces),
     ("0018_push_outbox_references", m0018_push_outbox_references),
     ("0019_agent_keys", m0019_agent_keys),
+    ("0020_chat_handoffs", m0020_chat_handoffs),
 ]

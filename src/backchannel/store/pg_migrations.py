@@ -322,11 +322,35 @@ ALTER TABLE peer_keys ADD COLUMN acts_as text COLLATE "C";
 ALTER TABLE peer_keys ADD COLUMN hermes_home text COLLATE "C";
 """
 
+# Turns handed to the plugin inside a Hermes gateway (see store/migrations.py m0020_chat_handoffs).
+CHAT_HANDOFFS = """
+CREATE TABLE chat_handoffs (
+    run_id text COLLATE "C" PRIMARY KEY,
+    profile text COLLATE "C" NOT NULL,
+    remote_session text COLLATE "C" NOT NULL,
+    message text NOT NULL,
+    state text COLLATE "C" NOT NULL,
+    taker text COLLATE "C",
+    reply text,
+    error text,
+    detail text,
+    created_at double precision NOT NULL,
+    updated_at double precision NOT NULL
+);
+CREATE INDEX chat_handoffs_offered ON chat_handoffs (profile, state, created_at);
+CREATE TABLE chat_takers (
+    profile text COLLATE "C" PRIMARY KEY,
+    taker text COLLATE "C" NOT NULL,
+    seen_at double precision NOT NULL
+);
+"""
+
 MIGRATIONS: list[tuple[str, str]] = [
     ("0001_schema", SCHEMA),
     ("0017_traces", TRACES),
     ("0018_push_outbox_references", PUSH_OUTBOX_REFERENCES),
     ("0019_agent_keys", AGENT_KEYS),
+    ("0020_chat_handoffs", CHAT_HANDOFFS),
 ]
 
 

@@ -24,6 +24,16 @@ class ToolSpec:
         }
 
 
+class ChatPath(Protocol):
+    """The way into a session of the far side that a person drives from a chat platform: the turn is handed to
+    that side's own chat pipeline (behind the person's turn there), and its reply handed back."""
+
+    async def deliver(self, remote_session: str, message: str) -> str | None:
+        """The reply; None when no chat drives that session after all (reach it the usual way). Raises
+        EngineError when the far side cannot take it (HermesPluginAbsent) or the turn failed there."""
+        ...
+
+
 @dataclass
 class SessionLink:
     """The session a turn runs in, for an engine that keeps its sessions elsewhere (hermes): the engine sets
@@ -36,6 +46,8 @@ class SessionLink:
     # this session's messages here are already the turn's message. The far side may hold one more, the cut
     # attempt's, perhaps answered there; an engine that can read it recovers that answer instead of sending.
     interrupted_copies: int | None = None
+    # How a session that a person drives from a chat platform is reached (None: the engine has no such way).
+    chat: ChatPath | None = None
 
 
 @dataclass(frozen=True)

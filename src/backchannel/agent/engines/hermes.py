@@ -24,16 +24,30 @@ twice): it is sent.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Sequence
 
-from ...errors import EngineError
+from ...errors import EngineError, HermesPluginAbsent
 from ...ids import BOT_CHAT_TITLE
 from ...messages import Message
 from ...net.hermes import HermesClient, HermesMessage, SessionMissing
-from .base import ModelRequest, OnDelta, SessionLink
+from .base import ChatPath, ModelRequest, OnDelta, SessionLink
 
 RECOVER_POLL_SECONDS = 0.5
+LEASED_SINCE = (0, 21, 3)  # Hermes orders every surface's turns on a session (a durable lease) from this version
+# Where a session is driven from, as Hermes records it, when no person's chat drives it: the API server, the
+# terminal and desktop clients (their own processes: nothing to hand a turn to), scheduled and webhook turns.
+NOT_CHATS = frozenset({"", "api_server", "cli", "local", "tui", "desktop", "acp", "cron", "webhook", "msgraph_webhook"})
+TAG_PREFIX = "backchannel:"  # a turn Backchannel asks of Hermes is tagged `backchannel:<profile>/<session id>`
+log = logging.getLogger("backchannel.engines")
+
+
+def turn_tag(profile: str, session_id: str) -> str:
+    """How the turns Backchannel asks of a Hermes session are tagged (Hermes's X-Hermes-Session-Key, which the
+    plugin hands back with each tool call): the session here, stable across turns (Hermes also scopes its memory
+    providers by it), so a call is bound to the turn running in that session, and to nothing else."""
+    return f"{TAG_PREFIX}{profile}/{session_id}"
 
 
 class HermesEngine:
@@ -87,6 +101,12 @@ class HermesEngine:
             if link.remote_id is None:
                 link.remote_id = await self._map(link)
             try:
+                if link.chat is not None and await self._client.source(link.remote_id) not in NOT_CHATS:
+                    answer = await self._through_chat(link.chat, link.remote_id, incoming.content)
+                    if answer is not None:
+                        if on_delta is not None:
+                            on_delta(answer)
+                        return Message(role="assistant", content=answer)
                 if link.interrupted_copies is not None:
                     recovered = await self._recover(link, incoming.content, link.interrupted_copies)
                     link.interrupted_copies = None
@@ -94,7 +114,9 @@ class HermesEngine:
                         if on_delta is not None:
                             on_delta(recovered)
                         return Message(role="assistant", content=recovered)
-                reply = await self._client.chat(link.remote_id, incoming.content, on_text=on_delta)
+                reply = await self._client.chat(
+                    link.remote_id, incoming.content, on_text=on_delta, session_key=turn_tag(self.profile, link.id)
+                )
             except SessionMissing:  # gone over there (deleted, or a new Hermes home): map it again, once
                 if attempt:
                     raise EngineError(f"{self.where} has no session {link.remote_id!r}") from None
@@ -103,6 +125,21 @@ class HermesEngine:
             link.remote_id = reply.session_id
             return Message(role="assistant", content=reply.content, usage=reply.usage)
         raise AssertionError("unreachable")
+
+    async def _through_chat(self, chat: ChatPath, remote_id: str, message: str) -> str | None:
+        """The turn run by the Hermes gateway's own chat pipeline (the plugin there hands it in behind the person's
+        turn); None: reach the session through the API server. Without the plugin, a Hermes that orders every
+        surface's turns itself (a lease in its state.db, since 0.21.3) is asked through its API server all the
+        same, the reply then missing from the person's chat; an older one, which would run the turn beside the
+        person's, is not asked at all."""
+        try:
+            return await chat.deliver(remote_id, message)
+        except HermesPluginAbsent as exc:
+            assert self._client is not None
+            if await self._client.version() >= LEASED_SINCE:
+                log.warning("%s: %s; asked through its API server instead", self.where, exc.message)
+                return None
+            raise
 
     async def _recover(self, link: SessionLink, message: str, copies_here: int) -> str | None:
         """The answer Hermes saved for a cut attempt of this turn; None when that attempt never reached it."""
