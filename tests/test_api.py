@@ -1017,6 +1017,8 @@ def test_openapi_document(api: Api) -> None:
         mentions = prefix + "/api/sessions/{session_id}/mentions"
         hit("POST", mentions, 200, params=ids, json={"message": "no mentions"})
         hit("POST", mentions, 400, params=ids, json={"text": "not the field"})
+        hit("GET", prefix + "/v1/handoffs", 200, query="?taker=walk&wait=0")
+        hit("GET", prefix + "/v1/handoffs", 400, query="?taker=no+spaces")
 
     for prefix in ("", "/p/{profile}"):
         groups = prefix + "/v1/groups/{name}/messages"

@@ -77,6 +77,8 @@ def test_connect_writes_its_own_key_the_url_and_profile_and_enables_the_plugin(
     assert data["plugins"]["enabled"] == ["memory-thing", "backchannel"]
     assert data["plugins"]["entries"]["backchannel"] == {"allow_tool_override": False}
     assert data["platform_toolsets"]["api_server"] == ["web", "terminal", "backchannel"]
+    assert data["tools"]["tool_search"]["enabled"] in (False, "off")  # 0.22's search would hide the tools' names
+    assert "tools.tool_search.enabled: off" in out["config_added"]
     assert any("hermes gateway restart" in line for line in out["restart"])
     listed = json.loads(run_cli("key", "list", "--json").stdout)
     assert [(k["name"], k["acts_as"], k["hermes_home"]) for k in listed] == [
@@ -220,6 +222,16 @@ def test_doctor_checks_each_connected_hermes_home(initialised: Path, hermes_home
         found: dict[str, Any] = next(c for c in report["checks"] if c["check"] == "hermes research")
         return found
 
+    assert hermes_check()["status"] == "ok"
+    cfg = hermes_home / "config.yaml"
+    cfg.write_text(cfg.read_text().replace("enabled: off", "enabled: auto"))  # the person turned the search on
+    searching = hermes_check()
+    assert searching["status"] == "warn" and "tool_call" in searching["detail"], searching
+    assert "tools.tool_search.enabled: off" in searching["fix"]
+    kept = connect("research", "--hermes-home", str(hermes_home), "--keep-tool-search")
+    assert kept["config_added"] == [] and config.load_yaml(cfg)["tools"]["tool_search"]["enabled"] == "auto"
+    connect("research", "--hermes-home", str(hermes_home))
+    assert config.load_yaml(cfg)["tools"]["tool_search"]["enabled"] in (False, "off")
     assert hermes_check()["status"] == "ok"
     assert run_cli("key", "rotate", "hermes-research").exit_code == 0  # the home's .env now holds a dead key
     stale = hermes_check()

@@ -156,8 +156,12 @@ def test_the_plugins_key_handles_only_its_own_profiles_handoffs(
         assert r.status_code == 403 and r.json()["error"]["code"] == "agent_key_scope", r.text
         plugin = Plugin(gw, key)
         assert plugin.say("run_nobody", state="answered", reply="x").status_code == 404
-        bad = plugin.say("run_nobody", state="done")
+        plugin.take(wait=0)
+        sent = send(f"research/{CHAT}", "hello", "--wait", "0")
+        (handoff,) = plugin.take()
+        bad = plugin.say(handoff["run_id"], state="done")
         assert bad.status_code == 400 and "state" in bad.json()["error"]["message"]
+        assert shown(sent["run_id"])["state"] == "running"  # a bad word changes nothing
         assert plugin.http.get("/v1/handoffs", params={"taker": "no spaces"}).status_code == 400
 
 

@@ -211,7 +211,7 @@ def _paths() -> dict[str, Any]:
         "/api/sessions/{session_id}/tools/{tool}": {
             "post": {
                 "summary": "Call a messaging tool as this session (its id here or in its Hermes gateway): the "
-                "Hermes plugin's route; the run in progress on the session is the one the call comes from",
+                "Hermes plugin's route; a step of the run in progress on the session only when `origin` names it",
                 "parameters": [
                     _SESSION_ID,
                     {
@@ -224,11 +224,62 @@ def _paths() -> dict[str, Any]:
                         },
                     },
                 ],
-                "requestBody": _body({"type": "object", "properties": {"arguments": {"type": "object"}}}),
+                "requestBody": _body(
+                    {
+                        "type": "object",
+                        "properties": {
+                            "arguments": {"type": "object"},
+                            "origin": {
+                                "type": "object",
+                                "description": "where the call comes from: the run of a turn handed to the"
+                                " chat, the tag of a turn Backchannel asked (X-Hermes-Session-Key), the surface",
+                                "properties": {
+                                    "run_id": {"type": "string", "maxLength": 256},
+                                    "tag": {"type": "string", "maxLength": 256},
+                                    "surface": {"type": "string", "maxLength": 256},
+                                },
+                            },
+                        },
+                    }
+                ),
                 "responses": {
                     "200": _resp("The tool's result (a refusal too, as the model reads it)", {"type": "object"}),
                     **_errors(400, 401, 404, 413),
                 },
+            }
+        },
+        "/v1/handoffs": {
+            "get": {
+                "summary": "The Hermes plugin's work: the profile's turns handed to its gateway's chats (a long poll;"
+                " it also says the plugin is there); the profile's agent key or the person's",
+                "parameters": [
+                    {"name": "taker", "in": "query", "required": True, "schema": {"type": "string", "maxLength": 128}},
+                    {"name": "wait", "in": "query", "schema": {"type": "number", "minimum": 0, "maximum": 30}},
+                ],
+                "responses": {"200": _resp("The handoffs taken", {"type": "object"}), **_errors(400, 401, 403, 404)},
+            }
+        },
+        "/v1/handoffs/{run_id}": {
+            "post": {
+                "summary": "What became of a handoff: waiting or running (progress), answered (with the reply),"
+                " failed (with why), not_a_chat (no chat drives that session)",
+                "parameters": [_RUN_ID],
+                "requestBody": _body(
+                    {
+                        "type": "object",
+                        "required": ["state"],
+                        "properties": {
+                            "state": {
+                                "type": "string",
+                                "enum": ["waiting", "running", "answered", "failed", "not_a_chat"],
+                            },
+                            "reply": {"type": "string"},
+                            "error": {"type": "string"},
+                            "detail": {"type": "string"},
+                        },
+                    }
+                ),
+                "responses": {"200": _resp("The handoff", {"type": "object"}), **_errors(400, 401, 403, 404, 413)},
             }
         },
         "/v1/runs": {

@@ -48,6 +48,9 @@ async def settle_handoff(request: Request) -> Response:
     (`error`) or not_a_chat (no chat drives that session)."""
     ctx = context(request)
     profile = ctx.directory.check_profile(profile_of(request))
+    run_id = request.path_params["run_id"]
+    if await ctx.gateway.handoffs.get(profile, run_id) is None:
+        raise NotFound(f"no handoff of run {run_id!r} in profile {profile!r}", code="handoff_not_found")
     body = await json_body(request, ctx.settings.max_body_bytes)
     state = body.get("state")
     if state not in REPORTED:
@@ -58,7 +61,6 @@ async def settle_handoff(request: Request) -> Response:
         if value is not None and (not isinstance(value, str) or len(value) > MAX_TEXT):
             raise UsageError(f"field {field!r} must be a string of at most {MAX_TEXT:,} characters")
         texts[field] = value
-    run_id = request.path_params["run_id"]
     done = await ctx.gateway.handoffs.settle(profile, run_id, cast(State, state), **texts)
     if done is None:
         raise NotFound(f"no handoff of run {run_id!r} in profile {profile!r}", code="handoff_not_found")

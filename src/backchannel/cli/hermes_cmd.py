@@ -72,14 +72,22 @@ def restart_hint(home: PurePath, *, windows: bool | None = None) -> str:
 )
 @click.option("--url", help="Backchannel's address as Hermes reaches it (default: this home's gateway).")
 @click.option("--rotate", is_flag=True, help="A new key even when the Hermes home holds this profile's key in force.")
+@click.option(
+    "--keep-tool-search",
+    is_flag=True,
+    help="Leave Hermes's tool search on (0.22 and later): the model then reaches the tools through tool_call only.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object: what was made and what to restart.")
-def connect(profile: str, hermes_home: str | None, url: str | None, rotate: bool, as_json: bool) -> None:
+def connect(
+    profile: str, hermes_home: str | None, url: str | None, rotate: bool, keep_tool_search: bool, as_json: bool
+) -> None:
     """Give a Hermes home a key of its own, as PROFILE.
 
     \b
     The key (named hermes-PROFILE) reaches only the tools and mentions of PROFILE's sessions, under PROFILE's
     rules; Backchannel's URL, the key and the profile go into DIR/.env (0600) and the plugin is enabled in
-    DIR/config.yaml (added to, nothing else changed; no network). Run again, it keeps the key DIR/.env holds while
+    DIR/config.yaml (added to, nothing else changed; no network), with Hermes's tool search off so a model
+    calls the tools by name (--keep-tool-search leaves it on). Run again, it keeps the key DIR/.env holds while
     that key is in force, else (or with --rotate) makes a new one: the old one stops at once. A PROFILE that does
     not exist is made, its sessions in that Hermes gateway (its API server's key from DIR/.env, or a new one
     written there). Restart the Hermes gateway afterwards: it reads .env and its plugins when it starts.
@@ -106,7 +114,7 @@ def connect(profile: str, hermes_home: str | None, url: str | None, rotate: bool
         }
     elif profiles.load_profile(root, profile).config.model.engine != "hermes":
         note(f"note: profile {profile!r} is not a hermes profile: the plugin acts only as sessions it knows")
-    enabled = hermes_files.enable_plugin(home)
+    enabled = hermes_files.enable_plugin(home, tool_search=keep_tool_search)
     key, value, how = on_home(
         root,
         lambda gateway: gateway.access.for_agent(

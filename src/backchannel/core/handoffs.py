@@ -86,6 +86,11 @@ class ChatHandoffs:
             event.set()
         return found
 
+    async def get(self, profile: str, run_id: str) -> Handoff | None:
+        """The profile's handoff of that run, if it has one."""
+        found = await store.get(self.db, run_id)
+        return found if found is not None and found.profile == profile else None
+
     # --- the turn's side -------------------------------------------------------------------------------
 
     async def present(self, profile: str) -> bool:

@@ -42,6 +42,7 @@ def _home(digest: str, key: peer_keys.PeerKey) -> Check:
     try:
         values = hermes.env(home)
         enabled = hermes.plugin_enabled(home)
+        searching = hermes.tool_search_on(home)
     except BackchannelError as exc:
         return fail(check, exc.message, f"correct that file, then {again}")
     env, cfg = str(config.env_path(home)), str(hermes.config_path(home))
@@ -52,4 +53,11 @@ def _home(digest: str, key: peer_keys.PeerKey) -> Check:
         return fail(check, f"{env!r} names profile {values.get(hermes.PROFILE_VAR)!r}, not {profile!r}", again)
     if not enabled:
         return fail(check, f"{cfg!r} does not enable the plugin (plugins.enabled)", again)
+    if searching:
+        return warn(
+            check,
+            f"{cfg!r} leaves Hermes's tool search on: from Hermes 0.22 a model reaches send_to_session only"
+            " through tool_call, and one calling it by name is told it does not exist",
+            "set tools.tool_search.enabled: off there (or run hermes connect again without --keep-tool-search)",
+        )
     return ok(check, f"{str(home)!r}: its .env holds key {key.name!r} in force; the plugin is enabled")

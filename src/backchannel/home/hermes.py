@@ -75,12 +75,20 @@ def _list(section: dict[str, Any], name: str, path: Path) -> list[Any]:
     return found
 
 
-def enable_plugin(home: Path) -> list[str]:
-    """Enable the plugin in the Hermes home's config.yaml; what was added (empty: it was enabled already)."""
+def enable_plugin(home: Path, *, tool_search: bool = False) -> list[str]:
+    """Enable the plugin in the Hermes home's config.yaml; what was added (empty: it was enabled already).
+
+    Hermes from 0.22 puts every plugin's tools behind its tool search (`tool_search`, `tool_call`), where a model
+    that calls `send_to_session` by name is told it does not exist, and Hermes offers a plugin no way to keep its
+    tools at hand: so, unless `tool_search`, the search is turned off there (`tools.tool_search.enabled: off`;
+    Hermes 0.19 has no such search and ignores the key)."""
     path = config_path(home)
 
     def change(data: dict[str, Any]) -> list[str]:
         done: list[str] = []
+        if not tool_search and _search(data, path).get("enabled") not in (False, "off"):
+            _search(data, path)["enabled"] = "off"
+            done.append("tools.tool_search.enabled: off")
         plugins = _plugins(data, path)
         enabled = _list(plugins, "enabled", path)
         if PLUGIN not in enabled:
@@ -111,6 +119,28 @@ def enable_plugin(home: Path) -> list[str]:
         return done
 
     return yamledit.edit(path, change, check=lambda data: None)
+
+
+def _search(data: dict[str, Any], path: Path) -> dict[str, Any]:
+    """The config's `tools.tool_search` mapping, made when missing."""
+    section = data
+    for name in ("tools", "tool_search"):
+        found = section.get(name)
+        if found is None:
+            section[name] = found = {}
+        if not isinstance(found, dict):
+            raise ConfigError(f"{str(path)!r}: {name} is a {type(found).__name__}, not a mapping")
+        section = found
+    return section
+
+
+def tool_search_on(home: Path) -> bool:
+    """Whether the Hermes home's config.yaml leaves Hermes's tool search on (the plugin's tools then reached only
+    through `tool_call`, on a Hermes that has the search)."""
+    tools = config.load_yaml(config_path(home)).get("tools")
+    search = tools.get("tool_search") if isinstance(tools, dict) else None
+    enabled = search.get("enabled") if isinstance(search, dict) else None
+    return enabled not in (False, "off")
 
 
 def plugin_enabled(home: Path) -> bool:
