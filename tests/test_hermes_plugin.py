@@ -52,11 +52,20 @@ def test_it_registers_the_six_tools_with_backchannels_own_schemas() -> None:
     ours = {t.spec.name: t.spec for t in TOOLS}
     for name, kw in tools.items():
         assert kw["toolset"] == "backchannel"
-        assert kw["schema"] == {
-            "name": name,
-            "description": ours[name].description,
-            "parameters": ours[name].parameters,
+        assert kw["schema"]["name"] == name and kw["schema"]["description"] == ours[name].description
+        full = ours[name].parameters
+        assert kw["schema"]["parameters"] == {  # what a model needs; the send options only when asked for
+            **full,
+            "properties": {k: v for k, v in full["properties"].items() if k not in ("wait_seconds", "mode")},
         }
+
+
+def test_the_send_options_are_offered_when_hermes_env_asks_for_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BACKCHANNEL_SEND_OPTIONS", "wait_seconds, mode")
+    ours = {t.spec.name: t.spec for t in TOOLS}
+    tools = registered()
+    assert tools["send_to_session"]["schema"]["parameters"] == ours["send_to_session"].parameters
+    assert set(tools["send_to_peer"]["schema"]["parameters"]["properties"]) == {"target", "message", "wait_seconds"}
 
 
 def test_an_unreachable_or_unset_gateway_is_a_tool_error_that_says_so(monkeypatch: pytest.MonkeyPatch) -> None:

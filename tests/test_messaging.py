@@ -260,6 +260,7 @@ def test_wake_on_reply_after_a_receipt(initialised: Path) -> None:
             await ask(gw, "a", "ask b something slow")
             receipt = (await tool_results(gw, "a"))[-1]
             assert receipt["result"] == "receipt" and "do not resend" in receipt["detail"]
+            assert "do not answer in the other agent's place" in receipt["note"]  # what a small model needs told
             await quiesce(gw)
             a_chat = await bot_chat(gw, "a")
             wake = [m for m in a_chat if m.role == "user" and "[Reply to your message" in m.content]

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 from conftest import run_cli
+from gateway_http import set_messaging
 from scripted_model import ScriptedModel
 
 # 3,304 before issue 13 shortened the note and the tool descriptions, 2,392 after; 2,561 once every argument
@@ -34,3 +35,25 @@ def test_backchannels_own_prompt_stays_under_its_bound(initialised: Path) -> Non
     own = len(system) - len(SOUL) + len(json.dumps(body["tools"]))
     assert {t["function"]["name"] for t in body["tools"]} >= {"memory", "send_to_session", "check_message"}
     assert own <= OWN_CHARS_BOUND, f"Backchannel's own prompt grew to {own} characters"
+
+
+def test_the_send_tools_offer_their_options_only_to_a_profile_that_opts_in(initialised: Path) -> None:
+    """A small model offered wait_seconds and mode misuses them (a wait of 0, a steer, then an answer it made up):
+    send_to_session offers what a model needs, and the options where the profile's send_options asks."""
+
+    def offered(profile: str) -> dict[str, set[str]]:
+        with ScriptedModel(["ok"]) as model:
+            made = run_cli("profile", "create", profile, "--engine", "openai", "--base-url", model.base_url)
+            assert made.exit_code == 0, made.stderr
+            if profile == "opted":
+                set_messaging(initialised, profile, send_options=["wait_seconds", "mode"])
+            assert run_cli("chat", "-p", profile, "-q", "hi").exit_code == 0
+        tools = model.requests[0]["tools"]
+        return {t["function"]["name"]: set(t["function"]["parameters"]["properties"]) for t in tools}
+
+    plain = offered("plain")
+    assert plain["send_to_session"] == {"session_id", "message"} and plain["send_to_peer"] == {"target", "message"}
+    opted = offered("opted")
+    assert opted["send_to_session"] == {"session_id", "message", "wait_seconds", "mode"}
+    assert opted["send_to_peer"] == {"target", "message", "wait_seconds"}
+

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 from backchannel.addresses import MENTION_RE
-from backchannel.agent.tools.messaging import DEFAULT_WAIT, TOOLS
+from backchannel.agent.tools.messaging import DEFAULT_WAIT, TOOLS, offered
 from backchannel.net.http import quote
 from backchannel.outcome import Outcome
 
@@ -159,8 +159,9 @@ def register(ctx: Any) -> None:
         register_hook("post_llm_call", worker.post_llm_call)
         if settings.api_key():  # connected to a Backchannel gateway: its turns for this gateway's chats come here
             worker.start()
+    options = settings.send_options()
     for tool in TOOLS:
-        spec = tool.spec
+        spec = offered(tool.spec, options)
         if spec.name not in HOSTED:
             continue
         ctx.register_tool(

@@ -8,6 +8,8 @@ setting is asked of the secret scope first, then of the environment.
     BACKCHANNEL_API_KEY   the key `backchannel hermes connect` made for this Hermes home (its profile's agent key)
     BACKCHANNEL_PROFILE   the Backchannel profile these Hermes sessions are (default: Hermes's profile)
     BACKCHANNEL_MENTION_WAIT  seconds a platform message waits for its mentions' replies (default 60, at most 120)
+    BACKCHANNEL_SEND_OPTIONS  send_to_session's optional arguments offered to the model: `wait_seconds`, `mode`
+                          (comma-separated; default none: a small model offered them misuses them)
 """
 
 from __future__ import annotations
@@ -53,3 +55,8 @@ def mention_wait() -> float:
     except ValueError:
         return MENTION_WAIT
     return min(wait, 120.0) if wait > 0 else MENTION_WAIT  # Backchannel waits 120 s at most
+
+
+def send_options() -> frozenset[str]:
+    """The optional arguments of the send tools offered to Hermes's models (read once, as the tools are made)."""
+    return frozenset(part.strip() for part in setting("BACKCHANNEL_SEND_OPTIONS").split(",") if part.strip())

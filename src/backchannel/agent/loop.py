@@ -14,6 +14,7 @@ from ..messages import Message, ToolCall, Usage
 from .engines.base import Engine, ModelRequest, SessionLink
 from .persona import system_prompt
 from .tools.base import Tool, ToolContext, call_tool
+from .tools.messaging import offered
 
 Emit = Callable[..., None]
 
@@ -60,7 +61,8 @@ async def run_turn(
     `steered` gives (sent to the session with mode steer meanwhile) join the turn."""
     prices = profile.config.model.prices
     progress.messages.append(incoming)
-    specs = [tool.spec for tool in tools.values()] if engine.offers_tools else []
+    options = profile.config.messaging.send_options
+    specs = [offered(tool.spec, options) for tool in tools.values()] if engine.offers_tools else []
 
     def on_delta(text: str) -> None:
         progress.partial += text

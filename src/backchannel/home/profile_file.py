@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from functools import cached_property
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, BeforeValidator, Field, field_validator, model_validator
 
@@ -160,6 +160,21 @@ class Budget(Frozen):
         return any(v is not None for v in (self.tokens_per_exchange, self.tokens_per_day, self.usd_per_day))
 
 
+SendOption = Literal["wait_seconds", "mode"]  # send_to_session's optional arguments a profile may offer
+
+
+def _listed(value: Any) -> Any:
+    """None as nothing; a list as the tuple of its items (each checked by the field's own type)."""
+    if value is None:
+        return ()
+    if not isinstance(value, list | tuple):
+        raise ValueError("must be a list")
+    return tuple(value)
+
+
+SendOptions = Annotated[tuple[SendOption, ...], BeforeValidator(_listed), Kind("list of wait_seconds, mode")]
+
+
 class MessagingPolicy(Frozen):
     """`agent.session_messaging:`: whom a profile's sessions may message, who may message it, and the bounds."""
 
@@ -176,6 +191,9 @@ class MessagingPolicy(Frozen):
         (), description="senders whose messages wait for the person's approval"
     )
     hold_expiry_seconds: Seconds = Field(86400.0, description="a held message not approved by then expires")
+    send_options: SendOptions = Field(
+        (), description="send_to_session's optional arguments offered to this profile's models (wait_seconds, mode)"
+    )
     budget: Annotated[Budget, BeforeValidator(_section)] = Field(
         default_factory=Budget, description="tokens and dollars this profile's agents may spend on sends"
     )

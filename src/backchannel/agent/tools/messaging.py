@@ -6,10 +6,11 @@ a reply, a receipt, or a refusal or failure with its code; `list_sessions` answe
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from ...addresses import GROUP
-from ...outcome import answered
+from ...outcome import Outcome, answered
 from ..engines.base import ToolSpec
 from .base import Tool, ToolContext, ToolFailure, require_str
 
@@ -23,6 +24,13 @@ def _wait(args: dict[str, Any]) -> float:
     return float(value)
 
 
+def _told(result: dict[str, Any]) -> dict[str, Any]:
+    """A result as the model reads it: a receipt says plainly that the answer is not here and who gives it."""
+    if result.get("result") == Outcome.RECEIPT.value:
+        result["note"] = RECEIPT_NOTE
+    return result
+
+
 async def _send(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     address, message = require_str(args, "session_id"), require_str(args, "message")
     if address.strip().startswith(GROUP):  # every member, each as if sent alone: one outcome per member
@@ -30,14 +38,15 @@ async def _send(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     mode = args.get("mode", "queue")
     if mode not in ("queue", "steer"):
         raise ToolFailure("invalid_arguments", "mode must be queue or steer")
-    return (await ctx.messenger().send(ctx, address, message, wait=_wait(args), steer=mode == "steer")).to_dict()
+    sent = await ctx.messenger().send(ctx, address, message, wait=_wait(args), steer=mode == "steer")
+    return _told(sent.to_dict())
 
 
 async def _send_peer(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     result = await ctx.messenger().send_peer(
         ctx, require_str(args, "target"), require_str(args, "message"), wait=_wait(args)
     )
-    return result.to_dict()
+    return _told(result.to_dict())
 
 
 async def _idle(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
@@ -69,6 +78,26 @@ _RUN_ID = _string("from the send")
 _MODE = "steer: into its running turn"
 
 
+# What a receipt tells the model that sent the message (a small model otherwise answers in the other's place).
+RECEIPT_NOTE = (
+    "Not answered yet. Its answer will come into this session later, as a message of its own: do not answer in"
+    " the other agent's place; tell your user the message was sent and that the answer will follow."
+)
+# Arguments a profile opts into (`agent.session_messaging.send_options`): offered to its models only then, since a
+# small model offered them misuses them (a wait of 0, a steer, then an answer of its own making).
+SEND_OPTIONS = ("wait_seconds", "mode")
+
+
+def offered(spec: ToolSpec, options: Collection[str]) -> ToolSpec:
+    """A tool's schema as a profile's models are offered it: without the send options it has not opted into."""
+    properties = spec.parameters.get("properties", {})
+    dropped = [name for name in SEND_OPTIONS if name in properties and name not in options]
+    if not dropped:
+        return spec
+    kept = {name: value for name, value in properties.items() if name not in dropped}
+    return ToolSpec(spec.name, spec.description, {**spec.parameters, "properties": kept})
+
+
 def _spec(name: str, description: str, required: dict[str, Any], optional: dict[str, Any] | None = None) -> ToolSpec:
     properties = {**required, **(optional or {})}
     return ToolSpec(name, description, {"type": "object", "properties": properties, "required": list(required)})
@@ -78,8 +107,8 @@ TOOLS: tuple[Tool, ...] = (
     Tool(
         _spec(
             "send_to_session",
-            "Message another agent's session and get its reply; past wait_seconds, a receipt (do not resend: "
-            "the reply comes here).",
+            "Message another agent's session and get its reply, or a receipt when it answers later (do not"
+            " resend: the reply comes here).",
             {"session_id": _string("profile, profile/session-id, session id or group:NAME"), "message": _MESSAGE},
             {"wait_seconds": _WAIT, "mode": {"type": "string", "enum": ["queue", "steer"], "description": _MODE}},
         ),
