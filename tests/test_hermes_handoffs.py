@@ -203,3 +203,21 @@ def test_a_hosted_call_is_a_step_of_a_turn_only_when_it_comes_from_that_turn(
         assert person["origin"] not in (None, busy["run_id"]) and person["hops"] == 1  # an exchange of its own
         hermes.release.set()
         until(busy["run_id"], "completed")
+
+
+def test_another_agents_message_is_told_to_hermes_as_a_bots_never_as_the_persons(
+    initialised: Path, hermes: FakeHermes
+) -> None:
+    """Hermes from 0.22 records who speaks (`author`): another agent's message is a bot's; the person's own has
+    none of ours (Hermes takes its user)."""
+    assert run_cli("profile", "create", "lead").exit_code == 0
+    set_messaging(initialised, "lead", allow=["research/*"])
+    hermes.sessions["api_1"] = {"title": "work", "messages": []}
+    with gateway_with(initialised):
+        assert send("research/api_1", "from the person")["exit_code"] == 0
+        asked = send("lead", "/send research/api_1 from lead")
+        assert asked["exit_code"] == 0, asked
+    bodies = [b for m, p, b in hermes.requests if p.endswith("/chat/stream")]
+    assert "author" not in bodies[0]
+    author = bodies[1]["author"]
+    assert author["is_bot"] is True and author["id"].startswith("backchannel:lead/"), author

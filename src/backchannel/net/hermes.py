@@ -206,15 +206,25 @@ class HermesClient:
     # --- one turn ------------------------------------------------------------------------------
 
     async def chat(
-        self, session_id: str, message: str, *, on_text: OnText | None = None, session_key: str | None = None
+        self,
+        session_id: str,
+        message: str,
+        *,
+        on_text: OnText | None = None,
+        session_key: str | None = None,
+        author: dict[str, Any] | None = None,
     ) -> ChatReply:
         """One agent turn in `session_id` through `/chat/stream`: text as it streams, the final answer.
-        `session_key`: Hermes's `X-Hermes-Session-Key`, which the turn's tool calls carry (who they come from)."""
+        `session_key`: Hermes's `X-Hermes-Session-Key`, which the turn's tool calls carry (who they come from);
+        `author`: who speaks (`{id, name, is_bot}`: Hermes from 0.22 records it; 0.19 reads nothing of it)."""
         path = f"/api/sessions/{quote(session_id)}/chat/stream"
         tip = session_id
         headers = {SESSION_KEY_HEADER: session_key} if session_key else None
+        sent: dict[str, Any] = {"message": message}
+        if author is not None:
+            sent["author"] = author
         async with self._http.stream(
-            "POST", path, json={"message": message}, headers=headers, read_timeout=self.timeout or None
+            "POST", path, json=sent, headers=headers, read_timeout=self.timeout or None
         ) as resp:
             if resp.status == 404:
                 body = HttpResponse(resp.status, resp.headers, await resp.read())

@@ -48,6 +48,9 @@ class SessionLink:
     interrupted_copies: int | None = None
     # How a session that a person drives from a chat platform is reached (None: the engine has no such way).
     chat: ChatPath | None = None
+    # Who sent the turn's message (a run's sender: `human:cli`, an agent's address, `peer:NAME/profile`), for a far
+    # side that records who speaks.
+    sender: str | None = None
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from ...errors import EngineError, HermesPluginAbsent
 from ...ids import BOT_CHAT_TITLE
@@ -41,6 +42,14 @@ LEASED_SINCE = (0, 21, 3)  # Hermes orders every surface's turns on a session (a
 NOT_CHATS = frozenset({"", "api_server", "cli", "local", "tui", "desktop", "acp", "cron", "webhook", "msgraph_webhook"})
 TAG_PREFIX = "backchannel:"  # a turn Backchannel asks of Hermes is tagged `backchannel:<profile>/<session id>`
 log = logging.getLogger("backchannel.engines")
+
+
+def author_of(sender: str | None) -> dict[str, Any] | None:
+    """Who speaks in a turn's message, as Hermes records it (its `author`): another agent, never the person; None
+    for the person's own message (Hermes takes its user)."""
+    if sender is None or sender.startswith("human:"):
+        return None
+    return {"id": f"{TAG_PREFIX}{sender}", "name": sender, "is_bot": True}
 
 
 def turn_tag(profile: str, session_id: str) -> str:
@@ -115,7 +124,11 @@ class HermesEngine:
                             on_delta(recovered)
                         return Message(role="assistant", content=recovered)
                 reply = await self._client.chat(
-                    link.remote_id, incoming.content, on_text=on_delta, session_key=turn_tag(self.profile, link.id)
+                    link.remote_id,
+                    incoming.content,
+                    on_text=on_delta,
+                    session_key=turn_tag(self.profile, link.id),
+                    author=author_of(link.sender),
                 )
             except SessionMissing:  # gone over there (deleted, or a new Hermes home): map it again, once
                 if attempt:
