@@ -328,12 +328,12 @@ CREATE TABLE chat_handoffs (
     run_id text COLLATE "C" PRIMARY KEY,
     profile text COLLATE "C" NOT NULL,
     remote_session text COLLATE "C" NOT NULL,
-    message text NOT NULL,
+    message text COLLATE "C" NOT NULL,
     state text COLLATE "C" NOT NULL,
     taker text COLLATE "C",
-    reply text,
-    error text,
-    detail text,
+    reply text COLLATE "C",
+    error text COLLATE "C",
+    detail text COLLATE "C",
     created_at double precision NOT NULL,
     updated_at double precision NOT NULL
 );
