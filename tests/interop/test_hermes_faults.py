@@ -1,4 +1,4 @@
-"""A request to a real Hermes 0.19 gateway cut after it was sent (a proxy drops the answer).
+"""A request to a real Hermes gateway (each version) cut after it was sent (a proxy drops the answer).
 
 Hermes cannot deduplicate a chat on its key, so our side never asks it again blindly: the outcome is
 `unknown`, naming the session to check, and Hermes ran the turn exactly once.
@@ -11,20 +11,23 @@ from pathlib import Path
 
 import httpx
 import pytest
-from hermes_gateway import HermesGateway, needs_hermes
+from hermes_gateway import HermesGateway, HermesPython, each_hermes
 
 from bad_servers import CuttingProxy
 from conftest import run_cli
 from scripted_model import ScriptedModel
 
-pytestmark = [pytest.mark.interop, needs_hermes]
+pytestmark = pytest.mark.interop
+pytest_generate_tests = each_hermes  # hermes_python: each test on each Hermes version
 KEY = "interop-key-0123456789abcdef"
 
 
-def test_a_dropped_answer_from_hermes_is_unknown_with_the_session_to_check(initialised: Path) -> None:
+def test_a_dropped_answer_from_hermes_is_unknown_with_the_session_to_check(
+    initialised: Path, hermes_python: HermesPython
+) -> None:
     with (
         ScriptedModel(lambda body: "hermes answered once") as model,
-        HermesGateway(model.base_url, api_key=KEY) as hermes,
+        HermesGateway(model.base_url, api_key=KEY, python=hermes_python) as hermes,
         CuttingProxy(hermes.url, cut=1) as proxy,
     ):
         added = run_cli("peer", "add", "herm", "--url", proxy.url, "--key", KEY, "--timeout", "20")

@@ -1,5 +1,5 @@
-"""Hermes sessions messaging each other through Backchannel: two real Hermes 0.19 gateways on scripted
-models, each a Backchannel profile with the hermes engine, the Backchannel plugin installed and enabled.
+"""Hermes sessions messaging each other through Backchannel: two real Hermes gateways (each version) on
+scripted models, each a Backchannel profile with the hermes engine, the Backchannel plugin installed and enabled.
 
     research's Hermes agent --send_to_session("builds")--> plugin --HTTP--> Backchannel gateway (policy,
     queue, ledger) --hermes engine--> builds' Hermes session --reply--> research's tool result
@@ -18,12 +18,13 @@ from typing import Any
 
 import httpx
 import pytest
-from hermes_gateway import HermesGateway, needs_hermes
+from hermes_gateway import HERMES_19, HermesGateway, HermesPython, each_hermes, xfail_on
 
 from conftest import GatewayProcess, api_key, run_cli
 from scripted_model import ScriptedModel
 
-pytestmark = [pytest.mark.interop, needs_hermes]
+pytestmark = pytest.mark.interop
+pytest_generate_tests = each_hermes  # hermes_python: each test on each Hermes version
 KEY = "interop-hermes-key-0123456789"
 
 
@@ -79,7 +80,9 @@ class Agent:
 
 
 @contextlib.contextmanager
-def hermes_agent(agent: Agent, soul: str, backchannel: GatewayProcess) -> Iterator[HermesGateway]:
+def hermes_agent(
+    agent: Agent, soul: str, backchannel: GatewayProcess, hermes_python: HermesPython
+) -> Iterator[HermesGateway]:
     env = (
         f"BACKCHANNEL_URL={backchannel.url}\nBACKCHANNEL_API_KEY={api_key(backchannel.root)}\n"
         f"BACKCHANNEL_PROFILE={agent.name}\n"
@@ -89,7 +92,8 @@ def hermes_agent(agent: Agent, soul: str, backchannel: GatewayProcess) -> Iterat
         HermesGateway(
             model.base_url,
             api_key=KEY,
-            config={"plugins": {"enabled": ["backchannel"]}},
+            python=hermes_python,
+            plugins=["backchannel"],
             files={"SOUL.md": soul, ".env": env},
         ) as hermes,
     ):
@@ -143,12 +147,14 @@ def builds_decides(text: str, body: dict[str, Any]) -> Any:
     return f"builds answers {last!r} ({soul}; earlier: {history})"
 
 
-def test_a_hermes_session_asks_another_through_backchannel(key_in_env: Path, gateway: GatewayProcess) -> None:
+def test_a_hermes_session_asks_another_through_backchannel(
+    key_in_env: Path, gateway: GatewayProcess, hermes_python: HermesPython
+) -> None:
     research = Agent("research", research_decides)
     builds = Agent("builds", builds_decides)
     with (
-        hermes_agent(research, "You are research. RESEARCH-SOUL", gateway),
-        hermes_agent(builds, "You are builds. BUILDS-SOUL", gateway) as builds_hermes,
+        hermes_agent(research, "You are research. RESEARCH-SOUL", gateway, hermes_python),
+        hermes_agent(builds, "You are builds. BUILDS-SOUL", gateway, hermes_python) as builds_hermes,
     ):
         # builds' Hermes session has a history of its own.
         first = send("builds", "the codeword is kiwi")
@@ -198,10 +204,15 @@ def ping_pong(name: str, other: str) -> Callable[[str, dict[str, Any]], Any]:
     return decide
 
 
-def test_an_async_ping_pong_stops_at_the_hop_limit(key_in_env: Path, gateway: GatewayProcess) -> None:
+def test_an_async_ping_pong_stops_at_the_hop_limit(
+    key_in_env: Path, gateway: GatewayProcess, hermes_python: HermesPython
+) -> None:
     research = Agent("research", ping_pong("research", "builds"))
     builds = Agent("builds", ping_pong("builds", "research"))
-    with hermes_agent(research, "research", gateway), hermes_agent(builds, "builds", gateway):
+    with (
+        hermes_agent(research, "research", gateway, hermes_python),
+        hermes_agent(builds, "builds", gateway, hermes_python),
+    ):
         allow(key_in_env, "research", "builds", max_hops=3)
         allow(key_in_env, "builds", "research", max_hops=3)
         assert send("research", "ping")["result"] == "delivered"
@@ -215,10 +226,13 @@ def test_an_async_ping_pong_stops_at_the_hop_limit(key_in_env: Path, gateway: Ga
         assert len(refused) == 1 and refused[0]["hops"] == 4
 
 
-def test_concurrent_messages_to_one_hermes_session_go_in_order(key_in_env: Path, gateway: GatewayProcess) -> None:
+def test_concurrent_messages_to_one_hermes_session_go_in_order(
+    key_in_env: Path, gateway: GatewayProcess, hermes_python: HermesPython
+) -> None:
     builds = Agent("builds", lambda text, body: f"done {text.splitlines()[-1]}", delay=0.4)
-    with hermes_agent(builds, "builds", gateway) as hermes:
-        # Hermes alone: three requests at once on one session run side by side.
+    with hermes_agent(builds, "builds", gateway, hermes_python) as hermes:
+        # Hermes alone: three requests at once on one session run side by side on 0.19; later Hermes leases a
+        # session's turns itself (in its state.db), so there they wait for each other.
         sid = httpx.post(f"{hermes.url}/api/sessions", json={"title": "direct"}, headers=hermes.headers).json()
         sid = sid["session"]["id"]
 
@@ -232,7 +246,7 @@ def test_concurrent_messages_to_one_hermes_session_go_in_order(key_in_env: Path,
             t.start()
         for t in threads:
             t.join()
-        assert builds.most_active > 1  # interleaved
+        assert builds.most_active > 1 if hermes_python is HERMES_19 else builds.most_active == 1
 
         # Through Backchannel: queued on the session, one turn at a time, in the order they came.
         builds.most_active = 0
@@ -257,8 +271,13 @@ def test_concurrent_messages_to_one_hermes_session_go_in_order(key_in_env: Path,
         assert [t.splitlines()[-1] for t in builds.turns_seen()[-3:]] == ["m0", "m1", "m2"]
 
 
+@xfail_on(
+    "hermes-0.22",
+    "issue 39 item 4: Hermes 0.22 interrupts a turn whose /chat/stream client is gone (the SIGKILLed gateway's) and"
+    " saves 'Your request was not processed…' as its answer; the restarted gateway takes that as the reply",
+)
 def test_a_hermes_turn_cut_by_a_sigkilled_gateway_is_answered_once(
-    key_in_env: Path, gateway_process: GatewayProcess
+    key_in_env: Path, gateway_process: GatewayProcess, hermes_python: HermesPython
 ) -> None:
     """Hermes runs the cut turn on and saves it when it ends (0.19, observed); the restarted gateway finds
     the message and its answer in the Hermes session and takes that answer as the run's reply: the run is
@@ -271,7 +290,7 @@ def test_a_hermes_turn_cut_by_a_sigkilled_gateway_is_answered_once(
         return f"built: {text.splitlines()[-1]}"
 
     builds = Agent("builds", slow)
-    with hermes_agent(builds, "builds", gateway) as hermes:
+    with hermes_agent(builds, "builds", gateway, hermes_python) as hermes:
         bot = httpx.post(f"{gateway.url}/p/builds/api/sessions", json={"title": "Bot Chat"}, headers=gateway.headers())
         session_id = bot.json()["session"]["id"]
         started = httpx.post(
@@ -320,7 +339,7 @@ def test_a_hermes_turn_cut_by_a_sigkilled_gateway_is_answered_once(
 
 
 def test_send_to_session_reaches_a_hermes_session_backchannel_never_imported(
-    key_in_env: Path, gateway: GatewayProcess
+    key_in_env: Path, gateway: GatewayProcess, hermes_python: HermesPython
 ) -> None:
     hermes_id = "20260801_110135_3a75b0"  # the seed's: a session made in builds' Hermes, unknown here
 
@@ -329,8 +348,8 @@ def test_send_to_session_reaches_a_hermes_session_backchannel_never_imported(
 
     builds = Agent("builds", builds_decides)
     with (
-        hermes_agent(Agent("research", research), "research", gateway),
-        hermes_agent(builds, "BUILDS-SOUL", gateway) as builds_hermes,
+        hermes_agent(Agent("research", research), "research", gateway, hermes_python),
+        hermes_agent(builds, "BUILDS-SOUL", gateway, hermes_python) as builds_hermes,
     ):
         made = httpx.post(
             f"{builds_hermes.url}/api/sessions",
