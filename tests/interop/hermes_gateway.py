@@ -1,5 +1,5 @@
-"""Real Hermes Agent gateways on loopback ports (API server only), for interop tests: each Hermes version the
-tests run on.
+"""Real Hermes Agent gateways on loopback ports, for interop tests: each Hermes version the tests run on, its
+API server, and on request a person's chat (a stand-in for weixin that Hermes's own gateway runner drives).
 
     pytest_generate_tests = each_hermes  # a test taking hermes_python runs once per Hermes version
 
@@ -18,6 +18,10 @@ Each gateway gets a fresh temporary HOME and HERMES_HOME, a clean environment (o
 config that keeps it on loopback: the custom provider points at `model_base_url`; what would reach the
 internet at startup, or call the model unscripted, is turned off; proxies point at a dead loopback port.
 
+`chat=True` adds the person's chat (hermes_plugins/loopchat, registered as `weixin`): `hermes.chat` says what
+the person types (`person_says`), reads what Hermes sent to a chat (`sent`, `wait_sent`) and finds the
+Hermes session of a chat (`session_id`); `hermes.transcript(session_id)` reads that session's messages from
+Hermes's own state.db.
 """
 
 from __future__ import annotations
@@ -28,10 +32,11 @@ import os
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
@@ -40,6 +45,7 @@ import httpx
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+PLUGINS = Path(__file__).resolve().parent / "hermes_plugins"
 LOOPBACK = "127.0.0.1,localhost,::1"
 DEAD_PROXY = "http://127.0.0.1:9"  # a client that ignores NO_PROXY fails here instead of leaving the machine
 REQUIRE_VAR = "BACKCHANNEL_REQUIRE_HERMES"
@@ -142,6 +148,42 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+# The person's chat: the loopchat plugin registered as weixin, so weixin's own runner behaviour applies.
+CHAT_PLUGIN = "loopchat"
+CHAT_PLATFORM = "weixin"
+PERSON = "wx_person_01"  # the person's user id there: on Hermes's allowlist for the platform
+HOME_CHAT = "1001"  # the platform's home channel (unset, Hermes's first reply there starts with a notice)
+
+
+def _chat_config(port: int) -> dict[str, Any]:
+    return {
+        # Hermes's weixin checks still apply to the stand-in: a token that is not a placeholder, an account id.
+        "platforms": {
+            CHAT_PLATFORM: {
+                "enabled": True,
+                "token": "wxtoken-loopback-7f3a9c2e81d04b5a",
+                "extra": {"account_id": "wxid_loopback_0001", "port": port},
+            }
+        },
+        "onboarding": {"profile_build": "off"},  # else a person's first message gets a profile-building note
+    }
+
+
+def _chat_env() -> dict[str, str]:
+    upper = CHAT_PLATFORM.upper()
+    return {"LOOPCHAT_PLATFORM": CHAT_PLATFORM, f"{upper}_ALLOWED_USERS": PERSON, f"{upper}_HOME_CHANNEL": HOME_CHAT}
+
+
+@dataclass(frozen=True)
+class Said:
+    """One row of a Hermes session's transcript (state.db's messages table), in the order Hermes wrote it."""
+
+    role: str  # user, assistant, tool (system rows too, where Hermes keeps them)
+    content: str
+    tool_calls: tuple[str, ...] = ()  # an assistant row's calls, by tool name
+    tool_name: str | None = None  # a tool row's tool
+
+
 class HermesGateway:
     """`hermes gateway run` as a subprocess; a context manager that starts it and stops it on exit.
 
@@ -150,7 +192,8 @@ class HermesGateway:
     `plugins.enabled`, never `hermes plugins enable`: 0.22's downloads a CPython first), `config` is merged into
     the generated config.yaml (e.g. {"platform_toolsets": {"api_server": [...]}}); `files` are written into
     HERMES_HOME before it starts (SOUL.md, .env). With `home`, that folder is HERMES_HOME as it is (its
-    config.yaml and .env made beforehand, `port` its API_SERVER_PORT), and it is left in place.
+    config.yaml and .env made beforehand, `port` its API_SERVER_PORT), and it is left in place. `chat=True` adds
+    the person's chat (`chat`).
     """
 
     def __init__(
@@ -162,6 +205,7 @@ class HermesGateway:
         plugins: Sequence[str] = (),
         config: dict[str, Any] | None = None,
         files: dict[str, str] | None = None,
+        chat: bool = False,
         expect_version: str | None = None,
         start_timeout: float = 60.0,
         home: Path | None = None,
@@ -178,7 +222,8 @@ class HermesGateway:
             self.expect_version = expect_version
         self.config = _merge(base_config(model_base_url), config or {})
         enabled = list(self.config.get("plugins", {}).get("enabled") or [])
-        for name in plugins:
+        self._copied = [CHAT_PLUGIN] if chat else []  # plugins of the tests', copied into HERMES_HOME/plugins
+        for name in [*plugins, *self._copied]:
             if name not in enabled:
                 enabled.append(name)
         if enabled:
@@ -189,6 +234,10 @@ class HermesGateway:
         self.start_seconds = 0.0  # from spawn to the first good /health
         self.home: Path | None = home  # HERMES_HOME (state.db, logs/), removed on exit unless given
         self._given_home, self._port = home is not None, port
+        self.chat: Chat | None = None
+        self._chat_port = _free_port() if chat else None
+        if self._chat_port is not None:
+            self.config = _merge(self.config, _chat_config(self._chat_port))
         self._tmp: Path | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._log = ""
@@ -212,6 +261,8 @@ class HermesGateway:
             for name, text in self.files.items():
                 (self.home / name).write_text(text)
         assert self.home is not None
+        for name in self._copied:
+            shutil.copytree(PLUGINS / name, self.home / "plugins" / name, ignore=shutil.ignore_patterns("__pycache__"))
         port = self._port or _free_port()
         self.url = f"http://127.0.0.1:{port}"
         env = dict(PATH=os.environ.get("PATH", "/usr/bin:/bin"), LANG="C.UTF-8", PYTHONUNBUFFERED="1")
@@ -221,6 +272,8 @@ class HermesGateway:
         # 0.22 refuses to open HERMES_HOME/state.db when a parent process is a pytest run (its guard for its own
         # test suite, keyed on the ancestry); this HERMES_HOME is a throwaway one, the guard's own bypass says so.
         env.update(HERMES_STATE_DB_GUARD_BYPASS="1")
+        if self._chat_port is not None:
+            env.update(_chat_env())
         started = time.monotonic()
         with open(self._tmp / "gateway.out", "wb") as out:
             self._proc = subprocess.Popen(
@@ -234,6 +287,9 @@ class HermesGateway:
             )
         try:
             self._wait_healthy(started)
+            if self._chat_port is not None:
+                self.chat = Chat(self, f"http://127.0.0.1:{self._chat_port}")
+                self.chat.wait_ready(started + self.start_timeout - time.monotonic())
         except BaseException:
             self.close()
             raise
@@ -257,6 +313,25 @@ class HermesGateway:
             return
         raise TimeoutError(f"hermes gateway not healthy after {self.start_timeout}s:\n{self.log()[-3000:]}")
 
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def transcript(self, session_id: str) -> list[Said]:
+        """Hermes session `session_id`'s messages as Hermes's own state.db holds them, in the order written
+        (its messages table: role, content, tool_calls as JSON, tool_name), read-only; without the
+        `session_meta` marker rows, which are no message."""
+        assert self.home is not None, "the gateway was never started"
+        db = sqlite3.connect(f"{(self.home / 'state.db').as_uri()}?mode=ro", uri=True, timeout=10)
+        try:
+            rows = db.execute(
+                "SELECT role, content, tool_calls, tool_name FROM messages"
+                " WHERE session_id = ? AND role != 'session_meta' ORDER BY id",
+                (session_id,),
+            ).fetchall()
+        finally:
+            db.close()
+        return [Said(role, content or "", _call_names(calls), tool_name) for role, content, calls, tool_name in rows]
+
     def close(self, timeout: float = 15.0) -> None:
         """SIGTERM to the gateway's process group, SIGKILL after `timeout`; then removes the temp dirs."""
         if self._proc is not None:
@@ -278,3 +353,103 @@ class HermesGateway:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def _call_names(raw: str | None) -> tuple[str, ...]:
+    try:
+        calls = json.loads(raw) if raw else []
+    except ValueError:
+        return ()
+    names = []
+    for call in calls if isinstance(calls, list) else []:
+        function = call.get("function") if isinstance(call, dict) else None
+        name = function.get("name") if isinstance(function, dict) else None
+        names.append(str(name or "?"))
+    return tuple(names)
+
+
+class Chat:
+    """The person's side of the chat platform stand-in (weixin) of a HermesGateway started with `chat=True`.
+
+    The person's first message to a Hermes that has no session yet is Hermes's first contact: its model gets
+    Hermes's first-contact note after the person's text (Hermes's transcript keeps the text alone)."""
+
+    def __init__(self, hermes: HermesGateway, url: str) -> None:
+        self.hermes = hermes
+        self.url = url  # the plugin's control server
+        self.platform = CHAT_PLATFORM
+
+    def wait_ready(self, within: float) -> None:
+        deadline = time.monotonic() + max(within, 1.0)
+        while True:
+            try:
+                httpx.get(self.url + "/sent", timeout=2).raise_for_status()
+                return
+            except httpx.HTTPError:
+                if time.monotonic() > deadline or not self.hermes.running():
+                    raise RuntimeError(
+                        f"the {self.platform} stand-in did not come up at {self.url}:\n{self.hermes.log()[-3000:]}"
+                    ) from None
+                time.sleep(0.1)
+
+    def person_says(self, chat_id: str, text: str, *, user: str = PERSON) -> dict[str, Any]:
+        """The person types `text` in chat `chat_id`; returns once Hermes's gateway took the message (its
+        runner started the turn, or queued the message behind one): {"message_id", "accepted"}."""
+        body = {"chat_id": chat_id, "user_id": user, "user_name": "Person", "text": text}
+        said = httpx.post(self.url + "/in", json=body, timeout=60)
+        said.raise_for_status()
+        answer: dict[str, Any] = said.json()
+        return answer
+
+    def sent(self, chat_id: str) -> list[str]:
+        """What Hermes sent to chat `chat_id` so far (each `send` of the adapter), in order."""
+        got = httpx.get(self.url + "/sent", timeout=10).json()
+        return [m["content"] for m in got if m["chat_id"] == chat_id]
+
+    def wait_sent(self, chat_id: str, predicate: Callable[[list[str]], bool], within: float = 60.0) -> list[str]:
+        """What chat `chat_id` received, once `predicate` holds for it; an AssertionError naming what it did
+        receive when `within` seconds pass first."""
+        deadline = time.monotonic() + within
+        while not predicate(texts := self.sent(chat_id)):
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"chat {chat_id!r} did not get what was awaited within {within:g}s; it got {texts!r}\n"
+                    f"{self.hermes.log()[-3000:]}"
+                )
+            time.sleep(0.1)
+        return texts
+
+    def session_key(self, chat_id: str) -> str:
+        """Hermes's routing key of a person's direct chat on the platform (its default profile)."""
+        return f"agent:main:{self.platform}:dm:{chat_id}"
+
+    def session_id(self, chat_id: str, within: float = 30.0) -> str:
+        """The Hermes session of chat `chat_id`, as Hermes's API lists it (`source` the platform); the chat is
+        told apart by the session's routing key in state.db (the API does not list it)."""
+        deadline = time.monotonic() + within
+        while True:
+            listed = httpx.get(f"{self.hermes.url}/api/sessions?limit=200", headers=self.hermes.headers, timeout=10)
+            listed.raise_for_status()
+            ids = [s["id"] for s in listed.json()["data"] if s.get("source") == self.platform]
+            of_chat = set(self._sessions_of(chat_id))
+            found = [sid for sid in ids if sid in of_chat]
+            if found:
+                return str(found[0])
+            if time.monotonic() > deadline:
+                raise AssertionError(f"Hermes lists no {self.platform} session of chat {chat_id!r}: {ids}")
+            time.sleep(0.2)
+
+    def _sessions_of(self, chat_id: str) -> Iterator[str]:
+        home = self.hermes.home
+        assert home is not None
+        if not (home / "state.db").exists():
+            return
+        db = sqlite3.connect(f"{(home / 'state.db').as_uri()}?mode=ro", uri=True, timeout=10)
+        try:
+            rows = db.execute(
+                "SELECT id FROM sessions WHERE source = ? AND session_key = ? ORDER BY started_at DESC",
+                (self.platform, self.session_key(chat_id)),
+            ).fetchall()
+        finally:
+            db.close()
+        yield from (row[0] for row in rows)
