@@ -124,7 +124,9 @@ def base_config(model_base_url: str) -> dict[str, Any]:
         {
             # context_length: no context-window probes (one of them asks openrouter.ai)
             "model": dict(provider="custom", default="scripted", base_url=model_base_url, context_length=65536),
-            "security": {"tirith_enabled": False},  # else it downloads the tirith binary from GitHub
+            # tirith: else it downloads the tirith binary from GitHub; lazy installs: else a platform chat's first
+            # turn pip-installs what its tools lack (0.19: edge-tts, ~15 s until the dead proxy fails it)
+            "security": {"tirith_enabled": False, "allow_lazy_installs": False},
             "model_catalog": {"enabled": False},
             "curator": {"enabled": False},
             "auxiliary": {"title_generation": {"enabled": False}},  # no model calls the script did not ask for
