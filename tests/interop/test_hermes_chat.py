@@ -362,7 +362,7 @@ def test_a_late_reply_to_the_persons_chat_turn_reaches_the_persons_chat(
         assert entry["sender"] == f"builds/{session}", entry
         try:
             hermes.chat.wait_sent(
-                CHAT, lambda texts: any("research (echo): the late answer" in t for t in texts), within=60
+                CHAT, lambda texts: any("research (echo): the late answer" in t for t in texts), within=20
             )
         except AssertionError as missing:  # say where the answer went instead
             there = [(m.role, m.content) for m in hermes.transcript(session) if "the late answer" in m.content]
