@@ -219,9 +219,11 @@ class HermesGateway:
         if isinstance(python, HermesPython):
             self.python = str(python.python)
             self.expect_version: str | None = expect_version or python.version
+            self.missing = f"no Hermes {python.version} in {python.venv}: run `make {python.make}`"
         else:
             self.python = python if os.path.isabs(python) else str(ROOT / python)
             self.expect_version = expect_version
+            self.missing = f"no Python at {self.python}"
         self.config = _merge(base_config(model_base_url), config or {})
         enabled = list(self.config.get("plugins", {}).get("enabled") or [])
         self._copied = [CHAT_PLUGIN] if chat else []  # plugins of the tests', copied into HERMES_HOME/plugins
@@ -255,6 +257,8 @@ class HermesGateway:
         return self._log
 
     def start(self) -> Self:
+        if not Path(self.python).is_file():
+            raise RuntimeError(self.missing)
         self._tmp = Path(tempfile.mkdtemp(prefix="hermes-gw-"))
         if not self._given_home:
             self.home = self._tmp / ".hermes"
