@@ -1,6 +1,6 @@
-"""`backchannel hermes connect` with real Hermes 0.19 gateways: the seed's set-up (two Hermes homes, two profiles,
-one allow rule) is one command per Hermes home and one allow rule, and a Hermes session's `send_to_session` goes
-through the plugin with the key connect wrote into that home's .env (never the person's)."""
+"""`backchannel hermes connect` with real Hermes gateways (0.19 and 0.22): the seed's set-up (two Hermes homes, two
+profiles, one allow rule) is one command per Hermes home and one allow rule, and a Hermes session's
+`send_to_session` goes through the plugin with the key connect wrote into that home's .env (never the person's)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hermes_gateway import HermesGateway, base_config, needs_hermes
+from hermes_gateway import HermesGateway, HermesPython, base_config, each_hermes
 from test_hermes_sessions import Agent, builds_decides, ledger, research_decides, send
 
 from conftest import GatewayThread, api_key, free_port, run_cli
 from scripted_model import ScriptedModel
 
-pytestmark = [pytest.mark.interop, needs_hermes]
+pytestmark = pytest.mark.interop
+pytest_generate_tests = each_hermes
 
 
 def hermes_home(where: Path, name: str, model_url: str, port: int) -> Path:
@@ -38,7 +39,7 @@ def connect(profile: str, home: Path) -> dict[str, Any]:
 
 
 def test_two_connected_hermes_homes_message_each_other_with_their_own_keys(
-    gateway: GatewayThread, tmp_path: Path
+    gateway: GatewayThread, tmp_path: Path, hermes_python: HermesPython
 ) -> None:
     research, builds = Agent("research", research_decides), Agent("builds", builds_decides)
     with ScriptedModel(research) as research_model, ScriptedModel(builds) as builds_model:
@@ -53,9 +54,9 @@ def test_two_connected_hermes_homes_message_each_other_with_their_own_keys(
 
         with (
             HermesGateway(homes["research"][2], api_key="interop-research-key-0123456789",
-                          home=homes["research"][0], port=homes["research"][1]),
+                          home=homes["research"][0], port=homes["research"][1], python=hermes_python),
             HermesGateway(homes["builds"][2], api_key="interop-builds-key-0123456789",
-                          home=homes["builds"][0], port=homes["builds"][1]),
+                          home=homes["builds"][0], port=homes["builds"][1], python=hermes_python),
         ):  # fmt: skip
             asked = send("research", "ask builds what is the build status?")
             assert asked["result"] == "delivered", asked
