@@ -7,8 +7,8 @@ target session is the person's weixin chat session, addressed by its Hermes id (
     the person --weixin--> Hermes (session agent:main:weixin:dm:1001) <--/chat-- Backchannel (builds/<hermes id>)
                                \\--send_to_session (plugin)--> Backchannel --> research (echo)
 
-The tests of items 1-3 say what must hold and fail until those items are built (strict xfail: the mark goes
-with the change that makes them pass).
+A turn of Backchannel's for that session is handed to the plugin, which gives it to the chat behind the person's
+turn (items 1-2); a late reply to the person's chat turn reaches the chat the same way (item 3).
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ pytestmark = pytest.mark.interop
 pytest_generate_tests = each_hermes  # hermes_python: each test on each Hermes version
 KEY = "interop-hermes-chat-key-0123456789"
 CHAT = HOME_CHAT  # the person's weixin chat
-NOT_BUILT = "issue 39 item {}: not built yet"
 
 
 def text_of(content: Any) -> str:
@@ -213,7 +212,6 @@ def test_a_persons_weixin_message_is_a_turn_of_hermes_whose_reply_goes_back_to_t
         assert [(s["id"], s["source"]) for s in listed] == [(session, "weixin")], listed
 
 
-@pytest.mark.xfail(strict=True, reason=NOT_BUILT.format(1))
 def test_a_backchannel_message_waits_for_the_persons_turn_on_their_chat_session(
     key_in_env: Path, gateway: GatewayThread, hermes_python: HermesPython
 ) -> None:
@@ -265,7 +263,6 @@ def messages_since_answer(messages: list[dict[str, Any]]) -> int:
     return answered[-1] + 1 if answered else 0
 
 
-@pytest.mark.xfail(strict=True, reason=NOT_BUILT.format(2))
 def test_the_persons_own_chat_turn_sends_as_itself_whatever_backchannel_turn_runs_on_the_session(
     key_in_env: Path, gateway: GatewayThread, hermes_python: HermesPython
 ) -> None:
@@ -332,7 +329,6 @@ def test_the_persons_own_chat_turn_sends_as_itself_whatever_backchannel_turn_run
             research.join(120)
 
 
-@pytest.mark.xfail(strict=True, reason=NOT_BUILT.format(3))
 def test_a_late_reply_to_the_persons_chat_turn_reaches_the_persons_chat(
     key_in_env: Path, gateway: GatewayThread, hermes_python: HermesPython
 ) -> None:
