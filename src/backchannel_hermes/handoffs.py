@@ -30,7 +30,7 @@ from backchannel.net.http import quote
 from . import chat, link, origin
 
 log = logging.getLogger("backchannel_hermes")
-ASK_WAIT = 25.0  # seconds the gateway holds an ask for work open
+ASK_WAIT = 15.0  # seconds the gateway holds an ask for work open (its most)
 ASK_MARGIN = 15.0  # and how much longer the ask may take
 RETRY_SECONDS = 5.0  # after an ask that failed (the gateway down)
 RUNNING_EVERY = 20.0  # how often a handed-in turn still running is said to be (the gateway's sign of progress)

@@ -254,7 +254,7 @@ def _paths() -> dict[str, Any]:
                 " it also says the plugin is there); the profile's agent key or the person's",
                 "parameters": [
                     {"name": "taker", "in": "query", "required": True, "schema": {"type": "string", "maxLength": 128}},
-                    {"name": "wait", "in": "query", "schema": {"type": "number", "minimum": 0, "maximum": 30}},
+                    {"name": "wait", "in": "query", "schema": {"type": "number", "minimum": 0, "maximum": 15}},
                 ],
                 "responses": {"200": _resp("The handoffs taken", {"type": "object"}), **_errors(400, 401, 403, 404)},
             }
