@@ -10,7 +10,6 @@ Real Hermes gateways with a chat platform run the same in tests/interop.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from conftest import GatewayThread, run_cli
 from fake_hermes import FakeHermes
 from gateway_http import gateway_with, set_messaging
 from test_hermes_engine import KEY, hermes_profile
+from test_steer import shown, until
 
 CHAT = "20261206_101010_ab12cd"  # the person's weixin chat session in Hermes
 
@@ -75,19 +75,6 @@ def send(address: str, text: str, *args: str) -> dict[str, Any]:
     out: dict[str, Any] = json.loads(done.stdout)
     out["exit_code"] = done.exit_code
     return out
-
-
-def shown(run_id: str) -> dict[str, Any]:
-    out: dict[str, Any] = json.loads(run_cli("runs", "show", run_id, "--json").stdout)
-    return out
-
-
-def until(run_id: str, state: str, within: float = 20.0) -> dict[str, Any]:
-    deadline = time.monotonic() + within
-    while (run := shown(run_id))["state"] != state:
-        assert time.monotonic() < deadline, f"run {run_id} still {run['state']}: {run}"
-        time.sleep(0.05)
-    return run
 
 
 def test_a_turn_for_a_chat_driven_session_is_handed_to_the_plugin_never_run_beside_the_persons(

@@ -26,6 +26,7 @@ from typing import Any
 import httpx
 import pytest
 from hermes_gateway import HOME_CHAT, HermesGateway, HermesPython, each_hermes
+from test_hermes_sessions import call, text_of
 
 from conftest import GatewayThread, api_key, run_cli
 from scripted_model import ScriptedModel
@@ -34,18 +35,6 @@ pytestmark = pytest.mark.interop
 pytest_generate_tests = each_hermes  # hermes_python: each test on each Hermes version
 KEY = "interop-hermes-chat-key-0123456789"
 CHAT = HOME_CHAT  # the person's weixin chat
-
-
-def text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
-    return ""
-
-
-def call(name: str, **arguments: Any) -> dict[str, Any]:
-    return {"tool_calls": [{"name": name, "arguments": arguments}]}
 
 
 @dataclass
