@@ -56,7 +56,14 @@ def test_every_event_stream_ends_its_lines_in_lf(api: Api) -> None:
         json={"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage", "params": {"message": message}},
         headers={"A2A-Version": "1.0", "Accept": "text/event-stream"},
     )
-    for name, body in (("chat/stream", chat), ("run events", events), ("A2A stream", a2a)):
+    rest = raw_stream(
+        api,
+        "POST",
+        "/a2a/rest/message:stream",
+        json={"message": {**message, "messageId": "m-lf-rest"}},
+        headers={"A2A-Version": "1.0", "Accept": "text/event-stream"},
+    )
+    for name, body in (("chat/stream", chat), ("run events", events), ("A2A stream", a2a), ("A2A REST", rest)):
         assert b"\r" not in body, (name, body[:300])
         assert body.endswith(b"\n\n"), (name, body[-300:])
     # what hermes-control-mcp does: split on a blank line, read each block's data

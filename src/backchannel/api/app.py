@@ -9,7 +9,6 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
@@ -38,7 +37,7 @@ from .a2a import A2AEndpoints
 from .a2a import errors as a2a_errors
 from .context import Context, context
 from .http import bearer, challenge, profile_of
-from .lf_streams import LfEventStreams
+from .lf_streams import LfStream
 from .mcp_route import McpRoute
 from .openapi import openapi_document
 
@@ -243,7 +242,7 @@ def create_app(ctx: Context, *, lifespan: Callable[[Starlette], Any] | None = No
     """The app; `lifespan` (the gateway's start and stop) runs around the MCP endpoint's own."""
     mcp = McpRoute(ctx.gateway, ctx.api_key)
     a2a = A2AEndpoints()
-    api = [*_api_routes(a2a), Route("/mcp", mcp, methods=MCP_METHODS)]
+    api = [*_api_routes(a2a), Route("/mcp", LfStream(mcp), methods=MCP_METHODS)]  # the MCP SDK's streams: LF
     public = [  # discovery: no key asked
         Route("/health", routes_about.health, methods=["GET"]),
         Route("/.well-known/agent-card.json", a2a.card, methods=["GET"]),
@@ -271,7 +270,6 @@ def create_app(ctx: Context, *, lifespan: Callable[[Starlette], Any] | None = No
     app = Starlette(
         routes=routes,
         exception_handlers={BackchannelError: _backchannel_error, HTTPException: _http_error, Exception: _unexpected},
-        middleware=[Middleware(LfEventStreams)],
         lifespan=both,
     )
     app.state.backchannel = ctx

@@ -1,28 +1,30 @@
-"""Event streams end their lines in LF: every `text/event-stream` answer the app serves, its own and the SDKs'.
+"""Event streams end their lines in LF: the SDKs' streams (A2A's, MCP's), whose lines sse-starlette ends in CRLF.
 
-SSE allows CRLF, CR or LF, and sse-starlette (under our routes and the A2A SDK's) and the MCP SDK write CRLF; but
-Hermes's clients split frames on LF alone (`hermes-control-mcp` reads `"\\n\\n"`), as Hermes's own gateway writes
-them. A stream's bytes are JSON or our own comments, which hold no bare CR, so each CRLF is a line end: it becomes
-LF here, in one place, whoever wrote it (a CR that ends one piece of the body waits for the next).
+SSE allows CRLF, CR or LF, but Hermes's clients split frames on LF alone (`hermes-control-mcp` reads `"\\n\\n"`),
+as Hermes's own gateway writes them. Our own streams are written with LF (`EventSourceResponse(sep="\\n")`); an
+SDK's stream is made and sent inside the SDK, so it is sent through `LfStream`, which turns each CRLF of an event
+stream's body into LF. A stream's bytes are JSON or comments, which hold no bare CR, so each CRLF is a line end
+(a CR that ends one piece of the body waits for the next). Only the routes that can answer with an SDK's stream
+pass through it: the chat turn does not.
 """
 
 from __future__ import annotations
 
+from sse_starlette.sse import EventSourceResponse
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 EVENT_STREAM = b"text/event-stream"
+SEP = "\n"  # what our own event streams end their lines with
 
 
-class LfEventStreams:
-    """ASGI middleware: the body of an event stream with each CRLF turned into LF; any other answer as it is."""
+class LfStream:
+    """An ASGI app (a route's, a response) sent as it is, but the body of an event stream with each CRLF as LF."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
         streaming = False
         held_cr = False  # the last piece ended in CR: whether it ends a line is known from the next one
 
@@ -41,3 +43,26 @@ class LfEventStreams:
             await send(message)
 
         await self.app(scope, receive, sending)
+
+
+class _LfResponse(Response):
+    """A response sent as `inner` is, through `LfStream` (nothing of a Response's own is made: its status and
+    headers are read for a request's span and the stream caps)."""
+
+    def __init__(self, inner: Response) -> None:
+        self.inner = inner
+        self.status_code = inner.status_code
+        self.background = None
+        self.raw_headers = inner.raw_headers
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await LfStream(self.inner)(scope, receive, send)
+
+
+def lf(response: Response) -> Response:
+    """An SDK's answer that may be an event stream, sent with LF line ends: an EventSourceResponse is told to
+    write them; any other answer (one that makes its stream inside) goes through `LfStream`."""
+    if isinstance(response, EventSourceResponse):
+        response.sep = SEP
+        return response
+    return _LfResponse(response)

@@ -28,6 +28,7 @@ from ..outcome import Outcome
 from . import openai_shapes as shapes
 from .context import Context, caller, context, incoming, stream_slot
 from .http import json_body, profile_of
+from .lf_streams import SEP
 
 HERMES_MODEL = "hermes-agent"  # what Hermes's clients name a gateway's own model
 RETRY_HEADER = "x-stainless-retry-count"  # the OpenAI SDKs' count of the attempts before this one
@@ -192,7 +193,7 @@ async def _stream(request: Request, ctx: Context, asked: Asked, frames: shapes.F
         live = await ctx.delivery.reserve_events(first.run.id)
         headers = {"X-Hermes-Session-Id": first.run.session_id}
         stream = _events(request, ctx, first, frames, live)
-        return slot.holding(EventSourceResponse(stream, ping=15, sep="\n", headers=headers))
+        return slot.holding(EventSourceResponse(stream, ping=15, sep=SEP, headers=headers))
 
 
 async def _events(

@@ -14,6 +14,7 @@ from ..errors import KeyRevoked, UsageError
 from . import shapes
 from .context import caller, context, incoming, stream_slot
 from .http import int_param, json_body, optional_str, profile_of, run_scope, text_field
+from .lf_streams import SEP
 
 
 async def start_run(request: Request) -> Response:
@@ -103,7 +104,7 @@ async def run_events(request: Request) -> Response:
             yield {"data": json.dumps({**closed, "code": exc.code, "error": exc.message}, ensure_ascii=False)}
 
     with stream_slot(request, run.id) as slot:  # held until the stream's answer ends
-        return slot.holding(EventSourceResponse(while_valid(), ping=30))
+        return slot.holding(EventSourceResponse(while_valid(), ping=30, sep=SEP))
 
 
 async def get_ledger(request: Request) -> Response:

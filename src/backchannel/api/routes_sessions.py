@@ -20,6 +20,7 @@ from ..outcome import Outcome
 from . import shapes
 from .context import Context, caller, context, incoming, stream_slot
 from .http import DeliveryHeaders, int_param, json_body, optional_str, profile_of, text_field
+from .lf_streams import SEP
 
 WAITING_TICK_SECONDS = 1.0  # how often a stream looks again at how many runs its queued run waits behind
 
@@ -179,7 +180,7 @@ async def _chat_stream(request: Request, ctx: Context, message_in: Incoming, hea
             yield frame("error", message=exc.message, status=state, code=exc.code, output=None)
             yield frame("done")
 
-    return EventSourceResponse(while_valid(), ping=15)
+    return EventSourceResponse(while_valid(), ping=15, sep=SEP)
 
 
 def _final(

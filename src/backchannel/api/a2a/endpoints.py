@@ -21,6 +21,7 @@ from ...home.redact import redact
 from .. import jsonbody
 from ..context import caller, context, stream_slot
 from ..http import profile_of, read_body
+from ..lf_streams import lf
 from . import errors, stream_requests
 from .card_caching import card_response
 from .errors import Binding
@@ -74,7 +75,7 @@ class A2AEndpoints:
             with stream_slot(request, opening.task_id) as slot:  # past the caps: 429, and the SDK is not asked
                 response = await served.dispatch(_Parsed(read, parsed))
                 if not isinstance(response, JSONResponse):  # a stream: its errors come inside it
-                    return slot.holding(response)
+                    return slot.holding(lf(response))
         if not isinstance(response, JSONResponse):
             return response
         body, error = errors.bound_jsonrpc(bytes(response.body))
@@ -99,7 +100,7 @@ class A2AEndpoints:
         if opening is None:
             return answer
         with stream_slot(request, opening.task_id) as slot:  # past the caps: 429, and the SDK is not asked
-            return slot.holding(answer)
+            return slot.holding(lf(answer))
 
     async def card(self, request: Request) -> Response:
         """The profile's agent card: public, like /health. In 1.0, unless the request asks for 0.3 (its
