@@ -101,6 +101,30 @@ def test_a_turn_for_a_chat_driven_session_is_handed_to_the_plugin_never_run_besi
         assert until(sent["run_id"], "completed")["reply"] == "yes, green"  # settled once
 
 
+def test_a_stopped_run_withdraws_its_handoff_unless_the_plugin_began_handing_it_in(
+    initialised: Path, hermes: FakeHermes, tmp_path: Path
+) -> None:
+    key = plugin_key(initialised, tmp_path)
+    with gateway_with(initialised) as gw:
+        plugin = Plugin(gw, key)
+        plugin.take(wait=0)
+        early = send(f"research/{CHAT}", "build it", "--wait", "0")
+        assert shown(early["run_id"])["state"] == "running"
+        assert len(plugin.take()) == 1  # taken, not yet handed in (the plugin says so before it hands one in)
+        assert "cancelled" in run_cli("runs", "stop", early["run_id"]).stdout
+        refused = plugin.say(early["run_id"], state="running")  # what the plugin says before handing it in
+        assert refused.status_code == 409 and refused.json()["error"]["code"] == "handoff_withdrawn", refused.text
+        assert plugin.take(wait=0) == []  # nothing of it is offered again
+
+        late = send(f"research/{CHAT}", "build it again", "--wait", "0")
+        (handed,) = plugin.take()
+        assert plugin.say(handed["run_id"], state="running").status_code == 200  # begun: Hermes has it
+        assert "cancelled" in run_cli("runs", "stop", late["run_id"]).stdout
+        told = plugin.say(handed["run_id"], state="answered", reply="built")  # Hermes ran it; the chat has the reply
+        assert told.status_code == 200 and told.json()["state"] == "answered", told.text
+        assert hermes.chats() == []
+
+
 def test_a_session_no_chat_drives_after_all_is_asked_through_the_api_server(
     initialised: Path, hermes: FakeHermes, tmp_path: Path
 ) -> None:

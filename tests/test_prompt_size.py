@@ -56,4 +56,3 @@ def test_the_send_tools_offer_their_options_only_to_a_profile_that_opts_in(initi
     opted = offered("opted")
     assert opted["send_to_session"] == {"session_id", "message", "wait_seconds", "mode"}
     assert opted["send_to_peer"] == {"target", "message", "wait_seconds"}
-

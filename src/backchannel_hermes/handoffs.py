@@ -3,7 +3,8 @@
 A thread of the plugin's asks the Backchannel gateway for its profile's handoffs (a long poll, which also tells
 Backchannel the plugin is there) once a Hermes gateway runs in this process. Each handoff is worked in a thread
 of its own: the session's chat is found (none: `not_a_chat`, and Backchannel asks the API server instead), the
-message is handed in once the chat is idle (`waiting` is said while the person's turn runs), and the turn's
+message is handed in (`waiting` is said first while the person's turn runs, `running` otherwise; a handoff its
+stopped run withdrew by then is not handed in; Hermes queues one behind the person's turn), and the turn's
 reply, caught by the `post_llm_call` hook as Hermes finishes it, is handed back (`answered`). Hermes has sent
 that reply to the chat itself.
 
@@ -38,6 +39,7 @@ TURN_LIMIT = 3600.0  # a handed-in turn not finished in this long is given up
 START_WITHIN = 600.0  # a process where no Hermes gateway runs within this long (a CLI) stops looking
 REPORT_TRIES = 5  # how often a settled handoff is reported before the reply is left in the ledger
 KEEP_SECONDS = 2 * 86_400.0  # a ledger entry's life
+TOLD, UNANSWERED, GONE, WITHDRAWN = "told", "unanswered", "gone", "withdrawn"  # what telling the gateway came to
 
 
 @dataclass
@@ -104,7 +106,9 @@ class Worker:
     def _work(self, gateway: Any, item: dict[str, Any]) -> None:
         run_id = str(item["run_id"])
         try:
-            self._settle(run_id, **self._deliver(gateway, run_id, str(item["remote_session"]), str(item["message"])))
+            outcome = self._deliver(gateway, run_id, str(item["remote_session"]), str(item["message"]))
+            if outcome is not None:
+                self._settle(run_id, **outcome)
         except Exception as exc:  # a bug of ours must not leave the run waiting: it is told, plainly
             log.exception("backchannel: handoff of run %s failed", run_id)
             self._settle(run_id, state="failed", error=f"the Hermes plugin failed: {type(exc).__name__}: {exc}")
@@ -112,8 +116,9 @@ class Worker:
             with self._lock:
                 self._working.discard(run_id)
 
-    def _deliver(self, gateway: Any, run_id: str, session_id: str, text: str) -> dict[str, Any]:
-        """What became of the handoff: the fields its settling is reported with."""
+    def _deliver(self, gateway: Any, run_id: str, session_id: str, text: str) -> dict[str, Any] | None:
+        """What became of the handoff: the fields its settling is reported with (None: its run was stopped and the
+        handoff withdrawn before it was handed in; nothing to report)."""
         known = self._ledger.get(run_id)
         if known is not None:
             if isinstance(known.get("reply"), str):
@@ -126,8 +131,10 @@ class Worker:
         if found is None:
             return {"state": "not_a_chat"}
         target, busy = found
-        if busy:
-            self._report(run_id, state="waiting", detail="behind the turn the chat is running")
+        # Said before it is handed in: a run stopped by now has withdrawn it, and it is not handed in.
+        said = {"state": "waiting", "detail": "behind the turn the chat is running"} if busy else {"state": "running"}
+        if self._report(run_id, **said) == WITHDRAWN:
+            return None
         pending = Pending(run_id, text)
         with self._lock:
             self._pending.setdefault(session_id, []).append(pending)
@@ -151,19 +158,21 @@ class Worker:
 
     def _settle(self, run_id: str, **fields: Any) -> None:
         for attempt in range(REPORT_TRIES):
-            if self._report(run_id, **fields):
+            if self._report(run_id, **fields) != UNANSWERED:
                 return
             time.sleep(RETRY_SECONDS * (attempt + 1))
         log.warning("backchannel: run %s: its outcome could not be handed back; kept in the ledger", run_id)
 
-    def _report(self, run_id: str, **fields: Any) -> bool:
+    def _report(self, run_id: str, **fields: Any) -> str:
+        """Tells the gateway where the handoff stands: TOLD, UNANSWERED (try again later), GONE (no such handoff
+        there: nothing left to tell) or WITHDRAWN (its run was stopped: not to be handed in)."""
         path = f"/p/{quote(self.profile)}/v1/handoffs/{quote(run_id)}"
         try:
             link.request("POST", path, payload=fields, timeout=30.0)
         except link.Unanswered as exc:
             log.debug("backchannel: run %s: %s", run_id, exc)
-            return exc.code == "handoff_not_found"  # gone there: nothing left to tell
-        return True
+            return {"handoff_not_found": GONE, "handoff_withdrawn": WITHDRAWN}.get(exc.code, UNANSWERED)
+        return TOLD
 
     # --- the hooks (Hermes's agent thread) ---------------------------------------------------------------
 

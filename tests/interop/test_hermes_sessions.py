@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 import pytest
-from hermes_gateway import HERMES_19, HermesGateway, HermesPython, each_hermes, xfail_on
+from hermes_gateway import HERMES_19, HermesGateway, HermesPython, each_hermes
 
 from conftest import GatewayProcess, api_key, run_cli
 from scripted_model import ScriptedModel
@@ -271,18 +271,13 @@ def test_concurrent_messages_to_one_hermes_session_go_in_order(
         assert [t.splitlines()[-1] for t in builds.turns_seen()[-3:]] == ["m0", "m1", "m2"]
 
 
-@xfail_on(
-    "hermes-0.22",
-    "issue 39 item 4: Hermes 0.22 interrupts a turn whose /chat/stream client is gone (the SIGKILLed gateway's): its"
-    " answer is what was streamed so far or 'Your request was not processed…', which the restarted gateway takes"
-    " as the reply",
-)
 def test_a_hermes_turn_cut_by_a_sigkilled_gateway_is_answered_once(
     key_in_env: Path, gateway_process: GatewayProcess, hermes_python: HermesPython
 ) -> None:
-    """Hermes runs the cut turn on and saves it when it ends (0.19, observed); the restarted gateway finds
-    the message and its answer in the Hermes session and takes that answer as the run's reply: the run is
-    not sent again, so Hermes has one user message and one turn, and Backchannel one copy of each."""
+    """The restarted gateway takes the cut turn's own answer as the run's reply, never sending it again: Hermes has
+    one user message and one turn, Backchannel one copy of each. On 0.19 the cut turn runs on and is saved, and the
+    answer is read from the session; 0.22 would interrupt a turn whose stream client is gone, so there the turn is a
+    Hermes run keyed by Backchannel's run, which the restarted gateway finds again under the same key."""
     gateway = gateway_process  # a process of its own: it is SIGKILLed
     release = threading.Event()
 
@@ -339,6 +334,67 @@ def test_a_hermes_turn_cut_by_a_sigkilled_gateway_is_answered_once(
         ]
         entries = [e for e in ledger(gateway) if e["message"] == "compile the kernel"]
         assert [e["state"] for e in entries] == ["completed"], entries
+
+
+def test_a_stop_here_stops_the_turn_in_hermes_where_hermes_keeps_runs(
+    key_in_env: Path, gateway: GatewayProcess, hermes_python: HermesPython
+) -> None:
+    """Stopping a run whose Hermes turn is thinking: on 0.22 Hermes stops that turn too (its run is stopped), so
+    the session is free at once for the next message and the stopped turn's answer never appears there. Hermes 0.19
+    has no stop for a session's turn: there it runs on and its answer is saved over there, not here."""
+    release = threading.Event()
+
+    def held(text: str, body: dict[str, Any]) -> Any:
+        last = text.splitlines()[-1]
+        if last == "the long job":
+            release.wait(60)
+        return f"built: {last}"
+
+    builds = Agent("builds", held)
+    with hermes_agent(builds, "builds", gateway, hermes_python) as hermes:
+        bot = httpx.post(f"{gateway.url}/p/builds/api/sessions", json={"title": "Bot Chat"}, headers=gateway.headers())
+        session_id = bot.json()["session"]["id"]
+
+        def start(text: str) -> str:
+            made = httpx.post(
+                f"{gateway.url}/p/builds/v1/runs", json={"input": text, "session_id": session_id},
+                headers=gateway.headers(),
+            )  # fmt: skip
+            run_id: str = made.json()["run_id"]
+            return run_id
+
+        def ended(run_id: str, seconds: float) -> dict[str, Any]:
+            deadline = time.monotonic() + seconds
+            while (run := httpx.get(f"{gateway.url}/v1/runs/{run_id}", headers=gateway.headers()).json())[
+                "status"
+            ] not in ("completed", "failed", "cancelled"):
+                assert time.monotonic() < deadline, run
+                time.sleep(0.2)
+            return run
+
+        long_run = start("the long job")
+        deadline = time.monotonic() + 30
+        while not builds.bodies:  # the turn is in Hermes, its model thinking
+            assert time.monotonic() < deadline, gateway.log()
+            time.sleep(0.05)
+        stopped = httpx.post(f"{gateway.url}/v1/runs/{long_run}/stop", headers=gateway.headers())
+        assert stopped.status_code == 200, stopped.text
+        assert ended(long_run, 20)["status"] == "cancelled"
+
+        quick = ended(start("a quick one"), 20)  # long before the held turn would let its session go (60 s)
+        assert quick["status"] == "completed" and quick["output"] == "built: a quick one", quick
+        release.set()
+        time.sleep(1.5)  # the held model call returns: a turn still running would save its answer now
+
+        listing = httpx.get(f"{hermes.url}/api/sessions?limit=200", headers=hermes.headers).json()["data"]
+        there = httpx.get(f"{hermes.url}/api/sessions/{listing[0]['id']}/messages", headers=hermes.headers).json()
+        answers = [m["content"] for m in there["data"] if m["role"] == "assistant" and m["content"]]
+        if hermes_python is HERMES_19:
+            assert "built: the long job" in answers, answers
+        else:
+            assert "built: the long job" not in answers and "built: a quick one" in answers, answers
+        here = httpx.get(f"{gateway.url}/p/builds/api/sessions/{session_id}/messages", headers=gateway.headers())
+        assert "built: the long job" not in [m["content"] for m in here.json()["data"]]
 
 
 def test_send_to_session_reaches_a_hermes_session_backchannel_never_imported(

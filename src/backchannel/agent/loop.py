@@ -28,6 +28,7 @@ class TurnProgress:
     usage: Usage = field(default_factory=Usage)  # what the turn's model calls read and wrote so far
     cost: float = 0.0  # and cost, in US dollars (the profile's model.prices)
     steered: list[str] = field(default_factory=list)  # the runs of the messages steered into the turn
+    stop_requested: bool = False  # a stop asked the turn to end (set before its task is cancelled)
     _recorded: tuple[Usage, float] = (Usage(), 0.0)
 
     def unrecorded(self) -> tuple[int, int, float]:

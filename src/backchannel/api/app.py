@@ -158,9 +158,7 @@ def _api_routes(a2a: A2AEndpoints) -> list[BaseRoute]:
         Route("/v1/peers/{name}/messages", protected(routes_peers.send_to_peer, person_only=True), methods=["POST"]),
         Route("/v1/addresses/resolve", protected(routes_addresses.resolve_address, person_only=True), methods=["POST"]),
         Route("/v1/handoffs", protected(routes_handoffs.take_handoffs, agents=True), methods=["GET"]),
-        Route(
-            "/v1/handoffs/{run_id}", protected(routes_handoffs.settle_handoff, agents=True), methods=["POST"]
-        ),
+        Route("/v1/handoffs/{run_id}", protected(routes_handoffs.settle_handoff, agents=True), methods=["POST"]),
         Route("/metrics", protected(routes_metrics.metrics, anywhere=True), methods=["GET"]),
         Route("/v1/rooms", protected(routes_rooms.list_rooms, person_only=True), methods=["GET"]),
         Route("/v1/rooms/{name}", protected(routes_rooms.get_room, person_only=True), methods=["GET"]),

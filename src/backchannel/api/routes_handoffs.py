@@ -10,7 +10,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ..core.handoffs import REPORTED, Handoff, State
-from ..errors import NotFound, UsageError
+from ..errors import Conflict, NotFound, UsageError
 from .context import context
 from .http import json_body, profile_of
 
@@ -64,4 +64,8 @@ async def settle_handoff(request: Request) -> Response:
     done = await ctx.gateway.handoffs.settle(profile, run_id, cast(State, state), **texts)
     if done is None:
         raise NotFound(f"no handoff of run {run_id!r} in profile {profile!r}", code="handoff_not_found")
+    if done.state == "withdrawn":
+        raise Conflict(
+            f"run {run_id!r} was stopped and its handoff withdrawn: do not hand it to Hermes", code="handoff_withdrawn"
+        )
     return JSONResponse(shape(done))

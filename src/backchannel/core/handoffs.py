@@ -8,7 +8,8 @@ hermes-engine turn for such a session is handed over (`ChatHandoffs.path(...).de
 this gateway for its profile's work (`take`, a long poll), gives the message to the chat as an internal event
 (Hermes queues it behind the person's turn, as it does its own background results), and settles the handoff
 with the turn's reply, which Hermes has also sent to the person's chat. The engine waits for it while the
-plugin is there and says where it stands; a plugin that stops asking for work gives back what it held.
+plugin is there and says where it stands; a plugin that stops asking for work gives back what it held. A stopped
+run withdraws its handoff unless the plugin has begun handing it in.
 """
 
 from __future__ import annotations
@@ -168,3 +169,11 @@ class ChatPath:
             f"the Hermes gateway's chat pipeline did not run this turn in session {remote_session!r}: "
             f"{done.error or 'no reason given'}"
         )
+
+    async def withdraw(self) -> bool:
+        """Take the run's handoff back (its run was stopped) unless the plugin has begun handing it to Hermes;
+        whether it was taken back. One handed in runs there, and its reply still reaches the person's chat."""
+        withdrawn = await store.withdraw(self.handoffs.db, self.run_id)
+        if withdrawn:
+            await self.handoffs.db.durable()
+        return withdrawn

@@ -3,8 +3,9 @@
 The Hermes agent computing a turn of a hermes profile calls `send_to_session` in its own process; the plugin
 hands the call here with the Hermes session id and where the call comes from (`CallOrigin`). A call is bound
 to a Backchannel run only when it comes from that run's own turn: the turn Backchannel asked of Hermes's API
-server carries the session's tag (`turn_tag`, Hermes's X-Hermes-Session-Key), and a turn handed to Hermes's
-chat pipeline is named by its run. Then the run's hop, chain, exchange and count of identical sends apply
+server carries the session's tag (`turn_tag`, Hermes's X-Hermes-Session-Key) or, asked as a Hermes run, that
+run's id (Hermes's session key for a run's tools), and a turn handed to Hermes's chat pipeline is named by its
+run. Then the run's hop, chain, exchange and count of identical sends apply
 exactly as for a native agent. Any other call (the person's own chat turn, another client of Hermes, an MCP
 host) is hop 1 of a new exchange from that session, whatever Backchannel turn runs beside it. A plugin of an
 earlier version, which says nothing of where a call comes from, is bound to the turn running in the session.
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import tracing
+from ..agent.engines.base import SessionLink
 from ..agent.engines.hermes import turn_tag
 from ..agent.tools.base import Sender, Tool, ToolContext, call_tool
 from ..errors import NotFound
@@ -117,7 +119,7 @@ class HostedTools:
         profile = self.directory.profile(self.directory.check_profile(profile_name))
         session = await self._caller(profile.name, session_id, hermes=profile.config.model.engine == "hermes")
         live = self.turns.live.get(session.id)
-        if live is not None and _from_turn(origin, live[0], profile.name, session.id):
+        if live is not None and _from_turn(origin, live[0], live[1], profile.name, session.id):
             return session, live[0], live[0].run_id
         ctx = ToolContext(
             profile=profile,
@@ -141,9 +143,12 @@ class HostedTools:
         return await self.imports.adopt(profile, session_id)  # a Hermes session that never had a turn here
 
 
-def _from_turn(origin: CallOrigin | None, turn: ToolContext, profile: str, session_id: str) -> bool:
-    """Whether a call comes from `turn`, the one running in its session: named by its run, or tagged as a turn
-    Backchannel asked of that session; a host that says nothing (an earlier plugin) is taken at its session."""
+def _from_turn(origin: CallOrigin | None, turn: ToolContext, link: SessionLink, profile: str, session_id: str) -> bool:
+    """Whether a call comes from `turn`, the one running in its session: named by its run, tagged as a turn
+    Backchannel asked of that session, or made in the Hermes run that turn is over there (Hermes gives a run's tools
+    the run's id as their session key); a host that says nothing (an earlier plugin) is taken at its session."""
     if origin is None:
         return True
-    return origin.run_id == turn.run_id or origin.tag == turn_tag(profile, session_id)
+    if origin.run_id == turn.run_id or origin.tag == turn_tag(profile, session_id):
+        return True
+    return origin.tag is not None and origin.tag == link.remote_run

@@ -95,7 +95,8 @@ class Turns:
             link, known_remote = SessionLink(run.session_id), None
         else:
             row = await self.directory.session(run.session_id)
-            link, known_remote = SessionLink(row.id, row.title, row.remote_id, sender=run.sender), row.remote_id
+            link = SessionLink(row.id, row.title, row.remote_id, sender=run.sender, run_id=run.id)
+            link.stopped, known_remote = (lambda: progress.stop_requested), row.remote_id
             if self.handoffs is not None:  # a Hermes session a person drives from a chat is reached through it
                 link.chat = self.handoffs.path(
                     run_id=run.id, profile=profile.name, idle_seconds=profile.config.model.timeout_seconds

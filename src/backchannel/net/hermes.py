@@ -7,6 +7,7 @@ with a message that says who was asked and what went wrong.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import re
@@ -25,6 +26,8 @@ _LINEAGE_TITLE = re.compile(r"^Bot Chat #\d+$")
 _TITLE_TAKEN = re.compile(r"Title already in use by session (\S+)")
 SESSION_KEY_HEADER = "X-Hermes-Session-Key"  # a turn's tool calls see it (HERMES_SESSION_KEY): whose turn it is
 MAX_LISTED = 2000  # sessions read when looking for a title (10 pages of Hermes's maximum)
+RUN_ENDS = frozenset({"completed", "failed", "cancelled", "interrupted"})  # a Hermes run's last states
+RUN_POLL_SECONDS = 0.5
 
 OnText = Callable[[str], None]
 
@@ -61,8 +64,22 @@ class HermesMessage:
     calls_tools: bool = False
 
 
+@dataclass(frozen=True)
+class RunEnd:
+    """How a Hermes run ended (`/v1/runs/{id}`, its terminal event): `completed` with its output, or not."""
+
+    status: str  # completed, failed, cancelled, interrupted
+    output: str | None = None
+    error: str | None = None
+    usage: Usage | None = None
+
+
 class SessionMissing(Exception):
     """The Hermes gateway has no session by that id (404 before any turn ran): safe to map it again."""
+
+
+class RunKeyTaken(Exception):
+    """Hermes holds a run under this idempotency key for a different request (409 idempotency_key_conflict)."""
 
 
 class HermesClient:
@@ -266,6 +283,80 @@ class HermesClient:
             raise self.error(f"{self.who} ended the turn in session {session_id!r} without an answer")
         return ChatReply(content, tip, usage)
 
+    # --- one turn as a run (Hermes 0.21 and later: durable, not tied to the client's connection) --------------
+
+    async def runs_replay(self) -> bool:
+        """Whether the gateway runs a turn as a run of its own that a client may leave and find again: `/v1/runs`
+        replays an `Idempotency-Key` and is stopped by `/v1/runs/{id}/stop` (its `/v1/capabilities` say so)."""
+        resp = await self._http.request("GET", "/v1/capabilities")
+        said = resp.json_object() if resp.status < 400 else None
+        features = said.get("features") if said is not None else None
+        if not isinstance(features, dict):
+            return False
+        replay = features.get("runs_idempotency")
+        return isinstance(replay, dict) and replay.get("supported") is True and features.get("run_stop") is True
+
+    async def start_run(
+        self,
+        session_id: str,
+        message: str,
+        *,
+        key: str,
+        session_key: str | None = None,
+        author: dict[str, Any] | None = None,
+    ) -> tuple[str, bool]:
+        """A turn in `session_id` started as a run under idempotency `key`: its run id, and whether Hermes had
+        started it already for an earlier request under that key (replayed). The same key and body always
+        name the same run, however often it is asked."""
+        headers = {"Idempotency-Key": key}
+        if session_key:
+            headers[SESSION_KEY_HEADER] = session_key
+        sent: dict[str, Any] = {"input": message, "session_id": session_id}
+        if author is not None:
+            sent["author"] = author
+        resp = await self._http.request("POST", "/v1/runs", json=sent, headers=headers)
+        if resp.status == 409 and error_of(409, resp.json_object()).code == "idempotency_key_conflict":
+            raise RunKeyTaken(key)
+        body = self._object(resp, "POST", "/v1/runs")
+        run_id = body.get("run_id")
+        if not isinstance(run_id, str) or not run_id:
+            raise self.error(f"{self.who} answered POST /v1/runs without a run id")
+        return run_id, body.get("replayed") is True
+
+    async def follow_run(self, run_id: str, *, on_text: OnText | None = None) -> RunEnd:
+        """The run's text as it streams (`/v1/runs/{id}/events`, from its start) until it ends; a run whose events
+        are gone (kept a few minutes) is read from its status until it ends. Keepalives keep the read alive."""
+        path = f"/v1/runs/{quote(run_id)}/events"
+        async with self._http.stream("GET", path, read_timeout=self.timeout or None) as resp:
+            if resp.status == 404:
+                await resp.read()
+                return await self._poll_run(run_id)
+            if resp.status >= 400:
+                self._object(HttpResponse(resp.status, resp.headers, await resp.read()), "GET", path)
+            async for event in parse(resp.chunks()):
+                data = _payload(event.data)
+                name = data.get("event") if data is not None else None
+                if data is None or not isinstance(name, str):
+                    continue
+                if name == "message.delta" and isinstance(data.get("delta"), str) and on_text is not None:
+                    on_text(data["delta"])
+                elif name.startswith("run.") and name[4:] in RUN_ENDS:
+                    return _run_end(name[4:], data)
+        return await self._poll_run(run_id)  # the stream closed before the run's end was seen
+
+    async def _poll_run(self, run_id: str) -> RunEnd:
+        path = f"/v1/runs/{quote(run_id)}"
+        while True:
+            status = self._object(await self._http.request("GET", path), "GET", path)
+            if status.get("status") in RUN_ENDS:
+                return _run_end(str(status["status"]), status)
+            await asyncio.sleep(RUN_POLL_SECONDS)
+
+    async def stop_run(self, run_id: str) -> None:
+        """Asks Hermes to interrupt the run (it keeps what the turn saved so far)."""
+        path = f"/v1/runs/{quote(run_id)}/stop"
+        self._object(await self._http.request("POST", path, json={}), "POST", path)
+
     def _object(self, resp: HttpResponse, method: str, path: str) -> dict[str, Any]:
         if resp.status >= 400:
             err = error_of(resp.status, resp.json_object())
@@ -278,6 +369,16 @@ class HermesClient:
                 f" (body: {resp.text[:200]!r})"
             )
         return body
+
+
+def _run_end(status: str, said: dict[str, Any]) -> RunEnd:
+    output, error = said.get("output"), said.get("error")
+    return RunEnd(
+        status,
+        output if isinstance(output, str) else None,
+        error if isinstance(error, str) else None,
+        Usage.of(said.get("usage")),
+    )
 
 
 def _text(content: Any) -> str:

@@ -5,7 +5,9 @@ A handoff is filed under its run: one per run, whatever the attempt, so a turn r
 handoff it made (answered, or still with the plugin) instead of handing the message over a second time. The
 plugin takes the offered handoffs of its profile, tells where each stands (`waiting` behind the person's turn,
 `running` while Hermes's turn on it goes on) and settles it (`answered` with the reply, `failed` with why,
-`not_a_chat`: no chat drives that session). A taker that stops asking for work gives back what it took and never
+`not_a_chat`: no chat drives that session). A stopped run withdraws its handoff while the plugin has not yet
+handed it to Hermes (`withdrawn`); the plugin says `waiting` or `running` before it hands one in, and one
+withdrawn by then is not handed in. A taker that stops asking for work gives back what it took and never
 settled (`release_stale`); the plugin then finds, by the run's id, whether it had already handed the message to
 Hermes. Who takes a profile's handoffs and when it last asked is kept too: a handoff is only offered while its
 plugin is there to take it.
@@ -19,9 +21,10 @@ from typing import Literal
 
 from .driver import Db, Row
 
-State = Literal["offered", "taken", "waiting", "running", "answered", "failed", "not_a_chat"]
+State = Literal["offered", "taken", "waiting", "running", "answered", "failed", "not_a_chat", "withdrawn"]
 HELD = ("taken", "waiting", "running")  # with its plugin, not settled
-SETTLED: frozenset[str] = frozenset({"answered", "failed", "not_a_chat"})
+# Ended: settled by the plugin, or withdrawn by its stopped run before the plugin handed it to Hermes.
+SETTLED: frozenset[str] = frozenset({"answered", "failed", "not_a_chat", "withdrawn"})
 KEEP_SECONDS = 86_400.0  # a settled handoff is kept this long (a run re-tried within it finds its answer)
 
 
@@ -127,7 +130,8 @@ async def settle(
     async with db.tx() as tx:
         row = await tx.one(
             "UPDATE chat_handoffs SET state = ?, reply = ?, error = ?, detail = ?, updated_at = ?"
-            " WHERE run_id = ? AND profile = ? AND state NOT IN ('answered', 'failed', 'not_a_chat') RETURNING *",
+            " WHERE run_id = ? AND profile = ? AND state NOT IN ('answered', 'failed', 'not_a_chat', 'withdrawn')"
+            " RETURNING *",
             (state, reply, error, detail, now, run_id, profile),
         )
         if row is None:
@@ -138,6 +142,18 @@ async def settle(
         if state in SETTLED:
             await tx.announce(run_id)
     return _handoff(row)
+
+
+async def withdraw(db: Db, run_id: str) -> bool:
+    """Withdraw the run's handoff if its plugin has not begun handing it to Hermes (offered, or taken only);
+    whether it was withdrawn."""
+    async with db.tx() as tx:
+        row = await tx.one(
+            "UPDATE chat_handoffs SET state = 'withdrawn', updated_at = ? WHERE run_id = ? AND state IN"
+            " ('offered', 'taken') RETURNING run_id",
+            (time.time(), run_id),
+        )
+    return row is not None
 
 
 async def seen(db: Db, profile: str, taker: str) -> None:
@@ -172,6 +188,7 @@ async def prune(db: Db, *, before: float) -> int:
     """Remove the settled handoffs last changed before `before`."""
     async with db.tx() as tx:
         return await tx.run(
-            "DELETE FROM chat_handoffs WHERE state IN ('answered', 'failed', 'not_a_chat') AND updated_at < ?",
+            "DELETE FROM chat_handoffs WHERE state IN ('answered', 'failed', 'not_a_chat', 'withdrawn')"
+            " AND updated_at < ?",
             (before,),
         )

@@ -33,6 +33,10 @@ class ChatPath(Protocol):
         EngineError when the far side cannot take it (HermesPluginAbsent) or the turn failed there."""
         ...
 
+    async def withdraw(self) -> bool:
+        """Take the message back (its turn was stopped) if the far side has not begun running it; whether it was."""
+        ...
+
 
 @dataclass
 class SessionLink:
@@ -51,6 +55,14 @@ class SessionLink:
     # Who sent the turn's message (a run's sender: `human:cli`, an agent's address, `peer:NAME/profile`), for a far
     # side that records who speaks.
     sender: str | None = None
+    # The run this turn answers: every attempt of it asks the far side under the same key (a far side that keeps
+    # runs finds the earlier attempt's). `stopped` says, once the step is cancelled, whether a stop asked it (the
+    # far side's turn is stopped too) or the gateway is going away (it is left to run, to be found again).
+    run_id: str | None = None
+    stopped: Callable[[], bool] | None = None
+    # The far side's own run for the step in progress (a Hermes run's id), while it runs: a call its tools make says
+    # it, and is bound to this turn by it.
+    remote_run: str | None = None
 
 
 @dataclass(frozen=True)

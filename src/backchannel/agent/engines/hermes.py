@@ -19,6 +19,15 @@ sent again (one user message, one turn over there). Seen without an answer, it i
 `timeout_seconds`, then the run fails naming the session, never sending it twice. Not seen within that
 time, the cut attempt never reached Hermes (or is a longer turn still running, the one case that can run
 twice): it is sent.
+
+A Hermes that keeps runs of its own (from 0.21: `/v1/runs` replays an `Idempotency-Key`, `/v1/runs/{id}/stop`;
+its capabilities say so) is asked differently, because it interrupts a turn whose stream client is gone: the turn
+is started as a run keyed by Backchannel's run (`backchannel-<run id>`), and its events are read. A gateway that
+dies or stops mid-turn leaves that run going; the attempt after a restart asks under the same key, Hermes answers
+with the same run, and its events (or its saved status) give the answer: one turn over there, never a resend.
+Only a run that ended unanswered there (cancelled, or cut by Hermes's own shutdown) is asked again, under the
+next key. A stop asks Hermes to stop the run. Hermes's keepalives keep the read alive while its turn waits for
+the session (another surface's turn holds it) or thinks past `timeout_seconds`.
 """
 
 from __future__ import annotations
@@ -26,16 +35,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from typing import Any
 
-from ...errors import EngineError, HermesPluginAbsent
+from ...errors import BackchannelError, EngineError, HermesPluginAbsent
 from ...ids import BOT_CHAT_TITLE
 from ...messages import Message
-from ...net.hermes import HermesClient, HermesMessage, SessionMissing
+from ...net.hermes import HermesClient, HermesMessage, RunKeyTaken, SessionMissing
 from .base import ChatPath, ModelRequest, OnDelta, SessionLink
 
 RECOVER_POLL_SECONDS = 0.5
+RUN_KEY_PREFIX = "backchannel-"  # the Idempotency-Key of a turn asked as a Hermes run: backchannel-<run id>[.<n>]
+MAX_ASKED_AGAIN = 3  # times a turn is asked anew after Hermes ended its earlier runs unanswered
+STOP_SECONDS = 5.0  # how long a stopped step waits for the far side to take the stop
 LEASED_SINCE = (0, 21, 3)  # Hermes orders every surface's turns on a session (a durable lease) from this version
 # Where a session is driven from, as Hermes records it, when no person's chat drives it: the API server, the
 # terminal and desktop clients (their own processes: nothing to hand a turn to), scheduled and webhook turns.
@@ -82,6 +94,7 @@ class HermesEngine:
         self.recover_seconds = timeout_seconds if timeout_seconds > 0 else 120.0
         self._missing_key: str | None = None
         self._client: HermesClient | None = None
+        self._runs: bool | None = None  # whether the gateway keeps runs (asked once)
         if not api_key:
             variable = api_key_env or "model.api_key_env"
             self._missing_key = (
@@ -111,11 +124,13 @@ class HermesEngine:
                 link.remote_id = await self._map(link)
             try:
                 if link.chat is not None and await self._client.source(link.remote_id) not in NOT_CHATS:
-                    answer = await self._through_chat(link.chat, link.remote_id, incoming.content)
+                    answer = await self._through_chat(link, link.chat, link.remote_id, incoming.content)
                     if answer is not None:
                         if on_delta is not None:
                             on_delta(answer)
                         return Message(role="assistant", content=answer)
+                if link.run_id is not None and await self._keeps_runs():
+                    return await self._as_run(link, link.remote_id, incoming.content, on_delta)
                 if link.interrupted_copies is not None:
                     recovered = await self._recover(link, incoming.content, link.interrupted_copies)
                     link.interrupted_copies = None
@@ -139,7 +154,62 @@ class HermesEngine:
             return Message(role="assistant", content=reply.content, usage=reply.usage)
         raise AssertionError("unreachable")
 
-    async def _through_chat(self, chat: ChatPath, remote_id: str, message: str) -> str | None:
+    async def _keeps_runs(self) -> bool:
+        assert self._client is not None
+        if self._runs is None:
+            self._runs = await self._client.runs_replay()
+        return self._runs
+
+    async def _as_run(self, link: SessionLink, remote_id: str, message: str, on_delta: OnDelta | None) -> Message:
+        """The turn as a Hermes run keyed by this run: started, or found again when an earlier attempt started it."""
+        assert self._client is not None and link.run_id is not None
+        for asked in range(MAX_ASKED_AGAIN + 1):
+            key = f"{RUN_KEY_PREFIX}{link.run_id}" + (f".{asked}" if asked else "")
+            try:
+                run_id, replayed = await self._client.start_run(
+                    remote_id,
+                    message,
+                    key=key,
+                    session_key=turn_tag(self.profile, link.id),
+                    author=author_of(link.sender),
+                )
+            except RunKeyTaken:
+                raise EngineError(
+                    f"{self.where}: an earlier attempt of this turn reached Hermes under key {key!r} with another"
+                    f" request (the session moved?); not sent again (read session {remote_id!r} there)"
+                ) from None
+            link.remote_run = run_id  # its tools' calls say it: they are this turn's
+            try:
+                end = await self._client.follow_run(run_id, on_text=on_delta)
+            except asyncio.CancelledError:
+                if self._stopping(link):
+                    await self._shielded(self._client.stop_run(run_id), f"Hermes run {run_id} was not stopped there")
+                raise
+            finally:
+                link.remote_run = None
+            if end.status == "completed":
+                return Message(role="assistant", content=end.output or "", usage=end.usage)
+            if replayed and end.status in ("cancelled", "interrupted"):
+                continue  # that run was an earlier attempt's, ended unanswered over there: this one asks anew
+            said = f": {end.error}" if end.error else ""
+            raise EngineError(f"{self.where}: Hermes run {run_id!r} in session {remote_id!r} {end.status}{said}")
+        raise EngineError(
+            f"{self.where}: Hermes ended {MAX_ASKED_AGAIN + 1} runs of this turn unanswered in session {remote_id!r}"
+        )
+
+    @staticmethod
+    def _stopping(link: SessionLink) -> bool:
+        """Whether the step is cancelled by a stop of its run (not by the gateway going away)."""
+        return link.stopped is not None and link.stopped()
+
+    async def _shielded(self, done: Awaitable[Any], failed: str) -> None:
+        """What a stopped step still asks of the far side, shielded from the cancellation that carries the stop."""
+        try:
+            await asyncio.wait_for(asyncio.shield(done), STOP_SECONDS)
+        except (BackchannelError, TimeoutError) as exc:
+            log.warning("%s: %s: %s", self.where, failed, exc)
+
+    async def _through_chat(self, link: SessionLink, chat: ChatPath, remote_id: str, message: str) -> str | None:
         """The turn run by the Hermes gateway's own chat pipeline (the plugin there hands it in behind the person's
         turn); None: reach the session through the API server. Without the plugin, a Hermes that orders every
         surface's turns itself (a lease in its state.db, since 0.21.3) is asked through its API server all the
@@ -147,6 +217,10 @@ class HermesEngine:
         person's, is not asked at all."""
         try:
             return await chat.deliver(remote_id, message)
+        except asyncio.CancelledError:
+            if self._stopping(link):
+                await self._shielded(chat.withdraw(), f"the turn handed to session {remote_id!r} was not withdrawn")
+            raise
         except HermesPluginAbsent as exc:
             assert self._client is not None
             if await self._client.version() >= LEASED_SINCE:

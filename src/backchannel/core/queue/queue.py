@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ... import procs
+from ...agent.loop import TurnProgress
 from ...errors import Conflict, GatewayDraining, StoreError
 from ...home.config import GatewayConfig
 from ...messages import Message
@@ -42,10 +43,15 @@ SAVE_RETRY_MAX = 2.0
 
 @dataclass
 class Turn:
-    """A turn running in this process: the task it runs in (cancelled to stop it) and whether a stop was asked."""
+    """A turn running in this process: the task it runs in (cancelled to stop it) and what it produced so far
+    (which says whether a stop was asked: the engine then stops the far side's turn too)."""
 
     task: asyncio.Task[None]
-    stop_requested: bool = False
+    progress: TurnProgress
+
+    @property
+    def stop_requested(self) -> bool:
+        return self.progress.stop_requested
 
 
 @dataclass
@@ -515,7 +521,7 @@ class RunQueue:
         if run.state is RunState.RUNNING:
             if turn is None:
                 raise Conflict(f"run {run_id!r} is running in another process; stop it there", code="run_not_active")
-            turn.stop_requested = True
+            turn.progress.stop_requested = True
             turn.task.cancel()
             return await self.wait(run_id, timeout=None)
         return run

@@ -89,7 +89,7 @@ class Workers:
         task = asyncio.current_task()
         assert task is not None
         # The turn runs in this drain task; `stop` cancels the task, and the cancellation ends only the turn.
-        turn = Turn(task)
+        turn = Turn(task, progress)
         self.queue.track(run.id, turn)
         span = self.queue.spans.begin(run)
         try:
