@@ -124,7 +124,7 @@ class HermesEngine:
                 link.remote_id = await self._map(link)
             try:
                 if link.chat is not None and await self._client.source(link.remote_id) not in NOT_CHATS:
-                    answer = await self._through_chat(link, link.chat, link.remote_id, incoming.content)
+                    answer = await self._through_chat(link, link.chat, incoming.content)
                     if answer is not None:
                         if on_delta is not None:
                             on_delta(answer)
@@ -209,17 +209,18 @@ class HermesEngine:
         except (BackchannelError, TimeoutError) as exc:
             log.warning("%s: %s: %s", self.where, failed, exc)
 
-    async def _through_chat(self, link: SessionLink, chat: ChatPath, remote_id: str, message: str) -> str | None:
+    async def _through_chat(self, link: SessionLink, chat: ChatPath, message: str) -> str | None:
         """The turn run by the Hermes gateway's own chat pipeline (the plugin there hands it in behind the person's
         turn); None: reach the session through the API server. Without the plugin, a Hermes that orders every
         surface's turns itself (a lease in its state.db, since 0.21.3) is asked through its API server all the
         same, the reply then missing from the person's chat; an older one, which would run the turn beside the
         person's, is not asked at all."""
+        assert link.remote_id is not None
         try:
-            return await chat.deliver(remote_id, message)
+            return await chat.deliver(link.remote_id, message)
         except asyncio.CancelledError:
             if self._stopping(link):
-                await self._shielded(chat.withdraw(), f"the turn handed to session {remote_id!r} was not withdrawn")
+                await self._shielded(chat.withdraw(), f"the turn handed to {link.remote_id!r} was not withdrawn")
             raise
         except HermesPluginAbsent as exc:
             assert self._client is not None
