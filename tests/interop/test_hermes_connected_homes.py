@@ -20,10 +20,13 @@ pytest_generate_tests = each_hermes
 
 
 def hermes_home(where: Path, name: str, model_url: str, port: int) -> Path:
-    """A Hermes home as its person set it up: a model, a SOUL.md, its API server on (in .env)."""
+    """A Hermes home as its person set it up: a model, a SOUL.md, its API server on (in .env), and Hermes's own
+    tool search as it comes (on from 0.22, where it hides every plugin's tools): connect is what turns it off."""
     home = where / f"hermes-{name}"
     home.mkdir()
-    (home / "config.yaml").write_text(json.dumps(base_config(model_url), indent=2))
+    config = base_config(model_url)
+    config.pop("tools")  # its one key: the tool search, off for every other test
+    (home / "config.yaml").write_text(json.dumps(config, indent=2))
     (home / "SOUL.md").write_text(f"You are {name}. {name.upper()}-SOUL")
     (home / ".env").write_text(
         f"API_SERVER_ENABLED=true\nAPI_SERVER_KEY=interop-{name}-key-0123456789\nAPI_SERVER_PORT={port}\n"
@@ -63,6 +66,8 @@ def test_two_connected_hermes_homes_message_each_other_with_their_own_keys(
             reply = asked["reply"]
             assert reply.startswith("research got:") and "builds answers 'what is the build status?'" in reply
             assert "BUILDS-SOUL" in reply
+            offered = [t["function"]["name"] for t in research.bodies[0].get("tools", [])]
+            assert "send_to_session" in offered and "tool_search" not in offered, offered  # by name, at hand
 
             # Builds' own rules: it may message nobody, and the plugin's call with builds' key says so.
             refused = send("builds", "ask research whether this is right")
