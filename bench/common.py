@@ -70,9 +70,10 @@ def new_home(prefix: str = "bench-") -> Path:
     return home
 
 
-def start_gateway(home: Path, *, traced: bool = False) -> Gateway:
-    """A gateway process on `home`; `traced`: with tracing on, its spans kept in memory (bench/traced_gateway.py)."""
-    port = free_port()
+def start_gateway(home: Path, *, traced: bool = False, port: int | None = None) -> Gateway:
+    """A gateway process on `home`; `traced`: with tracing on, its spans kept in memory (bench/traced_gateway.py);
+    `port`: the port it listens on (default a free one)."""
+    port = port or free_port()
     cfg = home / "config.yaml"
     settings = yaml.safe_load(cfg.read_text())
     settings["gateway"]["port"] = port  # a fresh port at each start (a home's gateway may be started again)

@@ -157,7 +157,7 @@ PERSON = "wx_person_01"  # the person's user id there: on Hermes's allowlist for
 HOME_CHAT = "1001"  # the platform's home channel (unset, Hermes's first reply there starts with a notice)
 
 
-def _chat_config(port: int) -> dict[str, Any]:
+def chat_config(port: int) -> dict[str, Any]:
     return {
         # Hermes's weixin checks still apply to the stand-in: a token that is not a placeholder, an account id.
         "platforms": {
@@ -195,7 +195,8 @@ class HermesGateway:
     the generated config.yaml (e.g. {"platform_toolsets": {"api_server": [...]}}); `files` are written into
     HERMES_HOME before it starts (SOUL.md, .env). With `home`, that folder is HERMES_HOME as it is (its
     config.yaml and .env made beforehand, `port` its API_SERVER_PORT), and it is left in place. `chat=True` adds
-    the person's chat (`chat`).
+    the person's chat (`chat`; its control server on `chat_port`, default a free one); with `home`, that home's
+    config.yaml must hold the chat's platform settings (`chat_config(chat_port)`).
     """
 
     def __init__(
@@ -212,6 +213,7 @@ class HermesGateway:
         start_timeout: float = 60.0,
         home: Path | None = None,
         port: int | None = None,
+        chat_port: int | None = None,
     ) -> None:
         if len(api_key) < 16:
             raise ValueError("Hermes refuses to start its API server with a key under 16 characters")
@@ -239,9 +241,9 @@ class HermesGateway:
         self.home: Path | None = home  # HERMES_HOME (state.db, logs/), removed on exit unless given
         self._given_home, self._port = home is not None, port
         self.chat: Chat | None = None
-        self._chat_port = _free_port() if chat else None
+        self._chat_port = (chat_port or _free_port()) if chat else None
         if self._chat_port is not None:
-            self.config = _merge(self.config, _chat_config(self._chat_port))
+            self.config = _merge(self.config, chat_config(self._chat_port))
         self._tmp: Path | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._log = ""

