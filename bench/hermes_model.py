@@ -329,25 +329,36 @@ def holds_truth(text: str, truth: str) -> bool:
     return norm(truth) in norm(text)
 
 
-def research_session(hermes: HermesGateway, seen: set[str], within: float = 120.0) -> str:
-    """The newest Hermes session of research's chat that no earlier run had."""
+def research_session(hermes: HermesGateway, question: str, within: float = 600.0) -> str:
+    """The Hermes session of research's chat that holds the person's `question` (Hermes makes the session of a
+    `/new` when the next message comes)."""
     assert hermes.home is not None and hermes.chat is not None
     deadline = time.monotonic() + within
     key = hermes.chat.session_key(CHAT)
     while time.monotonic() < deadline:
-        if (hermes.home / "state.db").exists():
-            db = sqlite3.connect(f"{(hermes.home / 'state.db').as_uri()}?mode=ro", uri=True, timeout=10)
-            try:
-                rows = db.execute(
-                    "SELECT id FROM sessions WHERE session_key = ? ORDER BY started_at DESC", (key,)
-                ).fetchall()
-            finally:
-                db.close()
-            fresh = [r[0] for r in rows if r[0] not in seen]
-            if fresh:
-                return str(fresh[0])
-        time.sleep(0.5)
-    raise AssertionError(f"no new Hermes session of research's chat within {within:g}s")
+        db = sqlite3.connect(f"{(hermes.home / 'state.db').as_uri()}?mode=ro", uri=True, timeout=10)
+        try:
+            row = db.execute(
+                "SELECT m.session_id FROM messages m JOIN sessions s ON s.id = m.session_id"
+                " WHERE s.session_key = ? AND m.role = 'user' AND m.content LIKE ? ORDER BY m.id DESC LIMIT 1",
+                (key, f"%{question}%"),
+            ).fetchone()
+        finally:
+            db.close()
+        if row:
+            return str(row[0])
+        time.sleep(1.0)
+    raise AssertionError(f"no Hermes session of research's chat holds {question!r} after {within:g}s")
+
+
+def settle(setup: Setup, quiet: float = 20.0) -> None:
+    """Until neither gateway has asked the model anything for `quiet` seconds (no turn left running)."""
+    count, since = -1, time.monotonic()
+    while time.monotonic() - since < quiet:
+        now = sum(len(r.calls) for r in setup.recorders.values())
+        if now != count:
+            count, since = now, time.monotonic()
+        time.sleep(1.0)
 
 
 def tool_rows(hermes: HermesGateway, session: str) -> list[tuple[str, str, str | None, str | None]]:
@@ -396,19 +407,18 @@ def ledger(setup: Setup) -> list[dict[str, Any]]:
 SETTLED = ("completed", "failed", "cancelled", "expired", "interrupted")
 
 
-def one_run(setup: Setup, n: int, seen: set[str], deadline_s: float, quiet_s: float) -> Run:
+def one_run(setup: Setup, n: int, deadline_s: float, quiet_s: float) -> Run:
     _, question, truth = FACTS[n % len(FACTS)]
     chat = setup.research.chat
     assert chat is not None
     run = Run(n + 1, question, truth)
+    settle(setup)  # else the /new interrupts a turn still running
     before = len(chat.sent(CHAT))
     chat.person_says(CHAT, "/new")
     wait_chat(chat, before, within=120)  # Hermes's note of the new session
     before = len(chat.sent(CHAT))
     started, wall = time.monotonic(), time.time()
     chat.person_says(CHAT, question)
-    run.session = research_session(setup.research, seen)
-    seen.add(run.session)
     last_change = time.monotonic()
     answered_at: float | None = None
     while True:
@@ -433,6 +443,7 @@ def one_run(setup: Setup, n: int, seen: set[str], deadline_s: float, quiet_s: fl
         if now - started > deadline_s:
             break
         time.sleep(1.0)
+    run.session = research_session(setup.research, question)
     read_transcript(run, setup.research)
     run.answer_in_chat = answered_at is not None
     end = answered_at if answered_at is not None else started + (run.first_reply_seconds or deadline_s)
@@ -592,9 +603,8 @@ def main() -> None:
     runs: list[Run] = []
     try:
         warm(setup)
-        seen: set[str] = set()
         for n in range(args.runs):
-            r = one_run(setup, n, seen, args.deadline, args.quiet)
+            r = one_run(setup, n, args.deadline, args.quiet)
             runs.append(r)
             print(f"run {r.n}: {r.seconds:.0f}s tool={r.tool_called} got={r.got} invented={r.invented}"
                   f" late={r.late_in_chat} args={r.arguments} other_tools={r.other_tools}"
