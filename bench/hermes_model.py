@@ -152,6 +152,7 @@ class Recorder:
         self.upstream, self.port, self.fenced = upstream, port, fenced
         self.calls: list[Call] = []
         self.converted = 0
+        self.asked = 0  # completions asked of it, answered or not (one in flight is a turn still running)
         recorder = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -186,6 +187,7 @@ class Recorder:
     def complete(self, handler: BaseHTTPRequestHandler, body: bytes) -> None:
         """The completion asked of the server whole (not streamed), then given back in the shape asked for."""
         started = time.monotonic()
+        self.asked += 1
         request = json.loads(body)
         streamed = bool(request.get("stream"))
         upstream = {k: v for k, v in request.items() if k not in ("stream", "stream_options")}
@@ -352,12 +354,16 @@ def research_session(hermes: HermesGateway, question: str, within: float = 600.0
 
 
 def settle(setup: Setup, quiet: float = 20.0) -> None:
-    """Until neither gateway has asked the model anything for `quiet` seconds (no turn left running)."""
-    count, since = -1, time.monotonic()
-    while time.monotonic() - since < quiet:
-        now = sum(len(r.calls) for r in setup.recorders.values())
-        if now != count:
-            count, since = now, time.monotonic()
+    """Until no completion is in flight and none was asked or answered for `quiet` seconds (no turn left running:
+    a long generation is one request, so a count of answers alone would read it as quiet)."""
+    seen, since = (-1, -1), time.monotonic()
+    while True:
+        asked = sum(r.asked for r in setup.recorders.values())
+        answered = sum(len(r.calls) for r in setup.recorders.values())
+        if (asked, answered) != seen or asked > answered:
+            seen, since = (asked, answered), time.monotonic()
+        elif time.monotonic() - since >= quiet:
+            return
         time.sleep(1.0)
 
 
@@ -416,6 +422,7 @@ def one_run(setup: Setup, n: int, deadline_s: float, quiet_s: float) -> Run:
     before = len(chat.sent(CHAT))
     chat.person_says(CHAT, "/new")
     wait_chat(chat, before, within=120)  # Hermes's note of the new session
+    settle(setup)  # a /new runs a turn of its own (the ended session's memories), which a message would interrupt
     before = len(chat.sent(CHAT))
     started, wall = time.monotonic(), time.time()
     chat.person_says(CHAT, question)
