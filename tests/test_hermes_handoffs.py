@@ -63,6 +63,16 @@ class Plugin:
         return self.http.post(f"/v1/handoffs/{run_id}", json=fields)
 
 
+@pytest.fixture
+def plugin(initialised: Path, hermes: FakeHermes, tmp_path: Path) -> Iterator[Plugin]:
+    """research's plugin with a gateway running, there: it has asked for work once (and was given none)."""
+    key = plugin_key(initialised, tmp_path)
+    with gateway_with(initialised) as gw:
+        there = Plugin(gw, key)
+        assert there.take(wait=0) == []
+        yield there
+
+
 def gw_ledger(gw: GatewayThread) -> list[dict[str, Any]]:
     r = httpx.get(gw.url + "/v1/ledger", params={"limit": 100}, headers=gw.headers(), timeout=10)
     assert r.status_code == 200, r.text
@@ -78,65 +88,51 @@ def send(address: str, text: str, *args: str) -> dict[str, Any]:
 
 
 def test_a_turn_for_a_chat_driven_session_is_handed_to_the_plugin_never_run_beside_the_persons(
-    initialised: Path, hermes: FakeHermes, tmp_path: Path
+    hermes: FakeHermes, plugin: Plugin
 ) -> None:
-    key = plugin_key(initialised, tmp_path)
-    with gateway_with(initialised) as gw:
-        plugin = Plugin(gw, key)
-        assert plugin.take(wait=0) == []  # the plugin asks: it is there
-        sent = send(f"research/{CHAT}", "is the build green?", "--wait", "0")
-        assert sent["exit_code"] == 0 and sent["landed"] == "started", sent
-        (handoff,) = plugin.take()
-        assert handoff["run_id"] == sent["run_id"] and handoff["remote_session"] == CHAT
-        assert handoff["message"] == "is the build green?"  # the person's own words are not framed
-        assert plugin.say(sent["run_id"], state="waiting", detail="behind the person's turn").status_code == 200
-        assert shown(sent["run_id"])["landed"] == "queued"  # it waits behind the person's turn, and says so
-        assert plugin.take(wait=0) == [handoff | {"state": "waiting"}]  # still held by this plugin
-        assert plugin.say(sent["run_id"], state="answered", reply="yes, green").status_code == 200
-        done = until(sent["run_id"], "completed")
-        assert done["reply"] == "yes, green"
-        assert hermes.chats() == []  # never asked of Hermes's API server, beside the person's chat
-        again = plugin.say(sent["run_id"], state="answered", reply="a second answer")
-        assert again.status_code == 200 and again.json()["state"] == "answered"
-        assert until(sent["run_id"], "completed")["reply"] == "yes, green"  # settled once
+    sent = send(f"research/{CHAT}", "is the build green?", "--wait", "0")
+    assert sent["exit_code"] == 0 and sent["landed"] == "started", sent
+    (handoff,) = plugin.take()
+    assert handoff["run_id"] == sent["run_id"] and handoff["remote_session"] == CHAT
+    assert handoff["message"] == "is the build green?"  # the person's own words are not framed
+    assert plugin.say(sent["run_id"], state="waiting", detail="behind the person's turn").status_code == 200
+    assert shown(sent["run_id"])["landed"] == "queued"  # it waits behind the person's turn, and says so
+    assert plugin.take(wait=0) == [handoff | {"state": "waiting"}]  # still held by this plugin
+    assert plugin.say(sent["run_id"], state="answered", reply="yes, green").status_code == 200
+    done = until(sent["run_id"], "completed")
+    assert done["reply"] == "yes, green"
+    assert hermes.chats() == []  # never asked of Hermes's API server, beside the person's chat
+    again = plugin.say(sent["run_id"], state="answered", reply="a second answer")
+    assert again.status_code == 200 and again.json()["state"] == "answered"
+    assert until(sent["run_id"], "completed")["reply"] == "yes, green"  # settled once
 
 
 def test_a_stopped_run_withdraws_its_handoff_unless_the_plugin_began_handing_it_in(
-    initialised: Path, hermes: FakeHermes, tmp_path: Path
+    hermes: FakeHermes, plugin: Plugin
 ) -> None:
-    key = plugin_key(initialised, tmp_path)
-    with gateway_with(initialised) as gw:
-        plugin = Plugin(gw, key)
-        plugin.take(wait=0)
-        early = send(f"research/{CHAT}", "build it", "--wait", "0")
-        assert shown(early["run_id"])["state"] == "running"
-        assert len(plugin.take()) == 1  # taken, not yet handed in (the plugin says so before it hands one in)
-        assert "cancelled" in run_cli("runs", "stop", early["run_id"]).stdout
-        refused = plugin.say(early["run_id"], state="running")  # what the plugin says before handing it in
-        assert refused.status_code == 409 and refused.json()["error"]["code"] == "handoff_withdrawn", refused.text
-        assert plugin.take(wait=0) == []  # nothing of it is offered again
+    early = send(f"research/{CHAT}", "build it", "--wait", "0")
+    assert shown(early["run_id"])["state"] == "running"
+    assert len(plugin.take()) == 1  # taken, not yet handed in (the plugin says so before it hands one in)
+    assert "cancelled" in run_cli("runs", "stop", early["run_id"]).stdout
+    refused = plugin.say(early["run_id"], state="running")  # what the plugin says before handing it in
+    assert refused.status_code == 409 and refused.json()["error"]["code"] == "handoff_withdrawn", refused.text
+    assert plugin.take(wait=0) == []  # nothing of it is offered again
 
-        late = send(f"research/{CHAT}", "build it again", "--wait", "0")
-        (handed,) = plugin.take()
-        assert plugin.say(handed["run_id"], state="running").status_code == 200  # begun: Hermes has it
-        assert "cancelled" in run_cli("runs", "stop", late["run_id"]).stdout
-        told = plugin.say(handed["run_id"], state="answered", reply="built")  # Hermes ran it; the chat has the reply
-        assert told.status_code == 200 and told.json()["state"] == "answered", told.text
-        assert hermes.chats() == []
+    late = send(f"research/{CHAT}", "build it again", "--wait", "0")
+    (handed,) = plugin.take()
+    assert plugin.say(handed["run_id"], state="running").status_code == 200  # begun: Hermes has it
+    assert "cancelled" in run_cli("runs", "stop", late["run_id"]).stdout
+    told = plugin.say(handed["run_id"], state="answered", reply="built")  # Hermes ran it; the chat has the reply
+    assert told.status_code == 200 and told.json()["state"] == "answered", told.text
+    assert hermes.chats() == []
 
 
-def test_a_session_no_chat_drives_after_all_is_asked_through_the_api_server(
-    initialised: Path, hermes: FakeHermes, tmp_path: Path
-) -> None:
-    key = plugin_key(initialised, tmp_path)
-    with gateway_with(initialised) as gw:
-        plugin = Plugin(gw, key)
-        plugin.take(wait=0)
-        sent = send(f"research/{CHAT}", "hello", "--wait", "0")
-        (handoff,) = plugin.take()
-        plugin.say(handoff["run_id"], state="not_a_chat")
-        assert until(sent["run_id"], "completed")["reply"] == "fake hermes heard: hello"
-        assert [s for s, _ in hermes.chats()] == [CHAT]
+def test_a_session_no_chat_drives_after_all_is_asked_through_the_api_server(hermes: FakeHermes, plugin: Plugin) -> None:
+    sent = send(f"research/{CHAT}", "hello", "--wait", "0")
+    (handoff,) = plugin.take()
+    plugin.say(handoff["run_id"], state="not_a_chat")
+    assert until(sent["run_id"], "completed")["reply"] == "fake hermes heard: hello"
+    assert [s for s, _ in hermes.chats()] == [CHAT]
 
 
 @pytest.mark.parametrize(("version", "asked"), [("0.19.0", False), ("0.22.2.post1", True)])
