@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import json
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -26,7 +25,7 @@ from typing import Any
 import httpx
 import pytest
 from hermes_gateway import HOME_CHAT, HermesGateway, HermesPython, each_hermes
-from test_hermes_sessions import call, text_of
+from test_hermes_sessions import allow, call, ledger, send, text_of
 
 from conftest import GatewayThread, api_key, run_cli
 from scripted_model import ScriptedModel
@@ -140,23 +139,6 @@ def builds_with_weixin(
 def echo_profile(name: str) -> None:
     made = run_cli("profile", "create", name)
     assert made.exit_code == 0, made.stderr
-
-
-def allow(root: Path, profile: str, *patterns: str) -> None:
-    cfg = root / "profiles" / profile / "config.yaml"
-    cfg.write_text(cfg.read_text().replace("allow: []", f"allow: {json.dumps(list(patterns))}"))
-
-
-def send(address: str, message: str, *extra: str) -> dict[str, Any]:
-    sent = run_cli("send", address, message, "--json", *extra)
-    assert "Traceback" not in sent.stderr, sent.stderr
-    out: dict[str, Any] = json.loads(sent.stdout)
-    return out
-
-
-def ledger(gw: GatewayThread) -> list[dict[str, Any]]:
-    data: list[dict[str, Any]] = httpx.get(f"{gw.url}/v1/ledger?limit=500", headers=gw.headers()).json()["data"]
-    return data
 
 
 def wait_for(what: str, check: Callable[[], Any], within: float, detail: Callable[[], Any] = lambda: "") -> Any:
