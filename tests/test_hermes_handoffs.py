@@ -113,6 +113,7 @@ def test_a_stopped_run_withdraws_its_handoff_unless_the_plugin_began_handing_it_
     early = send(f"research/{CHAT}", "build it", "--wait", "0")
     assert shown(early["run_id"])["state"] == "running"
     assert len(plugin.take()) == 1  # taken, not yet handed in (the plugin says so before it hands one in)
+    assert plugin.say(early["run_id"], state="withdrawn").status_code == 400  # the run's word, not the plugin's
     assert "cancelled" in run_cli("runs", "stop", early["run_id"]).stdout
     refused = plugin.say(early["run_id"], state="running")  # what the plugin says before handing it in
     assert refused.status_code == 409 and refused.json()["error"]["code"] == "handoff_withdrawn", refused.text

@@ -31,7 +31,8 @@ log = logging.getLogger("backchannel.handoffs")
 PRESENT_SECONDS = 60.0  # a plugin that asked for work within this long is there (it asks at least every 15 s)
 POLL_SECONDS = 0.25  # how often a wait looks at the store (a handoff settled through another gateway)
 TAKE_WAIT_MAX = 15.0  # the longest a plugin's ask for work is held open
-REPORTED: frozenset[str] = frozenset({"waiting", "running", *SETTLED})  # what a plugin may say of a handoff
+# What a plugin may say of a handoff: where it stands, or how it was settled (never `withdrawn`, its run's word).
+REPORTED: frozenset[str] = frozenset({"waiting", "running", *SETTLED} - {"withdrawn"})
 PRUNE_SECONDS = 3600.0  # how often settled handoffs past store.handoffs.KEEP_SECONDS are removed
 
 
