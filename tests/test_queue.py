@@ -17,10 +17,10 @@ import pytest
 from backchannel.agent.engines.base import ModelRequest, OnDelta
 from backchannel.core.delivery.delivery import Delivered, Incoming
 from backchannel.core.gateway import Gateway
-from backchannel.core.views import SessionView
 from backchannel.errors import Conflict, GatewayDraining, StoreError
 from backchannel.home import config
 from backchannel.messages import Message
+from backchannel.records import Session
 from backchannel.store.db import Database
 from backchannel.store.migrations import MIGRATIONS
 from backchannel.store.runs import NewRun, RunState
@@ -67,17 +67,17 @@ def with_gateway(root: Path, body: Callable[[Gateway], Awaitable[None]], *, engi
     run_with_gateway(root, body, **kwargs)
 
 
-def person(session: SessionView, text: str, key: str | None = None) -> Incoming:
+def person(session: Session, text: str, key: str | None = None) -> Incoming:
     return Incoming(session, text, "human:api", key=key)
 
 
-async def new_session(gw: Gateway) -> SessionView:
+async def new_session(gw: Gateway) -> Session:
     session, created = await gw.directory.create_session("default")
     assert created
     return session
 
 
-async def queued(gw: Gateway, session: SessionView, text: str, key: str | None = None) -> Any:
+async def queued(gw: Gateway, session: Session, text: str, key: str | None = None) -> Any:
     """Put a run in the queue at once (no wait for its commit), as the delivery service does."""
     return (
         await gw.queue.submit(
@@ -88,7 +88,7 @@ async def queued(gw: Gateway, session: SessionView, text: str, key: str | None =
     )[0]
 
 
-async def deliver(gw: Gateway, session: SessionView, text: str, *, wait: float, key: str | None = None) -> Delivered:
+async def deliver(gw: Gateway, session: Session, text: str, *, wait: float, key: str | None = None) -> Delivered:
     return await gw.delivery.deliver(person(session, text, key), wait=wait)
 
 

@@ -30,10 +30,11 @@ import pytest
 from backchannel import keys
 from backchannel.errors import Conflict, StoreError
 from backchannel.messages import Message
+from backchannel.records import Run
 from backchannel.store import push, retention, runs, sessions
 from backchannel.store.db import Database
 from backchannel.store.driver import Db
-from backchannel.store.runs import NewRun, RunRow, RunState
+from backchannel.store.runs import NewRun, RunState
 
 OWNER = "gateway-1"
 OTHER = "gateway-2"
@@ -94,19 +95,19 @@ async def session(store: Backend) -> str:
     return (await sessions.create_session(store.db, "main")).id
 
 
-async def send(store: Backend, session_id: str, text: str, *, key: str | None = None) -> tuple[RunRow, bool]:
+async def send(store: Backend, session_id: str, text: str, *, key: str | None = None) -> tuple[Run, bool]:
     new = NewRun(sender="person", profile="main", session_id=session_id, message=text, idempotency_key=key)
     return await runs.record(store.db, new)
 
 
 async def claim(
     store: Backend, session_id: str, *, owner: str = OWNER, lease: float = LEASE, db: Db | None = None
-) -> RunRow | None:
+) -> Run | None:
     claimed, _expired = await runs.claim_next(db or store.db, session_id, owner=owner, lease_seconds=lease)
     return claimed
 
 
-async def finish(store: Backend, run: RunRow, reply: str, *, owner: str = OWNER) -> RunRow | None:
+async def finish(store: Backend, run: Run, reply: str, *, owner: str = OWNER) -> Run | None:
     said = [Message(role="user", content=run.message), Message(role="assistant", content=reply)]
     return await runs.finish(store.db, run, owner=owner, state=RunState.COMPLETED, reply=reply, messages=said)
 

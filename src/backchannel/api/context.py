@@ -12,10 +12,10 @@ from ..core.access import Caller
 from ..core.delivery.delivery import Delivery, Incoming
 from ..core.delivery.directory import Directory
 from ..core.gateway import Gateway
-from ..core.views import SessionView
 from ..errors import UsageError
 from ..home.config import GatewayConfig
 from ..keys import check_external
+from ..records import Session
 from .http import DeliveryHeaders, delivery_headers, sender_of
 from .stopping import StopRequest
 from .stream_caps import Slot, StreamCaps, StreamLimits
@@ -64,7 +64,7 @@ def stream_slot(request: Request, run_id: str | None = None) -> Slot:
 
 
 def incoming(
-    request: Request, ctx: Context, session: SessionView, body: dict[str, Any], message: str | None
+    request: Request, ctx: Context, session: Session, body: dict[str, Any], message: str | None
 ) -> tuple[Incoming, DeliveryHeaders]:
     """A request's message as the delivery service takes it: key, sender, hops and chain from its headers."""
     headers = delivery_headers(request)

@@ -12,8 +12,8 @@ from typing import Any, Protocol
 
 from ..core.delivery.delivery import Delivered
 from ..core.queue.events import Chunk, Progress, Step
-from ..core.views import RunState, RunView
 from ..errors import NotFound
+from ..records import Run, RunState
 from .shapes import queued as receipt
 
 __all__ = ["ChatFrames", "Frames", "ResponseFrames", "chat_completion", "receipt", "response", "run_id_of_response"]
@@ -25,7 +25,7 @@ def _hex(run_id: str) -> str:
     return run_id.removeprefix("run_")
 
 
-def _usage(run: RunView, *, openai: bool) -> dict[str, int]:
+def _usage(run: Run, *, openai: bool) -> dict[str, int]:
     if openai:  # chat completions name them so
         return {
             "prompt_tokens": run.tokens_in,
@@ -69,12 +69,12 @@ def run_id_of_response(given: str) -> str:
     return "run_" + given.removeprefix("resp_")
 
 
-def _message_item(run: RunView, text: str, status: str) -> dict[str, Any]:
+def _message_item(run: Run, text: str, status: str) -> dict[str, Any]:
     content = [{"type": "output_text", "text": text, "annotations": []}] if status == "completed" else []
     return {"id": f"msg_{_hex(run.id)}", "type": "message", "status": status, "role": "assistant", "content": content}
 
 
-def _envelope(run: RunView, model: str, status: str) -> dict[str, Any]:
+def _envelope(run: Run, model: str, status: str) -> dict[str, Any]:
     return {
         "id": response_id(run.id),
         "object": "response",
@@ -103,7 +103,7 @@ class Frames(Protocol):
 
     def step(self, step: Progress) -> list[Frame]: ...
 
-    def end(self, run: RunView) -> list[Frame]: ...
+    def end(self, run: Run) -> list[Frame]: ...
 
     def cut(self, state: str, code: str, message: str) -> list[Frame]: ...
 
@@ -149,7 +149,7 @@ class ChatFrames:
             return [("hermes.tool.progress", {"tool": step.tool, "toolCallId": call, "status": "completed"})]
         return []
 
-    def end(self, run: RunView) -> list[Frame]:
+    def end(self, run: Run) -> list[Frame]:
         if run.state is RunState.COMPLETED:
             reply = run.reply or ""
             rest = reply[len(self.said) :] if reply.startswith(self.said) else ""
@@ -171,7 +171,7 @@ class ResponseFrames:
 
     def __init__(self, model: str) -> None:
         self.model = model
-        self.run: RunView | None = None
+        self.run: Run | None = None
         self.said = ""
         self.opened = False
         self.seq = 0
@@ -206,7 +206,7 @@ class ResponseFrames:
     def step(self, step: Progress) -> list[Frame]:
         return self._text(step.text) if isinstance(step, Chunk) and step.text else []
 
-    def end(self, run: RunView) -> list[Frame]:
+    def end(self, run: Run) -> list[Frame]:
         self.run = run
         if run.state is not RunState.COMPLETED:
             return self.cut(run.state.value, run.error_code or f"run_{run.state.value}", run.error or run.state.value)

@@ -7,7 +7,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ..core.views import RunView
+from ..records import Run
 from . import shapes
 from .context import context
 from .http import json_body, optional_str
@@ -18,7 +18,7 @@ def _scope(request: Request) -> str | None:
     return None if named is None else context(request).directory.check_profile(str(named))
 
 
-def held_run(run: RunView) -> dict[str, Any]:
+def held_run(run: Run) -> dict[str, Any]:
     return {
         **shapes.run(run, None),
         "sender": run.sender,

@@ -22,9 +22,9 @@ from starlette.responses import JSONResponse, Response
 
 from ..core.delivery.delivery import Delivered, Incoming
 from ..core.queue.events import Ended
-from ..core.views import SessionView
 from ..errors import DeliveryError, KeyRevoked, NotFound, UsageError
 from ..outcome import Outcome
+from ..records import Session
 from . import openai_shapes as shapes
 from .context import Context, caller, context, incoming, stream_slot
 from .http import json_body, profile_of
@@ -130,7 +130,7 @@ def _profile(request: Request, ctx: Context, model: Any) -> str:
         ) from exc
 
 
-async def _session(ctx: Context, request: Request, profile: str, session_id: str | None) -> SessionView:
+async def _session(ctx: Context, request: Request, profile: str, session_id: str | None) -> Session:
     who = caller(request)
     if session_id is not None:
         return who.require_bot_chat(await ctx.directory.session(session_id, profile=profile))

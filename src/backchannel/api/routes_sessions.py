@@ -14,9 +14,9 @@ from starlette.responses import JSONResponse, Response
 
 from ..core.delivery.delivery import Incoming
 from ..core.queue.events import Chunk, Ended, Queued, Step, WaitOver
-from ..core.views import BOT_CHAT_TITLE
 from ..errors import DeliveryError, Forbidden, KeyRevoked, Refused
 from ..outcome import Outcome
+from ..records import BOT_CHAT_TITLE
 from . import shapes
 from .context import Context, caller, context, incoming, stream_slot
 from .http import DeliveryHeaders, int_param, json_body, optional_str, profile_of, text_field

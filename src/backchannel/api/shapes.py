@@ -7,12 +7,12 @@ import uuid
 from typing import Any
 
 from ..core.delivery.delivery import Delivered
-from ..core.views import RunState, RunView, SessionView
 from ..errors import BackchannelError
 from ..outcome import Outcome, detail
+from ..records import Run, RunState, Session
 
 
-def session(row: SessionView) -> dict[str, Any]:
+def session(row: Session) -> dict[str, Any]:
     return {
         "id": row.id,
         "profile": row.profile,
@@ -27,7 +27,7 @@ def session(row: SessionView) -> dict[str, Any]:
     }
 
 
-def run(row: RunView, queue_position: int | None) -> dict[str, Any]:
+def run(row: Run, queue_position: int | None) -> dict[str, Any]:
     body: dict[str, Any] = {
         "object": "hermes.run",
         "run_id": row.id,
@@ -54,7 +54,7 @@ def run(row: RunView, queue_position: int | None) -> dict[str, Any]:
     return body
 
 
-def _usage(row: RunView) -> dict[str, Any]:
+def _usage(row: Run) -> dict[str, Any]:
     return {
         "input_tokens": row.tokens_in,
         "output_tokens": row.tokens_out,
@@ -89,7 +89,7 @@ def queued(d: Delivered) -> dict[str, Any]:
     }
 
 
-def _status_detail(run: RunView, ahead: int | None) -> str | None:
+def _status_detail(run: Run, ahead: int | None) -> str | None:
     """Why a pending message waits: behind other runs of its session, for a turn slot, its own turn, the person."""
     if run.state is RunState.RUNNING:
         return "running: the message's own turn is under way; delivery pending"

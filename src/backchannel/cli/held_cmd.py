@@ -9,14 +9,14 @@ from typing import Any
 
 import click
 
-from ..core.views import RunView
 from ..home import config
+from ..records import Run
 from . import complete
 from .connect import find_gateway, on_home
 from .output import emit, examples, note, table, when
 
 
-def _row(run: RunView) -> dict[str, Any]:
+def _row(run: Run) -> dict[str, Any]:
     return {
         "run_id": run.id,
         "status": run.state.value,

@@ -8,9 +8,9 @@ from typing import Any
 
 import click
 
-from ..core.views import PeerKeyView
 from ..errors import UsageError
 from ..home import config
+from ..records import PeerKey
 from .connect import on_home
 from .output import emit, examples, note, table, when
 
@@ -45,11 +45,11 @@ def show() -> None:
     click.echo(value)
 
 
-def _key_dict(k: PeerKeyView) -> dict[str, Any]:
+def _key_dict(k: PeerKey) -> dict[str, Any]:
     return k.to_dict()
 
 
-def _print_new(k: PeerKeyView, value: str, *, as_json: bool, verb: str) -> None:
+def _print_new(k: PeerKey, value: str, *, as_json: bool, verb: str) -> None:
     reach = ", ".join(k.profiles) or "none"
     reads = ("may read" if k.read else "no reading") + ("; may scrape /metrics" if k.metrics else "")
     emit(

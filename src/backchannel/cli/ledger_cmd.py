@@ -18,9 +18,9 @@ import click
 
 from .. import addresses
 from ..addresses import RemoteAddress
-from ..core.views import LedgerEntry
 from ..home import config
 from ..outcome import Outcome
+from ..records import LedgerEntry
 from ..states import RunState
 from . import complete
 from .connect import home_gateway

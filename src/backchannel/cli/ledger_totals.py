@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ..core.spending import Total, totals
-from ..core.views import LedgerEntry
+from ..records import LedgerEntry
 from .output import emit, note, table
 
 

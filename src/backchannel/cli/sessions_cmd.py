@@ -13,8 +13,8 @@ from .output import emit, examples, table, when
 
 if TYPE_CHECKING:
     from ..core.gateway import Gateway
-    from ..core.views import SessionView
     from ..messages import Message
+    from ..records import Session
 
 
 @click.group("sessions")
@@ -35,7 +35,7 @@ def sessions() -> None:
 def list_(profile_name: str | None, limit: int, as_json: bool) -> None:
     """Sessions, most recently active first."""
 
-    async def read(gateway: Gateway) -> list[SessionView]:
+    async def read(gateway: Gateway) -> list[Session]:
         if profile_name:
             gateway.directory.check_profile(profile_name)
         return await gateway.directory.sessions(profile_name, limit=limit)
@@ -67,7 +67,7 @@ def show(session: str, as_json: bool) -> None:
     SESSION is any local address: a session id, profile/session-id (as `send` prints it), or a profile alone
     (its Bot Chat)."""
 
-    async def read(gateway: Gateway) -> tuple[SessionView, list[Message]]:
+    async def read(gateway: Gateway) -> tuple[Session, list[Message]]:
         found = await gateway.directory.existing(local_address(session))
         return found, await gateway.directory.messages(found.id)
 

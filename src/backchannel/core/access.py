@@ -29,9 +29,9 @@ from .. import addresses
 from ..errors import AgentKeyScope, AuthError, Conflict, Forbidden, KeyRevoked, NotFound, StoreError, UsageError
 from ..home import config
 from ..home.profiles import DEFAULT_PROFILE
+from ..records import PeerKey, Run, Session
 from ..store import peer_keys
 from ..store.driver import Db
-from .views import PeerKeyView, RunView, SessionView, peer_key_view
 
 PROFILE_PATTERN_RE = re.compile(r"[a-z0-9_*?\[\]-]{1,64}")
 KEY_PREFIX = "bcpk_"
@@ -117,14 +117,14 @@ class Caller:
                 f"(`backchannel key create NAME --read` gives one)"
             )
 
-    def require_bot_chat(self, session: SessionView, *, reading: bool = False) -> SessionView:
+    def require_bot_chat(self, session: Session, *, reading: bool = False) -> Session:
         """A peer's key reaches its profiles' Bot Chats; any other session only to read, with `--read`."""
         self.require_profile(session.profile)
         if self.is_person or session.is_bot_chat or (reading and self.read):
             return session
         raise Forbidden(f"{self.shown} reaches only the Bot Chat of {session.profile!r}, not session {session.id!r}")
 
-    def require_run(self, run: RunView, *, stopping: bool = False) -> RunView:
+    def require_run(self, run: Run, *, stopping: bool = False) -> Run:
         """A peer's key reads and stops the runs it sent; with `--read` it reads the others too."""
         self.require_profile(run.profile)
         if self.sent(run.sender) or (self.read and not stopping):
@@ -263,7 +263,7 @@ class Access:
 
     async def create(
         self, name: str, *, profiles: tuple[str, ...] = (), read: bool = False, metrics: bool = False
-    ) -> tuple[PeerKeyView, str]:
+    ) -> tuple[PeerKey, str]:
         """A new key for peer `name` reaching `profiles` (default: the default profile; with `metrics` alone,
         none: a key that only scrapes GET /metrics); (its record, the key)."""
         config.check_name(name, what="key")
@@ -280,11 +280,11 @@ class Access:
                 )
         key = new_key()
         made = await peer_keys.create(self.db, name, key, profiles=reach, read=read, metrics=metrics)
-        return peer_key_view(made), key
+        return made, key
 
     async def for_agent(
         self, profile: str, *, hermes_home: str, held: str | None, rotate: bool = False
-    ) -> tuple[PeerKeyView, str, Literal["made", "reused", "rotated"]]:
+    ) -> tuple[PeerKey, str, Literal["made", "reused", "rotated"]]:
         """The agent key of `profile` for the Hermes home `hermes_home`, whose .env holds `held` now: that one
         again when it is this key in force (and not `rotate`), else a new value (the old one stops at once).
         (its record, the key, which of the three)."""
@@ -298,7 +298,7 @@ class Access:
             made = await peer_keys.create(
                 self.db, name, key, profiles=(profile,), read=False, acts_as=profile, hermes_home=hermes_home
             )
-            return peer_key_view(made), key, "made"
+            return made, key, "made"
         if existing.acts_as != profile:
             raise Conflict(
                 f"a key named {name!r} exists already, and it is not the agent key of profile {profile!r}: "
@@ -307,24 +307,24 @@ class Access:
             )
         found = peer_keys.match(await peer_keys.by_hash(self.db), held) if held else None
         if found is not None and found.name == name and not rotate:
-            return peer_key_view(await peer_keys.place(self.db, name, hermes_home)), held or "", "reused"
+            return await peer_keys.place(self.db, name, hermes_home), held or "", "reused"
         key = new_key()
         await peer_keys.rotate(self.db, name, key)
-        return peer_key_view(await peer_keys.place(self.db, name, hermes_home)), key, "rotated"
+        return await peer_keys.place(self.db, name, hermes_home), key, "rotated"
 
-    async def rotate(self, name: str) -> tuple[PeerKeyView, str]:
+    async def rotate(self, name: str) -> tuple[PeerKey, str]:
         config.check_name(name, what="key")
         key = new_key()
-        return peer_key_view(await peer_keys.rotate(self.db, name, key)), key
+        return await peer_keys.rotate(self.db, name, key), key
 
-    async def revoke(self, name: str) -> PeerKeyView:
+    async def revoke(self, name: str) -> PeerKey:
         config.check_name(name, what="key")
-        return peer_key_view(await peer_keys.revoke(self.db, name))
+        return await peer_keys.revoke(self.db, name)
 
-    async def keys(self) -> list[PeerKeyView]:
-        return [peer_key_view(k) for k in await peer_keys.all_keys(self.db)]
+    async def keys(self) -> list[PeerKey]:
+        return [k for k in await peer_keys.all_keys(self.db)]
 
-    async def get(self, name: str) -> PeerKeyView | None:
+    async def get(self, name: str) -> PeerKey | None:
         return next((k for k in await self.keys() if k.name == name), None)
 
 

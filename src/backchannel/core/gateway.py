@@ -30,10 +30,11 @@ from ..agent.tools.mcp import McpTools
 from ..errors import ConfigError, StoreError
 from ..home import config
 from ..net.dialects import Dialects
+from ..records import Run
 from ..store import backend, meta
 from ..store.db import Database
 from ..store.driver import Db
-from ..store.runs import RunRow, RunState
+from ..store.runs import RunState
 from .access import Access
 from .delivery.admission import Admission
 from .delivery.delivery import Delivery
@@ -305,7 +306,7 @@ def _both(first: OnState | None, then: OnState) -> OnState:
     if first is None:
         return then
 
-    def both(run: RunRow, state: RunState) -> None:
+    def both(run: Run, state: RunState) -> None:
         first(run, state)
         then(run, state)
 

@@ -23,6 +23,7 @@ from ..agent.engines.base import SessionLink
 from ..agent.engines.hermes import turn_tag
 from ..agent.tools.base import Sender, Tool, ToolContext, call_tool
 from ..errors import NotFound
+from ..records import Session
 from ..store import sessions as sessionstore
 from ..store.driver import Db
 from .delivery.directory import Directory
@@ -30,7 +31,6 @@ from .delivery.imports import Imports
 from .delivery.mentions import Mentions
 from .queue.commits import commits
 from .turns import Turns
-from .views import SessionView, session_view
 
 HOSTED_TOOLS = (
     "send_to_session",
@@ -58,7 +58,7 @@ class HostedCall:
     """A tool's result (JSON text, as a model reads it), the session it acted as and the run it came from."""
 
     tool: str
-    session: SessionView
+    session: Session
     run_id: str | None
     result: str
     ok: bool
@@ -104,9 +104,7 @@ class HostedTools:
         return HostedCall(tool, session, run_id, result, ok)
 
     @commits
-    async def mentions(
-        self, profile_name: str, session_id: str, text: str, *, wait: float
-    ) -> tuple[SessionView, str, int]:
+    async def mentions(self, profile_name: str, session_id: str, text: str, *, wait: float) -> tuple[Session, str, int]:
         """A person's `text` typed in session `session_id` (a Hermes platform chat) with its `@session:` and
         `@peer:` mentions answered as from that session, as Backchannel's own mentions are; how many it had."""
         session, ctx, _ = await self._context(profile_name, session_id, CallOrigin(surface="chat"))
@@ -115,7 +113,7 @@ class HostedTools:
 
     async def _context(
         self, profile_name: str, session_id: str, origin: CallOrigin | None
-    ) -> tuple[SessionView, ToolContext, str | None]:
+    ) -> tuple[Session, ToolContext, str | None]:
         profile = self.directory.profile(self.directory.check_profile(profile_name))
         session = await self._caller(profile.name, session_id, hermes=profile.config.model.engine == "hermes")
         live = self.turns.live.get(session.id)
@@ -131,10 +129,10 @@ class HostedTools:
         ctx.exchange = ctx.run_id
         return session, ctx, None
 
-    async def _caller(self, profile: str, session_id: str, *, hermes: bool) -> SessionView:
+    async def _caller(self, profile: str, session_id: str, *, hermes: bool) -> Session:
         found = await sessionstore.find_by_remote_id(self.db, profile, session_id)
         if found is not None:
-            return session_view(found)
+            return found
         for ctx, link in self.turns.live.values():  # a tip Hermes moved to during the turn
             if ctx.profile.name == profile and link.remote_id == session_id:
                 return await self.directory.session(link.id)

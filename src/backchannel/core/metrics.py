@@ -19,10 +19,10 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from ..outcome import of_state
+from ..records import Run
 from ..states import RunState
 from ..store import stats
 from ..store.driver import Db
-from ..store.runs import RunRow
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 # From a quick echo turn to a long tool-using one; the queue wait alike.
@@ -83,7 +83,7 @@ class Metrics(Collector):
 
     # --- what the gateway tells -------------------------------------------------------------------
 
-    def noticed(self, run: RunRow, state: RunState) -> None:
+    def noticed(self, run: Run, state: RunState) -> None:
         """A run's state changed in this gateway: an end is counted with its durations and what it used."""
         if not state.terminal:
             return

@@ -21,25 +21,25 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Protocol
 
+from ..records import Run
 from ..store import runs as runstore
 from ..store.driver import Db
 from ..store.push import Owed, Told
-from .views import RunView, run_view
 
 
 class PushEvents(Protocol):
     """What a receiver is told of a run as it is now: (event key, body) pairs, the key unique per task, in the
     shape of the protocol `version` its config was made in."""
 
-    def events(self, run: RunView, *, version: str, max_bytes: int) -> list[tuple[str, bytes]]: ...
+    def events(self, run: Run, *, version: str, max_bytes: int) -> list[tuple[str, bytes]]: ...
 
 
-def told(run: RunView) -> Told:
+def told(run: Run) -> Told:
     """What a notification owed now tells of `run`."""
     return Told(run.state, run.updated_at)
 
 
-def as_told(run: RunView, told: Told) -> RunView:
+def as_told(run: Run, told: Told) -> Run:
     """`run` as it was when a notification telling `told` was owed: its state and time then; before its end
     without a reply, an error or an end."""
     if told.state.terminal:
@@ -60,7 +60,7 @@ class Bodies:
         the artifact it was)."""
         if owed.told is None:
             return owed.body  # queued before bodies were built at delivery: as it was rendered then
-        run = as_told(run_view(await runstore.get(self.db, owed.task_id)), owed.told)
+        run = as_told(await runstore.get(self.db, owed.task_id), owed.told)
         for key, body in self._events.events(run, version=owed.version, max_bytes=self.max_bytes):
             if key == owed.event_key:
                 return body

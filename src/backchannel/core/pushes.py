@@ -32,15 +32,15 @@ from ..errors import PushFailed, StoreError, UsageError
 from ..home.push_settings import PushSettings
 from ..net.screening import Screen, shown_url
 from ..net.webhook import Answer, Webhooks
+from ..records import PushConfig, Receiver, Run
 from ..store import push as pushstore
 from ..store import runs as runstore
 from ..store.driver import Db
 from ..store.push import Event, Owed
-from ..store.runs import RunRow, RunState
+from ..store.runs import RunState
 from .push_bodies import Bodies, PushEvents, told
 from .push_slots import Slots
 from .queue.commits import commits
-from .views import PushConfig, Receiver, RunView, push_config, receiver_row, run_view
 
 log = logging.getLogger("backchannel.push")
 
@@ -149,7 +149,7 @@ class Pushes:
     @commits
     async def watch(
         self,
-        run: RunView,
+        run: Run,
         *,
         owner: str,
         config_id: str,
@@ -167,7 +167,7 @@ class Pushes:
             config_id=check_config_id(config_id),
             owner=owner,
             profile=run.profile,
-            receiver=receiver_row(receiver),
+            receiver=receiver,
             version=version,
             max_per_task=self.settings.max_configs_per_task,
             max_per_owner=self.settings.max_configs_per_caller,
@@ -175,17 +175,17 @@ class Pushes:
         if self._watched is not None and not saved.done:
             self._watched.add(run.id)
         self._wake.set()
-        return push_config(saved)
+        return saved
 
     async def configs(self, task_id: str, *, owner: str) -> list[PushConfig]:
-        return [push_config(row) for row in await pushstore.configs(self.db, task_id, owner)]
+        return [row for row in await pushstore.configs(self.db, task_id, owner)]
 
     @commits
     async def forget(self, task_id: str, config_id: str, *, owner: str) -> None:
         """Delete a config and what is still owed to it; deleting one that is gone changes nothing."""
         await pushstore.delete(self.db, task_id, owner, config_id)
 
-    def noticed(self, run: RunRow, state: RunState) -> None:
+    def noticed(self, run: Run, state: RunState) -> None:
         """A run entered `state` (the run queue's report): wake the job when a config watches it."""
         if self._watched is not None and run.id in self._watched:
             self._wake.set()
@@ -241,12 +241,12 @@ class Pushes:
     async def _catch_up(self) -> None:
         """Queue, for every config behind its run, the notifications of the run's state as it is now."""
         assert self._events is not None and self._watched is not None
-        runs: dict[str, RunView] = {}
+        runs: dict[str, Run] = {}
         keys: dict[tuple[str, str], list[str]] = {}  # the events a run's state makes (bodies: built at delivery)
         for config in await pushstore.behind(self.db):
             run = runs.get(config.task_id)
             if run is None:
-                run = runs[config.task_id] = run_view(await runstore.get(self.db, config.task_id))
+                run = runs[config.task_id] = await runstore.get(self.db, config.task_id)
             shape = (run.id, config.version)
             if shape not in keys:
                 made = self._events.events(run, version=config.version, max_bytes=self.settings.max_body_bytes)
@@ -366,7 +366,7 @@ def _refusal(answer: Answer) -> str:
     return f"HTTP {answer.status}{said}"
 
 
-def notification_id(config: pushstore.PushConfigRow, key: str) -> str:
+def notification_id(config: PushConfig, key: str) -> str:
     """The id a receiver deduplicates on: the same for every attempt at one notification, across restarts."""
     seed = f"{config.task_id}\0{config.config_id}\0{config.created_at!r}\0{key}".encode()
     return "pn_" + hashlib.sha256(seed).hexdigest()[:32]

@@ -28,6 +28,7 @@ from ..framing import ROOM_SENDER, is_human, quote
 from ..home import config
 from ..home.home_file import RoomSettings
 from ..outcome import Outcome
+from ..records import Session
 from ..store import rooms as roomstore
 from ..store import sessions as sessionstore
 from ..store.driver import Db
@@ -36,7 +37,6 @@ from .delivery.delivery import Delivery, Incoming, check_message
 from .delivery.directory import Directory
 from .delivery.outbound import Outbound
 from .queue.commits import commits
-from .views import SessionView, session_view
 
 log = logging.getLogger("backchannel.rooms")
 LOOK_SECONDS = 0.5  # how often the rooms with a round to drive are looked for
@@ -340,7 +340,7 @@ class Rooms:
             return Answer(result.reply or "", "completed", run_id=result.run_id)
         return Answer("", result.state or result.outcome.value, run_id=result.run_id, error=result.error)
 
-    async def _session(self, room: Room, member: str) -> SessionView:
+    async def _session(self, room: Room, member: str) -> Session:
         """The member's room session: for a profile, a session of its own titled `Room NAME` (made at its first
         turn); for a session's address, that session."""
         session_id, _ = await roomstore.member_state(self.db, room.name, member)
@@ -357,7 +357,7 @@ class Rooms:
             title = f"Room {room.name}"
             found = await sessionstore.find_by_title(self.db, target.profile, title)
             if found is not None:
-                view = session_view(found)
+                view = found
             else:
                 view, _ = await self.directory.create_session(target.profile, title=title, source="room")
         await roomstore.set_member_session(self.db, room.name, member, view.id)

@@ -6,7 +6,8 @@ import sys
 import time
 from typing import TextIO
 
-from ..store.runs import RunRow, RunState
+from ..records import Run
+from ..store.runs import RunState
 
 
 class RunLog:
@@ -20,7 +21,7 @@ class RunLog:
         self._second = -1
         self._stamp = ""
 
-    def __call__(self, run: RunRow, state: RunState) -> None:
+    def __call__(self, run: Run, state: RunState) -> None:
         now = time.time()
         if int(now) != self._second:
             self._second = int(now)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import addresses
-from .views import LedgerEntry
+from ..records import LedgerEntry
 
 
 @dataclass

@@ -14,17 +14,18 @@ from ..agent.tools.base import Sender, Tool, ToolContext
 from ..agent.tools.mcp import McpTools
 from ..framing import frame, split_reply
 from ..messages import Message
+from ..records import Run
 from ..store import runs as runstore
 from ..store import sessions as sessionstore
 from ..store.driver import Db
-from ..store.runs import RunRow, Spent
+from ..store.runs import Spent
 from .delivery.directory import Directory
 from .handoffs import ChatHandoffs
 from .queue.events import EventHub
 from .queue.steers import STEERABLE_ENGINES, SteerHints
 
 # Rewrites a run's message before its turn (the person's @mentions, answered first).
-Prepare = Callable[[ToolContext, RunRow], Awaitable[str]]
+Prepare = Callable[[ToolContext, Run], Awaitable[str]]
 
 
 class Turns:
@@ -61,7 +62,7 @@ class Turns:
         self.handoffs = handoffs
         self.live: dict[str, tuple[ToolContext, SessionLink]] = {}
 
-    async def run(self, run: RunRow, progress: TurnProgress) -> str:
+    async def run(self, run: Run, progress: TurnProgress) -> str:
         profile = self.directory.profile(run.profile)
         engine = self.engines.engine(profile)
         tools = self.tools

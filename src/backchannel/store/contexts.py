@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import time
 
+from ..records import Session
 from .driver import Db
-from .sessions import SessionRow, get_session, insert_session
+from .sessions import get_session, insert_session
 
 
-async def find(db: Db, *, caller: str, profile: str, context_id: str) -> SessionRow | None:
+async def find(db: Db, *, caller: str, profile: str, context_id: str) -> Session | None:
     """The session `caller` started in `profile` with `context_id`; None when it started none."""
     row = await db.one(
         "SELECT session_id FROM a2a_contexts WHERE caller = ? AND profile = ? AND context_id = ?",
@@ -21,7 +22,7 @@ async def find(db: Db, *, caller: str, profile: str, context_id: str) -> Session
     return await get_session(db, row[0]) if row is not None else None
 
 
-async def bind(db: Db, *, caller: str, profile: str, context_id: str, session_id: str, limit: int | None) -> SessionRow:
+async def bind(db: Db, *, caller: str, profile: str, context_id: str, session_id: str, limit: int | None) -> Session:
     """A new session `session_id` of `profile` bound to (caller, context_id), both written together; the session
     already bound when another writer bound it first."""
     async with db.tx() as tx:

@@ -2,34 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
+from ..records import LedgerEntry
 from .driver import Db
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One line of the ledger as recorded; the surfaces see it as `core.views.LedgerEntry`."""
-
-    at: float
-    sender: str
-    target: str
-    state: str  # a run state, or "refused:<code>"
-    hops: int
-    wait_seconds: float | None
-    message: str
-    reply: str | None
-    run_id: str | None
-    reason: str | None
-    origin: str | None = None  # the run of the person's message this exchange descends from
-    kind: str = "run"  # run (a run here), refusal (refused here, nothing recorded) or peer (a message to a peer)
-    tokens_in: int = 0  # a run's: what its turn's model calls read and wrote, and cost
-    tokens_out: int = 0
-    cost_usd: float = 0.0
-    started_at: float | None = None  # a run's turn began (a message to a peer: None)
-    finished_at: float | None = None  # it ended (a message to a peer: when its outcome was last known)
-
 
 NO_SPEND = ", 0 AS tokens_in, 0 AS tokens_out, 0.0 AS cost_usd"  # a refusal or a message to a peer: nothing here
 RUN_TIMES = ", started_at, finished_at"
@@ -60,7 +36,7 @@ async def entries(
     since: float | None = None,
     profile: str | None = None,
     states: tuple[str, ...] = (),
-) -> list[Entry]:
+) -> list[LedgerEntry]:
     """Newest first. One address: anything it sent or received; two: what passed between them. With
     `since`, only what was sent from then on; with `profile`, only what that profile's sessions received or sent;
     with `states`, only entries in those states (`refused`: every refusal)."""
@@ -122,10 +98,10 @@ async def entries(
         ") AS o ORDER BY at DESC LIMIT ?",
         (*run_params, limit, *ref_params, limit, *out_params, limit, limit),
     )
-    return [Entry(**dict(r)) for r in rows]
+    return [LedgerEntry(**dict(r)) for r in rows]
 
 
-async def exchange(db: Db, origin: str) -> list[Entry]:
+async def exchange(db: Db, origin: str) -> list[LedgerEntry]:
     """The exchange that followed from one person's message (the run `origin`), in the order it was sent:
     the runs here and the messages sent to peers."""
     # The run that began the exchange found by its id, the others on the origin index (which leaves out a
@@ -147,4 +123,4 @@ async def exchange(db: Db, origin: str) -> list[Entry]:
         " ORDER BY at",
         (origin, origin, origin),
     )
-    return [Entry(**dict(r)) for r in rows]
+    return [LedgerEntry(**dict(r)) for r in rows]

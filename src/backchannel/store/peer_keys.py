@@ -13,41 +13,12 @@ import hmac
 import json
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
 
 from ..errors import Conflict, NotFound
+from ..records import PeerKey as PeerKey  # what the core and the doctor name it by
 from .driver import Db, Row
 
 USE_STAMP_SECONDS = 60.0  # last_used_at is written at most this often per key (not on every request)
-
-
-@dataclass(frozen=True)
-class PeerKey:
-    """A key as kept: never the key itself."""
-
-    name: str
-    profiles: tuple[str, ...]  # patterns over profile names (`*` for all)
-    read: bool
-    created_at: float
-    rotated_at: float | None
-    last_used_at: float | None
-    metrics: bool = False  # may scrape GET /metrics
-    acts_as: str | None = None  # an agent's key: it acts only as this profile's sessions (their tools, mentions)
-    hermes_home: str | None = None  # the Hermes home whose .env holds it (`hermes connect`)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "profiles": list(self.profiles),
-            "read": self.read,
-            "created_at": self.created_at,
-            "rotated_at": self.rotated_at,
-            "last_used_at": self.last_used_at,
-            "metrics": self.metrics,
-            "acts_as": self.acts_as,
-            "hermes_home": self.hermes_home,
-        }
 
 
 def digest(key: str) -> str:

@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 
 from ..errors import Conflict, LimitReached
+from ..records import PushConfig, Receiver
 from ..states import RunState
 from .driver import Db, Row, Tx
 
@@ -27,30 +28,6 @@ _CONFIG = (
 )
 
 HOLD_SECONDS = 120.0  # a shared store: a notification taken by one gateway is left to it this long
-
-
-@dataclass(frozen=True)
-class Receiver:
-    """Where a config's notifications go and how they are authenticated."""
-
-    url: str
-    token: str = ""  # sent as X-A2A-Notification-Token, and the key of the body's HMAC signature
-    auth_scheme: str = ""  # with auth_credentials: the Authorization header, `<scheme> <credentials>`
-    auth_credentials: str = ""
-
-
-@dataclass(frozen=True)
-class PushConfigRow:
-    seq: int
-    task_id: str
-    config_id: str
-    owner: str
-    profile: str
-    receiver: Receiver
-    version: str  # the protocol version its caller spoke ("1.0", "0.3"): the shape its notifications take
-    notified: str
-    done: bool
-    created_at: float
 
 
 @dataclass(frozen=True)
@@ -86,8 +63,8 @@ class Event:
     notification_id: str
 
 
-def _config(row: Row) -> PushConfigRow:
-    return PushConfigRow(
+def _config(row: Row) -> PushConfig:
+    return PushConfig(
         seq=row["seq"],
         task_id=row["task_id"],
         config_id=row["config_id"],
@@ -112,7 +89,7 @@ async def save(
     version: str,
     max_per_task: int,
     max_per_owner: int,
-) -> PushConfigRow:
+) -> PushConfig:
     """Create the config, or replace the receiver of the one with the same id (what it was told is kept).
 
     A new one past the task's or the owner's bound is refused (LimitReached), and nothing is written."""
@@ -171,7 +148,7 @@ async def require_room(db: Db | Tx, owner: str, *, max_per_owner: int) -> None:
         )
 
 
-async def configs(db: Db, task_id: str, owner: str) -> list[PushConfigRow]:
+async def configs(db: Db, task_id: str, owner: str) -> list[PushConfig]:
     rows = await db.all(
         f"SELECT {_CONFIG} FROM push_configs WHERE task_id = ? AND owner = ? ORDER BY seq", (task_id, owner)
     )
@@ -192,7 +169,7 @@ async def watched_tasks(db: Db) -> set[str]:
     return {str(r[0]) for r in await db.all("SELECT DISTINCT task_id FROM push_configs WHERE done = 0")}
 
 
-async def behind(db: Db) -> list[PushConfigRow]:
+async def behind(db: Db) -> list[PushConfig]:
     """Configs whose task's run has moved on from what was last turned into notifications for them."""
     rows = await db.all(
         f"SELECT {', '.join('c.' + c for c in _CONFIG.split(', '))} FROM push_configs c JOIN runs r ON r.id = c.task_id"

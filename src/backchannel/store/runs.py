@@ -18,6 +18,7 @@ from .. import keys
 from ..errors import Conflict, LimitReached, NotFound
 from ..ids import new_run_id
 from ..messages import Attachment, Message
+from ..records import Run, TaskQuery
 from ..states import RunState as RunState  # the store records the states; it re-exports them for its callers
 from .driver import Db, Row, Tx, columns
 from .sessions import append_messages
@@ -27,76 +28,9 @@ HUMAN = "human:"  # the person's senders begin so (`human:cli`, `human:api`, …
 Admit = Callable[[Tx], Awaitable[None]]  # a new run's last check, inside its transaction: raises to record nothing
 
 
-@dataclass(frozen=True)
-class RunRow:
-    id: str
-    seq: int
-    idempotency_key: str
-    sender: str
-    profile: str
-    session_id: str
-    message: str
-    hops: int
-    chain: tuple[str, ...]
-    state: RunState
-    reply: str | None
-    error: str | None
-    error_code: str | None
-    attempts: int
-    created_at: float
-    updated_at: float
-    started_at: float | None
-    finished_at: float | None
-    expires_at: float | None
-    origin: str | None = None
-    sender_profile: str | None = None
-    sender_session: str | None = None
-    wait_seconds: float | None = None
-    wake: bool = False
-    fencing: int = 0  # one more at each claim: the writes of a turn are refused once another claim took the run
-    tokens_in: int = 0  # what its turn's model calls read, every attempt's
-    tokens_out: int = 0  # and wrote
-    cost_usd: float = 0.0  # and cost (the profile's model.prices)
-    landed: str | None = None  # started | steered | queued: where the message went when it came (None: held)
-    steered_into: str | None = None  # the running turn a steered message was given to (it ends with that turn)
-    traceparent: str | None = None  # the trace the run continues: W3C context of what caused it (None: untraced)
-    tracestate: str | None = None
-    trace_span: str | None = None  # its own span's context (W3C traceparent), written with its end
-    released_at: float | None = None  # a held run: when the person let it go
-
-    @property
-    def given_key(self) -> str:
-        """The idempotency key as its sender gave it (a peer's is filed under its sender)."""
-        return keys.given(self.idempotency_key)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "run_id": self.id,
-            "state": self.state.value,
-            "sender": self.sender,
-            "profile": self.profile,
-            "session_id": self.session_id,
-            "message": self.message,
-            "hops": self.hops,
-            "chain": list(self.chain),
-            "reply": self.reply,
-            "error": self.error,
-            "error_code": self.error_code,
-            "attempts": self.attempts,
-            "idempotency_key": self.given_key,
-            "created_at": self.created_at,
-            "updated_at": self.updated_at,
-            "started_at": self.started_at,
-            "finished_at": self.finished_at,
-            "origin": self.origin,
-            "sender_session": self.sender_session,
-            "wait_seconds": self.wait_seconds,
-        }
-
-
-def _run(row: Row) -> RunRow:
+def _run(row: Row) -> Run:
     r = columns(row)
-    return RunRow(
+    return Run(
         id=r["id"],
         seq=r["seq"],
         idempotency_key=r["idempotency_key"],
@@ -186,7 +120,7 @@ async def record(
     ttl_seconds: float | None = None,
     max_queued: int | None = None,
     admit: Admit | None = None,
-) -> tuple[RunRow, bool]:
+) -> tuple[Run, bool]:
     """Insert a queued run, or return the run already filed under the same key (created=False).
 
     A new run (never a replay) is refused with LimitReached when its session already has `max_queued`
@@ -319,20 +253,20 @@ async def files_of(db: Db, run_ids: list[str]) -> dict[str, list[Attachment]]:
     return found
 
 
-async def get(db: Db, run_id: str) -> RunRow:
+async def get(db: Db, run_id: str) -> Run:
     row = await db.one("SELECT * FROM runs WHERE id = ?", (run_id,))
     if row is None:
         raise NotFound(f"no run {run_id!r}", code="run_not_found")
     return _run(row)
 
 
-async def by_key(db: Db, key: str) -> RunRow | None:
+async def by_key(db: Db, key: str) -> Run | None:
     """The run filed under an idempotency key, if any."""
     row = await db.one("SELECT * FROM runs WHERE idempotency_key = ?", (key,))
     return _run(row) if row is not None else None
 
 
-async def queue_position(db: Db, run: RunRow) -> int | None:
+async def queue_position(db: Db, run: Run) -> int | None:
     """1-based place among the queued runs of the run's session; None when it is not queued."""
     if run.state is not RunState.QUEUED:
         return None
@@ -343,7 +277,7 @@ async def queue_position(db: Db, run: RunRow) -> int | None:
     return int(row[0]) if row else None
 
 
-async def runs_ahead(db: Db, run: RunRow) -> int:
+async def runs_ahead(db: Db, run: Run) -> int:
     """How many runs of the run's session go before it: the one running and those queued earlier (0 when
     it is not queued)."""
     if run.state is not RunState.QUEUED:
@@ -355,7 +289,7 @@ async def runs_ahead(db: Db, run: RunRow) -> int:
     return int(row[0]) if row else 0
 
 
-async def ended_among(db: Db, run_ids: list[str]) -> list[RunRow]:
+async def ended_among(db: Db, run_ids: list[str]) -> list[Run]:
     """Those of the runs that have ended (in whichever process or gateway)."""
     unique = sorted(set(run_ids))
     if not unique:
@@ -374,9 +308,7 @@ async def has_queued(db: Db, session_id: str) -> bool:
     return found is not None
 
 
-async def claim_next(
-    db: Db, session_id: str, *, owner: str, lease_seconds: float
-) -> tuple[RunRow | None, list[RunRow]]:
+async def claim_next(db: Db, session_id: str, *, owner: str, lease_seconds: float) -> tuple[Run | None, list[Run]]:
     """Take the oldest queued run of a session, unless one of its runs is running (in any process).
 
     Returns (the claimed run or None, the runs that expired in the queue on the way). Ask `has_queued`
@@ -384,7 +316,7 @@ async def claim_next(
     whatever holds the session's row (another gateway's claim, or a send being recorded or refused): a row
     held is not an empty queue, and a claim that passed it over left the session's runs queued with nobody
     to take them."""
-    expired: list[RunRow] = []
+    expired: list[Run] = []
     now = time.time()
     async with db.tx() as tx:
         if db.dialect.row_locks:  # one after another with the session's records and other claims (as `record`)
@@ -421,7 +353,7 @@ async def claim_next(
             return _run(updated), expired
 
 
-async def unclaim(db: Db, run: RunRow, *, owner: str) -> RunRow | None:
+async def unclaim(db: Db, run: Run, *, owner: str) -> Run | None:
     """Put a run this owner claimed back in the queue before its turn began (the claim does not count as
     an attempt). None when it was not ours any more."""
     async with db.tx() as tx:
@@ -437,7 +369,7 @@ async def unclaim(db: Db, run: RunRow, *, owner: str) -> RunRow | None:
     return _run(row) if row is not None else None
 
 
-async def expire_due(db: Db, profile: str) -> list[RunRow]:
+async def expire_due(db: Db, profile: str) -> list[Run]:
     """Expire the profile's queued runs past their TTL (as `claim_next` would, for a queue nobody claims from)."""
     now = time.time()
     async with db.tx() as tx:
@@ -466,7 +398,7 @@ async def renew_leases(db: Db, run_ids: list[str], *, owner: str, lease_seconds:
 
 async def finish(
     db: Db,
-    run: RunRow,
+    run: Run,
     *,
     owner: str,
     state: RunState,
@@ -477,7 +409,7 @@ async def finish(
     spent: Spent = NOTHING_SPENT,
     steered: bool = False,
     trace_span: str | None = None,
-) -> RunRow | None:
+) -> Run | None:
     """End a running run that this owner holds under the claim `run` was given (its fencing token); its messages,
     its state and what its turn spent since last recorded commit together.
 
@@ -512,7 +444,7 @@ def same_caller(sender: str, other: str) -> bool:
     return sender == other or (sender.startswith(HUMAN) and other.startswith(HUMAN))
 
 
-async def take_steered(db: Db, run: RunRow) -> list[RunRow]:
+async def take_steered(db: Db, run: Run) -> list[Run]:
     """The messages to be steered into the running turn of `run` (its claim still current), oldest first; each
     is the turn's from now on, and ends with it. Only its own caller's (`same_caller`): a message to steer that
     outlived the turn it was meant for never joins another sender's turn."""
@@ -538,7 +470,7 @@ async def _release_steered(tx: Tx, run_id: str) -> None:
     await tx.run("UPDATE runs SET steered_into = NULL WHERE steered_into = ? AND state = 'queued'", (run_id,))
 
 
-async def spend(db: Db, run: RunRow, spent: Spent) -> None:
+async def spend(db: Db, run: Run, spent: Spent) -> None:
     """Add what a running turn's model calls used since last recorded, under the claim `run` was given (the
     budgets weigh a send from the turn against it)."""
     async with db.tx() as tx:
@@ -549,7 +481,7 @@ async def spend(db: Db, run: RunRow, spent: Spent) -> None:
         )
 
 
-async def cancel_waiting(db: Db, run_id: str) -> RunRow | None:
+async def cancel_waiting(db: Db, run_id: str) -> Run | None:
     """Cancel a run that has not begun: queued, or held for the person; None when it is neither (any more)."""
     now = time.time()
     async with db.tx() as tx:
@@ -567,11 +499,11 @@ async def cancel_waiting(db: Db, run_id: str) -> RunRow | None:
 
 async def reclaim(
     db: Db, *, is_dead: Callable[[str], bool], max_attempts: int, keep: set[str] | frozenset[str] = frozenset()
-) -> list[RunRow]:
+) -> list[Run]:
     """Requeue runs left `running` by a dead owner or an expired lease (except the runs in `keep`, which
     their live owner still holds); past max_attempts they fail. Returns the runs as they now are."""
     now = time.time()
-    changed: list[RunRow] = []
+    changed: list[Run] = []
     async with db.tx() as tx:
         rows = await tx.all(f"SELECT * FROM runs WHERE state = 'running'{db.dialect.skip_locked}")
         stale = [
@@ -607,7 +539,7 @@ async def ask_wake(db: Db, run_id: str) -> bool:
     return changed == 1
 
 
-async def pending_wakes(db: Db) -> list[RunRow]:
+async def pending_wakes(db: Db) -> list[Run]:
     """Finished runs whose sender asked to be woken and whose wake-up run does not exist yet."""
     rows = await db.all(
         "SELECT r.* FROM runs r WHERE r.wake = 1 AND r.state NOT IN ('held', 'queued', 'running')"
@@ -687,7 +619,7 @@ async def list_runs(
     profile: str | None = None,
     session_id: str | None = None,
     limit: int = 50,
-) -> list[RunRow]:
+) -> list[Run]:
     """Runs, newest first; only those in `states` (any when empty), of `profile` and of `session_id` (any when
     None)."""
     clauses: list[str] = []
@@ -709,13 +641,13 @@ async def list_runs(
 # --- holds -------------------------------------------------------------------------------------------
 
 
-async def held(db: Db, *, profile: str | None = None) -> list[RunRow]:
+async def held(db: Db, *, profile: str | None = None) -> list[Run]:
     """Messages waiting for the person, oldest first (of `profile` only, when given)."""
     where, params = ("AND profile = ?", (profile,)) if profile is not None else ("", ())
     return [_run(r) for r in await db.all(f"SELECT * FROM runs WHERE state = 'held' {where} ORDER BY seq", params)]
 
 
-async def approve(db: Db, run_id: str, *, ttl_seconds: float | None) -> RunRow | None:
+async def approve(db: Db, run_id: str, *, ttl_seconds: float | None) -> Run | None:
     """A held run queued (its queue TTL starts now); None when it is not held (any more)."""
     now = time.time()
     async with db.tx() as tx:
@@ -729,7 +661,7 @@ async def approve(db: Db, run_id: str, *, ttl_seconds: float | None) -> RunRow |
     return _run(row) if row is not None else None
 
 
-async def deny(db: Db, run_id: str, *, why: str) -> RunRow | None:
+async def deny(db: Db, run_id: str, *, why: str) -> Run | None:
     """A held run refused by the person (`denied`); None when it is not held (any more)."""
     now = time.time()
     async with db.tx() as tx:
@@ -743,7 +675,7 @@ async def deny(db: Db, run_id: str, *, why: str) -> RunRow | None:
     return _run(row) if row is not None else None
 
 
-async def expire_held(db: Db) -> list[RunRow]:
+async def expire_held(db: Db) -> list[Run]:
     """Held runs past their hold expiry, expired (a read first: no write transaction when there are none, so
     an idle gateway stays idle and its WAL can be truncated)."""
     now = time.time()
@@ -772,22 +704,7 @@ async def has_held_expired(db: Db, now: float) -> bool:
 # --- A2A tasks -------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class TaskQuery:
-    """Which of a caller's A2A runs in a profile to list: `sender`'s (with `sender_profiles`, also those from
-    `sender/<profile>`); `after` is the (updated_at, seq) of the last one a previous page ended on; `since`
-    keeps those updated at or after it."""
-
-    profile: str
-    sender: str
-    sender_profiles: bool = False
-    session_id: str | None = None
-    states: tuple[RunState, ...] = ()
-    since: float | None = None
-    after: tuple[float, int] | None = None
-
-
-async def a2a_tasks(db: Db, query: TaskQuery, *, limit: int) -> tuple[list[RunRow], int]:
+async def a2a_tasks(db: Db, query: TaskQuery, *, limit: int) -> tuple[list[Run], int]:
     """A page of the runs `query.sender` sent to `query.profile` over A2A, most recently updated first, and
     how many match in all (every page): both read through the runs_a2a_tasks index."""
     clauses = ["profile = ?", db.dialect.starts_with("idempotency_key", "a2a:")]

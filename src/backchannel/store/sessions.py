@@ -4,41 +4,17 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
-from typing import Any
 
 from ..errors import Conflict, LimitReached, NotFound, StoreError, UsageError
 from ..ids import BOT_CHAT_TITLE as BOT_CHAT_TITLE  # what the surfaces and the core name it by
 from ..ids import CLIENT_SESSION_ID_RE, new_session_id
 from ..messages import Message, ToolCall
+from ..records import Session
 from .driver import Db, Row, Tx
 
 
-@dataclass(frozen=True)
-class SessionRow:
-    id: str
-    profile: str
-    title: str | None
-    source: str
-    created_at: float
-    updated_at: float
-    message_count: int
-    remote_id: str | None = None  # its id in the gateway that holds it (hermes engine), once known
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "profile": self.profile,
-            "title": self.title,
-            "source": self.source,
-            "started_at": self.created_at,
-            "last_active": self.updated_at,
-            "message_count": self.message_count,
-        }
-
-
-def _session(row: Row) -> SessionRow:
-    return SessionRow(
+def _session(row: Row) -> Session:
+    return Session(
         id=row["id"],
         profile=row["profile"],
         title=row["title"],
@@ -59,7 +35,7 @@ async def create_session(
     session_id: str | None = None,
     remote_id: str | None = None,
     limit: int | None = None,
-) -> SessionRow:
+) -> Session:
     if session_id is not None and not CLIENT_SESSION_ID_RE.match(session_id):
         raise UsageError(
             f"invalid session id {session_id!r}: use letters, digits, '_', '.', '-' (1-128)", code="invalid_session_id"
@@ -79,7 +55,7 @@ async def insert_session(
     session_id: str | None = None,
     remote_id: str | None = None,
     limit: int | None = None,
-) -> SessionRow:
+) -> Session:
     """A new session, inside the caller's transaction (its id checked by the caller)."""
     now = time.time()
     title = title.strip() if title else None
@@ -104,10 +80,10 @@ async def insert_session(
         " VALUES (?, ?, ?, ?, ?, ?, ?)",
         (sid, profile, title, source, now, now, remote_id),
     )
-    return SessionRow(sid, profile, title, source, now, now, 0, remote_id)
+    return Session(sid, profile, title, source, now, now, 0, remote_id)
 
 
-async def get_session(db: Db, session_id: str, *, profile: str | None = None) -> SessionRow:
+async def get_session(db: Db, session_id: str, *, profile: str | None = None) -> Session:
     row = await db.one("SELECT * FROM sessions WHERE id = ?", (session_id,))
     if row is None or (profile is not None and row["profile"] != profile):
         where = f" in profile {profile!r}" if profile is not None else ""
@@ -115,12 +91,12 @@ async def get_session(db: Db, session_id: str, *, profile: str | None = None) ->
     return _session(row)
 
 
-async def find_by_title(db: Db, profile: str, title: str) -> SessionRow | None:
+async def find_by_title(db: Db, profile: str, title: str) -> Session | None:
     row = await db.one("SELECT * FROM sessions WHERE profile = ? AND title = ?", (profile, title.strip()))
     return _session(row) if row else None
 
 
-async def find_by_remote_id(db: Db, profile: str, remote_id: str) -> SessionRow | None:
+async def find_by_remote_id(db: Db, profile: str, remote_id: str) -> Session | None:
     """The session of `profile` known elsewhere as `remote_id`: its own id, or the remote id it records."""
     row = await db.one("SELECT * FROM sessions WHERE id = ? AND profile = ?", (remote_id, profile)) or await db.one(
         "SELECT * FROM sessions WHERE profile = ? AND remote_id = ? ORDER BY updated_at DESC", (profile, remote_id)
@@ -134,7 +110,7 @@ async def set_remote_id(db: Db, session_id: str, remote_id: str) -> None:
         await tx.run("UPDATE sessions SET remote_id = ? WHERE id = ?", (remote_id, session_id))
 
 
-async def retitle(db: Db, profile: str, title: str, new_title: str) -> SessionRow | None:
+async def retitle(db: Db, profile: str, title: str, new_title: str) -> Session | None:
     """Give the profile's session titled `title` another title (a removed profile's Bot Chat); None when it has none."""
     async with db.tx() as tx:
         row = await tx.one(
@@ -143,7 +119,7 @@ async def retitle(db: Db, profile: str, title: str, new_title: str) -> SessionRo
     return _session(row) if row is not None else None
 
 
-async def bot_chat(db: Db, profile: str) -> SessionRow:
+async def bot_chat(db: Db, profile: str) -> Session:
     """The profile's canonical Bot Chat, created on first use (never twice: the title is unique)."""
     found = await find_by_title(db, profile, BOT_CHAT_TITLE)
     if found is not None:
@@ -159,7 +135,7 @@ async def bot_chat(db: Db, profile: str) -> SessionRow:
 
 async def list_sessions(
     db: Db, profile: str | None = None, *, title: str | None = None, limit: int = 50, offset: int = 0
-) -> list[SessionRow]:
+) -> list[Session]:
     clauses, params = [], []
     if profile is not None:
         clauses.append("profile = ?")

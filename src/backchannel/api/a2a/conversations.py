@@ -20,8 +20,8 @@ from a2a.utils.errors import InvalidParamsError, UnsupportedOperationError
 from ...core.access import Caller
 from ...core.delivery.delivery import NewContext
 from ...core.delivery.directory import Directory
-from ...core.views import RunView, SessionView
 from ...errors import NotFound
+from ...records import Run, Session
 from .tasks import STATES
 
 MAX_CONTEXT_ID_CHARS = 255
@@ -32,7 +32,7 @@ class Conversation:
     """The session a message goes to, what the caller calls it (`context_id`), and, for a new one, the binding
     the delivery service writes once the message is accepted."""
 
-    session: SessionView
+    session: Session
     context_id: str
     new: NewContext | None = None
 
@@ -53,12 +53,12 @@ async def conversation(directory: Directory, who: Caller, caller: str, profile: 
     return Conversation(who.require_bot_chat(session), context_id)
 
 
-async def context_of(directory: Directory, caller: str, run: RunView) -> str:
+async def context_of(directory: Directory, caller: str, run: Run) -> str:
     """The contextId `caller` knows a run's session by: its own, or the session's id."""
     return (await directory.context_ids(caller, [run.session_id])).get(run.session_id, run.session_id)
 
 
-def refuse_follow_up(message: Message, run: RunView, context_id: str) -> None:
+def refuse_follow_up(message: Message, run: Run, context_id: str) -> None:
     """A message that names the caller's task `run` (known by `context_id`): always refused, saying why."""
     if message.context_id and message.context_id != context_id:
         raise InvalidParamsError(

@@ -45,10 +45,10 @@ from google.protobuf.json_format import MessageToDict
 from ... import a2a_extension, keys, tracing
 from ...core.access import Caller
 from ...core.delivery.delivery import Incoming
-from ...core.views import RunState, RunView
 from ...errors import BackchannelError, KeyRevoked, NotFound, Refused
 from ...framing import is_human
 from ...home.redact import redact
+from ...records import Run, RunState
 from ..context import Context
 from . import inbound
 from .conversations import context_of, conversation, refuse_follow_up
@@ -295,13 +295,13 @@ class RunsHandler(RequestHandler):
             task.metadata.update({"replayed": True})
         return task
 
-    async def _task(self, run: RunView, context: ServerCallContext) -> Task:
+    async def _task(self, run: Run, context: ServerCallContext) -> Task:
         """The caller's run as a task: under the contextId the caller knows its session by, with its files."""
         who, _profile = _scope(context)
         files = (await self.ctx.delivery.files([run.id])).get(run.id, ())
         return task_of(run, context_id=await context_of(self.ctx.directory, _holder(who), run), files=files)
 
-    async def _own_run(self, task_id: str, context: ServerCallContext) -> RunView:
+    async def _own_run(self, task_id: str, context: ServerCallContext) -> Run:
         """The caller's run `task_id` in the path's profile; anyone else's is not found."""
         who, profile = _scope(context)
         try:

@@ -17,7 +17,7 @@ from a2a.utils.task import apply_history_length, validate_history_length, valida
 
 from ...core.delivery.delivery import Delivery
 from ...core.delivery.directory import Directory
-from ...core.views import RunState, RunView, TaskQuery
+from ...records import Run, RunState, TaskQuery
 from .tasks import STATES, task_of
 
 DEFAULT_PAGE_SIZE = 50
@@ -89,7 +89,7 @@ def _states(status: TaskState) -> tuple[RunState, ...] | None:
     return tuple(run_state for run_state, task_state in STATES.items() if task_state == status) or None
 
 
-def encode_token(last: RunView) -> str:
+def encode_token(last: Run) -> str:
     """Where the next page starts: after the last task of this one (its update time, then its order)."""
     return base64.urlsafe_b64encode(f"{last.updated_at!r}|{last.seq}".encode()).decode().rstrip("=")
 

@@ -24,13 +24,13 @@ from a2a.types import Message, Part, Task, TaskArtifactUpdateEvent, TaskStatus, 
 from a2a.utils.proto_utils import to_stream_response
 from google.protobuf.json_format import MessageToDict
 
-from ...core.views import RunView
+from ...records import Run
 from .tasks import AGENT, task_of
 
 TOO_LONG = "(too long for a push notification: read the task with GetTask)"
 
 
-def events(run: RunView, *, version: str, max_bytes: int) -> list[tuple[str, bytes]]:
+def events(run: Run, *, version: str, max_bytes: int) -> list[tuple[str, bytes]]:
     """(key, body) of each notification the run's state as it is now makes, in the order they are sent."""
     task = task_of(run)
     if version.startswith("0."):
@@ -53,7 +53,7 @@ def events(run: RunView, *, version: str, max_bytes: int) -> list[tuple[str, byt
     return made
 
 
-def _task_03(run: RunView, task: Task, max_bytes: int) -> bytes:
+def _task_03(run: Run, task: Task, max_bytes: int) -> bytes:
     body = _dumped(to_compat_task(task).model_dump(mode="json", by_alias=True, exclude_none=True))
     if len(body) <= max_bytes:
         return body
@@ -63,7 +63,7 @@ def _task_03(run: RunView, task: Task, max_bytes: int) -> bytes:
     return _dumped(to_compat_task(task).model_dump(mode="json", by_alias=True, exclude_none=True))
 
 
-def _shorten(run: RunView, status: TaskStatus) -> None:
+def _shorten(run: Run, status: TaskStatus) -> None:
     """The status says what it could not carry, instead of the reply."""
     note = Message(
         message_id=f"{run.id}:{run.state.value}:too-long",

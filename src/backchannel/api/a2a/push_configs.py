@@ -25,10 +25,10 @@ from a2a.utils.constants import VERSION_HEADER
 from a2a.utils.errors import InvalidParamsError, TaskNotFoundError
 
 from ...core.pushes import Pushes, check_config_id
-from ...core.views import PushConfig, Receiver, RunView
 from ...errors import UsageError
+from ...records import PushConfig, Receiver, Run
 
-OwnRun = Callable[[str, ServerCallContext], Awaitable[RunView]]  # the caller's run of that id, else TaskNotFoundError
+OwnRun = Callable[[str, ServerCallContext], Awaitable[Run]]  # the caller's run of that id, else TaskNotFoundError
 Owner = Callable[[ServerCallContext], str]  # who the caller is, as the owner of configs
 
 
@@ -109,7 +109,7 @@ class PushConfigs:
         run = await self._run(params.task_id, context)
         await self.pushes.forget(run.id, params.id or run.id, owner=self._owner(context))
 
-    async def _run(self, task_id: str, context: ServerCallContext) -> RunView:
+    async def _run(self, task_id: str, context: ServerCallContext) -> Run:
         if not task_id:
             raise UsageError("the push notification config names no task (taskId)", code="invalid_push_config")
         return await self._own_run(task_id, context)

@@ -6,13 +6,13 @@ not when the gateway starts (it takes ~0.5 s).
 
 from __future__ import annotations
 
-from ...core.views import RunView
+from ...records import Run
 
 
 class A2APushEvents:
     """A run's state as the StreamResponse bodies a stream would carry (`notifications.events`)."""
 
-    def events(self, run: RunView, *, version: str, max_bytes: int) -> list[tuple[str, bytes]]:
+    def events(self, run: Run, *, version: str, max_bytes: int) -> list[tuple[str, bytes]]:
         from .notifications import events  # the SDK, once a notification is owed
 
         return events(run, version=version, max_bytes=max_bytes)

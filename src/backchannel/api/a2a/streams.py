@@ -17,7 +17,7 @@ from a2a.server.events.event_queue import Event
 from a2a.types import Message, Part, TaskArtifactUpdateEvent, TaskState, TaskStatus, TaskStatusUpdateEvent
 
 from ...core.delivery.delivery import Delivery
-from ...core.views import RunState, RunView
+from ...records import Run, RunState
 from ...states import TERMINAL_EVENTS
 from .tasks import AGENT, STATES, task_of
 
@@ -25,9 +25,7 @@ from .tasks import AGENT, STATES, task_of
 LOOK_SECONDS = 1.0
 
 
-async def updates(
-    delivery: Delivery, run: RunView, *, context_id: str, look: float = LOOK_SECONDS
-) -> AsyncIterator[Event]:
+async def updates(delivery: Delivery, run: Run, *, context_id: str, look: float = LOOK_SECONDS) -> AsyncIterator[Event]:
     """What follows the Task `task_of(run)` in a stream, until the run is terminal (`context_id`: the task's)."""
     shown = _shown(run)
     pieces = 0  # the reply's pieces told as progress so far
@@ -50,18 +48,18 @@ async def updates(
                 yield _status(current, context_id)
 
 
-def _shown(run: RunView) -> tuple[TaskState, bool]:
+def _shown(run: Run) -> tuple[TaskState, bool]:
     """What a stream has told of a run's state: its task state, and whether it waits for the person."""
     return STATES[run.state], run.state is RunState.HELD
 
 
-def _status(run: RunView, context_id: str) -> TaskStatusUpdateEvent:
+def _status(run: Run, context_id: str) -> TaskStatusUpdateEvent:
     status = TaskStatus()
     status.CopyFrom(task_of(run, context_id=context_id).status)
     return TaskStatusUpdateEvent(task_id=run.id, context_id=context_id, status=status)
 
 
-def _progress(run: RunView, context_id: str, text: str, n: int, when: float) -> TaskStatusUpdateEvent:
+def _progress(run: Run, context_id: str, text: str, n: int, when: float) -> TaskStatusUpdateEvent:
     """A piece of the reply as it comes: a WORKING status update, its message that text (not the artifact); the
     same for every stream of the task (its time the event's)."""
     said = Message(message_id=f"{run.id}:progress:{n}", context_id=context_id, task_id=run.id, role=AGENT)
@@ -71,7 +69,7 @@ def _progress(run: RunView, context_id: str, text: str, n: int, when: float) -> 
     return TaskStatusUpdateEvent(task_id=run.id, context_id=context_id, status=status)
 
 
-def _end(run: RunView, context_id: str) -> list[Event]:
+def _end(run: Run, context_id: str) -> list[Event]:
     """The run's end as the store has it: its artifacts (the reply, or a partial output), each whole in one
     update, then its status."""
     task = task_of(run, context_id=context_id)

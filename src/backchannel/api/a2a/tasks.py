@@ -22,9 +22,9 @@ from a2a.types import Message, Part, Role, Task, TaskState, TaskStatus
 from google.protobuf.json_format import ParseDict
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from ...core.views import RunState, RunView
 from ...keys import a2a_message_id
 from ...messages import Attachment
+from ...records import Run, RunState
 
 # The enum values read once: each `Role.ROLE_USER` is a protobuf wrapper's __getattr__ (~1.5 µs).
 USER: Role = Role.ROLE_USER
@@ -45,7 +45,7 @@ STATES: dict[RunState, TaskState] = {
 _STRUCTURED = re.compile(r"\A\s*```json[ \t]*\n(?P<json>.*)\n```\s*\Z", re.DOTALL)
 
 
-def task_of(run: RunView, *, context_id: str | None = None, files: Sequence[Attachment] = ()) -> Task:
+def task_of(run: Run, *, context_id: str | None = None, files: Sequence[Attachment] = ()) -> Task:
     """The task a run is: its id the run's, its context `context_id` (default: the run's session), the files its
     message came with in the history's first message."""
     context = context_id or run.session_id
@@ -104,7 +104,7 @@ def file_part(file: Attachment) -> Part:
     return part
 
 
-def reply_artifact_id(run: RunView) -> str:
+def reply_artifact_id(run: Run) -> str:
     """The reply's artifact: the same id in the Task and in a stream's chunks of it."""
     return f"{run.id}:reply"
 
@@ -126,9 +126,7 @@ def rejected(session_id: str, asked: Message, *, code: str, reason: str) -> Task
     return task
 
 
-def _message(
-    run: RunView, message_id: str, role: Role, text: str, context_id: str, *, code: str | None = None
-) -> Message:
+def _message(run: Run, message_id: str, role: Role, text: str, context_id: str, *, code: str | None = None) -> Message:
     message = Message(message_id=message_id, context_id=context_id, task_id=run.id, role=role, parts=[Part(text=text)])
     if code is not None:
         message.metadata.update({"code": code})

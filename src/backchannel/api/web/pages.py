@@ -11,9 +11,9 @@ from starlette.responses import Response
 
 from ... import __version__
 from ...core.spending import totals
-from ...core.views import RunState
 from ...errors import UsageError
 from ...outcome import Outcome
+from ...records import RunState
 from ..context import context
 from .auth import WebSession
 from .render import page

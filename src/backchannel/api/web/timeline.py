@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ... import addresses
-from ...core.views import LedgerEntry
 from ...framing import is_human
+from ...records import LedgerEntry
 
 WIDTH = 1000.0  # the drawing's width in its own units (it scales to the page)
 LABELS = 190.0  # the lanes' names, left of the time axis

@@ -7,11 +7,11 @@ import json
 from dataclasses import dataclass, field
 
 from ...core.delivery.delivery import Delivered, Delivery
-from ...core.views import LedgerEntry, RunState
 from ...errors import NotFound
 from ...framing import is_human, unframe
 from ...messages import Message
 from ...outcome import Outcome
+from ...records import LedgerEntry, RunState
 
 LEDGER_OUTCOMES = (Outcome.DELIVERED, Outcome.RECEIPT, Outcome.HELD, Outcome.REFUSED, Outcome.FAILED)
 WITHIN = {"1h": 3600.0, "24h": 86400.0, "7d": 7 * 86400.0}

@@ -20,16 +20,16 @@ from ...home.config import GatewayConfig
 from ...home.profiles import MessagingPolicy
 from ...messages import Attachment
 from ...outcome import Result, refused
+from ...records import Run, Session
 from ...store import exchanges
 from ...store import outbound as outstore
 from ...store import rates as ratestore
 from ...store import refusals as refusalstore
 from ...store import runs as runstore
 from ...store.driver import Db, Tx
-from ...store.runs import Admit, NewRun, RunRow
+from ...store.runs import Admit, NewRun
 from ..queue.queue import RunQueue
 from ..queue.steers import STEERABLE_ENGINES
-from ..views import SessionRef
 from .directory import Directory
 from .rates import SenderRates
 
@@ -65,7 +65,7 @@ class Attempt:
     kind: policy.Kind
     sender: str
     text: str
-    session: SessionRef | None = None
+    session: Session | None = None
     profile: str = ""
     peer: RemoteAddress | None = None
     key: str | None = None
@@ -96,7 +96,7 @@ class Admitted:
     facts: policy.Attempt
     target: str
     refusal: policy.Refusal | None = None
-    run: RunRow | None = None
+    run: Run | None = None
     created: bool = False
 
     @property
@@ -304,7 +304,7 @@ class Admission:
         )
 
     async def _peer_facts(
-        self, attempt: Attempt, session: SessionRef, exchange: str | None
+        self, attempt: Attempt, session: Session, exchange: str | None
     ) -> tuple[int, tuple[str, ...], int]:
         """An arrival's hop, chain and count from our own records: its headers are the peer's word only.
 
@@ -405,7 +405,7 @@ class Admission:
         )
         return new, self._rate_of(attempt)
 
-    async def _open_context(self, attempt: Attempt) -> SessionRef:
+    async def _open_context(self, attempt: Attempt) -> Session:
         """The session of a new A2A context, written now that its first message is let through (a peer past its
         rate starts none: the run would be refused)."""
         assert attempt.context is not None and attempt.session is not None

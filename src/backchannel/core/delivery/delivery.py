@@ -20,16 +20,16 @@ from ...errors import BodyTooLarge, Conflict, Forbidden, NotFound, Refused, Stor
 from ...framing import is_human
 from ...home.config import GatewayConfig
 from ...messages import MAX_MESSAGE_CHARS, Attachment
-from ...outcome import Outcome, Result, Run, of_run, of_state
+from ...outcome import Outcome, Result, of_state
+from ...records import LedgerEntry, Run, Session, TaskQuery
 from ...states import TERMINAL_EVENTS
 from ...store import ledger
 from ...store import runs as runstore
 from ...store.driver import Db
-from ...store.runs import RunRow, RunState
+from ...store.runs import RunState
 from ..queue.commits import commits
 from ..queue.events import Chunk, Ended, EventHub, Held, Progress, Queued, Started, Step, WaitOver
 from ..queue.queue import RunQueue
-from ..views import LedgerEntry, RunView, SessionRef, TaskQuery, ledger_entry, run_view, task_query
 from .admission import Admission, Admitted, Attempt
 from .admission import NewContext as NewContext  # what the A2A surface names a new context with
 from .directory import Directory
@@ -52,7 +52,7 @@ class Incoming:
     With `context`, `session` is not written yet (`Directory.unsaved_session`): it is, bound to that context,
     once the message is accepted (a refused message starts no conversation). `files` are kept with the run."""
 
-    session: SessionRef
+    session: Session
     text: str
     sender: str
     key: str | None = None
@@ -70,7 +70,7 @@ class Incoming:
 class Delivered:
     """The outcome of a local message, with its run as the surfaces see it (for the dialect's shapes)."""
 
-    run: RunView
+    run: Run
     result: Result
 
 
@@ -149,7 +149,7 @@ class Delivery:
         session = await self.directory.session(run.session_id, profile=run.profile)
         return await self.submit(replace(incoming, session=session, steer=True))
 
-    async def _accept(self, incoming: Incoming, *, wait: float | None = None) -> tuple[RunRow, bool]:
+    async def _accept(self, incoming: Incoming, *, wait: float | None = None) -> tuple[Run, bool]:
         check_message(incoming.text)
         admitted = await self.admit(
             Attempt(
@@ -186,11 +186,11 @@ class Delivery:
 
     # --- runs ------------------------------------------------------------------------------------
 
-    async def run(self, run_id: str, *, profile: str | None = None) -> RunView:
+    async def run(self, run_id: str, *, profile: str | None = None) -> Run:
         """A run by id; with `profile`, only that profile's (a run id is unique across the home)."""
-        return run_view(await self._run(run_id, profile=profile))
+        return await self._run(run_id, profile=profile)
 
-    async def _run(self, run_id: str, *, profile: str | None = None) -> RunRow:
+    async def _run(self, run_id: str, *, profile: str | None = None) -> Run:
         run = await self.queue.get(run_id)
         if profile is not None and run.profile != profile:
             raise NotFound(f"no run {run_id!r} in profile {profile!r}", code="run_not_found")
@@ -321,11 +321,11 @@ class Delivery:
         """The files each run's message came with (runs without any left out)."""
         return await runstore.files_of(self.db, run_ids)
 
-    async def a2a_tasks(self, query: TaskQuery, *, limit: int) -> tuple[list[RunView], int]:
+    async def a2a_tasks(self, query: TaskQuery, *, limit: int) -> tuple[list[Run], int]:
         """A page of what one caller sent a profile over A2A, most recently updated first, and the total."""
         self.directory.check_profile(query.profile)
-        page, total = await runstore.a2a_tasks(self.db, task_query(query), limit=limit)
-        return [run_view(run) for run in page], total
+        page, total = await runstore.a2a_tasks(self.db, query, limit=limit)
+        return [run for run in page], total
 
     async def ledger(
         self,
@@ -340,12 +340,12 @@ class Delivery:
         """Newest first; with `since`, from then on; with `profile`, only what that profile's sessions sent or
         received; with `states`, only those (`refused`: the refusals)."""
         found = await ledger.entries(self.db, a, b, limit=limit, since=since, profile=profile, states=states)
-        return [ledger_entry(e) for e in found]
+        return [e for e in found]
 
     async def exchange(self, run_id: str) -> list[LedgerEntry]:
         """Everything that followed from the person's message that began the exchange of `run_id`, in order."""
         run = await self._run(run_id)
-        return [ledger_entry(e) for e in await ledger.exchange(self.db, run.origin or run.id)]
+        return [e for e in await ledger.exchange(self.db, run.origin or run.id)]
 
     async def probe_peer(self, name: str, *, timeout: float) -> PeerAnswer:
         """Whether the peer `name` answers just now (within `timeout` seconds)."""
@@ -355,23 +355,13 @@ class Delivery:
         """How many runs wait in the queues and how many turns run now, across the home."""
         return await runstore.count_by_state(self.db, (RunState.QUEUED, RunState.RUNNING))
 
-    async def _delivered(self, run: RunRow, *, replayed: bool = False, waited: float = 0.0) -> Delivered:
-        return Delivered(run_view(run), await self.result_of(run, replayed=replayed, waited=waited))
+    async def _delivered(self, run: Run, *, replayed: bool = False, waited: float = 0.0) -> Delivered:
+        return Delivered(run, await self.result_of(run, replayed=replayed, waited=waited))
 
-    async def result_of(self, run: RunRow, *, replayed: bool = False, waited: float = 0.0) -> Result:
-        """The outcome of a local run, as its sender sees it."""
-        outcome = of_state(run.state.value)
-        facts = Run(
-            run.state.value,
-            run_id=run.id,
-            session_id=run.session_id,
-            output=run.reply,
-            error=run.error,
-            code=run.error_code,
-            queue_position=await self.queue.queue_position(run) if outcome is Outcome.RECEIPT else None,
-            landed=run.landed,
-        )
-        return of_run(f"{run.profile}/{run.session_id}", facts, replayed=replayed, key=run.given_key, waited=waited)
+    async def result_of(self, run: Run, *, replayed: bool = False, waited: float = 0.0) -> Result:
+        """The outcome of a local run, as its sender sees it (a receipt says how many runs are ahead of it)."""
+        ahead = await self.queue.queue_position(run) if of_state(run.state) is Outcome.RECEIPT else None
+        return run.result(replayed=replayed, waited=waited, queue_position=ahead)
 
     # --- wake-ups --------------------------------------------------------------------------------
 
@@ -381,7 +371,7 @@ class Delivery:
         A wake that cannot be queued now (a full disk, a store error) is tried again while the gateway
         runs, after WAKE_RETRY_SECONDS and then less often (up to WAKE_RETRY_MAX_SECONDS), not only at its
         next start; its key keeps it to one wake-up whatever the tries."""
-        owed: dict[str, RunRow] = {}
+        owed: dict[str, Run] = {}
         delay, next_try = WAKE_RETRY_SECONDS, 0.0
         while True:
             timeout = max(0.0, next_try - time.monotonic()) if owed else None
@@ -397,7 +387,7 @@ class Delivery:
                     next_try = time.monotonic() + delay
                 owed[run.id] = run
 
-    async def _wake(self, run: RunRow) -> bool:
+    async def _wake(self, run: Run) -> bool:
         """Wake the sender of `run` once the write lock is ours (another process may hold it a while)."""
         try:
             await self.db.writable()
@@ -412,7 +402,7 @@ class Delivery:
         return self.admission.key(session_id)
 
 
-def terminal_event(row: RunRow) -> dict[str, Any]:
+def terminal_event(row: Run) -> dict[str, Any]:
     """The closing event of a run read from the store (its live events are gone or elsewhere)."""
     event: dict[str, Any] = {
         "event": f"run.{row.state.value}",

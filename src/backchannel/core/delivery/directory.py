@@ -1,6 +1,6 @@
 """Where messages can go: profiles, sessions and their messages, and addresses resolved to sessions.
 
-Sessions leave here as `views.SessionView`s, never as the store's rows: the surfaces and the core's own parts
+Sessions leave here as `views.Session`s, never as the store's rows: the surfaces and the core's own parts
 read the same values."""
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from ...home.config import NAME_RE
 from ...home.profiles import Profile, list_profiles, load_profile
 from ...ids import new_session_id
 from ...messages import Message
+from ...records import Session
 from ...store import contexts as contextstore
 from ...store import sessions as sessionstore
 from ...store.driver import Db
 from ...store.sessions import BOT_CHAT_TITLE
 from ..queue.commits import commits
-from ..views import SessionView, session_view
 
 
 class Directory:
@@ -47,14 +47,14 @@ class Directory:
 
     # --- sessions ------------------------------------------------------------------------------
 
-    async def session(self, session_id: str, *, profile: str | None = None) -> SessionView:
-        return session_view(await sessionstore.get_session(self.db, session_id, profile=profile))
+    async def session(self, session_id: str, *, profile: str | None = None) -> Session:
+        return await sessionstore.get_session(self.db, session_id, profile=profile)
 
     async def sessions(
         self, profile: str | None, *, title: str | None = None, limit: int = 50, offset: int = 0
-    ) -> list[SessionView]:
+    ) -> list[Session]:
         found = await sessionstore.list_sessions(self.db, profile, title=title, limit=limit, offset=offset)
-        return [session_view(row) for row in found]
+        return [row for row in found]
 
     async def messages(self, session_id: str, *, profile: str | None = None) -> list[Message]:
         await self.session(session_id, profile=profile)
@@ -69,48 +69,48 @@ class Directory:
         source: str = "api",
         session_id: str | None = None,
         limit: int | None = None,
-    ) -> tuple[SessionView, bool]:
+    ) -> tuple[Session, bool]:
         """A new session; asking for the title `Bot Chat` returns the existing one (created=False). With `limit`,
         a profile that has that many sessions already gets no new one (LimitReached, too_many_sessions)."""
         self.check_profile(profile)
         if title is not None and title.strip() == BOT_CHAT_TITLE and session_id is None:
             existing = await sessionstore.find_by_title(self.db, profile, BOT_CHAT_TITLE)
             if existing is not None:
-                return session_view(existing), False
-            return session_view(await sessionstore.bot_chat(self.db, profile)), True
+                return existing, False
+            return await sessionstore.bot_chat(self.db, profile), True
         row = await sessionstore.create_session(
             self.db, profile, title=title, source=source, session_id=session_id, limit=limit
         )
-        return session_view(row), True
+        return row, True
 
     @commits
-    async def open_bot_chat(self, profile: str) -> SessionView:
+    async def open_bot_chat(self, profile: str) -> Session:
         """The profile's Bot Chat, created (and committed) on first use."""
         return await self.bot_chat(profile)
 
-    async def bot_chat(self, profile: str) -> SessionView:
+    async def bot_chat(self, profile: str) -> Session:
         """The profile's Bot Chat, created on first use (inside the caller's commit)."""
         self.check_profile(profile)
-        return session_view(await sessionstore.bot_chat(self.db, profile))
+        return await sessionstore.bot_chat(self.db, profile)
 
     @commits
-    async def retire_bot_chat(self, profile: str, *, mark: str) -> SessionView | None:
+    async def retire_bot_chat(self, profile: str, *, mark: str) -> Session | None:
         """A removed profile's Bot Chat, retitled `Bot Chat (removed <mark>)`: a profile made again by that name
         gets a fresh Bot Chat, and the old one stays readable (by id, in the ledger). None when it had none."""
         found = await sessionstore.retitle(self.db, profile, BOT_CHAT_TITLE, f"{BOT_CHAT_TITLE} (removed {mark})")
-        return None if found is None else session_view(found)
+        return None if found is None else found
 
     # --- A2A contexts: a contextId a client chose, per caller -----------------------------------
 
-    async def context_session(self, caller: str, profile: str, context_id: str) -> SessionView | None:
+    async def context_session(self, caller: str, profile: str, context_id: str) -> Session | None:
         """The session `caller` started in `profile` under `context_id`; None when it started none."""
         found = await contextstore.find(self.db, caller=caller, profile=profile, context_id=context_id)
-        return None if found is None else session_view(found)
+        return None if found is None else found
 
-    def unsaved_session(self, profile: str) -> SessionView:
+    def unsaved_session(self, profile: str) -> Session:
         """A session of `profile` for a new context, its id chosen but nothing written (`bind_context` does)."""
         now = time.time()
-        return SessionView(
+        return Session(
             id=new_session_id(now),
             profile=profile,
             title=None,
@@ -122,13 +122,11 @@ class Directory:
 
     async def bind_context(
         self, caller: str, profile: str, context_id: str, *, session_id: str, limit: int | None
-    ) -> SessionView:
+    ) -> Session:
         """The session `session_id` written and bound to (caller, profile, context_id), inside the caller's commit;
         the one already bound when another request bound it first."""
-        return session_view(
-            await contextstore.bind(
-                self.db, caller=caller, profile=profile, context_id=context_id, session_id=session_id, limit=limit
-            )
+        return await contextstore.bind(
+            self.db, caller=caller, profile=profile, context_id=context_id, session_id=session_id, limit=limit
         )
 
     async def context_ids(self, caller: str, session_ids: list[str]) -> dict[str, str]:
@@ -137,12 +135,12 @@ class Directory:
 
     # --- addresses -----------------------------------------------------------------------------
 
-    async def resolve(self, address: LocalAddress) -> SessionView:
+    async def resolve(self, address: LocalAddress) -> Session:
         """The session an address names; a profile alone is its Bot Chat (created on first use)."""
         profile, session = await self.find(address)
         return session if session is not None else await self.bot_chat(profile)
 
-    async def find(self, address: LocalAddress) -> tuple[str, SessionView | None]:
+    async def find(self, address: LocalAddress) -> tuple[str, Session | None]:
         """Like `resolve` but creates nothing: (profile, None) for a Bot Chat that does not exist yet."""
         if address.profile is not None and address.session_id is not None:
             self.check_profile(address.profile)
@@ -150,7 +148,7 @@ class Directory:
         if address.profile is not None:
             if address.profile in list_profiles(self.root):
                 chat = await sessionstore.find_by_title(self.db, address.profile, BOT_CHAT_TITLE)
-                return address.profile, None if chat is None else session_view(chat)
+                return address.profile, None if chat is None else chat
             try:
                 found = await self.session(address.profile)
                 return found.profile, found
@@ -166,7 +164,7 @@ class Directory:
             raise NotFound(f"no session {address.session_id!r} in any profile", code="session_not_found") from None
         return found.profile, found
 
-    async def existing(self, address: LocalAddress) -> SessionView:
+    async def existing(self, address: LocalAddress) -> Session:
         """The session an address names, which must exist: a profile alone is its Bot Chat (not made here)."""
         profile, session = await self.find(address)
         if session is None:

@@ -11,12 +11,12 @@ import asyncio
 import logging
 
 from ...errors import Conflict, NotFound, StoreError, UsageError
+from ...records import Run
 from ...store import runs as runstore
 from ...store.driver import Db
-from ...store.runs import RunRow, RunState
+from ...store.runs import RunState
 from ..queue.commits import commits
 from ..queue.queue import RunQueue
-from ..views import RunView, run_view
 from .directory import Directory
 from .wakes import Wakes
 
@@ -36,22 +36,22 @@ class Holds:
         self.wakes = wakes
 
     @commits
-    async def held(self, *, profile: str | None = None) -> list[RunView]:
+    async def held(self, *, profile: str | None = None) -> list[Run]:
         """Messages waiting for the person, oldest first (those past their expiry are expired first)."""
         if profile is not None:
             self.directory.check_profile(profile)
         await self._expire()
-        return [run_view(run) for run in await runstore.held(self.db, profile=profile)]
+        return [run for run in await runstore.held(self.db, profile=profile)]
 
     @commits
-    async def approve(self, run_id: str, *, profile: str | None = None) -> RunView:
+    async def approve(self, run_id: str, *, profile: str | None = None) -> Run:
         await self._expire()
         await self._held(run_id, profile)
         run = await self.queue.approve(run_id)
-        return run_view(run if run is not None else await self._held(run_id, profile))
+        return run if run is not None else await self._held(run_id, profile)
 
     @commits
-    async def deny(self, run_id: str, *, why: str | None = None, profile: str | None = None) -> RunView:
+    async def deny(self, run_id: str, *, why: str | None = None, profile: str | None = None) -> Run:
         """Refuse a held message with the person's reason (at most MAX_REASON_CHARS: a longer one is refused
         and changes nothing)."""
         if why is not None and len(why.strip()) > MAX_REASON_CHARS:
@@ -64,9 +64,9 @@ class Holds:
         await self._held(run_id, profile)
         run = await self.queue.deny(run_id, why.strip() if why and why.strip() else DENIED_BY_DEFAULT)
         if run is None:
-            return run_view(await self._held(run_id, profile))
+            return await self._held(run_id, profile)
         await self.wakes.of_run(run)  # keyed once per run: the gateway's own wake of it is the same run
-        return run_view(run)
+        return run
 
     async def sweep(self) -> None:
         """Background job: expire held messages past their hold expiry, waking their senders."""
@@ -86,7 +86,7 @@ class Holds:
             log.info("held run %s expired without the person's approval", run.id)
             await self.wakes.of_run(run)
 
-    async def _held(self, run_id: str, profile: str | None) -> RunRow:
+    async def _held(self, run_id: str, profile: str | None) -> Run:
         try:
             run = await self.queue.get(run_id)
         except NotFound:

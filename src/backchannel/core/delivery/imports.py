@@ -12,10 +12,10 @@ from ...addresses import LocalAddress
 from ...errors import BackchannelError, EngineError, NotFound, UsageError
 from ...home.profiles import Profile
 from ...ids import CLIENT_SESSION_ID_RE
+from ...records import Session
 from ...store import sessions as sessionstore
 from ...store.driver import Db
 from ..queue.commits import commits
-from ..views import SessionView, session_view
 from .directory import Directory
 
 if TYPE_CHECKING:  # the Hermes client loads for a hermes profile's first lookup
@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # the Hermes client loads for a hermes profile's first lookup
 class Imported:
     """One Hermes session and the Backchannel session that now stands for it."""
 
-    session: SessionView
+    session: Session
     created: bool
 
 
@@ -78,7 +78,7 @@ class Imports:
         for remote in listed:
             existing = await sessionstore.find_by_remote_id(self.db, profile.name, remote.id)
             if existing is not None:
-                out.append(Imported(session_view(existing), False))
+                out.append(Imported(existing, False))
                 continue
             if remote.is_bot_chat:
                 bot = await self.directory.bot_chat(profile.name)
@@ -92,12 +92,12 @@ class Imports:
         return out
 
     @commits
-    async def resolve(self, address: LocalAddress) -> SessionView:
+    async def resolve(self, address: LocalAddress) -> Session:
         """`Directory.resolve`, and a Hermes session id not imported yet imported on demand."""
         profile, session = await self.find(address)
         return session if session is not None else await self.directory.bot_chat(profile)
 
-    async def find(self, address: LocalAddress) -> tuple[str, SessionView | None]:
+    async def find(self, address: LocalAddress) -> tuple[str, Session | None]:
         """`Directory.find`; when it names no session here, the session id is asked of the Hermes gateways of
         the hermes profiles (the named one, else all; `LOOKUP_SECONDS` each) and imported from the one that
         knows it. Otherwise the directory's not_found, saying which gateways were asked. The import commits
@@ -119,7 +119,7 @@ class Imports:
                 if tip is not None:
                     existing = await sessionstore.find_by_remote_id(self.db, profile.name, tip)
                     if existing is not None:
-                        return profile.name, session_view(existing)
+                        return profile.name, existing
                     return profile.name, await self.adopt(profile.name, wanted, remote_tip=tip)
             asked = "; ".join(f"{p.name}: {why}" for p, (_, why) in zip(candidates, known, strict=True))
             raise NotFound(
@@ -152,7 +152,7 @@ class Imports:
 
     async def adopt(
         self, profile: str, remote_id: str, *, title: str | None = None, remote_tip: str | None = None
-    ) -> SessionView:
+    ) -> Session:
         """A new session here for Hermes session `remote_id` (its id too where it is one we accept); its
         turns go to `remote_tip` when Hermes moved the session on (a compression)."""
         own_id = remote_id if CLIENT_SESSION_ID_RE.match(remote_id) else None
@@ -163,7 +163,7 @@ class Imports:
         row = await sessionstore.create_session(
             self.db, profile, title=title, source="hermes", session_id=own_id, remote_id=remote_tip or remote_id
         )
-        return session_view(row)
+        return row
 
     async def _taken(self, session_id: str) -> bool:
         try:

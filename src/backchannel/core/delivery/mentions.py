@@ -15,7 +15,7 @@ from ...agent.tools.base import Sender, ToolContext
 from ...errors import BackchannelError
 from ...framing import ROOM_SENDER, frame_reply, is_human, quote
 from ...outcome import Outcome, Result
-from ...store.runs import RunRow
+from ...records import Run
 
 WAIT_SECONDS = 120.0
 MARK = "[Replies to the mentions in this message: each from another agent, not your user]"
@@ -28,7 +28,7 @@ class Mentions:
     def __init__(self, sender: Sender) -> None:
         self.sender = sender
 
-    async def prepare(self, ctx: ToolContext, run: RunRow) -> str:
+    async def prepare(self, ctx: ToolContext, run: Run) -> str:
         if not is_human(run.sender) or run.sender == ROOM_SENDER:  # a room's briefing quotes the agents' words
             return run.message
         return (await self.answer(ctx, run.message))[0]

@@ -15,9 +15,9 @@ from ...addresses import BOT_CHAT_TITLE, Address, GroupAddress, LocalAddress, Re
 from ...agent.tools.base import ToolContext
 from ...errors import NotFound, PeerError, PeerOutcomeUnknown, UsageError
 from ...outcome import WATCHING, GroupResult, Outcome, Result, failed, unknown
+from ...records import Run
 from ...store import idle as idlestore
 from ...store.driver import Db
-from ...store.runs import RunRow
 from ..queue.commits import commits
 from ..queue.queue import RunQueue
 from .admission import Admitted, Attempt
@@ -229,7 +229,7 @@ class AgentSends:
                 )
         return found
 
-    async def _own(self, ctx: ToolContext, run_id: str) -> RunRow:
+    async def _own(self, ctx: ToolContext, run_id: str) -> Run:
         try:
             run = await self.queue.get(run_id)
         except NotFound:

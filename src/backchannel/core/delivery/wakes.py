@@ -12,7 +12,8 @@ import logging
 from ... import keys, tracing
 from ...errors import BackchannelError
 from ...framing import reply_heading
-from ...store.runs import RunRow, RunState
+from ...records import Run
+from ...store.runs import RunState
 from .admission import Admission, Attempt
 
 log = logging.getLogger("backchannel.wakes")
@@ -25,7 +26,7 @@ class Wakes:
     def __init__(self, admission: Admission) -> None:
         self.admission = admission
 
-    async def of_run(self, run: RunRow) -> bool:
+    async def of_run(self, run: Run) -> bool:
         """A local run ended after its sender stopped waiting: False when its wake could not be queued now."""
         if not (run.wake and run.sender_session and run.state.terminal):
             return True
@@ -54,7 +55,7 @@ class Wakes:
         hops: int,
         exchange: str | None,
         trace: tracing.Carrier | None = None,
-    ) -> RunRow | None:
+    ) -> Run | None:
         """Queue the wake-up run; None when it cannot be delivered now (the caller tries again later).
 
         Past the session's queue cap: the sender asked for this answer, and there is one per message."""

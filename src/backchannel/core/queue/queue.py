@@ -25,9 +25,10 @@ from ...agent.loop import TurnProgress
 from ...errors import Conflict, GatewayDraining, StoreError
 from ...home.config import GatewayConfig
 from ...messages import Message
+from ...records import Run
 from ...store import runs as runstore
 from ...store.driver import Commit, Db
-from ...store.runs import Admit, NewRun, RunRow, RunState
+from ...store.runs import Admit, NewRun, RunState
 from .events import EventHub
 from .slots import FairSlots
 from .spans import RunSpans
@@ -36,7 +37,7 @@ from .steers import SteerHints
 log = logging.getLogger("backchannel.queue")
 HOST = socket.gethostname().replace(":", "-")  # the machine a run's owner runs on (an owner is `host:pid:token`)
 
-OnState = Callable[[RunRow, RunState], None]  # a run and the state it just entered (reported in order)
+OnState = Callable[[Run, RunState], None]  # a run and the state it just entered (reported in order)
 SAVE_RETRY_FIRST = 0.1  # seconds before a run's end that could not be saved (a full disk) is tried again
 SAVE_RETRY_MAX = 2.0
 
@@ -58,15 +59,15 @@ class Turn:
 class _Channel:
     """Items for one consumer task, in order; `get` waits for the next one."""
 
-    items: list[tuple[str, RunRow | None]] = field(default_factory=list)
+    items: list[tuple[str, Run | None]] = field(default_factory=list)
     waiter: asyncio.Future[None] | None = None
 
-    def put(self, item: tuple[str, RunRow | None]) -> None:
+    def put(self, item: tuple[str, Run | None]) -> None:
         self.items.append(item)
         if self.waiter is not None and not self.waiter.done():
             self.waiter.set_result(None)
 
-    async def get(self) -> tuple[str, RunRow | None]:
+    async def get(self) -> tuple[str, Run | None]:
         while not self.items:
             self.waiter = asyncio.get_running_loop().create_future()
             await self.waiter
@@ -112,8 +113,8 @@ class RunQueue:
         self._ready = _Channel()  # sessions handed to the workers, with a run already claimed for them or None
         self._handed: set[str] = set()  # sessions handed out and not yet released by the workers
         self._again: set[str] = set()  # handed-out sessions given a run since their worker last looked: handed anew
-        self._ended: asyncio.Queue[RunRow] = asyncio.Queue()  # ended runs whose sender asked to be woken
-        self._done: dict[str, asyncio.Future[RunRow]] = {}  # run id -> its end, for waiters in this process
+        self._ended: asyncio.Queue[Run] = asyncio.Queue()  # ended runs whose sender asked to be woken
+        self._done: dict[str, asyncio.Future[Run]] = {}  # run id -> its end, for waiters in this process
         self._owned: set[str] = set()  # runs claimed here and not finished: their leases are renewed
         self._turns: dict[str, Turn] = {}
         self._recorded: dict[str, Commit] = {}  # runs recorded claimed, handed out before their commit
@@ -157,7 +158,7 @@ class RunQueue:
 
     # --- putting runs in -----------------------------------------------------------------------
 
-    async def submit(self, new: NewRun, *, admit: Admit | None = None, capped: bool = True) -> tuple[RunRow, bool]:
+    async def submit(self, new: NewRun, *, admit: Admit | None = None, capped: bool = True) -> tuple[Run, bool]:
         """Record a run (or find the one filed under the same key) and queue it; returns (run, created).
 
         A new run is refused (LimitReached) past `max_queued_per_session` (unless not `capped`: a wake-up,
@@ -233,7 +234,7 @@ class RunQueue:
             if done is not None and not done.done():
                 done.set_result(run)
 
-    def _hand(self, session_id: str, first: RunRow | None) -> None:
+    def _hand(self, session_id: str, first: Run | None) -> None:
         if not self.accepting or not self.runs_turns:
             return
         if session_id in self._handed:
@@ -244,11 +245,11 @@ class RunQueue:
 
     # --- taking runs out (the workers) ---------------------------------------------------------
 
-    async def next_ready(self) -> tuple[str, RunRow | None]:
+    async def next_ready(self) -> tuple[str, Run | None]:
         """The next session with work, and the run already claimed for it (or None: claim with `claim`)."""
         return await self._ready.get()
 
-    async def claim(self, session_id: str) -> RunRow | None:
+    async def claim(self, session_id: str) -> Run | None:
         """The session's next run, claimed by this process once the claim is on disk; None when it has none
         (or one runs elsewhere); a run queued while it looked hands the session out again on `release`.
         A claim that cannot be saved raises StoreError; the run stays queued."""
@@ -267,7 +268,7 @@ class RunQueue:
             self._on_state(run, run.state)
         return run
 
-    async def put_back(self, run: RunRow) -> None:
+    async def put_back(self, run: Run) -> None:
         """A claimed run whose turn the store cut (nothing of it was answered): back in the queue, to run again. When
         the store cannot take even that, its lease is no longer renewed: once it runs out, the run is requeued."""
         self.spans.cut(run.id, "the store cut the turn: it runs again", code=StoreError.code)
@@ -276,7 +277,7 @@ class RunQueue:
         except StoreError as exc:
             log.warning("run %s is requeued once its lease runs out: %s", run.id, exc.message)
 
-    async def unclaim(self, run: RunRow) -> None:
+    async def unclaim(self, run: Run) -> None:
         """Put a claimed run back in the queue before its turn began (its profile is paused)."""
         self._owned.discard(run.id)
         back = await runstore.unclaim(self.db, run, owner=self.owner)
@@ -286,7 +287,7 @@ class RunQueue:
 
     # --- holds (a person's approval) ------------------------------------------------------------
 
-    async def approve(self, run_id: str) -> RunRow | None:
+    async def approve(self, run_id: str) -> Run | None:
         """A held run queued; None when it was not held (any more)."""
         run = await runstore.approve(self.db, run_id, ttl_seconds=self.settings.run_ttl_seconds or None)
         if run is not None:
@@ -294,7 +295,7 @@ class RunQueue:
             self._hand(run.session_id, None)
         return run
 
-    async def deny(self, run_id: str, why: str) -> RunRow | None:
+    async def deny(self, run_id: str, why: str) -> Run | None:
         """A held run refused; its end is told like any other (waiters, events, the sender's wake-up)."""
         run = await runstore.deny(self.db, run_id, why=why)
         if run is not None:
@@ -305,7 +306,7 @@ class RunQueue:
         """Whether a held run is past its hold expiry (a read: no write transaction)."""
         return await runstore.has_held_expired(self.db, time.time())
 
-    async def expire_held(self) -> list[RunRow]:
+    async def expire_held(self) -> list[Run]:
         expired = await runstore.expire_held(self.db)
         for run in expired:
             self._ended_run(run)
@@ -316,7 +317,7 @@ class RunQueue:
         for gone in await runstore.expire_due(self.db, profile):
             self._ended_run(gone)
 
-    async def confirm(self, run: RunRow) -> bool:
+    async def confirm(self, run: Run) -> bool:
         """Whether a run handed out already claimed (recorded `running` by `submit`) is on disk; False when
         its commit failed: the run does not exist, and its turn must not run."""
         commit = self._recorded.pop(run.id, None)
@@ -379,7 +380,7 @@ class RunQueue:
 
     async def finish(
         self,
-        run: RunRow,
+        run: Run,
         state: RunState,
         *,
         reply: str | None = None,
@@ -388,7 +389,7 @@ class RunQueue:
         messages: list[Message] | None = None,
         spent: runstore.Spent = runstore.NOTHING_SPENT,
         steered: Sequence[str] = (),
-    ) -> RunRow:
+    ) -> Run:
         """End a run this process claimed: its messages, its state and what its turn spent commit together, and
         only once they are on disk is the end told (events, waiters, wake-ups).
 
@@ -451,7 +452,7 @@ class RunQueue:
                 self._ended_run(joined)
         return finished
 
-    def _ended_run(self, run: RunRow) -> None:
+    def _ended_run(self, run: Run) -> None:
         self._on_state(run, run.state)
         self.spans.end(run)
         name, data = _end_event(run)
@@ -462,22 +463,22 @@ class RunQueue:
         if run.wake and run.sender_session:
             self._ended.put_nowait(run)
 
-    async def ended(self) -> RunRow:
+    async def ended(self) -> Run:
         """The next run that ended after its sender stopped waiting for it (to wake that sender)."""
         return await self._ended.get()
 
     # --- reading and stopping ------------------------------------------------------------------
 
-    async def get(self, run_id: str) -> RunRow:
+    async def get(self, run_id: str) -> Run:
         return await runstore.get(self.db, run_id)
 
-    async def queue_position(self, run: RunRow) -> int | None:
+    async def queue_position(self, run: Run) -> int | None:
         return await runstore.queue_position(self.db, run)
 
-    async def runs_ahead(self, run: RunRow) -> int:
+    async def runs_ahead(self, run: Run) -> int:
         return await runstore.runs_ahead(self.db, run)
 
-    async def wait(self, run_id: str, timeout: float | None, *, known: RunRow | None = None) -> RunRow:
+    async def wait(self, run_id: str, timeout: float | None, *, known: Run | None = None) -> Run:
         """The run once it is terminal, or as it is when `timeout` seconds have passed.
 
         `known` is the run as the caller just saw it (saves reading it again)."""
@@ -502,7 +503,7 @@ class RunQueue:
         """The sender stopped waiting: wake it with the outcome. False when the run already ended."""
         return await runstore.ask_wake(self.db, run_id)
 
-    async def stop(self, run_id: str) -> RunRow:
+    async def stop(self, run_id: str) -> Run:
         """Cancel a run that has not begun (queued, or held for the person: it was never run, like a queued one),
         or interrupt a running turn at once, keeping its partial output. Its sender is told as of any end."""
         run = await runstore.get(self.db, run_id)
@@ -543,7 +544,7 @@ class RunQueue:
 
     async def reclaim(
         self, *, is_dead: Callable[[str], bool], attempts_bonus: int = 0, keep: set[str] | None = None
-    ) -> list[RunRow]:
+    ) -> list[Run]:
         changed = await runstore.reclaim(
             self.db, is_dead=is_dead, max_attempts=self.settings.max_attempts + attempts_bonus, keep=keep or set()
         )
@@ -555,7 +556,7 @@ class RunQueue:
         return changed
 
 
-def _end_event(run: RunRow) -> tuple[str, dict[str, Any]]:
+def _end_event(run: Run) -> tuple[str, dict[str, Any]]:
     """The event a run's end is told by: its name and data."""
     if run.state is RunState.COMPLETED:
         return "run.completed", {"session_id": run.session_id, "output": run.reply or ""}

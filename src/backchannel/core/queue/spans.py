@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from ... import keys, tracing
 from ...outcome import of_state
-from ...store.runs import RunRow, RunState
+from ...records import Run
+from ...store.runs import RunState
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
@@ -25,7 +26,7 @@ class RunSpans:
     def __init__(self) -> None:
         self._live: dict[str, Span] = {}
 
-    def begin(self, run: RunRow) -> Span | None:
+    def begin(self, run: Run) -> Span | None:
         """The span of `run`'s turn, begun at the message's arrival (None when tracing is off)."""
         if not tracing.active():
             return None
@@ -48,7 +49,7 @@ class RunSpans:
         if span is not None:
             tracing.end(span, error=why, code=code, attributes={"backchannel.state": "requeued"})
 
-    def end(self, run: RunRow) -> None:
+    def end(self, run: Run) -> None:
         """`run` ended (its end saved): its span ends with what it came to."""
         span = self._live.pop(run.id, None)
         if span is None:
@@ -76,7 +77,7 @@ class RunSpans:
         )
 
 
-def _started(run: RunRow) -> Span:
+def _started(run: Run) -> Span:
     """`invoke_agent <profile>`, begun when the message came, under the context kept with the run."""
     return tracing.start(
         f"invoke_agent {run.profile}",
@@ -87,14 +88,14 @@ def _started(run: RunRow) -> Span:
     )
 
 
-def _kind(run: RunRow) -> str:
+def _kind(run: Run) -> str:
     """SERVER for a message that came from outside (a person, a peer), INTERNAL for one of an agent here."""
     if keys.is_wake(run.idempotency_key):
         return "internal"
     return "server" if run.sender.startswith(("human:", "peer:")) else "internal"
 
 
-def _attributes(run: RunRow) -> dict[str, Any]:
+def _attributes(run: Run) -> dict[str, Any]:
     """A run's span's attributes as it begins; those that say nothing here are left out (each costs a span
     a few microseconds): an empty chain, an exchange that is the run itself, a first attempt."""
     return {
@@ -112,7 +113,7 @@ def _attributes(run: RunRow) -> dict[str, Any]:
     }
 
 
-def _waits(run: RunRow, *, until: float) -> None:
+def _waits(run: Run, *, until: float) -> None:
     """The time `run` spent held for the person and then waiting in its session's queue, as spans of their own
     under the current one (a turn run again after a restart draws no wait: its time went to the attempt before)."""
     if run.attempts > 1:

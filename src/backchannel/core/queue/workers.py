@@ -11,7 +11,8 @@ from ... import tracing
 from ...agent.loop import TurnProgress
 from ...errors import BackchannelError, StoreError
 from ...home.redact import redact
-from ...store.runs import RunRow, RunState, Spent
+from ...records import Run
+from ...store.runs import RunState, Spent
 from .events import EventHub
 from .pauses import Pauses
 from .queue import RunQueue, Turn
@@ -23,7 +24,7 @@ CLAIM_RETRY_SECONDS = 0.5  # a claim that could not be saved (a full disk) is tr
 class TurnRunner(Protocol):
     """Computes the turn of a claimed run; what it produces accumulates in `progress`."""
 
-    async def run(self, run: RunRow, progress: TurnProgress) -> str: ...
+    async def run(self, run: Run, progress: TurnProgress) -> str: ...
 
 
 class Workers:
@@ -53,7 +54,7 @@ class Workers:
             task.cancel()
         await asyncio.gather(*drains, return_exceptions=True)
 
-    async def _drain(self, session_id: str, first: RunRow | None) -> None:
+    async def _drain(self, session_id: str, first: Run | None) -> None:
         try:
             while self.queue.accepting:
                 try:
@@ -81,7 +82,7 @@ class Workers:
             self._drains.pop(session_id, None)
             self.queue.release(session_id)
 
-    async def _execute(self, run: RunRow) -> None:
+    async def _execute(self, run: Run) -> None:
         if not self.queue.owns(run.id):
             return  # stopped between its claim and its turn
         self.hub.publish(run.id, "run.started", session_id=run.session_id)

@@ -1,41 +1,38 @@
-"""What the surfaces (HTTP API, web view, A2A, MCP, CLI) see of runs, sessions and the rest: the core's own types.
+"""What the store keeps, as every layer sees it: a run, a session, a ledger entry, a peer key, a push config.
 
-The store's rows stop at the core: each view here is made from its row in one place (`run_view`,
-`session_view`, …), so a change to a table reaches this module and not the HTTP responses or the screen.
-What a surface hands in is typed the same way (`SessionRef`, `TaskQuery`, `Receiver`).
+One frozen type per concept, from the store to the wire: the store reads its rows into these (each in one
+place), the core decides on them and the surfaces render them. A pure module below the store, so a surface
+names a run without naming the store; a new field is added here, in its row reader and in its shape.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, Protocol
+from typing import Any
 
-from .. import keys
-from ..outcome import Outcome, of_state
-from ..states import RunState
-from ..store import push as pushstore
-from ..store import runs as runstore
-from ..store.ledger import Entry
-from ..store.peer_keys import PeerKey
-from ..store.sessions import BOT_CHAT_TITLE, SessionRow
+from . import keys
+from .ids import BOT_CHAT_TITLE
+from .outcome import Outcome, Result, of_run, of_state
+from .outcome import Run as Said
+from .states import RunState
 
 __all__ = [
     "BOT_CHAT_TITLE",
     "LedgerEntry",
-    "PeerKeyView",
+    "PeerKey",
     "PushConfig",
     "Receiver",
+    "Run",
     "RunState",
-    "RunView",
-    "SessionRef",
-    "SessionView",
+    "Session",
     "TaskQuery",
 ]
 
 
 @dataclass(frozen=True)
-class RunView:
-    """One run as the surfaces show it: its state, reply or error, who sent it where, and when."""
+class Run:
+    """One run: who sent which message where, its state, its reply or error, and when. `fencing` and the
+    trace fields are the queue's (a claim's token, the trace the run continues); the surfaces show the rest."""
 
     id: str
     seq: int  # its order of arrival (a page of runs ends on one)
@@ -56,14 +53,21 @@ class RunView:
     started_at: float | None
     finished_at: float | None
     expires_at: float | None
-    origin: str | None
-    sender_profile: str | None
-    sender_session: str | None
-    wait_seconds: float | None
-    tokens_in: int = 0  # what its turn's model calls read (every attempt's), wrote, and cost
-    tokens_out: int = 0
-    cost_usd: float = 0.0
-    landed: str | None = None  # started | steered | queued
+    origin: str | None = None
+    sender_profile: str | None = None
+    sender_session: str | None = None
+    wait_seconds: float | None = None
+    wake: bool = False
+    fencing: int = 0  # one more at each claim: the writes of a turn are refused once another claim took the run
+    tokens_in: int = 0  # what its turn's model calls read, every attempt's
+    tokens_out: int = 0  # and wrote
+    cost_usd: float = 0.0  # and cost (the profile's model.prices)
+    landed: str | None = None  # started | steered | queued: where the message went when it came (None: held)
+    steered_into: str | None = None  # the running turn a steered message was given to (it ends with that turn)
+    traceparent: str | None = None  # the trace the run continues: W3C context of what caused it (None: untraced)
+    tracestate: str | None = None
+    trace_span: str | None = None  # its own span's context (W3C traceparent), written with its end
+    released_at: float | None = None  # a held run: when the person let it go
 
     @property
     def given_key(self) -> str:
@@ -94,53 +98,24 @@ class RunView:
             "wait_seconds": self.wait_seconds,
         }
 
-
-def run_view(row: runstore.RunRow) -> RunView:
-    return RunView(
-        id=row.id,
-        seq=row.seq,
-        idempotency_key=row.idempotency_key,
-        sender=row.sender,
-        profile=row.profile,
-        session_id=row.session_id,
-        message=row.message,
-        hops=row.hops,
-        chain=row.chain,
-        state=row.state,
-        reply=row.reply,
-        error=row.error,
-        error_code=row.error_code,
-        attempts=row.attempts,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-        started_at=row.started_at,
-        finished_at=row.finished_at,
-        expires_at=row.expires_at,
-        origin=row.origin,
-        sender_profile=row.sender_profile,
-        sender_session=row.sender_session,
-        wait_seconds=row.wait_seconds,
-        tokens_in=row.tokens_in,
-        tokens_out=row.tokens_out,
-        cost_usd=row.cost_usd,
-        landed=row.landed,
-    )
-
-
-class SessionRef(Protocol):
-    """The session a message is handed in for: a view, or a row inside the core."""
-
-    @property
-    def id(self) -> str: ...
-    @property
-    def profile(self) -> str: ...
-    @property
-    def title(self) -> str | None: ...
+    def result(self, *, replayed: bool = False, waited: float = 0.0, queue_position: int | None = None) -> Result:
+        """What became of this run, as its sender sees it (`queue_position`: the runs ahead of a queued one)."""
+        said = Said(
+            self.state.value,
+            run_id=self.id,
+            session_id=self.session_id,
+            output=self.reply,
+            error=self.error,
+            code=self.error_code,
+            queue_position=queue_position,
+            landed=self.landed,
+        )
+        return of_run(f"{self.profile}/{self.session_id}", said, replayed=replayed, key=self.given_key, waited=waited)
 
 
 @dataclass(frozen=True)
-class SessionView:
-    """One session as the surfaces show it."""
+class Session:
+    """One session of a profile: its title, where it came from, and how much it holds."""
 
     id: str
     profile: str
@@ -167,19 +142,6 @@ class SessionView:
         }
 
 
-def session_view(row: SessionRow) -> SessionView:
-    return SessionView(
-        id=row.id,
-        profile=row.profile,
-        title=row.title,
-        source=row.source,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-        message_count=row.message_count,
-        remote_id=row.remote_id,
-    )
-
-
 @dataclass(frozen=True)
 class TaskQuery:
     """Which of a caller's A2A runs in a profile to list: `sender`'s (with `sender_profiles`, also those from
@@ -195,18 +157,6 @@ class TaskQuery:
     after: tuple[float, int] | None = None
 
 
-def task_query(query: TaskQuery) -> runstore.TaskQuery:
-    return runstore.TaskQuery(
-        profile=query.profile,
-        sender=query.sender,
-        sender_profiles=query.sender_profiles,
-        session_id=query.session_id,
-        states=query.states,
-        since=query.since,
-        after=query.after,
-    )
-
-
 @dataclass(frozen=True)
 class Receiver:
     """Where an A2A push config's notifications go and how they are authenticated."""
@@ -217,31 +167,20 @@ class Receiver:
     auth_credentials: str = ""
 
 
-def receiver_row(receiver: Receiver) -> pushstore.Receiver:
-    return pushstore.Receiver(
-        url=receiver.url,
-        token=receiver.token,
-        auth_scheme=receiver.auth_scheme,
-        auth_credentials=receiver.auth_credentials,
-    )
-
-
 @dataclass(frozen=True)
 class PushConfig:
-    """A task's push notification config, as its caller gave it."""
+    """A task's push notification config: the receiver its caller gave, and how far its notifications went."""
 
     task_id: str
     config_id: str
     receiver: Receiver
-
-
-def push_config(row: pushstore.PushConfigRow) -> PushConfig:
-    r = row.receiver
-    return PushConfig(
-        task_id=row.task_id,
-        config_id=row.config_id,
-        receiver=Receiver(r.url, r.token, r.auth_scheme, r.auth_credentials),
-    )
+    seq: int = 0
+    owner: str = ""  # the caller that made it
+    profile: str = ""
+    version: str = "1.0"  # the protocol version its caller spoke ("1.0", "0.3"): the shape its notifications take
+    notified: str = ""  # the run state last turned into notifications for it
+    done: bool = False  # its task's end is in the outbox
+    created_at: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -259,12 +198,12 @@ class LedgerEntry:
     run_id: str | None
     reason: str | None
     origin: str | None = None  # the run of the person's message this exchange descends from
-    kind: str = "run"  # run, refusal or peer
+    kind: str = "run"  # run (a run here), refusal (refused here, nothing recorded) or peer (a message to a peer)
     tokens_in: int = 0  # a run's: what its turn's model calls read and wrote (every attempt), and cost
     tokens_out: int = 0
     cost_usd: float = 0.0
-    started_at: float | None = None  # a run's turn began
-    finished_at: float | None = None  # it ended (a message to a peer: its outcome known)
+    started_at: float | None = None  # a run's turn began (a message to a peer: None)
+    finished_at: float | None = None  # it ended (a message to a peer: when its outcome was last known)
 
     def to_dict(self) -> dict[str, Any]:
         """`state` as stored beside `outcome`, the word every surface uses for what became of the message."""
@@ -294,32 +233,10 @@ class LedgerEntry:
         return None if self.state in ("completed", self.outcome.value) else self.state
 
 
-def ledger_entry(row: Entry) -> LedgerEntry:
-    return LedgerEntry(
-        at=row.at,
-        sender=row.sender,
-        target=row.target,
-        state=row.state,
-        hops=row.hops,
-        wait_seconds=row.wait_seconds,
-        message=row.message,
-        reply=row.reply,
-        run_id=row.run_id,
-        reason=row.reason,
-        origin=row.origin,
-        kind=row.kind,
-        tokens_in=row.tokens_in,
-        tokens_out=row.tokens_out,
-        cost_usd=row.cost_usd,
-        started_at=row.started_at,
-        finished_at=row.finished_at,
-    )
-
-
 @dataclass(frozen=True)
-class PeerKeyView:
-    """A peer's key as the CLI lists it: whom it names, what it reaches, when it was made, rotated, last used;
-    never the key itself."""
+class PeerKey:
+    """A key given to a peer or an agent, as kept (never the key itself): whom it names, what it reaches, when
+    it was made, rotated, last used."""
 
     name: str
     profiles: tuple[str, ...]  # patterns over profile names (`*` for all)
@@ -328,22 +245,8 @@ class PeerKeyView:
     rotated_at: float | None
     last_used_at: float | None
     metrics: bool = False  # may scrape GET /metrics
-    acts_as: str | None = None  # an agent's key: it acts only as this profile's sessions
+    acts_as: str | None = None  # an agent's key: it acts only as this profile's sessions (their tools, mentions)
     hermes_home: str | None = None  # the Hermes home whose .env holds it (`hermes connect`)
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "profiles": list(self.profiles)}
-
-
-def peer_key_view(row: PeerKey) -> PeerKeyView:
-    return PeerKeyView(
-        name=row.name,
-        profiles=row.profiles,
-        read=row.read,
-        created_at=row.created_at,
-        rotated_at=row.rotated_at,
-        last_used_at=row.last_used_at,
-        metrics=row.metrics,
-        acts_as=row.acts_as,
-        hermes_home=row.hermes_home,
-    )
