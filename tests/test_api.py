@@ -1025,13 +1025,15 @@ def test_openapi_document(api: Api) -> None:
         hit("POST", groups, 404, json={"message": "to no group"})
         hit("POST", groups, 400, json={"nothing": 1})
         hit("POST", prefix + "/v1/peers/{name}/messages", 400, json={"message": "to no peer"})
-        resolve = prefix + "/v1/addresses/resolve"
-        bot = hit("POST", resolve, 200, json={"address": "research"})
-        assert bot["profile"] == "research" and bot["session"]["title"] == "Bot Chat", bot
-        assert hit("POST", resolve, 200, json={"address": f"research/{sid}"})["session_id"] == sid
-        hit("POST", resolve, 400, json={"nothing": 1})
-        hit("POST", resolve, 400, json={"address": "peer:spark"})
-        hit("POST", resolve, 404, json={"address": "research/s-missing"})
+        messages = prefix + "/v1/messages"
+        bot = hit("POST", messages, 200, json={"to": "research", "message": "to the Bot Chat"})
+        assert bot["result"] == "delivered" and bot["to"].startswith("research/"), bot
+        assert hit("POST", messages, 200, json={"to": f"research/{sid}", "message": "hi"})["session_id"] == sid
+        hit("POST", messages, 200, sse=True, json={"to": f"research/{sid}", "message": "streamed", "stream": True})
+        hit("POST", messages, 400, json={"message": "to nobody"})
+        hit("POST", messages, 400, json={"to": "peer:spark", "message": "streamed", "stream": True})
+        hit("POST", messages, 404, json={"to": "research/s-missing", "message": "hi"})
+        hit("POST", messages, 404, json={"to": "group:nosuch", "message": "hi"})
     assert run_cli("room", "create", "standup", "--member", "research").exit_code == 0
     for prefix in ("", "/p/{profile}"):
         hit("GET", prefix + "/v1/rooms", 200)

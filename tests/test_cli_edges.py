@@ -190,31 +190,52 @@ def test_no_command_summary_is_cut_off_in_a_listing() -> None:
         assert not cut, f"`backchannel {' '.join(path)} --help` cuts off: {cut}"
 
 
-def test_a_gateway_of_an_earlier_version_still_takes_a_send_and_a_dm(gateway: GatewayThread, monkeypatch: Any) -> None:
-    """After an upgrade, the gateway still running may neither resolve addresses nor send to peers for the person
-    (its capabilities do not say so): the command does those itself, and the running gateway answers the message."""
-    from backchannel.net.local import GatewayClient
+def test_a_send_through_a_running_gateway_is_one_request_after_discovery(
+    gateway: GatewayThread, monkeypatch: Any
+) -> None:
+    """The command finds the gateway (its runtime file, then `/health` with no key) and sends in one request, to a
+    profile, a peer's agent or a group alike: the gateway resolves the address."""
+    from backchannel.net import http, local
 
     made = run_cli("key", "create", "loop", "--profile", "*", "--json")
     added = run_cli("peer", "add", "loop", "--url", gateway.url, "--key", json.loads(made.stdout)["key"])
     assert added.exit_code == 0, added.stderr
-    probe = GatewayClient.probe
+    assert run_cli("group", "create", "team", "default", "peer:loop").exit_code == 0
+    asked: list[tuple[str, str]] = []
+    request, stream = http.Transport.request, http.Transport.stream
 
-    async def earlier(self: GatewayClient, gateway_id: str, instance: str) -> bool:
-        found = await probe(self, gateway_id, instance)
-        self.features.pop("address_resolve", None)
-        self.features.pop("peer_messages", None)
-        return found
+    def cli(transport: http.Transport) -> bool:  # not the gateway's own requests to its peer (itself, here)
+        return transport._http.headers.get("user-agent") == local.USER_AGENT
 
-    async def no_route(self: GatewayClient, *args: object, **kwargs: object) -> None:
-        raise AssertionError(f"asked a gateway for a route it lacks: {args!r}")
+    async def counted(self: http.Transport, method: str, path: str, **kw: Any) -> Any:
+        if cli(self):
+            asked.append((method, path))
+        return await request(self, method, path, **kw)
 
-    monkeypatch.setattr(GatewayClient, "probe", earlier)
-    monkeypatch.setattr(GatewayClient, "resolve", no_route)
-    monkeypatch.setattr(GatewayClient, "peer_message", no_route)
+    def streamed(self: http.Transport, method: str, path: str, **kw: Any) -> Any:
+        if cli(self):
+            asked.append((method, path))
+        return stream(self, method, path, **kw)
+
+    monkeypatch.setattr(http.Transport, "request", counted)
+    monkeypatch.setattr(http.Transport, "stream", streamed)
+    for address in ("default", "peer:loop", "group:team"):
+        asked.clear()
+        sent = run_cli("send", address, f"hello {address}", "--json", "--no-stream")
+        assert sent.exit_code == 0, sent
+        assert json.loads(sent.stdout)["result"] == "delivered", sent.stdout
+        assert asked == [("GET", "/health"), ("POST", "/v1/messages")], (address, asked)
+    out = json.loads(run_cli("send", "default", "one more", "--json", "--no-stream").stdout)
+    assert out["via"] == "gateway" and out["reply"] == "default (echo): one more", out
+
+
+def test_a_gateway_of_another_version_is_refused_and_nothing_is_sent(gateway: GatewayThread, monkeypatch: Any) -> None:
+    """After an upgrade, the gateway still running is of the version before: the command says to restart it, and
+    neither sends the message through it nor builds a second gateway of its own beside it."""
+    from backchannel.net import local
+
+    monkeypatch.setattr(local, "__version__", "0.0.0-next")
     sent = run_cli("send", "default", "hello", "--json")
-    assert sent.exit_code == 0, sent
-    out = json.loads(sent.stdout)
-    assert out["via"] == "gateway" and out["reply"] == "default (echo): hello", out
-    dm = run_cli("peer", "dm", "loop", "hello peer", "--json")
-    assert dm.exit_code == 0 and json.loads(dm.stdout)["result"] == "delivered", dm
+    assert sent.exit_code == 1, sent
+    assert "restart the gateway" in sent.stderr, sent.stderr
+    assert json.loads(run_cli("ledger", "--json").stdout) == [], "a message went through the older gateway"

@@ -179,7 +179,7 @@ def test_the_connected_key_acts_as_its_profiles_sessions_and_nothing_else(
         ("GET", "/p/research/api/sessions", None),
         ("POST", f"/p/research/api/sessions/{session}/chat", {"message": "hi"}),
         ("POST", "/p/research/v1/runs", {"input": "hi"}),
-        ("POST", "/v1/addresses/resolve", {"address": "builds"}),
+        ("POST", "/v1/messages", {"to": "builds", "message": "hi"}),
         ("POST", "/v1/peers/spark/messages", {"message": "hi"}),
         ("GET", "/v1/rooms", None),
         ("GET", "/metrics", None),

@@ -277,13 +277,13 @@ def test_say_something_in_a_room_and_watch_each_member_answer_in_turn(page: Any,
     page.get_by_role("link", name="standup").click()
     expect(page.locator("h1")).to_have_text("Room standup")
     expect(page.locator("#room-empty")).to_be_visible()
-    page.fill("#message", "/sleep 1\nwhat is left?")
+    page.fill("#message", "/sleep 3\nwhat is left?")  # long enough to be seen answering on a loaded machine
     page.get_by_role("button", name="Say").click()
 
     lines = page.locator("#room-lines li.room-line")
     expect(lines.first).to_contain_text("what is left?")
     expect(lines.nth(1).locator(".speaker")).to_have_text("default")
-    expect(lines.nth(1)).to_contain_text("answering…")  # the first member's turn takes a second
+    expect(lines.nth(1)).to_contain_text("answering…")  # the first member's turn takes seconds
     expect(lines.nth(1).locator(".text")).to_have_text("default (echo): what is left?", timeout=10_000)
     expect(lines.nth(2).locator(".speaker")).to_have_text("research")
     expect(lines.nth(2).locator(".text")).to_contain_text("research (echo): what is left?", timeout=10_000)

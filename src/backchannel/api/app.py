@@ -19,14 +19,12 @@ from ..errors import AuthError, BackchannelError, TooManyStreams
 from ..home.redact import redact
 from . import (
     routes_about,
-    routes_addresses,
     routes_gateway,
-    routes_groups,
     routes_handoffs,
     routes_held,
+    routes_messages,
     routes_metrics,
     routes_openai,
-    routes_peers,
     routes_rooms,
     routes_runs,
     routes_sessions,
@@ -154,9 +152,11 @@ def _api_routes(a2a: A2AEndpoints) -> list[BaseRoute]:
         Route("/v1/held/{run_id}/approve", protected(routes_held.approve, person_only=True), methods=["POST"]),
         Route("/v1/held/{run_id}/deny", protected(routes_held.deny, person_only=True), methods=["POST"]),
         Route("/v1/gateway/stop", protected(routes_gateway.stop_gateway, person_only=True), methods=["POST"]),
-        Route("/v1/groups/{name}/messages", protected(routes_groups.send_to_group, person_only=True), methods=["POST"]),
-        Route("/v1/peers/{name}/messages", protected(routes_peers.send_to_peer, person_only=True), methods=["POST"]),
-        Route("/v1/addresses/resolve", protected(routes_addresses.resolve_address, person_only=True), methods=["POST"]),
+        Route("/v1/messages", protected(routes_messages.send_message, person_only=True), methods=["POST"]),
+        Route(
+            "/v1/groups/{name}/messages", protected(routes_messages.send_to_group, person_only=True), methods=["POST"]
+        ),
+        Route("/v1/peers/{name}/messages", protected(routes_messages.send_to_peer, person_only=True), methods=["POST"]),
         Route("/v1/handoffs", protected(routes_handoffs.take_handoffs, agents=True), methods=["GET"]),
         Route("/v1/handoffs/{run_id}", protected(routes_handoffs.settle_handoff, agents=True), methods=["POST"]),
         Route("/metrics", protected(routes_metrics.metrics, anywhere=True), methods=["GET"]),

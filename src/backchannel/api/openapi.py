@@ -478,33 +478,32 @@ def _paths() -> dict[str, Any]:
                 },
             }
         },
-        "/v1/addresses/resolve": {
+        "/v1/messages": {
             "post": {
-                "summary": "The session a local address names (the person's key only): a profile is its Bot Chat,"
-                " made on first use; a Hermes session id not seen yet is imported",
+                "summary": "Send the person's message to any address (the person's key only): a session of the home (a"
+                " profile is its Bot Chat, made on first use), peer:NAME[/AGENT] or group:NAME; its outcome as"
+                " `backchannel send --json` prints it, or with stream true (a session) its run's events",
+                "parameters": _HEADERS,
                 "requestBody": _body(
                     {
                         "type": "object",
-                        "required": ["address"],
-                        "properties": {"address": {"type": "string", "minLength": 1}},
+                        "required": ["to", "message"],
+                        "properties": {
+                            "to": {"type": "string", "minLength": 1},
+                            "message": {"type": "string", "minLength": 1, "maxLength": MAX_MESSAGE_CHARS},
+                            "stream": {"type": "boolean"},
+                        },
                     }
                 ),
                 "responses": {
-                    "200": _resp(
-                        "The session",
-                        {
-                            "type": "object",
-                            "required": ["object", "address", "profile", "session_id", "session"],
-                            "properties": {
-                                "object": {"type": "string", "enum": ["backchannel.address"]},
-                                "address": {"type": "string"},
-                                "profile": {"type": "string"},
-                                "session_id": {"type": "string"},
-                                "session": {"$ref": "#/components/schemas/Session"},
-                            },
+                    "200": {
+                        "description": "The outcome (each member's, for a group), or the run's events",
+                        "content": {
+                            JSON: {"schema": {"type": "object", "required": ["result", "to"]}},
+                            "text/event-stream": {"schema": {"type": "string"}},
                         },
-                    ),
-                    **_errors(400, 401, 403, 404, 413),
+                    },
+                    **_errors(400, 401, 403, 404, 409, 413, 424, 429),
                 },
             }
         },

@@ -52,14 +52,13 @@ HERMES_FEATURES: dict[str, Any] = {
     "session_continuity_header": "X-Hermes-Session-Id",
     "cors": False,
 }
-# Backchannel's own: what its CLI asks of a running gateway (`send`: POST /v1/addresses/resolve; `peer dm`:
-# POST /v1/peers/{name}/messages), and what its peers rely on (a chat asked again with its key is replayed).
+# Backchannel's own: what its peers rely on (a chat asked again with its key is replayed), and the person's door
+# (POST /v1/messages: a message to any address, what `backchannel send` asks a running gateway).
 OWN_FEATURES = {
     "chat_idempotency": True,
     "receipts": True,
     "bot_chat": True,
-    "address_resolve": True,
-    "peer_messages": True,
+    "messages": True,
 }
 ENDPOINTS = {
     "health": ("GET", "/health"),
@@ -77,6 +76,7 @@ ENDPOINTS = {
     "session_messages": ("GET", "/api/sessions/{session_id}/messages"),
     "session_chat": ("POST", "/api/sessions/{session_id}/chat"),
     "session_chat_stream": ("POST", "/api/sessions/{session_id}/chat/stream"),
+    "messages": ("POST", "/v1/messages"),
 }
 
 

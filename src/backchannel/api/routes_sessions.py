@@ -122,10 +122,11 @@ async def chat_stream(request: Request) -> Response:
     ctx = context(request)
     message_in, headers, _profile = await _incoming(request, ctx)
     with stream_slot(request) as slot:  # before the message is handed in: a refused stream sent nothing
-        return slot.holding(await _chat_stream(request, ctx, message_in, headers))
+        return slot.holding(await chat_events(request, ctx, message_in, headers))
 
 
-async def _chat_stream(request: Request, ctx: Context, message_in: Incoming, headers: DeliveryHeaders) -> Response:
+async def chat_events(request: Request, ctx: Context, message_in: Incoming, headers: DeliveryHeaders) -> Response:
+    """The message handed in, then its run's events as they happen, until its end (or `wait` runs out)."""
     wait = headers.wait_or(ctx.settings.http_wait_seconds)
     first = await ctx.delivery.submit(message_in, wait=wait)
     run_id, session_id = first.run.id, first.run.session_id
@@ -140,7 +141,10 @@ async def _chat_stream(request: Request, ctx: Context, message_in: Incoming, hea
 
     async def frames() -> AsyncIterator[dict[str, str]]:
         yield frame(
-            "run.started", user_message={"role": "user", "content": first.run.message}, replayed=first.result.replayed
+            "run.started",
+            user_message={"role": "user", "content": first.run.message},
+            replayed=first.result.replayed,
+            profile=first.run.profile,  # whose session: a message sent to an address learns it here
         )
         yield frame("message.started", message={"id": run_id, "role": "assistant"})
         # While the run waits behind others in its session's queue, say behind how many (again when that changes).

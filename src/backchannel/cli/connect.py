@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .. import addresses
-from ..addresses import LocalAddress, RemoteAddress
+from ..addresses import LocalAddress, RemoteAddress, Target
 from ..errors import BackchannelError, DeliveryError, Interrupted, UsageError
 from ..home import config
 from ..home.runtime import listening
 from ..outcome import Outcome, Result
-from .link import GatewayLink, Where
+from .link import GatewayLink, Progress, Where
 
 if TYPE_CHECKING:  # the core (and so every engine and SDK) loads only for a command that runs it in-process
     from ..core.gateway import Gateway
@@ -115,7 +115,8 @@ async def find_gateway(root: Path) -> GatewayClient | None:
     """This home's running gateway, or None: where its runtime file says it listens (whatever port it was
     started on), once that port's `/health` names the instance the file records. The key is never sent to a
     port before that: whatever else listens there (the gateway stopped, another program took the port) gets
-    nothing. A closed port is seen without loading the HTTP client."""
+    nothing. A closed port is seen without loading the HTTP client; a gateway of another version is refused
+    (restart it)."""
     found = listening(root)
     if found is None or not found.instance:
         return None  # no gateway of this home is running (or one too old to name its instance)
@@ -125,8 +126,12 @@ async def find_gateway(root: Path) -> GatewayClient | None:
     from ..net.local import GatewayClient
 
     client = GatewayClient.at(found.host, found.port, key)
-    if await client.probe(found.gateway_id, found.instance):
-        return client
+    try:
+        if await client.probe(found.instance):
+            return client
+    except BaseException:
+        await client.aclose()
+        raise
     await client.aclose()
     return None
 
@@ -143,33 +148,38 @@ async def gateway_link(root: Path) -> AsyncIterator[GatewayLink]:
     from .link_http import HttpGateway  # the HTTP client loads only when a gateway answers
 
     try:
-        yield HttpGateway(client, root)
+        yield HttpGateway(client)
     finally:
         await client.aclose()
 
 
 async def deliver(
     root: Path,
-    to: Where | LocalAddress,
+    to: Where | Target,
     message: str,
     *,
     wait: float | None,
     key: str,
     sender: str = "human:cli",
     steer: bool = False,
+    progress: Progress | None = None,
 ) -> Sent:
-    """Deliver as the person and wait up to `wait` seconds (None: until the run ends). An address is resolved
-    first, by the same gateway (see `target`)."""
+    """Deliver as the person to a session of this home and wait up to `wait` seconds (None: until the run ends);
+    with `progress`, shown as it goes. An address is resolved by the same gateway that delivers (a running one
+    owns the store: a Bot Chat is made, a Hermes session imported there)."""
     async with gateway_link(root) as link:
-        where = await target(link, to)
-        result = await link.deliver(where, message, wait=wait, key=key, sender=sender, steer=steer)
-        return Sent(where.profile, result, link.via)
-
-
-async def target(link: GatewayLink, to: Where | LocalAddress) -> Where:
-    """The session a message goes to: an address is resolved by the gateway that delivers (a running one owns
-    the store: a Bot Chat is made, a Hermes session imported there; this process then reads no config itself)."""
-    return to if isinstance(to, Where) else await link.resolve(to)
+        result = await link.send(
+            to.address if isinstance(to, Where) else to,
+            message,
+            wait=wait,
+            key=key,
+            sender=sender,
+            steer=steer,
+            progress=progress,
+        )
+        if not isinstance(result, Result):
+            raise UsageError(f"{to}: a group's message is sent with `backchannel send group:NAME`")
+        return Sent(addresses.head(result.to), result, link.via)
 
 
 def _port_open(host: str, port: int) -> bool:

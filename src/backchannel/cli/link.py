@@ -1,7 +1,7 @@
 """What a CLI command says to this home's gateway: the `GatewayLink` protocol, whichever way it is reached.
 
-    GatewayLink   resolve (an address to its session), deliver (a message, shown live or not), dm (to a
-                  peer's agent), run, stop, events (a run's progress until its end)
+    GatewayLink   send (a message to any address, shown live or not), run, stop, events (a run's progress
+                  until its end)
     Where         the session a message goes to
     Progress      what a live delivery shows as it goes (the reply's text, waits in the queue)
 
@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from ..addresses import LocalAddress
+from ..addresses import LocalAddress, Target
 from ..net.link import RunEvent
 from ..outcome import GroupResult, Result
 
@@ -48,6 +48,10 @@ class Where:
     def to(self) -> str:
         return f"{self.profile}/{self.session_id}"
 
+    @property
+    def address(self) -> LocalAddress:
+        return LocalAddress(self.profile, self.session_id)
+
 
 class Progress(Protocol):
     """What a live delivery is told as its run goes."""
@@ -66,25 +70,9 @@ class GatewayLink(Protocol):
 
     via: Literal["gateway", "local"]
 
-    async def resolve(self, address: LocalAddress) -> Where:
-        """The session a local address names: a profile is its Bot Chat (made on first use); a Hermes session id
-        not seen yet is imported."""
-        ...
-
-    async def dm(self, peer: str, agent: str | None, message: str, *, wait: float, key: str) -> Result:
-        """Deliver as the person into the Bot Chat of `agent` on peer gateway `peer` (kept in this home's ledger),
-        and wait up to `wait` seconds for its reply."""
-        ...
-
-    async def send_group(
-        self, group: str, message: str, *, wait: float, key: str, sender: str = "human:cli"
-    ) -> GroupResult:
-        """Deliver to every member of `group` (its name) as the person; each member waited for up to `wait`."""
-        ...
-
-    async def deliver(
+    async def send(
         self,
-        where: Where,
+        to: Target,
         message: str,
         *,
         wait: float | None,
@@ -92,9 +80,10 @@ class GatewayLink(Protocol):
         sender: str = "human:cli",
         progress: Progress | None = None,
         steer: bool = False,
-    ) -> Result:
-        """Deliver as the person and wait up to `wait` seconds (None: until the run ends); with `progress`,
-        show the run as it goes; with `steer`, into the session's running turn (when it can take it)."""
+    ) -> Result | GroupResult:
+        """Deliver as the person to any address (a profile: its Bot Chat, made on first use; a peer's agent; each
+        member of a group) and wait up to `wait` seconds (None: until the run ends); with `progress`, show a
+        session's run as it goes; with `steer`, into the session's running turn (when it can take it)."""
         ...
 
     async def run(self, run_id: str) -> Result:

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Literal
 
-from ..addresses import GroupAddress, LocalAddress
+from ..addresses import LocalAddress, Target
 from ..core.delivery.delivery import Delivery, Incoming
 from ..core.gateway import Gateway, running
 from ..core.queue.events import Chunk, Ended, Queued, WaitOver
@@ -17,7 +17,7 @@ from ..net import wire
 from ..net.link import RunEvent
 from ..outcome import GroupResult, Result
 from ..states import TERMINAL_EVENTS
-from .link import Progress, Where
+from .link import Progress
 
 LOCAL_GRACE = 0.5
 TICK_SECONDS = 1.0  # how often a live delivery looks again at the queue
@@ -42,13 +42,9 @@ class LocalGateway:
     def __init__(self, root: Path) -> None:
         self.root = root
 
-    async def resolve(self, address: LocalAddress) -> Where:
-        async with home_gateway(self.root) as gateway:
-            return Where.of(await gateway.imports.resolve(address))
-
-    async def deliver(
+    async def send(
         self,
-        where: Where,
+        to: Target,
         message: str,
         *,
         wait: float | None,
@@ -56,25 +52,15 @@ class LocalGateway:
         sender: str = "human:cli",
         progress: Progress | None = None,
         steer: bool = False,
-    ) -> Result:
-        async with running(self.root, scope={where.session_id}, grace=LOCAL_GRACE) as local:
-            session = await local.directory.session(where.session_id)
-            incoming = Incoming(session, message, sender, key=key, steer=steer)
-            if progress is None:
-                return (await local.delivery.deliver(incoming, wait=wait)).result
-            return await _live(local.delivery, incoming, wait, progress)
-
-    async def dm(self, peer: str, agent: str | None, message: str, *, wait: float, key: str) -> Result:
-        async with home_gateway(self.root) as gateway:
-            outbound = gateway.outbound
-            return await outbound.dm(outbound.peer(peer), agent, message, wait=wait, key=key)
-
-    async def send_group(
-        self, group: str, message: str, *, wait: float, key: str, sender: str = "human:cli"
-    ) -> GroupResult:
-        """Each member's run worked here (what this process queues, it works); a peer member's message sent."""
+    ) -> Result | GroupResult:
+        """Through the same door as the running gateway's; what this process queues, it works (a peer member's
+        message sent)."""
         async with running(self.root, scope=set(), grace=LOCAL_GRACE) as local:
-            return await local.group_sends.send(GroupAddress(group), message, sender=sender, wait=wait, key=key)
+            if progress is None or not isinstance(to, LocalAddress):
+                return await local.door.send(to, message, sender=sender, key=key, wait=wait, steer=steer)
+            session = await local.door.session(to)
+            incoming = Incoming(session, message, sender, key=key, steer=steer)
+            return await _live(local.delivery, incoming, wait, progress)
 
     async def run(self, run_id: str) -> Result:
         async with home_gateway(self.root) as gateway:

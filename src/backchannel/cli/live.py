@@ -1,5 +1,5 @@
 """A person's message answered live: the reply shown as the engine produces it and, while its run waits in
-the session's queue, behind how many runs (the running gateway's `/chat/stream`, else the same in-process:
+the session's queue, behind how many runs (the running gateway's message stream, else the same in-process:
 either `GatewayLink` shows it through a `Watch`)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import click
 
 from ..addresses import LocalAddress
 from ..errors import UsageError
-from .connect import Sent, gateway_link, target
+from .connect import Sent, deliver
 from .link import Where
 from .output import note
 
@@ -70,10 +70,6 @@ async def deliver_live(
     watch: Watch,
     steer: bool = False,
 ) -> Sent:
-    """Deliver as the person, showing the run as it goes; wait up to `wait` seconds (None: until it ends). An
-    address is resolved first, by the same gateway."""
+    """Deliver as the person, showing the run as it goes; wait up to `wait` seconds (None: until it ends)."""
     watch.begin()
-    async with gateway_link(root) as link:
-        where = await target(link, to)
-        result = await link.deliver(where, message, wait=wait, key=key, progress=watch, steer=steer)
-        return Sent(where.profile, result, link.via)
+    return await deliver(root, to, message, wait=wait, key=key, steer=steer, progress=watch)

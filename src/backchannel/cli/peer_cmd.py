@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import click
 
 from .. import addresses, keys, shell
+from ..addresses import RemoteAddress
 from ..errors import (
     NotAnAgentCard,
     PeerAuthRefused,
@@ -376,7 +377,9 @@ def send_dm(root: Path, name: str, agent: str | None, text: str, *, wait: float,
 async def _dm(root: Path, name: str, agent: str | None, text: str, *, wait: float, key: str) -> Result:
     """Through the running gateway when there is one (this process then builds no core), else in-process."""
     async with gateway_link(root) as link:
-        return await link.dm(name, agent, text, wait=wait, key=key)
+        sent = await link.send(RemoteAddress(name, agent), text, wait=wait, key=key)
+    assert isinstance(sent, Result)  # a peer's agent answers as one
+    return sent
 
 
 def dm_dict(r: Result) -> dict[str, Any]:

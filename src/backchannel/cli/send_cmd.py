@@ -9,13 +9,13 @@ from pathlib import Path
 import click
 
 from .. import addresses, keys
-from ..addresses import GroupAddress, LocalAddress, RemoteAddress
+from ..addresses import LocalAddress, Target
 from ..errors import UsageError
 from ..home import config
-from ..outcome import GroupResult, Outcome
+from ..outcome import GroupResult, Outcome, Result
 from . import complete
 from .connect import Sent, deliver, gateway_link, interruptible
-from .live import STREAM_HELP, Watch, deliver_live, streams
+from .live import STREAM_HELP, Watch, streams
 from .output import emit, examples, message_words, note, read_message, shell_command
 
 DEFAULT_WAIT = 120.0
@@ -67,49 +67,43 @@ def send(
     if not text or not text.strip():
         raise UsageError("no message: give it as an argument, or '-' to read stdin")
     keys.check_external(key)
-    live = streams(stream, as_json=as_json)
+    live = streams(stream, as_json=as_json) and isinstance(parsed, LocalAddress)  # a session's run is streamed
     root = config.home()
-    if steer and not isinstance(parsed, LocalAddress):
-        raise UsageError(f"--steer gives a message to a running turn of this home's sessions; {address!r} is none")
-    if isinstance(parsed, GroupAddress):
-        key = key or keys.cli()
-        again = ["send", address, *message_words(message, text.strip())]
-        with interruptible(root, shell_command(*again, "--idempotency-key", key), key=key):
-            each = asyncio.run(_to_group(root, parsed.name, text.strip(), wait=wait, key=key))
-        emit({**each.to_dict(), "idempotency_key": key}, as_json=as_json, text=lambda: _print_group(each))
-        sys.exit(each.exit_code)
-    if isinstance(parsed, RemoteAddress):  # the same as `backchannel peer dm`
-        from . import peer_cmd
-
-        if parsed.session_id is not None:
-            raise UsageError(f"{address!r}: address a peer as peer:NAME or peer:NAME/AGENT (its Bot Chat)")
-        key = key or keys.cli()
-        again = ["send", address, *message_words(message, text.strip())]
-        with interruptible(root, shell_command(*again, "--idempotency-key", key), key=key):
-            result = peer_cmd.send_dm(root, parsed.peer, parsed.profile, text.strip(), wait=wait, key=key)
-        emit(peer_cmd.dm_dict(result), as_json=as_json, text=lambda: peer_cmd.print_dm(result))
-        peer_cmd.retry_hint(result, again)
-        sys.exit(result.outcome.exit_code)
     # Without --idempotency-key each invocation is a new message (a person who repeats means it);
     # retries within this invocation reuse one key, so they are handled once.
     key = key or keys.cli()
+    text = text if isinstance(parsed, LocalAddress) else text.strip()
+    again = ["send", address, *message_words(message, text)]
     watch = Watch() if live else None
-    ask = shell_command("send", address, *message_words(message, text), "--idempotency-key", key)
-    with interruptible(root, ask, key=key):
-        if watch is None:
-            sent = asyncio.run(deliver(root, parsed, text, wait=wait, key=key, steer=steer))
-        else:
-            try:
-                sent = asyncio.run(deliver_live(root, parsed, text, wait=wait, key=key, watch=watch, steer=steer))
-            finally:
+    with interruptible(root, shell_command(*again, "--idempotency-key", key), key=key):
+        try:
+            sent = asyncio.run(_send(root, parsed, text, wait=wait, key=key, steer=steer, watch=watch))
+        finally:
+            if watch is not None:
                 watch.end_line()
+    if isinstance(sent, GroupResult):
+        emit({**sent.to_dict(), "idempotency_key": key}, as_json=as_json, text=lambda: _print_group(sent))
+        sys.exit(sent.exit_code)
+    if isinstance(sent, Result):  # a peer's agent: shown as `peer dm` shows it
+        from . import peer_cmd
+
+        emit(peer_cmd.dm_dict(sent), as_json=as_json, text=lambda: peer_cmd.print_dm(sent))
+        peer_cmd.retry_hint(sent, again)
+        sys.exit(sent.outcome.exit_code)
     sent.check()
     emit(sent.to_dict(), as_json=as_json, text=lambda: _print(sent, watch))
 
 
-async def _to_group(root: Path, name: str, text: str, *, wait: float, key: str) -> GroupResult:
+async def _send(
+    root: Path, to: Target, text: str, *, wait: float, key: str, steer: bool, watch: Watch | None
+) -> Sent | Result | GroupResult:
+    """A session's message as `Sent` (shown live with `watch`); a peer's or a group's outcome as it came."""
+    if isinstance(to, LocalAddress):
+        if watch is not None:
+            watch.begin()
+        return await deliver(root, to, text, wait=wait, key=key, steer=steer, progress=watch)
     async with gateway_link(root) as link:
-        return await link.send_group(name, text, wait=wait, key=key)
+        return await link.send(to, text, wait=wait, key=key, steer=steer)
 
 
 def _print_group(sent: GroupResult) -> None:

@@ -39,7 +39,8 @@ from .access import Access
 from .delivery.admission import Admission
 from .delivery.delivery import Delivery
 from .delivery.directory import Directory
-from .delivery.groups import Groups, GroupSends
+from .delivery.door import Door
+from .delivery.groups import Groups
 from .delivery.holds import Holds
 from .delivery.idle import IdleNotices
 from .delivery.imports import Imports
@@ -155,7 +156,7 @@ class Gateway:
         self.engines = EngineCache(root, engine_factory)
         self.imports = Imports(self.db, self.directory, self.engines.secret)
         self.groups = Groups(root)
-        self.group_sends = GroupSends(self.groups, self.delivery, self.imports, self.outbound)
+        self.door = Door(self.groups, self.delivery, self.imports, self.outbound)
         self.sends = AgentSends(
             db=self.db,
             queue=self.queue,

@@ -7,7 +7,7 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from .. import keys
+from .. import __version__
 from ..errors import (
     BackchannelError,
     BodyTooLarge,
@@ -23,6 +23,7 @@ from . import sse, wire
 from .http import Naming, Transport, error_of, json_object, quote
 
 PROBE_TIMEOUT = 0.5
+USER_AGENT = "backchannel-cli"  # every request of the CLI's says so (the probe with no key too)
 TIMEOUT = 30.0
 
 
@@ -39,7 +40,6 @@ class GatewayClient:
 
     def __init__(self, base_url: str, api_key: str, *, timeout: float = TIMEOUT) -> None:
         self.base_url = base_url.rstrip("/")
-        self.features: dict[str, Any] = {}  # what the gateway's capabilities said it does (read by `probe`)
         self._naming = Naming(
             who=f"the gateway at {self.base_url}",
             not_sent=GatewayError,
@@ -51,7 +51,7 @@ class GatewayClient:
             naming=self._naming,
             follow_redirects=False,
             timeout=timeout,
-            user_agent="backchannel-cli",
+            user_agent=USER_AGENT,
         )
 
     @classmethod
@@ -64,27 +64,18 @@ class GatewayClient:
     async def aclose(self) -> None:
         await self._http.aclose()
 
-    async def probe(self, gateway_id: str, instance: str) -> bool:
-        """True when the gateway of this home answers: first `/health`, without the key, must name `instance`
-        (the fingerprint its runtime file holds); only then is the key sent (same gateway id, key accepted)."""
-        if not instance or not await self._names(instance):
-            return False
-        try:
-            r = await self._http.request("GET", "/v1/capabilities", timeout=PROBE_TIMEOUT, retries=0)
-        except GatewayError:
-            return False
-        body = r.json_object() if r.status == 200 else None
-        own = wire.backchannel_facts(body) if body is not None else None
-        if own is None or own.get("gateway_id") != gateway_id:
-            return False
-        features = own.get("features")
-        self.features = features if isinstance(features, dict) else {}
-        return True
-
-    async def _names(self, instance: str) -> bool:
-        """Whether whatever listens at the base URL says it is `instance`, asked with no credentials at all."""
+    async def probe(self, instance: str) -> bool:
+        """True when whatever listens at the base URL is this home's gateway: its `/health`, asked with no
+        credentials at all, names `instance` (the fingerprint its runtime file holds). The key is sent only after.
+        A gateway of another version than this command's is refused: restart it."""
         anonymous = Transport(
-            self.base_url, None, naming=self._naming, follow_redirects=False, timeout=PROBE_TIMEOUT, retries=0
+            self.base_url,
+            None,
+            naming=self._naming,
+            follow_redirects=False,
+            timeout=PROBE_TIMEOUT,
+            retries=0,
+            user_agent=USER_AGENT,
         )
         try:
             r = await anonymous.request("GET", "/health")
@@ -94,7 +85,15 @@ class GatewayClient:
             await anonymous.aclose()
         body = (r.json_object() if r.status == 200 else None) or {}
         own = wire.backchannel_facts(body)
-        return own is not None and (own.get("instance") or body.get("instance")) == instance
+        if own is None or (own.get("instance") or body.get("instance")) != instance:
+            return False
+        if own.get("version") != __version__:
+            raise GatewayError(
+                f"the running gateway is Backchannel {own.get('version') or 'of an earlier version'}, this command"
+                f" {__version__}: restart the gateway (backchannel gateway stop, then backchannel gateway)",
+                code="gateway_version",
+            )
+        return True
 
     async def request(
         self,
@@ -113,56 +112,37 @@ class GatewayClient:
             raise _error(r.status, body)
         return Answer(r.status, body)
 
-    async def chat(
+    async def send(
         self,
-        profile: str,
-        session_id: str,
+        to: str,
         message: str,
         *,
         wait: float,
-        idempotency_key: str | None = None,
+        key: str,
         sender: str = "human:cli",
         steer: bool = False,
     ) -> Answer:
-        headers = _chat_headers(idempotency_key or keys.cli(), wait, sender, steer=steer)
-        path = f"/p/{quote(profile)}/api/sessions/{quote(session_id)}/chat"
-        return await self.request("POST", path, json={"message": message}, headers=headers, timeout=wait + 30)
+        """The person's message to any address, its outcome waited for up to `wait` seconds (`POST /v1/messages`)."""
+        headers = _send_headers(key, wait, sender, steer=steer)
+        body = {"to": to, "message": message}
+        return await self.request("POST", "/v1/messages", json=body, headers=headers, timeout=wait + 30)
 
-    async def resolve(self, address: str) -> Answer:
-        """The session a local address names (`POST /v1/addresses/resolve`)."""
-        return await self.request("POST", "/v1/addresses/resolve", json={"address": address})
-
-    async def peer_message(self, peer: str, agent: str | None, message: str, *, wait: float, key: str) -> Answer:
-        """The person's message to `agent` (its default one when None) on peer gateway `peer`, its reply waited
-        for up to `wait` seconds (`POST /v1/peers/{peer}/messages`)."""
-        body = {"message": message, **({"agent": agent} if agent else {})}
-        headers = _chat_headers(key, wait, "human:cli")
-        path = f"/v1/peers/{quote(peer)}/messages"
-        return await self.request("POST", path, json=body, headers=headers, timeout=wait + 30)
-
-    async def group(self, name: str, message: str, *, wait: float, idempotency_key: str, sender: str) -> Answer:
-        """The person's message to every member of group `name` (each waited for up to `wait` seconds)."""
-        path = f"/v1/groups/{quote(name)}/messages"
-        headers = _chat_headers(idempotency_key, wait, sender)
-        return await self.request("POST", path, json={"message": message}, headers=headers, timeout=wait + 30)
-
-    async def chat_stream(
+    async def send_stream(
         self,
-        profile: str,
-        session_id: str,
+        to: str,
         message: str,
         *,
         wait: float,
-        idempotency_key: str,
-        sender: str,
+        key: str,
+        sender: str = "human:cli",
         steer: bool = False,
     ) -> AsyncGenerator[sse.Event, None]:
-        """The message delivered and its run's named events as they happen (`run.waiting`, `assistant.delta`,
-        `assistant.completed`, `error`, `run.queued` when `wait` runs out, then `done`)."""
-        path = f"/p/{quote(profile)}/api/sessions/{quote(session_id)}/chat/stream"
-        headers = _chat_headers(idempotency_key, wait, sender, steer=steer)
+        """The same to a session of this home, and its run's named events as they happen (`run.waiting`,
+        `assistant.delta`, `assistant.completed`, `error`, `run.queued` when `wait` runs out, then `done`)."""
+        headers = _send_headers(key, wait, sender, steer=steer)
+        body = {"to": to, "message": message, "stream": True}
         async with self._http.stream(
-            "POST", path, json={"message": message}, headers=headers, read_timeout=wait + 30
+            "POST", "/v1/messages", json=body, headers=headers, read_timeout=wait + 30
         ) as stream:
             if stream.status >= 400:
                 raise _error(stream.status, json_object(await stream.read()) or {})
@@ -178,7 +158,7 @@ class GatewayClient:
                 yield event
 
 
-def _chat_headers(key: str, wait: float, sender: str, *, steer: bool = False) -> dict[str, str]:
+def _send_headers(key: str, wait: float, sender: str, *, steer: bool = False) -> dict[str, str]:
     headers = {"Idempotency-Key": key, "X-Hermes-Wait-Seconds": f"{max(wait, 0.001):g}", "X-Backchannel-Sender": sender}
     if steer:
         headers["X-Backchannel-Mode"] = "steer"

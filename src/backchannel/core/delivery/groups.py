@@ -15,15 +15,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ... import addresses, keys
-from ...addresses import Address, GroupAddress, RemoteAddress
+from ... import addresses
+from ...addresses import Address, GroupAddress
 from ...errors import BackchannelError, NotFound, UsageError
 from ...home import config
 from ...outcome import GroupResult, MemberResult, Result, failed, of_error, refused, unknown
 from ...outcome import Outcome as Outcome
-from .delivery import Delivery, Incoming, check_message
-from .imports import Imports
-from .outbound import Outbound
 
 Send = Callable[[Address], Awaitable[Result]]  # one member's send: its outcome
 Skip = Callable[[Address], str | None]  # why a member is not sent to (the sender itself), or None
@@ -109,31 +106,3 @@ def _of_error(target: str, exc: BackchannelError) -> Result:
     if outcome is Outcome.UNKNOWN:
         return unknown(target, exc.message)
     return failed(target, exc.code, exc.message)
-
-
-class GroupSends:
-    """The person's messages to a group (the CLI's `send group:NAME`, the HTTP group route): each member gets its
-    own run (a peer member, a message to that peer), keyed on the group send's key and the member."""
-
-    def __init__(self, groups: Groups, delivery: Delivery, imports: Imports, outbound: Outbound) -> None:
-        self.groups = groups
-        self.delivery = delivery
-        self.imports = imports
-        self.outbound = outbound
-
-    async def send(self, group: GroupAddress, text: str, *, sender: str, wait: float, key: str) -> GroupResult:
-        check_message(text)
-
-        async def one(address: Address) -> Result:
-            member_key = keys.group_member(key, str(address))
-            if isinstance(address, RemoteAddress):
-                if address.session_id is not None:
-                    raise UsageError(
-                        f"{address}: a group reaches a peer's agent (its Bot Chat), not one of its sessions"
-                    )
-                peer = self.outbound.peer(address.peer)
-                return await self.outbound.dm(peer, address.profile, text, wait=wait, key=member_key)
-            session = await self.imports.resolve(address)
-            return (await self.delivery.deliver(Incoming(session, text, sender, key=member_key), wait=wait)).result
-
-        return await self.groups.send(group, one, skip=lambda address: None)

@@ -196,6 +196,8 @@ class RunQueue:
                 self._on_state(run, run.state)
                 if run.state is RunState.QUEUED:
                     self._hand(run.session_id, None)
+        elif run.state is RunState.QUEUED:  # asked again while it waits: worked here too, whatever this one's scope
+            self._hand(run.session_id, None)
         return run, created
 
     async def discover(self) -> None:
