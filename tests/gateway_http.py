@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,6 +12,7 @@ import httpx
 
 from backchannel.home import config
 from conftest import GatewayProcess, GatewayThread, free_port, run_cli
+from polling import eventually
 
 TERMINAL = {"completed", "failed", "cancelled", "expired"}
 
@@ -52,13 +52,13 @@ def chat(c: httpx.Client, session_id: str, message: str, key: str, wait: float, 
 
 
 def poll(c: httpx.Client, run_id: str, statuses: set[str], within: float) -> dict[str, Any]:
-    deadline = time.monotonic() + within
-    while True:
-        run: dict[str, Any] = c.get(f"/v1/runs/{run_id}").json()
-        if run["status"] in statuses:
-            return run
-        assert time.monotonic() < deadline, f"run {run_id} still {run['status']!r} after {within}s: {run}"
-        time.sleep(0.05)
+    run: dict[str, Any] = eventually(
+        lambda: c.get(f"/v1/runs/{run_id}").json(),
+        lambda run: run["status"] in statuses,
+        within=within,
+        what=lambda run: f"run {run_id} still {run['status']!r}: {run}",
+    )
+    return run
 
 
 def set_messaging(root: Path, profile: str, **rules: Any) -> None:

@@ -14,7 +14,6 @@ import json
 import re
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -35,6 +34,7 @@ from a2a_client import JSONRPC, REST, V1, make_key, request, rpc, send, shared_g
 from backchannel.home import config
 from conftest import GatewayProcess, free_port, run_cli
 from gateway_http import in_home
+from polling import eventually
 from push_receiver import COMPLETED, Post, Receiver, pushing_gateway, sent_with_push
 
 BINDINGS = pytest.mark.parametrize("binding", [JSONRPC, REST])
@@ -390,10 +390,9 @@ def test_on_a_postgresql_store_configs_are_made_replaced_and_told(
 
 def until_logged(gw: GatewayProcess, pattern: str, *, within: float = 30.0) -> str:
     """The gateway's log once a line matches `pattern`."""
-    deadline = time.monotonic() + within
-    while True:
-        log = gw.log()
-        if re.search(pattern, log) or time.monotonic() > deadline:
-            assert re.search(pattern, log), f"no line matches {pattern!r}:\n{log[-3000:]}"
-            return log
-        time.sleep(0.05)
+    return eventually(
+        gw.log,
+        lambda log: re.search(pattern, log),
+        within=within,
+        what=lambda log: f"no line matches {pattern!r}:\n{log[-3000:]}",
+    )

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from backchannel.api import web
 from backchannel.api.server import build
 from backchannel.home import config
 from conftest import api_key, run_cli
+from polling import eventually
 
 TERMINAL = ("completed", "failed", "cancelled", "expired")
 ENVELOPE_KEYS = [
@@ -128,14 +128,7 @@ class Api:
 
 
 def poll(read: Callable[[], Any], ok: Callable[[Any], bool], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = read()
-        if ok(value):
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {value!r}")
-        time.sleep(0.02)
+    return eventually(read, ok, within=timeout, what=what, every=0.02)
 
 
 def parse_sse(lines: Iterator[str]) -> list[tuple[str | None, dict[str, Any]]]:

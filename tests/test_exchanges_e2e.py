@@ -9,13 +9,13 @@ bound every exchange with that peer). Once over the Hermes dialect (X-Backchanne
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from conftest import GatewayProcess
+from polling import eventually
 from test_peers_e2e import Pair, _init_home, cli, ledger, messaging_rules, peer_key
 
 
@@ -57,10 +57,7 @@ def rally(*targets: str) -> str:
 
 
 def wait_for(gw: GatewayProcess, found: Callable[[], bool], what: str, within: float = 30.0) -> None:
-    deadline = time.monotonic() + within
-    while not found():
-        assert time.monotonic() < deadline, f"{what} did not happen within {within}s on {gw.url}"
-        time.sleep(0.1)
+    eventually(found, within=within, what=f"{what} did not happen on {gw.url}", every=0.1)
 
 
 def test_a_ping_pong_at_the_hop_limit_leaves_the_persons_next_message_free(pair: Pair) -> None:

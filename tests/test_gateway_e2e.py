@@ -25,6 +25,7 @@ import pytest
 
 from backchannel.home import config
 from conftest import GatewayProcess, api_key, free_port
+from polling import eventually
 
 TIMEOUT = httpx.Timeout(10.0)
 
@@ -68,13 +69,12 @@ def get_run(c: httpx.Client, run_id: str) -> dict[str, Any]:
 
 def poll_run(c: httpx.Client, run_id: str, statuses: set[str], *, within: float = 10.0) -> dict[str, Any]:
     """Poll GET /v1/runs/{id} until its status is one of `statuses`; fail after `within` seconds."""
-    deadline = time.monotonic() + within
-    while True:
-        run = get_run(c, run_id)
-        if run["status"] in statuses:
-            return run
-        assert time.monotonic() < deadline, f"run {run_id} still {run['status']!r} after {within}s: {run}"
-        time.sleep(0.05)
+    return eventually(
+        lambda: get_run(c, run_id),
+        lambda run: run["status"] in statuses,
+        within=within,
+        what=lambda run: f"run {run_id} still {run['status']!r}: {run}",
+    )
 
 
 def messages(c: httpx.Client, session_id: str) -> list[dict[str, Any]]:

@@ -111,7 +111,7 @@ def test_capabilities_and_health_are_a_hermes_gateways_with_backchannel_under_it
         assert caps["features"]["run_steer"] is True and caps["features"]["runs_idempotency"]["durable"] is True
         assert caps["endpoints"]["chat_completions"] == {"method": "POST", "path": "/v1/chat/completions"}
         own = caps["backchannel"]
-        assert own["version"] and own["gateway_id"].startswith("gw-") and own["features"]["peer_messages"] is True
+        assert own["version"] and own["gateway_id"].startswith("gw-") and own["features"]["messages"] is True
         assert "gateway_id" not in caps and "version" not in caps  # Backchannel's facts are under its key
     health = api.get("/health", auth=False).json()
     assert health["platform"] == "hermes-agent" and health["backchannel"]["version"] == health["version"]

@@ -10,13 +10,13 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from conftest import interruptible, run_cli
+from polling import eventually
 
 LONG = "a message long enough that the ledger's table cuts it short at forty-eight characters, unless wide"
 
@@ -98,7 +98,4 @@ def test_follow_prints_new_entries_as_they_come_until_ctrl_c(
 
 
 def _until(done: Any, what: str, within: float = 60.0) -> None:
-    deadline = time.monotonic() + within
-    while not done():
-        assert time.monotonic() < deadline, f"the follower never printed {what}"
-        time.sleep(0.05)
+    eventually(done, within=within, what=f"the follower never printed {what}")

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import httpx
 import pytest
 
+from backchannel import __version__
 from backchannel.errors import (
     BackchannelError,
     ConfigError,
@@ -343,7 +344,7 @@ def test_the_local_client_names_the_gateway_and_follows_no_redirect() -> None:
                 try:
                     with pytest.raises(GatewayError):
                         await client.request("GET", "/v1/capabilities")
-                    assert not await client.probe("gw", "gwi-x")
+                    assert not await client.probe("gwi-x")
                 finally:
                     await client.aclose()
                 assert len(seen) == 2 and not other_seen, "the redirect was not followed"
@@ -439,27 +440,30 @@ def test_the_gateways_error_answers_arrive_as_the_class_their_status_names() -> 
     assert (got["/424"].exit_code, got["/424"].details) == (1, {"run_id": "r2"})
 
 
-def test_the_probe_asks_health_without_the_key_and_sends_it_only_to_the_gateway_named() -> None:
+def test_the_probe_asks_health_without_the_key_and_refuses_a_gateway_of_another_version() -> None:
+    """The gateway is found by `/health` alone, asked with no key: the instance its runtime file names, of this
+    command's version; a gateway of another version (still running after an upgrade) is refused: restart it."""
+    version = {"value": __version__}
+
     async def handle(n: int, head: bytes, writer: asyncio.StreamWriter) -> bool:
-        if head.startswith(b"GET /health "):
-            writer.write(
-                answer(200, b'{"status": "ok", "platform": "hermes-agent", "backchannel": {"instance": "gwi-1"}}')
-            )
-        else:
-            writer.write(answer(200, b'{"platform": "hermes-agent", "backchannel": {"gateway_id": "gw"}}'))
+        own = {"instance": "gwi-1", "version": version["value"]}
+        writer.write(answer(200, json.dumps({"status": "ok", "platform": "hermes-agent", "backchannel": own}).encode()))
         return True
 
     async def go() -> tuple[bool, bool, list[bytes]]:
         async with serve(handle) as (url, seen):
             client = GatewayClient(url, KEY)
             try:
-                other = await client.probe("gw", "gwi-2")
-                ours = await client.probe("gw", "gwi-1")
+                other = await client.probe("gwi-2")
+                ours = await client.probe("gwi-1")
+                version["value"] = "0.0.0-earlier"
+                with pytest.raises(GatewayError, match="restart the gateway"):
+                    await client.probe("gwi-1")
             finally:
                 await client.aclose()
         return other, ours, seen
 
     other, ours, seen = asyncio.run(go())
     assert (other, ours) == (False, True)
-    assert [h.split(b" ")[1] for h in seen] == [b"/health", b"/health", b"/v1/capabilities"]
-    assert [KEY.encode() in h for h in seen] == [False, False, True]
+    assert [h.split(b" ")[1] for h in seen] == [b"/health"] * 3
+    assert not any(KEY.encode() in h for h in seen), "the key went out before the gateway was named"

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import time
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ import pytest
 
 from backchannel.home import config
 from conftest import GatewayThread, free_port, run_cli
+from polling import eventually
 from test_messaging import set_messaging
 
 REMOVED = "(removed: older than store.keep_days)"
@@ -108,13 +108,15 @@ def test_what_ended_long_ago_loses_its_text_and_nothing_held_or_owed_does(home: 
 
 
 def _wait_for_wake(run_id: str, within: float = 20.0) -> dict[str, Any]:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
+    def wake() -> dict[str, Any] | None:
         for r in cli_json("runs", "list", "--limit", "200"):
             if r["message"].startswith(f"[Reply to your message {run_id}") and r["state"] in ("completed", "failed"):
                 return dict(r)
-        time.sleep(0.2)
-    raise AssertionError(f"no wake-up for {run_id} within {within}s")
+        return None
+
+    found = eventually(wake, within=within, what=f"a wake-up for {run_id}", every=0.2)
+    assert found is not None
+    return found
 
 
 @pytest.mark.parametrize("value", ["-1", "'many'", "1.5"])

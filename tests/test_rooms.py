@@ -9,7 +9,6 @@ whose turn it was, its run the same run; the cap on answers per message; what a 
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ import pytest
 from backchannel.home import config
 from conftest import GatewayProcess, GatewayThread, api_key, run_cli
 from gateway_http import gateway_with, other_home
+from polling import eventually
 from scripted_model import ScriptedModel
 
 HAND_OFF = "the cache fix is in; @research can you check the numbers?"
@@ -35,13 +35,12 @@ def transcript(name: str) -> list[dict[str, Any]]:
 
 
 def until_line(name: str, speaker: str, state: str, within: float = 30.0) -> list[dict[str, Any]]:
-    deadline = time.monotonic() + within
-    while True:
-        lines = transcript(name)
-        if any(line["speaker"] == speaker and line["state"] == state for line in lines):
-            return lines
-        assert time.monotonic() < deadline, f"{speaker} never {state}: {lines}"
-        time.sleep(0.1)
+    return eventually(
+        lambda: transcript(name),
+        lambda lines: any(line["speaker"] == speaker and line["state"] == state for line in lines),
+        within=within,
+        what=lambda lines: f"{speaker} never {state}: {lines}",
+    )
 
 
 @pytest.fixture

@@ -34,6 +34,7 @@ from backchannel.states import RunState
 from backchannel.store import runs as runstore
 from backchannel.store.runs import NewRun
 from conftest import GatewayProcess, api_key, free_port, run_cli, use_shared_store
+from polling import eventually
 from test_bad_files import run_gateway
 
 LEASE_SECONDS = 2.0  # short, so a lost gateway's turn moves on within a test's patience
@@ -186,13 +187,12 @@ def _run(gw: GatewayProcess, run_id: str) -> dict[str, Any]:
 
 
 def _until(gw: GatewayProcess, run_id: str, states: set[str]) -> dict[str, Any]:
-    deadline = time.monotonic() + DEADLINE
-    while time.monotonic() < deadline:
-        data = _run(gw, run_id)
-        if data.get("status") in states:
-            return data
-        time.sleep(0.05)
-    raise AssertionError(f"run {run_id} never reached {states}:\n{gw.log()[-3000:]}")
+    return eventually(
+        lambda: _run(gw, run_id),
+        lambda data: data.get("status") in states,
+        within=DEADLINE,
+        what=lambda _: f"run {run_id} never reached {states}:\n{gw.log()[-3000:]}",
+    )
 
 
 def _replies(gw: GatewayProcess, text: str) -> list[str]:

@@ -10,7 +10,6 @@ is given to the turn's next attempt after the restart).
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ import httpx
 
 from conftest import GatewayProcess, run_cli
 from gateway_http import gateway_with, set_messaging
+from polling import eventually
 
 
 def sent(*args: str) -> dict[str, Any]:
@@ -31,11 +31,12 @@ def shown(run_id: str) -> dict[str, Any]:
 
 
 def until(run_id: str, state: str, within: float = 30.0) -> dict[str, Any]:
-    deadline = time.monotonic() + within
-    while (run := shown(run_id))["state"] != state:
-        assert time.monotonic() < deadline, f"run {run_id} still {run['state']}"
-        time.sleep(0.05)
-    return run
+    return eventually(
+        lambda: shown(run_id),
+        lambda run: run["state"] == state,
+        within=within,
+        what=lambda run: f"run {run_id} still {run['state']}",
+    )
 
 
 def test_a_steered_message_joins_the_running_turn_and_a_queued_one_waits(initialised: Path) -> None:

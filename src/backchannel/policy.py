@@ -11,7 +11,7 @@ only decides.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Literal
@@ -104,53 +104,99 @@ def local_names(profile: str, session_id: str, *, bot_chat: bool) -> list[str]:
 
 
 def check(attempt: Attempt) -> Refusal | None:
-    """The first reason to refuse the message, or None to let it through."""
+    """The first reason to refuse the message, or None to let it through: the rules of every message (the
+    sender's allow list for a send, the target's accept list, the hop limit, a chain that waits on the target),
+    then those of its kind (an agent's send: its budgets and a wait that would never end; an arrival: the
+    target's inbound budget)."""
     if attempt.kind in ("reply", "person"):
         return None  # an answer to what the sender asked, or the person's own words: never refused here
+    of_kind = _SEND_RULES if attempt.kind == "send" else _ARRIVAL_RULES if attempt.kind == "arrival" else ()
+    for rule in (*_RULES, *of_kind):
+        if (refusal := rule(attempt)) is not None:
+            return refusal
+    return None
+
+
+def _allowed(attempt: Attempt) -> Refusal | None:
+    """A send: never to the sender itself, and only to what its allow list names."""
     sender, target = attempt.sender, attempt.target
-    if attempt.kind == "send":
-        if sender.key and sender.key == target.key:
-            return Refusal("self_send", "a session cannot message itself; answer in your own reply instead")
-        allow = sender.policy.allow if sender.policy is not None else ()
-        if not matches(allow, target.names):
-            listed = ", ".join(allow) or "nothing (deny by default)"
-            return Refusal(
-                "not_allowed",
-                f"{target.shown} is not in this profile's agent.session_messaging.allow (allowed: {listed})",
-            )
-    rules = target.policy
-    if rules is not None and rules.accept is not None and not matches(rules.accept, sender.names):
-        return Refusal(
-            "not_allowed", f"{target.shown} does not accept messages from {sender.names[-1]} (its accept list)"
-        )
-    limits = [p.max_hops for p in (sender.policy, rules) if p is not None]
-    if limits and attempt.hops > min(limits):
-        return Refusal(
-            "hop_limit", f"this message would be hop {attempt.hops}, past the limit of {min(limits)} (max_hops)"
-        )
-    waits_on_target = attempt.waits or attempt.kind == "arrival"  # an arrival's chain is waiting on it
+    if attempt.kind != "send":
+        return None
+    if sender.key and sender.key == target.key:
+        return Refusal("self_send", "a session cannot message itself; answer in your own reply instead")
+    allow = sender.policy.allow if sender.policy is not None else ()
+    if matches(allow, target.names):
+        return None
+    listed = ", ".join(allow) or "nothing (deny by default)"
+    return Refusal(
+        "not_allowed",
+        f"{attempt.target.shown} is not in this profile's agent.session_messaging.allow (allowed: {listed})",
+    )
+
+
+def _accepted(attempt: Attempt) -> Refusal | None:
+    rules = attempt.target.policy
+    if rules is None or rules.accept is None or matches(rules.accept, attempt.sender.names):
+        return None
+    return Refusal(
+        "not_allowed",
+        f"{attempt.target.shown} does not accept messages from {attempt.sender.names[-1]} (its accept list)",
+    )
+
+
+def _within_hops(attempt: Attempt) -> Refusal | None:
+    limits = [p.max_hops for p in (attempt.sender.policy, attempt.target.policy) if p is not None]
+    if not limits or attempt.hops <= min(limits):
+        return None
+    return Refusal("hop_limit", f"this message would be hop {attempt.hops}, past the limit of {min(limits)} (max_hops)")
+
+
+def _no_chain_deadlock(attempt: Attempt) -> Refusal | None:
+    """A target that the chain of waiting sessions already holds (an arrival's chain is waiting on it)."""
+    target = attempt.target
+    waits_on_target = attempt.waits or attempt.kind == "arrival"
     if waits_on_target and target.key and target.key in attempt.chain:
         return Refusal("would_deadlock", f"{target.shown} {DEADLOCK_ADVICE}")
-    if attempt.kind == "send" and sender.policy is not None:
-        budget = sender.policy.pair_budget_per_hour
-        if attempt.pair_sent >= budget:
-            return Refusal(
-                "pair_budget",
-                f"this profile already sent {_messages(attempt.pair_sent)} to {addresses.head(target.shown)} in this "
-                f"exchange within the hour (pair_budget_per_hour {budget}); wait for your person",
-            )
-    if attempt.kind == "send" and sender.policy is not None and (over := _over_budget(sender.policy, attempt.spent)):
-        return over
-    if attempt.kind == "arrival" and rules is not None and attempt.arrived >= rules.inbound_budget_per_hour:
-        return Refusal(
-            "inbound_budget",
-            f"{sender.names[0]} already sent {_messages(attempt.arrived)} to {addresses.head(target.shown)} within the "
-            f"hour (inbound_budget_per_hour {rules.inbound_budget_per_hour}); its person can raise it",
-        )
-    if attempt.kind == "send" and attempt.waits and attempt.waited_on:
-        # A wait on a peer that waits on this turn (or on one waiting for it) never ends, whatever chain it sent.
-        return Refusal("would_deadlock", f"{addresses.head(target.shown)} {DEADLOCK_ADVICE}")
     return None
+
+
+def _pair_budget(attempt: Attempt) -> Refusal | None:
+    rules = attempt.sender.policy
+    if rules is None or attempt.pair_sent < rules.pair_budget_per_hour:
+        return None
+    return Refusal(
+        "pair_budget",
+        f"this profile already sent {_messages(attempt.pair_sent)} to {addresses.head(attempt.target.shown)} in this "
+        f"exchange within the hour (pair_budget_per_hour {rules.pair_budget_per_hour}); wait for your person",
+    )
+
+
+def _spend_budget(attempt: Attempt) -> Refusal | None:
+    return _over_budget(attempt.sender.policy, attempt.spent) if attempt.sender.policy is not None else None
+
+
+def _no_wait_deadlock(attempt: Attempt) -> Refusal | None:
+    """A wait on a peer that waits on this turn (or on one waiting for it) never ends, whatever chain it sent."""
+    if attempt.waits and attempt.waited_on:
+        return Refusal("would_deadlock", f"{addresses.head(attempt.target.shown)} {DEADLOCK_ADVICE}")
+    return None
+
+
+def _inbound_budget(attempt: Attempt) -> Refusal | None:
+    rules = attempt.target.policy
+    if rules is None or attempt.arrived < rules.inbound_budget_per_hour:
+        return None
+    return Refusal(
+        "inbound_budget",
+        f"{attempt.sender.names[0]} already sent {_messages(attempt.arrived)} to {addresses.head(attempt.target.shown)}"
+        f" within the hour (inbound_budget_per_hour {rules.inbound_budget_per_hour}); its person can raise it",
+    )
+
+
+Rule = Callable[[Attempt], Refusal | None]
+_RULES: tuple[Rule, ...] = (_allowed, _accepted, _within_hops, _no_chain_deadlock)
+_SEND_RULES: tuple[Rule, ...] = (_pair_budget, _spend_budget, _no_wait_deadlock)
+_ARRIVAL_RULES: tuple[Rule, ...] = (_inbound_budget,)
 
 
 def _over_budget(rules: MessagingPolicy, spent: Spending) -> Refusal | None:

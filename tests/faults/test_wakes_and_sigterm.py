@@ -18,19 +18,20 @@ import pytest
 from backchannel import keys
 from conftest import run_cli
 from gateway_http import TERMINAL, chat, client, gateway_with, poll, set_messaging
+from polling import eventually
 from store_audit import audit_key, runs_by_key, runs_with_text
 
 pytestmark = pytest.mark.faults
 
 
 def wait_for_bob_run(root: Path, text: str, states: set[str], within: float = 8.0) -> dict[str, object]:
-    deadline = time.monotonic() + within
-    while True:
-        mine = [r for r in runs_with_text(root, text) if r["profile"] == "bob"]
-        if mine and mine[0]["state"] in states:
-            return mine[0]
-        assert time.monotonic() < deadline, f"bob's run of {text!r}: {mine}"
-        time.sleep(0.05)
+    mine = eventually(
+        lambda: [r for r in runs_with_text(root, text) if r["profile"] == "bob"],
+        lambda mine: bool(mine) and mine[0]["state"] in states,
+        within=within,
+        what=lambda mine: f"bob's run of {text!r}: {mine}",
+    )
+    return mine[0]
 
 
 @pytest.mark.parametrize("end", ["completed", "failed", "cancelled", "expired"])

@@ -28,6 +28,7 @@ from hermes_gateway import HOME_CHAT, HermesGateway, HermesPython, each_hermes
 from test_hermes_sessions import allow, call, ledger, send, text_of
 
 from conftest import GatewayThread, api_key, run_cli
+from polling import eventually
 from scripted_model import ScriptedModel
 
 pytestmark = pytest.mark.interop
@@ -142,11 +143,7 @@ def echo_profile(name: str) -> None:
 
 
 def wait_for(what: str, check: Callable[[], Any], within: float, detail: Callable[[], Any] = lambda: "") -> Any:
-    deadline = time.monotonic() + within
-    while not (got := check()):
-        assert time.monotonic() < deadline, f"{what} not within {within:g}s: {detail()}"
-        time.sleep(0.1)
-    return got
+    return eventually(check, within=within, what=lambda _: f"{what}: {detail()}", every=0.1)
 
 
 @pytest.fixture

@@ -132,109 +132,159 @@ async def record(
     the clock's).
     """
     now = time.time() if now is None else now
-    ttl = new.ttl_seconds or ttl_seconds
     fp = keys.fingerprint(new.sender, new.scope or new.session_id, new.message)
     run_id = new_run_id()
-    key = new.idempotency_key
     async with db.tx() as tx:
         if db.dialect.row_locks:  # records and claims of one session, from every gateway, one after another
             await tx.one(f"SELECT 1 FROM sessions WHERE id = ?{db.dialect.for_update}", (new.session_id,))
-        if key is None:
-            if new.retry_window > 0:
-                recent = await tx.one(
-                    "SELECT * FROM runs WHERE fingerprint = ?"
-                    f" AND {db.dialect.starts_with('idempotency_key', 'dedup:')}"
-                    " AND (created_at >= ? OR state IN ('held', 'queued', 'running'))"
-                    " AND state NOT IN ('failed', 'cancelled', 'expired', 'denied') ORDER BY seq DESC LIMIT 1",
-                    (fp, now - new.retry_window),
-                )
-                if recent is not None:
-                    return _run(recent), False
-            key = keys.dedup(fp, run_id)
-        elif admit is not None and (known := await tx.one("SELECT * FROM runs WHERE idempotency_key = ?", (key,))):
+        filed, key, replay = await _filed(db, tx, new, fp, run_id, now, look=admit is not None)
+        if filed is not None:
+            return _run(filed), False
+        if replay:
             max_queued = admit = None  # a replay: it is answered with its run, whatever the limits say now
-            if known["fingerprint"] == fp:
-                return _run(known), False
-        # One read for the queue cap, the claim and where the message lands: how many of the session's runs wait,
-        # whether one runs, and whose message that running turn answers.
-        counted = await tx.one(
-            "SELECT COUNT(*) FILTER (WHERE state = 'queued'), COUNT(*) FILTER (WHERE state = 'running'),"
-            " MAX(sender) FILTER (WHERE state = 'running') FROM runs"
-            " WHERE session_id = ? AND state IN ('queued', 'running')",
-            (new.session_id,),
-        )
-        waiting, running = (int(counted[0]), int(counted[1])) if counted is not None else (0, 0)
-        turn_sender = counted[2] if counted is not None else None
-        if (
-            max_queued
-            and waiting >= max_queued
-            and (key is None or await tx.one("SELECT 1 FROM runs WHERE idempotency_key = ?", (key,)) is None)
-        ):  # a replay (its key known) is answered with its run below, whatever the limits say now
-            raise LimitReached(
-                f"session {new.session_id!r} already has {waiting} message{'' if waiting == 1 else 's'} waiting "
-                f"(gateway.max_queued_per_session is {max_queued}); try again once it has answered some",
-                code="queue_full",
-                retry_after=QUEUE_FULL_RETRY_SECONDS,
-            )
+        waiting, running, turn_sender = await _load(tx, new.session_id)
+        if max_queued and waiting >= max_queued:
+            await _over_cap(tx, new, key, waiting, max_queued)
         if admit is not None:
             await admit(tx)
-        claimed = claim_for is not None and not new.held and not (waiting or running)
-        # A steer joins only a turn its own caller started: another's message waits its turn.
-        steers = new.steer and running and turn_sender is not None and same_caller(new.sender, turn_sender)
-        landed = None if new.held else "steered" if steers else "queued" if waiting or running else "started"
-        row = await tx.one(
-            "INSERT INTO runs (id, idempotency_key, fingerprint, sender, profile, session_id, message, hops, chain,"
-            " state, created_at, updated_at, expires_at, origin, sender_profile, sender_session, wait_seconds, wake,"
-            " owner, lease_until, attempts, started_at, fencing, landed, traceparent, tracestate)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-            " ON CONFLICT (idempotency_key) DO NOTHING RETURNING *",
-            (
-                run_id,
-                key,
-                fp,
-                new.sender,
-                new.profile,
-                new.session_id,
-                new.message,
-                new.hops,
-                json.dumps(list(new.chain)),
-                (RunState.HELD if new.held else RunState.RUNNING if claimed else RunState.QUEUED).value,
-                now,
-                now,
-                now + ttl if ttl else None,
-                new.origin or run_id,  # a person's message starts its own exchange
-                new.sender_profile,
-                new.sender_session,
-                new.wait_seconds,
-                int(new.wake),
-                claim_for if claimed else None,
-                now + lease_seconds if claimed else None,
-                1 if claimed else 0,
-                now if claimed else None,
-                1 if claimed else 0,
-                landed,
-                new.traceparent,
-                new.tracestate,
-            ),
+        landed = _landed(new, waiting, running, turn_sender)
+        claim = (claim_for, now + lease_seconds) if claim_for is not None and landed == "started" else None
+        ttl = new.ttl_seconds or ttl_seconds
+        row, created = await _insert(
+            tx, new, run_id, key, fp, now=now, expires=now + ttl if ttl else None, claim=claim, landed=landed
         )
-        created = row is not None
-        if row is None:
-            row = await tx.one("SELECT * FROM runs WHERE idempotency_key = ?", (key,))
-            assert row is not None  # the key's run, which the insert ran into
-        else:
-            if new.files:
-                await tx.many(
-                    "INSERT INTO run_files (run_id, ordinal, name, media_type, url, content, size)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    [(run_id, n, f.name, f.media_type, f.url, f.content, f.size) for n, f in enumerate(new.files)],
-                )
-            await tx.announce(run_id)
     if not created and row["fingerprint"] != fp:
         raise Conflict(
             f"idempotency key {keys.given(key)!r} was already used for a different message or target (run {row['id']})",
             code="idempotency_key_conflict",
         )
     return _run(row), created
+
+
+def _landed(new: NewRun, waiting: int, running: int, turn_sender: str | None) -> str | None:
+    """Where a new message lands: started (its session idle: claimed at once when it may be), steered into the
+    running turn (a steer joins only a turn its own caller started: another's message waits its turn), or queued;
+    None for a held one."""
+    if new.held:
+        return None
+    if new.steer and running and turn_sender is not None and same_caller(new.sender, turn_sender):
+        return "steered"
+    return "queued" if waiting or running else "started"
+
+
+async def _filed(
+    db: Db, tx: Tx, new: NewRun, fp: str, run_id: str, now: float, *, look: bool
+) -> tuple[Row | None, str, bool]:
+    """The run this message is filed under already, if any (a client's retry within its window; with `look`, the
+    run of its key, asked again with the same text and target), the key it is filed under, and whether that key is
+    known (a replay, answered with its run whatever the limits say now)."""
+    key = new.idempotency_key
+    if key is None:
+        if new.retry_window > 0:
+            recent = await tx.one(
+                "SELECT * FROM runs WHERE fingerprint = ?"
+                f" AND {db.dialect.starts_with('idempotency_key', 'dedup:')}"
+                " AND (created_at >= ? OR state IN ('held', 'queued', 'running'))"
+                " AND state NOT IN ('failed', 'cancelled', 'expired', 'denied') ORDER BY seq DESC LIMIT 1",
+                (fp, now - new.retry_window),
+            )
+            if recent is not None:
+                return recent, recent["idempotency_key"], True
+        return None, keys.dedup(fp, run_id), False
+    if look and (known := await tx.one("SELECT * FROM runs WHERE idempotency_key = ?", (key,))):
+        return (known if known["fingerprint"] == fp else None), key, True
+    return None, key, False
+
+
+async def _load(tx: Tx, session_id: str) -> tuple[int, int, str | None]:
+    """One read for the queue cap, the claim and where the message lands: how many of the session's runs wait,
+    how many run, and whose message that running turn answers."""
+    counted = await tx.one(
+        "SELECT COUNT(*) FILTER (WHERE state = 'queued'), COUNT(*) FILTER (WHERE state = 'running'),"
+        " MAX(sender) FILTER (WHERE state = 'running') FROM runs"
+        " WHERE session_id = ? AND state IN ('queued', 'running')",
+        (session_id,),
+    )
+    if counted is None:
+        return 0, 0, None
+    return int(counted[0]), int(counted[1]), counted[2]
+
+
+async def _over_cap(tx: Tx, new: NewRun, key: str, waiting: int, max_queued: int) -> None:
+    """Refuse a new run past the session's cap (LimitReached); a replay (its key known) is answered with its run
+    whatever the limits say now."""
+    if await tx.one("SELECT 1 FROM runs WHERE idempotency_key = ?", (key,)) is not None:
+        return
+    raise LimitReached(
+        f"session {new.session_id!r} already has {waiting} message{'' if waiting == 1 else 's'} waiting "
+        f"(gateway.max_queued_per_session is {max_queued}); try again once it has answered some",
+        code="queue_full",
+        retry_after=QUEUE_FULL_RETRY_SECONDS,
+    )
+
+
+async def _insert(
+    tx: Tx,
+    new: NewRun,
+    run_id: str,
+    key: str,
+    fp: str,
+    *,
+    now: float,
+    expires: float | None,
+    claim: tuple[str | None, float] | None,
+    landed: str | None,
+) -> tuple[Row, bool]:
+    """The run written (held, queued, or running under `claim`: its owner and lease end) with its files, and True;
+    or the run the key is filed under already (another writer's, just now), and False."""
+    state = RunState.HELD if new.held else RunState.RUNNING if claim else RunState.QUEUED
+    row = await tx.one(
+        "INSERT INTO runs (id, idempotency_key, fingerprint, sender, profile, session_id, message, hops, chain,"
+        " state, created_at, updated_at, expires_at, origin, sender_profile, sender_session, wait_seconds, wake,"
+        " owner, lease_until, attempts, started_at, fencing, landed, traceparent, tracestate)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        " ON CONFLICT (idempotency_key) DO NOTHING RETURNING *",
+        (
+            run_id,
+            key,
+            fp,
+            new.sender,
+            new.profile,
+            new.session_id,
+            new.message,
+            new.hops,
+            json.dumps(list(new.chain)),
+            state.value,
+            now,
+            now,
+            expires,
+            new.origin or run_id,  # a person's message starts its own exchange
+            new.sender_profile,
+            new.sender_session,
+            new.wait_seconds,
+            int(new.wake),
+            claim[0] if claim else None,
+            claim[1] if claim else None,
+            1 if claim else 0,
+            now if claim else None,
+            1 if claim else 0,
+            landed,
+            new.traceparent,
+            new.tracestate,
+        ),
+    )
+    if row is None:
+        row = await tx.one("SELECT * FROM runs WHERE idempotency_key = ?", (key,))
+        assert row is not None  # the key's run, which the insert ran into
+        return row, False
+    if new.files:
+        await tx.many(
+            "INSERT INTO run_files (run_id, ordinal, name, media_type, url, content, size)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(run_id, n, f.name, f.media_type, f.url, f.content, f.size) for n, f in enumerate(new.files)],
+        )
+    await tx.announce(run_id)
+    return row, True
 
 
 async def files_of(db: Db, run_ids: list[str]) -> dict[str, list[Attachment]]:

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ...addresses import Target
 from ...errors import BackchannelError
 from ...home.profiles import Profile
 from ...home.redact import redact
@@ -77,6 +78,8 @@ class Sender(Protocol):
     async def send_peer(self, ctx: ToolContext, target: str, message: str, *, wait: float) -> Result: ...
 
     async def send_group(self, ctx: ToolContext, group: str, message: str, *, wait: float) -> GroupResult: ...
+
+    async def send_to(self, ctx: ToolContext, to: Target, message: str, *, wait: float) -> Result | GroupResult: ...
 
     async def notify_when_idle(self, ctx: ToolContext, address: str) -> Result: ...
 

@@ -45,23 +45,13 @@ class Mentions:
         return prompt + "\n\n" + MARK + "\n" + "\n\n".join(answers) + "\n" + END_MARK, len(found)
 
     async def _ask(self, ctx: ToolContext, mention: addresses.Mention, prompt: str, wait: float) -> str:
-        if isinstance(mention.address, addresses.GroupAddress):
-            return await self._ask_group(ctx, mention, prompt, wait)
+        """One mention's answer; a group's: each member's, in the group's order, and how many were reached."""
         try:
-            if isinstance(mention.address, addresses.LocalAddress):
-                result = await self.sender.send(ctx, str(mention.address), prompt, wait=wait)
-            else:
-                result = await self.sender.send_peer(ctx, str(mention.address), prompt, wait=wait)
+            sent = await self.sender.send_to(ctx, mention.address, prompt, wait=wait)
         except BackchannelError as exc:
             return f"{mention.token} was refused ({exc.code}): {quote(exc.message)}"
-        return self._told(mention.token, result, wait)
-
-    async def _ask_group(self, ctx: ToolContext, mention: addresses.Mention, prompt: str, wait: float) -> str:
-        """A group mention: each member's answer, in the group's order, and how many were reached."""
-        try:
-            sent = await self.sender.send_group(ctx, str(mention.address), prompt, wait=wait)
-        except BackchannelError as exc:
-            return f"{mention.token} was refused ({exc.code}): {quote(exc.message)}"
+        if isinstance(sent, Result):
+            return self._told(mention.token, sent, wait)
         said = [
             self._told(f"{mention.token} ({m.target})", m.result, wait) for m in sent.members if m.result is not None
         ]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ... import addresses, keys, policy
-from ...addresses import BOT_CHAT_TITLE, Address, GroupAddress, LocalAddress, RemoteAddress
+from ...addresses import BOT_CHAT_TITLE, Address, GroupAddress, LocalAddress, RemoteAddress, Target
 from ...agent.tools.base import ToolContext
 from ...errors import NotFound, PeerError, PeerOutcomeUnknown, UsageError
 from ...outcome import WATCHING, GroupResult, Outcome, Result, failed, unknown
@@ -51,17 +51,47 @@ class AgentSends:
         self.delivery = delivery
         self.gateway_id = delivery.gateway_id
 
-    @commits
     async def send(self, ctx: ToolContext, address: str, message: str, *, wait: float, steer: bool = False) -> Result:
-        """From the turn of `ctx` to a local address; the reply, a receipt, or a refusal. With `steer`, into the
-        target's running turn at its next model step (when it runs one that can take it)."""
-        check_message(message)
-        wait = min(max(wait, 0.0), MAX_WAIT_SECONDS)
+        """send_to_session: from the turn of `ctx` to a local address; the reply, a receipt, or a refusal. With
+        `steer`, into the target's running turn at its next model step (when it runs one that can take it)."""
         parsed = addresses.parse(address)
         if isinstance(parsed, RemoteAddress):
             raise UsageError(f"{address!r} is a peer address: use send_to_peer", code="invalid_address")
+        return await self._local(ctx, parsed, message, wait=wait, steer=steer)
+
+    async def send_peer(self, ctx: ToolContext, target: str, message: str, *, wait: float) -> Result:
+        """send_to_peer: from the turn of `ctx` to an agent on another gateway (`peer[/profile]`)."""
+        remote = addresses.parse_peer(target)
+        if remote.session_id is not None:
+            raise UsageError(
+                f"{target!r}: send_to_peer takes peer or peer/profile (its Bot Chat)", code="invalid_address"
+            )
+        return await self._peer(ctx, remote, message, wait=wait)
+
+    async def send_group(self, ctx: ToolContext, group: str, message: str, *, wait: float) -> GroupResult:
+        """send_to_group: from the turn of `ctx` to every member of a group."""
+        target = addresses.parse_target(group)
+        if not isinstance(target, GroupAddress):
+            raise UsageError(f"{group!r} is not a group (group:NAME)", code="invalid_address")
+        return await self._group(ctx, target, message, wait=wait)
+
+    async def send_to(self, ctx: ToolContext, to: Target, message: str, *, wait: float) -> Result | GroupResult:
+        """From the turn of `ctx` to any address (a mention's): the one place an agent's send picks its way by
+        the address's kind, each under the same rules."""
+        if isinstance(to, GroupAddress):
+            return await self._group(ctx, to, message, wait=wait)
+        if isinstance(to, RemoteAddress):
+            return await self._peer(ctx, to, message, wait=wait)
+        return await self._local(ctx, to, message, wait=wait)
+
+    @commits
+    async def _local(
+        self, ctx: ToolContext, to: LocalAddress, message: str, *, wait: float, steer: bool = False
+    ) -> Result:
+        check_message(message)
+        wait = min(max(wait, 0.0), MAX_WAIT_SECONDS)
         # A Bot Chat is made only once the send is allowed; a Hermes session id is imported on demand.
-        profile_name, target = await self.imports.find(parsed)
+        profile_name, target = await self.imports.find(to)
         admitted = await self.delivery.admit(
             Attempt(
                 kind="send",
@@ -85,13 +115,10 @@ class AgentSends:
                 run = await self.queue.get(run.id)  # it ended just now
         return await self.delivery.result_of(run, replayed=not created)
 
-    async def send_group(self, ctx: ToolContext, group: str, message: str, *, wait: float) -> GroupResult:
-        """From the turn of `ctx` to every member of a group, each as if sent alone (its own rules, run and outcome);
-        a member that is this agent itself is skipped."""
+    async def _group(self, ctx: ToolContext, group: GroupAddress, message: str, *, wait: float) -> GroupResult:
+        """To every member of a group, each as if sent alone (its own rules, run and outcome); a member that is
+        this agent itself is skipped."""
         check_message(message)
-        target = addresses.parse_target(group)
-        if not isinstance(target, GroupAddress):
-            raise UsageError(f"{group!r} is not a group (group:NAME)", code="invalid_address")
 
         def skip(address: Address) -> str | None:
             if isinstance(address, LocalAddress) and (
@@ -103,10 +130,12 @@ class AgentSends:
 
         async def one(address: Address) -> Result:
             if isinstance(address, RemoteAddress):
-                return await self.send_peer(ctx, addresses.peer_path(str(address)), message, wait=wait)
-            return await self.send(ctx, str(address), message, wait=wait)
+                if address.session_id is not None:
+                    raise UsageError(f"{address}: a group reaches a peer's agent (its Bot Chat), not its sessions")
+                return await self._peer(ctx, address, message, wait=wait)
+            return await self._local(ctx, address, message, wait=wait)
 
-        return await self.groups.send(target, one, skip=skip)
+        return await self.groups.send(group, one, skip=skip)
 
     @commits
     async def notify_when_idle(self, ctx: ToolContext, address: str) -> Result:
@@ -146,15 +175,10 @@ class AgentSends:
         )
         return Result(Outcome.RECEIPT, shown, session_id=target.id, state=WATCHING)
 
-    async def send_peer(self, ctx: ToolContext, target: str, message: str, *, wait: float) -> Result:
-        """From the turn of `ctx` to an agent on another gateway (`peer[/profile]`), under the same rules."""
+    async def _peer(self, ctx: ToolContext, remote: RemoteAddress, message: str, *, wait: float) -> Result:
+        """To an agent on another gateway, under the same rules as a local send."""
         check_message(message)
         wait = min(max(wait, 0.0), MAX_WAIT_SECONDS)
-        remote = addresses.parse_peer(target)
-        if remote.session_id is not None:
-            raise UsageError(
-                f"{target!r}: send_to_peer takes peer or peer/profile (its Bot Chat)", code="invalid_address"
-            )
         peer = self.outbound.peer(remote.peer)
         admitted = await self._admitted(
             Attempt(
