@@ -4,43 +4,66 @@ from __future__ import annotations
 
 import pytest
 
-from backchannel.outcome import Outcome, Result, of_state, refused
+from backchannel.outcome import Outcome, Result, of_state, refused, said_state
+from backchannel.states import RunState
 
 pytestmark = pytest.mark.quick  # pure: no home on disk, no process, no gateway (make quick)
 
-# --- of_state --------------------------------------------------------------------------------------
+# --- of_state, and a peer's words read by said_state ---------------------------------------------------------
+
+
+def said(word: str) -> Outcome:
+    """A state word as a peer (or a ledger line) says it: read in our vocabulary, then its outcome."""
+    return of_state(said_state(word))
+
+
+@pytest.mark.parametrize(
+    ("state", "outcome"),
+    [
+        (RunState.HELD, Outcome.HELD),
+        (RunState.QUEUED, Outcome.RECEIPT),
+        (RunState.RUNNING, Outcome.RECEIPT),
+        (RunState.COMPLETED, Outcome.DELIVERED),
+        (RunState.FAILED, Outcome.FAILED),
+        (RunState.CANCELLED, Outcome.FAILED),
+        (RunState.EXPIRED, Outcome.FAILED),
+        (RunState.DENIED, Outcome.REFUSED),
+    ],
+)
+def test_every_run_state_has_its_outcome(state: RunState, outcome: Outcome) -> None:
+    assert of_state(state) is outcome
 
 
 @pytest.mark.parametrize("state", ["queued", "running", "started", "stopping", "sending"])
 def test_a_pending_run_is_a_receipt(state: str) -> None:
-    assert of_state(state) is Outcome.RECEIPT
+    assert said(state) is Outcome.RECEIPT
 
 
 def test_a_completed_run_is_delivered() -> None:
-    assert of_state("completed") is Outcome.DELIVERED
+    assert said("completed") is Outcome.DELIVERED
 
 
 @pytest.mark.parametrize("state", ["failed", "cancelled", "expired", "interrupted"])
 def test_a_run_that_ended_without_a_reply_failed(state: str) -> None:
-    assert of_state(state) is Outcome.FAILED
+    assert said(state) is Outcome.FAILED
 
 
 def test_a_held_message_the_person_denied_is_refused() -> None:
-    assert of_state("denied") is Outcome.REFUSED
+    assert said("denied") is Outcome.REFUSED
 
 
 def test_a_held_run_is_held() -> None:
-    assert of_state("held") is Outcome.HELD
+    assert said("held") is Outcome.HELD
 
 
 @pytest.mark.parametrize("outcome", list(Outcome))
 def test_an_outcomes_own_name_stands_for_itself(outcome: Outcome) -> None:
-    assert of_state(outcome.value) is outcome
+    assert said(outcome.value) is outcome
 
 
 @pytest.mark.parametrize("state", ["", "done", "COMPLETED", "Queued", "completed ", "replied", "pending"])
 def test_any_other_state_is_unknown(state: str) -> None:
-    assert of_state(state) is Outcome.UNKNOWN
+    assert said(state) is Outcome.UNKNOWN
 
 
 # --- exit codes and settled ------------------------------------------------------------------------

@@ -15,15 +15,16 @@ from backchannel.errors import NoEventStream, PeerAuthRefused, PeerError, PeerUn
 from backchannel.home import peers as registry
 from backchannel.net import wire
 from backchannel.net.a2a_card import AgentCard
-from backchannel.net.link import PeerAbout, PeerLink, PeerRun, PeerRunState, RunEvent
-from backchannel.outcome import Outcome, Result, Run, of_run
+from backchannel.net.link import PeerAbout, PeerLink, RunEvent
+from backchannel.outcome import Outcome, Result, Run, of_run, said_state
+from backchannel.states import RunState
 from now import now
 
 pytestmark = pytest.mark.sqlite  # the home's own state.db
 
 
 class FakeLink:
-    """A peer that answers from scripts: nothing of either wire, only `Result`, `PeerRun`, `RunEvent`."""
+    """A peer that answers from scripts: nothing of either wire, only `Result`, `Run`, `RunEvent`."""
 
     def __init__(self, to: str, script: Script) -> None:
         self.to = to
@@ -52,14 +53,14 @@ class FakeLink:
     async def start(self, message: str, *, key: str, **_: Any) -> Result:
         return await self.dm(message, wait=0, key=key)
 
-    async def status(self, run_id: str) -> PeerRun | None:
+    async def status(self, run_id: str) -> Run | None:
         answer = self.script.statuses.pop(0)
         if isinstance(answer, BaseException):
             raise answer
         return answer
 
-    async def stop(self, run_id: str) -> PeerRun:
-        return PeerRun("cancelled", run_id=run_id, error="stopped", code="cancelled")
+    async def stop(self, run_id: str) -> Run:
+        return Run(RunState.CANCELLED, run_id=run_id, error="stopped", code="cancelled")
 
     async def events(self, run_id: str) -> AsyncIterator[RunEvent]:
         for event in self.script.events:
@@ -71,7 +72,7 @@ class FakeLink:
 class Script:
     def __init__(self) -> None:
         self.sent: list[str] = []
-        self.statuses: list[PeerRun | BaseException | None] = []
+        self.statuses: list[Run | BaseException | None] = []
         self.events: list[RunEvent] = []
         self.stream_error: BaseException | None = None
         self.about_error: BaseException | None = None
@@ -101,7 +102,7 @@ def gateway(initialised: Path) -> Any:
 def test_a_message_to_a_peer_is_recorded_and_settled_from_typed_answers(gateway: Any) -> None:
     gw, script = gateway
     spark = gw.outbound.peer("spark")
-    script.statuses = [PeerRun("completed", run_id="run_far", session_id="s_far", output="all done")]
+    script.statuses = [Run(RunState.COMPLETED, run_id="run_far", session_id="s_far", output="all done")]
 
     async def go() -> tuple[Result, Result]:
         receipt = await gw.outbound.dm(spark, None, "status?", wait=1, key="k-1")
@@ -129,7 +130,7 @@ def test_following_rides_out_a_broken_stream_and_a_peer_away_for_a_moment(gatewa
     gw, script = gateway
     script.events = [RunEvent("run.running", state="running"), RunEvent("message.delta", delta="par")]
     script.stream_error = NoEventStream("the stream is gone")
-    script.statuses = [PeerUnreachable("down a moment"), PeerRun("running"), PeerRun("completed", output="x")]
+    script.statuses = [PeerUnreachable("down a moment"), Run(RunState.RUNNING), Run(RunState.COMPLETED, output="x")]
 
     async def go() -> list[RunEvent]:
         return [e async for e in gw.outbound.follow(gw.outbound.peer("spark"), "run_far")]
@@ -196,7 +197,7 @@ def test_the_send_result_envelope_says_the_outcome_itself() -> None:
 def test_a_run_object_parsed_and_rendered_keeps_its_outcome() -> None:
     body = {"object": "hermes.run", "run_id": "r9", "status": "cancelled", "session_id": "s9", "profile": "a"}
     run = wire.run_of(body, coded=True)
-    assert run.phase is PeerRunState.CANCELLED and run.code == "cancelled", "a peer's uncoded failure: its state"
+    assert run.state is RunState.CANCELLED and run.code == "cancelled", "a peer's uncoded failure: its state"
     assert wire.run_of(body).code is None, "the gateway's own run: as it says"
     result = wire.gateway_run({**body, "error": "stopped on request", "code": "cancelled"})
     assert result.to == "a/s9"
@@ -209,16 +210,25 @@ def test_a_run_object_parsed_and_rendered_keeps_its_outcome() -> None:
 
 
 def test_of_run_is_the_one_way_from_a_run_to_a_result() -> None:
-    done = of_run("a/s", Run("completed", run_id="r", output=None), key="k")
+    done = of_run("a/s", Run(RunState.COMPLETED, run_id="r", output=None), key="k")
     assert (done.outcome, done.reply, done.idempotency_key) == (Outcome.DELIVERED, "", "k")
-    pending = of_run("a/s", Run("running", run_id="r", error="ignored", code="ignored", queue_position=None))
+    pending = of_run("a/s", Run(RunState.RUNNING, run_id="r", error="ignored", code="ignored", queue_position=None))
     assert (pending.outcome, pending.code, pending.error) == (Outcome.RECEIPT, None, None)
-    denied = of_run("a/s", Run("denied", error="not today", code="denied"))
+    denied = of_run("a/s", Run(RunState.DENIED, error="not today", code="denied"))
     assert (denied.outcome, denied.code, denied.error) == (Outcome.REFUSED, "denied", "not today")
 
 
-def test_a_peer_run_state_it_does_not_know_is_unknown_but_kept_as_said() -> None:
-    run = PeerRun("pondering")
-    assert run.phase is PeerRunState.UNKNOWN and run.state == "pondering"
+def test_a_peer_run_state_is_read_in_our_words_and_one_it_does_not_know_is_unknown_but_kept_as_said() -> None:
+    """A peer's words map onto our run states once, at the wire: a Hermes run `started` or `stopping` runs, one
+    `interrupted` failed (its word kept as its code), a word none of ours is the outcome `unknown`."""
+    assert said_state("started") is RunState.RUNNING and said_state("stopping") is RunState.RUNNING
+    interrupted = wire.run_of({"run_id": "r", "status": "interrupted"}, coded=True)
+    assert (interrupted.state, interrupted.outcome, interrupted.code) == (
+        RunState.FAILED,
+        Outcome.FAILED,
+        "interrupted",
+    )
+    run = wire.run_of({"run_id": "r", "status": "pondering"})
+    assert run.state is Outcome.UNKNOWN and run.said["status"] == "pondering"
     assert RunEvent("run.completed").ends and not RunEvent("run.started").ends
     assert not RunEvent("message.delta").ends

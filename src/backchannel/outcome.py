@@ -7,29 +7,31 @@
     failed      the turn failed, was cancelled or expired: a new send is a new run
     unknown     a remote outcome cannot be known (the request may have arrived): ask again with the same key
 
-Run states stay the store's; `of_state` is the one place an outcome is computed from them, `of_run` the one
-place a `Result` is built from a run (ours, a peer's, the running gateway's: each reads its run into a `Run`
-first), `of_error` and `of_http_error` the one place for an error that stopped a message (or a tool call)
-before it had a run.
+A run's state is a `RunState` wherever it ran: a peer's words (the Hermes dialect's `started`, `interrupted`, an
+A2A task's state) are mapped onto it once, at the wire (`said_state`), or onto the outcome itself where no run
+state says it (`refused` by a peer's policy, `unknown`). `of_state` is the one place an outcome is computed from
+a state, `of_run` the one place a `Result` is built from what a run says of itself (`Run`: a peer's, or the
+running gateway's), `of_error` and `of_http_error` the one place for an error that stopped a message (or a tool
+call) before it had a run.
 Every tool result carries its `result`: a message's outcome, `error_body` for an error, `answered` for a
 tool's answer that is no message (a list, a memory edit: the answer is here).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 from .errors import BackchannelError, PeerOutcomeUnknown
+from .states import RunState
 
 RECEIPT_DETAIL = "accepted and queued: do not resend. The reply comes when the run ends; ask for it with its run id."
 RUNNING_DETAIL = "accepted, and its turn is running: do not resend. The reply comes when it ends; ask with its run id."
 WATCHING = "watching"  # the state of a notify_when_idle asked of a busy session
 WATCHING_DETAIL = "busy now: a notice comes into this session once it has nothing queued or running."
 HELD_DETAIL = "held for the target's person to approve: do not resend. The outcome comes when the person decides."
-FAILED_STATES = frozenset({"failed", "cancelled", "expired", "interrupted"})
-PENDING_STATES = frozenset({"queued", "running", "started", "stopping", "sending"})
 
 
 class Outcome(StrEnum):
@@ -53,24 +55,46 @@ class Outcome(StrEnum):
         return self not in (Outcome.RECEIPT, Outcome.HELD, Outcome.UNKNOWN)
 
 
-_OUTCOMES = frozenset(o.value for o in Outcome)
+_OF_STATE = {
+    RunState.HELD: Outcome.HELD,
+    RunState.QUEUED: Outcome.RECEIPT,
+    RunState.RUNNING: Outcome.RECEIPT,
+    RunState.COMPLETED: Outcome.DELIVERED,
+    RunState.FAILED: Outcome.FAILED,
+    RunState.CANCELLED: Outcome.FAILED,
+    RunState.EXPIRED: Outcome.FAILED,
+    RunState.DENIED: Outcome.REFUSED,  # a held message the person refused
+}
+# A peer's words that are no run state of ours, as the one they mean: a Hermes run starting, being stopped or cut
+# off; the envelope's `delivered` (a run that completed); a message on its way to a peer (`sending`).
+_SAID = {
+    "started": RunState.RUNNING,
+    "stopping": RunState.RUNNING,
+    "interrupted": RunState.FAILED,
+    "delivered": RunState.COMPLETED,
+    "sending": RunState.QUEUED,
+}
 
 
-def of_state(state: str) -> Outcome:
-    """The outcome of a run (ours or a peer's) from its state alone; an outcome's own name stands for itself."""
-    if state in _OUTCOMES:
-        return Outcome(state)
-    if state == "completed":
-        return Outcome.DELIVERED
-    if state == "held":
-        return Outcome.HELD
-    if state == "denied":  # a held message the person refused
-        return Outcome.REFUSED
-    if state in PENDING_STATES:
-        return Outcome.RECEIPT
-    if state in FAILED_STATES:
-        return Outcome.FAILED
-    return Outcome.UNKNOWN
+def of_state(state: RunState | Outcome) -> Outcome:
+    """The outcome of a run from its state alone (an outcome stands for itself)."""
+    return state if isinstance(state, Outcome) else _OF_STATE[state]
+
+
+def said_state(word: object) -> RunState | Outcome:
+    """A state as a peer (or a ledger line) names it, in our vocabulary: a run state; else the outcome it names
+    (`refused`), or `Outcome.UNKNOWN` for a word none of ours."""
+    given = str(word)
+    try:
+        return RunState(given)
+    except ValueError:
+        pass
+    if given in _SAID:
+        return _SAID[given]
+    try:
+        return Outcome(given)
+    except ValueError:
+        return Outcome.UNKNOWN
 
 
 @dataclass(frozen=True)
@@ -177,9 +201,10 @@ class GroupResult:
 
 @dataclass(frozen=True)
 class Run:
-    """What a run says of itself, wherever it ran: its state (as it said it), and what it produced."""
+    """What a run says of itself, wherever it ran (a peer, the running gateway): its state in our words, what it
+    produced, and (`said`) what it answered as it answered it, for display."""
 
-    state: str
+    state: RunState | Outcome
     run_id: str | None = None
     session_id: str | None = None
     output: str | None = None  # the reply; for a failed run, whatever partial output it kept
@@ -187,6 +212,7 @@ class Run:
     code: str | None = None
     queue_position: int | None = None
     landed: str | None = None  # started | steered | queued: where the message went when it came
+    said: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)  # shown by `peer status`
 
     @property
     def outcome(self) -> Outcome:
@@ -203,7 +229,7 @@ def of_run(
 ) -> Result:
     """A run's outcome as its sender sees it: the one place a `Result` is built from a run. Only a refused,
     failed or unknown outcome carries the run's error and code; a delivered one always has a reply."""
-    outcome = of_state(run.state)
+    outcome = run.outcome
     bad = outcome in (Outcome.FAILED, Outcome.REFUSED, Outcome.UNKNOWN)
     reply = (run.output or "") if outcome is Outcome.DELIVERED else run.output
     return Result(
@@ -211,7 +237,7 @@ def of_run(
         to,
         run_id=run.run_id,
         session_id=run.session_id,
-        state=run.state,
+        state=run.state.value,
         reply=reply,
         queue_position=run.queue_position,
         landed=run.landed,

@@ -12,7 +12,7 @@ from typing import Any
 
 from . import keys
 from .ids import BOT_CHAT_TITLE
-from .outcome import Outcome, Result, of_run, of_state
+from .outcome import Outcome, Result, of_run, of_state, said_state
 from .outcome import Run as Said
 from .states import RunState
 
@@ -101,7 +101,7 @@ class Run:
     def result(self, *, replayed: bool = False, waited: float = 0.0, queue_position: int | None = None) -> Result:
         """What became of this run, as its sender sees it (`queue_position`: the runs ahead of a queued one)."""
         said = Said(
-            self.state.value,
+            self.state,
             run_id=self.id,
             session_id=self.session_id,
             output=self.reply,
@@ -211,7 +211,7 @@ class LedgerEntry:
 
     @property
     def outcome(self) -> Outcome:
-        return Outcome.REFUSED if self.state.startswith("refused:") else of_state(self.state)
+        return Outcome.REFUSED if self.state.startswith("refused:") else of_state(said_state(self.state))
 
     @property
     def refusal_code(self) -> str | None:

@@ -17,7 +17,7 @@ from ..net import wire
 from ..net.http import quote
 from ..net.link import RunEvent
 from ..outcome import GroupResult, Result, Run, failed, of_run
-from ..states import TERMINAL_EVENTS
+from ..states import TERMINAL_EVENTS, RunState
 from .link import FOLLOW_WAIT_SECONDS, Progress
 
 if TYPE_CHECKING:
@@ -89,7 +89,9 @@ class HttpGateway:
                 elif name == "assistant.delta":
                     progress.delta(str(data.get("delta") or ""))
                 elif name == "assistant.completed":
-                    run = Run("completed", run_id=run_id, session_id=session_id, output=str(data.get("content") or ""))
+                    run = Run(
+                        RunState.COMPLETED, run_id=run_id, session_id=session_id, output=str(data.get("content") or "")
+                    )
                     return of_run(where, run, replayed=replayed, key=key)
                 elif name == "error" and run_id:
                     state = str(data.get("status") or "failed")
@@ -117,7 +119,9 @@ class HttpGateway:
         deadline = None if wait is None else time.monotonic() + wait
         while True:
             run = wire.run_of((await self.client.request("GET", path)).body)
-            if run.state not in ("queued", "running") or (deadline is not None and time.monotonic() >= deadline):
+            if run.state not in (RunState.QUEUED, RunState.RUNNING) or (
+                deadline is not None and time.monotonic() >= deadline
+            ):
                 return of_run(to, run, replayed=replayed, key=key)
             await asyncio.sleep(POLL_SECONDS)
 

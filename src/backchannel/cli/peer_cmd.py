@@ -27,8 +27,8 @@ from ..errors import (
 from ..home import config
 from ..home import peers as registry
 from ..net import a2a_card
-from ..net.link import PeerAbout, PeerRun
-from ..outcome import Outcome, Result
+from ..net.link import PeerAbout
+from ..outcome import Outcome, Result, Run
 from . import complete
 from .connect import gateway_link, home_gateway, interruptible, on_home
 from .output import emit, examples, message_words, note, read_message, shell_command, show_progress, table
@@ -512,7 +512,7 @@ def status(target: str, run_id: str, follow: bool, as_json: bool) -> None:
     if not run_id.strip():
         raise UsageError("the run id is empty")
 
-    async def go(gateway: Gateway) -> tuple[Result, PeerRun | None]:
+    async def go(gateway: Gateway) -> tuple[Result, Run | None]:
         p = gateway.outbound.peer(name)
         if follow:
             await _show_events(gateway, p, run_id, agent)

@@ -88,7 +88,7 @@ class Metrics(Collector):
         if not state.terminal:
             return
         profile = (run.profile,)
-        self.runs[(run.profile, state.value, of_state(state.value).value)] += 1
+        self.runs[(run.profile, state.value, of_state(state).value)] += 1
         if run.started_at is not None:
             _histogram(self.waits, profile).observe(max(0.0, run.started_at - run.created_at))
             if run.finished_at is not None:

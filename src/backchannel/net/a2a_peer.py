@@ -31,11 +31,12 @@ from ..errors import (
     PeerUnreachable,
 )
 from ..home.peers import Peer
-from ..outcome import Outcome, Result, failed, of_run, refused, unknown
+from ..outcome import Outcome, Result, Run, failed, of_run, of_state, refused, unknown
+from ..states import RunState
 from . import a2a_card, sse
 from .a2a_card import AgentCard
 from .http import HttpResponse, Naming, OverTransport, Transport, error_of
-from .link import PeerAbout, PeerRun, PeerRunState, RunEvent
+from .link import PeerAbout, RunEvent
 
 VERSION_HEADER = {"A2A-Version": "1.0"}
 POLL_SECONDS = 0.1
@@ -44,15 +45,15 @@ TASK_NOT_CANCELABLE = -32002
 REFUSING_CODES = {-32600, -32602, -32005, -32004, -32006, -32009}  # the request was wrong: resending will not help
 
 AUTH_REQUIRED = "TASK_STATE_AUTH_REQUIRED"
-# A2A task states as peer-run states (as a Hermes-dialect peer says them).
-STATES = {
-    "TASK_STATE_SUBMITTED": PeerRunState.QUEUED,
-    "TASK_STATE_WORKING": PeerRunState.RUNNING,
-    "TASK_STATE_COMPLETED": PeerRunState.COMPLETED,
-    "TASK_STATE_INPUT_REQUIRED": PeerRunState.COMPLETED,  # the agent answered with a question: its turn is over
-    "TASK_STATE_FAILED": PeerRunState.FAILED,
-    "TASK_STATE_CANCELED": PeerRunState.CANCELLED,
-    "TASK_STATE_REJECTED": PeerRunState.REFUSED,
+# A2A task states in our words (a run state; where none says it, the outcome).
+STATES: dict[str, RunState | Outcome] = {
+    "TASK_STATE_SUBMITTED": RunState.QUEUED,
+    "TASK_STATE_WORKING": RunState.RUNNING,
+    "TASK_STATE_COMPLETED": RunState.COMPLETED,
+    "TASK_STATE_INPUT_REQUIRED": RunState.COMPLETED,  # the agent answered with a question: its turn is over
+    "TASK_STATE_FAILED": RunState.FAILED,
+    "TASK_STATE_CANCELED": RunState.CANCELLED,
+    "TASK_STATE_REJECTED": Outcome.REFUSED,  # by the agent's policy: no run of ours names it
 }
 
 
@@ -275,7 +276,7 @@ class A2APeerClient(OverTransport):
             raise
         except PeerError as exc:
             return failed(self.to, exc.code, exc.message, idempotency_key=key)
-        while not blocking and task.get("id") and not self._state(task).settled:
+        while not blocking and task.get("id") and not of_state(self._state(task)).settled:
             left = wait - (time.monotonic() - started)
             if left <= 0:
                 break
@@ -309,12 +310,12 @@ class A2APeerClient(OverTransport):
             raise PeerError(f"{self.who} answered with a message, not a task: there is no run to follow")
         return dataclasses.replace(result, outcome=Outcome.RECEIPT)
 
-    async def status(self, run_id: str) -> PeerRun | None:
+    async def status(self, run_id: str) -> Run | None:
         """GetTask as a run; None for a task not found."""
         task = await self._get(run_id)
         return None if task is None else self._run(task)
 
-    async def stop(self, run_id: str) -> PeerRun:
+    async def stop(self, run_id: str) -> Run:
         """CancelTask; a task that cannot be cancelled (it has ended) is shown as it is."""
         task = await self._call(
             "CancelTask", {"id": run_id}, "the stop request", tolerate=frozenset({TASK_NOT_FOUND, TASK_NOT_CANCELABLE})
@@ -350,11 +351,11 @@ class A2APeerClient(OverTransport):
         return task if isinstance(task, dict) else None
 
     @staticmethod
-    def _state(task: dict[str, Any]) -> PeerRunState:
-        """The task's state as a peer-run state; PeerAuthRefused for one that asks for other credentials."""
+    def _state(task: dict[str, Any]) -> RunState | Outcome:
+        """The task's state in our words (`Outcome.UNKNOWN` for one none of them names)."""
         given = task.get("status")
         status: dict[str, Any] = given if isinstance(given, dict) else {}
-        return STATES.get(str(status.get("state")), PeerRunState.UNKNOWN)
+        return STATES.get(str(status.get("state")), Outcome.UNKNOWN)
 
     def _auth_required(self, task: dict[str, Any]) -> bool:
         given = task.get("status")
@@ -374,26 +375,26 @@ class A2APeerClient(OverTransport):
             return [RunEvent(f"run.{state.value}", state=state.value)]
         return []
 
-    def _run(self, task: dict[str, Any]) -> PeerRun:
+    def _run(self, task: dict[str, Any]) -> Run:
         if self._auth_required(task):
             raise PeerAuthRefused(f"{self.who} asks for other credentials for task {task.get('id')!r}")
         state = self._state(task)
         status = task.get("status") or {}
-        if state is PeerRunState.QUEUED and self._code(status) == "held":  # a Backchannel gateway's held message
-            state = PeerRunState.HELD
+        if state is RunState.QUEUED and self._code(status) == "held":  # a Backchannel gateway's held message
+            state = RunState.HELD
         said = _text(status.get("message"))
         artifacts = [t for t in (_text(a) for a in task.get("artifacts") or [] if isinstance(a, dict)) if t]
         run_id, session_id = task.get("id"), task.get("contextId")
         body: dict[str, Any] = {"run_id": run_id, "status": state.value, "session_id": session_id}
-        if state is PeerRunState.COMPLETED:
+        if state is RunState.COMPLETED:
             body["output"] = said if said is not None else "\n".join(artifacts)
-        elif state.settled:
+        elif of_state(state).settled:
             body["error"] = said or state.value
             body["code"] = self._code(status) or state.value
             if artifacts:
                 body["output"] = "\n".join(artifacts)
-        return PeerRun(
-            state.value,
+        return Run(
+            state,
             run_id=str(run_id) if run_id else None,
             session_id=str(session_id) if session_id else None,
             output=body.get("output"),

@@ -14,8 +14,8 @@ from contextlib import AsyncExitStack
 from typing import Self, TypeVar
 
 from ..errors import PeerError, PeerOutcomeUnknown, PeerUnreachable
-from ..outcome import Outcome, Result
-from .link import PeerAbout, PeerLink, PeerRun, RunEvent
+from ..outcome import Outcome, Result, Run
+from .link import PeerAbout, PeerLink, RunEvent
 
 T = TypeVar("T")
 
@@ -121,10 +121,10 @@ class FailoverLink:
             lambda link: link.start(message, key=key, sender=sender, hops=hops, chain=chain, exchange=exchange)
         )
 
-    async def status(self, run_id: str) -> PeerRun | None:
+    async def status(self, run_id: str) -> Run | None:
         return await self._each(lambda link: link.status(run_id))
 
-    async def stop(self, run_id: str) -> PeerRun:
+    async def stop(self, run_id: str) -> Run:
         return await self._each(lambda link: link.stop(run_id))
 
     async def events(self, run_id: str) -> AsyncIterator[RunEvent]:

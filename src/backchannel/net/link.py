@@ -1,8 +1,7 @@
 """What the core says to another gateway, in typed values: the `PeerLink` protocol and what it answers.
 
     PeerLink       dm, start, status, stop, events (and what the peer is: about, health) for one peer target
-    PeerRunState   a peer's run state, as a state the core can act on (`UNKNOWN` for one it does not know)
-    PeerRun        a peer's run: its outcome fields (`outcome.Run`) and what the peer showed, for display
+    Run            a peer's run (`outcome.Run`): its state in our words, what it produced, what the peer showed
     RunEvent       one event of a run's progress (a state reached, a delta of its reply, a tool, a reconnect)
     PeerAbout      what a peer says it is (platform, version, gateway id, what it replays)
 
@@ -12,60 +11,13 @@ is given links (built by the composition root) and reads nothing of either wire.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, field
-from enum import StrEnum
-from typing import Any, Protocol, Self
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Protocol, Self
 
 from ..home.peers import Peer
-from ..outcome import Outcome, Result, Run, of_state
+from ..outcome import Result, Run, of_state, said_state
 from .a2a_card import AgentCard
-
-
-class PeerRunState(StrEnum):
-    """The states a peer's run can be in (Backchannel's, Hermes's and A2A tasks' mapped onto them)."""
-
-    QUEUED = "queued"
-    STARTED = "started"
-    RUNNING = "running"
-    STOPPING = "stopping"
-    HELD = "held"
-    COMPLETED = "completed"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-    EXPIRED = "expired"
-    INTERRUPTED = "interrupted"
-    REFUSED = "refused"
-    DENIED = "denied"
-    UNKNOWN = "unknown"
-
-    @classmethod
-    def of(cls, given: object) -> PeerRunState:
-        """The state a peer named, or `UNKNOWN` for one it did not name or that is none of these."""
-        try:
-            return cls(str(given))
-        except ValueError:
-            return cls.UNKNOWN
-
-    @property
-    def outcome(self) -> Outcome:
-        return of_state(self.value)
-
-    @property
-    def settled(self) -> bool:
-        """Nothing more will happen to the run (of a state it does not know, that cannot be said)."""
-        return self.outcome.settled
-
-
-@dataclass(frozen=True)
-class PeerRun(Run):
-    """A peer's run as it answered for it: `state` is what it said (a state of its own is kept as said)."""
-
-    said: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)  # shown by `peer status`
-
-    @property
-    def phase(self) -> PeerRunState:
-        return PeerRunState.of(self.state)
 
 
 @dataclass(frozen=True)
@@ -82,7 +34,7 @@ class RunEvent:
     @property
     def ends(self) -> bool:
         """The run has ended: this is its closing event (`run.completed`, `run.failed`, …)."""
-        return of_state(self.name.removeprefix("run.")).settled
+        return of_state(said_state(self.name.removeprefix("run."))).settled
 
 
 @dataclass(frozen=True)
@@ -118,7 +70,7 @@ class PeerLink(Protocol):
     """One peer target (a gateway, one of its agents, or an A2A agent) as the core speaks to it.
 
     Errors are classes (`errors.PeerUnreachable`, `PeerAuthRefused`, `PeerRefused`, `PeerOutcomeUnknown`,
-    `NoEventStream`, …); a message's answer is a `Result`, a run's state a `PeerRun`."""
+    `NoEventStream`, …); a message's answer is a `Result`, a run's state a `Run`."""
 
     to: str  # the target's address, `peer:NAME[/AGENT]`
 
@@ -161,11 +113,11 @@ class PeerLink(Protocol):
         """Start a turn and return at once: a receipt with the run id (or a refusal, a failure)."""
         ...
 
-    async def status(self, run_id: str) -> PeerRun | None:
+    async def status(self, run_id: str) -> Run | None:
         """The run as the peer knows it; None when it does not (expired, restarted, never)."""
         ...
 
-    async def stop(self, run_id: str) -> PeerRun:
+    async def stop(self, run_id: str) -> Run:
         """Cancel the run; what it became."""
         ...
 

@@ -17,10 +17,10 @@ from .. import addresses
 from ..errors import PeerAuthRefused, PeerError, PeerOutcomeUnknown, PeerRefused, PeerUnreachable
 from ..home.peers import Peer
 from ..ids import BOT_CHAT_TITLE as BOT_CHAT
-from ..outcome import Result, failed, refused, unknown
+from ..outcome import Result, Run, failed, refused, unknown
 from . import sse, wire
 from .http import ErrorBody, HttpResponse, Naming, OverTransport, Transport, error_of, json_object, quote
-from .link import PeerAbout, PeerRun, RunEvent
+from .link import PeerAbout, RunEvent
 
 REFUSAL_CODES = frozenset(
     {
@@ -264,14 +264,14 @@ class PeerClient(OverTransport):
         )
         return wire.start_result(body, to=self.to, session_id=session_id, key=key, who=self.who)
 
-    async def status(self, run_id: str) -> PeerRun | None:
+    async def status(self, run_id: str) -> Run | None:
         """The run, or None when the peer does not know it (expired, restarted, never)."""
         response = await self._request("GET", f"/v1/runs/{quote(run_id)}")
         if response.status == 404:
             return None
         return wire.run_of(self._json(response, "the status request"), coded=True)
 
-    async def stop(self, run_id: str) -> PeerRun:
+    async def stop(self, run_id: str) -> Run:
         answer = await self._request("POST", f"/v1/runs/{quote(run_id)}/stop", body={})
         return wire.run_of(self._json(answer, "the stop request"), coded=True)
 

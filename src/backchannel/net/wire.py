@@ -1,4 +1,4 @@
-"""The Hermes API-server dialect read into typed values: the one place its answers become `Result`, `PeerRun`,
+"""The Hermes API-server dialect read into typed values: the one place its answers become `Result`, `Run`,
 `RunEvent` and `PeerAbout` (a peer's answers in `net.peer`, the running gateway's in the CLI alike).
 
     chat answer     hermes.peer.send_result (its `result` is the outcome), hermes.session.chat.queued
@@ -15,8 +15,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import GatewayError, PeerError
-from ..outcome import GroupResult, MemberResult, Outcome, Result, Run, of_run, of_state
-from .link import PeerAbout, PeerRun, RunEvent
+from ..outcome import GroupResult, MemberResult, Outcome, Result, Run, of_run, of_state, said_state
+from ..states import RunState
+from .link import PeerAbout, RunEvent
 
 SEND_RESULT = "hermes.peer.send_result"
 QUEUED = "hermes.session.chat.queued"
@@ -66,7 +67,7 @@ def chat_result(body: Mapping[str, Any], *, to: str, session_id: str | None, key
         )
     if body.get("object") == QUEUED:
         run = Run(
-            str(body.get("status") or "queued"),
+            said_state(body.get("status") or "queued"),
             run_id=text(body.get("run_id") or body.get("delivery_id")),
             session_id=sid,
             queue_position=integer(body.get("queue_position")),
@@ -78,7 +79,11 @@ def chat_result(body: Mapping[str, Any], *, to: str, session_id: str | None, key
         content = message.get("content")
         reply = content if isinstance(content, str) else json.dumps(content)
         run = Run(
-            "completed", run_id=text(body.get("run_id")), session_id=sid, output=reply, landed=text(body.get("landed"))
+            RunState.COMPLETED,
+            run_id=text(body.get("run_id")),
+            session_id=sid,
+            output=reply,
+            landed=text(body.get("landed")),
         )
         return of_run(to, run, replayed=replayed, key=key)
     return None
@@ -115,18 +120,19 @@ def start_result(body: Mapping[str, Any], *, to: str, session_id: str, key: str,
     )
 
 
-def run_of(body: Mapping[str, Any], *, coded: bool = False) -> PeerRun:
+def run_of(body: Mapping[str, Any], *, coded: bool = False) -> Run:
     """A run object. `coded`: a failed run that gives no code has its state as its code (a peer's run, where
     the code is all a sender may learn of why)."""
-    state = str(body.get("status") or "unknown")
+    word = str(body.get("status") or "unknown")
+    state = said_state(word)
     failed = coded and of_state(state) is Outcome.FAILED
-    return PeerRun(
+    return Run(
         state,
         run_id=text(body.get("run_id")),
         session_id=text(body.get("session_id")),
         output=body.get("output") if isinstance(body.get("output"), str) else None,
         error=text(body.get("error")),
-        code=text(body.get("code")) or (state if failed else None),
+        code=text(body.get("code")) or (word if failed else None),
         queue_position=integer(body.get("queue_position")),
         said=dict(body),
     )

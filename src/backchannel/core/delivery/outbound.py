@@ -28,8 +28,8 @@ from ...errors import (
     StoreError,
 )
 from ...home import peers as registry
-from ...net.link import PeerAbout, PeerLink, PeerLinks, PeerRun, RunEvent
-from ...outcome import Outcome, Result, Run, of_run, unknown
+from ...net.link import PeerAbout, PeerLink, PeerLinks, RunEvent
+from ...outcome import Outcome, Result, Run, of_run, said_state, unknown
 from ...store import outbound as outstore
 from ...store.driver import Db
 from ..queue.commits import commits
@@ -232,9 +232,7 @@ class Outbound:
         return result, about
 
     @commits
-    async def status(
-        self, peer: registry.Peer, run_id: str, *, agent: str | None = None
-    ) -> tuple[Result, PeerRun | None]:
+    async def status(self, peer: registry.Peer, run_id: str, *, agent: str | None = None) -> tuple[Result, Run | None]:
         """The state of run `run_id` on `peer` (the agent is known from our record of sending it)."""
         row, agent = await self._sent(peer, run_id, agent)
         async with self.client(peer, agent) as client:
@@ -283,7 +281,7 @@ class Outbound:
                 await asyncio.sleep(0.5)
 
     @commits
-    async def stop(self, peer: registry.Peer, run_id: str, *, agent: str | None = None) -> tuple[Result, PeerRun]:
+    async def stop(self, peer: registry.Peer, run_id: str, *, agent: str | None = None) -> tuple[Result, Run]:
         row, agent = await self._sent(peer, run_id, agent)
         async with self.client(peer, agent) as client:
             found = await client.stop(run_id)
@@ -323,7 +321,7 @@ class Outbound:
         peer: registry.Peer,
         agent: str | None,
         run_id: str,
-        found: PeerRun | None,
+        found: Run | None,
         row: outstore.Outbound | None,
     ) -> Result:
         """What the peer says of a run, as an outcome; a known end settles our record and wakes its sender."""
@@ -439,7 +437,7 @@ def _failure_state(exc: PeerError) -> str:
 def _result_of(row: outstore.Outbound, *, replayed: bool = False) -> Result:
     """A message to a peer as our ledger last knew it (its state there is an outcome, or a run state)."""
     run = Run(
-        row.state,
+        said_state(row.state),
         run_id=row.remote_run_id,
         session_id=row.remote_session_id,
         output=row.reply,

@@ -66,7 +66,7 @@ class RunSpans:
             error=(run.error or run.state.value) if bad else None,
             code=(run.error_code or run.state.value) if bad else None,
             attributes={
-                "backchannel.outcome": of_state(run.state.value).value,
+                "backchannel.outcome": of_state(run.state).value,
                 "backchannel.state": run.state.value if bad else None,  # completed: the outcome says it
                 "backchannel.steered_into": run.steered_into,
                 "gen_ai.usage.input_tokens": run.tokens_in,
