@@ -66,13 +66,13 @@ def test_the_send_command_loads_no_core_or_sdk_before_it_runs_in_process() -> No
     assert not _loaded_after(code) & {"mcp", "mcp_types", "a2a", "jinja2", "uvicorn", "starlette"}
 
 
-def test_a_send_answered_in_process_loads_no_http_client_server_or_sdk(initialised: Path) -> None:
-    """No gateway runs: the echo agent answers in this process, and nothing that speaks HTTP is loaded for it
-    (the push receivers' client comes with the first push, the Hermes client with a hermes profile's lookup)."""
+def test_a_send_answered_in_process_loads_its_one_client_and_no_sdk(initialised: Path) -> None:
+    """No gateway runs: the echo agent answers in this process, through the gateway's own app and the same client
+    as over the network; no SDK (MCP, A2A), template engine or other HTTP client is loaded for it."""
     code = f"{_command('send', 'default', 'hello')}\nassert 'backchannel.core.gateway' in sys.modules, 'in-process'"
     loaded = _loaded_after(code)
-    assert not loaded & {"httpx", "mcp", "mcp_types", "a2a", "jinja2", "uvicorn", "starlette", "aiohttp"}
-    assert {"pydantic", "yaml"} <= loaded  # the home's config was read
+    assert not loaded & {"mcp", "mcp_types", "a2a", "jinja2", "aiohttp"}
+    assert {"httpx", "starlette", "pydantic", "yaml"} <= loaded  # the one client, the app, the home's config
 
 
 def test_the_commands_are_listed_without_importing_any() -> None:

@@ -1,6 +1,7 @@
 """How a CLI command reaches the agents: the running gateway when there is one, else the same gateway in-process.
 
-`gateway_link` gives the one or the other as a `link.GatewayLink`; the commands speak only to that.
+`gateway_link` gives the one or the other behind one client (`link_http.HttpGateway`); the commands speak only to
+that.
 """
 
 from __future__ import annotations
@@ -19,11 +20,12 @@ from ..errors import BackchannelError, DeliveryError, Interrupted, UsageError
 from ..home import config
 from ..home.runtime import listening
 from ..outcome import Outcome, Result
-from .link import GatewayLink, Progress, Where
+from .link import Progress, Where
 
 if TYPE_CHECKING:  # the core (and so every engine and SDK) loads only for a command that runs it in-process
     from ..core.gateway import Gateway
     from ..net.local import GatewayClient
+    from .link_http import HttpGateway
 
 __all__ = ["Sent", "Where", "deliver", "find_gateway", "gateway_link", "home_gateway", "on_home"]
 
@@ -137,20 +139,22 @@ async def find_gateway(root: Path) -> GatewayClient | None:
 
 
 @contextlib.asynccontextmanager
-async def gateway_link(root: Path) -> AsyncIterator[GatewayLink]:
-    """The running gateway of this home when there is one, else the same gateway in-process."""
+async def gateway_link(root: Path) -> AsyncIterator[HttpGateway]:
+    """This home's gateway as the command speaks to it: the running one when there is one, else the same gateway
+    started in this process (`link_local.in_process_client`), through the same client."""
+    from .link_http import HttpGateway
+
     client = await find_gateway(root)
-    if client is None:
-        from .link_local import LocalGateway
-
-        yield LocalGateway(root)
+    if client is not None:
+        try:
+            yield HttpGateway(client)
+        finally:
+            await client.aclose()
         return
-    from .link_http import HttpGateway  # the HTTP client loads only when a gateway answers
+    from .link_local import in_process_client
 
-    try:
-        yield HttpGateway(client)
-    finally:
-        await client.aclose()
+    async with in_process_client(root) as local:
+        yield HttpGateway(local, via="local")
 
 
 async def deliver(

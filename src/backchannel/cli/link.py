@@ -1,24 +1,15 @@
-"""What a CLI command says to this home's gateway: the `GatewayLink` protocol, whichever way it is reached.
+"""What a CLI command's messages are made of, whichever gateway answers them (`link_http.HttpGateway`).
 
-    GatewayLink   send (a message to any address, shown live or not), run, stop, events (a run's progress
-                  until its end)
-    Where         the session a message goes to
-    Progress      what a live delivery shows as it goes (the reply's text, waits in the queue)
-
-Two implementations: `link_http.HttpGateway` (the running gateway, over HTTP) and `link_local.LocalGateway`
-(the same gateway in-process, through the composition root). Both answer `Result` and `RunEvent`s;
-`connect.gateway_link` picks one.
+Where         the session a message goes to
+Progress      what a live delivery shows as it goes (the reply's text, waits in the queue)
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Protocol
 
-from ..addresses import LocalAddress, Target
-from ..net.link import RunEvent
-from ..outcome import GroupResult, Result
+from ..addresses import LocalAddress
 
 FOLLOW_WAIT_SECONDS = 600.0  # a wait for the end is asked of the gateway in bounds of this long
 
@@ -62,38 +53,4 @@ class Progress(Protocol):
 
     def delta(self, text: str) -> None:
         """More of the reply's text."""
-        ...
-
-
-class GatewayLink(Protocol):
-    """This home's gateway as the CLI speaks to it: its answers are outcomes (`Result`) and run events."""
-
-    via: Literal["gateway", "local"]
-
-    async def send(
-        self,
-        to: Target,
-        message: str,
-        *,
-        wait: float | None,
-        key: str,
-        sender: str = "human:cli",
-        progress: Progress | None = None,
-        steer: bool = False,
-    ) -> Result | GroupResult:
-        """Deliver as the person to any address (a profile: its Bot Chat, made on first use; a peer's agent; each
-        member of a group) and wait up to `wait` seconds (None: until the run ends); with `progress`, show a
-        session's run as it goes; with `steer`, into the session's running turn (when it can take it)."""
-        ...
-
-    async def run(self, run_id: str) -> Result:
-        """A run's outcome as it stands."""
-        ...
-
-    async def stop(self, run_id: str) -> Result:
-        """Cancel a queued or held run, or interrupt its turn; what it became."""
-        ...
-
-    def events(self, run_id: str) -> AsyncIterator[RunEvent]:
-        """A run's events, past and future, until it ends."""
         ...

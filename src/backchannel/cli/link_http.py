@@ -1,5 +1,6 @@
-"""`GatewayLink` over HTTP: the running gateway of this home, through its own routes (`net.local`), its answers
-read by `net.wire` (the gateway speaks the Hermes dialect, as a peer does). A message is one request
+"""This home's gateway as a CLI command speaks to it: through its own routes (`net.local`), its answers read by
+`net.wire` (the gateway speaks the Hermes dialect, as a peer does); the running gateway over the network, or the
+same gateway in this process through its app (`connect.gateway_link`). A message is one request
 (`POST /v1/messages`), whatever its address: the gateway resolves it."""
 
 from __future__ import annotations
@@ -27,12 +28,12 @@ POLL_SECONDS = 0.25
 
 
 class HttpGateway:
-    """The running gateway, reached at the port its runtime file names."""
+    """The home's gateway through its client: `via` says which (`gateway`: the running one; `local`: this
+    process's, none running)."""
 
-    via: Literal["gateway", "local"] = "gateway"
-
-    def __init__(self, client: GatewayClient) -> None:
+    def __init__(self, client: GatewayClient, via: Literal["gateway", "local"] = "gateway") -> None:
         self.client = client
+        self.via = via
 
     async def send(
         self,
@@ -45,6 +46,9 @@ class HttpGateway:
         progress: Progress | None = None,
         steer: bool = False,
     ) -> Result | GroupResult:
+        """Deliver as the person to any address (a profile: its Bot Chat, made on first use; a peer's agent; each
+        member of a group) and wait up to `wait` seconds (None: until the run ends); with `progress`, show a
+        session's run as it goes; with `steer`, into the session's running turn (when it can take it)."""
         asked = FOLLOW_WAIT_SECONDS if wait is None else wait
         if progress is not None:
             return await self._live(to, message, wait=wait, key=key, sender=sender, progress=progress, steer=steer)
@@ -126,12 +130,15 @@ class HttpGateway:
             await asyncio.sleep(POLL_SECONDS)
 
     async def run(self, run_id: str) -> Result:
+        """A run's outcome as it stands."""
         return wire.gateway_run((await self.client.request("GET", f"/v1/runs/{quote(run_id)}")).body)
 
     async def stop(self, run_id: str) -> Result:
+        """Cancel a queued or held run, or interrupt its turn; what it became."""
         return wire.gateway_run((await self.client.request("POST", f"/v1/runs/{quote(run_id)}/stop")).body)
 
     async def events(self, run_id: str) -> AsyncIterator[RunEvent]:
+        """A run's events, past and future, until it ends."""
         async for data in self.client.events(run_id):
             event = wire.event_of(data)
             yield event

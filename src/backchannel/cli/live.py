@@ -1,6 +1,6 @@
 """A person's message answered live: the reply shown as the engine produces it and, while its run waits in
-the session's queue, behind how many runs (the running gateway's message stream, else the same in-process:
-either `GatewayLink` shows it through a `Watch`)."""
+the session's queue, behind how many runs (the gateway's message stream, running or in this process, shown
+through a `Watch`)."""
 
 from __future__ import annotations
 

@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # httpx loads with the first client made: a command that send
     import httpx
 
     from .checked_network import AddressCheck
+    from .in_process import App
 
 DEFAULT_TIMEOUT = 30.0
 CONNECT_TIMEOUT = 10.0
@@ -262,12 +263,14 @@ class Transport:
         keep_alive: bool = True,
         max_connections: int | None = None,
         check_address: AddressCheck | None = None,
+        app: App | None = None,
     ) -> None:
         """`key` None: no Authorization header (a local model server needs none). `keep_alive` False: each
         request on a fresh connection, closed after its answer (a server that closes idle connections as it
         likes then never races a request sent on one). `check_address`: called with the host and each address
         it resolves to when a connection is made, raising to refuse it (push receivers are screened so).
-        `connect_timeout`: the part of any timeout that making a connection may take."""
+        `connect_timeout`: the part of any timeout that making a connection may take. `app`: an ASGI app in this
+        process answers, through no socket (the CLI's own gateway when none runs)."""
         if key is not None and (not key or not all("!" <= c <= "~" for c in key)):
             raise ConfigError(f"the key for {naming.who} must be visible ASCII characters (no spaces)")
         import httpx
@@ -285,6 +288,8 @@ class Transport:
             headers["Connection"] = "close"  # and the server hears it: no idle connection kept on either side
         if check_address:
             from .checked_network import checked_transport
+        if app is not None:
+            from .in_process import InProcessTransport
         limits = httpx.Limits(max_connections=max_connections or 100, max_keepalive_connections=20 if keep_alive else 0)
         self._http = httpx.AsyncClient(
             headers=headers,
@@ -293,7 +298,13 @@ class Transport:
             verify=system_tls(),
             trust_env=False,
             limits=limits,
-            transport=checked_transport(check_address, limits=limits, tls=system_tls()) if check_address else None,
+            transport=(
+                InProcessTransport(app)
+                if app is not None
+                else checked_transport(check_address, limits=limits, tls=system_tls())
+                if check_address
+                else None
+            ),
         )
 
     def __repr__(self) -> str:

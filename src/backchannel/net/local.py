@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import __version__
 from ..errors import (
@@ -21,6 +21,9 @@ from ..errors import (
 )
 from . import sse, wire
 from .http import Naming, Transport, error_of, json_object, quote
+
+if TYPE_CHECKING:
+    from .in_process import App
 
 PROBE_TIMEOUT = 0.5
 USER_AGENT = "backchannel-cli"  # every request of the CLI's says so (the probe with no key too)
@@ -38,7 +41,8 @@ class Answer:
 class GatewayClient:
     """Requests to this home's gateway as the person, with the home's API key."""
 
-    def __init__(self, base_url: str, api_key: str, *, timeout: float = TIMEOUT) -> None:
+    def __init__(self, base_url: str, api_key: str, *, timeout: float = TIMEOUT, app: App | None = None) -> None:
+        """`app`: the gateway's ASGI app in this process, answering through no socket (`in_process`)."""
         self.base_url = base_url.rstrip("/")
         self._naming = Naming(
             who=f"the gateway at {self.base_url}",
@@ -52,6 +56,7 @@ class GatewayClient:
             follow_redirects=False,
             timeout=timeout,
             user_agent=USER_AGENT,
+            app=app,
         )
 
     @classmethod
@@ -60,6 +65,12 @@ class GatewayClient:
         host = host if host not in ("0.0.0.0", "::", "") else "127.0.0.1"
         host = f"[{host}]" if ":" in host else host
         return cls(f"http://{host}:{port}", api_key)
+
+    @classmethod
+    def in_process(cls, app: App, api_key: str) -> GatewayClient:
+        """This home's gateway built in this process (none runs), reached through its own app: the same requests
+        and answers as over the network."""
+        return cls("http://gateway.in-process", api_key, app=app)
 
     async def aclose(self) -> None:
         await self._http.aclose()

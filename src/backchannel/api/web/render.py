@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import re
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jinja2
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
@@ -43,20 +43,31 @@ def short(text: str | None, limit: int = 120) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-_env = jinja2.Environment(
-    loader=jinja2.PackageLoader("backchannel.api.web", "templates"),
-    autoescape=True,
-    undefined=jinja2.StrictUndefined,
-    trim_blocks=True,
-    lstrip_blocks=True,
-)
-_env.filters.update(when=when, session_of=session_of, short=short, head=addresses.head)
-_env.tests.update(remote=addresses.is_remote)
-_env.globals.update(version=__version__)
+if TYPE_CHECKING:
+    import jinja2
+
+
+@functools.cache
+def _templates() -> jinja2.Environment:
+    """The templates, loaded with the first page (a gateway that serves none, or a command's own, never loads
+    Jinja2)."""
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("backchannel.api.web", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(when=when, session_of=session_of, short=short, head=addresses.head)
+    env.tests.update(remote=addresses.is_remote)
+    env.globals.update(version=__version__)
+    return env
 
 
 def fragment(template: str, **context: Any) -> str:
-    return _env.get_template(template).render(**context)
+    return _templates().get_template(template).render(**context)
 
 
 def page(request: Request, template: str, *, status: int = 200, **context: Any) -> HTMLResponse:

@@ -226,6 +226,8 @@ class Delivery:
         if run.state.terminal and not self.hub.known(run_id):
             yield terminal_event(run)
             return
+        if run.state is RunState.QUEUED:
+            self.queue.take_up(run.session_id)  # followed here: worked here too, whatever this process's scope
         elsewhere = not self.queue.owns(run_id)  # it may run on another gateway of a shared store
         async for event in self.hub.follow(run_id, keepalive=keepalive, reserved=reserved, elsewhere=elsewhere):
             if event is None:

@@ -196,9 +196,14 @@ class RunQueue:
                 self._on_state(run, run.state)
                 if run.state is RunState.QUEUED:
                     self._hand(run.session_id, None)
-        elif run.state is RunState.QUEUED:  # asked again while it waits: worked here too, whatever this one's scope
-            self._hand(run.session_id, None)
+        elif run.state is RunState.QUEUED:  # asked again while it waits: worked here too
+            self.take_up(run.session_id)
         return run, created
+
+    def take_up(self, session_id: str) -> None:
+        """Work the session's queued runs here too, whatever this process's `scope` (a CLI's own gateway works the
+        sessions of the runs its command sends or follows); a session handed out already is left as it is."""
+        self._hand(session_id, None)
 
     async def discover(self) -> None:
         """Hand out the sessions with queued runs found in the store (within `scope`)."""
