@@ -236,8 +236,9 @@ async def _unexpected(request: Request, exc: Exception) -> Response:
 MCP_METHODS = ["GET", "POST", "DELETE"]
 
 
-def create_app(ctx: Context, *, lifespan: Callable[[Starlette], Any] | None = None) -> Starlette:
-    """The app; `lifespan` (the gateway's start and stop) runs around the MCP endpoint's own."""
+def create_app(ctx: Context, *, lifespan: Callable[[Starlette], Any] | None = None, web_view: bool = True) -> Starlette:
+    """The app; `lifespan` (the gateway's start and stop) runs around the MCP endpoint's own. Without `web_view`
+    (a command's own gateway, which no browser reaches) it serves no pages and keeps no cookie secret."""
     mcp = McpRoute(ctx.gateway, ctx.api_key)
     a2a = A2AEndpoints()
     api = [*_api_routes(a2a), Route("/mcp", LfStream(mcp), methods=MCP_METHODS)]  # the MCP SDK's streams: LF
@@ -253,7 +254,7 @@ def create_app(ctx: Context, *, lifespan: Callable[[Starlette], Any] | None = No
         Route("/v1/health", routes_about.health, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
         *api,
-        *web.routes(),
+        *(web.routes() if web_view else ()),
     ]
 
     @contextlib.asynccontextmanager
@@ -261,7 +262,8 @@ def create_app(ctx: Context, *, lifespan: Callable[[Starlette], Any] | None = No
         async with contextlib.AsyncExitStack() as stack:
             if lifespan is not None:
                 await stack.enter_async_context(lifespan(app))
-            await app.state.web_auth.logouts.load()  # the web view's logouts, once the gateway's store is open
+            if web_view:
+                await app.state.web_auth.logouts.load()  # the web view's logouts, once the gateway's store is open
             await stack.enter_async_context(mcp.running())
             yield
 
@@ -271,5 +273,6 @@ def create_app(ctx: Context, *, lifespan: Callable[[Starlette], Any] | None = No
         lifespan=both,
     )
     app.state.backchannel = ctx
-    app.state.web_auth = web.make_auth(ctx.gateway.root, ctx.api_key, ctx.gateway.revocations)
+    if web_view:
+        app.state.web_auth = web.make_auth(ctx.gateway.root, ctx.api_key, ctx.gateway.revocations)
     return app

@@ -10,25 +10,9 @@ from typing import Any
 import click
 
 from ..home import config
-from ..records import Run
 from . import complete
-from .connect import find_gateway, on_home
+from .connect import gateway_link
 from .output import emit, examples, note, table, when
-
-
-def _row(run: Run) -> dict[str, Any]:
-    return {
-        "run_id": run.id,
-        "status": run.state.value,
-        "sender": run.sender,
-        "profile": run.profile,
-        "session_id": run.session_id,
-        "message": run.message,
-        "hops": run.hops,
-        "created_at": run.created_at,
-        "expires_at": run.expires_at,
-        "error": run.error,
-    }
 
 
 def _keep(body: dict[str, Any]) -> dict[str, Any]:
@@ -36,15 +20,10 @@ def _keep(body: dict[str, Any]) -> dict[str, Any]:
     return {**{n: body.get(n) for n in names}, "error": body.get("error")}
 
 
-async def _call(method: str, path: str, json: dict[str, Any] | None = None) -> dict[str, Any] | None:
-    """The running gateway's answer, or None when none runs (the caller acts in-process)."""
-    client = await find_gateway(config.home())
-    if client is None:
-        return None
-    try:
-        return (await client.request(method, path, json=json)).body
-    finally:
-        await client.aclose()
+async def _call(method: str, path: str, json: dict[str, Any] | None = None) -> tuple[dict[str, Any], str]:
+    """The gateway's answer (the running one, else this home's in this process), and which answered."""
+    async with gateway_link(config.home(), works=False) as link:
+        return (await link.client.request(method, path, json=json)).body, link.via
 
 
 @click.command("held", epilog=examples("backchannel held", "backchannel held -p research --json"))
@@ -57,11 +36,8 @@ def held(profile_name: str | None, as_json: bool) -> None:
     root = config.home()
     config.require_home(root)
     prefix = f"/p/{urllib.parse.quote(profile_name, safe='')}" if profile_name else ""
-    body = asyncio.run(_call("GET", f"{prefix}/v1/held"))
-    if body is not None:
-        rows = [_keep(r) for r in body.get("data", [])]
-    else:
-        rows = [_row(r) for r in on_home(root, lambda gateway: gateway.holds.held(profile=profile_name))]
+    body, _ = asyncio.run(_call("GET", f"{prefix}/v1/held"))
+    rows = [_keep(r) for r in body.get("data", [])]
 
     def text() -> None:
         if not rows:
@@ -93,10 +69,10 @@ def approve(run_id: str, as_json: bool) -> None:
     Its turn runs, and its sender gets the reply."""
     root = config.home()
     config.require_home(root)
-    body = asyncio.run(_call("POST", f"/v1/held/{urllib.parse.quote(run_id, safe='')}/approve"))
-    row = _keep(body) if body is not None else _row(on_home(root, lambda gateway: gateway.holds.approve(run_id)))
+    body, via = asyncio.run(_call("POST", f"/v1/held/{urllib.parse.quote(run_id, safe='')}/approve"))
+    row = _keep(body)
     emit(row, as_json=as_json, text=lambda: click.echo(f"{row['run_id']}: approved, {row['status']}"))
-    if body is None and not as_json:
+    if via == "local" and not as_json:
         note("no gateway is running: its turn runs when `backchannel gateway` starts")
     sys.exit(0)
 
@@ -112,6 +88,6 @@ def deny(run_id: str, why: str | None, as_json: bool) -> None:
     root = config.home()
     config.require_home(root)
     path = f"/v1/held/{urllib.parse.quote(run_id, safe='')}/deny"
-    body = asyncio.run(_call("POST", path, {"why": why} if why else {}))
-    row = _keep(body) if body is not None else _row(on_home(root, lambda gateway: gateway.holds.deny(run_id, why=why)))
+    body, _ = asyncio.run(_call("POST", path, {"why": why} if why else {}))
+    row = _keep(body)
     emit(row, as_json=as_json, text=lambda: click.echo(f"{row['run_id']}: denied ({row['error']})"))
