@@ -24,7 +24,16 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from .errors import BackchannelError, PeerOutcomeUnknown
+from .errors import (
+    BackchannelError,
+    Conflict,
+    Forbidden,
+    NotFound,
+    PeerOutcomeUnknown,
+    PeerRefused,
+    Refused,
+    UsageError,
+)
 from .states import RunState
 
 RECEIPT_DETAIL = "accepted and queued: do not resend. The reply comes when the run ends; ask for it with its run id."
@@ -32,6 +41,9 @@ RUNNING_DETAIL = "accepted, and its turn is running: do not resend. The reply co
 WATCHING = "watching"  # the state of a notify_when_idle asked of a busy session
 WATCHING_DETAIL = "busy now: a notice comes into this session once it has nothing queued or running."
 HELD_DETAIL = "held for the target's person to approve: do not resend. The outcome comes when the person decides."
+
+# The errors that refuse a request as given: sent again unchanged, it is refused again.
+REFUSING = (UsageError, NotFound, Conflict, Refused, Forbidden, PeerRefused)
 
 
 class Outcome(StrEnum):
@@ -274,12 +286,13 @@ def refused(to: str, code: str | None, reason: str, **fields: Any) -> Result:
 
 
 def of_error(error: BackchannelError) -> Outcome:
-    """What an error means for the message (or tool call) it stopped: a request that cannot succeed as given
-    (exit 2: a bad argument, an unknown name, a policy) was refused; a peer's silence after the request may
-    have arrived is unknown; anything else (a limit, a gateway or engine down) failed: nothing was accepted."""
+    """What an error means for the message (or tool call) it stopped, by its class: a request that cannot succeed
+    as given (a bad argument, an unknown name, a conflict, a policy: ours or a peer's) was refused; a peer's silence
+    after the request may have arrived is unknown; anything else (a limit, a store, a gateway or engine down)
+    failed: nothing was accepted."""
     if isinstance(error, PeerOutcomeUnknown) or error.code == PeerOutcomeUnknown.code:  # the gateway's silence too
         return Outcome.UNKNOWN
-    return Outcome.REFUSED if error.exit_code == 2 else Outcome.FAILED
+    return Outcome.REFUSED if isinstance(error, REFUSING) else Outcome.FAILED
 
 
 def of_http_error(status: int) -> Outcome:
