@@ -36,7 +36,7 @@ from ..states import RunState
 from . import a2a_card, sse
 from .a2a_card import AgentCard
 from .http import HttpResponse, Naming, OverTransport, Transport, error_of
-from .link import PeerAbout, RunEvent
+from .link import PLAIN, Envelope, PeerAbout, RunEvent
 
 VERSION_HEADER = {"A2A-Version": "1.0"}
 POLL_SECONDS = 0.1
@@ -237,10 +237,7 @@ class A2APeerClient(OverTransport):
         *,
         wait: float,
         key: str,
-        sender: str = "default",
-        hops: int = 0,
-        chain: tuple[str, ...] = (),
-        exchange: str | None = None,
+        envelope: Envelope = PLAIN,
     ) -> Result:
         """SendMessage and its task within `wait` seconds: the reply, a receipt (the task goes on), or why not.
 
@@ -248,7 +245,7 @@ class A2APeerClient(OverTransport):
         again with the same messageId when the wait runs out; any other gets returnImmediately, then GetTask
         until the task ends or the wait does (so nothing is ever sent twice)."""
         blocking = wait > 0 and await self.dedups_chat()
-        carried = a2a_extension.HopsChain(hops=hops, chain=chain, profile=sender, exchange=exchange)
+        carried = _carried(envelope)
         started = time.monotonic()
         try:
             task = await self._message(
@@ -292,14 +289,11 @@ class A2APeerClient(OverTransport):
         message: str,
         *,
         key: str,
-        sender: str = "default",
-        hops: int = 0,
-        chain: tuple[str, ...] = (),
-        exchange: str | None = None,
+        envelope: Envelope = PLAIN,
     ) -> Result:
         """SendMessage with returnImmediately: a receipt with the task id (or a refusal, a failure)."""
         try:
-            carried = a2a_extension.HopsChain(hops=hops, chain=chain, profile=sender, exchange=exchange)
+            carried = _carried(envelope)
             task = await self._message(message, key=key, carried=carried, immediately=True, timeout=self.timeout)
         except PeerRefused as exc:
             return refused(self.to, exc.code, exc.message, idempotency_key=key)
@@ -444,3 +438,10 @@ def _told(span: Any, data: dict[str, Any] | None) -> None:
         )
     elif data is not None and isinstance(data.get("error"), dict):
         tracing.annotate(span, {"error.type": str(data["error"].get("code"))})
+
+
+def _carried(envelope: Envelope) -> a2a_extension.HopsChain:
+    """A message's envelope as the A2A extension carries it in the message's metadata."""
+    return a2a_extension.HopsChain(
+        hops=envelope.hops, chain=envelope.chain, profile=envelope.sender, exchange=envelope.exchange
+    )

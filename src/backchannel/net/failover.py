@@ -15,7 +15,7 @@ from typing import Self, TypeVar
 
 from ..errors import PeerError, PeerOutcomeUnknown, PeerUnreachable
 from ..outcome import Outcome, Result, Run
-from .link import PeerAbout, PeerLink, RunEvent
+from .link import PLAIN, Envelope, PeerAbout, PeerLink, RunEvent
 
 T = TypeVar("T")
 
@@ -98,28 +98,18 @@ class FailoverLink:
         *,
         wait: float,
         key: str,
-        sender: str = "default",
-        hops: int = 0,
-        chain: tuple[str, ...] = (),
-        exchange: str | None = None,
+        envelope: Envelope = PLAIN,
     ) -> Result:
-        return await self._each(
-            lambda link: link.dm(message, wait=wait, key=key, sender=sender, hops=hops, chain=chain, exchange=exchange)
-        )
+        return await self._each(lambda link: link.dm(message, wait=wait, key=key, envelope=envelope))
 
     async def start(
         self,
         message: str,
         *,
         key: str,
-        sender: str = "default",
-        hops: int = 0,
-        chain: tuple[str, ...] = (),
-        exchange: str | None = None,
+        envelope: Envelope = PLAIN,
     ) -> Result:
-        return await self._each(
-            lambda link: link.start(message, key=key, sender=sender, hops=hops, chain=chain, exchange=exchange)
-        )
+        return await self._each(lambda link: link.start(message, key=key, envelope=envelope))
 
     async def status(self, run_id: str) -> Run | None:
         return await self._each(lambda link: link.status(run_id))

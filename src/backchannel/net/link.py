@@ -2,6 +2,7 @@
 
     PeerLink       dm, start, status, stop, events (and what the peer is: about, health) for one peer target
     Run            a peer's run (`outcome.Run`): its state in our words, what it produced, what the peer showed
+    Envelope       what a message to a peer carries besides its text (sender, hop, chain, exchange)
     RunEvent       one event of a run's progress (a state reached, a delta of its reply, a tool, a reconnect)
     PeerAbout      what a peer says it is (platform, version, gateway id, what it replays)
 
@@ -18,6 +19,20 @@ from typing import Protocol, Self
 from ..home.peers import Peer
 from ..outcome import Result, Run, of_state, said_state
 from .a2a_card import AgentCard
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """What a message to a peer carries besides its text: the profile that sends it, its hop, the sessions waiting
+    on it (oldest first) and the exchange it belongs to (None: not said)."""
+
+    sender: str = "default"
+    hops: int = 0
+    chain: tuple[str, ...] = ()
+    exchange: str | None = None
+
+
+PLAIN = Envelope()  # the person's own message: hop 0, nothing waiting on it
 
 
 @dataclass(frozen=True)
@@ -92,10 +107,7 @@ class PeerLink(Protocol):
         *,
         wait: float,
         key: str,
-        sender: str = "default",
-        hops: int = 0,
-        chain: tuple[str, ...] = (),
-        exchange: str | None = None,
+        envelope: Envelope = PLAIN,
     ) -> Result:
         """Deliver and wait up to `wait` seconds: the reply, a receipt, a refusal, or unknown."""
         ...
@@ -105,10 +117,7 @@ class PeerLink(Protocol):
         message: str,
         *,
         key: str,
-        sender: str = "default",
-        hops: int = 0,
-        chain: tuple[str, ...] = (),
-        exchange: str | None = None,
+        envelope: Envelope = PLAIN,
     ) -> Result:
         """Start a turn and return at once: a receipt with the run id (or a refusal, a failure)."""
         ...

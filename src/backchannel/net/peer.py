@@ -20,7 +20,7 @@ from ..ids import BOT_CHAT_TITLE as BOT_CHAT
 from ..outcome import Result, Run, failed, refused, unknown
 from . import sse, wire
 from .http import ErrorBody, HttpResponse, Naming, OverTransport, Transport, error_of, json_object, quote
-from .link import PeerAbout, RunEvent
+from .link import PLAIN, Envelope, PeerAbout, RunEvent
 
 REFUSAL_CODES = frozenset(
     {
@@ -175,16 +175,18 @@ class PeerClient(OverTransport):
 
     # --- verbs ---------------------------------------------------------------------------------
 
-    def _delivery_headers(
-        self, key: str, *, sender: str, wait: float | None, hops: int, chain: tuple[str, ...], exchange: str | None
-    ) -> dict[str, str]:
-        headers = {"Idempotency-Key": key, "X-Hermes-Sender-Profile": sender, "X-Backchannel-Hops": str(hops)}
+    def _delivery_headers(self, key: str, envelope: Envelope, *, wait: float | None) -> dict[str, str]:
+        headers = {
+            "Idempotency-Key": key,
+            "X-Hermes-Sender-Profile": envelope.sender,
+            "X-Backchannel-Hops": str(envelope.hops),
+        }
         if wait is not None:
             headers["X-Hermes-Wait-Seconds"] = f"{max(wait, 0.001):g}"
-        if chain:
-            headers["X-Backchannel-Chain"] = ",".join(chain)
-        if exchange:
-            headers["X-Backchannel-Exchange"] = exchange
+        if envelope.chain:
+            headers["X-Backchannel-Chain"] = ",".join(envelope.chain)
+        if envelope.exchange:
+            headers["X-Backchannel-Exchange"] = envelope.exchange
         if self.gateway_id:
             headers["X-Backchannel-Gateway"] = self.gateway_id
         return headers
@@ -195,10 +197,7 @@ class PeerClient(OverTransport):
         *,
         wait: float,
         key: str,
-        sender: str = "default",
-        hops: int = 0,
-        chain: tuple[str, ...] = (),
-        exchange: str | None = None,
+        envelope: Envelope = PLAIN,
     ) -> Result:
         """Deliver into the Bot Chat and wait up to `wait` seconds: the reply, a receipt, or why not.
 
@@ -208,7 +207,7 @@ class PeerClient(OverTransport):
         # Known before the message leaves: a peer killed mid-request cannot say afterwards whether it deduplicates.
         dedups = await self.dedups_chat()
         path = f"/api/sessions/{quote(session_id)}/chat"
-        headers = self._delivery_headers(key, sender=sender, wait=wait, hops=hops, chain=chain, exchange=exchange)
+        headers = self._delivery_headers(key, envelope, wait=wait)
         try:
             response = await self._request(
                 "POST", path, body={"message": message}, headers=headers, timeout=wait + self.timeout
@@ -250,14 +249,11 @@ class PeerClient(OverTransport):
         message: str,
         *,
         key: str,
-        sender: str = "default",
-        hops: int = 0,
-        chain: tuple[str, ...] = (),
-        exchange: str | None = None,
+        envelope: Envelope = PLAIN,
     ) -> Result:
         """Start a turn in the Bot Chat and return at once: a receipt with the run id (or a refusal, a failure)."""
         session_id = await self.bot_chat()
-        headers = self._delivery_headers(key, sender=sender, wait=None, hops=hops, chain=chain, exchange=exchange)
+        headers = self._delivery_headers(key, envelope, wait=None)
         body = self._json(
             await self._request("POST", "/v1/runs", body={"input": message, "session_id": session_id}, headers=headers),
             "the run",

@@ -28,7 +28,7 @@ from ...errors import (
     StoreError,
 )
 from ...home import peers as registry
-from ...net.link import PeerAbout, PeerLink, PeerLinks, RunEvent
+from ...net.link import Envelope, PeerAbout, PeerLink, PeerLinks, RunEvent
 from ...outcome import Outcome, Result, Run, of_run, said_state, unknown
 from ...store import outbound as outstore
 from ...store.driver import Db
@@ -162,15 +162,7 @@ class Outbound:
         await self.db.durable()  # the ledger holds the message before it leaves
         try:
             async with self.client(peer, agent) as client:
-                result = await client.dm(
-                    message,
-                    wait=wait,
-                    key=key,
-                    sender=sender.profile or DEFAULT_SENDER_PROFILE,
-                    hops=sender.hops,
-                    chain=sender.chain,
-                    exchange=self._exchange(row),
-                )
+                result = await client.dm(message, wait=wait, key=key, envelope=self._envelope(sender, row))
                 await self._learn_gateway_id(peer, client)
         except PeerOutcomeUnknown as exc:  # it may have arrived: the same key asks again safely
             self.called(peer.name, Outcome.UNKNOWN.value)
@@ -213,14 +205,7 @@ class Outbound:
             async with self.client(peer, agent) as client:
                 health = await client.health()
                 about = (await client.about()).over(health)
-                result = await client.start(
-                    message,
-                    key=key,
-                    sender=sender.profile or DEFAULT_SENDER_PROFILE,
-                    hops=sender.hops,
-                    chain=sender.chain,
-                    exchange=self._exchange(row),
-                )
+                result = await client.start(message, key=key, envelope=self._envelope(sender, row))
         except PeerError as exc:
             self.called(peer.name, _failure_state(exc))
             await outstore.update(self.db, row.id, state=_failure_state(exc), error=exc.message)
@@ -384,9 +369,15 @@ class Outbound:
             tracestate=(carried.tracestate or None) if carried is not None else None,
         )
 
-    def _exchange(self, row: outstore.Outbound) -> str:
-        """The exchange a message to a peer carries: its own, named as between gateways."""
-        return ids.exchange_on_wire(self.gateway_id, row.origin or ids.new_exchange_id())
+    def _envelope(self, sender: SentFrom, row: outstore.Outbound) -> Envelope:
+        """What a message to a peer carries: its sending profile, hop and chain, and its exchange (its own, named
+        as between gateways)."""
+        return Envelope(
+            sender=sender.profile or DEFAULT_SENDER_PROFILE,
+            hops=sender.hops,
+            chain=sender.chain,
+            exchange=ids.exchange_on_wire(self.gateway_id, row.origin or ids.new_exchange_id()),
+        )
 
     async def _learn_gateway_id(self, peer: registry.Peer, client: PeerLink) -> None:
         """A Backchannel peer's gateway id, so messages from it are shown under its name here."""
