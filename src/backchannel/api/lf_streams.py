@@ -10,7 +10,9 @@ pass through it: the chat turn does not.
 
 from __future__ import annotations
 
-from sse_starlette.sse import EventSourceResponse
+from collections.abc import AsyncIterable
+from typing import Any
+
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -59,9 +61,19 @@ class _LfResponse(Response):
         await LfStream(self.inner)(scope, receive, send)
 
 
+def event_stream(events: AsyncIterable[Any], *, ping: int = 15, **options: Any) -> Response:
+    """Our own event stream (sse-starlette's, loaded with the first stream: a command's own gateway that streams
+    nothing never loads it), its lines ended in LF unless `sep` says otherwise."""
+    from sse_starlette.sse import EventSourceResponse
+
+    return EventSourceResponse(events, ping=ping, **{"sep": SEP, **options})
+
+
 def lf(response: Response) -> Response:
     """An SDK's answer that may be an event stream, sent with LF line ends: an EventSourceResponse is told to
     write them; any other answer (one that makes its stream inside) goes through `LfStream`."""
+    from sse_starlette.sse import EventSourceResponse
+
     if isinstance(response, EventSourceResponse):
         response.sep = SEP
         return response

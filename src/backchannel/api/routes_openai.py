@@ -16,7 +16,6 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from sse_starlette.sse import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -28,7 +27,7 @@ from ..records import Session
 from . import openai_shapes as shapes
 from .context import Context, caller, context, incoming, stream_slot
 from .http import json_body, profile_of
-from .lf_streams import SEP
+from .lf_streams import event_stream
 
 HERMES_MODEL = "hermes-agent"  # what Hermes's clients name a gateway's own model
 RETRY_HEADER = "x-stainless-retry-count"  # the OpenAI SDKs' count of the attempts before this one
@@ -193,7 +192,7 @@ async def _stream(request: Request, ctx: Context, asked: Asked, frames: shapes.F
         live = await ctx.delivery.reserve_events(first.run.id)
         headers = {"X-Hermes-Session-Id": first.run.session_id}
         stream = _events(request, ctx, first, frames, live)
-        return slot.holding(EventSourceResponse(stream, ping=15, sep=SEP, headers=headers))
+        return slot.holding(event_stream(stream, headers=headers))
 
 
 async def _events(

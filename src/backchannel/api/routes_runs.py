@@ -6,7 +6,6 @@ import json
 import time
 from collections.abc import AsyncIterator
 
-from sse_starlette.sse import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -14,7 +13,7 @@ from ..errors import KeyRevoked, UsageError
 from . import shapes
 from .context import caller, context, incoming, stream_slot
 from .http import int_param, json_body, optional_str, profile_of, run_scope, text_field
-from .lf_streams import SEP
+from .lf_streams import event_stream
 
 
 async def start_run(request: Request) -> Response:
@@ -104,7 +103,7 @@ async def run_events(request: Request) -> Response:
             yield {"data": json.dumps({**closed, "code": exc.code, "error": exc.message}, ensure_ascii=False)}
 
     with stream_slot(request, run.id) as slot:  # held until the stream's answer ends
-        return slot.holding(EventSourceResponse(while_valid(), ping=30, sep=SEP))
+        return slot.holding(event_stream(while_valid(), ping=30))
 
 
 async def get_ledger(request: Request) -> Response:

@@ -8,7 +8,6 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from sse_starlette.sse import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -20,7 +19,7 @@ from ..records import BOT_CHAT_TITLE
 from . import shapes
 from .context import Context, caller, context, incoming, stream_slot
 from .http import DeliveryHeaders, int_param, json_body, optional_str, profile_of, text_field
-from .lf_streams import SEP
+from .lf_streams import event_stream
 
 WAITING_TICK_SECONDS = 1.0  # how often a stream looks again at how many runs its queued run waits behind
 
@@ -184,7 +183,7 @@ async def chat_events(request: Request, ctx: Context, message_in: Incoming, head
             yield frame("error", message=exc.message, status=state, code=exc.code, output=None)
             yield frame("done")
 
-    return EventSourceResponse(while_valid(), ping=15, sep=SEP)
+    return event_stream(while_valid())
 
 
 def _final(

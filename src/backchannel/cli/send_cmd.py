@@ -67,6 +67,8 @@ def send(
     if not text or not text.strip():
         raise UsageError("no message: give it as an argument, or '-' to read stdin")
     keys.check_external(key)
+    if steer and not isinstance(parsed, LocalAddress):  # refused before any gateway is reached or built
+        raise UsageError(f"--steer gives a message to a running turn of this home's sessions; {address!r} is none")
     live = streams(stream, as_json=as_json) and isinstance(parsed, LocalAddress)  # a session's run is streamed
     root = config.home()
     # Without --idempotency-key each invocation is a new message (a person who repeats means it);

@@ -7,13 +7,13 @@ import contextlib
 import html
 from collections.abc import AsyncIterator
 
-from sse_starlette.sse import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import Response
 
 from ...core.delivery.delivery import Delivery
 from ...core.queue.events import Chunk, Ended, Queued, Started, Step
 from ..context import context
+from ..lf_streams import event_stream
 from .auth import WebSession
 from .render import HEADERS, fragment, page
 from .views import active_runs
@@ -42,7 +42,7 @@ async def runs_live(request: Request, session: WebSession) -> Response:
                 last = table
             await asyncio.sleep(RUNS_TICK_SECONDS)
 
-    return EventSourceResponse(frames(), ping=15, headers=_SSE_HEADERS)
+    return event_stream(frames(), headers=_SSE_HEADERS, sep="\r\n")
 
 
 async def reply_stream(request: Request, session: WebSession) -> Response:
@@ -75,7 +75,7 @@ async def reply_stream(request: Request, session: WebSession) -> Response:
                     yield {"event": "state", "data": step.state}
                     yield {"event": "end", "data": fragment("_reply_end.html", state=step.state, error=step.error)}
 
-    return EventSourceResponse(frames(), ping=15, headers=_SSE_HEADERS)
+    return event_stream(frames(), headers=_SSE_HEADERS, sep="\r\n")
 
 
 async def peer_status(request: Request, session: WebSession) -> Response:
