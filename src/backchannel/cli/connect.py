@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .. import addresses
-from ..addresses import LocalAddress, RemoteAddress, Target
+from ..addresses import LocalAddress, RemoteAddress
 from ..errors import BackchannelError, DeliveryError, Interrupted, UsageError
 from ..home import config
 from ..home.runtime import listening
@@ -160,7 +160,7 @@ async def gateway_link(root: Path, *, works: bool = True) -> AsyncIterator[HttpG
 
 async def deliver(
     root: Path,
-    to: Where | Target,
+    to: Where | LocalAddress,
     message: str,
     *,
     wait: float | None,
@@ -182,8 +182,7 @@ async def deliver(
             steer=steer,
             progress=progress,
         )
-        if not isinstance(result, Result):
-            raise UsageError(f"{to}: a group's message is sent with `backchannel send group:NAME`")
+        assert isinstance(result, Result)  # a session answers with one outcome (a group's is `send group:NAME`)
         return Sent(addresses.head(result.to), result, link.via)
 
 
