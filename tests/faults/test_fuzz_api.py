@@ -30,8 +30,8 @@ from hypothesis import strategies as st  # noqa: E402
 from schemathesis import GenerationMode  # noqa: E402
 from schemathesis.python import asgi  # noqa: E402
 
-from backchannel.api.openapi import openapi_document  # noqa: E402
 from backchannel.api.server import build  # noqa: E402
+from backchannel.api.surface import openapi_document  # noqa: E402
 from backchannel.home import config  # noqa: E402
 from conftest import api_key, run_cli  # noqa: E402
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from starlette.applications import Starlette
@@ -17,45 +17,22 @@ from .. import tracing
 from ..core.access import Caller
 from ..errors import AuthError, BackchannelError, TooManyStreams
 from ..home.redact import redact
-from . import (
-    routes_about,
-    routes_gateway,
-    routes_handoffs,
-    routes_held,
-    routes_messages,
-    routes_metrics,
-    routes_openai,
-    routes_rooms,
-    routes_runs,
-    routes_sessions,
-    routes_tools,
-    web,
-)
+from . import web
 from .a2a import A2AEndpoints
 from .a2a import errors as a2a_errors
 from .context import Context, context
 from .http import bearer, challenge, profile_of
 from .lf_streams import LfStream
 from .mcp_route import McpRoute
-from .openapi import openapi_document
+from .openapi import Endpoint, Op, Reach
+from .surface import OPERATIONS
 
 log = logging.getLogger("backchannel.api")
 
-Endpoint = Callable[[Request], Awaitable[Response]]
-
-
-def protected(
-    endpoint: Endpoint,
-    *,
-    person_only: bool = False,
-    agents: bool = False,
-    runs: bool = False,
-    anywhere: bool = False,
-    spanned: bool = False,
-) -> Endpoint:
-    """The route with its key checked: the caller (the person, or the peer whose key it is) is kept on the
-    request; a peer's key reaches only the profiles it was made for (and `person_only` routes not at all). An
-    agent's key reaches only the `agents` routes (its sessions' tools and mentions), for its own profile; those
+def protected(endpoint: Endpoint, reach: Reach = "profile", *, spanned: bool = False) -> Endpoint:
+    """The route with its key checked (`surface.Reach`): the caller (the person, or the peer whose key it is) is
+    kept on the request; a peer's key reaches only the profiles it was made for (and `person` routes not at all).
+    An agent's key reaches only the `agent` routes (its sessions' tools and mentions), for its own profile; those
     are the person's otherwise. A run route at the root finds a run in any profile: the route checks the run's own
     profile.
 
@@ -82,13 +59,13 @@ def protected(
         who = await ctx.gateway.access.identify(bearer(request), person_key=ctx.api_key)
         request.state.caller = who
         what = f"{request.method} {request.url.path}"
-        if not agents:
+        if reach != "agent":
             who.require_agent_route(what)
-        if person_only or (agents and who.acts_as is None):
+        if reach == "person" or (reach == "agent" and who.acts_as is None):
             who.require_person(what)
-        if anywhere:  # the home's as a whole: the route asks the caller itself
+        if reach == "home":  # the home's as a whole: the route asks the caller itself
             return await endpoint(request)
-        if not runs or "profile" in request.path_params:
+        if reach != "run" or "profile" in request.path_params:
             who.require_profile(profile_of(request))
         return await endpoint(request)
 
@@ -109,60 +86,16 @@ def _server_span(request: Request) -> tuple[str, str, dict[str, object]]:
     )
 
 
-async def openapi(request: Request) -> Response:
-    return JSONResponse(openapi_document())
+def _route(op: Op) -> Route:
+    endpoint = op.endpoint if op.reach == "public" else protected(op.endpoint, op.reach, spanned=op.spanned)
+    return Route(op.path, endpoint, methods=[op.method])
 
 
-def _api_routes(a2a: A2AEndpoints) -> list[BaseRoute]:
+def _a2a_routes(a2a: A2AEndpoints) -> list[BaseRoute]:
     return [
         Route("/a2a/jsonrpc", protected(a2a.jsonrpc, spanned=True), methods=["POST"]),
         Route("/a2a/jsonrpc/", protected(a2a.jsonrpc, spanned=True), methods=["POST"]),  # httpx clients post to …/
         Route("/a2a/rest/{rest:path}", protected(a2a.rest), methods=["GET", "POST", "DELETE"]),
-        Route("/v1/capabilities", protected(routes_about.capabilities), methods=["GET"]),
-        Route("/v1/models", protected(routes_about.models), methods=["GET"]),
-        Route("/api/sessions", protected(routes_sessions.list_sessions), methods=["GET"]),
-        Route("/api/sessions", protected(routes_sessions.create_session), methods=["POST"]),
-        Route("/api/sessions/{session_id}", protected(routes_sessions.get_session), methods=["GET"]),
-        Route("/api/sessions/{session_id}/messages", protected(routes_sessions.session_messages), methods=["GET"]),
-        Route("/api/sessions/{session_id}/chat", protected(routes_sessions.chat, spanned=True), methods=["POST"]),
-        Route(
-            "/api/sessions/{session_id}/chat/stream",
-            protected(routes_sessions.chat_stream, spanned=True),
-            methods=["POST"],
-        ),
-        Route(
-            "/api/sessions/{session_id}/tools/{tool}",
-            protected(routes_tools.call_tool, agents=True),  # as one of our sessions: the person, or its agent
-            methods=["POST"],
-        ),
-        Route(
-            "/api/sessions/{session_id}/mentions",
-            protected(routes_tools.answer_mentions, agents=True),
-            methods=["POST"],
-        ),
-        Route("/v1/runs", protected(routes_runs.start_run, spanned=True), methods=["POST"]),
-        Route("/v1/chat/completions", protected(routes_openai.chat_completions, spanned=True), methods=["POST"]),
-        Route("/v1/responses", protected(routes_openai.responses, spanned=True), methods=["POST"]),
-        Route("/v1/runs/{run_id}", protected(routes_runs.get_run, runs=True), methods=["GET"]),
-        Route("/v1/runs/{run_id}/events", protected(routes_runs.run_events, runs=True), methods=["GET"]),
-        Route("/v1/runs/{run_id}/stop", protected(routes_runs.stop_run, runs=True), methods=["POST"]),
-        Route("/v1/runs/{run_id}/steer", protected(routes_runs.steer_run, runs=True), methods=["POST"]),
-        Route("/v1/ledger", protected(routes_runs.get_ledger), methods=["GET"]),
-        Route("/v1/held", protected(routes_held.list_held, person_only=True), methods=["GET"]),
-        Route("/v1/held/{run_id}/approve", protected(routes_held.approve, person_only=True), methods=["POST"]),
-        Route("/v1/held/{run_id}/deny", protected(routes_held.deny, person_only=True), methods=["POST"]),
-        Route("/v1/gateway/stop", protected(routes_gateway.stop_gateway, person_only=True), methods=["POST"]),
-        Route("/v1/messages", protected(routes_messages.send_message, person_only=True), methods=["POST"]),
-        Route(
-            "/v1/groups/{name}/messages", protected(routes_messages.send_to_group, person_only=True), methods=["POST"]
-        ),
-        Route("/v1/peers/{name}/messages", protected(routes_messages.send_to_peer, person_only=True), methods=["POST"]),
-        Route("/v1/handoffs", protected(routes_handoffs.take_handoffs, agents=True), methods=["GET"]),
-        Route("/v1/handoffs/{run_id}", protected(routes_handoffs.settle_handoff, agents=True), methods=["POST"]),
-        Route("/metrics", protected(routes_metrics.metrics, anywhere=True), methods=["GET"]),
-        Route("/v1/rooms", protected(routes_rooms.list_rooms, person_only=True), methods=["GET"]),
-        Route("/v1/rooms/{name}", protected(routes_rooms.get_room, person_only=True), methods=["GET"]),
-        Route("/v1/rooms/{name}/messages", protected(routes_rooms.say_in_room, person_only=True), methods=["POST"]),
     ]
 
 
@@ -241,18 +174,16 @@ def create_app(ctx: Context, *, lifespan: Callable[[Starlette], Any] | None = No
     (a command's own gateway, which no browser reaches) it serves no pages and keeps no cookie secret."""
     mcp = McpRoute(ctx.gateway, ctx.api_key)
     a2a = A2AEndpoints()
-    api = [*_api_routes(a2a), Route("/mcp", LfStream(mcp), methods=MCP_METHODS)]  # the MCP SDK's streams: LF
-    public = [  # discovery: no key asked
-        Route("/health", routes_about.health, methods=["GET"]),
+    discovery = [  # no key asked
         Route("/.well-known/agent-card.json", a2a.card, methods=["GET"]),
         Route("/.well-known/agent.json", a2a.legacy_card, methods=["GET"]),  # where 0.3 clients looked first
     ]
+    api = [*discovery, *_a2a_routes(a2a), Route("/mcp", LfStream(mcp), methods=MCP_METHODS)]  # MCP's streams: LF
+    mounted = [_route(op) for op in OPERATIONS if op.mounted]
     routes: list[BaseRoute] = [
-        *public,
         # Early: a /p/ path is matched against the routes in order, and no other route starts with /p/.
-        Mount("/p/{profile}", routes=[*public, *api]),
-        Route("/v1/health", routes_about.health, methods=["GET"]),
-        Route("/openapi.json", openapi, methods=["GET"]),
+        Mount("/p/{profile}", routes=[*mounted, *api]),
+        *(_route(op) for op in OPERATIONS),
         *api,
         *(web.routes() if web_view else ()),
     ]

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from .. import dialect
 from ..records import Run
 from . import shapes
 from .context import context
@@ -18,7 +17,7 @@ def _scope(request: Request) -> str | None:
     return None if named is None else context(request).directory.check_profile(str(named))
 
 
-def held_run(run: Run) -> dict[str, Any]:
+def held_run(run: Run) -> dialect.HeldRun:
     return {
         **shapes.run(run, None),
         "sender": run.sender,

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any
 
+from .. import dialect
 from ..core.delivery.delivery import Delivered
 from ..errors import BackchannelError
 from ..outcome import Outcome, detail
 from ..records import Run, RunState, Session
 
 
-def session(row: Session) -> dict[str, Any]:
+def session(row: Session) -> dialect.Session:
     return {
         "id": row.id,
         "profile": row.profile,
@@ -27,11 +27,11 @@ def session(row: Session) -> dict[str, Any]:
     }
 
 
-def run(row: Run, queue_position: int | None) -> dict[str, Any]:
-    body: dict[str, Any] = {
+def run(row: Run, queue_position: int | None) -> dialect.Run:
+    body: dialect.Run = {
         "object": "hermes.run",
         "run_id": row.id,
-        "status": row.state.value,
+        "status": row.state,
         "session_id": row.session_id,
         "profile": row.profile,
         "created_at": row.created_at,
@@ -40,6 +40,7 @@ def run(row: Run, queue_position: int | None) -> dict[str, Any]:
         "finished_at": row.finished_at,
         "attempts": row.attempts,
         "hops": row.hops,
+        "usage": _usage(row),
     }
     if row.reply is not None:
         body["output"] = row.reply
@@ -50,11 +51,10 @@ def run(row: Run, queue_position: int | None) -> dict[str, Any]:
         body["queue_position"] = queue_position
     if row.landed is not None:
         body["landed"] = row.landed
-    body["usage"] = _usage(row)
     return body
 
 
-def _usage(row: Run) -> dict[str, Any]:
+def _usage(row: Run) -> dialect.Usage:
     return {
         "input_tokens": row.tokens_in,
         "output_tokens": row.tokens_out,
@@ -63,7 +63,7 @@ def _usage(row: Run) -> dict[str, Any]:
     }
 
 
-def completion(d: Delivered) -> dict[str, Any]:
+def completion(d: Delivered) -> dialect.Completion:
     return {
         "object": "hermes.session.chat.completion",
         "session_id": d.run.session_id,
@@ -75,11 +75,11 @@ def completion(d: Delivered) -> dict[str, Any]:
     }
 
 
-def queued(d: Delivered) -> dict[str, Any]:
+def queued(d: Delivered) -> dialect.Queued:
     return {
         "object": "hermes.session.chat.queued",
         "session_id": d.run.session_id,
-        "status": d.run.state.value,
+        "status": d.run.state,
         "delivery_id": d.run.id,
         "run_id": d.run.id,
         "queue_position": d.result.queue_position,
@@ -102,7 +102,7 @@ def _status_detail(run: Run, ahead: int | None) -> str | None:
     return "target_free: turn slot free, delivery queued behind earlier deliveries"
 
 
-def send_result(d: Delivered, *, profile: str, ahead: int | None = None) -> dict[str, Any]:
+def send_result(d: Delivered, *, profile: str, ahead: int | None = None) -> dialect.SendResult:
     """The 23-key `hermes.peer.send_result` envelope, in its order; `result` is the outcome. `ahead`: how many
     runs of its session go before a queued run (busy only then, not for the message's own running turn)."""
     run, result = d.run, d.result
@@ -137,7 +137,7 @@ def send_result(d: Delivered, *, profile: str, ahead: int | None = None) -> dict
     }
 
 
-def refused_result(exc: BackchannelError, *, profile: str, session_id: str | None) -> dict[str, Any]:
+def refused_result(exc: BackchannelError, *, profile: str, session_id: str | None) -> dialect.SendResult:
     """The envelope of a message our policy refused (nothing was recorded as a run): `result` `refused`."""
     return {
         "object": "hermes.peer.send_result",

@@ -10,10 +10,14 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from typing import Any
 
+from pydantic import TypeAdapter, ValidationError
+
+from .. import dialect
 from ..errors import GatewayError, PeerError
 from ..outcome import GroupResult, MemberResult, Outcome, Result, Run, of_run, of_state, said_state
 from ..states import RunState
@@ -138,9 +142,29 @@ def run_of(body: Mapping[str, Any], *, coded: bool = False) -> Run:
     )
 
 
-def gateway_run(body: Mapping[str, Any]) -> Result:
+@functools.cache
+def _adapter(kind: Any) -> TypeAdapter[Any]:
+    return TypeAdapter(kind)
+
+
+def ours(kind: Any, body: Any, what: str) -> Any:
+    """A Backchannel gateway's answer read as the type the API declares for it (`dialect`); an answer of another
+    shape is a GatewayError that names its first difference (a gateway of another version)."""
+    try:
+        return _adapter(kind).validate_python(body)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "the body"
+        raise GatewayError(
+            f"the gateway's {what} is not what this version of the CLI reads ({where}: {first['msg']}):"
+            " restart the gateway"
+        ) from None
+
+
+def gateway_run(body: Any) -> Result:
     """A run of this home's gateway as its run routes show it (`profile`, `session_id` name its session)."""
-    return of_run(f"{body.get('profile')}/{body.get('session_id')}", run_of(body))
+    run: dialect.Run = ours(dialect.Run, body, "run")
+    return of_run(f"{run['profile']}/{run['session_id']}", run_of(run))
 
 
 def event_of(data: Mapping[str, Any]) -> RunEvent:

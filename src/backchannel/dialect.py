@@ -1,0 +1,288 @@
+"""The gateway's HTTP bodies, declared once: what the API answers and takes (the Hermes API-server dialect and
+Backchannel's own routes), as typed dictionaries.
+
+One declaration serves three readers: the API builds its answers as these types (mypy checks every key), the
+OpenAPI document is generated from them (pydantic's JSON Schema), and a client reads a gateway's answer against
+them. Typed dictionaries, not models, because the dialect tells an absent key from a null one (a run without
+output has no `output`; a session's `title` may be null) and Hermes's clients read that difference.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, NotRequired
+
+from pydantic import Field
+from typing_extensions import TypedDict
+
+from .messages import MAX_MESSAGE_CHARS
+from .states import RunState
+
+Text = Annotated[str, Field(min_length=1, max_length=MAX_MESSAGE_CHARS)]
+Origin256 = Annotated[str, Field(max_length=256)]
+
+# Answers
+
+
+class ErrorDetail(TypedDict):
+    message: str
+    type: str
+    code: str
+
+
+class Error(TypedDict):
+    """Every error the API answers, in one envelope."""
+
+    error: ErrorDetail
+
+
+class Session(TypedDict):
+    id: str
+    profile: str
+    source: str
+    title: str | None
+    started_at: float
+    last_active: float
+    message_count: int
+    ended_at: None
+    hidden: bool
+    archived: bool
+
+
+class SessionEnvelope(TypedDict):
+    object: Literal["hermes.session"]
+    session: Session
+
+
+class SessionList(TypedDict):
+    object: Literal["list"]
+    data: list[Session]
+    limit: int
+    offset: int
+    has_more: bool
+
+
+class Model(TypedDict):
+    id: Annotated[str, Field(description="a profile's name")]
+    object: Literal["model"]
+    created: int
+    owned_by: str
+    permission: list[Any]
+    root: str
+    parent: None
+
+
+class ModelList(TypedDict):
+    object: Literal["list"]
+    data: list[Model]
+
+
+class Stopping(TypedDict):
+    object: Literal["backchannel.gateway.stopping"]
+    status: Literal["stopping"]
+    gateway_id: str
+    pid: int
+    grace_seconds: float
+    running_turns: int
+
+
+class Usage(TypedDict):
+    input_tokens: int
+    output_tokens: int
+    total_tokens: int
+    cost_usd: float
+
+
+class Run(TypedDict):
+    """A run of this gateway (`/v1/runs/{id}`): `output`, `error` and `code`, `queue_position` and `landed` only
+    when it has them."""
+
+    object: Literal["hermes.run"]
+    run_id: str
+    status: RunState
+    session_id: str
+    profile: str
+    created_at: float
+    updated_at: float
+    started_at: float | None
+    finished_at: float | None
+    attempts: int
+    hops: int
+    output: NotRequired[str]
+    error: NotRequired[str]
+    code: NotRequired[str | None]
+    queue_position: NotRequired[int]
+    landed: NotRequired[str]
+    usage: Usage
+
+
+class HeldRun(Run):
+    """A held run, with who sent it, the message and when the hold ends, for the person to decide."""
+
+    sender: str
+    message: str
+    expires_at: float | None
+
+
+class HeldList(TypedDict):
+    object: Literal["list"]
+    data: list[HeldRun]
+
+
+class RunStarted(TypedDict):
+    """`POST /v1/runs`: the run is accepted (a receipt)."""
+
+    run_id: str
+    status: RunState
+    replayed: bool
+    session_id: str
+    queue_position: int | None
+
+
+class Reply(TypedDict):
+    role: Literal["assistant"]
+    content: str
+
+
+class Completion(TypedDict):
+    """A chat's reply."""
+
+    object: Literal["hermes.session.chat.completion"]
+    session_id: str
+    run_id: str
+    message: Reply
+    usage: Usage
+    replayed: bool
+    landed: str | None
+
+
+class Queued(TypedDict):
+    """A chat's receipt: the message is kept and will be answered; do not send it again."""
+
+    object: Literal["hermes.session.chat.queued"]
+    session_id: str
+    status: RunState
+    delivery_id: str
+    run_id: str
+    queue_position: int | None
+    replayed: bool
+    detail: str | None
+    landed: str | None
+
+
+class SendResult(TypedDict):
+    """`hermes.peer.send_result`, in its order: `result` is the message's outcome (`refused`: nothing was
+    recorded, do not resend)."""
+
+    object: Literal["hermes.peer.send_result"]
+    result: str
+    status: str
+    status_detail: str | None
+    send_id: str
+    delivery_id: str | None
+    idempotency_key: str | None
+    replayed: bool
+    peer: None
+    profile: str
+    session_id: str | None
+    queue_position: int | None
+    attempts: int
+    queued_seconds: float
+    waited_seconds: float
+    busy: bool
+    retryable: bool
+    retry_after_seconds: None
+    reply: str | None
+    error: str | None
+    reason: str | None
+    detail: str | None
+    at: int
+
+
+# Requests
+
+
+class Message(TypedDict):
+    """A message to a session."""
+
+    message: Text
+    author: NotRequired[dict[str, Any]]
+
+
+class MessageOnly(TypedDict):
+    """A group's or a room's message: the text alone."""
+
+    message: Text
+
+
+class Send(TypedDict):
+    """`POST /v1/messages`: any address of the home's (a session, a profile's Bot Chat, peer:NAME[/AGENT],
+    group:NAME)."""
+
+    to: Annotated[str, Field(min_length=1)]
+    message: Text
+    stream: NotRequired[bool]
+
+
+class PeerMessage(TypedDict):
+    message: str
+    agent: NotRequired[str]
+
+
+class NewSession(TypedDict, total=False):
+    id: str
+    title: str
+    source: str
+
+
+class Mentions(TypedDict):
+    message: Annotated[str, Field(max_length=MAX_MESSAGE_CHARS)]
+    wait_seconds: NotRequired[Annotated[float, Field(ge=0, le=120)]]
+
+
+class CallOrigin(TypedDict, total=False):
+    """Where a tool call comes from: the run of a turn handed to the chat, the tag of a turn Backchannel asked
+    (X-Hermes-Session-Key), the surface."""
+
+    run_id: Origin256
+    tag: Origin256
+    surface: Origin256
+
+
+class ToolCall(TypedDict, total=False):
+    arguments: dict[str, Any]
+    origin: CallOrigin
+
+
+class HandoffState(TypedDict):
+    state: Literal["waiting", "running", "answered", "failed", "not_a_chat"]
+    reply: NotRequired[str]
+    error: NotRequired[str]
+    detail: NotRequired[str]
+
+
+class StartRun(TypedDict):
+    input: Annotated[str, Field(min_length=1)]
+    session_id: NotRequired[str]
+
+
+class Steer(TypedDict, total=False):
+    input: str
+    message: str
+    text: str
+
+
+class Deny(TypedDict, total=False):
+    why: str
+
+
+class ChatCompletions(TypedDict):
+    messages: Annotated[list[dict[str, Any]], Field(min_length=1)]
+    model: NotRequired[str]
+    stream: NotRequired[bool]
+
+
+class Responses(TypedDict):
+    input: str | list[Any]
+    model: NotRequired[str]
+    previous_response_id: NotRequired[str]
+    stream: NotRequired[bool]
