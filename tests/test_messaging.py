@@ -11,7 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from backchannel.core.delivery.delivery import Delivered, Incoming
+from backchannel.core.delivery.admission import Attempt
+from backchannel.core.delivery.delivery import Delivered
 from backchannel.core.gateway import Gateway
 from backchannel.home import config
 from backchannel.store.runs import RunState, pending_wakes
@@ -38,7 +39,7 @@ def make_profiles(root: Path, *names: str, base_url: str | None = None) -> None:
 async def ask(gw: Gateway, profile: str, message: str, wait: float = 10) -> Delivered:
     """The person writes into the profile's Bot Chat and waits for the answer."""
     session = await gw.directory.open_bot_chat(profile)
-    return await gw.delivery.deliver(Incoming(session, message, "human:api"), wait=wait)
+    return await gw.delivery.deliver(Attempt.handed_in(session, message, "human:api"), wait=wait)
 
 
 async def bot_chat(gw: Gateway, profile: str) -> list[Any]:
@@ -358,7 +359,8 @@ def test_a_turn_rerun_after_an_interruption_does_not_send_twice(initialised: Pat
 
     async def interrupted(gw: Gateway) -> None:
         session = await gw.directory.open_bot_chat("a")
-        sent = await gw.delivery.submit(Incoming(session, "/send b /sleep 3\nslow question", "human:api", key="once"))
+        message = Attempt.handed_in(session, "/send b /sleep 3\nslow question", "human:api", key="once")
+        sent = await gw.delivery.submit(message)
         asked.append(sent.run.id)
         deadline = time.monotonic() + 5
         while not [m for m in await gw.delivery.ledger("a", "b") if m.state == "running"]:

@@ -11,7 +11,7 @@ from typing import Any, Self
 import pytest
 
 from backchannel.core.gateway import Gateway
-from backchannel.errors import NoEventStream, PeerAuthRefused, PeerError, PeerUnreachable
+from backchannel.errors import GatewayError, NoEventStream, PeerAuthRefused, PeerError, PeerUnreachable
 from backchannel.home import peers as registry
 from backchannel.net import wire
 from backchannel.net.a2a_card import AgentCard
@@ -199,7 +199,12 @@ def test_a_run_object_parsed_and_rendered_keeps_its_outcome() -> None:
     run = wire.run_of(body, coded=True)
     assert run.state is RunState.CANCELLED and run.code == "cancelled", "a peer's uncoded failure: its state"
     assert wire.run_of(body).code is None, "the gateway's own run: as it says"
-    result = wire.gateway_run({**body, "error": "stopped on request", "code": "cancelled"})
+    ours = {  # the gateway's own run, whole, as its run routes answer (dialect.Run)
+        **body,
+        **{"created_at": 1.0, "updated_at": 2.0, "started_at": 1.5, "finished_at": 2.0, "attempts": 1, "hops": 0},
+        "usage": {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0, "cost_usd": 0.0},
+    }
+    result = wire.gateway_run({**ours, "error": "stopped on request", "code": "cancelled"})
     assert result.to == "a/s9"
     shown = result.to_dict()
     assert (shown["result"], shown["run_id"], shown["error"]) == (
@@ -207,6 +212,11 @@ def test_a_run_object_parsed_and_rendered_keeps_its_outcome() -> None:
         "r9",
         {"code": "cancelled", "message": "stopped on request"},
     )
+
+
+def test_a_gateway_run_of_another_shape_is_an_error_that_names_its_first_difference() -> None:
+    with pytest.raises(GatewayError, match=r"\(profile: Field required\): restart the gateway"):
+        wire.gateway_run({"object": "hermes.run", "run_id": "r9", "status": "queued", "session_id": "s9"})
 
 
 def test_of_run_is_the_one_way_from_a_run_to_a_result() -> None:

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from backchannel.agent.engines.base import ModelRequest, OnDelta
-from backchannel.core.delivery.delivery import Delivered, Incoming
+from backchannel.core.delivery.admission import Attempt
+from backchannel.core.delivery.delivery import Delivered
 from backchannel.core.gateway import Gateway
 from backchannel.errors import Conflict, GatewayDraining, StoreError
 from backchannel.home import config
@@ -67,8 +68,8 @@ def with_gateway(root: Path, body: Callable[[Gateway], Awaitable[None]], *, engi
     run_with_gateway(root, body, **kwargs)
 
 
-def person(session: Session, text: str, key: str | None = None) -> Incoming:
-    return Incoming(session, text, "human:api", key=key)
+def person(session: Session, text: str, key: str | None = None) -> Attempt:
+    return Attempt.handed_in(session, text, "human:api", key=key)
 
 
 async def new_session(gw: Gateway) -> Session:
@@ -124,7 +125,7 @@ def test_same_key_returns_the_first_run_and_never_runs_twice(initialised: Path) 
         derived = await deliver(gw, session, "same words", wait=5)
         retry = await gw.delivery.deliver(replace(person(session, "same words"), retry_window=60), wait=5)
         assert retry.run.id == derived.run.id and retry.result.replayed
-        other_sender = Incoming(session, "same words", "human:cli", retry_window=60)
+        other_sender = Attempt.handed_in(session, "same words", "human:cli", retry_window=60)
         assert (await gw.delivery.deliver(other_sender, wait=5)).run.id != derived.run.id
 
     with_gateway(initialised, body, engine=engine)

@@ -25,7 +25,7 @@ from typing import Any
 import httpx
 import pytest
 
-from backchannel.core.delivery.delivery import Incoming
+from backchannel.core.delivery.admission import Attempt
 from backchannel.core.gateway import Gateway
 from backchannel.core.queue.events import Chunk, Ended, Step
 from backchannel.errors import ConfigError, LimitReached
@@ -84,10 +84,10 @@ def on_both(homes: tuple[Path, Path], body: Any, **options: Any) -> None:
 def test_a_session_moves_between_gateways_with_everything_it_said(homes: tuple[Path, Path]) -> None:
     async def body(a: Gateway, b: Gateway) -> None:
         chat = await a.directory.open_bot_chat("default")
-        first = await a.delivery.deliver(Incoming(chat, "hello from a", "human:api"), wait=20)
+        first = await a.delivery.deliver(Attempt.handed_in(chat, "hello from a", "human:api"), wait=20)
         assert first.result.reply == "default (echo): hello from a"
         seen = await b.directory.session(chat.id)  # the same session, read through the other gateway
-        second = await b.delivery.deliver(Incoming(seen, "and from b", "human:api"), wait=20)
+        second = await b.delivery.deliver(Attempt.handed_in(seen, "and from b", "human:api"), wait=20)
         assert second.result.reply == "default (echo): and from b"
         said = [m.content for m in await a.directory.messages(chat.id)]
         assert said == ["hello from a", "default (echo): hello from a", "and from b", "default (echo): and from b"]
@@ -103,7 +103,7 @@ def test_a_sender_waiting_on_one_gateway_gets_the_reply_another_gateways_turn_wr
     async def body(a: Gateway, b: Gateway) -> None:
         chat = await a.directory.open_bot_chat("default")
         started = time.monotonic()
-        done = await a.delivery.deliver(Incoming(chat, "/sleep 0.3\nworked elsewhere", "human:api"), wait=20)
+        done = await a.delivery.deliver(Attempt.handed_in(chat, "/sleep 0.3\nworked elsewhere", "human:api"), wait=20)
         assert done.run.state is RunState.COMPLETED and done.result.reply == "default (echo): worked elsewhere"
         assert done.run.attempts == 1
         assert time.monotonic() - started < 20
@@ -116,7 +116,7 @@ def test_a_sender_waiting_on_one_gateway_gets_the_reply_another_gateways_turn_wr
 def test_a_follower_on_one_gateway_sees_the_end_of_a_run_another_gateway_ran(homes: tuple[Path, Path]) -> None:
     async def body(a: Gateway, b: Gateway) -> None:
         chat = await a.directory.open_bot_chat("default")
-        sent = await a.delivery.submit(Incoming(chat, "/sleep 0.5\nfollowed", "human:api"))
+        sent = await a.delivery.submit(Attempt.handed_in(chat, "/sleep 0.5\nfollowed", "human:api"))
         ended = [step async for step in a.delivery.watch(sent.run.id, 20, tick=5.0)][-1]
         assert getattr(ended, "result", None) is not None and ended.result.reply == "default (echo): followed"
 
@@ -249,7 +249,7 @@ def test_what_a_turn_on_one_gateway_remembers_a_turn_on_another_knows(homes: tup
 
     async def tool_result(gw: Gateway, text: str) -> dict[str, Any]:
         chat = await gw.directory.open_bot_chat("default")
-        done = await gw.delivery.deliver(Incoming(chat, text, "human:api", key=f"k-{time.time_ns()}"), wait=20)
+        done = await gw.delivery.deliver(Attempt.handed_in(chat, text, "human:api", key=f"k-{time.time_ns()}"), wait=20)
         assert done.run.state is RunState.COMPLETED and not done.result.replayed, done
         said = [m for m in await gw.directory.messages(chat.id) if m.role == "tool"]
         result: dict[str, Any] = json.loads(said[-1].content)
@@ -338,7 +338,7 @@ def test_a_senders_rate_is_counted_across_the_gateways(homes: tuple[Path, Path])
         chat = await a.directory.open_bot_chat("default")
 
         async def arrive(gw: Gateway, n: int) -> None:
-            await gw.delivery.submit(Incoming(chat, f"ping {n}", "peer:spark/default", key=f"k-{n}"))
+            await gw.delivery.submit(Attempt.handed_in(chat, f"ping {n}", "peer:spark/default", key=f"k-{n}"))
 
         for n, gw in enumerate((a, b, a)):  # three runs, split over the two gateways: the minute is full
             await arrive(gw, n)
@@ -413,7 +413,8 @@ def test_a_follower_on_one_gateway_sees_the_live_events_of_a_turn_another_gatewa
 
     async def body(a: Gateway, b: Gateway) -> None:
         chat = await a.directory.open_bot_chat("default")
-        sent = await a.delivery.submit(Incoming(chat, "/sleep 0.5\n/remember a relayed note\nseen live", "human:api"))
+        asked = Attempt.handed_in(chat, "/sleep 0.5\n/remember a relayed note\nseen live", "human:api")
+        sent = await a.delivery.submit(asked)
         steps = [step async for step in a.delivery.watch(sent.run.id, 20, tick=5.0)]
         tools = [s for s in steps if isinstance(s, Step)]
         chunks = "".join(s.text for s in steps if isinstance(s, Chunk))

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from backchannel.agent.engines.base import ModelRequest, OnDelta
-from backchannel.core.delivery.delivery import Incoming
+from backchannel.core.delivery.admission import Attempt
 from backchannel.core.gateway import Gateway
 from backchannel.core.queue.events import Chunk, Ended, Progress, Queued, Started, WaitOver
 from backchannel.messages import Message
@@ -54,9 +54,9 @@ def test_a_queued_run_is_watched_from_its_place_in_the_queue_to_its_end(initiali
 
     async def body(gw: Gateway) -> None:
         session, _ = await gw.directory.create_session("default")
-        first = await gw.delivery.submit(Incoming(session, "first", "human:api"))
+        first = await gw.delivery.submit(Attempt.handed_in(session, "first", "human:api"))
         await engine.started.wait()  # the first run holds the session: the second waits behind it
-        second = await gw.delivery.submit(Incoming(session, "second", "human:api"))
+        second = await gw.delivery.submit(Attempt.handed_in(session, "second", "human:api"))
         reserved = await gw.delivery.reserve_events(second.run.id)
         progress = gw.delivery.watch(second.run.id, None, tick=TICK, reserved=reserved)
         steps = [await anext(progress)]
@@ -81,7 +81,7 @@ def test_a_run_that_ended_before_the_watch_began_gives_its_end_at_once(initialis
 
     async def deliver(gw: Gateway) -> None:
         session, _ = await gw.directory.create_session("default")
-        done = await gw.delivery.deliver(Incoming(session, "hello", "human:api"), wait=30)
+        done = await gw.delivery.deliver(Attempt.handed_in(session, "hello", "human:api"), wait=30)
         assert done.run.state is RunState.COMPLETED
         ids.append(done.run.id)
 
@@ -101,7 +101,7 @@ def test_the_watch_ends_with_wait_over_when_its_wait_runs_out_first(initialised:
 
     async def body(gw: Gateway) -> None:
         session, _ = await gw.directory.create_session("default")
-        sent = await gw.delivery.submit(Incoming(session, "slow", "human:api"))
+        sent = await gw.delivery.submit(Attempt.handed_in(session, "slow", "human:api"))
         steps = await collect(gw, sent.run.id, 0.1)
         last = steps[-1]
         assert isinstance(last, WaitOver)

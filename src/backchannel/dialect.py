@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal, NotRequired
 from pydantic import Field
 from typing_extensions import TypedDict
 
+from . import records
 from .messages import MAX_MESSAGE_CHARS
 from .states import RunState
 
@@ -196,6 +197,60 @@ class SendResult(TypedDict):
     reason: str | None
     detail: str | None
     at: int
+
+
+
+def session_of(row: records.Session) -> Session:
+    """A session as the API shows it."""
+    return {
+        "id": row.id,
+        "profile": row.profile,
+        "source": row.source,
+        "title": row.title,
+        "started_at": row.created_at,
+        "last_active": row.updated_at,
+        "message_count": row.message_count,
+        "ended_at": None,
+        "hidden": False,
+        "archived": False,
+    }
+
+
+def run_of(row: records.Run, queue_position: int | None) -> Run:
+    """A run as the API shows it (`queue_position`: where a queued run waits)."""
+    body: Run = {
+        "object": "hermes.run",
+        "run_id": row.id,
+        "status": row.state,
+        "session_id": row.session_id,
+        "profile": row.profile,
+        "created_at": row.created_at,
+        "updated_at": row.updated_at,
+        "started_at": row.started_at,
+        "finished_at": row.finished_at,
+        "attempts": row.attempts,
+        "hops": row.hops,
+        "usage": usage_of(row),
+    }
+    if row.reply is not None:
+        body["output"] = row.reply
+    if row.error is not None:
+        body["error"] = row.error
+        body["code"] = row.error_code
+    if queue_position is not None:
+        body["queue_position"] = queue_position
+    if row.landed is not None:
+        body["landed"] = row.landed
+    return body
+
+
+def usage_of(row: records.Run) -> Usage:
+    return {
+        "input_tokens": row.tokens_in,
+        "output_tokens": row.tokens_out,
+        "total_tokens": row.tokens_in + row.tokens_out,
+        "cost_usd": row.cost_usd,
+    }
 
 
 # Requests

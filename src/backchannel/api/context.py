@@ -9,7 +9,8 @@ from typing import Any
 from starlette.requests import Request
 
 from ..core.access import Caller
-from ..core.delivery.delivery import Delivery, Incoming
+from ..core.delivery.admission import Attempt
+from ..core.delivery.delivery import Delivery
 from ..core.delivery.directory import Directory
 from ..core.gateway import Gateway
 from ..errors import UsageError
@@ -65,7 +66,7 @@ def stream_slot(request: Request, run_id: str | None = None) -> Slot:
 
 def incoming(
     request: Request, ctx: Context, session: Session, body: dict[str, Any], message: str | None
-) -> tuple[Incoming, DeliveryHeaders]:
+) -> tuple[Attempt, DeliveryHeaders]:
     """A request's message as the delivery service takes it: key, sender, hops and chain from its headers."""
     headers = delivery_headers(request)
     who = caller(request)
@@ -73,7 +74,7 @@ def incoming(
     if author is not None and not isinstance(author, dict):
         raise UsageError("field 'author' must be an object {id, name, is_bot}", code="invalid_author")
     return (
-        Incoming(
+        Attempt.handed_in(
             session=session,
             text=message or "",
             sender=who.sender(headers.sender_profile) if who.peer else sender_of(request),

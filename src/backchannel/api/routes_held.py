@@ -7,7 +7,6 @@ from starlette.responses import JSONResponse, Response
 
 from .. import dialect
 from ..records import Run
-from . import shapes
 from .context import context
 from .http import json_body, optional_str
 
@@ -19,7 +18,7 @@ def _scope(request: Request) -> str | None:
 
 def held_run(run: Run) -> dialect.HeldRun:
     return {
-        **shapes.run(run, None),
+        **dialect.run_of(run, None),
         "sender": run.sender,
         "message": run.message,
         "expires_at": run.expires_at,

@@ -19,7 +19,8 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ..core.delivery.delivery import Delivered, Incoming
+from ..core.delivery.admission import Attempt
+from ..core.delivery.delivery import Delivered
 from ..core.queue.events import Ended
 from ..errors import DeliveryError, KeyRevoked, NotFound, UsageError
 from ..outcome import Outcome
@@ -40,7 +41,7 @@ class Asked:
     profile: str
     text: str
     stream: bool
-    message: Incoming
+    message: Attempt
     wait: float | None
 
 

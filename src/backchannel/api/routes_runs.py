@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from .. import dialect
 from ..errors import KeyRevoked, UsageError
-from . import shapes
 from .context import caller, context, incoming, stream_slot
 from .http import int_param, json_body, optional_str, profile_of, run_scope, text_field
 from .lf_streams import event_stream
@@ -43,7 +43,7 @@ async def get_run(request: Request) -> Response:
     ctx = context(request)
     d = await ctx.delivery.status(request.path_params["run_id"], profile=run_scope(request, ctx.directory))
     caller(request).require_run(d.run)
-    return JSONResponse(shapes.run(d.run, d.result.queue_position))
+    return JSONResponse(dialect.run_of(d.run, d.result.queue_position))
 
 
 async def stop_run(request: Request) -> Response:
@@ -53,7 +53,7 @@ async def stop_run(request: Request) -> Response:
         await ctx.delivery.run(run_id, profile=run_scope(request, ctx.directory)), stopping=True
     )
     d = await ctx.delivery.stop(run_id, profile=run_scope(request, ctx.directory))
-    return JSONResponse(shapes.run(d.run, None))
+    return JSONResponse(dialect.run_of(d.run, None))
 
 
 async def steer_run(request: Request) -> Response:

@@ -11,7 +11,8 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ..core.delivery.delivery import Incoming
+from .. import dialect
+from ..core.delivery.admission import Attempt
 from ..core.queue.events import Chunk, Ended, Queued, Step, WaitOver
 from ..errors import DeliveryError, Forbidden, KeyRevoked, Refused
 from ..outcome import Outcome
@@ -37,7 +38,7 @@ async def list_sessions(request: Request) -> Response:
     return JSONResponse(
         {
             "object": "list",
-            "data": [shapes.session(r) for r in rows[:limit]],
+            "data": [dialect.session_of(r) for r in rows[:limit]],
             "limit": limit,
             "offset": offset,
             "has_more": len(rows) > limit,
@@ -61,7 +62,7 @@ async def create_session(request: Request) -> Response:
         profile, title=title, source=source[:32], session_id=session_id, limit=ctx.settings.max_sessions_per_profile
     )
     return JSONResponse(
-        {"object": "hermes.session", "session": shapes.session(row)}, status_code=201 if created else 200
+        {"object": "hermes.session", "session": dialect.session_of(row)}, status_code=201 if created else 200
     )
 
 
@@ -70,7 +71,7 @@ async def get_session(request: Request) -> Response:
     profile = ctx.directory.check_profile(profile_of(request))
     row = await ctx.directory.session(request.path_params["session_id"], profile=profile)
     caller(request).require_bot_chat(row, reading=True)
-    return JSONResponse({"object": "hermes.session", "session": shapes.session(row)})
+    return JSONResponse({"object": "hermes.session", "session": dialect.session_of(row)})
 
 
 async def session_messages(request: Request) -> Response:
@@ -82,7 +83,7 @@ async def session_messages(request: Request) -> Response:
     return JSONResponse({"object": "list", "session_id": session_id, "data": [m.to_dict() for m in messages]})
 
 
-async def _incoming(request: Request, ctx: Context) -> tuple[Incoming, DeliveryHeaders, str]:
+async def _incoming(request: Request, ctx: Context) -> tuple[Attempt, DeliveryHeaders, str]:
     profile = ctx.directory.check_profile(profile_of(request))
     session = caller(request).require_bot_chat(
         await ctx.directory.session(request.path_params["session_id"], profile=profile)
@@ -102,7 +103,8 @@ async def chat(request: Request) -> Response:
         if not headers.wants_envelope:
             raise
         # The receipt dialect's own answer to a policy refusal: its clients read `refused` (hermes peer: exit 2).
-        return JSONResponse(shapes.refused_result(exc, profile=profile, session_id=message_in.session.id))
+        sid = message_in.session.id if message_in.session else None
+        return JSONResponse(shapes.refused_result(exc, profile=profile, session_id=sid))
     if headers.wants_envelope:
         return JSONResponse(shapes.send_result(d, profile=profile, ahead=await ctx.delivery.runs_ahead(d.run.id)))
     outcome = d.result.outcome
@@ -124,7 +126,7 @@ async def chat_stream(request: Request) -> Response:
         return slot.holding(await chat_events(request, ctx, message_in, headers))
 
 
-async def chat_events(request: Request, ctx: Context, message_in: Incoming, headers: DeliveryHeaders) -> Response:
+async def chat_events(request: Request, ctx: Context, message_in: Attempt, headers: DeliveryHeaders) -> Response:
     """The message handed in, then its run's events as they happen, until its end (or `wait` runs out)."""
     wait = headers.wait_or(ctx.settings.http_wait_seconds)
     first = await ctx.delivery.submit(message_in, wait=wait)

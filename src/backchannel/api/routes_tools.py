@@ -8,11 +8,11 @@ import json
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from .. import dialect
 from ..core.delivery.delivery import check_message
 from ..core.delivery.mentions import WAIT_SECONDS
 from ..core.hosted import CallOrigin
 from ..errors import UsageError
-from . import shapes
 from .context import context
 from .http import json_body, profile_of
 
@@ -36,7 +36,7 @@ async def call_tool(request: Request) -> Response:
         {
             "object": "backchannel.tool_result",
             "tool": done.tool,
-            "session": shapes.session(done.session),
+            "session": dialect.session_of(done.session),
             "run_id": done.run_id,
             "ok": done.ok,
             "result": json.loads(done.result),
@@ -76,6 +76,5 @@ async def answer_mentions(request: Request) -> Response:
     session, rewritten, count = await ctx.gateway.hosted.mentions(
         profile, request.path_params["session_id"], text, wait=float(wait)
     )
-    return JSONResponse(
-        {"object": "backchannel.mentions", "session": shapes.session(session), "mentions": count, "message": rewritten}
-    )
+    shown = dialect.session_of(session)
+    return JSONResponse({"object": "backchannel.mentions", "session": shown, "mentions": count, "message": rewritten})

@@ -9,58 +9,7 @@ from .. import dialect
 from ..core.delivery.delivery import Delivered
 from ..errors import BackchannelError
 from ..outcome import Outcome, detail
-from ..records import Run, RunState, Session
-
-
-def session(row: Session) -> dialect.Session:
-    return {
-        "id": row.id,
-        "profile": row.profile,
-        "source": row.source,
-        "title": row.title,
-        "started_at": row.created_at,
-        "last_active": row.updated_at,
-        "message_count": row.message_count,
-        "ended_at": None,
-        "hidden": False,
-        "archived": False,
-    }
-
-
-def run(row: Run, queue_position: int | None) -> dialect.Run:
-    body: dialect.Run = {
-        "object": "hermes.run",
-        "run_id": row.id,
-        "status": row.state,
-        "session_id": row.session_id,
-        "profile": row.profile,
-        "created_at": row.created_at,
-        "updated_at": row.updated_at,
-        "started_at": row.started_at,
-        "finished_at": row.finished_at,
-        "attempts": row.attempts,
-        "hops": row.hops,
-        "usage": _usage(row),
-    }
-    if row.reply is not None:
-        body["output"] = row.reply
-    if row.error is not None:
-        body["error"] = row.error
-        body["code"] = row.error_code
-    if queue_position is not None:
-        body["queue_position"] = queue_position
-    if row.landed is not None:
-        body["landed"] = row.landed
-    return body
-
-
-def _usage(row: Run) -> dialect.Usage:
-    return {
-        "input_tokens": row.tokens_in,
-        "output_tokens": row.tokens_out,
-        "total_tokens": row.tokens_in + row.tokens_out,
-        "cost_usd": row.cost_usd,
-    }
+from ..records import Run, RunState
 
 
 def completion(d: Delivered) -> dialect.Completion:
@@ -69,7 +18,7 @@ def completion(d: Delivered) -> dialect.Completion:
         "session_id": d.run.session_id,
         "run_id": d.run.id,
         "message": {"role": "assistant", "content": d.run.reply or ""},
-        "usage": _usage(d.run),
+        "usage": dialect.usage_of(d.run),
         "replayed": d.result.replayed,
         "landed": d.run.landed,
     }

@@ -33,7 +33,8 @@ from ..store import rooms as roomstore
 from ..store import sessions as sessionstore
 from ..store.driver import Db
 from ..transcript import SAID, Line, Room, Round, Waiting
-from .delivery.delivery import Delivery, Incoming, check_message
+from .delivery.admission import Attempt
+from .delivery.delivery import Delivery, check_message
 from .delivery.directory import Directory
 from .delivery.outbound import Outbound
 from .queue.commits import commits
@@ -316,7 +317,7 @@ class Rooms:
             if isinstance(target, RemoteAddress):
                 return await self._peer_answer(line, target, given, key)
             session = await self._session(room, line.speaker)
-            sent = await self.delivery.submit(Incoming(session, given, ROOM_SENDER, key=key))
+            sent = await self.delivery.submit(Attempt.handed_in(session, given, ROOM_SENDER, key=key))
             await roomstore.started(self.db, line, sent.run.id)
             done = await self.delivery.wait(sent.run.id, None)
         except StoreError:

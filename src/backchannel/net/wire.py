@@ -13,15 +13,17 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import TypeAdapter, ValidationError
-
-from .. import dialect
 from ..errors import GatewayError, PeerError
 from ..outcome import GroupResult, MemberResult, Outcome, Result, Run, of_run, of_state, said_state
 from ..states import RunState
 from .link import PeerAbout, RunEvent
+
+if TYPE_CHECKING:  # pydantic loads with the first answer read against its declared type, not with every command
+    from pydantic import TypeAdapter
+
+    from .. import dialect
 
 SEND_RESULT = "hermes.peer.send_result"
 QUEUED = "hermes.session.chat.queued"
@@ -144,12 +146,16 @@ def run_of(body: Mapping[str, Any], *, coded: bool = False) -> Run:
 
 @functools.cache
 def _adapter(kind: Any) -> TypeAdapter[Any]:
+    from pydantic import TypeAdapter
+
     return TypeAdapter(kind)
 
 
 def ours(kind: Any, body: Any, what: str) -> Any:
     """A Backchannel gateway's answer read as the type the API declares for it (`dialect`); an answer of another
     shape is a GatewayError that names its first difference (a gateway of another version)."""
+    from pydantic import ValidationError
+
     try:
         return _adapter(kind).validate_python(body)
     except ValidationError as exc:
@@ -163,6 +169,8 @@ def ours(kind: Any, body: Any, what: str) -> Any:
 
 def gateway_run(body: Any) -> Result:
     """A run of this home's gateway as its run routes show it (`profile`, `session_id` name its session)."""
+    from .. import dialect
+
     run: dialect.Run = ours(dialect.Run, body, "run")
     return of_run(f"{run['profile']}/{run['session_id']}", run_of(run))
 

@@ -44,7 +44,7 @@ from google.protobuf.json_format import MessageToDict
 
 from ... import a2a_extension, keys, tracing
 from ...core.access import Caller
-from ...core.delivery.delivery import Incoming
+from ...core.delivery.admission import Attempt
 from ...errors import BackchannelError, KeyRevoked, NotFound, Refused
 from ...framing import is_human
 from ...home.redact import redact
@@ -270,7 +270,7 @@ class RunsHandler(RequestHandler):
             carried = _hops_chain(message)
             sender = _sender(who, carried.profile)
             joined = await conversation(self.ctx.directory, who, caller, profile, message.context_id)
-            incoming = Incoming(
+            incoming = Attempt.handed_in(
                 session=joined.session,
                 text=read.text,
                 sender=sender,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from ...core.delivery.delivery import Incoming
+from ...core.delivery.admission import Attempt
 from ...errors import AuthError, LimitReached
 from ...keys import check_external
 from ..context import context
@@ -75,7 +75,7 @@ async def send(request: Request, session: WebSession) -> Response:
     check_csrf(request, session, form.get("csrf"))
     row = await ctx.directory.session(request.path_params["session_id"])
     d = await ctx.delivery.submit(
-        Incoming(session=row, text=form.get("message", ""), sender=WEB_SENDER, key=check_external(form.get("key")))
+        Attempt.handed_in(row, form.get("message", ""), WEB_SENDER, key=check_external(form.get("key")))
     )
     if "hx-request" not in request.headers:
         return RedirectResponse(f"/web/sessions/{row.id}", status_code=303)

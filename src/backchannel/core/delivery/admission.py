@@ -59,8 +59,12 @@ class Attempt:
               wake's own); an agent's send is keyed on its turn, target, text and ordinal here
     exchange  an arrival: the exchange the peer names; a reply: the exchange it belongs to
     wait      how long the sender waits for the outcome (an agent's send: 0 to be woken instead)
-    context   a new A2A context: `session` is written, bound to it, once the message is let through
-    scope, retry_window  a keyless message's fingerprint target and retry window (`runs.NewRun`)"""
+    context   a new A2A context: `session` is not written yet (`Directory.unsaved_session`): it is, bound to
+              that context, once the message is let through (a refused message starts no conversation)
+    files     kept with the run
+    scope, retry_window  a keyless message's fingerprint target and retry window (`runs.NewRun`): a client's
+              automatic retry, which cannot carry a key, is the same sender's run of the same text to the same
+              `scope` (default the session) within `retry_window`"""
 
     kind: policy.Kind
     sender: str
@@ -80,6 +84,42 @@ class Attempt:
     trace: tracing.Carrier | None = None  # the trace it continues, when not the current span's (a wake-up's)
     scope: str | None = None
     retry_window: float = 0.0
+
+    @classmethod
+    def handed_in(
+        cls,
+        session: Session,
+        text: str,
+        sender: str,
+        *,
+        key: str | None = None,
+        hops: int = 0,
+        chain: tuple[str, ...] = (),
+        exchange: str | None = None,
+        files: tuple[Attachment, ...] = (),
+        context: NewContext | None = None,
+        steer: bool = False,
+        scope: str | None = None,
+        retry_window: float = 0.0,
+    ) -> Attempt:
+        """A message a transport hands in to `session`: the person's (`human:<surface>`) or, from another
+        gateway, its agent's (`peer:<name>/<profile>`, an arrival)."""
+        kind: policy.Kind = "person" if is_human(sender) else "arrival"
+        return cls(
+            kind,
+            sender,
+            text,
+            session=session,
+            key=key,
+            hops=hops,
+            chain=chain,
+            exchange=exchange,
+            files=files,
+            context=context,
+            steer=steer,
+            scope=scope,
+            retry_window=retry_window,
+        )
 
     @property
     def target_profile(self) -> str:

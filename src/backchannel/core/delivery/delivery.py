@@ -21,7 +21,7 @@ from ...framing import is_human
 from ...home.config import GatewayConfig
 from ...messages import MAX_MESSAGE_CHARS, Attachment
 from ...outcome import Outcome, Result, of_state
-from ...records import LedgerEntry, Run, Session, TaskQuery
+from ...records import LedgerEntry, Run, TaskQuery
 from ...states import TERMINAL_EVENTS
 from ...store import ledger
 from ...store import runs as runstore
@@ -39,31 +39,6 @@ from .wakes import Wakes
 MAX_WAIT_SECONDS = 3600.0
 WAKE_RETRY_SECONDS = 5.0  # how soon a wake that could not be queued is tried again (then twice as late)
 WAKE_RETRY_MAX_SECONDS = 300.0
-
-
-@dataclass(frozen=True)
-class Incoming:
-    """A message a transport hands in: who sends what into which session, with what key, hop and chain.
-
-    `sender` is `human:<surface>` for the person, `peer:<name>/<profile>` for another gateway's agent.
-    `key` None: a new message, unless `retry_window` (a client's automatic retry, which cannot carry a key): then
-    the same sender's run of the same text to the same `scope` (default the session) within it (`runs.NewRun`).
-    `exchange`: the exchange a peer says the message belongs to (`<gateway-id>:<id>`), None when it says none.
-    With `context`, `session` is not written yet (`Directory.unsaved_session`): it is, bound to that context,
-    once the message is accepted (a refused message starts no conversation). `files` are kept with the run."""
-
-    session: Session
-    text: str
-    sender: str
-    key: str | None = None
-    hops: int = 0
-    chain: tuple[str, ...] = ()
-    exchange: str | None = None
-    files: tuple[Attachment, ...] = ()
-    context: NewContext | None = None
-    steer: bool = False  # given to the session's running turn at its next model step (engines that can)
-    scope: str | None = None
-    retry_window: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -119,27 +94,27 @@ class Delivery:
     # --- messages handed in by a transport -------------------------------------------------------
 
     @commits
-    async def deliver(self, incoming: Incoming, *, wait: float | None) -> Delivered:
+    async def deliver(self, attempt: Attempt, *, wait: float | None) -> Delivered:
         """Record and queue the message, then wait up to `wait` seconds (None: until its run ends)."""
         started = time.monotonic()
-        run, created = await self._accept(incoming, wait=wait)
+        run, created = await self._accept(attempt, wait=wait)
         await self.db.durable()  # the run is on disk before it is waited for (a failed commit: 503 at once)
         run = await self.queue.wait(run.id, wait, known=run)
         return await self._delivered(run, replayed=not created, waited=time.monotonic() - started)
 
     @commits
-    async def submit(self, incoming: Incoming, *, wait: float | None = None) -> Delivered:
+    async def submit(self, attempt: Attempt, *, wait: float | None = None) -> Delivered:
         """Record and queue the message; its outcome so far (a receipt, or a replayed run's end). `wait`: how
         long its sender waits for it elsewhere (a stream)."""
-        run, created = await self._accept(incoming, wait=wait)
+        run, created = await self._accept(attempt, wait=wait)
         return await self._delivered(run, replayed=not created)
 
-    async def steer(self, run_id: str, incoming: Incoming, *, profile: str | None = None) -> Delivered:
+    async def steer(self, run_id: str, attempt: Attempt, *, profile: str | None = None) -> Delivered:
         """A message into the running turn of `run_id` (Hermes's POST /v1/runs/{id}/steer), as a steer into its
         session: only its own sender's (`runs.same_caller`, DESIGN 7), only while it runs. A turn that ends before
         the message is recorded leaves it queued, its own turn (`landed` says which)."""
         run = await self._run(run_id, profile=profile)
-        if not runstore.same_caller(incoming.sender, run.sender):
+        if not runstore.same_caller(attempt.sender, run.sender):
             raise Forbidden(f"run {run_id!r} is another sender's turn: only the sender of a run steers it")
         if run.state is not RunState.RUNNING:
             raise Conflict(
@@ -147,28 +122,11 @@ class Delivery:
                 code="run_not_accepting_steer",
             )
         session = await self.directory.session(run.session_id, profile=run.profile)
-        return await self.submit(replace(incoming, session=session, steer=True))
+        return await self.submit(replace(attempt, session=session, steer=True))
 
-    async def _accept(self, incoming: Incoming, *, wait: float | None = None) -> tuple[Run, bool]:
-        check_message(incoming.text)
-        admitted = await self.admit(
-            Attempt(
-                kind="person" if is_human(incoming.sender) else "arrival",
-                sender=incoming.sender,
-                text=incoming.text,
-                session=incoming.session,
-                key=incoming.key,
-                hops=incoming.hops,
-                chain=incoming.chain,
-                exchange=incoming.exchange,
-                wait=wait,
-                files=incoming.files,
-                context=incoming.context,
-                steer=incoming.steer,
-                scope=incoming.scope,
-                retry_window=incoming.retry_window,
-            )
-        )
+    async def _accept(self, attempt: Attempt, *, wait: float | None = None) -> tuple[Run, bool]:
+        check_message(attempt.text)
+        admitted = await self.admit(replace(attempt, wait=wait))
         if admitted.refusal is not None:
             raise Refused(admitted.refusal.reason, code=admitted.refusal.code)
         assert admitted.run is not None

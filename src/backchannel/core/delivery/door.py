@@ -16,7 +16,8 @@ from ...addresses import Address, GroupAddress, LocalAddress, RemoteAddress, Tar
 from ...errors import UsageError
 from ...outcome import GroupResult, Result
 from ...records import Session
-from .delivery import MAX_WAIT_SECONDS, Delivery, Incoming, check_message
+from .admission import Attempt
+from .delivery import MAX_WAIT_SECONDS, Delivery, check_message
 from .groups import Groups
 from .imports import Imports
 from .outbound import Outbound
@@ -58,7 +59,7 @@ class Door:
                 )
             bounded = MAX_WAIT_SECONDS if wait is None else wait
             return await self.outbound.dm(self.outbound.peer(to.peer), to.profile, text, wait=bounded, key=key)
-        incoming = Incoming(await self.session(to), text, sender, key=key, steer=steer)
+        incoming = Attempt.handed_in(await self.session(to), text, sender, key=key, steer=steer)
         return (await self.delivery.deliver(incoming, wait=wait)).result
 
     async def session(self, to: LocalAddress) -> Session:
