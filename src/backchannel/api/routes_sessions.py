@@ -11,9 +11,9 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ..core.delivery.delivery import Incoming
-from ..core.queue.events import Chunk, Ended, Queued, Step, WaitOver
+from ..core.delivery.delivery import Incoming, WaitOver
 from ..errors import DeliveryError, Forbidden, KeyRevoked, Refused
+from ..events import Chunk, Ended, Queued, Step
 from ..outcome import Outcome
 from ..records import BOT_CHAT_TITLE
 from . import shapes
@@ -160,7 +160,7 @@ async def chat_events(request: Request, ctx: Context, message_in: Incoming, head
                     yield frame("assistant.delta", message_id=run_id, delta=step.text)
                 elif isinstance(step, Step):
                     yield frame(
-                        step.event, message_id=run_id, tool_name=step.tool, preview=step.preview, error=step.error
+                        step.name, message_id=run_id, tool_name=step.tool, preview=step.preview, error=step.error
                     )
                 elif isinstance(step, WaitOver):
                     yield frame(
