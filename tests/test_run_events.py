@@ -21,7 +21,7 @@ CASES: list[tuple[Event, dict[str, Any]]] = [
         Started("run_1", "s1", steered_into="run_0", timestamp=T),
         {"event": "run.started", **HEAD, "session_id": "s1", "steered_into": "run_0"},
     ),
-    (Chunk("run_1", "par", T), {"event": "message.delta", **HEAD, "delta": "par"}),
+    (Chunk("run_1", "par", timestamp=T), {"event": "message.delta", **HEAD, "delta": "par"}),
     (
         Step("run_1", "tool.started", "memory", preview='{"note": "x"}', timestamp=T),
         {"event": "tool.started", **HEAD, "tool": "memory", "preview": '{"note": "x"}'},
@@ -30,23 +30,23 @@ CASES: list[tuple[Event, dict[str, Any]]] = [
         Step("run_1", "tool.completed", "memory", duration=0.012, error="no such note", timestamp=T),
         {"event": "tool.completed", **HEAD, "tool": "memory", "duration": 0.012, "error": "no such note"},
     ),
-    (Steered("run_1", "run_2", T), {"event": "turn.steered", **HEAD, "steered_run": "run_2"}),
+    (Steered("run_1", "run_2", timestamp=T), {"event": "turn.steered", **HEAD, "steered_run": "run_2"}),
     (
         Ended("run_1", "completed", "the reply", session_id="s1", timestamp=T),
         {"event": "run.completed", **HEAD, "session_id": "s1", "output": "the reply"},
     ),
     (
-        Ended("run_1", "failed", "part", "boom", "engine_error", "s1", T),
+        Ended("run_1", "failed", "part", "boom", "engine_error", "s1", timestamp=T),
         {"event": "run.failed", **HEAD, "session_id": "s1", "error": "boom", "code": "engine_error", "output": "part"},
     ),
     (
-        Ended("run_1", "cancelled", None, "stopped", "cancelled", "s1", T),
+        Ended("run_1", "cancelled", None, "stopped", "cancelled", "s1", timestamp=T),
         {"event": "run.cancelled", **HEAD, "session_id": "s1", "error": "stopped", "code": "cancelled", "output": None},
     ),
-    (Queued("run_1", 2, T), {"event": "run.queued", **HEAD, "runs_ahead": 2}),
-    (Held("run_1", T), {"event": "run.held", **HEAD}),
+    (Queued("run_1", 2, timestamp=T), {"event": "run.queued", **HEAD, "runs_ahead": 2}),
+    (Held("run_1", timestamp=T), {"event": "run.held", **HEAD}),
     (
-        Other("run_1", "stream.closed", {"code": "key_revoked", "error": "revoked"}, T),
+        Other("run_1", "stream.closed", {"code": "key_revoked", "error": "revoked"}, timestamp=T),
         {"event": "stream.closed", **HEAD, "code": "key_revoked", "error": "revoked"},
     ),
 ]

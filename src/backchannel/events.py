@@ -26,7 +26,12 @@ from .outcome import of_state, said_state
 _BASE = ("event", "run_id", "timestamp")
 
 
+@dataclass(frozen=True)
 class _Said:
+    """What every event has: its run (empty when a peer's event does not say it), and when it was said."""
+
+    run_id: str
+    timestamp: float = field(default_factory=time.time, kw_only=True)
     ends: ClassVar[bool] = False  # the run's closing event
 
 
@@ -34,9 +39,7 @@ class _Said:
 class Queued(_Said):
     """The run waits in its session's queue behind `ahead` runs (the running one too; None: not said)."""
 
-    run_id: str
     ahead: int | None = None
-    timestamp: float = field(default_factory=time.time)
     name: ClassVar[str] = "run.queued"
 
     def to_dict(self) -> dict[str, Any]:
@@ -47,8 +50,6 @@ class Queued(_Said):
 class Held(_Said):
     """The run waits for the person's approval (a hold rule)."""
 
-    run_id: str
-    timestamp: float = field(default_factory=time.time)
     name: ClassVar[str] = "run.held"
 
     def to_dict(self) -> dict[str, Any]:
@@ -59,10 +60,8 @@ class Held(_Said):
 class Started(_Said):
     """The run's turn began; a message steered into a running turn starts with it (`steered_into`: that run)."""
 
-    run_id: str
     session_id: str | None = None
     steered_into: str | None = None
-    timestamp: float = field(default_factory=time.time)
     name: ClassVar[str] = "run.started"
 
     def to_dict(self) -> dict[str, Any]:
@@ -74,9 +73,7 @@ class Started(_Said):
 class Chunk(_Said):
     """Text of the reply as the engine writes it."""
 
-    run_id: str
     text: str
-    timestamp: float = field(default_factory=time.time)
     name: ClassVar[str] = "message.delta"
 
     def to_dict(self) -> dict[str, Any]:
@@ -88,13 +85,11 @@ class Step(_Said):
     """A tool step of the turn: `name` is `tool.started` (with a `preview` of its arguments) or `tool.completed`
     (with its `duration` in seconds and its `error`, None when it succeeded)."""
 
-    run_id: str
     name: str  # a field here, a class constant in the others
     tool: str
     preview: Any = None
     duration: Any = None
     error: str | None = None
-    timestamp: float = field(default_factory=time.time)
 
     def to_dict(self) -> dict[str, Any]:
         if self.name == "tool.started":
@@ -106,9 +101,7 @@ class Step(_Said):
 class Steered(_Said):
     """A message joined the running turn (`steered_run`: the message's own run)."""
 
-    run_id: str
     steered_run: str
-    timestamp: float = field(default_factory=time.time)
     name: ClassVar[str] = "turn.steered"
 
     def to_dict(self) -> dict[str, Any]:
@@ -120,13 +113,11 @@ class Ended(_Said):
     """The run's end: its state (`completed`, `failed`, …, or a peer's word that settles it), its reply (for a
     run that did not complete, whatever partial output it kept), its error and code."""
 
-    run_id: str
     state: str
     output: str | None = None
     error: str | None = None
     code: str | None = None
     session_id: str | None = None
-    timestamp: float = field(default_factory=time.time)
     ends: ClassVar[bool] = True
 
     @property
@@ -144,10 +135,8 @@ class Other(_Said):
     """An event of a name none of the others has (a peer's, or a stream's own such as `stream.closed`): its
     name and the rest of its object, carried as they were said."""
 
-    run_id: str
     name: str
     data: Mapping[str, Any] = field(default_factory=dict)
-    timestamp: float = field(default_factory=time.time)
 
     @property
     def error(self) -> str | None:
@@ -163,37 +152,28 @@ Event = Queued | Held | Started | Chunk | Step | Steered | Ended | Other
 def event_of(data: Mapping[str, Any]) -> Event:
     """An event as its JSON object says it (ours, relayed or streamed; a peer's): any name is carried, a name of
     none of ours as `Other`; `run.<state>` for a state that settles the run (in a peer's words too) is its end."""
-    name = str(data.get("event"))
-    run_id = str(data.get("run_id") or "")
-    given = data.get("timestamp")
-    when = float(given) if isinstance(given, int | float) and not isinstance(given, bool) else time.time()
+    name, run_id, given = str(data.get("event")), str(data.get("run_id") or ""), data.get("timestamp")
+    at = {"timestamp": float(given)} if isinstance(given, int | float) and not isinstance(given, bool) else {}
     if name == Started.name:
-        return Started(run_id, _text(data.get("session_id")), _text(data.get("steered_into")), when)
+        return Started(run_id, _text(data.get("session_id")), _text(data.get("steered_into")), **at)
     if name == Chunk.name:
-        return Chunk(run_id, str(data.get("delta") or ""), when)
+        return Chunk(run_id, str(data.get("delta") or ""), **at)
     if name in ("tool.started", "tool.completed"):
-        error = _said(data.get("error"))
-        return Step(run_id, name, str(data.get("tool") or ""), data.get("preview"), data.get("duration"), error, when)
+        tool, error = str(data.get("tool") or ""), _said(data.get("error"))
+        return Step(run_id, name, tool, data.get("preview"), data.get("duration"), error, **at)
     if name == Steered.name:
-        return Steered(run_id, str(data.get("steered_run") or ""), when)
+        return Steered(run_id, str(data.get("steered_run") or ""), **at)
     if name == Queued.name:
         ahead = data.get("runs_ahead")
-        return Queued(run_id, ahead if isinstance(ahead, int) and not isinstance(ahead, bool) else None, when)
+        return Queued(run_id, ahead if isinstance(ahead, int) and not isinstance(ahead, bool) else None, **at)
     if name == Held.name:
-        return Held(run_id, when)
-    state = name.removeprefix("run.")
+        return Held(run_id, **at)
+    state, output = name.removeprefix("run."), data.get("output")
     if state != name and of_state(said_state(state)).settled:
-        output = data.get("output")
-        return Ended(
-            run_id,
-            state,
-            output if isinstance(output, str) else None,
-            _said(data.get("error")),
-            _said(data.get("code")),
-            _text(data.get("session_id")),
-            when,
-        )
-    return Other(run_id, name, {k: v for k, v in data.items() if k not in _BASE}, when)
+        output = output if isinstance(output, str) else None
+        error, code, session_id = _said(data.get("error")), _said(data.get("code")), _text(data.get("session_id"))
+        return Ended(run_id, state, output, error, code, session_id, **at)
+    return Other(run_id, name, {k: v for k, v in data.items() if k not in _BASE}, **at)
 
 
 def _object(event: Event, **data: Any) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import asyncio
 import time
 from collections import OrderedDict
 from collections.abc import AsyncGenerator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from ...events import Ended, Event
 from ...records import Run
@@ -22,10 +22,9 @@ RETAIN_RUNS = 1024
 RETAIN_SECONDS = 300.0
 
 
-def ended(run: Run, *, timestamp: float | None = None) -> Ended:
-    """The event a run's end is told by (`timestamp`: when it ended, for an end read from the store)."""
-    end = Ended(run.id, run.state.value, run.reply, run.error, run.error_code, run.session_id)
-    return end if timestamp is None else replace(end, timestamp=timestamp)
+def ended(run: Run, **at: float) -> Ended:
+    """The event a run's end is told by (`timestamp=`: when it ended, for an end read from the store)."""
+    return Ended(run.id, run.state.value, run.reply, run.error, run.error_code, run.session_id, **at)
 
 
 @dataclass
