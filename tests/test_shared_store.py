@@ -118,7 +118,8 @@ def test_a_follower_on_one_gateway_sees_the_end_of_a_run_another_gateway_ran(hom
         chat = await a.directory.open_bot_chat("default")
         sent = await a.delivery.submit(Incoming(chat, "/sleep 0.5\nfollowed", "human:api"))
         ended = [step async for step in a.delivery.watch(sent.run.id, 20, tick=5.0)][-1]
-        assert getattr(ended, "result", None) is not None and ended.result.reply == "default (echo): followed"
+        assert isinstance(ended, Ended) and ended.output == "default (echo): followed"
+        assert (await a.delivery.status(sent.run.id)).result.reply == "default (echo): followed"
 
     on_both(homes, body, a={"runs_turns": False})
 
