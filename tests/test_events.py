@@ -1,4 +1,4 @@
-"""Live run events: `core.events.EventHub` (publish, follow, reserve, bounded retention).
+"""Live run events: `core.queue.events.EventHub` (publish, follow, reserve, bounded retention).
 
 Contract: the module docstring of `backchannel.core.queue.events` — a buffer per run that late subscribers
 replay, then follow until the run's terminal event; `None` from `follow` means "still alive" (a
@@ -17,6 +17,8 @@ import pytest
 
 from backchannel.core.queue import events
 from backchannel.core.queue.events import RETAIN_RUNS, EventHub
+from backchannel.events import Event as RunEvent
+from backchannel.events import event_of
 
 pytestmark = pytest.mark.quick  # pure: no home on disk, no process, no gateway (make quick)
 
@@ -33,8 +35,17 @@ def run(body: Callable[[], Awaitable[None]]) -> None:
     asyncio.run(main())
 
 
+def said(run_id: str, name: str, **data: Any) -> RunEvent:
+    """An event as its JSON object names it (`backchannel.events.event_of`)."""
+    return event_of({"event": name, "run_id": run_id, **data})
+
+
+def objects(found: list[RunEvent | None]) -> list[Event | None]:
+    return [None if e is None else e.to_dict() for e in found]
+
+
 async def collect(hub: EventHub, run_id: str, *, reserved: bool = False) -> list[Event | None]:
-    return [e async for e in hub.follow(run_id, keepalive=LONG, reserved=reserved)]
+    return objects([e async for e in hub.follow(run_id, keepalive=LONG, reserved=reserved)])
 
 
 def names(found: list[Event | None]) -> list[str | None]:
@@ -42,16 +53,16 @@ def names(found: list[Event | None]) -> list[str | None]:
 
 
 def finish(hub: EventHub, run_id: str) -> None:
-    hub.publish(run_id, "run.started")
-    hub.publish(run_id, "run.completed", output="done")
+    hub.publish(said(run_id, "run.started"))
+    hub.publish(said(run_id, "run.completed", output="done"))
 
 
 def test_a_late_subscriber_replays_every_event_of_a_finished_run() -> None:
     async def body() -> None:
         hub = EventHub()
-        hub.publish("r1", "run.started", session_id="s1")
-        hub.publish("r1", "tool.started", tool="memory")
-        hub.publish("r1", "run.completed", output="the reply")
+        hub.publish(said("r1", "run.started", session_id="s1"))
+        hub.publish(said("r1", "tool.started", tool="memory"))
+        hub.publish(said("r1", "run.completed", output="the reply"))
         found = await collect(hub, "r1")
         assert names(found) == ["run.started", "tool.started", "run.completed"]
         assert all(e is not None and e["run_id"] == "r1" and isinstance(e["timestamp"], float) for e in found)
@@ -66,20 +77,20 @@ def test_a_late_subscriber_replays_every_event_of_a_finished_run() -> None:
 def test_a_follower_sees_past_and_future_events_until_the_terminal_one() -> None:
     async def body() -> None:
         hub = EventHub()
-        hub.publish("r1", "run.started")
+        hub.publish(said("r1", "run.started"))
         seen: list[Event | None] = []
         first_seen = asyncio.Event()
 
         async def follow() -> None:
             async for event in hub.follow("r1", keepalive=LONG):
-                seen.append(event)
+                seen.extend(objects([event]))
                 first_seen.set()
 
         follower = asyncio.create_task(follow())
         await first_seen.wait()  # it replayed the past event and now waits for more
-        hub.publish("r1", "assistant.delta", delta="par")
-        hub.publish("r1", "assistant.delta", delta="tial")
-        hub.publish("r1", "run.failed", error="boom")
+        hub.publish(said("r1", "assistant.delta", delta="par"))
+        hub.publish(said("r1", "assistant.delta", delta="tial"))
+        hub.publish(said("r1", "run.failed", error="boom"))
         await follower  # ends by itself with the terminal event
         assert names(seen) == ["run.started", "assistant.delta", "assistant.delta", "run.failed"]
         assert [e["delta"] for e in seen if e is not None and e["event"] == "assistant.delta"] == ["par", "tial"]
@@ -91,8 +102,8 @@ def test_a_follower_sees_past_and_future_events_until_the_terminal_one() -> None
 def test_every_terminal_event_ends_the_stream(terminal: str) -> None:
     async def body() -> None:
         hub = EventHub()
-        hub.publish("r1", "run.started")
-        hub.publish("r1", terminal)
+        hub.publish(said("r1", "run.started"))
+        hub.publish(said("r1", terminal))
         assert names(await collect(hub, "r1")) == ["run.started", terminal]
 
     run(body)
@@ -101,15 +112,15 @@ def test_every_terminal_event_ends_the_stream(terminal: str) -> None:
 def test_a_quiet_run_gets_a_keepalive_none_after_the_timeout() -> None:
     async def body() -> None:
         hub = EventHub()
-        hub.publish("r1", "run.started")
+        hub.publish(said("r1", "run.started"))
         stream = hub.follow("r1", keepalive=0.02)
         first = await anext(stream)
-        assert first is not None and first["event"] == "run.started"
+        assert first is not None and first.name == "run.started"
         assert await anext(stream) is None  # nothing happened within the keepalive
         assert await anext(stream) is None  # and again: the stream stays open
-        hub.publish("r1", "run.completed")
+        hub.publish(said("r1", "run.completed"))
         last = await anext(stream)
-        assert last is not None and last["event"] == "run.completed"
+        assert last is not None and last.name == "run.completed"
         with pytest.raises(StopAsyncIteration):
             await anext(stream)
 
@@ -119,11 +130,11 @@ def test_a_quiet_run_gets_a_keepalive_none_after_the_timeout() -> None:
 def test_publish_after_the_terminal_event_is_ignored() -> None:
     async def body() -> None:
         hub = EventHub()
-        hub.publish("r1", "run.started")
-        hub.publish("r1", "run.completed", output="first")
-        hub.publish("r1", "assistant.delta", delta="late")
-        hub.publish("r1", "run.failed", error="late")
-        hub.publish("r1", "run.completed", output="second")
+        hub.publish(said("r1", "run.started"))
+        hub.publish(said("r1", "run.completed", output="first"))
+        hub.publish(said("r1", "assistant.delta", delta="late"))
+        hub.publish(said("r1", "run.failed", error="late"))
+        hub.publish(said("r1", "run.completed", output="second"))
         found = await collect(hub, "r1")
         assert names(found) == ["run.started", "run.completed"]
         assert found[-1] is not None and found[-1]["output"] == "first"
@@ -133,9 +144,9 @@ def test_publish_after_the_terminal_event_is_ignored() -> None:
 
 def test_a_terminal_event_of_a_run_with_no_buffer_is_not_kept() -> None:
     hub = EventHub()
-    hub.publish("gone", "run.completed")  # its buffer is gone: the store has the outcome
+    hub.publish(said("gone", "run.completed"))  # its buffer is gone: the store has the outcome
     assert not hub.known("gone")
-    hub.publish("live", "run.started")
+    hub.publish(said("live", "run.started"))
     assert hub.known("live")
 
 
@@ -151,9 +162,9 @@ def test_a_follower_that_leaves_a_run_with_no_events_leaves_nothing_behind() -> 
         assert not hub.known("held")
         finish(hub, "held")
         assert names(await collect(hub, "held")) == ["run.started", "run.completed"]
-        hub.publish("busy", "run.started")  # a run with events is kept for its later followers
+        hub.publish(said("busy", "run.started"))  # a run with events is kept for its later followers
         busy = hub.follow("busy", keepalive=LONG)
-        assert (await anext(busy) or {})["event"] == "run.started"
+        assert names(objects([await anext(busy)])) == ["run.started"]
         await busy.aclose()
         assert hub.known("busy")
 
@@ -181,14 +192,14 @@ def test_a_finished_run_is_not_kept_past_retain_seconds(monkeypatch: pytest.Monk
 def test_a_followed_run_is_not_dropped_under_its_follower() -> None:
     async def body() -> None:
         hub = EventHub()
-        hub.publish("watched", "run.started")
+        hub.publish(said("watched", "run.started"))
         stream = hub.follow("watched", keepalive=LONG)
-        assert names([await anext(stream)]) == ["run.started"]
-        hub.publish("watched", "run.completed")
+        assert names(objects([await anext(stream)])) == ["run.started"]
+        hub.publish(said("watched", "run.completed"))
         for i in range(RETAIN_RUNS + 5):  # enough finished runs to push it out, were it not followed
             finish(hub, f"other{i}")
         assert hub.known("watched")
-        assert names([e async for e in stream]) == ["run.completed"]
+        assert names(objects([e async for e in stream])) == ["run.completed"]
         # once its follower is gone it is retained like any finished run: the newest, so still here
         assert hub.known("watched")
         for i in range(RETAIN_RUNS):
@@ -203,11 +214,11 @@ def test_a_finished_run_replayed_by_a_late_follower_is_not_dropped_mid_replay() 
         hub = EventHub()
         finish(hub, "r1")
         stream = hub.follow("r1", keepalive=LONG)
-        assert names([await anext(stream)]) == ["run.started"]
+        assert names(objects([await anext(stream)])) == ["run.started"]
         for i in range(RETAIN_RUNS + 5):  # r1 is now the oldest finished run, past the limit
             finish(hub, f"other{i}")
         assert hub.known("r1")
-        assert names([e async for e in stream]) == ["run.completed"]
+        assert names(objects([e async for e in stream])) == ["run.completed"]
 
     run(body)
 
@@ -216,9 +227,9 @@ def test_reserve_then_follow_reserved_sees_every_event() -> None:
     async def body() -> None:
         hub = EventHub()
         hub.reserve("r1")
-        hub.publish("r1", "run.started")
-        hub.publish("r1", "assistant.delta", delta="x")
-        hub.publish("r1", "run.completed", output="x")
+        hub.publish(said("r1", "run.started"))
+        hub.publish(said("r1", "assistant.delta", delta="x"))
+        hub.publish(said("r1", "run.completed", output="x"))
         for i in range(RETAIN_RUNS + 5):  # a busy gateway finishes many runs before the follower arrives
             finish(hub, f"other{i}")
         assert names(await collect(hub, "r1", reserved=True)) == ["run.started", "assistant.delta", "run.completed"]
@@ -230,7 +241,7 @@ def test_a_reserved_run_whose_first_event_is_terminal_keeps_it() -> None:
     async def body() -> None:
         hub = EventHub()
         hub.reserve("r1")
-        hub.publish("r1", "run.failed", error="at once")
+        hub.publish(said("r1", "run.failed", error="at once"))
         found = await collect(hub, "r1", reserved=True)
         assert names(found) == ["run.failed"]
         assert found[0] is not None and found[0]["error"] == "at once"

@@ -12,10 +12,11 @@ import pytest
 
 from backchannel.core.gateway import Gateway
 from backchannel.errors import GatewayError, NoEventStream, PeerAuthRefused, PeerError, PeerUnreachable
+from backchannel.events import Chunk, Event, event_of
 from backchannel.home import peers as registry
 from backchannel.net import wire
 from backchannel.net.a2a_card import AgentCard
-from backchannel.net.link import PeerAbout, PeerLink, RunEvent
+from backchannel.net.link import PeerAbout, PeerLink
 from backchannel.outcome import Outcome, Result, Run, of_run, said_state
 from backchannel.states import RunState
 from now import now
@@ -24,7 +25,7 @@ pytestmark = pytest.mark.sqlite  # the home's own state.db
 
 
 class FakeLink:
-    """A peer that answers from scripts: nothing of either wire, only `Result`, `Run`, `RunEvent`."""
+    """A peer that answers from scripts: nothing of either wire, only `Result`, `Run`, `Event`."""
 
     def __init__(self, to: str, script: Script) -> None:
         self.to = to
@@ -62,7 +63,7 @@ class FakeLink:
     async def stop(self, run_id: str) -> Run:
         return Run(RunState.CANCELLED, run_id=run_id, error="stopped", code="cancelled")
 
-    async def events(self, run_id: str) -> AsyncIterator[RunEvent]:
+    async def events(self, run_id: str) -> AsyncIterator[Event]:
         for event in self.script.events:
             yield event
         if self.script.stream_error is not None:
@@ -73,7 +74,7 @@ class Script:
     def __init__(self) -> None:
         self.sent: list[str] = []
         self.statuses: list[Run | BaseException | None] = []
-        self.events: list[RunEvent] = []
+        self.events: list[Event] = []
         self.stream_error: BaseException | None = None
         self.about_error: BaseException | None = None
 
@@ -128,14 +129,14 @@ def test_a_run_the_peer_does_not_know_is_unknown(gateway: Any) -> None:
 
 def test_following_rides_out_a_broken_stream_and_a_peer_away_for_a_moment(gateway: Any) -> None:
     gw, script = gateway
-    script.events = [RunEvent("run.running", state="running"), RunEvent("message.delta", delta="par")]
+    script.events = [event_of({"event": "run.running", "status": "running"}), Chunk("run_far", "par")]
     script.stream_error = NoEventStream("the stream is gone")
     script.statuses = [PeerUnreachable("down a moment"), Run(RunState.RUNNING), Run(RunState.COMPLETED, output="x")]
 
-    async def go() -> list[RunEvent]:
+    async def go() -> list[Event]:
         return [e async for e in gw.outbound.follow(gw.outbound.peer("spark"), "run_far")]
 
-    names = [(e.name, e.state) for e in asyncio.run(go())]
+    names = [(e.name, e.to_dict().get("status")) for e in asyncio.run(go())]
     assert names == [
         ("run.running", "running"),
         ("message.delta", None),
@@ -240,5 +241,5 @@ def test_a_peer_run_state_is_read_in_our_words_and_one_it_does_not_know_is_unkno
     )
     run = wire.run_of({"run_id": "r", "status": "pondering"})
     assert run.state is Outcome.UNKNOWN and run.said["status"] == "pondering"
-    assert RunEvent("run.completed").ends and not RunEvent("run.started").ends
-    assert not RunEvent("message.delta").ends
+    assert event_of({"event": "run.completed"}).ends and not event_of({"event": "run.started"}).ends
+    assert not event_of({"event": "message.delta"}).ends

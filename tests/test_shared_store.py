@@ -27,8 +27,8 @@ import pytest
 
 from backchannel.core.delivery.admission import Attempt
 from backchannel.core.gateway import Gateway
-from backchannel.core.queue.events import Chunk, Ended, Step
 from backchannel.errors import ConfigError, LimitReached
+from backchannel.events import Chunk, Ended, Step
 from backchannel.home import config
 from backchannel.states import RunState
 from backchannel.store import runs as runstore
@@ -118,7 +118,8 @@ def test_a_follower_on_one_gateway_sees_the_end_of_a_run_another_gateway_ran(hom
         chat = await a.directory.open_bot_chat("default")
         sent = await a.delivery.submit(Attempt.handed_in(chat, "/sleep 0.5\nfollowed", "human:api"))
         ended = [step async for step in a.delivery.watch(sent.run.id, 20, tick=5.0)][-1]
-        assert getattr(ended, "result", None) is not None and ended.result.reply == "default (echo): followed"
+        assert isinstance(ended, Ended) and ended.output == "default (echo): followed"
+        assert (await a.delivery.status(sent.run.id)).result.reply == "default (echo): followed"
 
     on_both(homes, body, a={"runs_turns": False})
 
@@ -418,7 +419,7 @@ def test_a_follower_on_one_gateway_sees_the_live_events_of_a_turn_another_gatewa
         steps = [step async for step in a.delivery.watch(sent.run.id, 20, tick=5.0)]
         tools = [s for s in steps if isinstance(s, Step)]
         chunks = "".join(s.text for s in steps if isinstance(s, Chunk))
-        assert [(s.event, s.tool) for s in tools] == [("tool.started", "memory"), ("tool.completed", "memory")], steps
+        assert [(s.name, s.tool) for s in tools] == [("tool.started", "memory"), ("tool.completed", "memory")], steps
         assert "seen live" in chunks, steps
         assert isinstance(steps[-1], Ended) and steps[-1].state == "completed"
         assert (await b.delivery.run(sent.run.id)).state is RunState.COMPLETED

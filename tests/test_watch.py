@@ -9,8 +9,9 @@ from typing import Any
 
 from backchannel.agent.engines.base import ModelRequest, OnDelta
 from backchannel.core.delivery.admission import Attempt
+from backchannel.core.delivery.delivery import WaitOver
 from backchannel.core.gateway import Gateway
-from backchannel.core.queue.events import Chunk, Ended, Progress, Queued, Started, WaitOver
+from backchannel.events import Chunk, Ended, Event, Queued, Started
 from backchannel.messages import Message
 from backchannel.outcome import Outcome
 from backchannel.store.runs import RunState
@@ -45,8 +46,9 @@ def run(root: Path, body: Any, engine: GatedEngine) -> None:
     with_gateway(root, body, engine_factory=lambda profile, secret: engine)
 
 
-async def collect(gw: Gateway, run_id: str, wait: float | None, **kwargs: Any) -> list[Progress]:
-    return [step async for step in gw.delivery.watch(run_id, wait, tick=TICK, **kwargs)]
+async def collect(gw: Gateway, run_id: str, wait: float | None, **kwargs: Any) -> list[Event | WaitOver]:
+    """What a watch gives, the quiet ticks (None) left out."""
+    return [step async for step in gw.delivery.watch(run_id, wait, tick=TICK, **kwargs) if step is not None]
 
 
 def test_a_queued_run_is_watched_from_its_place_in_the_queue_to_its_end(initialised: Path) -> None:
@@ -61,14 +63,15 @@ def test_a_queued_run_is_watched_from_its_place_in_the_queue_to_its_end(initiali
         progress = gw.delivery.watch(second.run.id, None, tick=TICK, reserved=reserved)
         steps = [await anext(progress)]
         engine.gate.set()
-        steps += [step async for step in progress]
-        assert steps[0] == Queued(1)
+        steps += [step async for step in progress if step is not None]
+        assert isinstance(steps[0], Queued) and (steps[0].run_id, steps[0].ahead) == (second.run.id, 1)
         kinds = [type(s) for s in steps[1:] if not isinstance(s, Queued)]  # maybe next in line a moment first
         assert kinds == [Started, Chunk, Ended]
         chunk, end = steps[-2], steps[-1]
         assert isinstance(chunk, Chunk) and chunk.text == "partial "
         assert isinstance(end, Ended) and end.state == "completed" and end.output == "ok: second"
-        assert end.result.outcome is Outcome.DELIVERED and end.result.run_id == second.run.id
+        result = (await gw.delivery.status(second.run.id)).result  # the outcome a watcher reads at the end
+        assert result.outcome is Outcome.DELIVERED and result.run_id == second.run.id
         assert (await gw.delivery.wait(first.run.id, 30)).run.state is RunState.COMPLETED
 
     run(initialised, body, engine)
@@ -90,7 +93,8 @@ def test_a_run_that_ended_before_the_watch_began_gives_its_end_at_once(initialis
         assert len(steps) == 1
         end = steps[0]
         assert isinstance(end, Ended) and end.state == "completed" and end.output == "ok: hello"
-        assert end.result.outcome is Outcome.DELIVERED and end.result.reply == "ok: hello"
+        result = (await gw.delivery.status(ids[0])).result
+        assert result.outcome is Outcome.DELIVERED and result.reply == "ok: hello"
 
     run(initialised, deliver, engine)
     run(initialised, watch_later, engine)

@@ -19,7 +19,3 @@ class RunState(StrEnum):
     @property
     def terminal(self) -> bool:
         return self not in (RunState.HELD, RunState.QUEUED, RunState.RUNNING)
-
-
-# The names of the events that end a run's stream of events: `run.` and its terminal state.
-TERMINAL_EVENTS = frozenset(f"run.{state.value}" for state in RunState if state.terminal)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import tracing
+from ..events import Chunk, Event, Step
 from ..home.profiles import Profile
 from ..messages import Message, ToolCall, Usage
 from .engines.base import Engine, ModelRequest, SessionLink
@@ -16,7 +17,7 @@ from .persona import system_prompt
 from .tools.base import Tool, ToolContext, call_tool
 from .tools.messaging import offered
 
-Emit = Callable[..., None]
+Emit = Callable[[Event], None]
 
 
 @dataclass
@@ -67,7 +68,7 @@ async def run_turn(
 
     def on_delta(text: str) -> None:
         progress.partial += text
-        emit("message.delta", delta=text)
+        emit(Chunk(ctx.run_id, text))
 
     for step in range(profile.config.max_turns):
         if steered is not None and step and progress.messages[-1].role == "tool":
@@ -105,19 +106,15 @@ async def run_turn(
         if spent is not None and reply.usage is not None:
             await spent(progress)
         for call in reply.tool_calls:
-            emit("tool.started", tool=call.name, preview=call.arguments[:200])
+            emit(Step(ctx.run_id, "tool.started", call.name, preview=call.arguments[:200]))
             started = time.monotonic()
             with tracing.span_of(_tool_span, call) as span:
                 result, ok = await call_tool(tools, call.name, call.arguments, ctx)
                 if span is not None and not ok:
                     tracing.annotate(span, {"error.type": _error_code(result)})
             progress.messages.append(Message(role="tool", content=result, tool_call_id=call.id, name=call.name))
-            emit(
-                "tool.completed",
-                tool=call.name,
-                duration=round(time.monotonic() - started, 3),
-                error=None if ok else _error_text(result),
-            )
+            duration, error = round(time.monotonic() - started, 3), None if ok else _error_text(result)
+            emit(Step(ctx.run_id, "tool.completed", call.name, duration=duration, error=error))
     note = f"(stopped: {profile.config.max_turns} model calls without a final answer; see agent.max_turns)"
     progress.messages.append(Message(role="assistant", content=note))
     return note

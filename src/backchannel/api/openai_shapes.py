@@ -1,7 +1,7 @@
 """The OpenAI-compatible routes' answers as Hermes gives them: a chat completion and its `chat.completion.chunk`
 stream (`hermes.tool.progress` events, `data: [DONE]`), a response and its `response.*` event stream.
 
-A stream's frames are made from a run's progress (`core.queue.events`), one route's `Frames` per stream: what the
+A stream's frames are made from a run's events (`backchannel.events`), one route's `Frames` per stream: what the
 run says as it goes (its text, its tool steps), then its end read from the store (the reply's rest, when the text
 streamed was less; its usage; or why it failed, as Hermes's `hermes` object says it).
 """
@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from ..core.delivery.delivery import Delivered
-from ..core.queue.events import Chunk, Progress, Step
 from ..errors import NotFound
+from ..events import Chunk, Event, Step
 from ..records import Run, RunState
 from .shapes import queued as receipt
 
@@ -101,7 +101,7 @@ class Frames(Protocol):
 
     def start(self, first: Delivered) -> list[Frame]: ...
 
-    def step(self, step: Progress) -> list[Frame]: ...
+    def step(self, step: Event) -> list[Frame]: ...
 
     def end(self, run: Run) -> list[Frame]: ...
 
@@ -132,11 +132,11 @@ class ChatFrames:
             self._chunk({"role": "assistant"}, run_id=run.id, session_id=run.session_id, replayed=first.result.replayed)
         ]
 
-    def step(self, step: Progress) -> list[Frame]:
+    def step(self, step: Event) -> list[Frame]:
         if isinstance(step, Chunk) and step.text:
             self.said += step.text
             return [self._chunk({"content": step.text})]
-        if isinstance(step, Step) and step.event == "tool.started":
+        if isinstance(step, Step) and step.name == "tool.started":
             self.calls += 1
             call = f"call_{_hex(self.run_id)[:16]}_{self.calls}"
             self.tools.setdefault(step.tool, []).append(call)
@@ -144,7 +144,7 @@ class ChatFrames:
             return [
                 ("hermes.tool.progress", {"tool": step.tool, "label": label, "toolCallId": call, "status": "running"})
             ]
-        if isinstance(step, Step) and step.event == "tool.completed" and self.tools.get(step.tool):
+        if isinstance(step, Step) and step.name == "tool.completed" and self.tools.get(step.tool):
             call = self.tools[step.tool].pop(0)
             return [("hermes.tool.progress", {"tool": step.tool, "toolCallId": call, "status": "completed"})]
         return []
@@ -203,7 +203,7 @@ class ResponseFrames:
         envelope = {**_envelope(first.run, self.model, "in_progress"), "replayed": first.result.replayed}
         return [self._event("response.created", response=envelope)]
 
-    def step(self, step: Progress) -> list[Frame]:
+    def step(self, step: Event) -> list[Frame]:
         return self._text(step.text) if isinstance(step, Chunk) and step.text else []
 
     def end(self, run: Run) -> list[Frame]:

@@ -20,9 +20,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ..core.delivery.admission import Attempt
-from ..core.delivery.delivery import Delivered
-from ..core.queue.events import Ended
+from ..core.delivery.delivery import Delivered, WaitOver
 from ..errors import DeliveryError, KeyRevoked, NotFound, UsageError
+from ..events import Ended
 from ..outcome import Outcome
 from ..records import Session
 from . import openai_shapes as shapes
@@ -205,6 +205,8 @@ async def _events(
     progress = ctx.delivery.watch(first.run.id, None, reserved=live)
     try:
         async for step in ctx.gateway.access.while_valid(caller(request), progress):
+            if step is None or isinstance(step, WaitOver):
+                continue
             said = frames.end(await ctx.delivery.run(first.run.id)) if isinstance(step, Ended) else frames.step(step)
             for out in _sse(said):
                 yield out

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import AsyncIterator
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from .. import dialect
+from ..core.delivery.delivery import WaitOver
 from ..errors import KeyRevoked, UsageError
+from ..events import Held, Other, Queued
 from .context import caller, context, incoming, stream_slot
 from .http import int_param, json_body, optional_str, profile_of, run_scope, text_field
 from .lf_streams import event_stream
+
+KEEPALIVE_SECONDS = 15.0  # a comment on a quiet stream of a run's events
 
 
 async def start_run(request: Request) -> Response:
@@ -89,8 +92,11 @@ async def run_events(request: Request) -> Response:
     caller(request).require_run(run)
 
     async def frames() -> AsyncIterator[dict[str, str]]:
-        async for event in ctx.delivery.follow(run.id):
-            yield {"comment": "keepalive"} if event is None else {"data": json.dumps(event, ensure_ascii=False)}
+        async for event in ctx.delivery.watch(run.id, tick=KEEPALIVE_SECONDS):
+            if event is None:
+                yield {"comment": "keepalive"}
+            elif not isinstance(event, Queued | Held | WaitOver):  # the watcher's looks at the queue: not sent here
+                yield {"data": json.dumps(event.to_dict(), ensure_ascii=False)}
 
     async def while_valid() -> AsyncIterator[dict[str, str]]:
         """The events until the run's end, or until the key the stream was opened with is revoked: then a last
@@ -99,8 +105,8 @@ async def run_events(request: Request) -> Response:
             async for f in ctx.gateway.access.while_valid(caller(request), frames()):
                 yield f
         except KeyRevoked as exc:
-            closed = {"event": "stream.closed", "run_id": run.id, "timestamp": time.time()}
-            yield {"data": json.dumps({**closed, "code": exc.code, "error": exc.message}, ensure_ascii=False)}
+            closed = Other(run.id, "stream.closed", {"code": exc.code, "error": exc.message})
+            yield {"data": json.dumps(closed.to_dict(), ensure_ascii=False)}
 
     with stream_slot(request, run.id) as slot:  # held until the stream's answer ends
         return slot.holding(event_stream(while_valid(), ping=30))

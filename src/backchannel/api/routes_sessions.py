@@ -13,8 +13,9 @@ from starlette.responses import JSONResponse, Response
 
 from .. import dialect
 from ..core.delivery.admission import Attempt
-from ..core.queue.events import Chunk, Ended, Queued, Step, WaitOver
+from ..core.delivery.delivery import WaitOver
 from ..errors import DeliveryError, Forbidden, KeyRevoked, Refused
+from ..events import Chunk, Ended, Queued, Step
 from ..outcome import Outcome
 from ..records import BOT_CHAT_TITLE
 from . import shapes
@@ -162,7 +163,7 @@ async def chat_events(request: Request, ctx: Context, message_in: Attempt, heade
                     yield frame("assistant.delta", message_id=run_id, delta=step.text)
                 elif isinstance(step, Step):
                     yield frame(
-                        step.event, message_id=run_id, tool_name=step.tool, preview=step.preview, error=step.error
+                        step.name, message_id=run_id, tool_name=step.tool, preview=step.preview, error=step.error
                     )
                 elif isinstance(step, WaitOver):
                     yield frame(

@@ -7,18 +7,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Literal
 
 from ..addresses import Target
 from ..errors import GatewayError
+from ..events import Event, event_of
 from ..net import wire
 from ..net.http import quote
-from ..net.link import RunEvent
 from ..outcome import GroupResult, Result, Run, failed, of_run
-from ..states import TERMINAL_EVENTS, RunState
+from ..states import RunState
 from .link import FOLLOW_WAIT_SECONDS, Progress
 
 if TYPE_CHECKING:
@@ -77,13 +76,9 @@ class HttpGateway:
         stream = self.client.send_stream(str(to), message, wait=asked, key=key, sender=sender, steer=steer)
         async with contextlib.aclosing(stream):
             async for event in stream:
-                try:
-                    data = json.loads(event.data)
-                except ValueError:
+                data, name = event.json_object(), event.event
+                if data is None:
                     continue
-                if not isinstance(data, dict):
-                    continue
-                name = event.event
                 if name == "run.started":
                     run_id, replayed = str(data.get("run_id") or ""), bool(data.get("replayed"))
                     session_id = wire.text(data.get("session_id"))
@@ -137,10 +132,10 @@ class HttpGateway:
         """Cancel a queued or held run, or interrupt its turn; what it became."""
         return wire.gateway_run((await self.client.request("POST", f"/v1/runs/{quote(run_id)}/stop")).body)
 
-    async def events(self, run_id: str) -> AsyncIterator[RunEvent]:
+    async def events(self, run_id: str) -> AsyncIterator[Event]:
         """A run's events, past and future, until it ends."""
         async for data in self.client.events(run_id):
-            event = wire.event_of(data)
+            event = event_of(data)
             yield event
-            if event.name in TERMINAL_EVENTS:
+            if event.ends:
                 return

@@ -7,16 +7,14 @@ import json
 import logging
 import sys
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import click
 
 from .. import shell
 from ..errors import UsageError
+from ..events import Chunk, Ended, Event, Other, Step
 from ..home import schema
-
-if TYPE_CHECKING:
-    from ..net.link import RunEvent
 
 
 def text_streams() -> None:
@@ -134,20 +132,22 @@ def stdin_text() -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
-async def show_progress(run_id: str, events: AsyncIterator[RunEvent]) -> None:
+async def show_progress(run_id: str, events: AsyncIterator[Event]) -> None:
     """A run's progress on stderr as its events arrive: one live line on a terminal, one line per event otherwise."""
     tty = sys.stderr.isatty()
     counts = {"chars": 0, "tools": 0}
     async for event in events:
         name = event.name
-        counts["chars"] += len(event.delta)
+        counts["chars"] += len(event.text) if isinstance(event, Chunk) else 0
         counts["tools"] += name == "tool.started"
         if tty:
             click.echo(
                 f"\r\033[K{run_id}: {name} · {counts['tools']} tool calls · {counts['chars']} chars", nl=False, err=True
             )
-        elif name != "message.delta":
-            detail = event.tool or event.error or ""
+        elif not isinstance(event, Chunk):
+            detail = (event.tool if isinstance(event, Step) else "") or (
+                event.error if isinstance(event, Step | Ended | Other) else ""
+            )
             note(f"{name} {detail}".rstrip())
     if tty:
         click.echo("", err=True)

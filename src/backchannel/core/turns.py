@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
 
 from .. import keys, tracing
 from ..agent.engines.base import SessionLink
@@ -12,6 +11,7 @@ from ..agent.loop import TurnProgress, run_turn
 from ..agent.memories import FileMemories, Memories
 from ..agent.tools.base import Sender, Tool, ToolContext
 from ..agent.tools.mcp import McpTools
+from ..events import Started, Steered
 from ..framing import frame, split_reply
 from ..messages import Message
 from ..records import Run
@@ -88,9 +88,6 @@ class Turns:
             content = frame(run.sender, text)
         incoming = Message(role="user", content=content)
 
-        def emit(event: str, **data: Any) -> None:
-            self.hub.publish(run.id, event, **data)
-
         # Only an engine that keeps the session elsewhere (no context from here) reads the link's title and id.
         if engine.uses_context:
             link, known_remote = SessionLink(run.session_id), None
@@ -115,8 +112,8 @@ class Turns:
             joined = await runstore.take_steered(self.db, run)
             progress.steered.extend(r.id for r in joined)
             for r in joined:
-                self.hub.publish(r.id, "run.started", session_id=run.session_id, steered_into=run.id)
-                emit("turn.steered", steered_run=r.id)
+                self.hub.publish(Started(r.id, run.session_id, steered_into=run.id))
+                self.hub.publish(Steered(run.id, r.id))
             return [
                 Message(role="user", content=frame(r.sender, r.message, via="a message steered into your turn"))
                 for r in joined
@@ -132,7 +129,7 @@ class Turns:
                 tools=tools,
                 ctx=ctx,
                 progress=progress,
-                emit=emit,
+                emit=self.hub.publish,
                 session=link,
                 spent=spent,
                 steered=steered if engine.name in STEERABLE_ENGINES else None,

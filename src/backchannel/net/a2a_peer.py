@@ -30,13 +30,14 @@ from ..errors import (
     PeerRefused,
     PeerUnreachable,
 )
+from ..events import Chunk, Event, event_of
 from ..home.peers import Peer
 from ..outcome import Outcome, Result, Run, failed, of_run, of_state, refused, unknown
 from ..states import RunState
 from . import a2a_card, sse
 from .a2a_card import AgentCard
 from .http import HttpResponse, Naming, OverTransport, Transport, error_of
-from .link import PLAIN, Envelope, PeerAbout, RunEvent
+from .link import PLAIN, Envelope, PeerAbout
 
 VERSION_HEADER = {"A2A-Version": "1.0"}
 POLL_SECONDS = 0.1
@@ -320,7 +321,7 @@ class A2APeerClient(OverTransport):
             raise PeerError(f"{self.who} does not know task {run_id!r}", code="run_not_found")
         return self._run(task)
 
-    async def events(self, run_id: str) -> AsyncIterator[RunEvent]:
+    async def events(self, run_id: str) -> AsyncIterator[Event]:
         """SubscribeToTask's events as run events (`run.<state>`, `message.delta`) while the card says streaming;
         NoEventStream when it does not (the caller polls GetTask instead)."""
         card = await self.card()
@@ -335,7 +336,7 @@ class A2APeerClient(OverTransport):
             async for data in sse.json_objects(stream.chunks()):
                 if "error" in data:
                     raise self._rpc_error(data["error"], "the subscription")
-                for event in self._events(data.get("result")):
+                for event in self._events(run_id, data.get("result")):
                     yield event
 
     # --- tasks as runs -----------------------------------------------------------------------------
@@ -355,18 +356,18 @@ class A2APeerClient(OverTransport):
         given = task.get("status")
         return isinstance(given, dict) and given.get("state") == AUTH_REQUIRED
 
-    def _events(self, result: Any) -> list[RunEvent]:
+    def _events(self, run_id: str, result: Any) -> list[Event]:
         if not isinstance(result, dict):
             return []
         if isinstance(result.get("artifactUpdate"), dict):
             artifact = result["artifactUpdate"].get("artifact") or {}
-            return [RunEvent("message.delta", delta=_text(artifact) or "")]
+            return [Chunk(run_id, _text(artifact) or "")]
         found = result.get("statusUpdate") or result.get("task")
         if isinstance(found, dict):
             if self._auth_required(found):
                 raise PeerAuthRefused(f"{self.who} asks for other credentials (auth-required)")
             state = self._state(found)
-            return [RunEvent(f"run.{state.value}", state=state.value)]
+            return [event_of({"event": f"run.{state.value}", "run_id": run_id, "status": state.value})]
         return []
 
     def _run(self, task: dict[str, Any]) -> Run:

@@ -14,8 +14,9 @@ from contextlib import AsyncExitStack
 from typing import Self, TypeVar
 
 from ..errors import PeerError, PeerOutcomeUnknown, PeerUnreachable
+from ..events import Event
 from ..outcome import Outcome, Result, Run
-from .link import PLAIN, Envelope, PeerAbout, PeerLink, RunEvent
+from .link import PLAIN, Envelope, PeerAbout, PeerLink
 
 T = TypeVar("T")
 
@@ -117,7 +118,7 @@ class FailoverLink:
     async def stop(self, run_id: str) -> Run:
         return await self._each(lambda link: link.stop(run_id))
 
-    async def events(self, run_id: str) -> AsyncIterator[RunEvent]:
+    async def events(self, run_id: str) -> AsyncIterator[Event]:
         """The run's events from the first URL whose stream opens (a stream cut later ends here, as on one URL:
         the follower asks for the run's state, which moves on to the next URL by itself)."""
         failure: PeerError | None = None

@@ -3,11 +3,11 @@
     PeerLink       dm, start, status, stop, events (and what the peer is: about, health) for one peer target
     Run            a peer's run (`outcome.Run`): its state in our words, what it produced, what the peer showed
     Envelope       what a message to a peer carries besides its text (sender, hop, chain, exchange)
-    RunEvent       one event of a run's progress (a state reached, a delta of its reply, a tool, a reconnect)
     PeerAbout      what a peer says it is (platform, version, gateway id, what it replays)
 
 The Hermes-dialect client (`net.peer`) and the A2A client (`net.a2a_peer`) implement `PeerLink`; the core
-is given links (built by the composition root) and reads nothing of either wire.
+is given links (built by the composition root) and reads nothing of either wire. A run's events are those of
+`backchannel.events`, whoever runs it.
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Protocol, Self
 
+from ..events import Event
 from ..home.peers import Peer
-from ..outcome import Result, Run, of_state, said_state
+from ..outcome import Result, Run
 from .a2a_card import AgentCard
 
 
@@ -33,23 +34,6 @@ class Envelope:
 
 
 PLAIN = Envelope()  # the person's own message: hop 0, nothing waiting on it
-
-
-@dataclass(frozen=True)
-class RunEvent:
-    """One step of a run's progress: `name` as the dialects name events (`run.completed`, `message.delta`,
-    `tool.started`, `peer.reconnecting`, …)."""
-
-    name: str
-    delta: str = ""
-    tool: str | None = None
-    error: str | None = None
-    state: str | None = None  # the state a `run.<state>` event (or a reconnect) reports
-
-    @property
-    def ends(self) -> bool:
-        """The run has ended: this is its closing event (`run.completed`, `run.failed`, …)."""
-        return of_state(said_state(self.name.removeprefix("run."))).settled
 
 
 @dataclass(frozen=True)
@@ -130,7 +114,7 @@ class PeerLink(Protocol):
         """Cancel the run; what it became."""
         ...
 
-    def events(self, run_id: str) -> AsyncIterator[RunEvent]:
+    def events(self, run_id: str) -> AsyncIterator[Event]:
         """The run's events as they happen, until the stream ends; `NoEventStream` when there is none."""
         ...
 

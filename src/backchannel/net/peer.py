@@ -15,12 +15,13 @@ from typing import Any
 
 from .. import addresses
 from ..errors import PeerAuthRefused, PeerError, PeerOutcomeUnknown, PeerRefused, PeerUnreachable
+from ..events import Event, event_of
 from ..home.peers import Peer
 from ..ids import BOT_CHAT_TITLE as BOT_CHAT
 from ..outcome import Result, Run, failed, refused, unknown
 from . import sse, wire
 from .http import ErrorBody, HttpResponse, Naming, OverTransport, Transport, error_of, json_object, quote
-from .link import PLAIN, Envelope, PeerAbout, RunEvent
+from .link import PLAIN, Envelope, PeerAbout
 
 REFUSAL_CODES = frozenset(
     {
@@ -271,10 +272,10 @@ class PeerClient(OverTransport):
         answer = await self._request("POST", f"/v1/runs/{quote(run_id)}/stop", body={})
         return wire.run_of(self._json(answer, "the stop request"), coded=True)
 
-    async def events(self, run_id: str) -> AsyncIterator[RunEvent]:
+    async def events(self, run_id: str) -> AsyncIterator[Event]:
         """The run's server-sent events (JSON objects in `data:`), until the stream ends."""
         async with self._http.stream("GET", f"/v1/runs/{quote(run_id)}/events", read_timeout=None) as stream:
             if stream.status >= 400:
                 raise self._error(error_of(stream.status, json_object(await stream.read())), "the event stream")
             async for data in sse.json_objects(stream.chunks()):
-                yield wire.event_of(data)
+                yield event_of(data)

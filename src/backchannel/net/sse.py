@@ -21,6 +21,14 @@ class Event:
     event: str = "message"
     id: str | None = None
 
+    def json_object(self) -> dict[str, Any] | None:
+        """The JSON object its data carries (a run event's); None for any other payload."""
+        try:
+            data = json.loads(self.data)
+        except ValueError:
+            return None
+        return data if isinstance(data, dict) else None
+
 
 class SseParser:
     """Turns an event stream into events as its bytes arrive (the WHATWG rules, bar reconnection).
@@ -101,9 +109,5 @@ async def parse(chunks: AsyncIterable[bytes]) -> AsyncIterator[Event]:
 async def json_objects(chunks: AsyncIterable[bytes]) -> AsyncIterator[dict[str, Any]]:
     """The JSON objects carried in `data:` of a stream's events (run events); other payloads are skipped."""
     async for event in parse(chunks):
-        try:
-            data = json.loads(event.data)
-        except ValueError:
-            continue
-        if isinstance(data, dict):
+        if (data := event.json_object()) is not None:
             yield data

@@ -1,10 +1,11 @@
-"""The Hermes API-server dialect read into typed values: the one place its answers become `Result`, `Run`,
-`RunEvent` and `PeerAbout` (a peer's answers in `net.peer`, the running gateway's in the CLI alike).
+"""The Hermes API-server dialect read into typed values: the one place its answers become `Result`, `Run` and
+`PeerAbout` (a peer's answers in `net.peer`, the running gateway's in the CLI alike); its run events are read by
+`backchannel.events.event_of`, which reads ours.
 
     chat answer     hermes.peer.send_result (its `result` is the outcome), hermes.session.chat.queued
                     (a receipt, or held), hermes.session.chat.completion (the reply)
     run object      /v1/runs/{id}: status, output, error, code, session_id, queue_position
-    run event       /v1/runs/{id}/events: `event`, `delta`, `tool`, `error`, `status`
+    run event       /v1/runs/{id}/events: `event`, `run_id`, `delta`, `tool`, `error`, … (`events.event_of`)
     capabilities    /v1/capabilities (and /health): platform, auth, features; Backchannel's own in `backchannel`
 """
 
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import GatewayError, PeerError
 from ..outcome import GroupResult, MemberResult, Outcome, Result, Run, of_run, of_state, said_state
 from ..states import RunState
-from .link import PeerAbout, RunEvent
+from .link import PeerAbout
 
 if TYPE_CHECKING:  # pydantic loads with the first answer read against its declared type, not with every command
     from pydantic import TypeAdapter
@@ -173,17 +174,6 @@ def gateway_run(body: Any) -> Result:
 
     run: dialect.Run = ours(dialect.Run, body, "run")
     return of_run(f"{run['profile']}/{run['session_id']}", run_of(run))
-
-
-def event_of(data: Mapping[str, Any]) -> RunEvent:
-    """A run event (a JSON object of the event stream)."""
-    return RunEvent(
-        str(data.get("event")),
-        delta=str(data.get("delta") or ""),
-        tool=text(data.get("tool")),
-        error=text(data.get("error")),
-        state=text(data.get("status")),
-    )
 
 
 def backchannel_facts(caps: Mapping[str, Any]) -> Mapping[str, Any] | None:

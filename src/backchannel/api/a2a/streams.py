@@ -17,8 +17,8 @@ from a2a.server.events.event_queue import Event
 from a2a.types import Message, Part, TaskArtifactUpdateEvent, TaskState, TaskStatus, TaskStatusUpdateEvent
 
 from ...core.delivery.delivery import Delivery
+from ...events import Chunk, Ended, Started
 from ...records import Run, RunState
-from ...states import TERMINAL_EVENTS
 from .tasks import AGENT, STATES, task_of
 
 # How often a quiet stream looks at the store (a held message approved, a run ended elsewhere).
@@ -29,19 +29,17 @@ async def updates(delivery: Delivery, run: Run, *, context_id: str, look: float 
     """What follows the Task `task_of(run)` in a stream, until the run is terminal (`context_id`: the task's)."""
     shown = _shown(run)
     pieces = 0  # the reply's pieces told as progress so far
-    async for event in delivery.follow(run.id, keepalive=look):
-        name = None if event is None else str(event["event"])
-        if name in TERMINAL_EVENTS:
+    async for event in delivery.watch(run.id, tick=look):
+        if isinstance(event, Ended):
             for ended in _end(await delivery.run(run.id), context_id):
                 yield ended
             return
-        if name == "message.delta" and event is not None:
-            delta = str(event["delta"])
-            if delta:
+        if isinstance(event, Chunk):
+            if event.text:
                 pieces += 1
-                yield _progress(run, context_id, delta, pieces, float(event.get("timestamp") or run.updated_at))
+                yield _progress(run, context_id, event.text, pieces, event.timestamp)
             continue
-        if name is None or name == "run.started":
+        if event is None or isinstance(event, Started):
             current = await delivery.run(run.id)  # a quiet moment, or the start: did the state move?
             if _shown(current) != shown:
                 shown = _shown(current)

@@ -11,7 +11,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ...core.delivery.delivery import Delivery
-from ...core.queue.events import Chunk, Ended, Queued, Started, Step
+from ...events import Chunk, Ended, Queued, Started, Step
 from ..context import context
 from ..lf_streams import event_stream
 from .auth import WebSession
@@ -67,7 +67,7 @@ async def reply_stream(request: Request, session: WebSession) -> Response:
                     streamed += step.text
                     yield {"event": "delta", "data": html.escape(step.text)}
                 elif isinstance(step, Step):
-                    yield {"event": "state", "data": html.escape(f"running · {step.event[5:]} {step.tool}")}
+                    yield {"event": "state", "data": html.escape(f"running · {step.name[5:]} {step.tool}")}
                 elif isinstance(step, Ended):
                     output = step.output or ""
                     if output.startswith(streamed) and len(output) > len(streamed):

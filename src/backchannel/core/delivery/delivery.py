@@ -14,21 +14,20 @@ import time
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from ...errors import BodyTooLarge, Conflict, Forbidden, NotFound, Refused, StoreError, UsageError
+from ...events import Event, Held, Queued, Started
 from ...framing import is_human
 from ...home.config import GatewayConfig
 from ...messages import MAX_MESSAGE_CHARS, Attachment
 from ...outcome import Outcome, Result, of_state
 from ...records import LedgerEntry, Run, TaskQuery
-from ...states import TERMINAL_EVENTS
 from ...store import ledger
 from ...store import runs as runstore
 from ...store.driver import Db
 from ...store.runs import RunState
 from ..queue.commits import commits
-from ..queue.events import Chunk, Ended, EventHub, Held, Progress, Queued, Started, Step, WaitOver
+from ..queue.events import EventHub, ended
 from ..queue.queue import RunQueue
 from .admission import Admission, Admitted, Attempt
 from .admission import NewContext as NewContext  # what the A2A surface names a new context with
@@ -39,6 +38,14 @@ from .wakes import Wakes
 MAX_WAIT_SECONDS = 3600.0
 WAKE_RETRY_SECONDS = 5.0  # how soon a wake that could not be queued is tried again (then twice as late)
 WAKE_RETRY_MAX_SECONDS = 300.0
+
+
+@dataclass(frozen=True)
+class WaitOver:
+    """A watcher's wait ran out with the run not ended (`Delivery.watch`): its outcome so far. The watcher's own,
+    no event of the run."""
+
+    result: Result
 
 
 @dataclass(frozen=True)
@@ -173,83 +180,55 @@ class Delivery:
     async def wait(self, run_id: str, timeout: float | None) -> Delivered:
         return await self._delivered(await self.queue.wait(run_id, timeout))
 
-    async def follow(
-        self, run_id: str, *, keepalive: float = 15.0, reserved: bool = False
-    ) -> AsyncGenerator[dict[str, Any] | None, None]:
-        """The run's events, past and future, until its end; None when quiet for `keepalive` seconds.
-
-        A terminal event leaves only once the run's end is committed; a run this process has no events
-        for (it ended long ago, or runs elsewhere) ends with its closing event read from the store."""
-        run = await self.queue.get(run_id)
-        if run.state.terminal and not self.hub.known(run_id):
-            yield terminal_event(run)
-            return
-        if run.state is RunState.QUEUED:
-            self.queue.take_up(run.session_id)  # followed here: worked here too, whatever this process's scope
-        elsewhere = not self.queue.owns(run_id)  # it may run on another gateway of a shared store
-        async for event in self.hub.follow(run_id, keepalive=keepalive, reserved=reserved, elsewhere=elsewhere):
-            if event is None:
-                current = await self.queue.get(run_id)
-                if current.state.terminal:
-                    await self.db.durable()
-                    yield terminal_event(current)
-                    return
-                yield None
-                continue
-            if event.get("event") in TERMINAL_EVENTS:
-                await self.db.durable()
-            yield event
-
     async def watch(
-        self, run_id: str, wait: float | None, *, tick: float = 1.0, reserved: bool = False
-    ) -> AsyncGenerator[Progress, None]:
-        """The progress of one run, in order, until its end or until `wait` seconds have passed (None: no limit).
+        self, run_id: str, wait: float | None = None, *, tick: float = 1.0, reserved: bool = False
+    ) -> AsyncGenerator[Event | WaitOver | None, None]:
+        """The one way to follow a run: its events, past and future, in order, until its end or until `wait`
+        seconds have passed (None: no limit); None when nothing happened for `tick` seconds.
 
-        While it is queued: `Queued` with how many runs go before it, first as it stands and again whenever
-        that changes (looked at every `tick` seconds while nothing else happens); `Held` when it waits for the
-        person; then `Started`, its `Chunk`s and `Step`s, and `Ended` with its outcome, or `WaitOver` once `wait`
-        ran out first (looked at on the same ticks). A run that ended before the watch began gives `Ended` at
-        once. `reserved`: its events were kept for this watch (`reserve_events`)."""
+        While it is queued: `Queued` with how many runs go before it, first as it stands and again whenever that
+        changes (looked at on each quiet tick); `Held` when it waits for the person; then the events of its turn
+        (`Started`, `Chunk`s, `Step`s, …) and `Ended`, or `WaitOver` once `wait` ran out first (looked at on the
+        same ticks). `Ended` leaves only once the run's end is committed; a run this process has no events for (it
+        ended long ago, or runs elsewhere) ends with its closing event read from the store. `reserved`: its
+        events were kept for this watch (`reserve_events`)."""
         deadline = None if wait is None else time.monotonic() + wait
         run = await self.queue.get(run_id)
+        if run.state.terminal and not self.hub.known(run_id):
+            yield ended(run, timestamp=run.updated_at)
+            return
         ahead: int | None = None
         looking = run.state in (RunState.QUEUED, RunState.HELD)  # the queue is looked at until the run starts
         if run.state is RunState.HELD:
-            yield Held()
+            yield Held(run_id)
         elif run.state is RunState.QUEUED:
+            self.queue.take_up(run.session_id)  # followed here: worked here too, whatever this process's scope
             ahead = await self.queue.runs_ahead(run)
-            yield Queued(ahead)
-        events = self.follow(run_id, keepalive=tick, reserved=reserved)
+            yield Queued(run_id, ahead)
+        elsewhere = not self.queue.owns(run_id)  # it may run on another gateway of a shared store
+        events = self.hub.follow(run_id, keepalive=tick, reserved=reserved, elsewhere=elsewhere)
         async with contextlib.aclosing(events):
             async for event in events:
                 if event is None:
+                    current = await self.queue.get(run_id)
+                    if current.state.terminal:
+                        await self.db.durable()
+                        yield ended(current, timestamp=current.updated_at)
+                        return
                     if looking:
-                        current = await self.queue.get(run_id)
                         now_ahead = await self.queue.runs_ahead(current) if current.state is RunState.QUEUED else None
                         if now_ahead is not None and now_ahead != ahead:
-                            yield Queued(now_ahead)
+                            yield Queued(run_id, now_ahead)
                         ahead = now_ahead
                     if deadline is not None and time.monotonic() >= deadline:
                         yield WaitOver((await self.status(run_id)).result)
                         return
+                    yield None
                     continue
-                name = str(event.get("event"))
-                if name == "run.started":
-                    looking = False
-                    yield Started()
-                elif name == "message.delta":
-                    yield Chunk(str(event.get("delta") or ""))
-                elif name in ("tool.started", "tool.completed"):
-                    yield Step(name, str(event.get("tool")), event.get("preview"), event.get("error"))
-                elif name in TERMINAL_EVENTS:
-                    yield Ended(
-                        name.removeprefix("run."),
-                        event.get("output"),
-                        event.get("error"),
-                        event.get("code"),
-                        (await self.status(run_id)).result,
-                    )
-                    return
+                looking = looking and not isinstance(event, Started)
+                if event.ends:
+                    await self.db.durable()
+                yield event
 
     async def runs_ahead(self, run_id: str) -> int | None:
         """How many runs of its session go before a queued run (the running one too); None once it left the queue."""
@@ -360,18 +339,3 @@ class Delivery:
     def key(self, session_id: str) -> str:
         """A session's name in wait chains, unique across gateways."""
         return self.admission.key(session_id)
-
-
-def terminal_event(row: Run) -> dict[str, Any]:
-    """The closing event of a run read from the store (its live events are gone or elsewhere)."""
-    event: dict[str, Any] = {
-        "event": f"run.{row.state.value}",
-        "run_id": row.id,
-        "timestamp": row.updated_at,
-        "session_id": row.session_id,
-    }
-    if row.state is RunState.COMPLETED:
-        event["output"] = row.reply or ""
-    else:
-        event.update(error=row.error, code=row.error_code, output=row.reply)
-    return event

@@ -27,8 +27,9 @@ from ...errors import (
     PeerUnreachable,
     StoreError,
 )
+from ...events import Event, Other
 from ...home import peers as registry
-from ...net.link import Envelope, PeerAbout, PeerLink, PeerLinks, RunEvent
+from ...net.link import Envelope, PeerAbout, PeerLink, PeerLinks
 from ...outcome import Outcome, Result, Run, of_run, said_state, unknown
 from ...store import outbound as outstore
 from ...store.driver import Db
@@ -224,7 +225,7 @@ class Outbound:
             found = await client.status(run_id)
         return await self._settle(peer, agent, run_id, found, row), found
 
-    async def follow(self, peer: registry.Peer, run_id: str, *, agent: str | None = None) -> AsyncIterator[RunEvent]:
+    async def follow(self, peer: registry.Peer, run_id: str, *, agent: str | None = None) -> AsyncIterator[Event]:
         """The run's events on `peer` until it ends (polling its state when it has no event stream)."""
         _row, agent = await self._sent(peer, run_id, agent)
         async with self.client(peer, agent) as client:
@@ -249,7 +250,7 @@ class Outbound:
                     now = time.monotonic()
                     if lost is None:
                         lost = now
-                        yield RunEvent("peer.reconnecting", error=exc.message)
+                        yield Other(run_id, "peer.reconnecting", {"error": exc.message})
                     elif now - lost > RECONNECT_SECONDS:
                         raise PeerOutcomeUnknown(
                             f"lost peer {peer.name!r} while following run {run_id} and it did not come back within "
@@ -260,7 +261,7 @@ class Outbound:
                     continue
                 if lost is not None:
                     lost = None
-                    yield RunEvent("peer.reconnected", state=found.state if found is not None else "unknown")
+                    yield Other(run_id, "peer.reconnected", {"status": found.state if found is not None else "unknown"})
                 if found is None or found.outcome.settled:
                     return
                 await asyncio.sleep(0.5)

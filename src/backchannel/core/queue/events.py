@@ -1,11 +1,8 @@
-"""Live run events for streams: a buffer per run that late subscribers replay, then follow.
+"""Live run events (`backchannel.events`) for streams: a buffer per run that late subscribers replay, then follow.
 
 Finished runs keep their buffer for a while (the last RETAIN_RUNS of them, RETAIN_SECONDS at most),
 so a stream opened just after a quick run still sees all its events; later, the stream gets the
 run's closing event from the store. Memory stays bounded whatever the rate of runs.
-
-The typed progress of one run (`Progress`) is what a watcher of it reads (`Delivery.watch`): behind how
-many runs it waits, its start, its text and tool steps as they come, a hold, the end of the wait, its end.
 """
 
 from __future__ import annotations
@@ -13,12 +10,11 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
-from typing import Any
 
-from ...outcome import Result
-from ...states import TERMINAL_EVENTS
+from ...events import Ended, Event
+from ...records import Run
 from ...store.driver import Db
 from .relay import EventRelay
 
@@ -26,64 +22,14 @@ RETAIN_RUNS = 1024
 RETAIN_SECONDS = 300.0
 
 
-@dataclass(frozen=True)
-class Queued:
-    """The run waits in its session's queue behind `ahead` runs (the running one too); again when that changes."""
-
-    ahead: int
-
-
-@dataclass(frozen=True)
-class Held:
-    """The run waits for the person's approval (a hold rule)."""
-
-
-@dataclass(frozen=True)
-class Started:
-    """The run's turn began."""
-
-
-@dataclass(frozen=True)
-class Chunk:
-    """Text of the reply as the engine writes it."""
-
-    text: str
-
-
-@dataclass(frozen=True)
-class Step:
-    """A tool step of the turn: `event` is `tool.started` or `tool.completed`."""
-
-    event: str
-    tool: str
-    preview: Any = None
-    error: Any = None
-
-
-@dataclass(frozen=True)
-class WaitOver:
-    """The watcher's wait ran out with the run not ended: `result` is its outcome so far."""
-
-    result: Result
-
-
-@dataclass(frozen=True)
-class Ended:
-    """The run's end: its state, reply, error and code as its closing event says, and its outcome."""
-
-    state: str
-    output: str | None
-    error: str | None
-    code: str | None
-    result: Result
-
-
-Progress = Queued | Held | Started | Chunk | Step | WaitOver | Ended
+def ended(run: Run, **at: float) -> Ended:
+    """The event a run's end is told by (`timestamp=`: when it ended, for an end read from the store)."""
+    return Ended(run.id, run.state.value, run.reply, run.error, run.error_code, run.session_id, **at)
 
 
 @dataclass
 class _Stream:
-    events: list[dict[str, Any]] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     done: bool = False
     followers: int = 0
@@ -119,31 +65,30 @@ class EventHub:
             if stream is not None and not stream.followers:
                 del self._streams[oldest]
 
-    def publish(self, run_id: str, event: str, **data: Any) -> None:
-        said = {"event": event, "run_id": run_id, "timestamp": time.time(), **data}
+    def publish(self, event: Event) -> None:
         if self._relay is not None:
-            self._relay.sent(run_id, said)
-        self._append(run_id, said)
+            self._relay.sent(event)
+        self._append(event)
 
-    def _relayed(self, run_id: str, said: dict[str, Any]) -> None:
+    def _relayed(self, event: Event) -> None:
         """An event of a run another gateway runs: for the followers here only (never relayed on)."""
-        if run_id in self._streams:
-            self._append(run_id, said)
+        if event.run_id in self._streams:
+            self._append(event)
 
-    def _append(self, run_id: str, said: dict[str, Any]) -> None:
-        event = str(said["event"])
+    def _append(self, event: Event) -> None:
+        run_id = event.run_id
         stream = self._streams.get(run_id)
         if stream is None:
-            if event in TERMINAL_EVENTS:
+            if event.ends:
                 return  # its buffer is gone: the store has the outcome
             stream = self._streams[run_id] = _Stream()
         if stream.done:
             return
-        stream.events.append(said)
+        stream.events.append(event)
         if stream.followers:
             stream.changed.set()
             stream.changed = asyncio.Event()
-        if event in TERMINAL_EVENTS:
+        if event.ends:
             stream.done = True
             if not stream.followers:
                 self._retire(run_id)
@@ -157,7 +102,7 @@ class EventHub:
 
     async def follow(
         self, run_id: str, *, keepalive: float = 15.0, reserved: bool = False, elsewhere: bool = False
-    ) -> AsyncIterator[dict[str, Any] | None]:
+    ) -> AsyncGenerator[Event | None, None]:
         """Every event of the run, past and future, until its terminal one; None means 'still alive'. With
         `elsewhere` (the run is not run here), the gateway that runs it is asked for its events from now on."""
         stream = self._streams.setdefault(run_id, _Stream())

@@ -18,7 +18,6 @@ import socket
 import time
 from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from ... import procs
 from ...agent.loop import TurnProgress
@@ -29,7 +28,7 @@ from ...records import Run
 from ...store import runs as runstore
 from ...store.driver import Commit, Db
 from ...store.runs import Admit, NewRun, RunState
-from .events import EventHub
+from .events import EventHub, ended
 from .slots import FairSlots
 from .spans import RunSpans
 from .steers import SteerHints
@@ -235,8 +234,7 @@ class RunQueue:
         for run in await runstore.ended_among(self.db, waited):
             if run.id in self._owned:
                 continue  # ended here: told by its own finish
-            name, data = _end_event(run)
-            self.hub.publish(run.id, name, **data)
+            self.hub.publish(ended(run))
             done = self._done.pop(run.id, None)
             if done is not None and not done.done():
                 done.set_result(run)
@@ -462,8 +460,7 @@ class RunQueue:
     def _ended_run(self, run: Run) -> None:
         self._on_state(run, run.state)
         self.spans.end(run)
-        name, data = _end_event(run)
-        self.hub.publish(run.id, name, **data)
+        self.hub.publish(ended(run))
         done = self._done.pop(run.id, None)
         if done is not None and not done.done():
             done.set_result(run)
@@ -561,14 +558,6 @@ class RunQueue:
             if run.state.terminal:
                 self._ended_run(run)
         return changed
-
-
-def _end_event(run: Run) -> tuple[str, dict[str, Any]]:
-    """The event a run's end is told by: its name and data."""
-    if run.state is RunState.COMPLETED:
-        return "run.completed", {"session_id": run.session_id, "output": run.reply or ""}
-    data = {"session_id": run.session_id, "error": run.error, "code": run.error_code, "output": run.reply}
-    return f"run.{run.state.value}", data
 
 
 def owner_is_dead(owner: str) -> bool:

@@ -15,19 +15,18 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
 
 from ...errors import StoreError
+from ...events import Event, event_of
 from ...store.driver import Db
 
 FOLLOW_CHANNEL = "backchannel_follow"  # payload: a run id some gateway follows
 EVENTS_CHANNEL = "backchannel_events"  # payload: one event of a run, as JSON
 WANTED_SECONDS = 600.0  # a run asked for is relayed this long at most (its end stops it sooner)
 MAX_PAYLOAD = 7000  # bytes of a notice (PostgreSQL takes under 8000): a longer delta is sent in pieces
-TERMINAL = ("run.completed", "run.failed", "run.cancelled", "run.expired", "run.denied")
 log = logging.getLogger("backchannel.queue")
 
-Deliver = Callable[[str, dict[str, Any]], None]  # a run's event relayed from another gateway, for the followers here
+Deliver = Callable[[Event], None]  # a run's event relayed from another gateway, for the followers here
 
 
 class EventRelay:
@@ -57,16 +56,16 @@ class EventRelay:
         if self._task is not None:
             self._out.put_nowait((FOLLOW_CHANNEL, run_id))
 
-    def sent(self, run_id: str, event: dict[str, Any]) -> None:
+    def sent(self, event: Event) -> None:
         """An event of a run published here: to the gateways that asked for it, in the order published."""
-        until = self._wanted.get(run_id)
+        until = self._wanted.get(event.run_id)
         if until is None:
             return
-        if until < time.monotonic() or event.get("event") in TERMINAL:
-            del self._wanted[run_id]
+        if until < time.monotonic() or event.ends:
+            del self._wanted[event.run_id]
             if until < time.monotonic():
                 return
-        for piece in _pieces(event):
+        for piece in _pieces(event.to_dict()):
             self._out.put_nowait((EVENTS_CHANNEL, piece))
 
     def _asked(self, run_id: str) -> None:
@@ -74,12 +73,13 @@ class EventRelay:
 
     def _heard(self, payload: str) -> None:
         try:
-            event = json.loads(payload)
-            run_id = str(event["run_id"])
-        except (ValueError, KeyError, TypeError):
+            said = json.loads(payload)
+        except ValueError:
+            said = None
+        if not isinstance(said, dict) or not said.get("run_id"):
             log.debug("a relayed event that is not one: %.200s", payload)
             return
-        self._deliver(run_id, event)
+        self._deliver(event_of(said))
 
     async def _send(self) -> None:
         while True:
@@ -90,7 +90,7 @@ class EventRelay:
                 log.debug("run event not relayed: %s", exc.message)
 
 
-def _pieces(event: dict[str, Any]) -> list[str]:
+def _pieces(event: dict[str, object]) -> list[str]:
     """The event as notices under MAX_PAYLOAD bytes each: a long delta split into several deltas."""
     whole = json.dumps(event, ensure_ascii=False)
     if len(whole.encode()) <= MAX_PAYLOAD:

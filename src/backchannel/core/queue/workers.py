@@ -10,6 +10,7 @@ from typing import Protocol
 from ... import tracing
 from ...agent.loop import TurnProgress
 from ...errors import BackchannelError, StoreError
+from ...events import Started
 from ...home.redact import redact
 from ...records import Run
 from ...store.runs import RunState, Spent
@@ -85,7 +86,7 @@ class Workers:
     async def _execute(self, run: Run) -> None:
         if not self.queue.owns(run.id):
             return  # stopped between its claim and its turn
-        self.hub.publish(run.id, "run.started", session_id=run.session_id)
+        self.hub.publish(Started(run.id, run.session_id))
         progress = TurnProgress()
         task = asyncio.current_task()
         assert task is not None
