@@ -139,10 +139,10 @@ async def find_gateway(root: Path) -> GatewayClient | None:
 
 
 @contextlib.asynccontextmanager
-async def gateway_link(root: Path, *, works: bool = True) -> AsyncIterator[HttpGateway]:
+async def gateway_link(root: Path, *, works: bool = True, every: bool = False) -> AsyncIterator[HttpGateway]:
     """This home's gateway as the command speaks to it: the running one when there is one, else the same gateway
     in this process (`link_local.in_process_client`; `works`: started, to work the runs the command sends or
-    follows), through the same client."""
+    follows, or with `every` all of the home's), through the same client."""
     from .link_http import HttpGateway
 
     client = await find_gateway(root)
@@ -154,7 +154,7 @@ async def gateway_link(root: Path, *, works: bool = True) -> AsyncIterator[HttpG
         return
     from .link_local import in_process_client
 
-    async with in_process_client(root, works=works) as local:
+    async with in_process_client(root, works=works, every=every) as local:
         yield HttpGateway(local, via="local")
 
 

@@ -29,13 +29,15 @@ async def home_gateway(root: Path) -> AsyncIterator[Gateway]:
 
 
 @contextlib.asynccontextmanager
-async def in_process_client(root: Path, *, works: bool = True) -> AsyncIterator[GatewayClient]:
+async def in_process_client(root: Path, *, works: bool = True, every: bool = False) -> AsyncIterator[GatewayClient]:
     """A client of this home's gateway built in this process. `works`: started, it works the sessions of the runs
-    the command sends or follows (no others) until the command is done (a turn still running then is cut and runs
-    again on the next start); else only opened, for what reads and changes the store (a run it queues waits for a
-    gateway). Its key is made for this command alone: nothing else reaches this gateway."""
+    the command sends or follows (with `every`, every session of the home, as `backchannel mcp` does while it
+    serves) until the command is done (a turn still running then is cut and runs again on the next start); else
+    only opened, for what reads and changes the store (a run it queues waits for a gateway). Its key is made for
+    this command alone: nothing else reaches this gateway."""
     key = secrets.token_urlsafe(32)
-    gateway_of = running(root, scope=set(), grace=LOCAL_GRACE) if works else home_gateway(root)
+    scope: dict[str, object] = {} if every else {"scope": set()}  # no scope: the whole home
+    gateway_of = running(root, grace=LOCAL_GRACE, **scope) if works else home_gateway(root)
     async with gateway_of as gateway:
         app = create_app(Context(gateway=gateway, api_key=key), web_view=False)
         client = GatewayClient.in_process(app, key)

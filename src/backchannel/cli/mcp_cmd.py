@@ -52,27 +52,18 @@ def mcp(profile: str, session_id: str | None) -> None:
 
 
 async def _serve(root: Path, caller: Caller) -> None:
-    from ..core.gateway import running
-    from ..mcpserver import InProcess, ViaGateway
+    """Serve the host through the one client: the running gateway, else this home's in this process, which works
+    every session while it serves (a send's target answers, a reply wakes its sender)."""
+    from ..mcpserver import ViaGateway
     from ..net.http import quote
-    from .connect import find_gateway
+    from .connect import gateway_link
 
-    client = await find_gateway(root)
-    if client is not None:
-        try:
-            path = f"/p/{quote(caller.profile)}/v1/capabilities"
-            await client.request("GET", path)  # an unknown profile is refused here, before serving
-            if caller.session_id is not None:
-                await client.request("GET", f"/p/{quote(caller.profile)}/api/sessions/{quote(caller.session_id)}")
-            await _stdio(ViaGateway(client), caller)
-        finally:
-            await client.aclose()
-        return
-    async with running(root, grace=1.0) as gateway:
-        gateway.directory.check_profile(caller.profile)
+    async with gateway_link(root, every=True) as link:
+        profile = quote(caller.profile)
+        await link.client.request("GET", f"/p/{profile}/v1/capabilities")  # an unknown profile: refused before serving
         if caller.session_id is not None:
-            await gateway.directory.session(caller.session_id, profile=caller.profile)
-        await _stdio(InProcess(gateway), caller)
+            await link.client.request("GET", f"/p/{profile}/api/sessions/{quote(caller.session_id)}")
+        await _stdio(ViaGateway(link.client), caller)
 
 
 async def _stdio(backend: Backend, caller: Caller) -> None:

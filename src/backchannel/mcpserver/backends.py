@@ -1,4 +1,5 @@
-"""Where the MCP server's calls go: the gateway in this process, or the home's running gateway over HTTP."""
+"""Where the MCP server's calls go: the gateway that serves `/mcp` itself, or, for `backchannel mcp`, the home's gateway through
+the one client (the running one over HTTP, else the one the command builds, through its app)."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ class Backend(Protocol):
 
 
 class InProcess:
-    """The hosted tools of a gateway in this process (the HTTP app's, or `backchannel mcp`'s own)."""
+    """The hosted tools of the gateway that serves the MCP endpoint (`/mcp` of its HTTP app)."""
 
     def __init__(self, gateway: Gateway) -> None:
         self.gateway = gateway
