@@ -1,5 +1,5 @@
-"""Where the MCP server's calls go: the gateway that serves `/mcp` itself, or, for `backchannel mcp`, the home's gateway through
-the one client (the running one over HTTP, else the one the command builds, through its app)."""
+"""Where the MCP server's calls go: the gateway that serves `/mcp` itself, or, for `backchannel mcp`, the home's
+gateway through the one client (the running one over HTTP, else the one the command builds, through its app)."""
 
 from __future__ import annotations
 
