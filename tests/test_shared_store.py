@@ -113,6 +113,25 @@ def test_a_sender_waiting_on_one_gateway_gets_the_reply_another_gateways_turn_wr
     on_both(homes, body, a={"runs_turns": False})
 
 
+def test_a_message_steered_through_one_gateway_joins_the_turn_another_gateway_runs(homes: tuple[Path, Path]) -> None:
+    """`b` runs the turn; the steer recorded through `a` reaches it by the store's notice alone (a turn looks for
+    messages to steer only when told of one): one turn answers both, with the steered message's reply."""
+
+    async def body(a: Gateway, b: Gateway) -> None:
+        chat = await a.directory.open_bot_chat("default")
+        first = await a.delivery.submit(Attempt.handed_in(chat, "/sleep 1.5\nfirst", "human:api"))
+        deadline = time.monotonic() + 10
+        while (await a.delivery.run(first.run.id)).state is not RunState.RUNNING:
+            assert time.monotonic() < deadline, "the turn never started on b"
+            await asyncio.sleep(0.02)
+        steered = await a.delivery.deliver(Attempt.handed_in(chat, "also this", "human:api", steer=True), wait=20)
+        assert steered.run.landed == "steered" and steered.result.reply == "default (echo): also this"
+        turn = await a.delivery.wait(first.run.id, 20)
+        assert turn.result.reply == "default (echo): also this", "the running turn on b read the steered message"
+
+    on_both(homes, body, a={"runs_turns": False})
+
+
 def test_a_follower_on_one_gateway_sees_the_end_of_a_run_another_gateway_ran(homes: tuple[Path, Path]) -> None:
     async def body(a: Gateway, b: Gateway) -> None:
         chat = await a.directory.open_bot_chat("default")

@@ -23,6 +23,7 @@ from typing import Any, Literal, Protocol
 Commit = asyncio.Future[None]  # one SQLite group's COMMIT: resolved once it is on disk, or failed with a StoreError
 Params = Sequence[Any]
 CHANGES_CHANNEL = "backchannel_changes"  # PostgreSQL: what a run's change is announced on (its id the payload)
+STEER_PREFIX = "steer:"  # the payload that announces a message to steer: this prefix, then its session's id
 
 
 class Row(Protocol):

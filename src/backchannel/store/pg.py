@@ -103,6 +103,15 @@ class PgTx:
         await self.run(NOTIFY_SQL, (payload,))
 
 
+async def _reset(conn: asyncpg.Connection[Any]) -> None:
+    """A connection given back to the pool: rolled back if a block left its transaction open (a cancelled one),
+    else as it is, with no round trip. asyncpg's own reset (advisory locks, LISTEN, session settings, cursors)
+    has nothing to undo here: pooled connections take transaction-level locks only, listen on none (the
+    listener has a connection of its own), change no setting and hold no cursor past their block."""
+    if conn.is_in_transaction():
+        await conn.execute("ROLLBACK")
+
+
 class PgDatabase:
     """A PostgreSQL database several gateways share (`Db` on PostgreSQL). Making it does no I/O; `open()`
     connects a pool of `pool_size` connections, migrates and starts listening; `aclose()` lets it all go.
@@ -162,6 +171,7 @@ class PgDatabase:
                 statement_cache_size=self.statement_cache_size,
                 server_settings={"application_name": APPLICATION_NAME},
                 init=self._init_connection,
+                reset=_reset,
             )
         try:
             with map_pg_errors(self.name, self._secrets):

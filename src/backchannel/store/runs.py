@@ -20,7 +20,7 @@ from ..ids import new_run_id
 from ..messages import Attachment, Message
 from ..records import Run, TaskQuery
 from ..states import RunState as RunState  # the store records the states; it re-exports them for its callers
-from .driver import Db, Row, Tx, columns
+from .driver import STEER_PREFIX, Db, Row, Tx, columns
 from .sessions import append_messages
 
 QUEUE_FULL_RETRY_SECONDS = 2.0
@@ -283,7 +283,8 @@ async def _insert(
             " VALUES (?, ?, ?, ?, ?, ?, ?)",
             [(run_id, n, f.name, f.media_type, f.url, f.content, f.size) for n, f in enumerate(new.files)],
         )
-    await tx.announce(run_id)
+    # A message to steer names its session, so the gateway running that session's turn looks for it (`SteerHints`).
+    await tx.announce(STEER_PREFIX + new.session_id if landed == "steered" else run_id)
     return row, True
 
 

@@ -26,7 +26,7 @@ from ...home.config import GatewayConfig
 from ...messages import Message
 from ...records import Run
 from ...store import runs as runstore
-from ...store.driver import Commit, Db
+from ...store.driver import CHANGES_CHANNEL, Commit, Db
 from ...store.runs import Admit, NewRun, RunState
 from .events import EventHub, ended
 from .slots import FairSlots
@@ -104,7 +104,7 @@ class RunQueue:
         self.scope = scope
         self.runs_turns = runs_turns
         self._saved = saved or (lambda seconds: None)  # how long a run's end took to commit (the metrics)
-        self.steers = SteerHints(everywhere=db.dialect.row_locks)
+        self.steers = SteerHints()
         self.spans = RunSpans()  # each run's span while its turn runs here
         self._on_state = on_state or (lambda run, state: None)
         self._slots = FairSlots(settings.max_concurrent_turns, settings.turns_per_profile)
@@ -126,6 +126,7 @@ class RunQueue:
     async def open(self) -> None:
         """Start serving in the running loop: reclaim what a crash left running, hand out queued sessions."""
         self.db.group_commits(asyncio.get_running_loop())
+        await self.db.hear(CHANGES_CHANNEL, self.steers.heard)  # other gateways' messages to steer (a shared store)
         for run in await self.reclaim(is_dead=owner_is_dead):
             log.info("run %s reclaimed after an interrupted turn (attempt %d)", run.id, run.attempts)
         self.accepting = True
