@@ -24,6 +24,7 @@ import pytest
 from backchannel.errors import DiskFull, StoreError
 from backchannel.store import pg_migrations
 from backchannel.store.db import Database
+from backchannel.store.driver import CHANGES_CHANNEL
 from backchannel.store.meta import meta_get, meta_set_default
 from backchannel.store.pg import NOTIFY_SQL, PgDatabase
 from backchannel.store.pg_errors import violates_unique
@@ -455,10 +456,39 @@ def test_data_version_moves_when_another_gateway_announces_a_commit_and_not_for_
                 async with a.tx() as tx:  # rolled back: never announced
                     await tx.run(NOTIFY_SQL, ("run-3",))
                     raise RuntimeError
-            async with a.tx() as tx:
+            async with a.tx() as tx:  # sent once it has committed
                 await tx.announce("run-4")
+            await a.notices_sent()
             await b.sync_changes()
             assert b.data_version() == b_seen + 2
+
+    asyncio.run(scenario())
+
+
+def test_what_a_transaction_announces_is_sent_after_it_commits_once_each_and_never_if_it_rolls_back(
+    postgres_url: str,
+) -> None:
+    async def scenario() -> None:
+        async with opened(postgres_url) as a, opened(postgres_url) as b:
+            heard: list[str] = []
+            await b.hear(CHANGES_CHANNEL, heard.append)
+            with pytest.raises(RuntimeError):
+                async with a.tx() as tx:
+                    await tx.announce("rolled-back")
+                    raise RuntimeError
+
+            async def one(n: int) -> None:
+                async with a.tx() as tx:
+                    await tx.run("SELECT 1")
+                    await tx.announce(f"run-{n}")
+                    await tx.announce(f"run-{n}")  # twice in one transaction: told once
+                    assert f"run-{n}" not in heard  # nothing is told before the commit
+
+            await asyncio.gather(*(one(n) for n in range(20)))
+            await a.notices_sent()
+            await until(lambda: len(heard) >= 20, "b hears every committed announcement")
+            await asyncio.sleep(0.2)  # and nothing more comes
+            assert sorted(heard) == sorted(f"run-{n}" for n in range(20))
 
     asyncio.run(scenario())
 

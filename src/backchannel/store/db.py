@@ -376,6 +376,10 @@ class Database:
             row: Row | None = self.conn.execute(sql, params).fetchone()
             return row
 
+    async def write(self, sql: str, params: Params = (), *, announce: Sequence[str] = ()) -> list[Row]:
+        async with self.tx() as tx:
+            return await tx.all(sql, params)
+
     @asynccontextmanager
     async def snapshot(self) -> AsyncIterator[SqliteTx]:
         """One read transaction on a connection of its own (`Db.snapshot`): in WAL mode writers go on beside it,

@@ -93,6 +93,12 @@ class Dialect:
         return f"{column} GLOB '{prefix}*'" if self.name == "sqlite" else f"{column} LIKE '{prefix}%'"
 
     @property
+    def writes_in_with(self) -> bool:
+        """Whether one statement may write several tables (PostgreSQL's data-modifying WITH): a write that is one
+        round trip, committed on its own (`Db.write`)."""
+        return self.name == "postgresql"
+
+    @property
     def skip_locked(self) -> str:
         """Appended to a SELECT whose rows a writer takes: rows another writer holds are passed over."""
         return " FOR UPDATE SKIP LOCKED" if self.row_locks else ""
@@ -123,6 +129,12 @@ class Db(Protocol):
         ...
 
     async def all(self, sql: str, params: Params = ()) -> list[Row]: ...
+
+    async def write(self, sql: str, params: Params = (), *, announce: Sequence[str] = ()) -> list[Row]:
+        """One statement that writes, committed on its own, and its rows; then `announce` told to the other
+        gateways (`Tx.announce`). PostgreSQL: one round trip, no BEGIN or COMMIT; SQLite: a transaction of the
+        loop's group commit."""
+        ...
 
     def snapshot(self) -> AbstractAsyncContextManager[Reads]:
         """A read-only transaction whose reads all see the store as it was when the block began, whatever others

@@ -6,8 +6,9 @@ to PostgreSQL's `$1, $2, …` (`dollar_params`). Each `tx()` is one transaction 
 committed when its block ends: `durable()` has nothing left to wait for. Every asyncpg error leaves as a
 StoreError naming the database by its URL without the password (store/pg_errors.py).
 
-Writers that change what other gateways wait on announce it inside their transaction with `NOTIFY_SQL`;
-`data_version()` moves on when another gateway's announcement commits (store/pg_changes.py).
+Writers that change what other gateways wait on announce it in their transaction (`PgTx.announce`); the
+announcements are sent once it has committed, coalesced (store/pg_notices.py); `data_version()` moves on when
+another gateway's announcement arrives (store/pg_changes.py).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from .driver import POSTGRESQL, Commit, Params, Row
 from .pg_changes import NOTIFY_SQL, ChangeListener
 from .pg_errors import map_pg_errors, redact_url, translate, url_secrets
 from .pg_migrations import apply_migrations
+from .pg_notices import Notices
 
 if TYPE_CHECKING:
     from .driver import Db
@@ -70,12 +72,13 @@ class PgTx:
     """The statements of one transaction on one pooled connection (`Tx`): they run in order, and PostgreSQL
     keeps other transactions' uncommitted writes out of their sight."""
 
-    __slots__ = ("conn", "name", "secrets")
+    __slots__ = ("announced", "conn", "name", "secrets")
 
     def __init__(self, conn: asyncpg.pool.PoolConnectionProxy[Any], name: str, secrets: tuple[str, ...]) -> None:
         self.conn = conn
         self.name = name
         self.secrets = secrets
+        self.announced: list[str] = []
 
     async def one(self, sql: str, params: Params = ()) -> Row | None:
         with map_pg_errors(self.name, self.secrets):
@@ -99,8 +102,9 @@ class PgTx:
 
     async def announce(self, payload: str) -> None:
         """Tell the other gateways, once this transaction commits, that something changed (`payload`: a run's id,
-        under 8000 bytes). Nothing is told if the transaction is rolled back."""
-        await self.run(NOTIFY_SQL, (payload,))
+        under 8000 bytes): sent after the commit (`Notices`), with no round trip here. Nothing is told if the
+        transaction is rolled back."""
+        self.announced.append(payload)
 
 
 async def _reset(conn: asyncpg.Connection[Any]) -> None:
@@ -148,6 +152,7 @@ class PgDatabase:
         self.migrated: list[str] = []  # the migrations open() applied (none when another gateway had)
         self._pool: asyncpg.Pool[Any] | None = None
         self._own_pids: set[int] = set()  # the server processes of the pool's connections
+        self._notices = Notices(self._connection, name=self.name)
         self._changes = ChangeListener(
             self._listener_connection, name=self.name, secrets=self._secrets, own_pids=self._own_pids
         )
@@ -178,6 +183,7 @@ class PgDatabase:
                 async with pool.acquire(timeout=self.acquire_timeout) as conn:
                     self.migrated = await apply_migrations(conn, name=self.name)
             await self._changes.start()
+            self._notices.start()
         except BaseException:
             pool.terminate()
             raise
@@ -208,6 +214,7 @@ class PgDatabase:
 
     async def aclose(self) -> None:
         """Stop listening and close the pool (connections still borrowed are cut after CLOSE_SECONDS)."""
+        await self._notices.close()  # what committed transactions announced goes before the pool does
         await self._changes.close()
         pool, self._pool = self._pool, None
         if pool is None:
@@ -227,14 +234,16 @@ class PgDatabase:
             transaction = conn.transaction()
             with map_pg_errors(self.name, self._secrets):
                 await transaction.start()
+            tx = PgTx(conn, self.name, self._secrets)
             try:
-                yield PgTx(conn, self.name, self._secrets)
+                yield tx
             except BaseException:
                 await self._rollback(transaction)
                 raise
             with map_pg_errors(self.name, self._secrets):
                 await transaction.commit()
             self.commits += 1
+            self._notices.committed(tx.announced)
 
     @asynccontextmanager
     async def _connection(self) -> AsyncIterator[asyncpg.pool.PoolConnectionProxy[Any]]:
@@ -282,6 +291,13 @@ class PgDatabase:
             with map_pg_errors(self.name, self._secrets):
                 rows: list[Row] = await conn.fetch(dollar_params(sql), *params)
                 return rows
+
+    async def write(self, sql: str, params: Params = (), *, announce: Sequence[str] = ()) -> list[Row]:
+        """One statement in autocommit: one round trip (`Db.write`)."""
+        rows = await self.all(sql, params)
+        self.commits += 1
+        self._notices.committed(announce)
+        return rows
 
     @asynccontextmanager
     async def snapshot(self) -> AsyncIterator[PgTx]:
@@ -344,8 +360,12 @@ class PgDatabase:
         return self._changes.version
 
     async def sync_changes(self) -> None:
-        """Return once every announcement committed before this call is counted in `data_version()`."""
+        """Return once every announcement sent before this call is counted in `data_version()`."""
         await self._changes.caught_up()
+
+    async def notices_sent(self) -> None:
+        """Return once what this process's committed transactions announced has been sent."""
+        await self._notices.flushed()
 
 
 if TYPE_CHECKING:

@@ -21,7 +21,7 @@ from ..messages import Attachment, Message
 from ..records import Run, TaskQuery
 from ..states import RunState as RunState  # the store records the states; it re-exports them for its callers
 from .driver import STEER_PREFIX, Db, Row, Tx, columns
-from .sessions import append_messages
+from .sessions import append_messages, tool_calls_json
 
 QUEUE_FULL_RETRY_SECONDS = 2.0
 HUMAN = "human:"  # the person's senders begin so (`human:cli`, `human:api`, …): one caller, whatever the surface
@@ -447,6 +447,24 @@ async def renew_leases(db: Db, run_ids: list[str], *, owner: str, lease_seconds:
         )
 
 
+# A run's end in one statement (PostgreSQL): the fenced update; its messages, in order; its session's counters.
+# The writes in WITH run whether or not the query reads them, all or none of them.
+_FINISH_IN_ONE = (
+    "WITH done AS ("
+    "UPDATE runs SET state = ?, reply = ?, error = ?, error_code = ?, owner = NULL, lease_until = NULL,"
+    " updated_at = ?, finished_at = ?, tokens_in = tokens_in + ?, tokens_out = tokens_out + ?,"
+    " cost_usd = cost_usd + ?, trace_span = COALESCE(?, trace_span)"
+    " WHERE id = ? AND state = 'running' AND owner = ? AND fencing = ? RETURNING *),"
+    " said AS (INSERT INTO messages (session_id, role, content, tool_calls, tool_call_id, name, run_id, created_at)"
+    " SELECT done.session_id, m.role, m.content, m.tool_calls, m.tool_call_id, m.name, done.id, ?"
+    " FROM done, unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::text[]) WITH ORDINALITY"
+    " AS m(role, content, tool_calls, tool_call_id, name, ord) ORDER BY m.ord RETURNING 1),"
+    " counted AS (UPDATE sessions SET updated_at = ?, message_count = message_count + ? FROM done"
+    " WHERE sessions.id = done.session_id AND ? > 0 RETURNING 1)"
+    " SELECT * FROM done"
+)
+
+
 async def finish(
     db: Db,
     run: Run,
@@ -466,6 +484,25 @@ async def finish(
 
     Returns the finished run, or None when it was not ours to finish (the lease lost, the run claimed again)."""
     now = time.time()
+    if db.dialect.writes_in_with and not steered:  # one statement: one round trip on the reply's path
+        said = messages or []
+        rows = await db.write(
+            _FINISH_IN_ONE,
+            (
+                *(state.value, reply, error, error_code, now, now, *spent, trace_span, run.id, owner, run.fencing),
+                now,
+                [m.role for m in said],
+                [m.content for m in said],
+                [tool_calls_json(m) for m in said],
+                [m.tool_call_id for m in said],
+                [m.name for m in said],
+                now,
+                len(said),
+                len(said),
+            ),
+            announce=(run.id,),
+        )
+        return _run(rows[0]) if rows else None
     async with db.tx() as tx:
         row = await tx.one(
             "UPDATE runs SET state = ?, reply = ?, error = ?, error_code = ?, owner = NULL, lease_until = NULL,"

@@ -151,6 +151,11 @@ async def list_sessions(
     return [_session(r) for r in rows]
 
 
+def tool_calls_json(message: Message) -> str | None:
+    """A message's tool calls as the messages table keeps them."""
+    return json.dumps([tc.to_dict() for tc in message.tool_calls]) if message.tool_calls else None
+
+
 async def append_messages(tx: Tx, session_id: str, messages: list[Message], *, run_id: str | None) -> None:
     """Append inside the caller's transaction, so messages and a run's state commit together."""
     now = time.time()
@@ -162,7 +167,7 @@ async def append_messages(tx: Tx, session_id: str, messages: list[Message], *, r
                 session_id,
                 m.role,
                 m.content,
-                json.dumps([tc.to_dict() for tc in m.tool_calls]) if m.tool_calls else None,
+                tool_calls_json(m),
                 m.tool_call_id,
                 m.name,
                 run_id,
