@@ -187,6 +187,7 @@ interop: $(STAMP) $(HERMES_PLUGIN) $(HERMES_NEXT_PLUGIN) $(LLAMA_STAMP) $(INSPEC
 bench: $(STAMP) postgres
 	$(BIN)/python bench/run.py
 	$(BIN)/python bench/shared.py
+	$(BIN)/python bench/round_trips.py
 	$(BIN)/python bench/growth.py
 	$(BIN)/python bench/fanout.py
 
