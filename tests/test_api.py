@@ -1012,6 +1012,23 @@ def test_openapi_document(api: Api) -> None:
         hit("POST", mentions, 400, params=ids, json={"text": "not the field"})
         hit("GET", prefix + "/v1/handoffs", 200, query="?taker=walk&wait=0")
         hit("GET", prefix + "/v1/handoffs", 400, query="?taker=no+spaces")
+        # The person's reads of the home
+        sessions = prefix + "/v1/sessions"
+        assert hit("GET", sessions, 200, query="?limit=5")["data"]
+        assert hit("GET", sessions, 200, query=f"?address={sid}")["data"][0]["id"] == sid
+        hit("GET", sessions, 400, query="?address=peer:spark")
+        hit("GET", sessions, 404, query="?address=s-missing")
+        hit("POST", prefix + "/v1/sessions/import", 400)  # research's engine is echo, not hermes
+        state = hit("GET", prefix + "/v1/runs/{run_id}/record", 200, params=runs)["state"]
+        listed = hit("GET", prefix + "/v1/runs", 200, query=f"?state={state}&address={sid}")["data"]
+        assert run_id in [r["run_id"] for r in listed], listed
+        hit("GET", prefix + "/v1/runs", 200, query="?address=research&limit=1")
+        hit("GET", prefix + "/v1/runs", 400, query="?state=nope")
+        hit("GET", prefix + "/v1/runs", 404, query="?address=nobody")
+        assert hit("GET", prefix + "/v1/runs/{run_id}/record", 200, params=runs)["message"] == "a run"
+        hit("GET", prefix + "/v1/ledger", 200, query="?outcome=failed&state=cancelled&since=0&limit=100000")
+        hit("GET", prefix + "/v1/ledger", 400, query="?outcome=nope")
+        hit("GET", prefix + "/v1/ledger", 404, query="?address=nobody")
 
     for prefix in ("", "/p/{profile}"):
         groups = prefix + "/v1/groups/{name}/messages"
@@ -1042,6 +1059,8 @@ def test_openapi_document(api: Api) -> None:
         hit("GET", prefix + "/health", 200, auth=False)
         hit("POST", prefix + "/v1/gateway/stop", 202)  # in-process: no server watches it, nothing stops
     hit("GET", "/v1/health", 200, auth=False)
+    hit("GET", "/v1/messages", 200, query="?key=never-sent")
+    hit("GET", "/v1/messages", 400)
     hit("GET", "/openapi.json", 200, auth=False)
     for method, template in sorted(routes - UNDOCUMENTED):
         if (method, template) not in public:

@@ -234,8 +234,11 @@ def test_a_gateway_of_another_version_is_refused_and_nothing_is_sent(gateway: Ga
     neither sends the message through it nor builds a second gateway of its own beside it."""
     from backchannel.net import local
 
+    this_version = local.__version__
     monkeypatch.setattr(local, "__version__", "0.0.0-next")
     sent = run_cli("send", "default", "hello", "--json")
     assert sent.exit_code == 1, sent
     assert "restart the gateway" in sent.stderr, sent.stderr
+    assert "restart the gateway" in run_cli("ledger", "--json").stderr  # the ledger is read through it too
+    monkeypatch.setattr(local, "__version__", this_version)  # the same version again: read through the gateway
     assert json.loads(run_cli("ledger", "--json").stdout) == [], "a message went through the older gateway"

@@ -142,3 +142,19 @@ def test_a_peer_dm_through_the_running_gateway_reads_no_config_and_builds_no_cor
     assert "hello" in str(sent["reply"])
     ledger = run_cli("ledger", "--json")
     assert ledger.exit_code == 0 and "peer:loop" in ledger.stdout, ledger
+
+
+def test_sessions_runs_and_the_ledger_read_through_the_running_gateway_build_no_core(gateway: GatewayThread) -> None:
+    """A gateway runs: the person's reads of the home (sessions, runs, a run's record, the ledger) are its answers,
+    and the command opens no store of its own."""
+    sent = _through_the_gateway("send", "default", "hello")
+    run_id = str(sent["run_id"])
+    sessions = _through_the_gateway("sessions", "list")
+    assert isinstance(sessions, list) and [s["profile"] for s in sessions] == ["default"], sessions
+    shown = _through_the_gateway("sessions", "show", "default")
+    assert isinstance(shown, dict) and shown["messages"][0]["content"] == "hello", shown
+    runs = _through_the_gateway("runs", "list")
+    assert isinstance(runs, list) and [r["run_id"] for r in runs] == [run_id], runs
+    assert _through_the_gateway("runs", "show", run_id)["reply"] == "default (echo): hello"
+    ledger = _through_the_gateway("ledger", "default")
+    assert isinstance(ledger, list) and [e["run_id"] for e in ledger] == [run_id], ledger

@@ -9,13 +9,14 @@ output has no `output`; a session's `title` may be null) and Hermes's clients re
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, NotRequired
+from typing import Annotated, Any, Literal, NotRequired, cast
 
 from pydantic import Field
 from typing_extensions import TypedDict
 
 from . import records
 from .messages import MAX_MESSAGE_CHARS
+from .outcome import Result
 from .states import RunState
 
 Text = Annotated[str, Field(min_length=1, max_length=MAX_MESSAGE_CHARS)]
@@ -198,6 +199,108 @@ class SendResult(TypedDict):
     detail: str | None
     at: int
 
+
+# The person's reads of the home (the CLI's sessions, runs and ledger)
+
+
+class SessionRecord(TypedDict):
+    """A session as `backchannel sessions list --json` prints it (`records.Session.to_dict`)."""
+
+    id: str
+    profile: str
+    title: str | None
+    source: str
+    started_at: float
+    last_active: float
+    message_count: int
+
+
+class SessionRecords(TypedDict):
+    object: Literal["list"]
+    data: list[SessionRecord]
+
+
+class ImportedSession(SessionRecord):
+    """A Hermes session made addressable here: its id in the Hermes gateway, and whether it is new here."""
+
+    hermes_id: str | None
+    created: bool
+
+
+class ImportedSessions(TypedDict):
+    object: Literal["list"]
+    data: list[ImportedSession]
+
+
+class OutcomeError(TypedDict):
+    code: str
+    message: str
+
+
+class RunRecord(TypedDict):
+    """A run as `backchannel runs show --json` prints it: its outcome as its sender sees it
+    (`outcome.Result.to_dict`), who sent what, and what it used."""
+
+    result: str
+    to: str
+    run_id: str
+    session_id: str
+    state: RunState
+    replayed: bool
+    landed: NotRequired[str]
+    reply: NotRequired[str]
+    queue_position: NotRequired[int | None]
+    detail: NotRequired[str]
+    error: NotRequired[OutcomeError]
+    partial_output: NotRequired[str]
+    idempotency_key: NotRequired[str]
+    profile: str
+    sender: str
+    message: str
+    hops: int
+    attempts: int
+    created_at: float
+    finished_at: float | None
+    tokens_in: int
+    tokens_out: int
+    cost_usd: float
+
+
+class RunRecords(TypedDict):
+    object: Literal["list"]
+    data: list[RunRecord]
+
+
+class MessageRun(TypedDict):
+    """The run a message was filed under, by the idempotency key it was sent with (null: none is known yet)."""
+
+    object: Literal["backchannel.message"]
+    idempotency_key: str
+    run_id: str | None
+
+
+def session_record(row: records.Session) -> SessionRecord:
+    return cast(SessionRecord, row.to_dict())
+
+
+def run_record(row: records.Run, result: Result) -> RunRecord:
+    """A run and its outcome so far (`Result`) as the person reads it."""
+    return cast(
+        RunRecord,
+        {
+            **result.to_dict(),
+            "profile": row.profile,
+            "sender": row.sender,
+            "message": row.message,
+            "hops": row.hops,
+            "attempts": row.attempts,
+            "created_at": row.created_at,
+            "finished_at": row.finished_at,
+            "tokens_in": row.tokens_in,
+            "tokens_out": row.tokens_out,
+            "cost_usd": row.cost_usd,
+        },
+    )
 
 
 def session_of(row: records.Session) -> Session:

@@ -7,7 +7,7 @@ names a run without naming the store; a new field is added here, in its row read
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from . import keys
@@ -208,6 +208,11 @@ class LedgerEntry:
     def to_dict(self) -> dict[str, Any]:
         """`state` as stored beside `outcome`, the word every surface uses for what became of the message."""
         return {**asdict(self), "outcome": self.outcome.value}
+
+    @classmethod
+    def of(cls, said: dict[str, Any]) -> LedgerEntry:
+        """An entry as `to_dict` gave it (what the gateway's ledger answers)."""
+        return cls(**{f.name: said[f.name] for f in fields(cls) if f.name in said})
 
     @property
     def outcome(self) -> Outcome:

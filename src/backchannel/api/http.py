@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import re
 import secrets
 import urllib.parse
@@ -222,6 +223,20 @@ def int_param(request: Request, name: str, default: int, *, low: int, high: int)
         raise UsageError(f"query parameter {name!r} must be an integer, got {raw!r}") from exc
     if not low <= value <= high:
         raise UsageError(f"query parameter {name!r} must be between {low} and {high}, got {value}")
+    return value
+
+
+def float_param(request: Request, name: str) -> float | None:
+    """A finite number given as a query parameter; None when it is absent."""
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise UsageError(f"query parameter {name!r} must be a number, got {raw!r}")
     return value
 
 

@@ -8,15 +8,22 @@ from collections.abc import AsyncIterator
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from .. import dialect
+from .. import addresses, dialect
+from ..addresses import RemoteAddress
 from ..core.delivery.delivery import WaitOver
+from ..core.delivery.directory import Directory
 from ..errors import KeyRevoked, UsageError
 from ..events import Held, Other, Queued
+from ..outcome import Outcome
+from ..states import RunState
 from .context import caller, context, incoming, stream_slot
-from .http import int_param, json_body, optional_str, profile_of, run_scope, text_field
+from .http import float_param, int_param, json_body, optional_str, profile_of, run_scope, text_field
 from .lf_streams import event_stream
 
 KEEPALIVE_SECONDS = 15.0  # a comment on a quiet stream of a run's events
+LEDGER_STATES = (*(s.value for s in RunState), "refused")
+LEDGER_MOST = 100_000  # the most entries one read answers (what a run's totals add up)
+OUTCOME_SCAN = 10_000  # entries read before they are filtered by outcome (an outcome spans several states)
 
 
 async def start_run(request: Request) -> Response:
@@ -113,6 +120,8 @@ async def run_events(request: Request) -> Response:
 
 
 async def get_ledger(request: Request) -> Response:
+    """Newest first: `address` (at most two), `state` and `outcome` (each repeats), `since` (a Unix time),
+    `limit`."""
     ctx = context(request)
     profile = ctx.directory.check_profile(profile_of(request))
     who = caller(request)
@@ -122,6 +131,33 @@ async def get_ledger(request: Request) -> Response:
     given = request.query_params.getlist("address")
     if len(given) > 2:
         raise UsageError("at most two 'address' parameters")
-    limit = int_param(request, "limit", 100, low=1, high=10_000)
-    rows = await ctx.delivery.ledger(*given, limit=limit, profile=scope)
-    return JSONResponse({"object": "list", "data": [r.to_dict() for r in rows]})
+    for address in given:
+        await _names_something(ctx.directory, address)
+    states = request.query_params.getlist("state")
+    if unknown := [s for s in states if s not in LEDGER_STATES]:
+        raise UsageError(f"no ledger state {unknown[0]!r}: choose among {', '.join(LEDGER_STATES)}")
+    try:
+        outcomes = frozenset(Outcome(o) for o in request.query_params.getlist("outcome"))
+    except ValueError as exc:
+        raise UsageError(f"{exc}: choose among {', '.join(o.value for o in Outcome)}") from None
+    limit = int_param(request, "limit", 100, low=1, high=LEDGER_MOST)
+    rows = await ctx.delivery.ledger(
+        *given,
+        limit=OUTCOME_SCAN if outcomes else limit,
+        since=float_param(request, "since"),
+        profile=scope,
+        states=tuple(states),
+    )
+    if outcomes:
+        rows = [r for r in rows if r.outcome in outcomes]
+    return JSONResponse({"object": "list", "data": [r.to_dict() for r in rows[:limit]]})
+
+
+async def _names_something(directory: Directory, address: str) -> None:
+    """A malformed address is a usage error, and so is one that names nothing here (as for a message); a person
+    (`human:…`) and a peer are named as they are."""
+    if address.startswith("human:"):
+        return
+    parsed = addresses.parse(address)
+    if not isinstance(parsed, RemoteAddress):
+        await directory.find(parsed)

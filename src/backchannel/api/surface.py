@@ -17,11 +17,14 @@ from starlette.responses import JSONResponse, Response
 
 from .. import dialect
 from ..core.hosted import HOSTED_TOOLS
+from ..outcome import Outcome
 from . import (
     routes_about,
+    routes_directory,
     routes_gateway,
     routes_handoffs,
     routes_held,
+    routes_history,
     routes_messages,
     routes_metrics,
     routes_openai,
@@ -77,6 +80,7 @@ RUN_ID = _path("run_id")
 ROOM = _path("name", pattern=NAME)
 PROFILE = _path("profile", pattern=NAME)
 LIMIT = _query("limit", "integer", minimum=1, maximum=10000)
+LEDGER_LIMIT = _query("limit", "integer", minimum=1, maximum=routes_runs.LEDGER_MOST)
 
 STREAM = {200: Answer("Server-sent events", {"type": "string"}, (SSE,))}
 RECEIPT = Answer("Receipt: the wait ran out, the run goes on; do not resend", dialect.Queued)
@@ -162,7 +166,10 @@ OPERATIONS: tuple[Op, ...] = (
        params=(RUN_ID, *DELIVERY_HEADERS), body=dialect.Steer),
     Op("GET", "/v1/ledger", routes_runs.get_ledger,
        "Every run and refusal, newest first; one address: what it sent or received, two: what passed between them",
-       {200: Answer("Ledger entries")}, (400, 401, 404), params=(_query("address"), LIMIT)),
+       {200: Answer("Ledger entries")}, (400, 401, 404),
+       params=(_query("address"), LEDGER_LIMIT, _query("since", "number"),
+               _query("state", enum=list(routes_runs.LEDGER_STATES)),
+               _query("outcome", enum=[o.value for o in Outcome]))),
     Op("GET", "/v1/held", routes_held.list_held, "Messages held for the person (the person's key only)",
        {200: Answer("Held runs", dialect.HeldList)}, (401, 403, 404), reach="person"),
     Op("POST", "/v1/held/{run_id}/approve", routes_held.approve, "Queue a held message (the person's key only)",
@@ -215,4 +222,28 @@ OPERATIONS: tuple[Op, ...] = (
        " in turn (202; read the answers with GET /v1/rooms/{name}?after=…)",
        {202: Answer("The line and its round")}, (400, 401, 403, 404, 413), reach="person", params=(ROOM,),
        body=dialect.MessageOnly),
+    # The person's reads of the home: sessions across profiles, runs, a message's run
+    Op("GET", "/v1/sessions", routes_directory.list_sessions,
+       "The home's sessions, most recently active first (the person's key only; under /p/{profile}: that"
+       " profile's); with `address` (a profile: its Bot Chat, profile/session-id or a session id), the one it names",
+       {200: Answer("Sessions", dialect.SessionRecords)}, (400, 401, 403, 404), reach="person",
+       params=(_query("address"), LIMIT)),
+    Op("POST", "/v1/sessions/import", routes_directory.import_sessions,
+       "Make the sessions of the profile's Hermes gateway addressable here, each under its Hermes id (the person's"
+       " key only; a profile with the hermes engine)",
+       {200: Answer("Each session of the Hermes gateway, and whether it is new here", dialect.ImportedSessions)},
+       (400, 401, 403, 404), reach="person"),
+    Op("GET", "/v1/runs", routes_history.list_runs,
+       "The home's runs, newest first, each with its outcome so far (the person's key only); `state` repeats;"
+       " `address`: a profile's runs, or a session's",
+       {200: Answer("Runs", dialect.RunRecords)}, (400, 401, 403, 404), reach="person",
+       params=(_query("state", enum=list(routes_history.STATES)), _query("address"), LIMIT)),
+    Op("GET", "/v1/runs/{run_id}/record", routes_history.run_record,
+       "A run's whole record: its outcome, who sent what, what it used (the person's key only)",
+       {200: Answer("Run", dialect.RunRecord)}, (401, 403, 404), reach="person", params=(RUN_ID,)),
+    Op("GET", "/v1/messages", routes_history.message_run,
+       "The run a message sent with idempotency key `key` was filed under, here or at a peer (the person's key"
+       " only); run_id null while none is known",
+       {200: Answer("The message's run", dialect.MessageRun)}, (400, 401, 403), reach="person",
+       params=(_query("key", required=True, minLength=1, maxLength=255),), mounted=False),
 )

@@ -12,15 +12,16 @@ from .. import keys
 from ..errors import UsageError
 from ..home import config
 from ..home.profiles import DEFAULT_PROFILE
+from ..net.http import quote, with_query
 from ..outcome import Outcome
 from . import complete
-from .connect import Sent, deliver, interruptible, local_session, on_home
+from .connect import Sent, deliver, gateway_link, interruptible, local_session
 from .link import Where
 from .live import STREAM_HELP, Watch, deliver_live, streams
 from .output import emit, examples, note, read_message, shell_command
 
 if TYPE_CHECKING:
-    from ..core.gateway import Gateway
+    from .link_http import HttpGateway
 
 
 @click.command(
@@ -72,29 +73,35 @@ def chat(
     if last and resume:
         raise UsageError("give --resume SESSION_ID or -c, not both")
 
-    async def where(gateway: Gateway, resume: str | None) -> Where:
+    async def where(link: HttpGateway, resume: str | None) -> Where:
         if last:
-            name = gateway.directory.check_profile(profile_name or DEFAULT_PROFILE)
-            mine = [s for s in await gateway.directory.sessions(name, limit=200) if s.source == "cli"]
+            name = profile_name or DEFAULT_PROFILE
+            listed = await link.client.request("GET", with_query(f"/p/{quote(name)}/v1/sessions", limit=200))
+            mine = [s for s in listed.body["data"] if s["source"] == "cli"]
             if not mine:
                 raise UsageError(f"no chat session of profile {name!r} to continue: start one with `backchannel chat`")
-            resume = mine[0].id
+            resume = mine[0]["id"]
             note(f"continuing session {resume} (profile {name})")
         if resume:
-            found = await local_session(gateway, resume)  # any local address: id, profile/id, or a Bot Chat
+            found = await local_session(link, resume)  # any local address: id, profile/id, or a Bot Chat
             if profile_name and profile_name != found.profile:
                 raise UsageError(
                     f"session {found.session_id!r} belongs to profile {found.profile!r}, not {profile_name!r}"
                 )
             return found
-        gateway.directory.check_profile(profile_name or DEFAULT_PROFILE)
+        sessions = f"/p/{quote(profile_name or DEFAULT_PROFILE)}/api/sessions"
+        await link.client.request("GET", with_query(sessions, limit=1))  # an unknown profile: said before stdin
         if message is None and not sys.stdin.isatty() and not _peek_stdin():
             raise UsageError("nothing to say: stdin is empty (give -q MESSAGE, or type at a terminal)")
-        made, _ = await gateway.directory.create_session(profile_name or DEFAULT_PROFILE, source="cli")
-        note(f"new session {made.id} (profile {made.profile})")
-        return Where.of(made)
+        made = (await link.client.request("POST", sessions, json={"source": "cli"})).body["session"]
+        note(f"new session {made['id']} (profile {made['profile']})")
+        return Where(made["profile"], made["id"])
 
-    session = on_home(root, lambda gateway: where(gateway, resume))
+    async def find() -> Where:
+        async with gateway_link(root, works=False) as link:
+            return await where(link, resume)
+
+    session = asyncio.run(find())
     if message is not None:
         watch = Watch() if live else None
         sent = _turn(session, message, watch)

@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .. import addresses
-from ..addresses import LocalAddress, RemoteAddress
-from ..errors import BackchannelError, DeliveryError, Interrupted, UsageError
+from ..addresses import LocalAddress
+from ..errors import BackchannelError, DeliveryError, Interrupted
 from ..home import config
 from ..home.runtime import listening
+from ..net.http import with_query
 from ..outcome import Outcome, Result
 from .link import Progress, Where
 
@@ -27,7 +28,7 @@ if TYPE_CHECKING:  # the core (and so every engine and SDK) loads only for a com
     from ..net.local import GatewayClient
     from .link_http import HttpGateway
 
-__all__ = ["Sent", "Where", "deliver", "find_gateway", "gateway_link", "home_gateway", "on_home"]
+__all__ = ["Sent", "Where", "ask", "deliver", "find_gateway", "gateway_link", "home_gateway", "on_home"]
 
 T = TypeVar("T")
 
@@ -92,25 +93,30 @@ def interruptible(root: Path, ask_again: str, *, key: str) -> Iterator[None]:
 
 
 def _run_id_of(root: Path, key: str) -> str | None:
-    """The run a message was filed under, read from the home's store (None when it cannot be read)."""
+    """The run a message was filed under, as the home's gateway knows it (None when it cannot be asked)."""
     try:
-        return on_home(root, lambda gateway: gateway.delivery.run_id_of(key))
+        run_id = ask(root, "GET", with_query("/v1/messages", key=key)).get("run_id")
     except BackchannelError:
         return None
+    return run_id if isinstance(run_id, str) else None
 
 
-def local_address(text: str) -> LocalAddress:
-    """A local address in any form of the grammar: `profile/session-id`, a session id, or a profile alone (its
-    Bot Chat); a peer's address is a usage error."""
-    parsed = addresses.parse(text)
-    if isinstance(parsed, RemoteAddress):
-        raise UsageError(f"{text!r} is a peer address: give a session of this home (profile, profile/id or an id)")
-    return parsed
+def ask(root: Path, method: str, path: str, json: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The gateway's answer to one request: the running gateway's, else this home's opened (not started) in this
+    process (`gateway_link(works=False)`), in one event loop of this command's."""
+
+    async def go() -> dict[str, Any]:
+        async with gateway_link(root, works=False) as link:
+            return (await link.client.request(method, path, json=json)).body
+
+    return asyncio.run(go())
 
 
-async def local_session(gateway: Gateway, text: str) -> Where:
-    """The existing session a local address names, as a message's target."""
-    return Where.of(await gateway.directory.existing(local_address(text)))
+async def local_session(link: HttpGateway, text: str) -> Where:
+    """The existing session a local address names (`profile/session-id`, a session id, or a profile alone: its
+    Bot Chat), as a message's target; a peer's address is a usage error."""
+    found = (await link.client.request("GET", with_query("/v1/sessions", address=text))).body["data"][0]
+    return Where(found["profile"], found["id"])
 
 
 async def find_gateway(root: Path) -> GatewayClient | None:

@@ -1,7 +1,7 @@
 """`backchannel ledger`: who said what to whom, filtered by address, state, outcome and time, or followed live.
 
-The ledger is read from the home's store, which the running gateway and this process share, so `--follow`
-sees what the gateway records as well as what a command records in-process.
+The ledger is read through the home's gateway: the running one, else this home's opened in this process, which
+reads the same store; so `--follow` sees what the gateway records as well as what a command records in-process.
 """
 
 from __future__ import annotations
@@ -16,24 +16,22 @@ from typing import TYPE_CHECKING
 
 import click
 
-from .. import addresses
-from ..addresses import RemoteAddress
 from ..home import config
+from ..net.http import with_query
 from ..outcome import Outcome
 from ..records import LedgerEntry
 from ..states import RunState
 from . import complete
-from .connect import home_gateway
+from .connect import gateway_link
 from .output import emit, examples, note, table, when
 
 if TYPE_CHECKING:
-    from ..core.gateway import Gateway
+    from .link_http import HttpGateway
 
 STATES = [*(s.value for s in RunState), "refused"]
 OUTCOMES = [o.value for o in Outcome]
 FOLLOW_POLL_SECONDS = 0.5
 FOLLOW_OVERLAP_SECONDS = 5.0  # a row committed a moment after a later one is still seen
-OUTCOME_SCAN = 10_000  # rows read before filtering by outcome (an outcome spans several states)
 TOTALS_SCAN = 100_000  # the newest entries --totals adds up
 NARROW = 48
 DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
@@ -125,13 +123,8 @@ def ledger(
         raise click.UsageError("--totals adds up what was; --follow shows what comes: one or the other")
 
     async def go() -> None:
-        async with home_gateway(config.home()) as gateway:
-            for given in (address, other):
-                if given is not None and not given.startswith("human:"):
-                    parsed = addresses.parse(given)  # a malformed address is a usage error
-                    if not isinstance(parsed, RemoteAddress):
-                        await gateway.directory.find(parsed)  # so is one that names nothing here, as for `send`
-            read = Reader(gateway, address, other, states=states, outcomes=outcomes)
+        async with gateway_link(config.home(), works=False) as link:
+            read = Reader(link, address, other, states=states, outcomes=outcomes)
             if totals:
                 from . import ledger_totals
 
@@ -148,32 +141,31 @@ def ledger(
 
 
 class Reader:
-    """The ledger as filtered: newest first, at most `limit`, from `since` on."""
+    """The ledger as filtered (the gateway's `GET /v1/ledger`): newest first, at most `limit`, from `since` on."""
 
     def __init__(
         self,
-        gateway: Gateway,
+        link: HttpGateway,
         a: str | None,
         b: str | None,
         *,
         states: tuple[str, ...],
         outcomes: tuple[str, ...],
     ) -> None:
-        self.gateway = gateway
-        self.a, self.b = a, b
+        self.link = link
+        self.addresses = tuple(given for given in (a, b) if given is not None)
         self.states = states
-        self.outcomes = frozenset(Outcome(o) for o in outcomes)
+        self.outcomes = outcomes
 
     @property
     def filtered(self) -> bool:
-        return bool(self.a or self.states or self.outcomes)
+        return bool(self.addresses or self.states or self.outcomes)
 
     async def __call__(self, *, limit: int, since: float | None) -> list[LedgerEntry]:
-        scan = OUTCOME_SCAN if self.outcomes else limit
-        rows = await self.gateway.delivery.ledger(self.a, self.b, limit=scan, since=since, states=self.states)
-        if self.outcomes:
-            rows = [r for r in rows if r.outcome in self.outcomes]
-        return rows[:limit]
+        path = with_query(
+            "/v1/ledger", address=self.addresses, state=self.states, outcome=self.outcomes, since=since, limit=limit
+        )
+        return [LedgerEntry.of(r) for r in (await self.link.client.request("GET", path)).body["data"]]
 
 
 async def _follow(read: Reader, first: list[LedgerEntry], *, as_json: bool, wide: bool) -> None:

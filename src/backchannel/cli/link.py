@@ -14,26 +14,12 @@ from ..addresses import LocalAddress
 FOLLOW_WAIT_SECONDS = 600.0  # a wait for the end is asked of the gateway in bounds of this long
 
 
-class Session(Protocol):
-    """A session as the core's directory gives it: what a target needs of it."""
-
-    @property
-    def id(self) -> str: ...
-
-    @property
-    def profile(self) -> str: ...
-
-
 @dataclass(frozen=True)
 class Where:
     """A session of this home, as a message's target."""
 
     profile: str
     session_id: str
-
-    @classmethod
-    def of(cls, session: Session) -> Where:
-        return cls(session.profile, session.id)
 
     @property
     def to(self) -> str:

@@ -6,22 +6,20 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
 from ..home import config
 from ..home.profiles import config_error
+from ..net import wire
+from ..net.http import quote, with_query
 from ..outcome import Outcome, Result
 from ..states import RunState
 from . import complete
-from .connect import gateway_link, local_session, on_home
+from .connect import ask, gateway_link, local_session
 from .link import Where
 from .output import emit, examples, note, show_progress, table, when
-
-if TYPE_CHECKING:
-    from ..core.delivery.delivery import Delivered
-    from ..core.gateway import Gateway
 
 STATES = [s.value for s in RunState]
 ENDED = frozenset(s.value for s in RunState if s.terminal)
@@ -39,23 +37,6 @@ def runs() -> None:
       backchannel runs follow run_0123abcd…
       backchannel runs stop run_0123abcd…
     """
-
-
-def run_dict(d: Delivered) -> dict[str, Any]:
-    run = d.run
-    return {
-        **d.result.to_dict(),
-        "profile": run.profile,
-        "sender": run.sender,
-        "message": run.message,
-        "hops": run.hops,
-        "attempts": run.attempts,
-        "created_at": run.created_at,
-        "finished_at": run.finished_at,
-        "tokens_in": run.tokens_in,
-        "tokens_out": run.tokens_out,
-        "cost_usd": run.cost_usd,
-    }
 
 
 @runs.command(
@@ -83,37 +64,27 @@ def list_(states: tuple[str, ...], where: str | None, limit: int, as_json: bool)
     A queued run of a profile whose config.yaml is broken says so (paused); it resumes once the file is
     valid again."""
     root = config.home()
-
-    async def read(gateway: Gateway) -> list[Delivered]:
-        profile_name, session_id = where, None
-        if where is not None and where not in gateway.directory.profiles():
-            session = await local_session(gateway, where)  # any address form (a profile alone is checked)
-            profile_name, session_id = session.profile, session.session_id
-        return await gateway.delivery.runs(
-            states=tuple(RunState(s) for s in states), profile=profile_name, session_id=session_id, limit=limit
-        )
-
-    found = on_home(root, read)
-    queued_profiles = {d.run.profile for d in found if d.run.state is RunState.QUEUED}
+    found = ask(root, "GET", with_query("/v1/runs", state=states, address=where, limit=limit))["data"]
+    queued_profiles = {d["profile"] for d in found if d["state"] == RunState.QUEUED.value}
     paused = {name: error for name in queued_profiles if (error := config_error(root, name)) is not None}
 
-    def why(d: Delivered) -> str | None:
-        return paused.get(d.run.profile) if d.run.state is RunState.QUEUED else None
+    def why(d: dict[str, Any]) -> str | None:
+        return paused.get(d["profile"]) if d["state"] == RunState.QUEUED.value else None
 
     def text() -> None:
         rows = []
         for d in found:
-            state = d.run.state.value + (f" #{d.result.queue_position}" if d.result.queue_position else "")
+            state = d["state"] + (f" #{d['queue_position']}" if d.get("queue_position") else "")
             if (error := why(d)) is not None:
                 state += f" (paused: {error})"
-            first = d.run.message.strip().splitlines()[0] if d.run.message.strip() else ""
+            first = d["message"].strip().splitlines()[0] if d["message"].strip() else ""
             rows.append(
                 [
-                    d.run.id,
-                    f"{d.run.profile}/{d.run.session_id}",
+                    d["run_id"],
+                    f"{d['profile']}/{d['session_id']}",
                     state,
-                    d.run.sender,
-                    when(d.run.created_at),
+                    d["sender"],
+                    when(d["created_at"]),
                     first[:40],
                 ]
             )
@@ -121,7 +92,7 @@ def list_(states: tuple[str, ...], where: str | None, limit: int, as_json: bool)
         if not found:
             note("no runs" + (" in these states" if states else ""))
 
-    emit([{**run_dict(d), "paused": why(d)} for d in found], as_json=as_json, text=text)
+    emit([{**d, "paused": why(d)} for d in found], as_json=as_json, text=text)
 
 
 @runs.command("show", epilog=examples("backchannel runs show run_0123…"))
@@ -129,9 +100,10 @@ def list_(states: tuple[str, ...], where: str | None, limit: int, as_json: bool)
 @click.option("--json", "as_json", is_flag=True, help="Print the run as JSON.")
 def show(run_id: str, as_json: bool) -> None:
     """One run: its state, what was said and what came back. Exits 1 when it failed."""
-    d = on_home(config.home(), lambda gateway: gateway.delivery.status(run_id))
-    emit(run_dict(d), as_json=as_json, text=lambda: _print(d.result, d.run.message))
-    sys.exit(d.result.outcome.exit_code)
+    d = ask(config.home(), "GET", f"/v1/runs/{quote(run_id)}/record")
+    result = wire.result_of(d, to=d["to"])
+    emit(d, as_json=as_json, text=lambda: _print(result, d["message"]))
+    sys.exit(result.outcome.exit_code)
 
 
 @runs.command("follow", epilog=examples("backchannel runs follow run_0123…"))
@@ -139,8 +111,6 @@ def show(run_id: str, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="At the end, print the run as JSON.")
 def follow(run_id: str, as_json: bool) -> None:
     """Show a run's progress until it ends, then its reply. Without a gateway the run is worked here."""
-    root = config.home()
-    on_home(root, lambda gateway: gateway.delivery.run(run_id))  # an unknown run: a usage error before anything
     result = asyncio.run(_follow(run_id))
     emit(result.to_dict(), as_json=as_json, text=lambda: _print(result, None))
     sys.exit(result.outcome.exit_code)
@@ -148,6 +118,7 @@ def follow(run_id: str, as_json: bool) -> None:
 
 async def _follow(run_id: str) -> Result:
     async with gateway_link(config.home()) as link:
+        await link.run(run_id)  # an unknown run: a usage error before anything
         await show_progress(run_id, link.events(run_id))
         return await link.run(run_id)
 
@@ -215,27 +186,29 @@ def wait_idle(address: str, timeout: float | None, as_json: bool) -> None:
     """
     root = config.home()
 
-    async def wait(gateway: Gateway) -> tuple[Where, list[Delivered]]:
-        where = await local_session(gateway, address)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        said = False
-        while True:
-            busy = await gateway.delivery.runs(states=BUSY, session_id=where.session_id, limit=100)
-            if not busy or (deadline is not None and time.monotonic() >= deadline):
-                return where, busy
-            if not said and not as_json:
-                note(f"{where.to}: {_busy_text(busy)}; waiting until it is idle")
-                said = True
-            await asyncio.sleep(IDLE_LOOK_SECONDS)
+    async def wait() -> tuple[Where, list[dict[str, Any]]]:
+        async with gateway_link(root, works=False) as link:
+            where = await local_session(link, address)
+            deadline = None if timeout is None else time.monotonic() + timeout
+            busy_now = with_query("/v1/runs", state=BUSY, address=where.to, limit=100)
+            said = False
+            while True:
+                busy: list[dict[str, Any]] = (await link.client.request("GET", busy_now)).body["data"]
+                if not busy or (deadline is not None and time.monotonic() >= deadline):
+                    return where, busy
+                if not said and not as_json:
+                    note(f"{where.to}: {_busy_text(busy)}; waiting until it is idle")
+                    said = True
+                await asyncio.sleep(IDLE_LOOK_SECONDS)
 
-    where, busy = on_home(root, wait)
+    where, busy = asyncio.run(wait())
     idle = not busy
     shown = {
         "to": where.to,
         "session_id": where.session_id,
         "idle": idle,
-        "queued": [d.run.id for d in busy if d.run.state is RunState.QUEUED],
-        "running": [d.run.id for d in busy if d.run.state is RunState.RUNNING],
+        "queued": [d["run_id"] for d in busy if d["state"] == RunState.QUEUED.value],
+        "running": [d["run_id"] for d in busy if d["state"] == RunState.RUNNING.value],
     }
 
     def text() -> None:
@@ -248,11 +221,11 @@ def wait_idle(address: str, timeout: float | None, as_json: bool) -> None:
     sys.exit(0 if idle else 1)
 
 
-BUSY = (RunState.QUEUED, RunState.RUNNING)
+BUSY = (RunState.QUEUED.value, RunState.RUNNING.value)
 
 
-def _busy_text(busy: list[Delivered]) -> str:
-    running = sum(1 for d in busy if d.run.state is RunState.RUNNING)
+def _busy_text(busy: list[dict[str, Any]]) -> str:
+    running = sum(1 for d in busy if d["state"] == RunState.RUNNING.value)
     return f"{running} running, {len(busy) - running} queued"
 
 

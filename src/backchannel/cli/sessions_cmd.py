@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import asyncio
+from typing import Any
 
 import click
 
 from ..home import config
+from ..net.http import quote, with_query
 from . import complete
-from .connect import local_address, on_home
+from .connect import ask, gateway_link
 from .output import emit, examples, table, when
-
-if TYPE_CHECKING:
-    from ..core.gateway import Gateway
-    from ..messages import Message
-    from ..records import Session
 
 
 @click.group("sessions")
@@ -34,21 +31,16 @@ def sessions() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout (an error too, as one object).")
 def list_(profile_name: str | None, limit: int, as_json: bool) -> None:
     """Sessions, most recently active first."""
-
-    async def read(gateway: Gateway) -> list[Session]:
-        if profile_name:
-            gateway.directory.check_profile(profile_name)
-        return await gateway.directory.sessions(profile_name, limit=limit)
-
-    rows = on_home(config.home(), read)
+    prefix = f"/p/{quote(profile_name)}" if profile_name else ""
+    rows = ask(config.home(), "GET", with_query(f"{prefix}/v1/sessions", limit=limit))["data"]
 
     def text() -> None:
         table(
-            [[r.id, r.profile, r.title or "-", str(r.message_count), when(r.updated_at)] for r in rows],
+            [[r["id"], r["profile"], r["title"] or "-", str(r["message_count"]), when(r["last_active"])] for r in rows],
             ["ID", "PROFILE", "TITLE", "MESSAGES", "LAST ACTIVE"],
         )
 
-    emit([r.to_dict() for r in rows], as_json=as_json, text=text)
+    emit(rows, as_json=as_json, text=text)
 
 
 @sessions.command(
@@ -66,25 +58,31 @@ def show(session: str, as_json: bool) -> None:
 
     SESSION is any local address: a session id, profile/session-id (as `send` prints it), or a profile alone
     (its Bot Chat)."""
+    root = config.home()
 
-    async def read(gateway: Gateway) -> tuple[Session, list[Message]]:
-        found = await gateway.directory.existing(local_address(session))
-        return found, await gateway.directory.messages(found.id)
+    async def read() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        async with gateway_link(root, works=False) as link:
+            found = (await link.client.request("GET", with_query("/v1/sessions", address=session))).body["data"][0]
+            path = f"/p/{quote(found['profile'])}/api/sessions/{quote(found['id'])}/messages"
+            return found, (await link.client.request("GET", path)).body["data"]
 
-    row, messages = on_home(config.home(), read)
+    row, messages = asyncio.run(read())
 
     def text() -> None:
-        click.echo(f"session {row.id}  profile {row.profile}  title {row.title or '-'}  source {row.source}")
+        click.echo(
+            f"session {row['id']}  profile {row['profile']}  title {row['title'] or '-'}  source {row['source']}"
+        )
         for m in messages:
-            if m.role == "assistant" and m.tool_calls:
-                for call in m.tool_calls:
-                    click.echo(f"[{when(m.created_at)}] assistant → {call.name}({call.arguments})")
-                if not m.content:
+            said = when(m.get("created_at"))
+            if m["role"] == "assistant" and m.get("tool_calls"):
+                for call in m["tool_calls"]:
+                    click.echo(f"[{said}] assistant → {call['name']}({call['arguments']})")
+                if not m["content"]:
                     continue
-            label = f"tool {m.name}" if m.role == "tool" else m.role
-            click.echo(f"[{when(m.created_at)}] {label}: {m.content}")
+            label = f"tool {m.get('name')}" if m["role"] == "tool" else m["role"]
+            click.echo(f"[{said}] {label}: {m['content']}")
 
-    emit({"session": row.to_dict(), "messages": [m.to_dict() for m in messages]}, as_json=as_json, text=text)
+    emit({"session": row, "messages": messages}, as_json=as_json, text=text)
 
 
 @sessions.command(
@@ -98,17 +96,13 @@ def import_(profile_name: str, as_json: bool) -> None:
 
     For a profile with the hermes engine: each session of its Hermes gateway is known here under its
     Hermes id. Hermes's Bot Chat becomes the profile's Bot Chat; sessions already known are left as they are."""
-    found = on_home(config.home(), lambda gateway: gateway.imports.sessions(profile_name))
+    found = ask(config.home(), "POST", f"/p/{quote(profile_name)}/v1/sessions/import")["data"]
 
     def text() -> None:
         table(
-            [[i.session.id, i.session.title or "-", "new" if i.created else "known"] for i in found],
+            [[i["id"], i["title"] or "-", "new" if i["created"] else "known"] for i in found],
             ["ID", "TITLE", "HERE"],
         )
-        click.echo(f"{sum(i.created for i in found)} new, {len(found)} sessions of profile {profile_name}")
+        click.echo(f"{sum(bool(i['created']) for i in found)} new, {len(found)} sessions of profile {profile_name}")
 
-    emit(
-        [{**i.session.to_dict(), "hermes_id": i.session.remote_id, "created": i.created} for i in found],
-        as_json=as_json,
-        text=text,
-    )
+    emit(found, as_json=as_json, text=text)

@@ -121,6 +121,12 @@ def quote(part: str) -> str:
     return urllib.parse.quote(part, safe="")
 
 
+def with_query(path: str, **params: object) -> str:
+    """`path` with these query parameters (None left out; a tuple or list repeats its name)."""
+    given = {name: value for name, value in params.items() if value is not None}
+    return f"{path}?{urllib.parse.urlencode(given, doseq=True)}" if given else path
+
+
 def json_object(raw: bytes) -> dict[str, Any] | None:
     """`raw` as a JSON object, or None when it is not one."""
     try:
