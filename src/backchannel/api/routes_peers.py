@@ -24,7 +24,7 @@ from starlette.responses import JSONResponse, Response
 
 from ..core.delivery import probe
 from ..core.delivery.outbound import SentFrom
-from ..errors import BackchannelError, UsageError
+from ..errors import BackchannelError, NotFound, UsageError
 from ..events import Other
 from ..home import config
 from ..home import peers as registry
@@ -38,7 +38,17 @@ from .lf_streams import event_stream
 def _peer(request: Request) -> tuple[Context, registry.Peer, str | None]:
     ctx = context(request)
     agent = request.query_params.get("agent") or None
-    return ctx, ctx.gateway.outbound.peer(request.path_params["name"]), agent
+    return ctx, _known(ctx, request.path_params["name"]), agent
+
+
+def _known(ctx: Context, name: str) -> registry.Peer:
+    """The peer the path names: one not registered is not found (404), as anything a path names."""
+    try:
+        return ctx.gateway.outbound.peer(name)
+    except UsageError as exc:
+        if exc.code != "unknown_peer":
+            raise
+        raise NotFound(exc.message, code=exc.code) from None
 
 
 def _state(result: Result, found: Run | None) -> Response:
@@ -49,10 +59,9 @@ async def start_run(request: Request) -> Response:
     ctx = context(request)
     body = await json_body(request, ctx.settings.max_body_bytes, timeout=ctx.settings.body_timeout_seconds)
     message = text_field(body, "message", "input", required=True) or ""
-    outbound = ctx.gateway.outbound
-    peer = outbound.peer(request.path_params["name"])
+    peer = _known(ctx, request.path_params["name"])
     key = delivery_headers(request).key_or_new()
-    result, about = await outbound.run(
+    result, about = await ctx.gateway.outbound.run(
         peer, optional_str(body, "agent"), message, key=key, sender=SentFrom(sender_of(request))
     )
     facts = {"platform": about.platform, "version": about.version, "durable_replay": about.durable_replay}
