@@ -950,6 +950,7 @@ def test_openapi_document(api: Api) -> None:
             "run_id": "run_missing",
             "tool": "send_to_session",
             "name": "nosuch",
+            "round": "round_missing",
             **kw.pop("params", {}),
         }
         path = template.format(**params) + query
@@ -1055,6 +1056,75 @@ def test_openapi_document(api: Api) -> None:
         hit("POST", room + "/messages", 400, params={"name": "standup"}, json={"nothing": 1})
         said = hit("POST", room + "/messages", 202, params={"name": "standup"}, json={"message": "hello room"})
         assert said["waiting"] == ["research"] and said["line"]["text"] == "hello room"
+    # The home's own commands: keys, rooms, runs on peers, a peer's probe, profiles (the person's key only).
+    made = hit("POST", "/v1/keys", 201, json={"name": "walker", "profiles": ["research"], "read": True})
+    assert made["name"] == "walker" and made["key"].startswith("bcpk_") and made["profiles"] == ["research"], made
+    walker = {"Authorization": f"Bearer {made['key']}"}
+    hit("GET", "/v1/keys", 403, headers=walker)
+    hit("POST", "/v1/keys", 403, headers=walker, json={"name": "other"})
+    hit("POST", "/v1/keys", 409, json={"name": "walker"})
+    hit("POST", "/v1/keys", 404, json={"name": "other", "profiles": ["nobody"]})
+    hit("POST", "/v1/keys", 400, json={"name": "Not A Name"})
+    assert [k["name"] for k in hit("GET", "/v1/keys", 200)["data"]] == ["walker"]
+    named = {"name": "walker"}
+    assert hit("POST", "/v1/keys/{name}/rotate", 200, params=named)["key"] != made["key"]
+    hit("POST", "/v1/keys/{name}/rotate", 404)
+    hit("POST", "/v1/keys/{name}/rotate", 400, params={"name": "Not_Valid"})
+    assert "key" not in hit("DELETE", "/v1/keys/{name}", 200, params=named)
+    hit("DELETE", "/v1/keys/{name}", 404, params=named)
+    hit("DELETE", "/v1/keys/{name}", 400, params={"name": "Not_Valid"})
+    agent = hit("POST", "/v1/agent-keys", 200, json={"profile": "research", "hermes_home": "/srv/hermes"})
+    assert agent["how"] == "made" and agent["acts_as"] == "research" and agent["key"], agent
+    hit("POST", "/v1/agent-keys", 404, json={"profile": "nobody", "hermes_home": "/srv/hermes"})
+    hit("POST", "/v1/agent-keys", 400, json={"profile": "research"})
+    hit("POST", "/v1/agent-keys", 403, headers={"Authorization": f"Bearer {agent['key']}"}, json={})
+    for prefix in ("", "/p/{profile}"):
+        room = prefix + "/v1/rooms/{name}"
+        second = {"name": "second" + prefix.replace("/p/{profile}", "-p")}
+        hit("POST", prefix + "/v1/rooms", 201, json={**second, "members": ["research"]})
+        hit("POST", prefix + "/v1/rooms", 409, json=second)
+        hit("POST", prefix + "/v1/rooms", 400, json={"name": "Not A Name"})
+        hit("POST", prefix + "/v1/rooms", 404, json={"name": "third", "members": ["nobody"]})
+        assert hit("POST", room + "/members", 200, params=second, json={"members": ["default"]})["members"] == [
+            "research",
+            "default",
+        ]
+        hit("POST", room + "/members", 400, params=second, json={"members": []})
+        hit("POST", room + "/members", 404, json={"members": ["default"]})
+        removed = hit("POST", room + "/members/remove", 200, params=second, json={"members": ["default"]})
+        assert removed["members"] == ["research"], removed
+        hit("POST", room + "/members/remove", 400, params=second, json={"members": ["builds"]})
+        hit("POST", room + "/members/remove", 404, json={"members": ["default"]})
+        said = hit("POST", room + "/messages", 202, params=second, json={"message": "and the round?"})
+        one = hit("GET", room + "/rounds/{round}", 200, params={**second, "round": said["round"]})
+        assert one["round"] == said["round"] and one["state"] in ("open", "done"), one
+        hit("GET", room + "/rounds/{round}", 404, params=second)
+        hit("GET", room + "/rounds/{round}", 404, params={"round": said["round"]})
+    assert run_cli("peer", "add", "gone", "--url", "http://127.0.0.1:9", "--key", "k" * 12).exit_code == 0
+    gone = {"name": "gone", "run_id": "run_elsewhere"}
+    runs = "/v1/peers/{name}/runs"
+    hit("POST", runs, 424, params=gone, json={"message": "to a peer that is away"})
+    hit("POST", runs, 400, params=gone, json={"nothing": 1})
+    hit("POST", runs, 404, json={"message": "to no peer"})
+    hit("GET", runs + "/{run_id}", 424, params=gone)
+    hit("GET", runs + "/{run_id}", 404)
+    hit("POST", runs + "/{run_id}/stop", 424, params=gone)
+    _, frames = api.sse("GET", runs.format(**gone) + "/run_elsewhere/events")
+    assert frames and frames[-1][1]["event"] == "stream.failed" and frames[-1][1]["status"] == 424, frames
+    seen.setdefault(("GET", runs + "/{run_id}/events"), set()).add(200)
+    hit("GET", runs + "/{run_id}/events", 404)
+    probe = "/v1/peers/{name}/probe"
+    found = hit("POST", probe, 200, params=gone, json={"url": "http://127.0.0.1:9", "key": "k" * 12})
+    assert found["platform"] is None and "saved anyway" in found["notes"][0], found
+    hit("POST", probe, 400, params=gone, json={"url": "ftp://127.0.0.1:9", "key": "k" * 12})
+    assert run_cli("profile", "create", "scratch").exit_code == 0
+    scratch = {"name": "scratch"}
+    checked = hit("DELETE", "/v1/profiles/{name}", 200, params=scratch, query="?dry_run=true")
+    assert checked == {"profile": "scratch", "removed": False, "folder": None, "bot_chat": None}, checked
+    hit("DELETE", "/v1/profiles/{name}", 400, params=scratch, query="?dry_run=maybe")
+    hit("DELETE", "/v1/profiles/{name}", 400, params={"name": "default"})
+    assert hit("DELETE", "/v1/profiles/{name}", 200, params=scratch)["removed"] is True
+    hit("DELETE", "/v1/profiles/{name}", 404, params=scratch)
     for prefix in ("", "/p/{profile}"):
         hit("GET", prefix + "/health", 200, auth=False)
         hit("POST", prefix + "/v1/gateway/stop", 202)  # in-process: no server watches it, nothing stops

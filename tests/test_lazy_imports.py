@@ -158,3 +158,32 @@ def test_sessions_runs_and_the_ledger_read_through_the_running_gateway_build_no_
     assert _through_the_gateway("runs", "show", run_id)["reply"] == "default (echo): hello"
     ledger = _through_the_gateway("ledger", "default")
     assert isinstance(ledger, list) and [e["run_id"] for e in ledger] == [run_id], ledger
+def test_a_peer_run_read_and_stopped_through_the_running_gateway_builds_no_core(gateway: GatewayThread) -> None:
+    """A gateway runs: it starts the run on the peer (here itself, under a key of its own), reads and stops it,
+    and keeps the run in its ledger as the person's (human:cli), as a command in its own process did."""
+    made = _through_the_gateway("key", "create", "loop", "--profile", "*")
+    assert made["name"] == "loop" and str(made["key"]).startswith("bcpk_"), made
+    added = run_cli("peer", "add", "loop", "--url", gateway.url, "--key", str(made["key"]))
+    assert added.exit_code == 0, added.stderr
+    started = _through_the_gateway("peer", "run", "loop", "/sleep 0.2\nhello", "--idempotency-key", "loop-1")
+    assert started["peer"] == "loop" and started["idempotency_key"] == "loop-1" and started["run_id"], started
+    run_id = str(started["run_id"])
+    status = _through_the_gateway("peer", "status", "loop", run_id, "--follow")
+    assert status["result"] == "delivered" and "hello" in str(status["output"]), status
+    stopped = _through_the_gateway("peer", "stop", "loop", run_id)
+    assert stopped["peer"] == "loop" and stopped["status"] == "completed", stopped
+    ledger = json.loads(run_cli("ledger", "--json").stdout)
+    sent = [e for e in ledger if e["kind"] == "peer" and e["target"] == "peer:loop"]
+    assert len(sent) == 1 and sent[0]["sender"] == "human:cli", ledger
+    assert sent[0]["outcome"] == "delivered" and "hello" in str(sent[0]["reply"]), sent  # settled by the status
+
+
+def test_keys_and_rooms_through_the_running_gateway_build_no_core(gateway: GatewayThread) -> None:
+    made = _through_the_gateway("key", "create", "spark")
+    assert made["name"] == "spark" and made["profiles"] == ["default"] and made["key"], made
+    rotated = _through_the_gateway("key", "rotate", "spark")
+    assert rotated["key"] != made["key"], rotated
+    assert "key" not in _through_the_gateway("key", "revoke", "spark")
+    assert run_cli("room", "create", "standup", "--member", "default").exit_code == 0
+    shown = _through_the_gateway("room", "show", "standup")
+    assert shown["name"] == "standup" and shown["members"] == ["default"] and shown["lines"] == [], shown

@@ -301,6 +301,97 @@ def run_record(row: records.Run, result: Result) -> RunRecord:
             "cost_usd": row.cost_usd,
         },
     )
+# Answers of the home's own commands: keys, rooms, runs on peers, profiles (the person's key only)
+
+
+class PeerKey(TypedDict):
+    """A key given to a peer or an agent, as kept (`records.PeerKey.to_dict`): never its value."""
+
+    name: str
+    profiles: list[str]
+    read: bool
+    created_at: float
+    rotated_at: float | None
+    last_used_at: float | None
+    metrics: bool
+    acts_as: str | None
+    hermes_home: str | None
+
+
+class PeerKeyList(TypedDict):
+    object: Literal["list"]
+    data: list[PeerKey]
+
+
+class NewKey(PeerKey):
+    """A key made or given a new value, with that value (`key`): answered this once, kept nowhere."""
+
+    key: str
+
+
+class AgentKey(NewKey):
+    """A profile's agent key for a Hermes home: the one its .env holds (reused), or a new value."""
+
+    how: Literal["made", "reused", "rotated"]
+
+
+class Room(TypedDict):
+    name: str
+    members: list[str]
+    created_at: float
+
+
+class RoomRound(TypedDict):
+    """A round the person's message opened: `done` once every member was asked; its lines so far."""
+
+    room: str
+    round: str
+    state: Literal["open", "done"]
+    lines: list[dict[str, Any]]
+
+
+class PeerFacts(TypedDict):
+    platform: str | None
+    version: str | None
+    durable_replay: bool
+
+
+class PeerRunStarted(TypedDict):
+    """A run started on a peer: its outcome so far (`Result.to_dict`) and what the peer says it is."""
+
+    outcome: dict[str, Any]
+    about: PeerFacts
+
+
+class PeerRunState(TypedDict):
+    """A run on a peer: its outcome (`Result.to_dict`), and the run as the peer said it (null: it knows none)."""
+
+    outcome: dict[str, Any]
+    run: dict[str, Any] | None
+
+
+class PeerProbed(TypedDict):
+    """What a URL turned out to be: a platform (`a2a`: an A2A agent, at `a2a_url`), its gateway id, what to tell."""
+
+    platform: str | None
+    a2a_url: str | None
+    gateway_id: str | None
+    notes: list[str]
+
+
+class RetiredChat(TypedDict):
+    id: str
+    title: str | None
+
+
+class ProfileRemoved(TypedDict):
+    """A profile set aside (`removed` false: only checked, with dry_run), and its Bot Chat as now titled."""
+
+    profile: str
+    removed: bool
+    folder: str | None
+    bot_chat: RetiredChat | None
+
 
 
 def session_of(row: records.Session) -> Session:
@@ -444,3 +535,35 @@ class Responses(TypedDict):
     model: NotRequired[str]
     previous_response_id: NotRequired[str]
     stream: NotRequired[bool]
+
+
+# Requests of the home's own commands: keys, rooms
+
+
+class NewPeerKey(TypedDict):
+    name: Annotated[str, Field(min_length=1)]
+    profiles: NotRequired[list[str]]
+    read: NotRequired[bool]
+    metrics: NotRequired[bool]
+
+
+class NewAgentKey(TypedDict):
+    profile: Annotated[str, Field(min_length=1)]
+    hermes_home: Annotated[str, Field(min_length=1)]
+    held: NotRequired[str]
+    rotate: NotRequired[bool]
+
+
+class PeerProbe(TypedDict):
+    url: Annotated[str, Field(min_length=1)]
+    key: Annotated[str, Field(min_length=8)]
+    timeout_seconds: NotRequired[Annotated[float, Field(gt=0)]]
+
+
+class NewRoom(TypedDict):
+    name: Annotated[str, Field(min_length=1)]
+    members: NotRequired[list[str]]
+
+
+class Members(TypedDict):
+    members: Annotated[list[str], Field(min_length=1)]

@@ -107,6 +107,7 @@ def fuzz_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Home]:
                 "run_id": ran["run_id"],
                 "tool": "list_sessions",
                 "name": "team",
+                "round": "round_0",  # none such: a round is opened by a message said in a room
             },
         )
 

@@ -136,6 +136,22 @@ def optional_str(body: dict[str, Any], name: str) -> str | None:
     return value
 
 
+def str_list(body: dict[str, Any], name: str) -> list[str]:
+    """A field that is a list of strings (absent: none)."""
+    value = body.get(name, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise UsageError(f"field {name!r} must be a list of strings", code="invalid_request")
+    return value
+
+
+def flag(body: dict[str, Any], name: str) -> bool:
+    """A true-or-false field (absent: false)."""
+    value = body.get(name, False)
+    if not isinstance(value, bool):
+        raise UsageError(f"field {name!r} must be true or false", code="invalid_request")
+    return value
+
+
 @dataclass(frozen=True)
 class DeliveryHeaders:
     idempotency_key: str | None

@@ -1,8 +1,10 @@
-"""The home's rooms over HTTP (the person's key only): list them, read one's transcript, say something in one.
+"""The home's rooms over HTTP (the person's key only): make one, change its members, list them, read one's
+transcript, say something in one, follow the round it opened.
 
 `GET /v1/rooms`, `GET /v1/rooms/{name}` (`?after=SEQ`: only the lines after that one, to follow a room by
 polling), and `POST /v1/rooms/{name}/messages` `{"message": …}`: the person's line and the round it opens
-(202: the gateway asks the members in turn; read their answers with `GET /v1/rooms/{name}?after=…`).
+(202: the gateway asks the members in turn; read their answers with `GET /v1/rooms/{name}?after=…`, or the
+round's alone, and whether it is done, with `GET /v1/rooms/{name}/rounds/{round}`).
 """
 
 from __future__ import annotations
@@ -12,10 +14,10 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ..errors import UsageError
+from ..errors import NotFound, UsageError
 from ..transcript import Room
 from .context import context
-from .http import json_body, profile_of, sender_of, text_field
+from .http import json_body, optional_str, profile_of, sender_of, str_list, text_field
 
 
 def _room(room: Room) -> dict[str, Any]:
@@ -52,7 +54,50 @@ async def say_in_room(request: Request) -> Response:
     message = text_field(body, "message", "input", required=True)
     name = request.path_params["name"]
     line, opened = await ctx.gateway.rooms.say(name, message or "", sender=sender_of(request))
+    ctx.gateway.said_in(name)
     waiting = [w.member for w in opened.waiting]
     return JSONResponse(
         {"room": opened.room, "round": opened.id, "line": line.to_dict(), "waiting": waiting}, status_code=202
     )
+
+
+async def create_room(request: Request) -> Response:
+    _checked(request)
+    ctx = context(request)
+    body = await json_body(request, ctx.settings.max_body_bytes)
+    name = optional_str(body, "name")
+    if not name:
+        raise UsageError("missing field 'name'")
+    return JSONResponse(_room(await ctx.gateway.rooms.create(name, str_list(body, "members"))), status_code=201)
+
+
+async def add_members(request: Request) -> Response:
+    return await _members(request, remove=False)
+
+
+async def remove_members(request: Request) -> Response:
+    return await _members(request, remove=True)
+
+
+async def _members(request: Request, *, remove: bool) -> Response:
+    _checked(request)
+    ctx = context(request)
+    members = str_list(await json_body(request, ctx.settings.max_body_bytes), "members")
+    if not members:
+        raise UsageError("no members: give 'members', a list of addresses")
+    rooms, name = ctx.gateway.rooms, request.path_params["name"]
+    changed = await (rooms.remove if remove else rooms.add)(name, members)
+    return JSONResponse(_room(changed))
+
+
+async def get_round(request: Request) -> Response:
+    """A round the person's message opened: done or open, and its lines (the members' answers so far)."""
+    _checked(request)
+    rooms = context(request).gateway.rooms
+    name, round_id = request.path_params["name"], request.path_params["round"]
+    await rooms.get(name)  # an unknown room is told as such
+    found = await rooms.round(round_id)
+    if found.room != name:
+        raise NotFound(f"room {name!r} has no round {round_id!r}", code="round_not_found")
+    lines = [line for line in await rooms.transcript(name, after=found.line) if line.round == found.id]
+    return JSONResponse({"room": name, "round": found.id, "state": found.state, "lines": [x.to_dict() for x in lines]})

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -24,11 +24,10 @@ from ..outcome import Outcome, Result
 from .link import Progress, Where
 
 if TYPE_CHECKING:  # the core (and so every engine and SDK) loads only for a command that runs it in-process
-    from ..core.gateway import Gateway
     from ..net.local import GatewayClient
     from .link_http import HttpGateway
 
-__all__ = ["Sent", "Where", "ask", "deliver", "find_gateway", "gateway_link", "home_gateway", "on_home"]
+__all__ = ["Sent", "Where", "call", "deliver", "find_gateway", "gateway_link", "request"]
 
 T = TypeVar("T")
 
@@ -57,26 +56,6 @@ class Sent:
         return self
 
 
-@contextlib.asynccontextmanager
-async def home_gateway(root: Path) -> AsyncIterator[Gateway]:
-    """This home's gateway in this process, not started: for reading and creating sessions, the ledger, and
-    peers (`link_local.home_gateway`, loaded only when a command asks for it)."""
-    from .link_local import home_gateway as local
-
-    async with local(root) as gateway:
-        yield gateway
-
-
-def on_home(root: Path, use: Callable[[Gateway], Awaitable[T]]) -> T:
-    """What `use` makes of this home's gateway (`home_gateway`), in one event loop of this command's."""
-
-    async def go() -> T:
-        async with home_gateway(root) as gateway:
-            return await use(gateway)
-
-    return asyncio.run(go())
-
-
 @contextlib.contextmanager
 def interruptible(root: Path, ask_again: str, *, key: str) -> Iterator[None]:
     """Ctrl-C while a message is on its way: say it may be accepted (as which run, when the store knows it yet),
@@ -95,21 +74,39 @@ def interruptible(root: Path, ask_again: str, *, key: str) -> Iterator[None]:
 def _run_id_of(root: Path, key: str) -> str | None:
     """The run a message was filed under, as the home's gateway knows it (None when it cannot be asked)."""
     try:
-        run_id = ask(root, "GET", with_query("/v1/messages", key=key)).get("run_id")
+        run_id = call("GET", with_query("/v1/messages", key=key), root=root).get("run_id")
     except BackchannelError:
         return None
     return run_id if isinstance(run_id, str) else None
 
 
-def ask(root: Path, method: str, path: str, json: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The gateway's answer to one request: the running gateway's, else this home's opened (not started) in this
-    process (`gateway_link(works=False)`), in one event loop of this command's."""
+async def request(
+    method: str,
+    path: str,
+    json: dict[str, Any] | None = None,
+    *,
+    headers: dict[str, str] | None = None,
+    timeout: float | None = None,
+    root: Path | None = None,
+) -> tuple[dict[str, Any], str]:
+    """The gateway's answer to one request, and which answered (`gateway`, or `local`: none runs, this home's is
+    opened in this process; what it queues waits for a gateway). `timeout`: seconds for an answer that takes
+    longer than most (else the client's own bound)."""
+    async with gateway_link(root or config.home(), works=False) as link:
+        return (await link.client.request(method, path, json=json, headers=headers, timeout=timeout)).body, link.via
 
-    async def go() -> dict[str, Any]:
-        async with gateway_link(root, works=False) as link:
-            return (await link.client.request(method, path, json=json)).body
 
-    return asyncio.run(go())
+def call(
+    method: str,
+    path: str,
+    json: dict[str, Any] | None = None,
+    *,
+    headers: dict[str, str] | None = None,
+    timeout: float | None = None,
+    root: Path | None = None,
+) -> dict[str, Any]:
+    """The gateway's answer to one request (`request`), in an event loop of this command's."""
+    return asyncio.run(request(method, path, json, headers=headers, timeout=timeout, root=root))[0]
 
 
 async def local_session(link: HttpGateway, text: str) -> Where:

@@ -11,19 +11,13 @@ import click
 
 from ..home import config
 from . import complete
-from .connect import gateway_link
+from .connect import request
 from .output import emit, examples, note, table, when
 
 
 def _keep(body: dict[str, Any]) -> dict[str, Any]:
     names = ("run_id", "status", "sender", "profile", "session_id", "message", "hops", "created_at", "expires_at")
     return {**{n: body.get(n) for n in names}, "error": body.get("error")}
-
-
-async def _call(method: str, path: str, json: dict[str, Any] | None = None) -> tuple[dict[str, Any], str]:
-    """The gateway's answer (the running one, else this home's in this process), and which answered."""
-    async with gateway_link(config.home(), works=False) as link:
-        return (await link.client.request(method, path, json=json)).body, link.via
 
 
 @click.command("held", epilog=examples("backchannel held", "backchannel held -p research --json"))
@@ -36,7 +30,7 @@ def held(profile_name: str | None, as_json: bool) -> None:
     root = config.home()
     config.require_home(root)
     prefix = f"/p/{urllib.parse.quote(profile_name, safe='')}" if profile_name else ""
-    body, _ = asyncio.run(_call("GET", f"{prefix}/v1/held"))
+    body, _ = asyncio.run(request("GET", f"{prefix}/v1/held"))
     rows = [_keep(r) for r in body.get("data", [])]
 
     def text() -> None:
@@ -69,7 +63,7 @@ def approve(run_id: str, as_json: bool) -> None:
     Its turn runs, and its sender gets the reply."""
     root = config.home()
     config.require_home(root)
-    body, via = asyncio.run(_call("POST", f"/v1/held/{urllib.parse.quote(run_id, safe='')}/approve"))
+    body, via = asyncio.run(request("POST", f"/v1/held/{urllib.parse.quote(run_id, safe='')}/approve"))
     row = _keep(body)
     emit(row, as_json=as_json, text=lambda: click.echo(f"{row['run_id']}: approved, {row['status']}"))
     if via == "local" and not as_json:
@@ -88,6 +82,6 @@ def deny(run_id: str, why: str | None, as_json: bool) -> None:
     root = config.home()
     config.require_home(root)
     path = f"/v1/held/{urllib.parse.quote(run_id, safe='')}/deny"
-    body, _ = asyncio.run(_call("POST", path, {"why": why} if why else {}))
+    body, _ = asyncio.run(request("POST", path, {"why": why} if why else {}))
     row = _keep(body)
     emit(row, as_json=as_json, text=lambda: click.echo(f"{row['run_id']}: denied ({row['error']})"))

@@ -16,7 +16,7 @@ from ..errors import UsageError
 from ..home import config, profiles
 from ..home import hermes as hermes_files
 from ..home.runtime import Listening, listening
-from .connect import on_home
+from .connect import call
 from .output import emit, examples, note
 
 
@@ -115,12 +115,10 @@ def connect(
     elif profiles.load_profile(root, profile).config.model.engine != "hermes":
         note(f"note: profile {profile!r} is not a hermes profile: the plugin acts only as sessions it knows")
     enabled = hermes_files.enable_plugin(home, tool_search=keep_tool_search)
-    key, value, how = on_home(
-        root,
-        lambda gateway: gateway.access.for_agent(
-            profile, hermes_home=str(home), held=values.get(hermes_files.KEY_VAR), rotate=rotate
-        ),
-    )
+    held = values.get(hermes_files.KEY_VAR)
+    asked = {"profile": profile, "hermes_home": str(home), "rotate": rotate, **({"held": held} if held else {})}
+    key = call("POST", "/v1/agent-keys", asked)
+    value, how = key["key"], key["how"]
     wanted = {hermes_files.URL_VAR: address, hermes_files.KEY_VAR: value, hermes_files.PROFILE_VAR: profile}
     changed_env = sorted(name for name, v in wanted.items() if values.get(name) != v)
     if changed_env:
@@ -130,7 +128,7 @@ def connect(
     out = {
         "profile": profile,
         "hermes_home": str(home),
-        "key_name": key.name,
+        "key_name": key["name"],
         "key_was": how,
         "url": address,
         "env": str(config.env_path(home)),

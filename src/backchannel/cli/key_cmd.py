@@ -10,8 +10,8 @@ import click
 
 from ..errors import UsageError
 from ..home import config
-from ..records import PeerKey
-from .connect import on_home
+from ..net.http import quote
+from .connect import call
 from .output import emit, examples, note, table, when
 
 
@@ -45,23 +45,21 @@ def show() -> None:
     click.echo(value)
 
 
-def _key_dict(k: PeerKey) -> dict[str, Any]:
-    return k.to_dict()
-
-
-def _print_new(k: PeerKey, value: str, *, as_json: bool, verb: str) -> None:
-    reach = ", ".join(k.profiles) or "none"
-    reads = ("may read" if k.read else "no reading") + ("; may scrape /metrics" if k.metrics else "")
-    emit(
-        {**_key_dict(k), "key": value},
-        as_json=as_json,
-        text=lambda: click.echo(value),
-    )
+def _print_new(k: dict[str, Any], *, as_json: bool, verb: str) -> None:
+    """A key and its value (`k`, as the gateway answered it: its record and `key`), shown this once."""
+    reach = ", ".join(k["profiles"]) or "none"
+    reads = ("may read" if k["read"] else "no reading") + ("; may scrape /metrics" if k["metrics"] else "")
+    emit(k, as_json=as_json, text=lambda: click.echo(k["key"]))
     if not as_json:
         note(
-            f"{verb} the key of peer {k.name!r} (profiles: {reach}; {reads}). "
+            f"{verb} the key of peer {k['name']!r} (profiles: {reach}; {reads}). "
             "It is shown only this once: give it to that peer over a private channel."
         )
+
+
+def _named(name: str) -> str:
+    """The path of key NAME, once NAME is one (as the gateway would refuse it)."""
+    return f"/v1/keys/{quote(config.check_name(name, what='key'))}"
 
 
 @key.command(
@@ -91,10 +89,8 @@ def create(name: str, profiles: tuple[str, ...], read: bool, metrics: bool, as_j
     A request made with it is from peer:NAME (peer:NAME/<its sender profile>), whatever its headers
     say; it reaches the Bot Chats of its profiles and the runs it sent, and nothing else unless --read.
     """
-    made, value = on_home(
-        config.home(), lambda gateway: gateway.access.create(name, profiles=profiles, read=read, metrics=metrics)
-    )
-    _print_new(made, value, as_json=as_json, verb="made")
+    made = call("POST", "/v1/keys", {"name": name, "profiles": list(profiles), "read": read, "metrics": metrics})
+    _print_new(made, as_json=as_json, verb="made")
 
 
 @key.command("list", epilog=examples("backchannel key list", "backchannel key list --json"))
@@ -103,7 +99,7 @@ def list_(as_json: bool) -> None:
     """The peers' keys.
 
     Name, profiles, read, created, last used: never the key."""
-    found = on_home(config.home(), lambda gateway: gateway.access.keys())
+    found: list[dict[str, Any]] = call("GET", "/v1/keys")["data"]
 
     def text() -> None:
         if not found:
@@ -111,13 +107,14 @@ def list_(as_json: bool) -> None:
             return
         table(
             [
-                [k.name, ",".join(k.profiles), "yes" if k.read else "no", when(k.created_at), when(k.last_used_at)]
+                [k["name"], ",".join(k["profiles"]), "yes" if k["read"] else "no", when(k["created_at"]),
+                 when(k["last_used_at"])]
                 for k in found
             ],
             ["NAME", "PROFILES", "READ", "CREATED", "LAST USED"],
         )
 
-    emit([_key_dict(k) for k in found], as_json=as_json, text=text)
+    emit(found, as_json=as_json, text=text)
 
 
 @key.command("rotate", epilog=examples("backchannel key rotate spark"))
@@ -127,8 +124,7 @@ def rotate(name: str, as_json: bool) -> None:
     """Give peer NAME's key a new value.
 
     It is printed once; the old value stops working at once."""
-    rotated, value = on_home(config.home(), lambda gateway: gateway.access.rotate(name))
-    _print_new(rotated, value, as_json=as_json, verb="rotated")
+    _print_new(call("POST", f"{_named(name)}/rotate"), as_json=as_json, verb="rotated")
 
 
 @key.command("revoke", epilog=examples("backchannel key revoke spark"))
@@ -138,5 +134,5 @@ def revoke(name: str, as_json: bool) -> None:
     """Remove peer NAME's key.
 
     Requests made with it are refused (401) from now on."""
-    gone = on_home(config.home(), lambda gateway: gateway.access.revoke(name))
-    emit(_key_dict(gone), as_json=as_json, text=lambda: click.echo(f"revoked the key of peer {gone.name!r}"))
+    gone = call("DELETE", _named(name))
+    emit(gone, as_json=as_json, text=lambda: click.echo(f"revoked the key of peer {gone['name']!r}"))

@@ -18,7 +18,7 @@ LOCAL_GRACE = 0.5
 
 
 @contextlib.asynccontextmanager
-async def home_gateway(root: Path) -> AsyncIterator[Gateway]:
+async def _opened(root: Path) -> AsyncIterator[Gateway]:
     """This home's gateway, not started: for reading and creating sessions, the ledger, and peers."""
     gateway = Gateway(root)
     try:
@@ -37,7 +37,7 @@ async def in_process_client(root: Path, *, works: bool = True, every: bool = Fal
     this command alone: nothing else reaches this gateway."""
     key = secrets.token_urlsafe(32)
     scope: dict[str, object] = {} if every else {"scope": set()}  # no scope: the whole home
-    gateway_of = running(root, grace=LOCAL_GRACE, **scope) if works else home_gateway(root)
+    gateway_of = running(root, grace=LOCAL_GRACE, **scope) if works else _opened(root)
     async with gateway_of as gateway:
         app = create_app(Context(gateway=gateway, api_key=key), web_view=False)
         client = GatewayClient.in_process(app, key)

@@ -7,6 +7,7 @@ import getpass
 import re
 import socket
 import sys
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -15,26 +16,22 @@ import click
 
 from .. import addresses, keys, shell
 from ..addresses import RemoteAddress
-from ..errors import (
-    NotAnAgentCard,
-    PeerAuthRefused,
-    PeerError,
-    PeerOutcomeUnknown,
-    PeerUnreachable,
-    UnsupportedBinding,
-    UsageError,
-)
+from ..errors import Conflict, UsageError
+from ..events import Event, event_of
 from ..home import config
 from ..home import peers as registry
-from ..net import a2a_card
-from ..net.link import PeerAbout
-from ..outcome import Outcome, Result, Run
+from ..net import wire
+from ..net.http import quote
+from ..outcome import Outcome, Result
 from . import complete
-from .connect import gateway_link, home_gateway, interruptible, on_home
+from .connect import call, gateway_link, interruptible
 from .output import emit, examples, message_words, note, read_message, shell_command, show_progress, table
 
 if TYPE_CHECKING:
-    from ..core.gateway import Gateway
+    from ..net.local import GatewayClient
+
+PROBE_SECONDS = 30.0  # what asking a new peer's URL may take at the gateway, beyond the peer's own timeout
+SENT_FROM = {"X-Backchannel-Sender": "human:cli"}  # the person's message, as sent from the CLI (the ledger says so)
 
 
 class AliasedGroup(click.Group):
@@ -119,9 +116,7 @@ def add(
     probe_key = registry.check_key(name, key) if key is not None else config.secret_value(root, registry.key_var(name))
     if probe_key is None:
         raise UsageError(f"peer {name!r} needs a key: give --key, or type it when asked, or pipe it on stdin")
-    found = _probe(
-        root, registry.Peer(name, url, "", probe_key, timeout_seconds=timeout_seconds or config.PEER_TIMEOUT_SECONDS)
-    )
+    found = _probe(name, url, probe_key, timeout_seconds)
     existed = registry.save(
         root,
         name,
@@ -170,14 +165,9 @@ def _own_name(root: Path) -> str:
 def _key_back(root: Path, name: str, platform: str | None, *, as_name: str, url_back: str | None) -> None:
     """The key `name` messages us with, and the command that registers us over there."""
 
-    async def made(gateway: Gateway) -> str | None:
-        if await gateway.access.get(name) is not None:
-            return None
-        _made, value = await gateway.access.create(name)
-        return value
-
-    value = on_home(root, made)
-    if value is None:
+    try:
+        value = call("POST", "/v1/keys", {"name": name})["key"]
+    except Conflict:
         note(f"peer {name} has a key here already (`backchannel key rotate {name}` gives it a new value, printed once)")
         return
     settings = config.load_gateway_config(root)
@@ -195,82 +185,13 @@ def _key_back(root: Path, name: str, platform: str | None, *, as_name: str, url_
     click.echo("  " + shell.command(program, "peer", "add", as_name, "--url", url, "--key", value))
 
 
-def _probe(root: Path, p: registry.Peer) -> Found:
-    """What answers at the peer's URL: a Hermes-dialect gateway (its /v1/capabilities), else an A2A agent (its
-    card). A URL that is down is saved anyway (as a gateway); one that answers as neither is an error, and
-    nothing is saved."""
-
-    async def go() -> tuple[PeerAbout, PeerAbout, PeerError | None, a2a_card.AgentCard | PeerError | None]:
-        health = PeerAbout()
-        caps = PeerAbout()
-        failure: PeerError | None = None
-        async with home_gateway(root) as gateway:
-            if not a2a_card.is_card_url(p.url):
-                async with gateway.outbound.client(p, None) as client:
-                    health = await client.health()
-                    try:
-                        caps = await client.about(timeout=min(3, p.timeout_seconds), strict=True)
-                    except PeerError as exc:
-                        failure = exc
-                if caps.answered or health.platform:  # a gateway (one that refused our key too): no card asked
-                    return health, caps, failure, None
-            try:
-                return health, caps, failure, await gateway.outbound.agent_card(p, timeout=min(3, p.timeout_seconds))
-            except PeerError as exc:
-                return health, caps, failure, exc
-
-    health, caps, failure, card = asyncio.run(go())
-    if isinstance(card, a2a_card.AgentCard):
-        extension = "declares" if card.extension else "does not declare"
-        return Found(
-            "a2a",
-            a2a_url=card.rpc_url,
-            notes=(
-                f"peer {p.name} is the A2A agent {card.name} {card.version}".rstrip()
-                + f" (JSON-RPC at {card.rpc_url}; streaming {'yes' if card.streaming else 'no'}; "
-                f"it {extension} Backchannel's hop and chain extension)",
-            ),
-        )
-    if isinstance(card, UnsupportedBinding):
-        raise UsageError(f"{card.message}; nothing was saved", code="not_a_peer")
-    if a2a_card.is_card_url(p.url):
-        if isinstance(card, NotAnAgentCard):  # its message names the URL already
-            raise UsageError(f"{card.message}; nothing was saved", code="not_a_peer")
-        why = card.message if card is not None else "no card"
-        raise UsageError(f"{p.url} is not a usable A2A agent card ({why}); nothing was saved", code="not_a_peer")
-    if not health.answered and isinstance(failure, PeerUnreachable):
-        return Found(None, notes=(f"note: nothing answers at {p.url} just now (down, or a wrong URL); saved anyway",))
-    if isinstance(failure, PeerAuthRefused):
-        return Found(
-            None, notes=(f"note: {p.url} answers but refused this key (HTTP 401); saved anyway: check the key",)
-        )
-    if failure is not None or not caps.answered:
-        # an error only when both answered, and as neither; a URL that dropped or timed out is saved anyway
-        answered = not any(isinstance(e, PeerOutcomeUnknown | PeerUnreachable) for e in (failure, card) if e)
-        if not health.answered and answered:
-            raise UsageError(
-                f"{p.url} answers as neither a gateway (no /health or /v1/capabilities) nor an A2A agent "
-                f"(no agent card at {a2a_card.card_url(p.url)}); nothing was saved",
-                code="not_a_peer",
-            )
-        what = health.platform or "something that is not a gateway"
-        return Found(
-            health.platform,
-            notes=(f"note: {p.url} ({what}) did not answer /v1/capabilities just now; saved anyway",),
-        )
-    platform = caps.platform or health.platform
-    if caps.backchannel_id:
-        notes = [f"peer {p.name} is Backchannel gateway {caps.backchannel_id} {caps.version or ''}".rstrip()]
-        if caps.person_key:
-            notes.append(
-                f"warning: {p.name} takes this key as its person's (it reaches everything there): ask for a key "
-                f"of our own there, `backchannel key create <our name>`"
-            )
-        return Found(platform, gateway_id=caps.backchannel_id, notes=tuple(notes))
-    return Found(
-        platform,
-        notes=(f"peer {p.name} is {caps.platform or 'a gateway'} {caps.version or ''}".rstrip(),),
-    )
+def _probe(name: str, url: str, key: str, timeout: float | None) -> Found:
+    """What answers at the peer's URL, as the gateway finds it (`core.delivery.probe`): a UsageError when it is
+    neither a gateway nor an A2A agent (nothing is saved)."""
+    body = {"url": url, "key": key, **({"timeout_seconds": timeout} if timeout is not None else {})}
+    bound = (timeout or config.PEER_TIMEOUT_SECONDS) + PROBE_SECONDS
+    found = call("POST", f"/v1/peers/{quote(name)}/probe", body, timeout=bound)
+    return Found(found["platform"], found["a2a_url"], found["gateway_id"], tuple(found["notes"]))
 
 
 def _read_key(name: str, root: Path) -> str | None:
@@ -457,18 +378,18 @@ def run(target: str, message: str | None, key: str | None, as_json: bool) -> Non
     name, agent = _target(target)
     text = _message(message)
     given = keys.check_external(key) or keys.cli()
-    result, about = on_home(
-        config.home(), lambda gateway: gateway.outbound.run(gateway.outbound.peer(name), agent, text, key=given)
-    )
-    _warn_about(about)
+    body = {"message": text, **({"agent": agent} if agent else {})}
+    answer = call("POST", _runs(name), body, headers={"Idempotency-Key": given, **SENT_FROM})
+    _warn_about(answer["about"])
+    result = answer["outcome"]
     started = {
         "peer": name,
         "agent": agent,
-        "session_id": result.session_id,
-        "run_id": result.run_id,
-        "status": result.state or "started",
-        "replayed": result.replayed,
-        "idempotency_key": result.idempotency_key,
+        "session_id": result.get("session_id"),
+        "run_id": result.get("run_id"),
+        "status": result.get("state") or "started",
+        "replayed": result["replayed"],
+        "idempotency_key": result.get("idempotency_key"),
     }
     emit(
         started,
@@ -480,13 +401,14 @@ def run(target: str, message: str | None, key: str | None, as_json: bool) -> Non
     )
 
 
-def _warn_about(about: PeerAbout) -> None:
-    if not about.durable_replay:
+def _warn_about(about: dict[str, Any]) -> None:
+    """What the peer says it is (its platform, version, and whether it replays a run across a restart)."""
+    if not about["durable_replay"]:
         note(
             "warning: this peer does not advertise restart-durable run replay; keep the run id and do not retry "
             "blindly after a peer restart"
         )
-    if about.platform == "hermes-agent" and (about.version or "").startswith("0.19"):
+    if about["platform"] == "hermes-agent" and (about["version"] or "").startswith("0.19"):
         note(
             "warning: this peer (Hermes 0.19) keeps runs in memory and its /v1/runs does not load the Bot Chat's "
             "history; prefer `peer dm` when the agent needs the conversation"
@@ -512,20 +434,22 @@ def status(target: str, run_id: str, follow: bool, as_json: bool) -> None:
     if not run_id.strip():
         raise UsageError("the run id is empty")
 
-    async def go(gateway: Gateway) -> tuple[Result, Run | None]:
-        p = gateway.outbound.peer(name)
-        if follow:
-            await _show_events(gateway, p, run_id, agent)
-        return await gateway.outbound.status(p, run_id, agent=agent)
+    path = _runs(name, run_id, agent)
 
-    result, found = on_home(config.home(), go)
+    async def go() -> dict[str, Any]:
+        async with gateway_link(config.home(), works=False) as link:
+            if follow:
+                await show_progress(run_id, _events(link.client, _runs(name, run_id, agent, "events")))
+            return (await link.client.request("GET", path)).body
+
+    result, found = _state(asyncio.run(go()))
     base = {"peer": name, "agent": agent or _agent_of(result), "result": result.outcome.value}
     data: dict[str, Any]
-    if not found:
+    if found is None:
         data = {**base, "run_id": run_id, "status": "unknown", "reason": result.code or "run_not_found"}
         emit(data, as_json=as_json, text=lambda: click.echo(f"{run_id}: unknown ({result.error})"))
     else:
-        data = {**base, **found.said}
+        data = {**base, **found}
         if isinstance(data.get("error"), str):  # one shape for an error on every surface: {code, message}
             data["error"] = {
                 "code": str(data.get("code") or result.code or result.outcome.value),
@@ -548,9 +472,25 @@ def _print_run(run_id: str, data: dict[str, Any]) -> None:
         note(str(error["message"] if isinstance(error, dict) else error))
 
 
-async def _show_events(gateway: Gateway, p: registry.Peer, run_id: str, agent: str | None) -> None:
-    """Show the run's progress on stderr until it ends."""
-    await show_progress(run_id, gateway.outbound.follow(p, run_id, agent=agent))
+def _runs(name: str, run_id: str | None = None, agent: str | None = None, then: str | None = None) -> str:
+    """The path of the runs on peer `name` (of one of them; `then`: …/events, …/stop), for `agent`."""
+    path = f"/v1/peers/{quote(name)}/runs" + (f"/{quote(run_id)}" if run_id is not None else "")
+    path += f"/{then}" if then else ""
+    return path + (f"?agent={quote(agent)}" if agent else "")
+
+
+def _state(body: dict[str, Any]) -> tuple[Result, dict[str, Any] | None]:
+    """A run on a peer as the gateway answers it: its outcome, and the run as the peer said it (None: unknown)."""
+    outcome = body["outcome"]
+    return wire.result_of(outcome, to=str(outcome["to"])), body["run"]
+
+
+async def _events(client: GatewayClient, path: str) -> AsyncIterator[Event]:
+    async for data in client.stream(path):
+        event = event_of(data)
+        yield event
+        if event.ends:
+            return
 
 
 @peer.command("stop", epilog=examples("backchannel peer stop spark run_0123…"))
@@ -562,8 +502,6 @@ def stop(target: str, run_id: str, as_json: bool) -> None:
     name, agent = _target(target)
     if not run_id.strip():
         raise UsageError("the run id is empty")
-    result, found = on_home(
-        config.home(), lambda gateway: gateway.outbound.stop(gateway.outbound.peer(name), run_id, agent=agent)
-    )
-    data = {"peer": name, "agent": agent or _agent_of(result), **found.said}
+    result, found = _state(call("POST", _runs(name, run_id, agent, "stop")))
+    data = {"peer": name, "agent": agent or _agent_of(result), **(found or {})}
     emit(data, as_json=as_json, text=lambda: _print_run(run_id, data))

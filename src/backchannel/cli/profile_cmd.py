@@ -4,23 +4,18 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
 from ..errors import ConfigError, UsageError
 from ..home import config, files, profiles
 from ..home.profiles import Profile
-from ..states import RunState
+from ..net.http import quote
 from . import complete
-from .connect import on_home
+from .connect import call
 from .output import emit, examples, note, table
 from .profile_view import describe, print_facts
 from .rules_cmd import RULE_COMMANDS
-
-if TYPE_CHECKING:
-    from ..core.delivery.delivery import Delivered
-    from ..core.gateway import Gateway
 
 
 @click.group("profile")
@@ -156,30 +151,19 @@ def remove(name: str, yes: bool) -> None:
     still queued or running is not removed: stop them first (backchannel runs list -p NAME)."""
     root = config.home()
     config.require_home(root)
-
-    async def pending_runs(gateway: Gateway) -> list[Delivered]:
-        gateway.directory.check_profile(name)
-        return await gateway.delivery.runs(states=(RunState.QUEUED, RunState.RUNNING), profile=name, limit=1000)
-
-    pending = on_home(root, pending_runs)
-    if pending:
-        raise UsageError(
-            f"profile {name!r} has {len(pending)} run{'' if len(pending) == 1 else 's'} queued or running: stop "
-            f"them first (backchannel runs list -p {name})"
-        )
+    path = f"/v1/profiles/{quote(name)}"
+    call("DELETE", f"{path}?dry_run=true")  # refused while it has runs queued or running
     if not yes:
         if not sys.stdin.isatty():
             raise UsageError("removing a profile needs --yes when stdin is not a terminal")
         click.confirm(f"remove profile {name} (its folder is set aside, its sessions stay)?", abort=True)
-    aside = profiles.remove_profile(root, name)
-    click.echo(f"removed profile {name}; its folder is now {aside}")
-    old = on_home(
-        root, lambda gateway: gateway.directory.retire_bot_chat(name, mark=aside.name.rpartition("removed-")[2])
-    )
+    removed = call("DELETE", path)
+    click.echo(f"removed profile {name}; its folder is now {removed['folder']}")
+    old = removed["bot_chat"]
     if old is not None:
         note(
-            f"its Bot Chat is kept as {old.title!r} (session {old.id}, readable with `backchannel sessions show "
-            f"{old.id}` and in the ledger); a profile created again as {name} gets a new Bot Chat"
+            f"its Bot Chat is kept as {old['title']!r} (session {old['id']}, readable with `backchannel sessions show "
+            f"{old['id']}` and in the ledger); a profile created again as {name} gets a new Bot Chat"
         )
 
 

@@ -12,18 +12,19 @@ import click
 
 from ..errors import UsageError
 from ..home import config
+from ..net.http import quote
 from . import complete
-from .connect import find_gateway, home_gateway, on_home
+from .connect import call, gateway_link
 from .output import emit, examples, note, read_message, table, when
 
 if TYPE_CHECKING:
-    from ..core.gateway import Gateway
-    from ..core.rooms import Rooms
-    from ..transcript import Line, Room
+    from ..net.local import GatewayClient
+
+Line = dict[str, Any]  # a line of a room's transcript, as the gateway answers it (`transcript.Line.to_dict`)
 
 LOOK_SECONDS = 0.25  # how often `room say` looks at the transcript
 DEFAULT_WAIT = 600.0
-ROOM_SAY_SENDER = "human:cli"
+SAID_FROM = {"X-Backchannel-Sender": "human:cli"}  # the person's line, as said from the CLI
 
 
 @click.group("room")
@@ -36,8 +37,8 @@ def room() -> None:
     """
 
 
-def _room_dict(r: Room) -> dict[str, Any]:
-    return {"name": r.name, "members": list(r.members), "created_at": r.created_at}
+def _room(name: str) -> str:
+    return f"/v1/rooms/{quote(name)}"
 
 
 @room.command(
@@ -53,8 +54,8 @@ def create(name: str, members: tuple[str, ...]) -> None:
     """Make room NAME with its members.
 
     Each --member is a profile, profile/session-id, or peer:NAME[/AGENT], in the order they speak."""
-    made = on_home(config.home(), lambda g: g.rooms.create(name, list(members)))
-    click.echo(f"room {made.name}: {', '.join(made.members) or 'no members yet'}")
+    made = call("POST", "/v1/rooms", {"name": name, "members": list(members)})
+    click.echo(f"room {made['name']}: {', '.join(made['members']) or 'no members yet'}")
 
 
 @room.command("add", epilog=examples("backchannel room add standup assistant"))
@@ -62,8 +63,8 @@ def create(name: str, members: tuple[str, ...]) -> None:
 @click.argument("members", nargs=-1, required=True)
 def add(name: str, members: tuple[str, ...]) -> None:
     """Add MEMBERS to room NAME (they speak after the others)."""
-    now = on_home(config.home(), lambda g: g.rooms.add(name, list(members)))
-    click.echo(f"room {now.name}: {', '.join(now.members)}")
+    now = call("POST", f"{_room(name)}/members", {"members": list(members)})
+    click.echo(f"room {now['name']}: {', '.join(now['members'])}")
 
 
 @room.command("remove", epilog=examples("backchannel room remove standup builds"))
@@ -71,22 +72,23 @@ def add(name: str, members: tuple[str, ...]) -> None:
 @click.argument("members", nargs=-1, required=True)
 def remove(name: str, members: tuple[str, ...]) -> None:
     """Remove MEMBERS from room NAME (the transcript keeps what they said)."""
-    now = on_home(config.home(), lambda g: g.rooms.remove(name, list(members)))
-    click.echo(f"room {now.name}: {', '.join(now.members) or 'no members left'}")
+    now = call("POST", f"{_room(name)}/members/remove", {"members": list(members)})
+    click.echo(f"room {now['name']}: {', '.join(now['members']) or 'no members left'}")
 
 
 @room.command("list", epilog=examples("backchannel room list --json"))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout.")
 def list_(as_json: bool) -> None:
     """The rooms and their members."""
-    found = on_home(config.home(), lambda g: g.rooms.every())
+    found: list[dict[str, Any]] = call("GET", "/v1/rooms")["rooms"]
 
     def text() -> None:
-        table([[r.name, ", ".join(r.members), when(r.created_at)] for r in found], ["ROOM", "MEMBERS", "CREATED"])
+        rows = [[r["name"], ", ".join(r["members"]), when(r["created_at"])] for r in found]
+        table(rows, ["ROOM", "MEMBERS", "CREATED"])
         if not found:
             note("no rooms: make one with `backchannel room create NAME --member PROFILE`")
 
-    emit([_room_dict(r) for r in found], as_json=as_json, text=text)
+    emit(found, as_json=as_json, text=text)
 
 
 @room.command("show", epilog=examples("backchannel room show standup", "backchannel room show standup --json"))
@@ -97,19 +99,17 @@ def show(name: str, as_json: bool) -> None:
 
     Who said what, with each answer's state (running, completed, failed)."""
 
-    async def read(g: Gateway) -> tuple[Room, list[Line]]:
-        return await g.rooms.get(name), await g.rooms.transcript(name)
-
-    found, lines = on_home(config.home(), read)
+    found = call("GET", _room(name))
+    lines: list[Line] = found["lines"]
 
     def text() -> None:
-        click.echo(f"room {found.name}: {', '.join(found.members) or 'no members'}")
+        click.echo(f"room {found['name']}: {', '.join(found['members']) or 'no members'}")
         for line in lines:
             _print_line(line)
         if not lines:
-            note(f"nothing said yet: backchannel room say {found.name} MESSAGE")
+            note(f"nothing said yet: backchannel room say {found['name']} MESSAGE")
 
-    emit({**_room_dict(found), "lines": [line.to_dict() for line in lines]}, as_json=as_json, text=text)
+    emit(found, as_json=as_json, text=text)
 
 
 @room.command(
@@ -139,41 +139,32 @@ def say(name: str, message: str | None, wait: float, as_json: bool) -> None:
     root = config.home()
 
     async def go() -> tuple[list[Line], bool]:
-        client = await find_gateway(root)
-        if client is not None:  # the running gateway drives the room: this command writes and reads the store
-            await client.aclose()
-            async with home_gateway(root) as g:
-                return await _said(g.rooms, name, text.strip(), wait=wait, quiet=as_json)
-        from ..core.gateway import running
-
-        async with running(root, scope=set(), grace=1.0) as g:
-            return await _said(g.rooms, name, text.strip(), wait=wait, quiet=as_json, drive=True)
+        async with gateway_link(root) as link:  # none running: this command's own gateway drives the round
+            return await _said(link.client, name, text.strip(), wait=wait, quiet=as_json)
 
     lines, done = asyncio.run(go())
-    emit({"room": name, "done": done, "lines": [line.to_dict() for line in lines]}, as_json=as_json, text=lambda: None)
+    emit({"room": name, "done": done, "lines": lines}, as_json=as_json, text=lambda: None)
     if not done and not as_json:
         note(f"the room goes on: backchannel room show {name}")
-    sys.exit(1 if any(line.state not in ("said", "completed", "running") for line in lines) else 0)
+    sys.exit(1 if any(line["state"] not in ("said", "completed", "running") for line in lines) else 0)
 
 
-async def _said(
-    rooms: Rooms, name: str, text: str, *, wait: float, quiet: bool, drive: bool = False
-) -> tuple[list[Line], bool]:
+async def _said(client: GatewayClient, name: str, text: str, *, wait: float, quiet: bool) -> tuple[list[Line], bool]:
     """Say `text`, then print the round's lines as each is done, until the round ends or `wait` passes."""
-    said, round_ = await rooms.say(name, text, sender=ROOM_SAY_SENDER)
-    if drive:
-        rooms.start(name)
+    path = _room(name)
+    opened = (await client.request("POST", f"{path}/messages", json={"message": text}, headers=SAID_FROM)).body
+    said, round_path = opened["line"], f"{path}/rounds/{quote(opened['round'])}"
     deadline = time.monotonic() + wait
     shown: dict[int, str] = {}
     while True:
-        now = await rooms.round(round_.id)
-        lines = [line for line in await rooms.transcript(name, after=said.seq) if line.round == round_.id]
+        now = (await client.request("GET", round_path)).body
+        lines: list[Line] = now["lines"]
         for line in lines:
-            if line.state != "running" and shown.get(line.seq) != line.state:
-                shown[line.seq] = line.state
+            if line["state"] != "running" and shown.get(line["seq"]) != line["state"]:
+                shown[line["seq"]] = line["state"]
                 if not quiet:
                     _print_line(line, stamp=False)
-        if now.state == "done":
+        if now["state"] == "done":
             return [said, *lines], True
         if time.monotonic() >= deadline:
             return [said, *lines], False
@@ -181,9 +172,10 @@ async def _said(
 
 
 def _print_line(line: Line, *, stamp: bool = True) -> None:
-    at = dt.datetime.fromtimestamp(line.created_at).strftime("%H:%M:%S") + "  " if stamp else ""
-    state = "" if line.state in ("said", "completed") else f"  ({line.state}{': ' + line.error if line.error else ''})"
-    who = "you" if line.speaker.startswith("human:") else line.speaker
-    click.echo(f"{at}[{who}]{state}")
-    if line.text:
-        click.echo(line.text)
+    at = dt.datetime.fromtimestamp(line["at"]).strftime("%H:%M:%S") + "  " if stamp else ""
+    state, error = line["state"], line["error"]
+    shown = "" if state in ("said", "completed") else f"  ({state}{': ' + error if error else ''})"
+    who = "you" if line["speaker"].startswith("human:") else line["speaker"]
+    click.echo(f"{at}[{who}]{shown}")
+    if line["text"]:
+        click.echo(line["text"])

@@ -17,7 +17,7 @@ from ..net.http import quote, with_query
 from ..outcome import Outcome, Result
 from ..states import RunState
 from . import complete
-from .connect import ask, gateway_link, local_session
+from .connect import call, gateway_link, local_session
 from .link import Where
 from .output import emit, examples, note, show_progress, table, when
 
@@ -64,7 +64,7 @@ def list_(states: tuple[str, ...], where: str | None, limit: int, as_json: bool)
     A queued run of a profile whose config.yaml is broken says so (paused); it resumes once the file is
     valid again."""
     root = config.home()
-    found = ask(root, "GET", with_query("/v1/runs", state=states, address=where, limit=limit))["data"]
+    found = call("GET", with_query("/v1/runs", state=states, address=where, limit=limit))["data"]
     queued_profiles = {d["profile"] for d in found if d["state"] == RunState.QUEUED.value}
     paused = {name: error for name in queued_profiles if (error := config_error(root, name)) is not None}
 
@@ -100,7 +100,7 @@ def list_(states: tuple[str, ...], where: str | None, limit: int, as_json: bool)
 @click.option("--json", "as_json", is_flag=True, help="Print the run as JSON.")
 def show(run_id: str, as_json: bool) -> None:
     """One run: its state, what was said and what came back. Exits 1 when it failed."""
-    d = ask(config.home(), "GET", f"/v1/runs/{quote(run_id)}/record")
+    d = call("GET", f"/v1/runs/{quote(run_id)}/record")
     result = wire.result_of(d, to=d["to"])
     emit(d, as_json=as_json, text=lambda: _print(result, d["message"]))
     sys.exit(result.outcome.exit_code)

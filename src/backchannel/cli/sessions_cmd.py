@@ -10,7 +10,7 @@ import click
 from ..home import config
 from ..net.http import quote, with_query
 from . import complete
-from .connect import ask, gateway_link
+from .connect import call, gateway_link
 from .output import emit, examples, table, when
 
 
@@ -32,7 +32,7 @@ def sessions() -> None:
 def list_(profile_name: str | None, limit: int, as_json: bool) -> None:
     """Sessions, most recently active first."""
     prefix = f"/p/{quote(profile_name)}" if profile_name else ""
-    rows = ask(config.home(), "GET", with_query(f"{prefix}/v1/sessions", limit=limit))["data"]
+    rows = call("GET", with_query(f"{prefix}/v1/sessions", limit=limit))["data"]
 
     def text() -> None:
         table(
@@ -96,7 +96,7 @@ def import_(profile_name: str, as_json: bool) -> None:
 
     For a profile with the hermes engine: each session of its Hermes gateway is known here under its
     Hermes id. Hermes's Bot Chat becomes the profile's Bot Chat; sessions already known are left as they are."""
-    found = ask(config.home(), "POST", f"/p/{quote(profile_name)}/v1/sessions/import")["data"]
+    found = call("POST", f"/p/{quote(profile_name)}/v1/sessions/import")["data"]
 
     def text() -> None:
         table(

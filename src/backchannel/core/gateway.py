@@ -229,6 +229,12 @@ class Gateway:
                     f" `gateway: {{id: {owner}}}` (and the same key and profiles), or another store"
                 )
 
+    def said_in(self, room: str) -> None:
+        """Someone spoke in `room`: a command's own started gateway drives it now (a gateway's rooms job finds every
+        room with a round open by itself; a gateway only opened drives none)."""
+        if self._started and not self._closed and self.queue.scope is not None and self.queue.runs_turns:
+            self.rooms.start(room)
+
     async def start(self) -> None:
         """Reclaim what a crash left running, then run the workers and the background jobs."""
         await self.open()

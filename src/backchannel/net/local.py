@@ -162,10 +162,19 @@ class GatewayClient:
 
     async def events(self, run_id: str) -> AsyncIterator[dict[str, Any]]:
         """A run's events from the gateway, past and future, until its end (any profile's: run ids are unique)."""
-        async with self._http.stream("GET", f"/v1/runs/{quote(run_id)}/events", read_timeout=None) as stream:
+        async for event in self.stream(f"/v1/runs/{quote(run_id)}/events"):
+            yield event
+
+    async def stream(self, path: str) -> AsyncIterator[dict[str, Any]]:
+        """The events of a stream the gateway answers at `path` (GET), each a JSON object, until it ends; a last
+        `stream.failed` (what went wrong once the stream had begun) is raised as the error it carries."""
+        async with self._http.stream("GET", path, read_timeout=None) as stream:
             if stream.status >= 400:
                 raise _error(stream.status, json_object(await stream.read()) or {})
             async for event in sse.json_objects(stream.chunks()):
+                if event.get("event") == "stream.failed":
+                    status = event.get("status")
+                    raise _error(status if isinstance(status, int) else 502, event)
                 yield event
 
 
