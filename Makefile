@@ -183,11 +183,12 @@ interop: $(STAMP) $(HERMES_PLUGIN) $(HERMES_NEXT_PLUGIN) $(LLAMA_STAMP) $(INSPEC
 		$(BIN)/python -m pytest -m interop tests/interop
 
 # The gateway against its floors (bench/run.py), then the turn on a PostgreSQL store beside SQLite's and 1-3 gateways
-# sharing one store (bench/shared.py).
+# sharing one store (bench/shared.py), its round trips at a distance and how soon a killed gateway's turns move.
 bench: $(STAMP) postgres
 	$(BIN)/python bench/run.py
 	$(BIN)/python bench/shared.py
 	$(BIN)/python bench/round_trips.py
+	$(BIN)/python bench/failover.py
 	$(BIN)/python bench/growth.py
 	$(BIN)/python bench/fanout.py
 

@@ -241,6 +241,29 @@ def test_the_turn_of_a_killed_gateway_is_finished_by_the_other_once(
 
 
 @posix_only
+def test_the_turn_of_a_killed_gateway_is_taken_up_when_its_store_connection_ends_not_when_its_lease_does(
+    initialised: Path, postgres_url: str, tmp_path: Path
+) -> None:
+    second_home = tmp_path / "second-home"
+    deploy(initialised, second_home, postgres_url, lease=600.0)  # leases renewed every 200 s: they cannot free it
+    first, second = GatewayProcess(initialised, free_port()), GatewayProcess(second_home, free_port())
+    try:
+        first.start()
+        second.start()
+        run_id = _start_run(first, "/sleep 1\nwork of the one that died")
+        _until(second, run_id, {"running"})
+        assert first.proc is not None
+        first.kill()  # its lease holds for 10 minutes; its liveness lock goes with its connections
+        done = _until(second, run_id, {"completed", "failed"})
+        assert done["status"] == "completed" and done["output"] == "default (echo): work of the one that died"
+        assert f"run {run_id} requeued at once: the gateway that ran its turn has ended" in second.log()
+        assert _replies(second, "work of the one that died") == ["default (echo): work of the one that died"]
+    finally:
+        first.close()
+        second.close()
+
+
+@posix_only
 def test_a_paused_gateway_past_its_lease_cannot_write_a_second_reply(
     two_processes: tuple[GatewayProcess, GatewayProcess],
 ) -> None:

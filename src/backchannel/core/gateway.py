@@ -255,6 +255,8 @@ class Gateway:
         ]
         if self.queue.scope is None and self.queue.runs_turns:  # a gateway: it drives the rooms (a command, its own)
             self._jobs.append(asyncio.create_task(self.rooms.run()))
+        if self.shared:  # another gateway's death is seen by the store at once: its turns need not wait for leases
+            self._jobs.append(asyncio.create_task(background.liveness(self.queue)))
         if isinstance(self.db, Database):  # SQLite's WAL is copied back off the hot path
             self.db.defer_checkpoints()
             self._jobs.append(asyncio.create_task(background.checkpoints(self.db)))

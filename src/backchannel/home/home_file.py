@@ -166,7 +166,9 @@ class StoreSettings(Frozen):
         f"several gateways share (its password in .env as {STORE_PASSWORD_VAR}); BACKCHANNEL_STORE_URL wins",
     )
     lease_seconds: Seconds = Field(
-        15.0, description="how long a claimed turn is a gateway's without renewal: a gateway gone this long loses it"
+        15.0,
+        description="how long a claimed turn is a gateway's without renewal: a gateway paused or cut off from the "
+        "store this long loses it (on a shared store, one that ended loses it at once)",
     )
     pool_size: PositiveCount = Field(8, description="connections each gateway keeps to a shared store")
     keep_days: Count = Field(

@@ -16,7 +16,7 @@ import asyncio
 import logging
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from pathlib import Path
@@ -436,6 +436,13 @@ class Database:
 
     async def hear(self, channel: str, callback: Callable[[str], None]) -> None:
         """Nothing: no other gateway shares this file."""
+
+    async def live_as(self, owner: str) -> None:
+        """Nothing: an owner of this file's runs is a process of this machine, looked up by its pid."""
+
+    async def gone(self, owners: Collection[str]) -> set[str]:
+        """None known here (see `live_as`)."""
+        return set()
 
     def data_version(self) -> int:
         """Changes when another connection commits: a cheap way to notice another process's writes."""

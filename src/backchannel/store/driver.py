@@ -15,7 +15,7 @@ The rule for callers is the same on both: nothing is told to the outside before 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
@@ -186,4 +186,13 @@ class Db(Protocol):
     async def hear(self, channel: str, callback: Callable[[str], None]) -> None:
         """`callback(payload)` for each notice the other gateways of a shared store send on `channel`; on SQLite
         none ever comes."""
+        ...
+
+    async def live_as(self, owner: str) -> None:
+        """From now on, tell the other gateways of a shared store that `owner` (a run queue's claim mark) is alive,
+        for as long as this process is (PostgreSQL: a lock its connection holds); on SQLite nothing."""
+        ...
+
+    async def gone(self, owners: Collection[str]) -> set[str]:
+        """Of `owners`, those known ended (PostgreSQL: their liveness lock is free); on SQLite none."""
         ...

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -27,6 +27,7 @@ from ..errors import StoreError
 from .driver import POSTGRESQL, Commit, Params, Row
 from .pg_changes import NOTIFY_SQL, ChangeListener
 from .pg_errors import map_pg_errors, redact_url, translate, url_secrets
+from .pg_liveness import GONE_SQL
 from .pg_migrations import apply_migrations
 from .pg_notices import Notices
 
@@ -366,6 +367,16 @@ class PgDatabase:
     async def notices_sent(self) -> None:
         """Return once what this process's committed transactions announced has been sent."""
         await self._notices.flushed()
+
+    async def live_as(self, owner: str) -> None:
+        """Hold `owner`'s liveness lock while this process lives (`pg_liveness`)."""
+        await self._changes.live_as(owner)
+
+    async def gone(self, owners: Collection[str]) -> set[str]:
+        """Of `owners`, those whose process holds no liveness lock: ended, on whatever machine."""
+        if not owners:
+            return set()
+        return {row[0] for row in await self.all(GONE_SQL, (sorted(owners),))}
 
 
 if TYPE_CHECKING:

@@ -20,6 +20,7 @@ import asyncpg
 from ..errors import StoreError
 from .driver import CHANGES_CHANNEL
 from .pg_errors import map_pg_errors
+from .pg_liveness import HOLD_SQL, LIVENESS_SPACE
 
 NOTIFY_SQL = f"SELECT pg_notify('{CHANGES_CHANNEL}', ?)"  # a writer's announcement, its payload a run's id or so
 CHECK_SECONDS = 15.0  # how often a quiet listening connection is asked whether it is still there
@@ -47,6 +48,8 @@ class ChangeListener:
         self.version = 0
         self.reconnects = 0
         self._heard: dict[str, Callable[[str], None]] = {}  # other channels: what each notice of another's is told to
+        self._owner: str | None = None  # the owner whose liveness lock this connection holds (`live_as`)
+        self._holding = False  # whether the connection holds it now
         self._conn: asyncpg.Connection[Any] | None = None
         self._lost = asyncio.Event()
         self._busy = asyncio.Lock()  # one statement at a time on the listening connection
@@ -72,6 +75,8 @@ class ChangeListener:
                 await conn.add_listener(CHANGES_CHANNEL, self._on_notice)
                 for channel in self._heard:
                     await conn.add_listener(channel, self._on_heard)
+                if self._owner is not None:
+                    await self._hold(conn, self._owner)
             except BaseException:
                 conn.terminate()
                 raise
@@ -91,6 +96,21 @@ class ChangeListener:
                 with map_pg_errors(self.name, self._secrets):
                     await conn.add_listener(channel, self._on_heard)
 
+    async def live_as(self, owner: str) -> None:
+        """From now on hold `owner`'s liveness lock (`pg_liveness`) on the listening connection, and again on each
+        connection made after a drop: the other gateways see this process alive while it holds it."""
+        self._owner = owner
+        conn = self._conn
+        if conn is not None and not conn.is_closed():
+            async with self._busy:
+                with map_pg_errors(self.name, self._secrets):
+                    await self._hold(conn, owner)
+
+    async def _hold(self, conn: asyncpg.Connection[Any], owner: str) -> None:
+        self._holding = bool(await conn.fetchval(HOLD_SQL, LIVENESS_SPACE, owner))
+        if not self._holding:  # an earlier connection of ours, not yet ended on the server: asked again later
+            log.warning("%r: the liveness lock of %s is still held by an earlier connection", self.name, owner)
+
     def _on_heard(self, _conn: object, pid: int, channel: str, payload: object) -> None:
         callback = self._heard.get(channel)
         if callback is not None and pid not in self._own_pids:
@@ -102,6 +122,7 @@ class ChangeListener:
                 async with asyncio.timeout(CHECK_SECONDS):
                     await self._lost.wait()
             if not self._lost.is_set() and await self._alive():
+                await self._hold_again()
                 continue
             await self._drop()
             await self._listen_again()
@@ -115,6 +136,15 @@ class ChangeListener:
             log.warning("listening for other gateways' changes: %s", getattr(exc, "message", "no answer in time"))
             return False
         return True
+
+    async def _hold_again(self) -> None:
+        """Take the liveness lock an earlier connection still held when this one was made."""
+        conn, owner = self._conn, self._owner
+        if owner is None or self._holding or conn is None or conn.is_closed():
+            return
+        async with self._busy:
+            with suppress(StoreError), map_pg_errors(self.name, self._secrets):
+                await self._hold(conn, owner)
 
     async def caught_up(self) -> None:
         """Return once every notice committed before this call is counted in `version`: the server sends the
@@ -134,6 +164,7 @@ class ChangeListener:
 
     async def _drop(self) -> None:
         conn, self._conn = self._conn, None
+        self._holding = False
         if conn is not None and not conn.is_closed():
             conn.terminate()
 

@@ -617,6 +617,14 @@ async def reclaim(
     return changed
 
 
+async def owners_gone(db: Db, *, mine: str) -> set[str]:
+    """The owners of running runs, other than `mine`, whose process the store knows ended (`Db.gone`)."""
+    rows = await db.all(
+        "SELECT DISTINCT owner FROM runs WHERE state = 'running' AND owner IS NOT NULL AND owner <> ?", (mine,)
+    )
+    return await db.gone({row[0] for row in rows}) if rows else set()
+
+
 async def ask_wake(db: Db, run_id: str) -> bool:
     """The sender stopped waiting: deliver the reply into its session when it comes. False if already over."""
     async with db.tx() as tx:

@@ -19,6 +19,7 @@ from .pauses import Pauses
 from .queue import RunQueue
 
 RESUME_SECONDS = 0.5
+LIVENESS_SECONDS = 1.0  # how often a gateway of a shared store looks for the turns of gateways that ended
 RETENTION_SECONDS = 3600.0  # how often what passed store.keep_days loses its text
 DAY_SECONDS = 86_400.0
 
@@ -54,6 +55,17 @@ async def renew(queue: RunQueue, pauses: Pauses) -> None:
                 log.warning("session %s had queued runs that nothing worked on: taken up again", session_id)
         except StoreError as exc:
             log.warning("leases not renewed this round: %s", exc.message)
+
+
+async def liveness(queue: RunQueue) -> None:
+    """On a shared store: take up at once the turns another gateway left running when it ended (`requeue_gone`),
+    whatever machine it ran on; a gateway alive but silent (paused, cut off) keeps them until their lease ends."""
+    while True:
+        await asyncio.sleep(LIVENESS_SECONDS)
+        try:
+            await queue.requeue_gone()
+        except StoreError as exc:
+            log.warning("looking for the turns of gateways that ended: %s", exc.message)
 
 
 async def checkpoints(db: Database) -> None:

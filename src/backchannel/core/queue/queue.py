@@ -126,6 +126,7 @@ class RunQueue:
     async def open(self) -> None:
         """Start serving in the running loop: reclaim what a crash left running, hand out queued sessions."""
         self.db.group_commits(asyncio.get_running_loop())
+        await self.db.live_as(self.owner)  # before any claim: the other gateways of a shared store see it alive
         await self.db.hear(CHANGES_CHANNEL, self.steers.heard)  # other gateways' messages to steer (a shared store)
         for run in await self.reclaim(is_dead=owner_is_dead):
             log.info("run %s reclaimed after an interrupted turn (attempt %d)", run.id, run.attempts)
@@ -541,11 +542,27 @@ class RunQueue:
         not be written (a full disk): their turn is running or their end is being saved."""
         await runstore.renew_leases(self.db, list(self._owned), owner=self.owner, lease_seconds=self.lease_seconds)
         if await self.reclaim(is_dead=owner_is_dead, keep=self._owned):
-            await self.discover()
-            # A process that died may also have died between a run's end and its sender's wake-up: owed here now
-            # (a wake is keyed once per run, so one already made is not made again).
-            for run in await runstore.pending_wakes(self.db):
-                self._ended.put_nowait(run)
+            await self._taken_over()
+
+    async def requeue_gone(self) -> list[Run]:
+        """Requeue at once the running turns of another gateway of a shared store that ended (its liveness lock
+        is free: `store.pg_liveness`), on whatever machine it ran, instead of when their lease runs out."""
+        gone = await runstore.owners_gone(self.db, mine=self.owner)
+        if not gone:
+            return []
+        changed = await self.reclaim(is_dead=gone.__contains__, keep=self._owned)
+        for run in changed:
+            log.warning("run %s requeued at once: the gateway that ran its turn has ended", run.id)
+        if changed:
+            await self._taken_over()
+        return changed
+
+    async def _taken_over(self) -> None:
+        await self.discover()
+        # A process that died may also have died between a run's end and its sender's wake-up: owed here now
+        # (a wake is keyed once per run, so one already made is not made again).
+        for run in await runstore.pending_wakes(self.db):
+            self._ended.put_nowait(run)
 
     async def reclaim(
         self, *, is_dead: Callable[[str], bool], attempts_bonus: int = 0, keep: set[str] | None = None
