@@ -113,6 +113,22 @@ def test_a_sender_waiting_on_one_gateway_gets_the_reply_another_gateways_turn_wr
     on_both(homes, body, a={"runs_turns": False})
 
 
+def test_a_waiter_hears_of_an_end_another_gateway_committed_from_its_notice_not_from_a_poll(
+    homes: tuple[Path, Path],
+) -> None:
+    """`a` looks at the store on its own only every minute (`poll_seconds`) and its waiter re-reads the run only at
+    its wait's end (30 s): its answer within a few seconds of a 0.3 s turn can only come from `b`'s notice."""
+
+    async def body(a: Gateway, b: Gateway) -> None:
+        chat = await a.directory.open_bot_chat("default")
+        started = time.monotonic()
+        done = await a.delivery.deliver(Attempt.handed_in(chat, "/sleep 0.3\ntold at once", "human:api"), wait=30)
+        assert done.run.state is RunState.COMPLETED and done.result.reply == "default (echo): told at once"
+        assert time.monotonic() - started < 15, "a's waiter was answered by its own deadline, not by b's notice"
+
+    on_both(homes, body, a={"runs_turns": False, "poll_seconds": 60.0})
+
+
 def test_a_message_steered_through_one_gateway_joins_the_turn_another_gateway_runs(homes: tuple[Path, Path]) -> None:
     """`b` runs the turn; the steer recorded through `a` reaches it by the store's notice alone (a turn looks for
     messages to steer only when told of one): one turn answers both, with the steered message's reply."""

@@ -114,6 +114,8 @@ class RunQueue:
         self._again: set[str] = set()  # handed-out sessions given a run since their worker last looked: handed anew
         self._ended: asyncio.Queue[Run] = asyncio.Queue()  # ended runs whose sender asked to be woken
         self._done: dict[str, asyncio.Future[Run]] = {}  # run id -> its end, for waiters in this process
+        self._told: set[str] = set()  # runs waited on here that another gateway announced a change of, to read
+        self._reading_told: asyncio.Task[None] | None = None
         self._owned: set[str] = set()  # runs claimed here and not finished: their leases are renewed
         self._turns: dict[str, Turn] = {}
         self._recorded: dict[str, Commit] = {}  # runs recorded claimed, handed out before their commit
@@ -127,7 +129,7 @@ class RunQueue:
         """Start serving in the running loop: reclaim what a crash left running, hand out queued sessions."""
         self.db.group_commits(asyncio.get_running_loop())
         await self.db.live_as(self.owner)  # before any claim: the other gateways of a shared store see it alive
-        await self.db.hear(CHANGES_CHANNEL, self.steers.heard)  # other gateways' messages to steer (a shared store)
+        await self.db.hear(CHANGES_CHANNEL, self._heard_change)  # other gateways' changes (a shared store)
         for run in await self.reclaim(is_dead=owner_is_dead):
             log.info("run %s reclaimed after an interrupted turn (attempt %d)", run.id, run.attempts)
         self.accepting = True
@@ -147,6 +149,8 @@ class RunQueue:
         reported ended, and runs again after the restart."""
         self._saving.clear()
         self._recorded.clear()
+        if self._reading_told is not None:
+            self._reading_told.cancel()
         for run in await self.reclaim(is_dead=lambda owner: owner == self.owner, attempts_bonus=1):
             if run.state.terminal:  # past gateway.max_attempts: it ends here
                 log.warning("run %s %s at shutdown: %s", run.id, run.state.value, run.error or "no detail")
@@ -234,12 +238,36 @@ class RunQueue:
         await self.discover()
         waited = [run_id for run_id, done in self._done.items() if not done.done()]
         for run in await runstore.ended_among(self.db, waited):
-            if run.id in self._owned:
-                continue  # ended here: told by its own finish
-            self.hub.publish(ended(run))
-            done = self._done.pop(run.id, None)
-            if done is not None and not done.done():
-                done.set_result(run)
+            self._ended_elsewhere(run)
+
+    def _ended_elsewhere(self, run: Run) -> None:
+        if run.id in self._owned:
+            return  # ended here: told by its own finish
+        self.hub.publish(ended(run))
+        done = self._done.pop(run.id, None)
+        if done is not None and not done.done():
+            done.set_result(run)
+
+    def _heard_change(self, payload: str) -> None:
+        """Another gateway's announcement of a change (a shared store): a message to steer marks its session; a
+        run waited on here is read at once, so its waiters hear of its end when it is told, not at the next poll."""
+        self.steers.heard(payload)
+        done = self._done.get(payload)
+        if done is None or done.done():
+            return
+        self._told.add(payload)
+        if self._reading_told is None or self._reading_told.done():
+            self._reading_told = asyncio.create_task(self._read_told(), name="backchannel-told-runs")
+
+    async def _read_told(self) -> None:
+        while self._told:
+            run_ids, self._told = sorted(self._told), set()
+            try:
+                for run in await runstore.ended_among(self.db, run_ids):
+                    self._ended_elsewhere(run)
+            except StoreError as exc:  # the poll (`look_again`) answers them
+                log.warning("reading runs another gateway changed: %s", exc.message)
+                return
 
     def _hand(self, session_id: str, first: Run | None) -> None:
         if not self.accepting or not self.runs_turns:
