@@ -191,6 +191,7 @@ bench: $(STAMP) postgres
 	$(BIN)/python bench/round_trips.py
 	$(BIN)/python bench/failover.py
 	$(BIN)/python bench/heard.py
+	$(BIN)/python bench/notify_commits.py
 	$(BIN)/python bench/growth.py
 	$(BIN)/python bench/fanout.py
 
