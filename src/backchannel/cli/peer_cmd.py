@@ -8,14 +8,14 @@ import re
 import socket
 import sys
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import click
 
 from .. import addresses, keys, shell
 from ..addresses import RemoteAddress
+from ..dialect import PeerProbed
 from ..errors import Conflict, UsageError
 from ..events import Event, event_of
 from ..home import config
@@ -124,7 +124,7 @@ def add(
         key=key,
         note=note_text,
         timeout_seconds=timeout_seconds,
-        a2a_url=found.a2a_url,
+        a2a_url=found["a2a_url"],
         failover_urls=tuple(more),
     )
     interactive = sys.stdin.isatty() and sys.stdout.isatty()
@@ -132,9 +132,9 @@ def add(
         f"{'updated' if existed else 'added'} peer {name} ({', '.join([url, *more])})"
         + ("" if key is not None else "; kept its key")
     )
-    if found.gateway_id:
-        registry.remember_gateway_id(root, name, found.gateway_id)
-    for line in found.notes:
+    if found["gateway_id"]:
+        registry.remember_gateway_id(root, name, found["gateway_id"])
+    for line in found["notes"]:
         note(line)
     if key_back is None:
         key_back = interactive and click.confirm(
@@ -142,17 +142,7 @@ def add(
             default=True,
         )
     if key_back:
-        _key_back(root, name, found.platform, as_name=as_name or _own_name(root), url_back=url_back)
-
-
-@dataclass(frozen=True)
-class Found:
-    """What a new peer's URL turned out to be: its platform, an A2A agent's JSON-RPC URL, what to tell."""
-
-    platform: str | None
-    a2a_url: str | None = None
-    gateway_id: str | None = None
-    notes: tuple[str, ...] = ()
+        _key_back(root, name, found["platform"], as_name=as_name or _own_name(root), url_back=url_back)
 
 
 def _own_name(root: Path) -> str:
@@ -185,13 +175,12 @@ def _key_back(root: Path, name: str, platform: str | None, *, as_name: str, url_
     click.echo("  " + shell.command(program, "peer", "add", as_name, "--url", url, "--key", value))
 
 
-def _probe(name: str, url: str, key: str, timeout: float | None) -> Found:
+def _probe(name: str, url: str, key: str, timeout: float | None) -> PeerProbed:
     """What answers at the peer's URL, as the gateway finds it (`core.delivery.probe`): a UsageError when it is
     neither a gateway nor an A2A agent (nothing is saved)."""
     body = {"url": url, "key": key, **({"timeout_seconds": timeout} if timeout is not None else {})}
     bound = (timeout or config.PEER_TIMEOUT_SECONDS) + PROBE_SECONDS
-    found = call("POST", f"/v1/peers/{quote(name)}/probe", body, timeout=bound)
-    return Found(found["platform"], found["a2a_url"], found["gateway_id"], tuple(found["notes"]))
+    return cast(PeerProbed, call("POST", f"/v1/peers/{quote(name)}/probe", body, timeout=bound))
 
 
 def _read_key(name: str, root: Path) -> str | None:
