@@ -229,6 +229,23 @@ def test_a_send_through_a_running_gateway_is_one_request_after_discovery(
     assert out["via"] == "gateway" and out["reply"] == "default (echo): one more", out
 
 
+@pytest.mark.parametrize("running", [False, True], ids=["in-process", "through-the-gateway"])
+def test_an_argument_that_is_not_utf8_is_one_line_and_exit_2_and_sends_nothing(
+    initialised: Path, running: bool, request: pytest.FixtureRequest
+) -> None:
+    """`backchannel send default $'caf\\xe9'` in a UTF-8 shell: Python hands the byte 0xe9 on as a lone surrogate."""
+    if running:
+        request.getfixturevalue("gateway")
+    for argv in (("send", "default", "caf\udce9"), ("chat", "-q", "caf\udce9"), ("peer", "dm", "x", "caf\udce9")):
+        refused = run_cli(*argv)
+        assert refused.exit_code == 2, refused
+        assert refused.stderr.splitlines() == [
+            f"error: argument {len(argv)} is not UTF-8 text (byte 0xe9 after 'caf'): Backchannel reads its arguments"
+            " as UTF-8; set the terminal or the script that calls it to UTF-8"
+        ], refused.stderr
+    assert sessions(initialised) == []
+
+
 def test_a_gateway_of_another_version_is_refused_and_nothing_is_sent(gateway: GatewayThread, monkeypatch: Any) -> None:
     """After an upgrade, the gateway still running is of the version before: the command says to restart it, and
     neither sends the message through it nor builds a second gateway of its own beside it."""

@@ -73,6 +73,23 @@ def test_a_home_moves_onto_a_shared_store_with_its_history_and_back(
         assert c.get("/api/sessions").status_code == 200  # the peer's key came along too
 
 
+@pytest.mark.parametrize("to", ["mysql://db.lan/backchannel", "sqlite:///tmp/x.db"])
+def test_a_copy_to_a_url_of_another_kind_is_refused_and_writes_nothing(
+    initialised: Path, to: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    here = tmp_path / "cwd"
+    here.mkdir()
+    monkeypatch.chdir(here)  # where a URL taken for a relative path would be written
+    refused = run_cli("store", "copy", "--to", to)
+    assert refused.exit_code == 2, refused
+    scheme = to.split("://")[0]
+    assert refused.stderr.strip() == (
+        f"error: {scheme}:// is not a store Backchannel can use: give a postgresql:// URL or the path of a new"
+        " state.db file"
+    )
+    assert list(here.iterdir()) == []
+
+
 def test_a_copy_goes_only_into_an_empty_store_and_never_while_the_gateway_runs(
     initialised: Path, tmp_path: Path
 ) -> None:

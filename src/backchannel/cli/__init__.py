@@ -26,6 +26,7 @@ def main() -> None:
     private_umask()  # every file of the home is born 0600, whatever the caller's umask
     show_config_warnings()
     try:
+        _utf8_arguments(sys.argv[1:])
         # Arguments as typed: on Windows click would expand ~, $VAR/%VAR% and globs in every one of them
         # (a message '*.md' sent as the names of files, an allowlist pattern 'peer:*' as whatever it matches).
         cli.main(prog_name="backchannel", standalone_mode=False, windows_expand_args=False)
@@ -54,6 +55,21 @@ def main() -> None:
         _fail(DiskFull(f"the disk is full{_named(exc)}; free some space and run the command again"))
     except Exception as exc:  # a bug: one clear line (and under --json one object), not a traceback
         _unexpected(exc)
+
+
+def _utf8_arguments(args: list[str]) -> None:
+    """Refuse an argument that is not UTF-8 text (Python hands its undecodable bytes on as lone surrogates, which
+    nothing can write: a message, a file, a request), naming the argument and its first bad byte."""
+    from ..errors import UsageError
+
+    for n, arg in enumerate(args, start=1):
+        bad = next((i for i, ch in enumerate(arg) if "\udc80" <= ch <= "\udcff"), None)
+        if bad is not None:
+            byte = ord(arg[bad]) - 0xDC00
+            raise UsageError(
+                f"argument {n} is not UTF-8 text (byte 0x{byte:02x} after {arg[:bad]!r}): Backchannel reads its"
+                " arguments as UTF-8; set the terminal or the script that calls it to UTF-8",
+            )
 
 
 def _unexpected(exc: BaseException) -> None:

@@ -9,6 +9,7 @@ when it is, and how many runs were accepted after it."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,6 +55,12 @@ def target_of(root: Path, to: str) -> Db:
         from ..store.pg import PgDatabase
 
         return PgDatabase(to, password=config.secret_value(root, STORE_PASSWORD_VAR))
+    scheme = re.match(r"([A-Za-z][A-Za-z0-9+.-]*)://", to)
+    if scheme is not None:
+        raise UsageError(
+            f"{scheme.group(1)}:// is not a store Backchannel can use: give a postgresql:// URL or the path of a new"
+            " state.db file"
+        )
     path = Path(to).expanduser()
     if path.exists() and path.is_dir():
         raise UsageError(f"{str(path)!r} is a folder: give the path of a new state.db file, or a postgresql:// URL")
