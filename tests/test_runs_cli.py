@@ -35,7 +35,7 @@ def test_runs_list_show_follow_and_stop_without_a_gateway(initialised: Path) -> 
 
     other = receipt("/sleep 1.5\nnever mind")
     stopped = run_cli("runs", "stop", other["run_id"], "--json")
-    assert stopped.exit_code == 1, stopped.stderr  # as its outcome says: failed (cancelled)
+    assert stopped.exit_code == 0, stopped.stderr  # the stop worked (the run's outcome: failed, cancelled)
     body = json.loads(stopped.stdout)
     assert (body["result"], body["state"], body["stopped"]) == ("failed", "cancelled", True), body
     assert json.loads(run_cli("runs", "show", other["run_id"], "--json").stdout)["state"] == "cancelled"
@@ -57,5 +57,5 @@ def test_runs_follow_and_stop_through_the_gateway(gateway: GatewayThread) -> Non
 
     long = receipt("/sleep 30\ntoo long")
     stopped = run_cli("runs", "stop", long["run_id"], "--json")
-    assert stopped.exit_code == 1, stopped.stderr
+    assert stopped.exit_code == 0, stopped.stderr
     assert json.loads(stopped.stdout)["state"] == "cancelled" and json.loads(stopped.stdout)["stopped"]

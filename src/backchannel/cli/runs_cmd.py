@@ -132,8 +132,7 @@ def stop(run_id: str, as_json: bool) -> None:
     """Cancel a queued or held run, or interrupt a running turn.
 
     An interrupted turn keeps what it produced so far. A run that already ended is left as it is ("nothing to
-    stop"). The exit code is the run's outcome's, as for `runs show`: 1 once it is cancelled (the outcome
-    failed, code cancelled), 0 for a run that had completed.
+    stop"). Exits 0 when the run is stopped, or had nothing to stop; 1 when it could not be stopped.
     """
     root = config.home()
 
@@ -158,7 +157,7 @@ def stop(run_id: str, as_json: bool) -> None:
             _print(result, None)
 
     emit({**result.to_dict(), "stopped": stopped}, as_json=as_json, text=text)
-    sys.exit(result.outcome.exit_code)  # the table's: 0 completed, receipt or held; 1 failed (cancelled too)
+    sys.exit(0 if stopped or before.state in ENDED else 1)  # what the stop did, not the run's outcome
 
 
 IDLE_LOOK_SECONDS = 0.25  # how often wait-idle looks at the session's queue
