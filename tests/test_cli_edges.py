@@ -246,6 +246,14 @@ def test_an_argument_that_is_not_utf8_is_one_line_and_exit_2_and_sends_nothing(
     assert sessions(initialised) == []
 
 
+def test_a_mistyped_command_is_answered_with_the_command_it_is_near() -> None:
+    near = run_cli("sned", "default", "hello")
+    assert near.exit_code == 2 and "No such command 'sned'. Did you mean 'send'?" in near.stderr, near.stderr
+    assert "Did you mean 'runs'?" in run_cli("rnus").stderr
+    far = run_cli("zzz")
+    assert far.exit_code == 2 and "No such command 'zzz'." in far.stderr and "Did you mean" not in far.stderr
+
+
 def test_a_gateway_of_another_version_is_refused_and_nothing_is_sent(gateway: GatewayThread, monkeypatch: Any) -> None:
     """After an upgrade, the gateway still running is of the version before: the command says to restart it, and
     neither sends the message through it nor builds a second gateway of its own beside it."""

@@ -56,6 +56,14 @@ class LazyGroup(click.Group):
             self.add_command(with_home(command))
         return self.commands.get(cmd_name)
 
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        try:
+            return super().resolve_command(ctx, args)
+        except click.exceptions.NoSuchCommand:  # click suggests among the imported commands only
+            raise click.exceptions.NoSuchCommand(str(args[0]), possibilities=list(COMMANDS), ctx=ctx) from None
+
     @staticmethod
     def summary(name: str, limit: int = 45) -> str:
         """The command's one-line help, cut to `limit` characters as click cuts it (by a stand-in holding the

@@ -15,7 +15,6 @@ import click
 
 from .. import addresses, keys, shell
 from ..addresses import RemoteAddress
-from ..dialect import PeerProbed
 from ..errors import Conflict, UsageError
 from ..events import Event, event_of
 from ..home import config
@@ -28,6 +27,7 @@ from .connect import call, gateway_link, interruptible
 from .output import emit, examples, message_words, note, read_message, shell_command, show_progress, table
 
 if TYPE_CHECKING:
+    from ..dialect import PeerProbed  # a type only: the dialect loads pydantic
     from ..net.local import GatewayClient
 
 PROBE_SECONDS = 30.0  # what asking a new peer's URL may take at the gateway, beyond the peer's own timeout
@@ -180,7 +180,7 @@ def _probe(name: str, url: str, key: str, timeout: float | None) -> PeerProbed:
     neither a gateway nor an A2A agent (nothing is saved)."""
     body = {"url": url, "key": key, **({"timeout_seconds": timeout} if timeout is not None else {})}
     bound = (timeout or config.PEER_TIMEOUT_SECONDS) + PROBE_SECONDS
-    return cast(PeerProbed, call("POST", f"/v1/peers/{quote(name)}/probe", body, timeout=bound))
+    return cast("PeerProbed", call("POST", f"/v1/peers/{quote(name)}/probe", body, timeout=bound))
 
 
 def _read_key(name: str, root: Path) -> str | None:
