@@ -249,7 +249,11 @@ def new_api_key() -> str:
 def load_gateway_config(root: Path) -> GatewayConfig:
     """The home's config.yaml; an unknown key is logged as a warning (once), a missing gateway id is an error."""
     path = config_path(root)
-    data = load_yaml(path)
+    text = files.read_text(path, missing_ok=True)
+    try:
+        data = load_yaml_text(text, path)
+    except ConfigError as exc:  # not YAML any more: what can still be read of it is kept by a repair
+        raise ConfigError(f"{exc.message}; {REPAIR_HINT}") from exc
     settings = parse_gateway_config(data, path, exists=path.exists())
     schema.warn_stray(data, "home", path)
     return settings
