@@ -460,7 +460,8 @@ def test_doctor_tells_of_turns_left_running_by_a_gateway_whose_lease_ran_out(hom
     asyncio.run(stall())
     found = run_cli("doctor", "--json", env={"BACKCHANNEL_HOME": str(root)})
     store = next(c for c in json.loads(found.stdout)["checks"] if c["check"] == "store")
-    assert store["status"] == "warn" and "1 turns were left running" in store["detail"], store
+    assert store["status"] == "warn" and "1 turn left running by a gateway" in store["detail"], store
+    assert "1 run, 0 turns running under a live lease" in store["detail"], store
     assert "start a gateway" in store["fix"]
 
 

@@ -53,11 +53,19 @@ async def store(root: Path, settings: GatewayConfig) -> Check:
         )
     whose = f"gateway {owner}" if owner else "no gateway has started on it yet"
     held, lapsed = (int(leases[0]), int(leases[1])) if leases is not None else (0, 0)
-    detail = f"{db.name!r} (PostgreSQL) answers: {runs} runs, {held} turns running under a live lease; {whose}"
+    detail = (
+        f"{db.name!r} (PostgreSQL) answers: {_some(runs, 'run')}, {_some(held, 'turn')} running under a live"
+        f" lease; {whose}"
+    )
     if lapsed:
         return warn(
             "store",
-            f"{detail}; {lapsed} turns were left running by a gateway whose lease ran out",
+            f"{detail}; {_some(lapsed, 'turn')} left running by a gateway whose lease ran out",
             "start a gateway on this store: it takes them over and runs them again",
         )
     return ok("store", detail)
+
+
+def _some(n: int, word: str) -> str:
+    """`1 run`, `2 runs`."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
