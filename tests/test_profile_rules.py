@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from backchannel.home import config
 from conftest import GatewayThread, run_cli
 
 
@@ -99,6 +100,39 @@ def test_budget_sets_the_numbers_and_refuses_none(initialised: Path) -> None:
     assert (rules["pair_budget_per_hour"], rules["max_hops"], rules["hold_expiry_seconds"]) == (5, 2, 60.0), rules
     assert run_cli("profile", "budget", "default").exit_code == 2
     assert run_cli("profile", "budget", "default", "--max-hops", "-1").exit_code == 2
+
+
+def test_budget_sets_and_shows_what_the_agents_may_spend_and_none_takes_a_limit_out(initialised: Path) -> None:
+    set_ = run_cli(
+        "profile", "budget", "default", "--tokens-per-exchange", "600", "--tokens-per-day", "200000",
+        "--usd-per-day", "2.50", "--hold-expiry", "86400", "--json",
+    )  # fmt: skip
+    assert set_.exit_code == 0, set_.stderr
+
+    def written() -> dict[str, Any]:
+        rules: dict[str, Any] = config.load_yaml(_config(initialised, "default"))["agent"]["session_messaging"]
+        return rules
+
+    shown = json.loads(set_.stdout)["session_messaging"]
+    assert shown["budget"] == {"tokens_per_exchange": 600, "tokens_per_day": 200000, "usd_per_day": 2.5}, shown
+    assert written()["budget"] == {"tokens_per_exchange": 600, "tokens_per_day": 200000, "usd_per_day": 2.5}
+    assert type(written()["hold_expiry_seconds"]) is int and shown["hold_expiry_seconds"] == 86400
+    text = run_cli("profile", "show", "default").stdout
+    assert "session_messaging.budget.usd_per_day:" in text and "2.5" in text
+    assert "session_messaging.hold_expiry_seconds:" in text and "86400.0" not in text
+
+    assert run_cli("profile", "budget", "default", "--usd-per-day", "none", "--tokens-per-day", "None").exit_code == 0
+    assert written()["budget"] == {"tokens_per_exchange": 600}
+    assert "session_messaging.budget.usd_per_day:         no limit" in run_cli("profile", "show", "default").stdout
+    assert run_cli("profile", "budget", "default", "--tokens-per-exchange", "none").exit_code == 0
+    assert "budget" not in written()  # the last one out: the section goes too
+
+    for bad in (
+        ("--tokens-per-day", "2.5"), ("--tokens-per-day", "x"), ("--usd-per-day", "-1"), ("--usd-per-day", "inf")
+    ):
+        refused = run_cli("profile", "budget", "default", *bad)
+        assert refused.exit_code == 2 and "Invalid value for" in refused.stderr, (bad, refused.stderr)
+    assert "budget" not in written()
 
 
 def test_a_running_gateway_follows_an_allow_at_once(gateway: GatewayThread) -> None:

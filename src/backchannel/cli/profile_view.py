@@ -30,13 +30,26 @@ def describe(p: Profile) -> dict[str, object]:
             "max_hops": sm.max_hops,
             "pair_budget_per_hour": sm.pair_budget_per_hour,
             "inbound_budget_per_hour": sm.inbound_budget_per_hour,
-            "hold_expiry_seconds": sm.hold_expiry_seconds,
+            "hold_expiry_seconds": _number(sm.hold_expiry_seconds),
+            "budget": {
+                "tokens_per_exchange": sm.budget.tokens_per_exchange,
+                "tokens_per_day": sm.budget.tokens_per_day,
+                "usd_per_day": sm.budget.usd_per_day,
+            },
         },
     }
 
 
+def _number(value: float) -> float | int:
+    """A whole number of seconds as one (86400, not 86400.0)."""
+    return int(value) if float(value).is_integer() else value
+
+
 # What a value that is not there means, where `-` would hide it.
-ABSENT = {"session_messaging.accept": "any sender that is allowed to (no accept list)"}
+ABSENT = {
+    "session_messaging.accept": "any sender that is allowed to (no accept list)",
+    **{f"session_messaging.budget.{k}": "no limit" for k in ("tokens_per_exchange", "tokens_per_day", "usd_per_day")},
+}
 
 
 def print_facts(data: dict[str, object]) -> None:

@@ -114,11 +114,34 @@ def _note_unknown(patterns: tuple[str, ...]) -> None:
             note(f"note: there is no profile {head!r} here (yet); profiles: {', '.join(sorted(known))}")
 
 
+NO_LIMIT = "none"  # a spending budget given so is taken out: no limit
+
+
+def spend(kind: type[int] | type[float]) -> Any:
+    """The callback that reads a spending budget: a number of zero or more (whole for tokens), or `none`."""
+
+    def read(ctx: click.Context, param: click.Parameter, value: str | None) -> float | str | None:
+        if value is None or value.strip().lower() == NO_LIMIT:
+            return None if value is None else NO_LIMIT
+        try:
+            number = kind(value.strip())
+        except ValueError:
+            what = "a whole number" if kind is int else "a number"
+            raise click.BadParameter(f"{value!r} is not {what} or `none`") from None
+        if not 0 <= number < float("inf"):
+            raise click.BadParameter(f"{value!r} is not zero or more")
+        return number
+
+    return read
+
+
 @click.command(
     "budget",
     epilog=examples(
         "backchannel profile budget research --pair-budget 10 --max-hops 3",
         "backchannel profile budget builds --inbound-budget 60 --hold-expiry 3600 --json",
+        "backchannel profile budget research --tokens-per-day 200000 --usd-per-day 2.50",
+        "backchannel profile budget research --usd-per-day none",
     ),
 )
 @click.argument("profile_name", metavar="PROFILE", shell_complete=complete.profile_names)
@@ -138,6 +161,25 @@ def _note_unknown(patterns: tuple[str, ...]) -> None:
     type=click.FloatRange(0, 365 * 86_400, min_open=True),
     help="Seconds a held message waits for your approval before it expires.",
 )
+@click.option(
+    "--tokens-per-exchange",
+    metavar="INTEGER|none",
+    callback=spend(int),
+    help="Tokens all the runs that followed one person's message may use before PROFILE's agents' sends are refused"
+    " (budget.tokens_per_exchange; `none`: no limit).",
+)
+@click.option(
+    "--tokens-per-day",
+    metavar="INTEGER|none",
+    callback=spend(int),
+    help="Tokens PROFILE's turns may use in 24 hours (budget.tokens_per_day; `none`: no limit).",
+)
+@click.option(
+    "--usd-per-day",
+    metavar="AMOUNT|none",
+    callback=spend(float),
+    help="US dollars PROFILE's turns may cost in 24 hours (budget.usd_per_day; `none`: no limit).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the profile as `profile show --json` does.")
 def budget(
     profile_name: str,
@@ -145,12 +187,16 @@ def budget(
     pair_budget: int | None,
     inbound_budget: int | None,
     hold_expiry: float | None,
+    tokens_per_exchange: float | str | None,
+    tokens_per_day: float | str | None,
+    usd_per_day: float | str | None,
     as_json: bool,
 ) -> None:
     """Set PROFILE's hop limit, budgets and hold expiry.
 
     Each option sets one number of agent.session_messaging in PROFILE's config.yaml (comments kept); a
-    running gateway follows the change."""
+    running gateway follows the change. The spending budgets (tokens, dollars) bound what PROFILE's agents may
+    spend before their sends are refused (budget_exhausted); `none` takes one out."""
     root = config.home()
     config.require_home(root)
     given: dict[Budget, Any] = {
@@ -158,10 +204,16 @@ def budget(
         "pair_budget_per_hour": pair_budget,
         "inbound_budget_per_hour": inbound_budget,
         "hold_expiry_seconds": hold_expiry,
+        "budget.tokens_per_exchange": tokens_per_exchange,
+        "budget.tokens_per_day": tokens_per_day,
+        "budget.usd_per_day": usd_per_day,
     }
-    values = {k: v for k, v in given.items() if v is not None}
+    values = {k: (None if v == NO_LIMIT else v) for k, v in given.items() if v is not None}
     if not values:
-        raise click.UsageError("give at least one of --max-hops, --pair-budget, --inbound-budget, --hold-expiry")
+        raise click.UsageError(
+            "give at least one of --max-hops, --pair-budget, --inbound-budget, --hold-expiry, --tokens-per-exchange,"
+            " --tokens-per-day, --usd-per-day"
+        )
     _show(rules.set_budgets(root, profile_name, values), "budget", as_json=as_json)
 
 

@@ -19,7 +19,15 @@ from .profiles import Profile, load_profile, parse_profile_config, profile_dir
 
 RuleList = Literal["allow", "accept", "hold"]
 RULE_LISTS: tuple[RuleList, ...] = ("allow", "accept", "hold")
-Budget = Literal["max_hops", "pair_budget_per_hour", "inbound_budget_per_hour", "hold_expiry_seconds"]
+Budget = Literal[
+    "max_hops",
+    "pair_budget_per_hour",
+    "inbound_budget_per_hour",
+    "hold_expiry_seconds",
+    "budget.tokens_per_exchange",  # under `session_messaging.budget:` (what its agents may spend)
+    "budget.tokens_per_day",
+    "budget.usd_per_day",
+]
 
 
 @dataclass(frozen=True)
@@ -78,13 +86,25 @@ def edit_list(
     return Changed(load_profile(root, name), added, removed)
 
 
-def set_budgets(root: Path, name: str, values: dict[Budget, float]) -> Changed:
-    """Set numbers of `agent.session_messaging` (hops, budgets, the hold expiry), checked by the loader."""
+def set_budgets(root: Path, name: str, values: dict[Budget, float | None]) -> Changed:
+    """Set numbers of `agent.session_messaging` (hops, budgets, the hold expiry, what its agents may spend: `None`
+    takes a spending budget out, no limit), checked by the loader. A whole number is written as one (3600, not
+    3600.0)."""
     load_profile(root, name)
 
     def change(rules: dict[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
         for key, value in values.items():
-            rules[key] = value if key == "hold_expiry_seconds" else int(value)
+            into, leaf = rules, str(key)
+            if key.startswith("budget."):
+                if not isinstance(rules.get("budget"), dict):
+                    rules["budget"] = {}
+                into, leaf = rules["budget"], key.removeprefix("budget.")
+            if value is None:
+                into.pop(leaf, None)
+            else:
+                into[leaf] = int(value) if float(value).is_integer() else value
+        if rules.get("budget") == {}:
+            rules.pop("budget")
         return (), ()
 
     _edit(root, name, change)
