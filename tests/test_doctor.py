@@ -52,6 +52,22 @@ def test_a_healthy_home_is_all_ok(initialised: Path) -> None:
     assert "not running" in only(checks, "gateway")["detail"]
 
 
+def test_a_profile_allowed_to_message_one_that_accepts_none_of_its_sessions_is_warned_of(initialised: Path) -> None:
+    for name in ("research", "builds", "lead"):
+        assert run_cli("profile", "create", name).exit_code == 0
+    assert run_cli("profile", "allow", "lead", "builds").exit_code == 0
+    assert run_cli("profile", "allow", "research", "builds").exit_code == 0
+    assert run_cli("profile", "accept", "builds", "research").exit_code == 0
+    _, checks, _ = doctor()
+    crossed = only(checks, "rules lead -> builds")
+    assert crossed["status"] == "warn", crossed
+    assert crossed["detail"] == "lead may message builds, but builds accepts only research"
+    assert "backchannel profile accept builds lead" in crossed["fix"]
+    assert not [c for c in checks if c["check"] == "rules research -> builds"]  # research is accepted
+    assert run_cli("profile", "accept", "builds", "lead/2026*").exit_code == 0  # some of lead's sessions: no longer
+    assert not [c for c in doctor()[1] if c["check"].startswith("rules ")]
+
+
 def test_json_shape_is_ok_and_checks_with_a_fix_on_failures(initialised: Path) -> None:
     (initialised / "profiles/default/config.yaml").write_text("agent:\n  max_turns: 0\n")
     code, checks, data = doctor()

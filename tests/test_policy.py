@@ -121,10 +121,13 @@ def test_a_matching_allow_pattern_lets_the_send_through(pattern: str) -> None:
     assert send(alice(MessagingPolicy(allow=(pattern,))), bob()) is None
 
 
-def test_allow_bob_does_not_reach_a_session_of_bob_that_is_not_its_bot_chat() -> None:
+def test_allow_bob_reaches_every_session_of_bob_and_bob_slash_an_id_only_that_one() -> None:
     target = Party(local_names("bob", "20260101_000000_cccccc", bot_chat=False), key="gw-a:c", policy=OPEN)
-    assert code(send(alice(MessagingPolicy(allow=("bob",))), target)) == "not_allowed"
+    assert send(alice(MessagingPolicy(allow=("bob",))), target) is None
     assert send(alice(MessagingPolicy(allow=("bob/*",))), target) is None
+    assert send(alice(MessagingPolicy(allow=("b*",))), target) is None  # a glob without `/` names profiles too
+    assert code(send(alice(MessagingPolicy(allow=("bob/20260101_000000_dddddd",))), target)) == "not_allowed"
+    assert code(send(alice(MessagingPolicy(allow=("bobby",))), target)) == "not_allowed"
 
 
 # --- send: the target's accept ---------------------------------------------------------------------
@@ -150,9 +153,12 @@ def test_accept_matches_any_of_the_senders_names(pattern: str) -> None:
     assert send(alice(), bob(MessagingPolicy(accept=(pattern,)))) is None
 
 
-def test_accept_of_a_bot_chat_name_does_not_match_another_session_of_that_profile() -> None:
+def test_accept_of_a_profile_name_takes_every_session_of_that_profile_and_of_a_session_only_that_one() -> None:
     sender = Party(local_names("alice", "20260101_000000_dddddd", bot_chat=False), key="gw-a:d", policy=OPEN)
-    assert code(send(sender, bob(MessagingPolicy(accept=("alice",))))) == "not_allowed"
+    assert send(sender, bob(MessagingPolicy(accept=("alice",)))) is None
+    assert send(sender, bob(MessagingPolicy(accept=("alice/20260101_000000_dddddd",)))) is None
+    assert code(send(sender, bob(MessagingPolicy(accept=("alice/20260101_000000_eeeeee",))))) == "not_allowed"
+    assert code(send(sender, bob(MessagingPolicy(accept=("carol",))))) == "not_allowed"
 
 
 # --- send: hop_limit -------------------------------------------------------------------------------
@@ -402,7 +408,12 @@ def test_targets_list_a_bot_chat_not_made_yet_when_the_profile_is_allowed() -> N
 
 
 def test_targets_are_only_what_the_allow_list_names() -> None:
-    only_bot_chat = MessagingPolicy(allow=("bob",))
+    whole_profile = MessagingPolicy(allow=("bob",))
+    assert targets(alice(whole_profile), "bob", OPEN, [(BOT, True), (OTHER, False)]) == [
+        Target("bob", BOT, bot_chat=True),
+        Target(f"bob/{OTHER}", OTHER, bot_chat=False),
+    ]
+    only_bot_chat = MessagingPolicy(allow=(f"bob/{BOT}",))
     assert targets(alice(only_bot_chat), "bob", OPEN, [(BOT, True), (OTHER, False)]) == [
         Target("bob", BOT, bot_chat=True)
     ]

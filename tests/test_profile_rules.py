@@ -135,6 +135,21 @@ def test_budget_sets_and_shows_what_the_agents_may_spend_and_none_takes_a_limit_
     assert "budget" not in written()
 
 
+def test_accept_naming_a_profile_takes_a_mention_from_any_session_of_it_as_the_readme_shows(initialised: Path) -> None:
+    for name in ("research", "builds"):
+        assert run_cli("profile", "create", name).exit_code == 0
+    assert run_cli("profile", "allow", "research", "builds").exit_code == 0
+    assert run_cli("profile", "accept", "builds", "research").exit_code == 0
+    said = run_cli("chat", "-p", "research", "-q", "@session:builds is the build green?", "--json")  # a new session
+    assert said.exit_code == 0, said.stderr
+    assert "builds (echo): is the build green?" in json.loads(said.stdout)["reply"], said.stdout
+    assert "does not accept" not in said.stdout
+    assert run_cli("profile", "accept", "builds", "research/20000101_000000_000000").exit_code == 0
+    assert run_cli("profile", "accept", "builds", "--remove", "research").exit_code == 0  # one session only now
+    refused = run_cli("chat", "-p", "research", "-q", "@session:builds and now?", "--json")
+    assert "does not accept messages from research/" in refused.stdout, refused.stdout
+
+
 def test_a_running_gateway_follows_an_allow_at_once(gateway: GatewayThread) -> None:
     for name in ("research", "builds"):
         assert run_cli("profile", "create", name).exit_code == 0

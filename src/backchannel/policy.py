@@ -87,13 +87,16 @@ class Target:
 
 
 def matches(patterns: Iterable[str], names: Sequence[str]) -> bool:
-    """Glob patterns over addresses. A pattern reaches a remote address only when it starts with `peer:`."""
+    """Glob patterns over addresses. A pattern reaches a remote address only when it starts with `peer:`. A local
+    pattern without a `/` names profiles: `research` is every session of research, as a person reads it
+    (`research/<id>` is one session)."""
     for pattern in patterns:
         remote_pattern = addresses.is_remote(pattern)
+        whole_profiles = not remote_pattern and "/" not in pattern
         for name in names:
             if addresses.is_remote(name) != remote_pattern:
                 continue
-            if fnmatchcase(name, pattern):
+            if fnmatchcase(addresses.head(name) if whole_profiles else name, pattern):
                 return True
     return False
 
@@ -234,10 +237,7 @@ def held(attempt: Attempt) -> bool:
     rules = attempt.target.policy
     if rules is None or attempt.kind not in ("send", "arrival") or not rules.hold:
         return False
-    names = list(attempt.sender.names)
-    if attempt.kind == "send":  # a local sender is held by its profile's name too, whatever its session
-        names.append(addresses.head(names[-1]))
-    return matches(rules.hold, names)
+    return matches(rules.hold, attempt.sender.names)
 
 
 def targets(sender: Party, profile: str, rules: MessagingPolicy, sessions: Sequence[tuple[str, bool]]) -> list[Target]:

@@ -12,9 +12,10 @@ from pathlib import Path
 
 from ..errors import BackchannelError
 from ..home import peers
+from ..home.profiles import Profile
 from ..home.runtime import listening
 from ..store.backend import is_shared
-from . import configs, disk, endpoints, gateways, groups, hermes, mcp, shared
+from . import configs, disk, endpoints, gateways, groups, hermes, mcp, rules, shared
 from .report import Check, Report, Status, fail
 
 __all__ = ["Check", "Report", "Status", "examine"]
@@ -46,13 +47,17 @@ async def examine(root: Path, *, deep: bool = False) -> Report:
     checks += configs.stray_folders(root)
     if settings is not None:
         checks += groups.groups(root)
+    loaded: dict[str, Profile] = {}
     for name in names:
         profile_checks, profile = configs.profile_config(root, name)
         checks += profile_checks
+        if profile is not None:
+            loaded[name] = profile
         if profile is not None and profile.config.model.engine == "openai":
             remote.append(endpoints.endpoint(root, profile))
         if profile is not None and profile.config.mcp_servers:
             remote.append(mcp.servers(root, profile))
+    checks += rules.crossed(loaded)
     if settings is not None:
         remote.append(_one(gateways.own(listening(root), settings, key)))
         try:
