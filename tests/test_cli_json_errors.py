@@ -46,6 +46,10 @@ def test_an_unknown_or_unreachable_peer_under_json(initialised: Path) -> None:
     assert unreachable.exit_code == 1
     body = one_object(unreachable.stdout)
     assert body["result"] == "failed" and body["error"]["code"] == "peer_unreachable"  # type: ignore[index]
+    assert body["error"]["message"] == (  # type: ignore[index]
+        f"could not reach peer 'closed' at http://127.0.0.1:{port}: nothing accepted the connection; is it running,"
+        " and is that its URL? (`backchannel doctor` checks each peer)"
+    )
 
 
 def test_a_bad_option_under_json_is_one_object_too(initialised: Path) -> None:

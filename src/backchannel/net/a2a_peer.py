@@ -37,7 +37,7 @@ from ..states import RunState
 from . import a2a_card, sse
 from .a2a_card import AgentCard
 from .http import HttpResponse, Naming, OverTransport, Transport, error_of
-from .link import PLAIN, Envelope, PeerAbout
+from .link import PLAIN, UNREACHABLE, Envelope, PeerAbout, key_refused
 
 VERSION_HEADER = {"A2A-Version": "1.0"}
 POLL_SECONDS = 0.1
@@ -88,6 +88,7 @@ class A2APeerClient(OverTransport):
             who=self.who,
             not_sent=PeerUnreachable,
             maybe_sent=PeerOutcomeUnknown,
+            unreachable=UNREACHABLE,
         )
         self._http = Transport("", peer.key, naming=naming, follow_redirects=True, timeout=self.timeout)
         self._card: AgentCard | None = None
@@ -151,7 +152,8 @@ class A2APeerClient(OverTransport):
         err = error_of(response.status, response.json_object())
         said = self._http.scrub(err.said)
         if err.status in (401, 403):
-            return PeerAuthRefused(f"{self.who} refused our key (HTTP {err.status}){said}")
+            advice = key_refused(self.peer.name, self.peer.url)
+            return PeerAuthRefused(f"{self.who} refused our key (HTTP {err.status}){said}: {advice}")
         kind = response.headers.get("content-type", "no content type").split(";")[0]
         return PeerError(
             f"{self.who} answered {what} with HTTP {err.status} ({kind}){said}, not A2A JSON-RPC: "

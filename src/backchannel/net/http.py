@@ -81,6 +81,7 @@ class Naming:
     who: str  # "peer 'spark' at http://…", "the gateway at http://…"
     not_sent: MakeError  # nothing was sent: trying again with the same key is safe
     maybe_sent: MakeError  # the request may have arrived: the outcome is unknown
+    unreachable: str = ""  # what to look at when nothing answers ("is its gateway running?"), after the error
 
 
 @dataclass(frozen=True)
@@ -207,7 +208,10 @@ def map_httpx_errors(
 
         detail = _detail(exc, secret)
         if isinstance(exc, _kinds().not_sent):
-            raise naming.not_sent(f"could not reach {naming.who}: {detail}") from exc
+            if detail == "All connection attempts failed":  # httpx's words for a refused or impossible connection
+                detail = "nothing accepted the connection"
+            advice = f"; {naming.unreachable}" if naming.unreachable else ""
+            raise naming.not_sent(f"could not reach {naming.who}: {detail}{advice}") from exc
         if isinstance(exc, httpx.TimeoutException):
             within = f"within {timeout:g}s" if timeout is not None else "in time"
             raise naming.maybe_sent(f"{naming.who} did not answer {method} {path} {within}") from exc

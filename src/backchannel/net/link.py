@@ -34,6 +34,15 @@ class Envelope:
 
 
 PLAIN = Envelope()  # the person's own message: hop 0, nothing waiting on it
+UNREACHABLE = "is it running, and is that its URL? (`backchannel doctor` checks each peer)"  # a peer nothing answers at
+
+
+def key_refused(name: str, url: str) -> str:
+    """What to do when a peer refuses the key kept for it."""
+    return (
+        f"ask its person for a key (`backchannel key create NAME` on their side) and keep it here with"
+        f" `backchannel peer add {name} --url {url}`"
+    )
 
 
 @dataclass(frozen=True)

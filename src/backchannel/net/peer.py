@@ -21,7 +21,7 @@ from ..ids import BOT_CHAT_TITLE as BOT_CHAT
 from ..outcome import Result, Run, failed, refused, unknown
 from . import sse, wire
 from .http import ErrorBody, HttpResponse, Naming, OverTransport, Transport, error_of, json_object, quote
-from .link import PLAIN, Envelope, PeerAbout
+from .link import PLAIN, UNREACHABLE, Envelope, PeerAbout, key_refused
 
 REFUSAL_CODES = frozenset(
     {
@@ -58,6 +58,7 @@ class PeerClient(OverTransport):
             who=self.who,
             not_sent=PeerUnreachable,
             maybe_sent=PeerOutcomeUnknown,
+            unreachable=UNREACHABLE,
         )
         self.timeout = peer.timeout_seconds  # each answer's bound; a chat waits its wait plus this
         self._http = Transport(self.base, peer.key, naming=naming, follow_redirects=True, timeout=self.timeout)
@@ -97,7 +98,10 @@ class PeerClient(OverTransport):
         status, code = err.status, err.code
         err = dataclasses.replace(err, message=self._http.scrub(err.message))
         if status == 401 or code in ("invalid_api_key", "gateway_auth_failed"):
-            return PeerAuthRefused(f"{self.who} refused our key (HTTP {status}){err.said}")
+            said = "" if code == "invalid_api_key" else err.said  # a gateway's words to its own HTTP clients
+            return PeerAuthRefused(
+                f"{self.who} refused our key (HTTP {status}){said}: {key_refused(self.peer.name, self.peer.url)}"
+            )
         if code in REFUSAL_CODES or status in (403, 409):
             detail = f"{self.who} refused {what} (HTTP {status}, {code}){err.said}"
             return PeerRefused(detail, code=code or "refused")
