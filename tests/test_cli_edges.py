@@ -246,6 +246,32 @@ def test_an_argument_that_is_not_utf8_is_one_line_and_exit_2_and_sends_nothing(
     assert sessions(initialised) == []
 
 
+def test_tables_fit_the_terminals_width_and_wide_or_a_pipe_keeps_every_cell_whole(initialised: Path) -> None:
+    assert run_cli("profile", "create", "research-and-development").exit_code == 0
+    long = "please look at the build of the release branch and say which tests failed, and why they did " * 3
+    sent = json.loads(run_cli("send", "research-and-development", long.strip(), "--json").stdout)
+    # A run's id is kept whole (it is what `runs show` takes): the runs' table fits 90 columns, not 80.
+    tables = ((("ledger",), 80), (("runs", "list"), 90), (("sessions", "list"), 80), (("profile", "list"), 80))
+    address = f"research-and-development/{sent['session_id']}"
+    for argv, columns in tables:
+        fitted = run_cli(*argv, env={"COLUMNS": str(columns)})
+        assert fitted.exit_code == 0, fitted.stderr
+        lines = fitted.stdout.splitlines()
+        assert lines and all(len(line) <= columns for line in lines), (argv, lines)
+        whole = run_cli(*argv, "--wide", env={"COLUMNS": str(columns)})
+        piped = run_cli(*argv)  # stdout is no terminal here, and COLUMNS is not set
+        assert max(map(len, whole.stdout.splitlines())) > columns or argv == ("profile", "list"), (argv, whole.stdout)
+        if argv in (("ledger",), ("runs", "list")):  # their --wide shows whole messages too: not the same lines
+            assert address in piped.stdout and address in whole.stdout and address not in fitted.stdout, argv
+        else:
+            assert piped.stdout == whole.stdout, argv
+    runs = run_cli("runs", "list", env={"COLUMNS": "160"}).stdout
+    assert sent["run_id"] in runs  # an id stays whole: it is what `runs show` takes
+    assert "research-and-development/…" in runs  # an address keeps its profile and the end of its id
+    ledger = run_cli("ledger", env={"COLUMNS": "80"}).stdout
+    assert ledger.splitlines()[0].split() == ["TIME", "FROM", "TO", "OUTCOME", "MESSAGE", "REPLY"]
+
+
 def test_a_mistyped_command_is_answered_with_the_command_it_is_near() -> None:
     near = run_cli("sned", "default", "hello")
     assert near.exit_code == 2 and "No such command 'sned'. Did you mean 'send'?" in near.stderr, near.stderr

@@ -9,7 +9,7 @@ from ..addresses import GroupAddress, LocalAddress, RemoteAddress
 from ..errors import UsageError
 from ..home import config, groups, peers
 from ..home.profiles import list_profiles
-from .output import emit, examples, note, table
+from .output import WIDE_HELP, emit, examples, note, table
 
 
 @click.group("group")
@@ -76,7 +76,8 @@ def remove(name: str, members: tuple[str, ...]) -> None:
 
 @group.command("list", epilog=examples("backchannel group list --json"))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout (an error too, as one object).")
-def list_(as_json: bool) -> None:
+@click.option("--wide", is_flag=True, help=WIDE_HELP)
+def list_(as_json: bool, wide: bool) -> None:
     """The groups and their members."""
     found = groups.groups(config.home())
 
@@ -84,7 +85,8 @@ def list_(as_json: bool) -> None:
         if not found:
             note("no groups yet: `backchannel group create NAME MEMBER...` makes one")
             return
-        table([[name, ", ".join(m)] for name, m in sorted(found.items())], ["GROUP", "MEMBERS"])
+        rows = [[name, ", ".join(m)] for name, m in sorted(found.items())]
+        table(rows, ["GROUP", "MEMBERS"], fit=("MEMBERS",), wide=wide)
 
     emit([{"name": n, "members": m} for n, m in sorted(found.items())], as_json=as_json, text=text)
 

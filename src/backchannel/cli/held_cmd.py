@@ -12,7 +12,7 @@ import click
 from ..home import config
 from . import complete
 from .connect import request
-from .output import emit, examples, note, table, when
+from .output import WIDE_HELP, emit, examples, note, table, when
 
 
 def _keep(body: dict[str, Any]) -> dict[str, Any]:
@@ -23,7 +23,8 @@ def _keep(body: dict[str, Any]) -> dict[str, Any]:
 @click.command("held", epilog=examples("backchannel held", "backchannel held -p research --json"))
 @click.option("-p", "--profile", "profile_name", shell_complete=complete.profile_names, help="Only this profile's.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
-def held(profile_name: str | None, as_json: bool) -> None:
+@click.option("--wide", is_flag=True, help=WIDE_HELP)
+def held(profile_name: str | None, as_json: bool, wide: bool) -> None:
     """Messages held for your approval.
 
     A session_messaging.hold rule keeps them; oldest first."""
@@ -43,6 +44,9 @@ def held(profile_name: str | None, as_json: bool) -> None:
                 for r in rows
             ],
             ["RUN", "FROM", "TO", "EXPIRES", "MESSAGE"],
+            fit=("MESSAGE", "FROM", "TO"),
+            drop=("EXPIRES",),
+            wide=wide,
         )
         note("approve with `backchannel approve RUN`, refuse with `backchannel deny RUN --why TEXT`")
 

@@ -12,7 +12,7 @@ from ..errors import UsageError
 from ..home import config
 from ..net.http import quote
 from .connect import call
-from .output import emit, examples, note, table, when
+from .output import WIDE_HELP, emit, examples, note, table, when
 
 
 @click.group("key")
@@ -95,7 +95,8 @@ def create(name: str, profiles: tuple[str, ...], read: bool, metrics: bool, as_j
 
 @key.command("list", epilog=examples("backchannel key list", "backchannel key list --json"))
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
-def list_(as_json: bool) -> None:
+@click.option("--wide", is_flag=True, help=WIDE_HELP)
+def list_(as_json: bool, wide: bool) -> None:
     """The peers' keys.
 
     Name, profiles, read, created, last used: never the key."""
@@ -112,6 +113,8 @@ def list_(as_json: bool) -> None:
                 for k in found
             ],
             ["NAME", "PROFILES", "READ", "CREATED", "LAST USED"],
+            fit=("PROFILES",),
+            wide=wide,
         )
 
     emit(found, as_json=as_json, text=text)

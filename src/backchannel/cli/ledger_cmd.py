@@ -95,7 +95,12 @@ def since_time(ctx: click.Context, param: click.Parameter, value: str | None) ->
     is_flag=True,
     help="What the runs used (tokens, cost), per exchange and per pair per day, instead of the entries.",
 )
-@click.option("--wide", is_flag=True, help="Whole messages and replies, not their first line cut at 48 characters.")
+@click.option(
+    "--wide",
+    is_flag=True,
+    help="Whole messages and replies and every column whole (by default the first line of each, cut to fit the"
+    " terminal's width).",
+)
 @click.option(
     "--json", "as_json", is_flag=True, help="Print JSON on stdout (with --follow: one object per line, as they come)."
 )
@@ -219,6 +224,9 @@ def _table(rows: list[LedgerEntry], *, wide: bool, filtered: Reader) -> None:
             for r in rows
         ],
         ["TIME", "FROM", "TO", "OUTCOME", "HOPS", "WAIT", "TOKENS", "MESSAGE", "REPLY"],
+        fit=("MESSAGE", "REPLY", "FROM", "TO"),
+        drop=("WAIT", "TOKENS", "HOPS"),
+        wide=wide,
     )
     if not rows:
         note("the ledger is empty" + (" for this filter" if filtered.filtered else ""))

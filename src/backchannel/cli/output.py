@@ -100,13 +100,82 @@ def when(epoch: float | None) -> str:
     return dt.datetime.fromtimestamp(epoch).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def table(rows: list[list[str]], headers: list[str]) -> None:
+GAP = 2  # spaces between two columns
+NARROWEST = 10  # a column that gives way keeps at least this many characters (or its heading's)
+WIDE_HELP = "Every column whole, however wide the terminal (by default a table fits the terminal's width)."
+
+
+def table(
+    rows: list[list[str]],
+    headers: list[str],
+    *,
+    fit: tuple[str, ...] = (),
+    drop: tuple[str, ...] = (),
+    wide: bool = False,
+) -> None:
+    """Rows under their headings, in columns. On a terminal (or with COLUMNS set) a table wider than it fits: the
+    columns named in `drop` are left out, in that order, while it cannot fit otherwise; then those named in `fit`
+    give way, the widest first, their cells cut with `…` (an address keeps its profile and the end of its id).
+    `wide`, or output to a pipe or a file, keeps every column and cell whole."""
     if not rows:
         return
+    shown = list(range(len(headers)))
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
-    click.echo("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip())
+    room = None if wide else terminal_width()
+    if room is not None:
+        flexible = [headers.index(h) for h in fit if h in headers]
+        for name in drop:
+            if _least(widths, shown, flexible, headers) <= room or name not in headers:
+                continue
+            shown.remove(headers.index(name))
+        widths = _fitted(widths, shown, flexible, headers, room)
+    click.echo("  ".join(headers[i].ljust(widths[i]) for i in shown).rstrip())
     for row in rows:
-        click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+        click.echo("  ".join(_cut(row[i], widths[i]).ljust(widths[i]) for i in shown).rstrip())
+
+
+def terminal_width() -> int | None:
+    """The columns a table may take: the terminal's (or COLUMNS'), None when stdout is a pipe or a file."""
+    import os
+    import shutil
+
+    if not _is_tty(sys.stdout) and not os.environ.get("COLUMNS"):
+        return None
+    return shutil.get_terminal_size().columns
+
+
+def _floor(i: int, headers: list[str], widths: list[int]) -> int:
+    return min(widths[i], max(len(headers[i]), NARROWEST))
+
+
+def _least(widths: list[int], shown: list[int], flexible: list[int], headers: list[str]) -> int:
+    """The width of the shown columns with every flexible one at its narrowest."""
+    least = [_floor(i, headers, widths) if i in flexible else widths[i] for i in shown]
+    return sum(least) + GAP * (len(shown) - 1)
+
+
+def _fitted(widths: list[int], shown: list[int], flexible: list[int], headers: list[str], room: int) -> list[int]:
+    fitted = list(widths)
+    over = sum(fitted[i] for i in shown) + GAP * (len(shown) - 1) - room
+    giving = [i for i in flexible if i in shown]
+    while over > 0:
+        able = [i for i in giving if fitted[i] > _floor(i, headers, widths)]
+        if not able:
+            break  # as narrow as it goes: the terminal wraps the rest
+        widest = max(able, key=lambda i: fitted[i])
+        fitted[widest] -= 1
+        over -= 1
+    return fitted
+
+
+def _cut(cell: str, width: int) -> str:
+    if len(cell) <= width:
+        return cell
+    head, slash, rest = cell.partition("/")
+    keep = width - len(head) - 2
+    if slash and " " not in cell and keep >= 4:  # an address: its profile (or peer), then the end of its id
+        return f"{head}/…{rest[-keep:]}"
+    return cell[: width - 1] + "…"
 
 
 def read_message(message: str | None) -> str | None:

@@ -24,7 +24,7 @@ from ..net.http import quote
 from ..outcome import Outcome, Result
 from . import complete
 from .connect import call, gateway_link, interruptible
-from .output import emit, examples, message_words, note, read_message, shell_command, show_progress, table
+from .output import WIDE_HELP, emit, examples, message_words, note, read_message, shell_command, show_progress, table
 
 if TYPE_CHECKING:
     from ..dialect import PeerProbed  # a type only: the dialect loads pydantic
@@ -195,7 +195,8 @@ def _read_key(name: str, root: Path) -> str | None:
 
 @peer.command("list", epilog=examples("backchannel peer list", "backchannel peer ls --json"))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout (an error too, as one object).")
-def list_(as_json: bool) -> None:
+@click.option("--wide", is_flag=True, help=WIDE_HELP)
+def list_(as_json: bool, wide: bool) -> None:
     """The registered peers (keys are never shown)."""
     root = config.home()
     config.require_home(root)
@@ -205,6 +206,8 @@ def list_(as_json: bool) -> None:
         table(
             [[p.name, " ".join(p.urls), "set" if p.key else "MISSING", p.note] for p in peers],
             ["NAME", "URL", "KEY", "NOTE"],
+            fit=("NOTE", "URL"),
+            wide=wide,
         )
         if not peers:
             note("no peers yet: backchannel peer add NAME --url URL")

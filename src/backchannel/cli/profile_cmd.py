@@ -13,7 +13,7 @@ from ..home.profiles import Profile
 from ..net.http import quote
 from . import complete
 from .connect import call
-from .output import emit, examples, note, table
+from .output import WIDE_HELP, emit, examples, note, table
 from .profile_view import describe, print_facts
 from .rules_cmd import RULE_COMMANDS
 
@@ -94,7 +94,8 @@ def create(
 
 @profile.command("list", epilog=examples("backchannel profile list", "backchannel profile list --json"))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout (an error too, as one object).")
-def list_(as_json: bool) -> None:
+@click.option("--wide", is_flag=True, help=WIDE_HELP)
+def list_(as_json: bool, wide: bool) -> None:
     """List the profiles of this home.
 
     A profile whose config.yaml cannot be read is listed too, with its error.
@@ -120,6 +121,8 @@ def list_(as_json: bool) -> None:
                 for r in rows
             ],
             ["NAME", "ENGINE", "MODEL"],
+            fit=("MODEL",),
+            wide=wide,
         )
         for name, message in broken.items():
             note(f"profile {name} is broken: {message}")

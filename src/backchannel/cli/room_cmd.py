@@ -15,7 +15,7 @@ from ..home import config
 from ..net.http import quote
 from . import complete
 from .connect import call, gateway_link
-from .output import emit, examples, note, read_message, table, when
+from .output import WIDE_HELP, emit, examples, note, read_message, table, when
 
 if TYPE_CHECKING:
     from ..net.local import GatewayClient
@@ -78,13 +78,14 @@ def remove(name: str, members: tuple[str, ...]) -> None:
 
 @room.command("list", epilog=examples("backchannel room list --json"))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout.")
-def list_(as_json: bool) -> None:
+@click.option("--wide", is_flag=True, help=WIDE_HELP)
+def list_(as_json: bool, wide: bool) -> None:
     """The rooms and their members."""
     found: list[dict[str, Any]] = call("GET", "/v1/rooms")["rooms"]
 
     def text() -> None:
         rows = [[r["name"], ", ".join(r["members"]), when(r["created_at"])] for r in found]
-        table(rows, ["ROOM", "MEMBERS", "CREATED"])
+        table(rows, ["ROOM", "MEMBERS", "CREATED"], fit=("MEMBERS",), wide=wide)
         if not found:
             note("no rooms: make one with `backchannel room create NAME --member PROFILE`")
 

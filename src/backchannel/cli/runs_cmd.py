@@ -19,7 +19,7 @@ from ..states import RunState
 from . import complete
 from .connect import call, gateway_link, local_session
 from .link import Where
-from .output import emit, examples, note, show_progress, table, when
+from .output import WIDE_HELP, emit, examples, note, show_progress, table, when
 
 STATES = [s.value for s in RunState]
 ENDED = frozenset(s.value for s in RunState if s.terminal)
@@ -58,7 +58,8 @@ def runs() -> None:
 )
 @click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True, help="At most this many.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
-def list_(states: tuple[str, ...], where: str | None, limit: int, as_json: bool) -> None:
+@click.option("--wide", is_flag=True, help=WIDE_HELP)
+def list_(states: tuple[str, ...], where: str | None, limit: int, as_json: bool, wide: bool) -> None:
     """Runs, newest first, with their state and queue position.
 
     A queued run of a profile whose config.yaml is broken says so (paused); it resumes once the file is
@@ -85,10 +86,11 @@ def list_(states: tuple[str, ...], where: str | None, limit: int, as_json: bool)
                     state,
                     d["sender"],
                     when(d["created_at"]),
-                    first[:40],
+                    first if wide else first[:40],
                 ]
             )
-        table(rows, ["RUN", "SESSION", "STATE", "FROM", "CREATED", "MESSAGE"])
+        headers = ["RUN", "SESSION", "STATE", "FROM", "CREATED", "MESSAGE"]
+        table(rows, headers, fit=("MESSAGE", "FROM", "SESSION"), drop=("CREATED",), wide=wide)
         if not found:
             note("no runs" + (" in these states" if states else ""))
 

@@ -11,7 +11,7 @@ from ..home import config
 from ..net.http import quote, with_query
 from . import complete
 from .connect import call, gateway_link
-from .output import emit, examples, table, when
+from .output import WIDE_HELP, emit, examples, table, when
 
 
 @click.group("sessions")
@@ -29,7 +29,8 @@ def sessions() -> None:
     "--limit", type=click.IntRange(1, 10_000), default=50, show_default=True, help="At most this many, newest first."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout (an error too, as one object).")
-def list_(profile_name: str | None, limit: int, as_json: bool) -> None:
+@click.option("--wide", is_flag=True, help=WIDE_HELP)
+def list_(profile_name: str | None, limit: int, as_json: bool, wide: bool) -> None:
     """Sessions, most recently active first."""
     prefix = f"/p/{quote(profile_name)}" if profile_name else ""
     rows = call("GET", with_query(f"{prefix}/v1/sessions", limit=limit))["data"]
@@ -38,6 +39,8 @@ def list_(profile_name: str | None, limit: int, as_json: bool) -> None:
         table(
             [[r["id"], r["profile"], r["title"] or "-", str(r["message_count"]), when(r["last_active"])] for r in rows],
             ["ID", "PROFILE", "TITLE", "MESSAGES", "LAST ACTIVE"],
+            fit=("TITLE", "PROFILE"),
+            wide=wide,
         )
 
     emit(rows, as_json=as_json, text=text)
