@@ -88,6 +88,63 @@ def test_a_receipt_says_what_the_run_is_doing(initialised: Path) -> None:
     assert "backchannel runs follow run_" in slow.stderr
 
 
+class Terminal:
+    """The real `backchannel` on a pseudo-terminal, typed at as a person would (POSIX: `pty`)."""
+
+    def __init__(self, root: Path, *args: str) -> None:
+        import pty
+
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:  # the child: the command, with Ctrl-C at its default whatever pytest was started with
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            command = [sys.executable, "-m", "backchannel", *args]
+            os.execve(sys.executable, command, {**os.environ, "BACKCHANNEL_HOME": str(root)})
+        self.seen = b""
+
+    def type(self, keys: bytes) -> None:
+        os.write(self.fd, keys)
+
+    def until(self, text: str, within: float = 30.0) -> str:
+        """What the terminal showed since the last `until`, once it shows `text` (a failure after `within` s)."""
+        import select
+
+        deadline = time.monotonic() + within
+        while text.encode() not in self.seen:
+            assert time.monotonic() < deadline, f"never saw {text!r}:\n{self.seen.decode(errors='replace')}"
+            if select.select([self.fd], [], [], 0.1)[0]:
+                try:
+                    self.seen += os.read(self.fd, 4096)
+                except OSError:  # the child is gone and its terminal closed
+                    raise AssertionError(f"ended before {text!r}:\n{self.seen.decode(errors='replace')}") from None
+        shown, self.seen = self.seen.decode(errors="replace"), b""
+        return shown
+
+    def exit_code(self) -> int:
+        _, status = os.waitpid(self.pid, 0)
+        os.close(self.fd)
+        return os.waitstatus_to_exitcode(status)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a POSIX pseudo-terminal")
+def test_ctrl_c_in_a_chat_stops_waiting_and_returns_to_the_prompt_and_twice_at_the_prompt_leaves(
+    initialised: Path,
+) -> None:
+    chat = Terminal(initialised, "chat")
+    chat.until("you> ")
+    chat.type(b"/sleep 30\r")
+    time.sleep(1.0)  # on its way: a reply is awaited
+    chat.type(b"\x03")
+    shown = chat.until("\r\nyou> ")
+    assert "stopped waiting; the message may already be accepted as run run_" in shown, shown
+    chat.type(b"and after that\r")  # the next line is read, and answered, by the same chat
+    chat.until("default (echo): and after that\r\nyou> ", within=60.0)
+    chat.type(b"half a line\x03")  # dropped, and the prompt again
+    chat.until("(Ctrl-C again, Ctrl-D or /exit to leave)")
+    chat.type(b"\x03")
+    chat.until("resume with --resume")
+    assert chat.exit_code() == 0
+
+
 @pytest.mark.skipif(sys.platform == "win32", reason="sends SIGINT")
 def test_ctrl_c_during_a_send_says_how_to_ask_again_and_asking_again_is_one_run(initialised: Path) -> None:
     # The model's first answer never comes: Ctrl-C lands mid-turn however slow the machine; the next is at once.

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from .. import keys
-from ..errors import UsageError
+from ..errors import Interrupted, UsageError
 from ..home import config
 from ..home.profiles import DEFAULT_PROFILE
 from ..net.http import quote, with_query
@@ -149,9 +149,13 @@ def _print(sent: Sent, watch: Watch | None) -> None:
 
 
 def _interactive(session: Where, watch: Watch | None) -> None:
+    """The prompt loop. Ctrl-C while a reply is awaited stops waiting for it (the message goes on as its run; how
+    to follow it is said) and comes back to the prompt; Ctrl-C at the prompt drops what was typed, and a second
+    one in a row leaves, as Ctrl-D and /exit do."""
     tty = sys.stdin.isatty()
     if tty:
         note(f"talking to {session.profile} in session {session.session_id}; /exit or Ctrl-D to leave")
+    interrupted = False  # the last thing at the prompt was a Ctrl-C
     while True:
         try:
             line = _pending.pop(0) if _pending else input("you> " if tty else "")
@@ -159,9 +163,20 @@ def _interactive(session: Where, watch: Watch | None) -> None:
             if tty:
                 click.echo("", err=True)  # the prompt's line ends before the goodbye
             break
+        except KeyboardInterrupt:
+            click.echo("", err=True)
+            if interrupted:
+                break
+            interrupted = True
+            note("(Ctrl-C again, Ctrl-D or /exit to leave)")
+            continue
+        interrupted = False
         if line.strip() in ("/exit", "/quit"):
             break
         if not line.strip():
             continue
-        _print(_turn(session, line, watch), watch)
+        try:
+            _print(_turn(session, line, watch), watch)
+        except Interrupted as exc:  # Ctrl-C while the reply was awaited: back to the prompt
+            note(f"stopped waiting; {exc.message.removeprefix('interrupted: ')}")
     note(f"session: {session.session_id} (resume with --resume {session.session_id})")
