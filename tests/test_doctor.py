@@ -68,6 +68,33 @@ def test_a_profile_allowed_to_message_one_that_accepts_none_of_its_sessions_is_w
     assert not [c for c in doctor()[1] if c["check"].startswith("rules ")]
 
 
+def test_a_hermes_profile_is_checked_for_its_key_and_its_server_as_an_openai_one_is(initialised: Path) -> None:
+    from fake_hermes import FakeHermes
+
+    key = "hermes-key-" + "k" * 16
+    with FakeHermes(key=key) as hermes:
+        made = run_cli("profile", "create", "research", "--engine", "hermes", "--base-url", hermes.url,
+                       "--api-key-env", "HERMES_KEY")  # fmt: skip
+        assert made.exit_code == 0, made.stderr
+        code, checks, _ = doctor()
+        missing = only(checks, "endpoint research")
+        assert code == 1 and missing["status"] == "fail" and "HERMES_KEY is set neither in .env" in missing["detail"]
+        assert "add HERMES_KEY=<that Hermes home's API_SERVER_KEY>" in missing["fix"]
+
+        assert run_cli("profile", "create", "wrong", "--engine", "hermes", "--base-url", hermes.url,
+                       "--api-key-env", "WRONG_KEY").exit_code == 0  # fmt: skip
+        with (initialised / ".env").open("a") as env:
+            env.write(f"HERMES_KEY={key}\nWRONG_KEY=not-the-key-at-all\n")
+        code, checks, _ = doctor()
+        assert only(checks, "endpoint research")["status"] == "ok", checks
+        refused = only(checks, "endpoint wrong")
+        assert refused["status"] == "fail" and "check WRONG_KEY" in refused["fix"], refused
+    code, checks, _ = doctor()  # nothing listens there any more
+    gone = only(checks, "endpoint research")
+    assert gone["status"] == "fail" and "nothing accepted the connection" in gone["detail"], gone
+    assert "hermes gateway run" in gone["fix"]
+
+
 def test_json_shape_is_ok_and_checks_with_a_fix_on_failures(initialised: Path) -> None:
     (initialised / "profiles/default/config.yaml").write_text("agent:\n  max_turns: 0\n")
     code, checks, data = doctor()

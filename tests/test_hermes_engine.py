@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import free_port, run_cli
+from conftest import GatewayThread, free_port, run_cli
 from fake_hermes import FakeHermes
 
 KEY = "hermes-fake-key-0123456789"
@@ -36,6 +36,23 @@ def send(address: str, text: str) -> dict[str, object]:
     out: dict[str, object] = json.loads(sent.stdout)
     out["exit_code"] = sent.exit_code
     return out
+
+
+def test_a_key_added_to_env_is_used_by_the_running_gateway_at_its_next_turn(gateway: GatewayThread) -> None:
+    with FakeHermes(key=KEY) as hermes:
+        hermes.sessions["hermes_bot"] = {"title": "Bot Chat", "messages": []}
+        made = run_cli("profile", "create", "research", "--engine", "hermes", "--base-url", hermes.url,
+                       "--api-key-env", "HERMES_KEY")  # fmt: skip
+        assert made.exit_code == 0, made.stderr
+        before = send("research", "without a key")
+        assert before["result"] == "failed" and "set HERMES_KEY in the home's .env" in str(before["error"]), before
+        with (gateway.root / ".env").open("a") as fh:
+            fh.write(f"HERMES_KEY={KEY}\n")  # as the error says, and no restart
+        after = send("research", "with the key now")
+        assert after["result"] == "delivered" and after["reply"] == "fake hermes heard: with the key now", after
+        with (gateway.root / ".env").open("a") as fh:
+            fh.write("HERMES_KEY=another-key-it-refuses\n")  # the key changed again: so does what is sent
+        assert send("research", "with a wrong key")["result"] == "failed"
 
 
 def test_a_turn_is_a_hermes_turn_in_the_mapped_bot_chat(initialised: Path) -> None:

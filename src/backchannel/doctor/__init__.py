@@ -55,6 +55,8 @@ async def examine(root: Path, *, deep: bool = False) -> Report:
             loaded[name] = profile
         if profile is not None and profile.config.model.engine == "openai":
             remote.append(endpoints.endpoint(root, profile))
+        if profile is not None and profile.config.model.engine == "hermes":
+            remote.append(endpoints.hermes_endpoint(root, profile))
         if profile is not None and profile.config.mcp_servers:
             remote.append(mcp.servers(root, profile))
     checks += rules.crossed(loaded)

@@ -1,4 +1,5 @@
-"""Doctor's check of an openai-engine profile's endpoint: it answers `/models` with the key, and lists the model."""
+"""Doctor's check of a profile's model endpoint: an openai engine's answers `/models` with the key and lists the
+model; a hermes engine's Hermes API server answers its session list with the key."""
 
 from __future__ import annotations
 
@@ -58,3 +59,52 @@ async def endpoint(root: Path, profile: Profile) -> list[Check]:
     if model.model:
         checks.append(ok(check, f"{model.base_url} answers and lists model {model.model!r}"))
     return checks
+
+
+async def hermes_endpoint(root: Path, profile: Profile) -> list[Check]:
+    """A hermes-engine profile: its key is set, and its Hermes API server answers with it."""
+    from ..net.hermes import HermesClient
+
+    check = f"endpoint {profile.name}"
+    model = profile.config.model
+    assert model.base_url is not None  # the hermes engine requires one (checked when the config was parsed)
+    env = str(config.env_path(root))
+    key = None
+    if model.api_key_env:
+        try:
+            key = config.secret_value(root, model.api_key_env)
+        except ConfigError:
+            key = None  # .env's own check says what is wrong with it
+    if not key:
+        named = model.api_key_env or "model.api_key_env"
+        return [
+            fail(
+                check,
+                f"no key for the Hermes API server at {model.base_url}: {named} is set neither in .env nor in the"
+                " environment (Hermes refuses a request without its API_SERVER_KEY)",
+                f"add {model.api_key_env or 'HERMES_API_KEY'}=<that Hermes home's API_SERVER_KEY> to {env!r}"
+                + ("" if model.api_key_env else " and name it in model.api_key_env"),
+            )
+        ]
+    client = HermesClient(
+        model.base_url,
+        key,
+        who=f"Hermes at {model.base_url}",
+        error=EngineError,
+        timeout=TIMEOUT,
+        profile=model.profile,
+    )
+    try:
+        await client.sessions(limit=1)
+    except EngineError as exc:
+        refused = "401" in exc.message or "403" in exc.message
+        fix = (
+            f"check {model.api_key_env} in {env!r} against that Hermes home's API_SERVER_KEY"
+            if refused
+            else f"start it (`hermes gateway run`, with its API server on), or correct model.base_url in"
+            f" {str(profile.path / 'config.yaml')!r}"
+        )
+        return [fail(check, exc.message, fix)]
+    finally:
+        await client.aclose()
+    return [ok(check, f"Hermes at {model.base_url} answers with the key in {model.api_key_env}")]

@@ -189,11 +189,30 @@ def _write_error(path: Path, exc: OSError) -> ConfigError | DiskFull:
 # --- .env ------------------------------------------------------------------------------------
 
 
+_read_envs: dict[Path, tuple[tuple[int, int, int], dict[str, str]]] = {}  # .env as last parsed, by its file's stat
+
+
 def read_env(root: Path) -> dict[str, str]:
-    """The home's .env as a dict; a line that does not parse is an error naming the line."""
+    """The home's .env as a dict; a line that does not parse is an error naming the line. Read again whenever the
+    file changed (its size, time or inode: every write here replaces it), else as last parsed."""
+    path = env_path(root)
+    try:
+        st = path.stat()
+        seen = (st.st_mtime_ns, st.st_size, st.st_ino)
+    except OSError:
+        seen = None
+    known = _read_envs.get(path)
+    if seen is not None and known is not None and known[0] == seen:
+        return dict(known[1])
+    values = _parse_env(path)
+    if seen is not None:
+        _read_envs[path] = (seen, values)
+    return dict(values)
+
+
+def _parse_env(path: Path) -> dict[str, str]:
     from dotenv.parser import parse_stream
 
-    path = env_path(root)
     text = files.read_text(path, missing_ok=True)
     values: dict[str, str] = {}
     for binding in parse_stream(io.StringIO(text)):
