@@ -74,8 +74,10 @@ def test_members_answer_in_turn_and_one_hands_the_floor_by_name(initialised: Pat
     assert speakers[:4] == ["human:cli", "builds", "research", "peer:spark"], speakers
     assert all(line["state"] in ("said", "completed") for line in lines), lines
     assert lines[1]["text"] == HAND_OFF and lines[1]["run_id"]
-    assert HAND_OFF in lines[2]["text"]  # research was given what builds said (echo says it back)
-    assert "what is left for the release?" in lines[3]["text"] and "default (echo)" in lines[3]["text"]
+    # research was given what builds said (and echo says back the person's words, not an echo of every echo)
+    given_to_research = json.loads(run_cli("runs", "show", lines[2]["run_id"], "--json").stdout)["message"]
+    assert HAND_OFF in given_to_research and lines[2]["text"] == "research (echo): what is left for the release?"
+    assert lines[3]["text"] == "default (echo): what is left for the release?"  # the peer's agent too
     assert "[Room standup" not in lines[2]["text"]  # the briefing's headings are the agent's, not said words
     assert "[builds]\n" + HAND_OFF in said.stdout and "[research]\n" in said.stdout
 
@@ -91,6 +93,27 @@ def test_members_answer_in_turn_and_one_hands_the_floor_by_name(initialised: Pat
     runs_here = [e for e in ledger if e["kind"] == "run" and e["sender"] == "human:room"]
     assert len(runs_here) == 4  # builds and research, twice; the peer's turns are the peer's
     assert len([e for e in ledger if e["kind"] == "peer"]) == 2
+
+
+def test_the_persons_at_name_hands_that_member_the_floor_and_echo_answers_do_not_pile_up(initialised: Path) -> None:
+    for name in ("research", "builds"):
+        assert run_cli("profile", "create", name).exit_code == 0
+    assert run_cli("room", "create", "standup", "--member", "research", "--member", "builds").exit_code == 0
+    with gateway_with(initialised):
+        for said in ("what is left for the release?", "@builds what about the tests?", "and the docs?"):
+            assert run_cli("room", "say", "standup", said).exit_code == 0
+    lines = [(line["speaker"], line["text"]) for line in transcript("standup")]
+    assert lines == [
+        ("human:cli", "what is left for the release?"),
+        ("research", "research (echo): what is left for the release?"),
+        ("builds", "builds (echo): what is left for the release?"),
+        ("human:cli", "@builds what about the tests?"),
+        ("builds", "builds (echo): @builds what about the tests?"),  # named: its floor first
+        ("research", "research (echo): @builds what about the tests?"),
+        ("human:cli", "and the docs?"),
+        ("research", "research (echo): and the docs?"),  # the room's order again
+        ("builds", "builds (echo): and the docs?"),
+    ], lines
 
 
 def test_a_room_turn_cut_by_a_kill_goes_on_with_the_member_whose_turn_it_was(initialised: Path) -> None:

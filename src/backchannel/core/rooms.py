@@ -175,12 +175,15 @@ class Rooms:
 
     @commits
     async def say(self, name: str, text: str, *, sender: str) -> tuple[Line, Round]:
-        """The person's words into the room: its line, and the round that asks every member in turn."""
+        """The person's words into the room: its line, and the round that asks every member in turn, those the
+        words hand the floor to (`@research`) first."""
         check_message(text)
         room = await roomstore.get(self.db, name)
         if not room.members:
             raise UsageError(f"room {name!r} has no members: `backchannel room add {name} MEMBER`")
-        return await roomstore.say(self.db, name, sender, text, room.members)
+        first = named(text, room.members)
+        order = (*first, *(m for m in room.members if m not in first))
+        return await roomstore.say(self.db, name, sender, text, order)
 
     async def round(self, round_id: str) -> Round:
         return await roomstore.round_of(self.db, round_id)

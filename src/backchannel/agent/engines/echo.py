@@ -12,7 +12,9 @@ Each line of the incoming message that starts with one of these is a command; th
                                 block (```json … ```) and nothing else, how any engine gives structured output
 
 The reply is `<profile> (echo): <text>` (without the `[Message from …]` provenance line) followed by
-one line per tool result. Its usage is counted in words, so that token budgets can be tried offline: every
+one line per tool result. Given a room's briefing, it says back only the person's newest words in it (else the
+newest line another member said), so that a room's transcript does not grow with each echo of an echo.
+Its usage is counted in words, so that token budgets can be tried offline: every
 word of the request (system prompt and messages) in, every word of the answer (or of its tool calls) out.
 """
 
@@ -45,7 +47,7 @@ class EchoEngine:
             return Message(role="assistant", content=text, usage=Usage(read, _words(text)))
         incoming = request.messages[last_user]
         after = request.messages[last_user + 1 :]
-        text_lines, calls, sleep, structured = self._parse(incoming.content)
+        text_lines, calls, sleep, structured = self._parse(_in_a_room(incoming.content))
         if not any(m.role == "assistant" for m in after):
             if sleep:
                 await asyncio.sleep(sleep)
@@ -109,3 +111,21 @@ class EchoEngine:
 
 def _words(text: str) -> int:
     return len(text.split())
+
+
+def _in_a_room(content: str) -> str:
+    """A room's briefing (`[Room NAME — …]` headings, each before what one speaker said) as its newest words of
+    the person's, else its newest words of another member's; any other message as it is."""
+    blocks: list[tuple[bool, list[str]]] = []  # (said by the person, its lines)
+    for line in content.splitlines():
+        heading = line.strip().removeprefix("\\")
+        if heading.startswith("[Room ") and heading.endswith("]"):
+            if heading.endswith(" said:]") or "said (another agent" in heading:
+                blocks.append((heading.endswith("the person said:]"), []))
+            continue
+        if blocks:
+            blocks[-1][1].append(line)
+    if not blocks:
+        return content
+    person = [said for by_person, said in blocks if by_person]
+    return "\n".join(person[-1] if person else blocks[-1][1])
