@@ -36,7 +36,7 @@ async def send_message(request: Request) -> Response:
     if body.get("stream") is True:
         if not isinstance(address, LocalAddress):
             raise UsageError(f"{to!r}: a stream follows a message to a session of this home", code="invalid_address")
-        session = await ctx.gateway.door.session(address)
+        session = await ctx.messages.addressed(address)
         message_in, headers = incoming(request, ctx, session, body, text_field(body, "message", required=True))
         with stream_slot(request) as slot:  # before the message is handed in: a refused stream sent nothing
             return slot.holding(await chat_events(request, ctx, message_in, headers))
@@ -60,14 +60,14 @@ async def send_to_group(request: Request) -> Response:
 
 
 async def _body(request: Request, ctx: Context) -> dict[str, Any]:
-    ctx.directory.check_profile(profile_of(request))  # under /p/{profile}: a profile of the home, as every route
+    ctx.roster.check_profile(profile_of(request))  # under /p/{profile}: a profile of the home, as every route
     return await json_body(request, ctx.settings.max_body_bytes, timeout=ctx.settings.body_timeout_seconds)
 
 
 async def _send(request: Request, ctx: Context, to: Target, body: dict[str, Any]) -> Response:
     headers = delivery_headers(request)
     key = headers.key_or_new()
-    sent = await ctx.gateway.door.send(
+    sent = await ctx.messages.send(
         to,
         text_field(body, "message", "input", required=True) or "",
         sender=sender_of(request),
