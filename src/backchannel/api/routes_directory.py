@@ -7,7 +7,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from .. import addresses, dialect
-from ..addresses import RemoteAddress
 from ..core.facades import Roster
 from ..errors import NotFound, UsageError
 from ..records import Session
@@ -23,8 +22,8 @@ def scope_of(request: Request, directory: Roster) -> str | None:
 async def session_at(directory: Roster, text: str, *, scope: str | None = None) -> Session:
     """The existing session a local address names (a profile alone: its Bot Chat); a peer's address is a usage
     error, a session of a profile other than `scope` is not found."""
-    parsed = addresses.parse(text)
-    if isinstance(parsed, RemoteAddress):
+    parsed = addresses.as_local(addresses.parse(text))
+    if parsed is None:
         raise UsageError(f"{text!r} is a peer address: give a session of this home (profile, profile/id or an id)")
     found = await directory.existing(parsed)
     if scope is not None and found.profile != scope:

@@ -9,7 +9,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from .. import addresses, dialect
-from ..addresses import RemoteAddress
 from ..core.delivery.delivery import WaitOver
 from ..core.facades import Roster
 from ..errors import KeyRevoked, UsageError
@@ -156,6 +155,6 @@ async def _names_something(directory: Roster, address: str) -> None:
     (`human:…`) and a peer are named as they are."""
     if address.startswith("human:"):
         return
-    parsed = addresses.parse(address)
-    if not isinstance(parsed, RemoteAddress):
-        await directory.find(parsed)
+    local = addresses.as_local(addresses.parse(address))
+    if local is not None:
+        await directory.find(local)
