@@ -60,6 +60,23 @@ Address = LocalAddress | RemoteAddress
 Target = LocalAddress | RemoteAddress | GroupAddress  # where a message may be sent (a group: to each member)
 
 
+# One kind of a parsed address, or None: what a check or a parse reads of it. Picking a way by the kind is the
+# door's (`core.delivery.door.by_kind`).
+def as_local(target: Target) -> LocalAddress | None:
+    """A session of this home (a profile: its Bot Chat)."""
+    return target if isinstance(target, LocalAddress) else None
+
+
+def as_remote(target: Target) -> RemoteAddress | None:
+    """An agent (or a session) on a peer gateway."""
+    return target if isinstance(target, RemoteAddress) else None
+
+
+def as_group(target: Target) -> GroupAddress | None:
+    """A group of the home's config.yaml."""
+    return target if isinstance(target, GroupAddress) else None
+
+
 def is_remote(address: str) -> bool:
     """Whether an address (or a pattern over addresses) names something on another gateway."""
     return address.startswith(REMOTE)

@@ -56,7 +56,7 @@ def protected(endpoint: Endpoint, reach: Reach = "profile", *, spanned: bool = F
 
     async def checked(request: Request) -> Response:
         ctx = context(request)
-        who = await ctx.gateway.access.identify(bearer(request), person_key=ctx.api_key)
+        who = await ctx.gateway.keys.identify(bearer(request), person_key=ctx.api_key)
         request.state.caller = who
         what = f"{request.method} {request.url.path}"
         if reach != "agent":
@@ -205,5 +205,5 @@ def create_app(ctx: Context, *, lifespan: Callable[[Starlette], Any] | None = No
     )
     app.state.backchannel = ctx
     if web_view:
-        app.state.web_auth = web.make_auth(ctx.gateway.root, ctx.api_key, ctx.gateway.revocations)
+        app.state.web_auth = web.make_auth(ctx.gateway.root, ctx.api_key, ctx.gateway.keys.revocations)
     return app

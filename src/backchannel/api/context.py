@@ -1,5 +1,5 @@
-"""What every handler needs, kept on the app: the gateway's services, the API key, the settings and the streams
-open."""
+"""What every handler needs, kept on the app: the gateway (its facades, messages and roster most of all), the API
+key, the settings and the streams open."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ from starlette.requests import Request
 
 from ..core.access import Caller
 from ..core.delivery.admission import Attempt
-from ..core.delivery.delivery import Delivery
-from ..core.delivery.directory import Directory
+from ..core.facades import Messages, Roster
 from ..core.gateway import Gateway
 from ..errors import UsageError
 from ..home.config import GatewayConfig
@@ -35,12 +34,12 @@ class Context:
         object.__setattr__(self, "streams", StreamCaps(StreamLimits.of(self.gateway.settings)))
 
     @property
-    def delivery(self) -> Delivery:
-        return self.gateway.delivery
+    def messages(self) -> Messages:
+        return self.gateway.messages
 
     @property
-    def directory(self) -> Directory:
-        return self.gateway.directory
+    def roster(self) -> Roster:
+        return self.gateway.roster
 
     @property
     def settings(self) -> GatewayConfig:

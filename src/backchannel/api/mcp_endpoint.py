@@ -49,8 +49,8 @@ class McpEndpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope)
         # Acting as one of our sessions: the person's key only (a peer's key is 401 or 403 here).
-        (await self.gateway.access.identify(bearer(request), person_key=self.api_key)).require_person("MCP at /mcp")
-        self.gateway.directory.check_profile(_profile(request))
+        (await self.gateway.keys.identify(bearer(request), person_key=self.api_key)).require_person("MCP at /mcp")
+        self.gateway.roster.check_profile(_profile(request))
         await self.manager.handle_request(scope, receive, send)
 
     def _caller(self, ctx: ServerRequestContext[Any, Any]) -> Caller:

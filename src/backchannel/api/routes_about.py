@@ -94,7 +94,7 @@ async def health(request: Request) -> Response:
 
 async def capabilities(request: Request) -> Response:
     ctx = context(request)
-    profile = ctx.directory.check_profile(profile_of(request))
+    profile = ctx.roster.check_profile(profile_of(request))
     who = caller(request)
     features = {
         **HERMES_FEATURES,
@@ -125,9 +125,9 @@ async def models(request: Request) -> Response:
     ctx = context(request)
     who = caller(request)
     if "profile" in request.path_params:
-        names = [ctx.directory.check_profile(profile_of(request))]
+        names = [ctx.roster.check_profile(profile_of(request))]
     else:
-        names = [name for name in ctx.directory.profiles() if who.reaches(name)]
+        names = [name for name in ctx.roster.profiles() if who.reaches(name)]
     now = int(time.time())
     data: list[dict[str, Any]] = [
         {

@@ -7,24 +7,23 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from .. import addresses, dialect
-from ..addresses import RemoteAddress
-from ..core.delivery.directory import Directory
+from ..core.facades import Roster
 from ..errors import NotFound, UsageError
 from ..records import Session
 from .context import context
 from .http import int_param, profile_of
 
 
-def scope_of(request: Request, directory: Directory) -> str | None:
+def scope_of(request: Request, directory: Roster) -> str | None:
     """The profile a read is kept to: the one named under /p/<profile>, none at the root."""
     return directory.check_profile(profile_of(request)) if "profile" in request.path_params else None
 
 
-async def session_at(directory: Directory, text: str, *, scope: str | None = None) -> Session:
+async def session_at(directory: Roster, text: str, *, scope: str | None = None) -> Session:
     """The existing session a local address names (a profile alone: its Bot Chat); a peer's address is a usage
     error, a session of a profile other than `scope` is not found."""
-    parsed = addresses.parse(text)
-    if isinstance(parsed, RemoteAddress):
+    parsed = addresses.as_local(addresses.parse(text))
+    if parsed is None:
         raise UsageError(f"{text!r} is a peer address: give a session of this home (profile, profile/id or an id)")
     found = await directory.existing(parsed)
     if scope is not None and found.profile != scope:
@@ -35,7 +34,7 @@ async def session_at(directory: Directory, text: str, *, scope: str | None = Non
 async def list_sessions(request: Request) -> Response:
     """`GET /v1/sessions[?address=…&limit=…]`: most recently active first (under /p/<profile>: that profile's);
     with `address`, the one session it names."""
-    directory = context(request).directory
+    directory = context(request).roster
     scope = scope_of(request, directory)
     address = request.query_params.get("address")
     if address is not None:
@@ -50,7 +49,7 @@ async def import_sessions(request: Request) -> Response:
     """`POST /p/<profile>/v1/sessions/import`: each session of the profile's Hermes gateway, known here under its
     Hermes id (new ones made)."""
     ctx = context(request)
-    found = await ctx.gateway.imports.sessions(profile_of(request))
+    found = await ctx.roster.imported(profile_of(request))
     body: dialect.ImportedSessions = {
         "object": "list",
         "data": [

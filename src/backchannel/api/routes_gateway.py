@@ -17,7 +17,7 @@ async def stop_gateway(request: Request) -> Response:
     ctx = context(request)
     named = request.path_params.get("profile")
     if named is not None:
-        ctx.directory.check_profile(str(named))
+        ctx.roster.check_profile(str(named))
     running = ctx.gateway.running_turns
     if ctx.stop.request():
         log.info("stop asked over the API: running turns (%d) get up to %g s to finish", running, ctx.grace)

@@ -31,7 +31,7 @@ def shape(handoff: Handoff) -> dict[str, Any]:
 async def take_handoffs(request: Request) -> Response:
     """The profile's handoffs for the asking plugin (`taker`: its own id), waiting up to `wait` seconds for one."""
     ctx = context(request)
-    profile = ctx.directory.check_profile(profile_of(request))
+    profile = ctx.roster.check_profile(profile_of(request))
     taker = request.query_params.get("taker", "")
     if not TAKER_RE.match(taker):
         raise UsageError("query parameter 'taker' must be 1-128 letters, digits, '_', '.', ':' or '-'")
@@ -39,7 +39,7 @@ async def take_handoffs(request: Request) -> Response:
         wait = float(request.query_params.get("wait", "0"))
     except ValueError:
         raise UsageError("query parameter 'wait' must be a number of seconds") from None
-    found = await ctx.gateway.handoffs.take(profile, taker=taker, wait=wait)
+    found = await ctx.gateway.hosting.take(profile, taker=taker, wait=wait)
     return JSONResponse({"object": "list", "data": [shape(h) for h in found]})
 
 
@@ -47,9 +47,9 @@ async def settle_handoff(request: Request) -> Response:
     """What became of one handoff: `state` waiting or running (its progress), answered (`reply`), failed
     (`error`) or not_a_chat (no chat drives that session)."""
     ctx = context(request)
-    profile = ctx.directory.check_profile(profile_of(request))
+    profile = ctx.roster.check_profile(profile_of(request))
     run_id = request.path_params["run_id"]
-    if await ctx.gateway.handoffs.get(profile, run_id) is None:
+    if await ctx.gateway.hosting.handoff(profile, run_id) is None:
         raise NotFound(f"no handoff of run {run_id!r} in profile {profile!r}", code="handoff_not_found")
     body = await json_body(request, ctx.settings.max_body_bytes)
     state = body.get("state")
@@ -61,7 +61,7 @@ async def settle_handoff(request: Request) -> Response:
         if value is not None and (not isinstance(value, str) or len(value) > MAX_TEXT):
             raise UsageError(f"field {field!r} must be a string of at most {MAX_TEXT:,} characters")
         texts[field] = value
-    done = await ctx.gateway.handoffs.settle(profile, run_id, cast(State, state), **texts)
+    done = await ctx.gateway.hosting.settle(profile, run_id, cast(State, state), **texts)
     if done is None:
         raise NotFound(f"no handoff of run {run_id!r} in profile {profile!r}", code="handoff_not_found")
     if done.state == "withdrawn":

@@ -13,7 +13,7 @@ from .http import json_body, optional_str
 
 def _scope(request: Request) -> str | None:
     named = request.path_params.get("profile")
-    return None if named is None else context(request).directory.check_profile(str(named))
+    return None if named is None else context(request).roster.check_profile(str(named))
 
 
 def held_run(run: Run) -> dialect.HeldRun:
@@ -26,12 +26,12 @@ def held_run(run: Run) -> dialect.HeldRun:
 
 
 async def list_held(request: Request) -> Response:
-    rows = await context(request).gateway.holds.held(profile=_scope(request))
+    rows = await context(request).gateway.admin.held(profile=_scope(request))
     return JSONResponse({"object": "list", "data": [held_run(r) for r in rows]})
 
 
 async def approve(request: Request) -> Response:
-    run = await context(request).gateway.holds.approve(request.path_params["run_id"], profile=_scope(request))
+    run = await context(request).gateway.admin.approve(request.path_params["run_id"], profile=_scope(request))
     return JSONResponse(held_run(run))
 
 
@@ -39,5 +39,5 @@ async def deny(request: Request) -> Response:
     ctx = context(request)
     body = await json_body(request, ctx.settings.max_body_bytes)
     why = optional_str(body, "why")
-    run = await ctx.gateway.holds.deny(request.path_params["run_id"], why=why, profile=_scope(request))
+    run = await ctx.gateway.admin.deny(request.path_params["run_id"], why=why, profile=_scope(request))
     return JSONResponse(held_run(run))

@@ -20,17 +20,17 @@ async def list_runs(request: Request) -> Response:
     """`GET /v1/runs[?state=…&address=…&limit=…]`: newest first, each with its outcome so far; `state` repeats;
     `address`: a profile (its runs) or a session of the home (profile/session-id or a session id)."""
     ctx = context(request)
-    profile, session_id = scope_of(request, ctx.directory), None
+    profile, session_id = scope_of(request, ctx.roster), None
     address = request.query_params.get("address")
-    if address is not None and address in ctx.directory.profiles() and profile in (None, address):
+    if address is not None and address in ctx.roster.profiles() and profile in (None, address):
         profile = address
     elif address is not None:
-        session = await session_at(ctx.directory, address, scope=profile)  # a profile alone is checked
+        session = await session_at(ctx.roster, address, scope=profile)  # a profile alone is checked
         profile, session_id = session.profile, session.id
     wanted = request.query_params.getlist("state")
     if unknown := [s for s in wanted if s not in STATES]:
         raise UsageError(f"no run state {unknown[0]!r}: choose among {', '.join(STATES)}")
-    found = await ctx.delivery.runs(
+    found = await ctx.messages.runs(
         states=tuple(STATES[s] for s in wanted),
         profile=profile,
         session_id=session_id,
@@ -43,7 +43,7 @@ async def list_runs(request: Request) -> Response:
 async def run_record(request: Request) -> Response:
     """`GET /v1/runs/{run_id}/record`: the run as `backchannel runs show --json` prints it."""
     ctx = context(request)
-    d = await ctx.delivery.status(request.path_params["run_id"], profile=run_scope(request, ctx.directory))
+    d = await ctx.messages.status(request.path_params["run_id"], profile=run_scope(request, ctx.roster))
     return JSONResponse(dialect.run_record(d.run, d.result))
 
 
@@ -56,6 +56,6 @@ async def message_run(request: Request) -> Response:
     body: dialect.MessageRun = {
         "object": "backchannel.message",
         "idempotency_key": key,
-        "run_id": await context(request).delivery.run_id_of(key),
+        "run_id": await context(request).messages.run_id_of(key),
     }
     return JSONResponse(body)

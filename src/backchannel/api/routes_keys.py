@@ -21,7 +21,7 @@ def _with_value(k: PeerKey, value: str, status: int = 200) -> Response:
 
 
 async def list_keys(request: Request) -> Response:
-    found = await context(request).gateway.access.keys()
+    found = await context(request).gateway.keys.keys()
     return JSONResponse({"object": "list", "data": [k.to_dict() for k in found]})
 
 
@@ -32,19 +32,19 @@ async def create_key(request: Request) -> Response:
     if not name:
         raise UsageError("missing field 'name'")
     profiles = tuple(str_list(body, "profiles"))
-    made, value = await ctx.gateway.access.create(
+    made, value = await ctx.gateway.keys.create(
         name, profiles=profiles, read=flag(body, "read"), metrics=flag(body, "metrics")
     )
     return _with_value(made, value, 201)
 
 
 async def rotate_key(request: Request) -> Response:
-    rotated, value = await context(request).gateway.access.rotate(request.path_params["name"])
+    rotated, value = await context(request).gateway.keys.rotate(request.path_params["name"])
     return _with_value(rotated, value)
 
 
 async def revoke_key(request: Request) -> Response:
-    gone = await context(request).gateway.access.revoke(request.path_params["name"])
+    gone = await context(request).gateway.keys.revoke(request.path_params["name"])
     return JSONResponse(gone.to_dict())
 
 
@@ -55,7 +55,7 @@ async def agent_key(request: Request) -> Response:
     profile, home = optional_str(body, "profile"), optional_str(body, "hermes_home")
     if not profile or not home:
         raise UsageError("missing field 'profile' or 'hermes_home'")
-    key, value, how = await ctx.gateway.access.for_agent(
+    key, value, how = await ctx.gateway.keys.for_agent(
         profile, hermes_home=home, held=optional_str(body, "held"), rotate=flag(body, "rotate")
     )
     return JSONResponse({**key.to_dict(), "key": value, "how": how}, headers=NOT_KEPT)

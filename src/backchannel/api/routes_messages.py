@@ -18,7 +18,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ..addresses import GroupAddress, LocalAddress, RemoteAddress, Target, parse_peer, parse_target
+from ..addresses import RemoteAddress, Target, as_group, as_local, parse_peer, parse_target
 from ..errors import UsageError
 from ..outcome import GroupResult
 from .context import Context, context, incoming, stream_slot
@@ -34,9 +34,10 @@ async def send_message(request: Request) -> Response:
         raise UsageError("missing field 'to' (an address: profile, profile/session-id, peer:NAME, group:NAME)")
     address = parse_target(to)
     if body.get("stream") is True:
-        if not isinstance(address, LocalAddress):
+        local = as_local(address)
+        if local is None:
             raise UsageError(f"{to!r}: a stream follows a message to a session of this home", code="invalid_address")
-        session = await ctx.gateway.door.session(address)
+        session = await ctx.messages.addressed(local)
         message_in, headers = incoming(request, ctx, session, body, text_field(body, "message", required=True))
         with stream_slot(request) as slot:  # before the message is handed in: a refused stream sent nothing
             return slot.holding(await chat_events(request, ctx, message_in, headers))
@@ -53,21 +54,21 @@ async def send_to_peer(request: Request) -> Response:
 
 async def send_to_group(request: Request) -> Response:
     ctx = context(request)
-    address = parse_target("group:" + request.path_params["name"])
-    if not isinstance(address, GroupAddress):
+    address = as_group(parse_target("group:" + request.path_params["name"]))
+    if address is None:
         raise UsageError("not a group name", code="invalid_address")
     return await _send(request, ctx, address, await _body(request, ctx))
 
 
 async def _body(request: Request, ctx: Context) -> dict[str, Any]:
-    ctx.directory.check_profile(profile_of(request))  # under /p/{profile}: a profile of the home, as every route
+    ctx.roster.check_profile(profile_of(request))  # under /p/{profile}: a profile of the home, as every route
     return await json_body(request, ctx.settings.max_body_bytes, timeout=ctx.settings.body_timeout_seconds)
 
 
 async def _send(request: Request, ctx: Context, to: Target, body: dict[str, Any]) -> Response:
     headers = delivery_headers(request)
     key = headers.key_or_new()
-    sent = await ctx.gateway.door.send(
+    sent = await ctx.messages.send(
         to,
         text_field(body, "message", "input", required=True) or "",
         sender=sender_of(request),

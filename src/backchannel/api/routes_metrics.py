@@ -13,8 +13,8 @@ from .http import profile_of
 
 async def metrics(request: Request) -> Response:
     caller(request).require_metrics()
-    context(request).directory.check_profile(profile_of(request))  # under /p/<profile>: one of this home's
-    counted = context(request).gateway.metrics
+    context(request).roster.check_profile(profile_of(request))  # under /p/<profile>: one of this home's
+    counted = context(request).gateway.admin.metrics
     if counted is None:  # a gateway built without them (none that serves HTTP)
         raise NotFound("this gateway counts no metrics")
     from ..core.metrics import CONTENT_TYPE

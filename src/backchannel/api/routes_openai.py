@@ -55,7 +55,7 @@ async def chat_completions(request: Request) -> Response:
     asked = await _asked(request, ctx, body, profile, _last_user_text(messages, "messages"), session_id=None)
     if asked.stream:
         return await _stream(request, ctx, asked, shapes.ChatFrames(asked.profile))
-    d = await ctx.delivery.deliver(asked.message, wait=asked.wait)
+    d = await ctx.messages.deliver(asked.message, wait=asked.wait)
     return _answer(d, shapes.chat_completion(d, asked.profile))
 
 
@@ -80,13 +80,13 @@ async def responses(request: Request) -> Response:
         raise UsageError("field 'previous_response_id' must be a string", code="invalid_request")
     session_id = None
     if previous:
-        run = await ctx.delivery.run(shapes.run_id_of_response(previous))
+        run = await ctx.messages.run(shapes.run_id_of_response(previous))
         caller(request).require_run(run)
         session_id = run.session_id
     asked = await _asked(request, ctx, body, profile, text, session_id=session_id)
     if asked.stream:
         return await _stream(request, ctx, asked, shapes.ResponseFrames(asked.profile))
-    d = await ctx.delivery.deliver(asked.message, wait=asked.wait)
+    d = await ctx.messages.deliver(asked.message, wait=asked.wait)
     return _answer(d, shapes.response(d, asked.profile))
 
 
@@ -117,13 +117,13 @@ def _profile(request: Request, ctx: Context, model: Any) -> str:
     under /p/<profile> only that one."""
     path = profile_of(request)
     if model is None or model == "" or model == HERMES_MODEL:
-        return ctx.directory.check_profile(path)
+        return ctx.roster.check_profile(path)
     if not isinstance(model, str):
         raise UsageError("field 'model' must be a string: a profile's name (GET /v1/models)", code="invalid_request")
     if "profile" in request.path_params and model != path:
         raise UsageError(f"model {model!r} is not the profile {path!r} this path serves", code="model_not_found")
     try:
-        return ctx.directory.check_profile(model)
+        return ctx.roster.check_profile(model)
     except NotFound as exc:
         raise NotFound(
             f"no model {model!r}: {exc.message} (GET /v1/models lists them)", code="model_not_found"
@@ -133,10 +133,10 @@ def _profile(request: Request, ctx: Context, model: Any) -> str:
 async def _session(ctx: Context, request: Request, profile: str, session_id: str | None) -> Session:
     who = caller(request)
     if session_id is not None:
-        return who.require_bot_chat(await ctx.directory.session(session_id, profile=profile))
+        return who.require_bot_chat(await ctx.roster.session(session_id, profile=profile))
     if not who.is_person:  # a peer's key reaches the Bot Chat alone
-        return await ctx.directory.open_bot_chat(profile)
-    row, _created = await ctx.directory.create_session(
+        return await ctx.roster.open_bot_chat(profile)
+    row, _created = await ctx.roster.create_session(
         profile, source="openai", limit=ctx.settings.max_sessions_per_profile
     )
     return row
@@ -189,8 +189,8 @@ def _answer(d: Delivered, body: dict[str, Any]) -> Response:
 
 async def _stream(request: Request, ctx: Context, asked: Asked, frames: shapes.Frames) -> Response:
     with stream_slot(request) as slot:  # before the message is handed in: a refused stream sent nothing
-        first = await ctx.delivery.submit(asked.message)
-        live = await ctx.delivery.reserve_events(first.run.id)
+        first = await ctx.messages.submit(asked.message)
+        live = await ctx.messages.reserve_events(first.run.id)
         headers = {"X-Hermes-Session-Id": first.run.session_id}
         stream = _events(request, ctx, first, frames, live)
         return slot.holding(event_stream(stream, headers=headers))
@@ -202,16 +202,16 @@ async def _events(
     """The run's progress as the route's frames, until its end (a stream follows its run whatever the wait)."""
     for out in _sse(frames.start(first)):
         yield out
-    progress = ctx.delivery.watch(first.run.id, None, reserved=live)
+    progress = ctx.messages.watch(first.run.id, None, reserved=live)
     try:
-        async for step in ctx.gateway.access.while_valid(caller(request), progress):
+        async for step in ctx.gateway.keys.while_valid(caller(request), progress):
             if step is None or isinstance(step, WaitOver):
                 continue
-            said = frames.end(await ctx.delivery.run(first.run.id)) if isinstance(step, Ended) else frames.step(step)
+            said = frames.end(await ctx.messages.run(first.run.id)) if isinstance(step, Ended) else frames.step(step)
             for out in _sse(said):
                 yield out
     except KeyRevoked as exc:
-        run = await ctx.delivery.run(first.run.id)
+        run = await ctx.messages.run(first.run.id)
         for out in _sse(frames.cut(run.state.value, exc.code, exc.message)):
             yield out
     finally:

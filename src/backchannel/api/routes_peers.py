@@ -22,7 +22,6 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ..core.delivery import probe
 from ..core.delivery.outbound import SentFrom
 from ..errors import BackchannelError, NotFound, UsageError
 from ..events import Other
@@ -44,7 +43,7 @@ def _peer(request: Request) -> tuple[Context, registry.Peer, str | None]:
 def _known(ctx: Context, name: str) -> registry.Peer:
     """The peer the path names: one not registered is not found (404), as anything a path names."""
     try:
-        return ctx.gateway.outbound.peer(name)
+        return ctx.messages.peer(name)
     except UsageError as exc:
         if exc.code != "unknown_peer":
             raise
@@ -61,7 +60,7 @@ async def start_run(request: Request) -> Response:
     message = text_field(body, "message", "input", required=True) or ""
     peer = _known(ctx, request.path_params["name"])
     key = delivery_headers(request).key_or_new()
-    result, about = await ctx.gateway.outbound.run(
+    result, about = await ctx.messages.peer_run(
         peer, optional_str(body, "agent"), message, key=key, sender=SentFrom(sender_of(request))
     )
     facts = {"platform": about.platform, "version": about.version, "durable_replay": about.durable_replay}
@@ -70,12 +69,12 @@ async def start_run(request: Request) -> Response:
 
 async def get_run(request: Request) -> Response:
     ctx, peer, agent = _peer(request)
-    return _state(*await ctx.gateway.outbound.status(peer, request.path_params["run_id"], agent=agent))
+    return _state(*await ctx.messages.peer_status(peer, request.path_params["run_id"], agent=agent))
 
 
 async def stop_run(request: Request) -> Response:
     ctx, peer, agent = _peer(request)
-    return _state(*await ctx.gateway.outbound.stop(peer, request.path_params["run_id"], agent=agent))
+    return _state(*await ctx.messages.stop_peer_run(peer, request.path_params["run_id"], agent=agent))
 
 
 async def run_events(request: Request) -> Response:
@@ -84,7 +83,7 @@ async def run_events(request: Request) -> Response:
 
     async def frames() -> AsyncIterator[dict[str, Any]]:
         try:
-            async for event in ctx.gateway.outbound.follow(peer, run_id, agent=agent):
+            async for event in ctx.messages.follow_peer_run(peer, run_id, agent=agent):
                 yield {"data": json.dumps(event.to_dict(), ensure_ascii=False)}
         except BackchannelError as exc:
             said = {"status": exc.http_status, **redact(exc, ctx.gateway.root).envelope()}
@@ -105,4 +104,4 @@ async def probe_peer(request: Request) -> Response:
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout < math.inf:
         raise UsageError("timeout_seconds must be a number of seconds above 0")
     peer = registry.Peer(name, registry.check_url(url), "", registry.check_key(name, key), timeout_seconds=timeout)
-    return JSONResponse(dataclasses.asdict(await probe.examine(ctx.gateway.outbound, peer)))
+    return JSONResponse(dataclasses.asdict(await ctx.messages.examine(peer)))

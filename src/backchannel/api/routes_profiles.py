@@ -18,7 +18,7 @@ PENDING_SHOWN = 1000
 async def remove_profile(request: Request) -> Response:
     ctx = context(request)
     name = request.path_params["name"]
-    pending = await ctx.delivery.runs(states=(RunState.QUEUED, RunState.RUNNING), profile=name, limit=PENDING_SHOWN)
+    pending = await ctx.messages.runs(states=(RunState.QUEUED, RunState.RUNNING), profile=name, limit=PENDING_SHOWN)
     if pending:
         raise UsageError(
             f"profile {name!r} has {len(pending)} run{'' if len(pending) == 1 else 's'} queued or running: stop "
@@ -30,6 +30,6 @@ async def remove_profile(request: Request) -> Response:
     if dry_run == "true":
         return JSONResponse({"profile": name, "removed": False, "folder": None, "bot_chat": None})
     aside = profiles.remove_profile(ctx.gateway.root, name)
-    old = await ctx.directory.retire_bot_chat(name, mark=aside.name.rpartition("removed-")[2])
+    old = await ctx.roster.retire_bot_chat(name, mark=aside.name.rpartition("removed-")[2])
     bot_chat = None if old is None else {"id": old.id, "title": old.title}
     return JSONResponse({"profile": name, "removed": True, "folder": str(aside), "bot_chat": bot_chat})

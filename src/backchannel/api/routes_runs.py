@@ -9,9 +9,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from .. import addresses, dialect
-from ..addresses import RemoteAddress
 from ..core.delivery.delivery import WaitOver
-from ..core.delivery.directory import Directory
+from ..core.facades import Roster
 from ..errors import KeyRevoked, UsageError
 from ..events import Held, Other, Queued
 from ..outcome import Outcome
@@ -28,16 +27,16 @@ OUTCOME_SCAN = 10_000  # entries read before they are filtered by outcome (an ou
 
 async def start_run(request: Request) -> Response:
     ctx = context(request)
-    profile = ctx.directory.check_profile(profile_of(request))
+    profile = ctx.roster.check_profile(profile_of(request))
     body = await json_body(request, ctx.settings.max_body_bytes, timeout=ctx.settings.body_timeout_seconds)
     message = text_field(body, "input", "message", required=True)
     session_id = optional_str(body, "session_id")
     if session_id:
-        session = caller(request).require_bot_chat(await ctx.directory.session(session_id, profile=profile))
+        session = caller(request).require_bot_chat(await ctx.roster.session(session_id, profile=profile))
     else:
-        session = await ctx.directory.bot_chat(profile)
+        session = await ctx.roster.bot_chat(profile)
     message_in, _headers = incoming(request, ctx, session, body, message)
-    d = await ctx.delivery.submit(message_in)
+    d = await ctx.messages.submit(message_in)
     body_out = {
         "run_id": d.run.id,
         "status": d.run.state.value,
@@ -51,7 +50,7 @@ async def start_run(request: Request) -> Response:
 
 async def get_run(request: Request) -> Response:
     ctx = context(request)
-    d = await ctx.delivery.status(request.path_params["run_id"], profile=run_scope(request, ctx.directory))
+    d = await ctx.messages.status(request.path_params["run_id"], profile=run_scope(request, ctx.roster))
     caller(request).require_run(d.run)
     return JSONResponse(dialect.run_of(d.run, d.result.queue_position))
 
@@ -59,27 +58,25 @@ async def get_run(request: Request) -> Response:
 async def stop_run(request: Request) -> Response:
     ctx = context(request)
     run_id = request.path_params["run_id"]
-    caller(request).require_run(
-        await ctx.delivery.run(run_id, profile=run_scope(request, ctx.directory)), stopping=True
-    )
-    d = await ctx.delivery.stop(run_id, profile=run_scope(request, ctx.directory))
+    caller(request).require_run(await ctx.messages.run(run_id, profile=run_scope(request, ctx.roster)), stopping=True)
+    d = await ctx.messages.stop(run_id, profile=run_scope(request, ctx.roster))
     return JSONResponse(dialect.run_of(d.run, None))
 
 
 async def steer_run(request: Request) -> Response:
     """Hermes's steer (0.21): `{input | message | text}` into that run's running turn, from its own sender only."""
     ctx = context(request)
-    scope = run_scope(request, ctx.directory)
+    scope = run_scope(request, ctx.roster)
     run = caller(request).require_run(
-        await ctx.delivery.run(request.path_params["run_id"], profile=scope), stopping=True
+        await ctx.messages.run(request.path_params["run_id"], profile=scope), stopping=True
     )
     body = await json_body(request, ctx.settings.max_body_bytes, timeout=ctx.settings.body_timeout_seconds)
     text = text_field(body, "input", "message", "text")
     if text is None or not text.strip():
         raise UsageError("missing non-empty steer text: send 'input', 'message' or 'text'", code="invalid_steer_input")
-    session = await ctx.directory.session(run.session_id, profile=run.profile)
+    session = await ctx.roster.session(run.session_id, profile=run.profile)
     message_in, _headers = incoming(request, ctx, session, body, text)
-    d = await ctx.delivery.steer(run.id, message_in, profile=scope)
+    d = await ctx.messages.steer(run.id, message_in, profile=scope)
     return JSONResponse(
         {
             "object": "hermes.run.steer",
@@ -95,11 +92,11 @@ async def steer_run(request: Request) -> Response:
 
 async def run_events(request: Request) -> Response:
     ctx = context(request)
-    run = await ctx.delivery.run(request.path_params["run_id"], profile=run_scope(request, ctx.directory))
+    run = await ctx.messages.run(request.path_params["run_id"], profile=run_scope(request, ctx.roster))
     caller(request).require_run(run)
 
     async def frames() -> AsyncIterator[dict[str, str]]:
-        async for event in ctx.delivery.watch(run.id, tick=KEEPALIVE_SECONDS):
+        async for event in ctx.messages.watch(run.id, tick=KEEPALIVE_SECONDS):
             if event is None:
                 yield {"comment": "keepalive"}
             elif not isinstance(event, Queued | Held | WaitOver):  # the watcher's looks at the queue: not sent here
@@ -109,7 +106,7 @@ async def run_events(request: Request) -> Response:
         """The events until the run's end, or until the key the stream was opened with is revoked: then a last
         `stream.closed` event that says why (the run goes on)."""
         try:
-            async for f in ctx.gateway.access.while_valid(caller(request), frames()):
+            async for f in ctx.gateway.keys.while_valid(caller(request), frames()):
                 yield f
         except KeyRevoked as exc:
             closed = Other(run.id, "stream.closed", {"code": exc.code, "error": exc.message})
@@ -123,7 +120,7 @@ async def get_ledger(request: Request) -> Response:
     """Newest first: `address` (at most two), `state` and `outcome` (each repeats), `since` (a Unix time),
     `limit`."""
     ctx = context(request)
-    profile = ctx.directory.check_profile(profile_of(request))
+    profile = ctx.roster.check_profile(profile_of(request))
     who = caller(request)
     who.require_read("the ledger")
     # Under /p/<profile>, that profile's entries only; at the root, every profile's for the person.
@@ -132,7 +129,7 @@ async def get_ledger(request: Request) -> Response:
     if len(given) > 2:
         raise UsageError("at most two 'address' parameters")
     for address in given:
-        await _names_something(ctx.directory, address)
+        await _names_something(ctx.roster, address)
     states = request.query_params.getlist("state")
     if unknown := [s for s in states if s not in LEDGER_STATES]:
         raise UsageError(f"no ledger state {unknown[0]!r}: choose among {', '.join(LEDGER_STATES)}")
@@ -141,7 +138,7 @@ async def get_ledger(request: Request) -> Response:
     except ValueError as exc:
         raise UsageError(f"{exc}: choose among {', '.join(o.value for o in Outcome)}") from None
     limit = int_param(request, "limit", 100, low=1, high=LEDGER_MOST)
-    rows = await ctx.delivery.ledger(
+    rows = await ctx.messages.ledger(
         *given,
         limit=OUTCOME_SCAN if outcomes else limit,
         since=float_param(request, "since"),
@@ -153,11 +150,11 @@ async def get_ledger(request: Request) -> Response:
     return JSONResponse({"object": "list", "data": [r.to_dict() for r in rows[:limit]]})
 
 
-async def _names_something(directory: Directory, address: str) -> None:
+async def _names_something(directory: Roster, address: str) -> None:
     """A malformed address is a usage error, and so is one that names nothing here (as for a message); a person
     (`human:…`) and a peer are named as they are."""
     if address.startswith("human:"):
         return
-    parsed = addresses.parse(address)
-    if not isinstance(parsed, RemoteAddress):
-        await directory.find(parsed)
+    local = addresses.as_local(addresses.parse(address))
+    if local is not None:
+        await directory.find(local)

@@ -28,14 +28,14 @@ WAITING_TICK_SECONDS = 1.0  # how often a stream looks again at how many runs it
 
 async def list_sessions(request: Request) -> Response:
     ctx = context(request)
-    profile = ctx.directory.check_profile(profile_of(request))
+    profile = ctx.roster.check_profile(profile_of(request))
     limit = int_param(request, "limit", 50, low=1, high=10_000)
     offset = int_param(request, "offset", 0, low=0, high=10**9)
     title = request.query_params.get("title") or None
     who = caller(request)
     if not who.is_person and not who.read:
         title = BOT_CHAT_TITLE  # a peer's key sees its profiles' Bot Chats only
-    rows = await ctx.directory.sessions(profile, title=title, limit=limit + 1, offset=offset)
+    rows = await ctx.roster.sessions(profile, title=title, limit=limit + 1, offset=offset)
     return JSONResponse(
         {
             "object": "list",
@@ -49,7 +49,7 @@ async def list_sessions(request: Request) -> Response:
 
 async def create_session(request: Request) -> Response:
     ctx = context(request)
-    profile = ctx.directory.check_profile(profile_of(request))
+    profile = ctx.roster.check_profile(profile_of(request))
     body = await json_body(request, ctx.settings.max_body_bytes, timeout=ctx.settings.body_timeout_seconds)
     session_id = optional_str(body, "id") or optional_str(body, "session_id")
     title = optional_str(body, "title")
@@ -59,7 +59,7 @@ async def create_session(request: Request) -> Response:
         raise Forbidden(
             f"{who.shown} may find or create only the Bot Chat (title {BOT_CHAT_TITLE!r}), no other session"
         )
-    row, created = await ctx.directory.create_session(
+    row, created = await ctx.roster.create_session(
         profile, title=title, source=source[:32], session_id=session_id, limit=ctx.settings.max_sessions_per_profile
     )
     return JSONResponse(
@@ -69,25 +69,25 @@ async def create_session(request: Request) -> Response:
 
 async def get_session(request: Request) -> Response:
     ctx = context(request)
-    profile = ctx.directory.check_profile(profile_of(request))
-    row = await ctx.directory.session(request.path_params["session_id"], profile=profile)
+    profile = ctx.roster.check_profile(profile_of(request))
+    row = await ctx.roster.session(request.path_params["session_id"], profile=profile)
     caller(request).require_bot_chat(row, reading=True)
     return JSONResponse({"object": "hermes.session", "session": dialect.session_of(row)})
 
 
 async def session_messages(request: Request) -> Response:
     ctx = context(request)
-    profile = ctx.directory.check_profile(profile_of(request))
+    profile = ctx.roster.check_profile(profile_of(request))
     session_id = request.path_params["session_id"]
     caller(request).require_read("reading a session's messages")
-    messages = await ctx.directory.messages(session_id, profile=profile)
+    messages = await ctx.roster.messages(session_id, profile=profile)
     return JSONResponse({"object": "list", "session_id": session_id, "data": [m.to_dict() for m in messages]})
 
 
 async def _incoming(request: Request, ctx: Context) -> tuple[Attempt, DeliveryHeaders, str]:
-    profile = ctx.directory.check_profile(profile_of(request))
+    profile = ctx.roster.check_profile(profile_of(request))
     session = caller(request).require_bot_chat(
-        await ctx.directory.session(request.path_params["session_id"], profile=profile)
+        await ctx.roster.session(request.path_params["session_id"], profile=profile)
     )
     body = await json_body(request, ctx.settings.max_body_bytes, timeout=ctx.settings.body_timeout_seconds)
     message_in, headers = incoming(request, ctx, session, body, text_field(body, "message", "input", required=True))
@@ -99,7 +99,7 @@ async def chat(request: Request) -> Response:
     message_in, headers, profile = await _incoming(request, ctx)
     wait = headers.wait_or(ctx.settings.http_wait_seconds)
     try:
-        d = await ctx.delivery.deliver(message_in, wait=wait)
+        d = await ctx.messages.deliver(message_in, wait=wait)
     except Refused as exc:
         if not headers.wants_envelope:
             raise
@@ -107,7 +107,7 @@ async def chat(request: Request) -> Response:
         sid = message_in.session.id if message_in.session else None
         return JSONResponse(shapes.refused_result(exc, profile=profile, session_id=sid))
     if headers.wants_envelope:
-        return JSONResponse(shapes.send_result(d, profile=profile, ahead=await ctx.delivery.runs_ahead(d.run.id)))
+        return JSONResponse(shapes.send_result(d, profile=profile, ahead=await ctx.messages.runs_ahead(d.run.id)))
     outcome = d.result.outcome
     if outcome is Outcome.DELIVERED:
         return JSONResponse(shapes.completion(d), headers={"X-Hermes-Session-Id": d.run.session_id})
@@ -130,9 +130,9 @@ async def chat_stream(request: Request) -> Response:
 async def chat_events(request: Request, ctx: Context, message_in: Attempt, headers: DeliveryHeaders) -> Response:
     """The message handed in, then its run's events as they happen, until its end (or `wait` runs out)."""
     wait = headers.wait_or(ctx.settings.http_wait_seconds)
-    first = await ctx.delivery.submit(message_in, wait=wait)
+    first = await ctx.messages.submit(message_in, wait=wait)
     run_id, session_id = first.run.id, first.run.session_id
-    live = await ctx.delivery.reserve_events(run_id)  # before the run can start: the stream sees all its events
+    live = await ctx.messages.reserve_events(run_id)  # before the run can start: the stream sees all its events
     seq = 0
 
     def frame(event: str, **data: Any) -> dict[str, str]:
@@ -152,7 +152,7 @@ async def chat_events(request: Request, ctx: Context, message_in: Attempt, heade
         # While the run waits behind others in its session's queue, say behind how many (again when that changes).
         waited = False
         tick = min(WAITING_TICK_SECONDS, max(0.1, wait))
-        progress = ctx.delivery.watch(run_id, wait, tick=tick, reserved=live)
+        progress = ctx.messages.watch(run_id, wait, tick=tick, reserved=live)
         async with contextlib.aclosing(progress):
             async for step in progress:
                 if isinstance(step, Queued):
@@ -179,10 +179,10 @@ async def chat_events(request: Request, ctx: Context, message_in: Attempt, heade
     async def while_valid() -> AsyncIterator[dict[str, str]]:
         """The frames until the run's end, or until the key the stream was opened with is revoked."""
         try:
-            async for f in ctx.gateway.access.while_valid(caller(request), frames()):
+            async for f in ctx.gateway.keys.while_valid(caller(request), frames()):
                 yield f
         except KeyRevoked as exc:
-            state = (await ctx.delivery.run(run_id)).state.value
+            state = (await ctx.messages.run(run_id)).state.value
             yield frame("error", message=exc.message, status=state, code=exc.code, output=None)
             yield frame("done")
 

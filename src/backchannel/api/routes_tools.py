@@ -24,12 +24,12 @@ async def call_tool(request: Request) -> Response:
     model's errors (not_allowed, would_deadlock …) are in `result` with 200, like a tool result; a bad request is
     a 4xx."""
     ctx = context(request)
-    profile = ctx.directory.check_profile(profile_of(request))
+    profile = ctx.roster.check_profile(profile_of(request))
     body = await json_body(request, ctx.settings.max_body_bytes)
     arguments = body.get("arguments", {})
     if not isinstance(arguments, dict):
         raise UsageError("field 'arguments' must be a JSON object", code="invalid_arguments")
-    done = await ctx.gateway.hosted.call(
+    done = await ctx.gateway.hosting.call(
         profile, request.path_params["session_id"], request.path_params["tool"], arguments, _origin(body)
     )
     return JSONResponse(
@@ -67,13 +67,13 @@ async def answer_mentions(request: Request) -> Response:
     """A person's text typed in the session (a Hermes platform chat), its mentions answered as from it; text
     without mentions comes back as it is (`mentions: 0`)."""
     ctx = context(request)
-    profile = ctx.directory.check_profile(profile_of(request))
+    profile = ctx.roster.check_profile(profile_of(request))
     body = await json_body(request, ctx.settings.max_body_bytes)
     text = check_message(body.get("message"))
     wait = body.get("wait_seconds", WAIT_SECONDS)
     if not isinstance(wait, int | float) or isinstance(wait, bool) or not 0 <= wait <= WAIT_SECONDS:
         raise UsageError(f"field 'wait_seconds' must be a number from 0 to {WAIT_SECONDS:g}", code="invalid_arguments")
-    session, rewritten, count = await ctx.gateway.hosted.mentions(
+    session, rewritten, count = await ctx.gateway.hosting.mentions(
         profile, request.path_params["session_id"], text, wait=float(wait)
     )
     shown = dialect.session_of(session)

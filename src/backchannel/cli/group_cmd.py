@@ -5,7 +5,6 @@ from __future__ import annotations
 import click
 
 from .. import addresses
-from ..addresses import GroupAddress, LocalAddress, RemoteAddress
 from ..errors import UsageError
 from ..home import config, groups, peers
 from ..home.profiles import list_profiles
@@ -31,16 +30,17 @@ def _checked(given: tuple[str, ...]) -> list[str]:
     checked: list[str] = []
     for text in given:
         target = addresses.parse_target(text)
-        if isinstance(target, LocalAddress) and target.profile is not None and target.session_id is None:
-            if target.profile not in known_profiles:
-                raise UsageError(f"no profile {target.profile!r} (profiles: {', '.join(sorted(known_profiles))})")
-        elif isinstance(target, RemoteAddress):
-            if target.peer not in known_peers:
-                raise UsageError(f"no peer {target.peer!r} (peers: {', '.join(sorted(known_peers)) or 'none'})")
-            if target.session_id is not None:
+        local, remote, inner = addresses.as_local(target), addresses.as_remote(target), addresses.as_group(target)
+        if local is not None and local.profile is not None and local.session_id is None:
+            if local.profile not in known_profiles:
+                raise UsageError(f"no profile {local.profile!r} (profiles: {', '.join(sorted(known_profiles))})")
+        elif remote is not None:
+            if remote.peer not in known_peers:
+                raise UsageError(f"no peer {remote.peer!r} (peers: {', '.join(sorted(known_peers)) or 'none'})")
+            if remote.session_id is not None:
                 raise UsageError(f"{text!r}: a group reaches a peer's agent (peer:NAME or peer:NAME/AGENT)")
-        elif isinstance(target, GroupAddress) and target.name not in known_groups:
-            raise UsageError(f"no group {target.name!r} (groups: {', '.join(sorted(known_groups)) or 'none'})")
+        elif inner is not None and inner.name not in known_groups:
+            raise UsageError(f"no group {inner.name!r} (groups: {', '.join(sorted(known_groups)) or 'none'})")
         checked.append(str(target))
     return checked
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from .. import addresses, keys
-from ..addresses import LocalAddress, Target
+from ..addresses import Target
 from ..errors import UsageError
 from ..home import config
 from ..outcome import GroupResult, Outcome, Result
@@ -67,14 +67,15 @@ def send(
     if not text or not text.strip():
         raise UsageError("no message: give it as an argument, or '-' to read stdin")
     keys.check_external(key)
-    if steer and not isinstance(parsed, LocalAddress):  # refused before any gateway is reached or built
+    local = addresses.as_local(parsed)
+    if steer and local is None:  # refused before any gateway is reached or built
         raise UsageError(f"--steer gives a message to a running turn of this home's sessions; {address!r} is none")
-    live = streams(stream, as_json=as_json) and isinstance(parsed, LocalAddress)  # a session's run is streamed
+    live = streams(stream, as_json=as_json) and local is not None  # a session's run is streamed
     root = config.home()
     # Without --idempotency-key each invocation is a new message (a person who repeats means it);
     # retries within this invocation reuse one key, so they are handled once.
     key = key or keys.cli()
-    text = text if isinstance(parsed, LocalAddress) else text.strip()
+    text = text if local is not None else text.strip()
     again = ["send", address, *message_words(message, text)]
     watch = Watch() if live else None
     with interruptible(root, shell_command(*again, "--idempotency-key", key), key=key):
@@ -100,10 +101,11 @@ async def _send(
     root: Path, to: Target, text: str, *, wait: float, key: str, steer: bool, watch: Watch | None
 ) -> Sent | Result | GroupResult:
     """A session's message as `Sent` (shown live with `watch`); a peer's or a group's outcome as it came."""
-    if isinstance(to, LocalAddress):
+    local = addresses.as_local(to)
+    if local is not None:
         if watch is not None:
             watch.begin()
-        return await deliver(root, to, text, wait=wait, key=key, steer=steer, progress=watch)
+        return await deliver(root, local, text, wait=wait, key=key, steer=steer, progress=watch)
     async with gateway_link(root) as link:
         return await link.send(to, text, wait=wait, key=key, steer=steer)
 

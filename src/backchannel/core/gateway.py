@@ -48,6 +48,7 @@ from .delivery.mentions import Mentions
 from .delivery.outbound import Outbound
 from .delivery.sends import AgentSends
 from .delivery.wakes import Wakes
+from .facades import Admin, Hosting, Keys, Messages, Roster
 from .handoffs import ChatHandoffs
 from .hosted import HostedTools
 from .memories import StoreMemories
@@ -69,7 +70,8 @@ log = logging.getLogger("backchannel.gateway")
 
 
 class Gateway:
-    """One home, assembled: `sessions` and `delivery` are what transports use; the rest runs beneath."""
+    """One home, assembled: the surfaces use its facades (`messages`, `roster`, `keys`, `admin`, `hosting`) and its
+    own life (`root`, `settings`, `start`, `stop` …); the rest runs beneath."""
 
     def __init__(
         self,
@@ -202,6 +204,12 @@ class Gateway:
             sender=self.sends,
             mentions=self.mentions,
         )
+        # What the surfaces reach: these facades, and the gateway's own life (root, settings, start, stop …).
+        self.messages = Messages(self.door, self.delivery, self.outbound, self.pushes)
+        self.roster = Roster(self.directory, self.imports)
+        self.keys = Keys(self.access, self.revocations)
+        self.admin = Admin(self.holds, self.rooms, self.metrics, self.said_in)
+        self.hosting = Hosting(self.hosted, self.handoffs)
         self._jobs: list[asyncio.Task[None]] = []
         self._opened = False
         self._started = False

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import addresses
-from ..addresses import GroupAddress, LocalAddress, RemoteAddress
+from ..addresses import RemoteAddress, Target
 from ..errors import BackchannelError, NotFound, StoreError, UsageError
 from ..framing import ROOM_SENDER, is_human, quote
 from ..home import config
@@ -36,6 +36,7 @@ from ..transcript import SAID, Line, Room, Round, Waiting
 from .delivery.admission import Attempt
 from .delivery.delivery import Delivery, check_message
 from .delivery.directory import Directory
+from .delivery.door import by_kind
 from .delivery.outbound import Outbound
 from .queue.commits import commits
 
@@ -132,14 +133,15 @@ class Rooms:
             if text in (name, f"room:{name}"):
                 raise UsageError(f"room {name!r} cannot be a member of itself")
             target = addresses.parse_target(text)
-            if isinstance(target, GroupAddress):
+            if addresses.as_group(target) is not None:
                 raise UsageError(f"{text!r}: a room's members are agents; name the group's members one by one")
-            if isinstance(target, RemoteAddress):
-                if target.session_id is not None:
+            remote, local = addresses.as_remote(target), addresses.as_local(target)
+            if remote is not None:
+                if remote.session_id is not None:
                     raise UsageError(f"{text!r}: a room reaches a peer's agent (peer:NAME or peer:NAME/AGENT)")
-                self.outbound.peer(target.peer)  # an unknown peer: NotFound naming the known ones
-            elif isinstance(target, LocalAddress) and target.profile is not None:
-                self.directory.check_profile(target.profile)
+                self.outbound.peer(remote.peer)  # an unknown peer: NotFound naming the known ones
+            elif local is not None and local.profile is not None:
+                self.directory.check_profile(local.profile)
             if str(target) not in checked:
                 checked.append(str(target))
         limit = self.settings.max_members
@@ -305,28 +307,35 @@ class Rooms:
         return [*(Waiting(m, depth) for m in chosen), *rest]
 
     def _max_hops(self, member: str) -> int:
-        target = addresses.parse_target(member)
-        if isinstance(target, LocalAddress) and target.profile is not None:
+        local = addresses.as_local(addresses.parse_target(member))
+        if local is not None and local.profile is not None:
             with contextlib.suppress(BackchannelError):
-                return self.directory.profile(target.profile).config.messaging.max_hops
+                return self.directory.profile(local.profile).config.messaging.max_hops
         return 6
 
     async def _answer(self, room: Room, round_: Round, line: Line, given: str) -> Answer:
         """One member's turn: its briefing delivered (keyed on the round and the line: asked again, the same run)
         and its answer waited for."""
         key = f"room-{round_.id}-{line.seq}"
+
+        async def here(_: Target) -> Answer:  # a session of this home (a group: refused as none, by `_session`)
+            return await self._own_answer(room, line, given, key)
+
+        async def peer(target: RemoteAddress) -> Answer:
+            return await self._peer_answer(line, target, given, key)
+
         try:
-            target = addresses.parse_target(line.speaker)
-            if isinstance(target, RemoteAddress):
-                return await self._peer_answer(line, target, given, key)
-            session = await self._session(room, line.speaker)
-            sent = await self.delivery.submit(Attempt.handed_in(session, given, ROOM_SENDER, key=key))
-            await roomstore.started(self.db, line, sent.run.id)
-            done = await self.delivery.wait(sent.run.id, None)
+            return await by_kind(addresses.parse_target(line.speaker), local=here, remote=peer, group=here)
         except StoreError:
             raise  # the round goes on once the store answers (this gateway's next look, or another's)
         except BackchannelError as exc:
             return Answer("", "failed", error=f"{exc.code}: {exc.message}")
+
+    async def _own_answer(self, room: Room, line: Line, given: str, key: str) -> Answer:
+        session = await self._session(room, line.speaker)
+        sent = await self.delivery.submit(Attempt.handed_in(session, given, ROOM_SENDER, key=key))
+        await roomstore.started(self.db, line, sent.run.id)
+        done = await self.delivery.wait(sent.run.id, None)
         result = done.result
         if result.outcome is Outcome.DELIVERED:
             return Answer(result.reply or "", "completed", run_id=result.run_id)
@@ -351,8 +360,8 @@ class Rooms:
         if session_id is not None:
             with contextlib.suppress(NotFound):
                 return await self.directory.session(session_id)
-        target = addresses.parse_target(member)
-        if not isinstance(target, LocalAddress):
+        target = addresses.as_local(addresses.parse_target(member))
+        if target is None:
             raise UsageError(f"{member!r} is not an agent of this gateway")
         if target.session_id is not None:
             view = await self.directory.existing(target)

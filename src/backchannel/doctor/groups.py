@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..addresses import LocalAddress, RemoteAddress
+from .. import addresses
 from ..core.delivery.groups import Groups
 from ..errors import BackchannelError
 from ..home import config, peers
@@ -30,11 +30,13 @@ def groups(root: Path) -> list[Check]:
             continue
         problems = [f"{m.text}: {m.problem}" for m in members if m.problem]
         for m in members:
-            address = m.address
-            if isinstance(address, LocalAddress) and address.profile and address.profile not in known_profiles:
-                problems.append(f"{m.text}: no profile {address.profile!r}")
-            elif isinstance(address, RemoteAddress) and address.peer not in known_peers:
-                problems.append(f"{m.text}: no peer {address.peer!r}")
+            if m.address is None:
+                continue
+            local, remote = addresses.as_local(m.address), addresses.as_remote(m.address)
+            if local is not None and local.profile and local.profile not in known_profiles:
+                problems.append(f"{m.text}: no profile {local.profile!r}")
+            elif remote is not None and remote.peer not in known_peers:
+                problems.append(f"{m.text}: no peer {remote.peer!r}")
         if problems:
             found.append(
                 warn(check, "; ".join(problems), f"`backchannel group remove {name} MEMBER` for a member that is gone")

@@ -40,18 +40,18 @@ class InProcess:
         self, profile: str, session_id: str, tool: str, arguments: dict[str, Any], *, wait: float
     ) -> tuple[dict[str, Any], bool]:
         try:
-            done = await self.gateway.hosted.call(profile, session_id, tool, arguments, MCP_HOST)
+            done = await self.gateway.hosting.call(profile, session_id, tool, arguments, MCP_HOST)
         except BackchannelError as exc:  # the host reads it: no path of the home in it
             raise redact(exc, self.gateway.root) from None
         result: dict[str, Any] = json.loads(done.result)
         return result, done.ok
 
     async def new_session(self, profile: str, title: str) -> str:
-        row, _ = await self.gateway.directory.create_session(profile, title=title, source="mcp")
+        row, _ = await self.gateway.roster.create_session(profile, title=title, source="mcp")
         return row.id
 
     def check_profile(self, profile: str) -> str:
-        return self.gateway.directory.check_profile(profile)
+        return self.gateway.roster.check_profile(profile)
 
 
 class ViaGateway:

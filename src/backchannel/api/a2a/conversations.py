@@ -19,7 +19,7 @@ from a2a.utils.errors import InvalidParamsError, UnsupportedOperationError
 
 from ...core.access import Caller
 from ...core.delivery.delivery import NewContext
-from ...core.delivery.directory import Directory
+from ...core.facades import Roster
 from ...errors import NotFound
 from ...records import Run, Session
 from .tasks import STATES
@@ -37,7 +37,7 @@ class Conversation:
     new: NewContext | None = None
 
 
-async def conversation(directory: Directory, who: Caller, caller: str, profile: str, context_id: str) -> Conversation:
+async def conversation(directory: Roster, who: Caller, caller: str, profile: str, context_id: str) -> Conversation:
     """Where a message of `who` (known in bindings as `caller`) with `context_id` goes in `profile`."""
     if not context_id:
         session = await directory.open_bot_chat(profile)
@@ -53,7 +53,7 @@ async def conversation(directory: Directory, who: Caller, caller: str, profile: 
     return Conversation(who.require_bot_chat(session), context_id)
 
 
-async def context_of(directory: Directory, caller: str, run: Run) -> str:
+async def context_of(directory: Roster, caller: str, run: Run) -> str:
     """The contextId `caller` knows a run's session by: its own, or the session's id."""
     return (await directory.context_ids(caller, [run.session_id])).get(run.session_id, run.session_id)
 

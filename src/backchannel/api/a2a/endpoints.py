@@ -116,7 +116,7 @@ class A2AEndpoints:
         ctx = context(request)
         name = profile_of(request)
         try:
-            profile = ctx.directory.profile(ctx.directory.check_profile(name))
+            profile = ctx.roster.profile(ctx.roster.check_profile(name))
         except NotFound:  # a stranger learns nothing of the other profiles' names
             raise NotFound(f"no profile {errors.bounded(name)!r}", code="profile_not_found") from None
         served = self._load(request)
@@ -144,7 +144,7 @@ class A2AEndpoints:
             str(error.get("message", ""))[:MAX_LOGGED_MESSAGE],
         )
         if who.peer is not None:
-            context(request).delivery.note_bad_request(who.principal)  # the key's count, whatever profile sends
+            context(request).messages.note_bad_request(who.principal)  # the key's count, whatever profile sends
 
 
 def _require_json(request: Request) -> None:
@@ -207,6 +207,6 @@ class _Parsed(Request):
 async def _bounded(request: Request) -> _Read:
     """The request with its body read within the gateway's size and time bounds (413 or 408 past them)."""
     ctx = context(request)
-    ctx.directory.check_profile(profile_of(request))
+    ctx.roster.check_profile(profile_of(request))
     raw = await read_body(request, ctx.settings.max_body_bytes, timeout=ctx.settings.body_timeout_seconds)
     return _Read(request.scope, request.receive, raw)

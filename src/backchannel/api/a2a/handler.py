@@ -118,7 +118,7 @@ class RunsHandler(RequestHandler):
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
-        self._push = PushConfigs(ctx.gateway.pushes, own_run=self._own_run, owner=_owner)
+        self._push = PushConfigs(ctx.messages.pushes, own_run=self._own_run, owner=_owner)
 
     @_mapped
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Task | Message:
@@ -133,7 +133,7 @@ class RunsHandler(RequestHandler):
             if asked is not None:
                 await self._push.attach(asked, task, context)
                 if not config.return_immediately and task.status.state not in ENDS:
-                    task = task_of((await self.ctx.delivery.wait(task.id, self.ctx.settings.http_wait_seconds)).run)
+                    task = task_of((await self.ctx.messages.wait(task.id, self.ctx.settings.http_wait_seconds)).run)
             _told(span, task)
         return apply_history_length(task, config)
 
@@ -150,15 +150,15 @@ class RunsHandler(RequestHandler):
         run = await self._own_run(params.id, context)
         if run.state.terminal:
             raise TaskNotCancelableError(f"task {run.id!r} has ended already ({run.state.value}): nothing to cancel")
-        delivered = await self.ctx.delivery.stop(run.id, profile=run.profile)  # a held task too: it never ran
+        delivered = await self.ctx.messages.stop(run.id, profile=run.profile)  # a held task too: it never ran
         return await self._task(delivered.run, context)
 
     @_mapped
     async def on_list_tasks(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
         who, profile = _scope(context)
         return await list_tasks(
-            self.ctx.delivery,
-            self.ctx.directory,
+            self.ctx.messages,
+            self.ctx.roster,
             params,
             profile=profile,
             sender=_holder(who),
@@ -183,10 +183,10 @@ class RunsHandler(RequestHandler):
         yield apply_history_length(task, config)
         if task.status.state in ENDS:
             return
-        run = await self.ctx.delivery.run(task.id)
+        run = await self.ctx.messages.run(task.id)
         if run.state is RunState.HELD:
             return
-        async for event in self._while_valid(context, updates(self.ctx.delivery, run, context_id=task.context_id)):
+        async for event in self._while_valid(context, updates(self.ctx.messages, run, context_id=task.context_id)):
             yield event
 
     @_mapped_stream
@@ -202,7 +202,7 @@ class RunsHandler(RequestHandler):
             )
         task = await self._task(run, context)
         yield task
-        async for event in self._while_valid(context, updates(self.ctx.delivery, run, context_id=task.context_id)):
+        async for event in self._while_valid(context, updates(self.ctx.messages, run, context_id=task.context_id)):
             yield event
 
     # --- push notification configs ----------------------------------------------------------------
@@ -252,7 +252,7 @@ class RunsHandler(RequestHandler):
         (the SDK ends the stream with it; the task goes on)."""
         who, _profile = _scope(context)
         try:
-            async for event in self.ctx.gateway.access.while_valid(who, events):
+            async for event in self.ctx.gateway.keys.while_valid(who, events):
                 yield event
         except KeyRevoked as exc:
             raise InvalidRequestError(exc.message, {"code": exc.code}) from None
@@ -264,12 +264,12 @@ class RunsHandler(RequestHandler):
         caller = _holder(who)
         if message.task_id:
             run = await self._own_run(message.task_id, context)
-            refuse_follow_up(message, run, await context_of(self.ctx.directory, caller, run))
+            refuse_follow_up(message, run, await context_of(self.ctx.roster, caller, run))
         read = inbound.read(message)
         try:
             carried = _hops_chain(message)
             sender = _sender(who, carried.profile)
-            joined = await conversation(self.ctx.directory, who, caller, profile, message.context_id)
+            joined = await conversation(self.ctx.roster, who, caller, profile, message.context_id)
             incoming = Attempt.handed_in(
                 session=joined.session,
                 text=read.text,
@@ -282,9 +282,9 @@ class RunsHandler(RequestHandler):
                 context=joined.new,
             )
             if immediately:
-                delivered = await self.ctx.delivery.submit(incoming)
+                delivered = await self.ctx.messages.submit(incoming)
             else:
-                delivered = await self.ctx.delivery.deliver(incoming, wait=self.ctx.settings.http_wait_seconds)
+                delivered = await self.ctx.messages.deliver(incoming, wait=self.ctx.settings.http_wait_seconds)
         except Refused as exc:  # only the delivery refuses: the conversation was found (a new one is not begun)
             asked = Message()
             asked.CopyFrom(message)
@@ -298,14 +298,14 @@ class RunsHandler(RequestHandler):
     async def _task(self, run: Run, context: ServerCallContext) -> Task:
         """The caller's run as a task: under the contextId the caller knows its session by, with its files."""
         who, _profile = _scope(context)
-        files = (await self.ctx.delivery.files([run.id])).get(run.id, ())
-        return task_of(run, context_id=await context_of(self.ctx.directory, _holder(who), run), files=files)
+        files = (await self.ctx.messages.files([run.id])).get(run.id, ())
+        return task_of(run, context_id=await context_of(self.ctx.roster, _holder(who), run), files=files)
 
     async def _own_run(self, task_id: str, context: ServerCallContext) -> Run:
         """The caller's run `task_id` in the path's profile; anyone else's is not found."""
         who, profile = _scope(context)
         try:
-            run = await self.ctx.delivery.run(task_id, profile=profile)
+            run = await self.ctx.messages.run(task_id, profile=profile)
         except NotFound:
             raise TaskNotFoundError(f"no task {task_id!r} in profile {profile!r}") from None
         if not (is_human(run.sender) if who.is_person else who.sent(run.sender)):

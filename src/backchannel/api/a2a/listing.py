@@ -15,8 +15,7 @@ from a2a.types import ListTasksRequest, ListTasksResponse, TaskState
 from a2a.utils.errors import InvalidParamsError
 from a2a.utils.task import apply_history_length, validate_history_length, validate_page_size
 
-from ...core.delivery.delivery import Delivery
-from ...core.delivery.directory import Directory
+from ...core.facades import Messages, Roster
 from ...records import Run, RunState, TaskQuery
 from .tasks import STATES, task_of
 
@@ -24,8 +23,8 @@ DEFAULT_PAGE_SIZE = 50
 
 
 async def list_tasks(
-    delivery: Delivery,
-    directory: Directory,
+    delivery: Messages,
+    directory: Roster,
     params: ListTasksRequest,
     *,
     profile: str,
@@ -68,7 +67,7 @@ async def list_tasks(
     return response
 
 
-async def _session_of(directory: Directory, caller: str, profile: str, context_id: str) -> str | None:
+async def _session_of(directory: Roster, caller: str, profile: str, context_id: str) -> str | None:
     """The session a contextId filter names: the conversation the caller started under it, else a session id."""
     if not context_id:
         return None

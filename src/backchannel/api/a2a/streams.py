@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 from a2a.server.events.event_queue import Event
 from a2a.types import Message, Part, TaskArtifactUpdateEvent, TaskState, TaskStatus, TaskStatusUpdateEvent
 
-from ...core.delivery.delivery import Delivery
+from ...core.facades import Messages
 from ...events import Chunk, Ended, Started
 from ...records import Run, RunState
 from .tasks import AGENT, STATES, task_of
@@ -25,7 +25,7 @@ from .tasks import AGENT, STATES, task_of
 LOOK_SECONDS = 1.0
 
 
-async def updates(delivery: Delivery, run: Run, *, context_id: str, look: float = LOOK_SECONDS) -> AsyncIterator[Event]:
+async def updates(delivery: Messages, run: Run, *, context_id: str, look: float = LOOK_SECONDS) -> AsyncIterator[Event]:
     """What follows the Task `task_of(run)` in a stream, until the run is terminal (`context_id`: the task's)."""
     shown = _shown(run)
     pieces = 0  # the reply's pieces told as progress so far

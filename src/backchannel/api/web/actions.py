@@ -73,8 +73,8 @@ async def send(request: Request, session: WebSession) -> Response:
     ctx = context(request)
     form = await form_body(request, ctx.settings.max_body_bytes)
     check_csrf(request, session, form.get("csrf"))
-    row = await ctx.directory.session(request.path_params["session_id"])
-    d = await ctx.delivery.submit(
+    row = await ctx.roster.session(request.path_params["session_id"])
+    d = await ctx.messages.submit(
         Attempt.handed_in(row, form.get("message", ""), WEB_SENDER, key=check_external(form.get("key")))
     )
     if "hx-request" not in request.headers:
@@ -88,7 +88,7 @@ async def say_in_room(request: Request, session: WebSession) -> Response:
     form = await form_body(request, ctx.settings.max_body_bytes)
     check_csrf(request, session, form.get("csrf"))
     name = request.path_params["name"]
-    await ctx.gateway.rooms.say(name, form.get("message", ""), sender=WEB_SENDER)
+    await ctx.gateway.admin.say_in_room(name, form.get("message", ""), sender=WEB_SENDER)
     return _back(request, f"/web/rooms/{name}")
 
 
@@ -96,7 +96,7 @@ async def stop(request: Request, session: WebSession) -> Response:
     ctx = context(request)
     form = await form_body(request, ctx.settings.max_body_bytes)
     check_csrf(request, session, form.get("csrf"))
-    d = await ctx.delivery.stop(request.path_params["run_id"])
+    d = await ctx.messages.stop(request.path_params["run_id"])
     return _back(request, form.get("next") or f"/web/runs/{d.run.id}")
 
 
@@ -105,7 +105,7 @@ async def approve(request: Request, session: WebSession) -> Response:
     ctx = context(request)
     form = await form_body(request, ctx.settings.max_body_bytes)
     check_csrf(request, session, form.get("csrf"))
-    run = await ctx.gateway.holds.approve(request.path_params["run_id"])
+    run = await ctx.gateway.admin.approve(request.path_params["run_id"])
     return _back(request, f"/web/runs/{run.id}")
 
 
@@ -114,5 +114,5 @@ async def deny(request: Request, session: WebSession) -> Response:
     ctx = context(request)
     form = await form_body(request, ctx.settings.max_body_bytes)
     check_csrf(request, session, form.get("csrf"))
-    await ctx.gateway.holds.deny(request.path_params["run_id"], why=(form.get("why") or "").strip() or None)
+    await ctx.gateway.admin.deny(request.path_params["run_id"], why=(form.get("why") or "").strip() or None)
     return _back(request, "/web/held")

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ...core.delivery.delivery import Delivery
+from ...core.facades import Messages
 from ...events import Chunk, Ended, Queued, Started, Step
 from ..context import context
 from ..lf_streams import event_stream
@@ -24,14 +24,14 @@ PEER_TIMEOUT_SECONDS = 3.0
 _SSE_HEADERS = {k: v for k, v in HEADERS.items() if k != "Cache-Control"}
 
 
-async def _runs_table(delivery: Delivery, session: WebSession) -> str:
+async def _runs_table(delivery: Messages, session: WebSession) -> str:
     active, ended = await active_runs(delivery)
     return fragment("_runs.html", session=session, active=active, ended=ended)
 
 
 async def runs_live(request: Request, session: WebSession) -> Response:
     """The runs table as server-sent events: sent again whenever a run is queued, starts, moves up or ends."""
-    delivery = context(request).delivery
+    delivery = context(request).messages
 
     async def frames() -> AsyncIterator[dict[str, str]]:
         last = None
@@ -47,7 +47,7 @@ async def runs_live(request: Request, session: WebSession) -> Response:
 
 async def reply_stream(request: Request, session: WebSession) -> Response:
     """One run's reply as server-sent events: `state` as it changes, `delta` text as the engine writes it, `end`."""
-    delivery = context(request).delivery
+    delivery = context(request).messages
     run = await delivery.run(request.path_params["run_id"])
 
     async def frames() -> AsyncIterator[dict[str, str]]:
@@ -80,5 +80,5 @@ async def reply_stream(request: Request, session: WebSession) -> Response:
 
 async def peer_status(request: Request, session: WebSession) -> Response:
     """Whether one peer answers just now, as a fragment the overview loads after it is shown."""
-    answer = await context(request).delivery.probe_peer(request.path_params["name"], timeout=PEER_TIMEOUT_SECONDS)
+    answer = await context(request).messages.probe_peer(request.path_params["name"], timeout=PEER_TIMEOUT_SECONDS)
     return page(request, "_peer.html", session=session, answer=answer)

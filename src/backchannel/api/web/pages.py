@@ -26,18 +26,18 @@ SESSIONS_SHOWN = 8
 async def overview(request: Request, session: WebSession) -> Response:
     ctx = context(request)
     profiles = []
-    for name in ctx.directory.profiles():
-        recent = await ctx.directory.sessions(name, limit=SESSIONS_SHOWN + 1)
+    for name in ctx.roster.profiles():
+        recent = await ctx.roster.sessions(name, limit=SESSIONS_SHOWN + 1)
         profiles.append(
             {
                 "name": name,
-                "engine": ctx.directory.profile(name).config.model.engine,
+                "engine": ctx.roster.profile(name).config.model.engine,
                 "sessions": recent[:SESSIONS_SHOWN],
                 "more": len(recent) > SESSIONS_SHOWN,
                 "last_active": max((s.updated_at for s in recent), default=None),
             }
         )
-    load = await ctx.delivery.load()
+    load = await ctx.messages.load()
     return page(
         request,
         "overview.html",
@@ -47,14 +47,14 @@ async def overview(request: Request, session: WebSession) -> Response:
         queued=load[RunState.QUEUED],
         running=load[RunState.RUNNING],
         profiles=profiles,
-        peers=ctx.directory.peers(),
+        peers=ctx.roster.peers(),
     )
 
 
 async def session_page(request: Request, session: WebSession) -> Response:
     ctx = context(request)
-    row = await ctx.directory.session(request.path_params["session_id"])
-    items = await session_items(await ctx.directory.messages(row.id), ctx.delivery)
+    row = await ctx.roster.session(request.path_params["session_id"])
+    items = await session_items(await ctx.roster.messages(row.id), ctx.messages)
     return page(request, "session.html", session=session, row=row, items=items, send_key=new_send_key())
 
 
@@ -64,13 +64,13 @@ def new_send_key() -> str:
 
 
 async def runs_page(request: Request, session: WebSession) -> Response:
-    active, ended = await active_runs(context(request).delivery)
+    active, ended = await active_runs(context(request).messages)
     return page(request, "runs.html", session=session, active=active, ended=ended)
 
 
 async def run_page(request: Request, session: WebSession) -> Response:
     ctx = context(request)
-    d = await ctx.delivery.status(request.path_params["run_id"])
+    d = await ctx.messages.status(request.path_params["run_id"])
     return page(request, "run.html", session=session, d=d, run=d.run)
 
 
@@ -88,7 +88,7 @@ async def ledger_page(request: Request, session: WebSession) -> Response:
     if within and within not in WITHIN:
         raise UsageError(f"no time range {within!r}: choose one of {', '.join(WITHIN)}")
     since = time.time() - WITHIN[within] if within else None
-    rows, more = await ledger_rows(ctx.delivery, addresses, outcomes.get(outcome), since)
+    rows, more = await ledger_rows(ctx.messages, addresses, outcomes.get(outcome), since)
     _, pairs = totals(rows)
     spending = [(day, a, b, t) for (day, a, b), t in pairs.items() if t.tokens_in or t.tokens_out]
     return page(
@@ -103,14 +103,14 @@ async def ledger_page(request: Request, session: WebSession) -> Response:
         within=within,
         outcomes=[o.value for o in LEDGER_OUTCOMES],
         ranges=list(WITHIN),
-        profiles=ctx.directory.profiles(),
+        profiles=ctx.roster.profiles(),
     )
 
 
 async def exchange_page(request: Request, session: WebSession) -> Response:
     ctx = context(request)
-    run = await ctx.delivery.run(request.path_params["run_id"])
-    entries = await ctx.delivery.exchange(run.id)
+    run = await ctx.messages.run(request.path_params["run_id"])
+    entries = await ctx.messages.exchange(run.id)
     pair = [a.strip() for a in request.query_params.getlist("address") if a.strip()][:2]
     return page(
         request,
@@ -127,26 +127,26 @@ async def exchange_page(request: Request, session: WebSession) -> Response:
 
 async def rooms_page(request: Request, session: WebSession) -> Response:
     """The home's rooms, each with its members."""
-    return page(request, "rooms.html", session=session, rooms=await context(request).gateway.rooms.every())
+    return page(request, "rooms.html", session=session, rooms=await context(request).gateway.admin.rooms())
 
 
 async def room_page(request: Request, session: WebSession) -> Response:
     """One room: its transcript in order (each answer's state), a box to say something, new lines as they come."""
-    rooms = context(request).gateway.rooms
+    admin = context(request).gateway.admin
     name = request.path_params["name"]
-    room = await rooms.get(name)
-    return page(request, "room.html", session=session, room=room, lines=await rooms.transcript(name))
+    room = await admin.room(name)
+    return page(request, "room.html", session=session, room=room, lines=await admin.transcript(name))
 
 
 async def room_lines(request: Request, session: WebSession) -> Response:
     """The transcript's lines as the room page shows them (htmx asks for them again every second)."""
-    rooms = context(request).gateway.rooms
+    admin = context(request).gateway.admin
     name = request.path_params["name"]
-    room = await rooms.get(name)
-    return page(request, "_room_lines.html", session=session, room=room, lines=await rooms.transcript(name))
+    room = await admin.room(name)
+    return page(request, "_room_lines.html", session=session, room=room, lines=await admin.transcript(name))
 
 
 async def held_page(request: Request, session: WebSession) -> Response:
     """The messages waiting for the person's approval, oldest first, each with who sent it and when it expires."""
-    held = await context(request).gateway.holds.held()
+    held = await context(request).gateway.admin.held()
     return page(request, "held.html", session=session, held=held)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from ...core.delivery.delivery import Delivered, Delivery
+from ...core.delivery.delivery import Delivered
+from ...core.facades import Messages
 from ...errors import NotFound
 from ...framing import is_human, unframe
 from ...messages import Message
@@ -41,7 +42,7 @@ class Item:
     tools: list[ToolUse] = field(default_factory=list)
 
 
-async def session_items(messages: list[Message], delivery: Delivery) -> list[Item]:
+async def session_items(messages: list[Message], delivery: Messages) -> list[Item]:
     """The messages in order; a framed message is another agent's only when its run's sender is not the person."""
     senders: dict[str, str | None] = {}
 
@@ -89,7 +90,7 @@ def _pretty(raw: str) -> str:
         return raw
 
 
-async def active_runs(delivery: Delivery) -> tuple[list[Delivered], list[Delivered]]:
+async def active_runs(delivery: Messages) -> tuple[list[Delivered], list[Delivered]]:
     """The runs queued or running (oldest first, with their queue positions) and the last few that ended."""
     active = await delivery.runs(states=(RunState.QUEUED, RunState.RUNNING), limit=500)
     active.sort(key=lambda d: d.run.seq)
@@ -98,7 +99,7 @@ async def active_runs(delivery: Delivery) -> tuple[list[Delivered], list[Deliver
 
 
 async def ledger_rows(
-    delivery: Delivery, addresses: list[str], outcome: Outcome | None, since: float | None
+    delivery: Messages, addresses: list[str], outcome: Outcome | None, since: float | None
 ) -> tuple[list[LedgerEntry], bool]:
     """The ledger as filtered; True when more rows matched than are shown."""
     rows = await delivery.ledger(*addresses, limit=LEDGER_SCAN if outcome else LEDGER_ROWS + 1, since=since)

@@ -11,6 +11,9 @@ The CLI's `send`, `POST /v1/messages` and the group and peer routes all come in 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 from ... import keys
 from ...addresses import Address, GroupAddress, LocalAddress, RemoteAddress, Target
 from ...errors import UsageError
@@ -21,6 +24,27 @@ from .delivery import MAX_WAIT_SECONDS, Delivery, check_message
 from .groups import Groups
 from .imports import Imports
 from .outbound import Outbound
+
+T = TypeVar("T")
+
+
+def by_kind(
+    to: Target,
+    *,
+    local: Callable[[LocalAddress], T],
+    remote: Callable[[RemoteAddress], T],
+    group: Callable[[GroupAddress], T] | None = None,
+) -> T:
+    """The one place a message's way is picked by its address's kind: the person's sends here, an agent's
+    (`sends.AgentSends`) and a room's members' (`core.rooms`) each give what they do for each kind (`group` None:
+    `to` is a group's member, never a group itself)."""
+    if isinstance(to, GroupAddress):
+        if group is None:
+            raise UsageError(f"{to}: a group's members are agents, not groups", code="invalid_address")
+        return group(to)
+    if isinstance(to, RemoteAddress):
+        return remote(to)
+    return local(to)
 
 
 class Door:

@@ -61,16 +61,17 @@ class Groups:
                 except UsageError as exc:
                     found.append(Member(text, None, exc.message))
                     continue
-                if isinstance(target, GroupAddress):
-                    if target.name in (*path, group):
-                        cycle = " → ".join((*path, group, target.name))
+                inner = addresses.as_group(target)
+                if inner is not None:
+                    if inner.name in (*path, group):
+                        cycle = " → ".join((*path, group, inner.name))
                         raise UsageError(f"group {name!r} contains itself ({cycle}): remove one of them")
-                    expand(target.name, (*path, group))
+                    expand(inner.name, (*path, group))
                     continue
                 key = str(target)
                 if key not in seen:
                     seen.add(key)
-                    found.append(Member(text, target))
+                    found.append(Member(text, addresses.as_local(target) or addresses.as_remote(target)))
 
         expand(name, ())
         return found

@@ -23,6 +23,7 @@ from ..queue.queue import RunQueue
 from .admission import Admitted, Attempt
 from .delivery import MAX_WAIT_SECONDS, Delivery, check_message
 from .directory import Directory
+from .door import by_kind
 from .groups import Groups
 from .imports import Imports
 from .outbound import Outbound, SentFrom
@@ -54,10 +55,10 @@ class AgentSends:
     async def send(self, ctx: ToolContext, address: str, message: str, *, wait: float, steer: bool = False) -> Result:
         """send_to_session: from the turn of `ctx` to a local address; the reply, a receipt, or a refusal. With
         `steer`, into the target's running turn at its next model step (when it runs one that can take it)."""
-        parsed = addresses.parse(address)
-        if isinstance(parsed, RemoteAddress):
+        local = addresses.as_local(addresses.parse(address))
+        if local is None:
             raise UsageError(f"{address!r} is a peer address: use send_to_peer", code="invalid_address")
-        return await self._local(ctx, parsed, message, wait=wait, steer=steer)
+        return await self._local(ctx, local, message, wait=wait, steer=steer)
 
     async def send_peer(self, ctx: ToolContext, target: str, message: str, *, wait: float) -> Result:
         """send_to_peer: from the turn of `ctx` to an agent on another gateway (`peer[/profile]`)."""
@@ -70,19 +71,25 @@ class AgentSends:
 
     async def send_group(self, ctx: ToolContext, group: str, message: str, *, wait: float) -> GroupResult:
         """send_to_group: from the turn of `ctx` to every member of a group."""
-        target = addresses.parse_target(group)
-        if not isinstance(target, GroupAddress):
+        target = addresses.as_group(addresses.parse_target(group))
+        if target is None:
             raise UsageError(f"{group!r} is not a group (group:NAME)", code="invalid_address")
         return await self._group(ctx, target, message, wait=wait)
 
     async def send_to(self, ctx: ToolContext, to: Target, message: str, *, wait: float) -> Result | GroupResult:
         """From the turn of `ctx` to any address (a mention's): the one place an agent's send picks its way by
         the address's kind, each under the same rules."""
-        if isinstance(to, GroupAddress):
-            return await self._group(ctx, to, message, wait=wait)
-        if isinstance(to, RemoteAddress):
-            return await self._peer(ctx, to, message, wait=wait)
-        return await self._local(ctx, to, message, wait=wait)
+
+        async def local(address: LocalAddress) -> Result | GroupResult:
+            return await self._local(ctx, address, message, wait=wait)
+
+        async def peer(address: RemoteAddress) -> Result | GroupResult:
+            return await self._peer(ctx, address, message, wait=wait)
+
+        async def group(address: GroupAddress) -> Result | GroupResult:
+            return await self._group(ctx, address, message, wait=wait)
+
+        return await by_kind(to, local=local, remote=peer, group=group)
 
     @commits
     async def _local(
@@ -121,19 +128,24 @@ class AgentSends:
         check_message(message)
 
         def skip(address: Address) -> str | None:
-            if isinstance(address, LocalAddress) and (
-                (address.profile == ctx.profile.name and address.session_id in (None, ctx.session_id))
-                or (address.profile is None and address.session_id == ctx.session_id)
+            local = addresses.as_local(address)
+            if local is not None and (
+                (local.profile == ctx.profile.name and local.session_id in (None, ctx.session_id))
+                or (local.profile is None and local.session_id == ctx.session_id)
             ):
                 return "the sender itself"
             return None
 
-        async def one(address: Address) -> Result:
-            if isinstance(address, RemoteAddress):
-                if address.session_id is not None:
-                    raise UsageError(f"{address}: a group reaches a peer's agent (its Bot Chat), not its sessions")
-                return await self._peer(ctx, address, message, wait=wait)
+        async def local(address: LocalAddress) -> Result:
             return await self._local(ctx, address, message, wait=wait)
+
+        async def peer(address: RemoteAddress) -> Result:
+            if address.session_id is not None:
+                raise UsageError(f"{address}: a group reaches a peer's agent (its Bot Chat), not its sessions")
+            return await self._peer(ctx, address, message, wait=wait)
+
+        async def one(address: Address) -> Result:
+            return await by_kind(address, local=local, remote=peer)
 
         return await self.groups.send(group, one, skip=skip)
 
@@ -141,8 +153,8 @@ class AgentSends:
     async def notify_when_idle(self, ctx: ToolContext, address: str) -> Result:
         """One notice into the session of `ctx` when the local session `address` next has nothing queued or running;
         refused as a send to it would be. Idle already: said at once (`delivered`, state `idle`), no notice."""
-        parsed = addresses.parse(address)
-        if isinstance(parsed, RemoteAddress):
+        parsed = addresses.as_local(addresses.parse(address))
+        if parsed is None:
             raise UsageError(f"{address!r} is on another gateway: notify_when_idle watches this gateway's sessions")
         profile_name, target = await self.imports.find(parsed)
         shown = f"{profile_name}/{target.id}" if target is not None else profile_name
