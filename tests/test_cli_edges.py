@@ -316,7 +316,7 @@ def test_tables_fit_the_terminals_width_and_wide_or_a_pipe_keeps_every_cell_whol
         lines = fitted.stdout.splitlines()
         assert lines and all(len(line) <= columns for line in lines), (argv, lines)
         whole = run_cli(*argv, "--wide", env={"COLUMNS": str(columns)})
-        piped = run_cli(*argv)  # stdout is no terminal here, and COLUMNS is not set
+        piped = run_cli(*argv, env={"COLUMNS": ""})  # stdout is no terminal here, and no COLUMNS
         assert max(map(len, whole.stdout.splitlines())) > columns or argv == ("profile", "list"), (argv, whole.stdout)
         if argv in (("ledger",), ("runs", "list")):  # their --wide shows whole messages too: not the same lines
             assert address in piped.stdout and address in whole.stdout and address not in fitted.stdout, argv
