@@ -113,7 +113,7 @@ def table(
     drop: tuple[str, ...] = (),
     wide: bool = False,
 ) -> None:
-    """Rows under their headings, in columns. On a terminal (or with COLUMNS set) a table wider than it fits: the
+    """Rows under their headings, in columns. On a terminal (or BACKCHANNEL_COLUMNS) a table wider than it fits: the
     columns named in `drop` are left out, in that order, while it cannot fit otherwise; then those named in `fit`
     give way, the widest first, their cells cut with `…` (an address keeps its profile and the end of its id).
     `wide`, or output to a pipe or a file, keeps every column and cell whole."""
@@ -134,12 +134,19 @@ def table(
         click.echo("  ".join(_cut(row[i], widths[i]).ljust(widths[i]) for i in shown).rstrip())
 
 
+WIDTH_VAR = "BACKCHANNEL_COLUMNS"  # the width tables fit, whatever stdout is (0: every cell whole)
+
+
 def terminal_width() -> int | None:
-    """The columns a table may take: the terminal's (or COLUMNS'), None when stdout is a pipe or a file."""
+    """The columns a table may take: BACKCHANNEL_COLUMNS when set, else the terminal's; None (every cell whole)
+    when stdout is a pipe or a file, whatever COLUMNS says (a shell or a test runner may export it)."""
     import os
     import shutil
 
-    if not _is_tty(sys.stdout) and not os.environ.get("COLUMNS"):
+    given = os.environ.get(WIDTH_VAR, "").strip()
+    if given.isdigit():
+        return int(given) or None
+    if not _is_tty(sys.stdout):
         return None
     return shutil.get_terminal_size().columns
 
