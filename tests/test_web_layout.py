@@ -23,8 +23,12 @@ pytestmark = pytest.mark.browser
 WIDTHS = (390, 1280, 1920)
 ARTIFACTS = Path(__file__).parent / "artifacts" / "web"
 UNBROKEN = "https://builds.example.com/pipelines/" + "x" * 120  # one word wider than a phone
-LONG = "ALPHA the person's long message, " + "with many words to wrap, " * 12 + UNBROKEN + "\n" + "\n".join(
-    f"line {i}: more of the same message" for i in range(2, 30)
+LONG = (
+    "ALPHA the person's long message, "
+    + "with many words to wrap, " * 12
+    + UNBROKEN
+    + "\n"
+    + "\n".join(f"line {i}: more of the same message" for i in range(2, 30))
 )
 ONE_LINE_LONG = "BRAVO a long single line from research, " + "spoken at length and then some more, " * 10
 
@@ -85,7 +89,7 @@ FITS = """el => {
 SHOWN = """el => {
   const r = el.getBoundingClientRect(), right = document.documentElement.clientWidth;
   if (!(r.width > 0 && r.height > 0)) return "no box";
-  if (r.left < 0 || r.right > right + 1) return `off-screen: ${Math.round(r.left)} to ${Math.round(r.right)} of ${right}`;
+  if (r.left < 0 || r.right > right + 1) return `off-screen: ${Math.round(r.left)}-${Math.round(r.right)} of ${right}`;
   for (let a = el.parentElement; a; a = a.parentElement) {
     if (getComputedStyle(a).overflowX === "visible") continue;
     const b = a.getBoundingClientRect();
@@ -114,15 +118,17 @@ def _shown(el: Any, what: str, width: int) -> None:
 
 
 def _at_each_width(tab: Any, url: str, name: str, check: Any) -> None:
-    for width in WIDTHS:
-        tab.set_viewport_size({"width": width, "height": 900})
-        tab.goto(url)
-        check(width)
-        if width == 1280:
-            ARTIFACTS.mkdir(parents=True, exist_ok=True)
-            (ARTIFACTS.parent / ".gitignore").write_text("*\n")  # pictures are never committed
-            tab.screenshot(path=str(ARTIFACTS / f"{name}-1280.png"), full_page=True)
-    tab.goto("about:blank")  # a page that follows the gateway live lets go of it before the gateway stops
+    try:
+        for width in WIDTHS:
+            tab.set_viewport_size({"width": width, "height": 900})
+            tab.goto(url)
+            check(width)
+            if width == 1280:
+                ARTIFACTS.mkdir(parents=True, exist_ok=True)
+                (ARTIFACTS.parent / ".gitignore").write_text("*\n")  # pictures are never committed
+                tab.screenshot(path=str(ARTIFACTS / f"{name}-1280.png"), full_page=True)
+    finally:
+        tab.goto("about:blank")  # a page that follows the gateway live lets go of it before the gateway stops
 
 
 def _short_id(el: Any, full: str) -> None:

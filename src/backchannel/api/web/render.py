@@ -77,9 +77,8 @@ def _templates() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(
-        when=when, session_of=session_of, short=short, head=addresses.head, short_id=short_id, short_address=short_address
-    )
+    env.filters.update(when=when, session_of=session_of, short=short, head=addresses.head)
+    env.filters.update(short_id=short_id, short_address=short_address)
     env.tests.update(remote=addresses.is_remote)
     env.globals.update(version=__version__)
     return env
