@@ -152,6 +152,11 @@ def test_the_ledger_shows_each_message_and_reply_wrapped_within_the_screen(page:
         if width >= 1280:  # a row as tall as a few lines, not as its message's thirty
             for tr in page.locator("#ledger tbody tr").all():
                 assert tr.bounding_box()["height"] < 260, tr.inner_text()[:200]
+        text = row.locator(".message .text")
+        folded = text.bounding_box()["height"]
+        row.locator(".message summary").click()  # a long message opens to the whole, no script needed
+        assert text.bounding_box()["height"] > 5 * folded
+        _shown(text, "the opened message", width)
         sent = page.locator("#ledger tbody tr", has_text="BRAVO").filter(has=page.locator(".to", has_text="builds"))
         sender = sent.locator(".from a")
         expect(sender).to_have_attribute("href", f"/web/sessions/{made['session']}")
