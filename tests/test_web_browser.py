@@ -149,7 +149,9 @@ def test_filter_the_ledger_to_a_pair_and_open_its_exchange(page: Any, gateway: G
 
     rows = page.locator("#ledger tbody tr")
     expect(rows).to_have_count(1)
-    expect(rows.locator(".from")).to_contain_text(f"research/{sid}")
+    sender = rows.locator(".from a")  # shown shortened (research/…): the whole address is its title and link
+    expect(sender).to_have_attribute("title", f"research/{sid}")
+    expect(sender).to_have_attribute("href", f"/web/sessions/{sid}")
     expect(rows.locator(".to")).to_contain_text("builds/")
     expect(rows).not_to_contain_text("assistant")
     expect(rows.locator(".outcome")).to_have_text("delivered")
@@ -184,7 +186,7 @@ def test_approve_and_deny_held_messages_and_the_sender_learns_each_outcome(page:
     items = page.locator(".held-item")
     expect(items).to_have_count(2)
     first, second = items.filter(has_text="first please"), items.filter(has_text="second please")
-    expect(first).to_contain_text(f"research/{sid}")
+    expect(first.locator(".sender a")).to_have_attribute("title", f"research/{sid}")  # shown as research/…
     first.get_by_role("button", name="Approve").click()
     expect(page.locator("h1")).to_contain_text("run_")  # the approved run's page
     page.goto(gateway.url + "/web/held")

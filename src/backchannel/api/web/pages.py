@@ -38,6 +38,7 @@ async def overview(request: Request, session: WebSession) -> Response:
             }
         )
     load = await ctx.messages.load()
+    admin = ctx.gateway.admin
     return page(
         request,
         "overview.html",
@@ -48,6 +49,8 @@ async def overview(request: Request, session: WebSession) -> Response:
         running=load[RunState.RUNNING],
         profiles=profiles,
         peers=ctx.roster.peers(),
+        held=len(await admin.held()),
+        rooms=await admin.rooms(),
     )
 
 

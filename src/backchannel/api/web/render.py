@@ -43,6 +43,23 @@ def short(text: str | None, limit: int = 120) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def short_id(value: str | None, keep: int = 8) -> str:
+    """A long id as a person tells it apart: its first characters (`run_d212…`); the page keeps the whole in the
+    element's title and its link."""
+    value = value or ""
+    return value if len(value) <= keep + 4 else value[:keep] + "…"
+
+
+def short_address(address: str | None) -> str:
+    """A long address as a person tells it apart: its profile (and peer) kept, its session id's end
+    (`research/…4e5dff`); the page keeps the whole in the element's title and its link."""
+    address = address or ""
+    head, slash, tail = address.rpartition("/")
+    if slash and len(tail) > 12:
+        return f"{head}/…{tail[-6:]}"
+    return address if slash or len(address) <= 28 else address[:24] + "…"
+
+
 if TYPE_CHECKING:
     import jinja2
 
@@ -61,6 +78,7 @@ def _templates() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters.update(when=when, session_of=session_of, short=short, head=addresses.head)
+    env.filters.update(short_id=short_id, short_address=short_address)
     env.tests.update(remote=addresses.is_remote)
     env.globals.update(version=__version__)
     return env
