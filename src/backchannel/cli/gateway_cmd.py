@@ -13,8 +13,11 @@ import click
 from click.core import ParameterSource
 
 from .. import procs
-from ..errors import GatewayError, UsageError
+from ..errors import BackchannelError, GatewayError, UsageError
 from ..home import config, runtime
+from ..home.gateway_log import LOG_FORMAT as LOG_FORMAT
+from ..home.gateway_log import LogFile
+from ..home.home_file import LogSettings
 from .connect import find_gateway
 from .output import emit, examples, note, show_config_warnings
 
@@ -59,19 +62,36 @@ def gateway(ctx: click.Context, host: str | None, port: int | None, grace: float
         return
     from ..api.server import serve  # the server stack is loaded only by the command that serves
 
-    log_in_one_format()
+    root = config.home()
+    log_in_one_format(root)
     show_config_warnings("log")  # an unknown config key is a line of the gateway's log
-    serve(config.home(), host=host, port=port, grace=grace)
+    try:
+        serve(root, host=host, port=port, grace=grace)
+    except BackchannelError as exc:  # said on stderr as every command's error; in the log file too (a service's)
+        failed = logging.LogRecord("backchannel.gateway", logging.ERROR, __file__, 0, "cannot start: %s", (exc.message,), None)
+        for handler in logging.getLogger().handlers:
+            if isinstance(handler, LogFile):
+                handler.handle(failed)
+        raise
 
 
-LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 QUIET = ("httpx", "httpcore")  # a line per outbound request (peers, engines) is noise; their warnings still show
 
 
-def log_in_one_format() -> None:
+def log_in_one_format(root: Path | None = None) -> None:
     """Every line of the gateway's log in one format, the libraries' too: uvicorn is served without logging
-    config of its own (its loggers reach this handler), and MCP's session manager logs through it as well."""
-    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT, force=True)
+    config of its own (its loggers reach this handler), and MCP's session manager logs through it as well.
+
+    On stderr, and (given the home, once it has a config) in the home's log file `logs/gateway.log` too, rotated
+    as its `logs:` section says."""
+    handlers: list[logging.Handler] = [logging.StreamHandler()]
+    if root is not None and config.config_path(root).is_file():
+        try:
+            settings = config.load_gateway_config(root).logs
+        except BackchannelError:
+            settings = LogSettings()  # the gateway says what is wrong with the config as it starts
+        handlers.append(LogFile(root, max_bytes=settings.max_bytes, keep=settings.keep))
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT, force=True, handlers=handlers)
     for name in QUIET:
         logging.getLogger(name).setLevel(logging.WARNING)
 
