@@ -1,35 +1,36 @@
-"""`backchannel gateway`: run the gateway in the foreground; `backchannel gateway stop`: stop it gracefully."""
+"""`backchannel gateway`: run the gateway in the foreground; `backchannel gateway stop`: stop it gracefully;
+`gateway install`, `uninstall`, `status`: the gateway as a service of the user's session (`gateway_service`)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import click
 from click.core import ParameterSource
 
-from .. import procs
-from ..errors import BackchannelError, GatewayError, UsageError
-from ..home import config, runtime
+from ..errors import BackchannelError, UsageError
+from ..home import config
 from ..home.gateway_log import LOG_FORMAT as LOG_FORMAT
 from ..home.gateway_log import LogFile
 from ..home.home_file import LogSettings
-from .connect import find_gateway
+from . import gateway_service
+from .gateway_stop import stop_gateway
 from .output import emit, examples, note, show_config_warnings
-
-POLL_SECONDS = 0.1
-STOP_MARGIN_SECONDS = 15.0  # past twice the grace (open requests, then running turns), for closing the store
 
 
 @click.group(
     "gateway",
     invoke_without_command=True,
-    subcommand_metavar="[stop]",
-    epilog=examples("backchannel gateway", "backchannel gateway --port 8400 --grace 30", "backchannel gateway stop"),
+    subcommand_metavar="[stop | install | uninstall | status]",
+    epilog=examples(
+        "backchannel gateway",
+        "backchannel gateway --port 8400 --grace 30",
+        "backchannel gateway stop",
+        "backchannel gateway install",
+        "backchannel gateway status",
+    ),
 )
 @click.option("--host", help="Address to bind (default from config.yaml: 127.0.0.1).")
 @click.option(
@@ -47,7 +48,9 @@ def gateway(ctx: click.Context, host: str | None, port: int | None, grace: float
     """Serve the HTTP API and run queued turns until stopped.
 
     Stop it with Ctrl-C (or Ctrl-Break) in its console, SIGTERM, or `backchannel gateway stop` from any
-    terminal (the graceful stop on Windows, where it has no SIGTERM).
+    terminal (the graceful stop on Windows, where it has no SIGTERM). Its log goes to stderr and to
+    `logs/gateway.log` in the home (`backchannel logs`). To keep it running, restarted when it fails and started
+    at logon: `backchannel gateway install`.
     """
     if ctx.invoked_subcommand is not None:
         given = [
@@ -96,30 +99,6 @@ def log_in_one_format(root: Path | None = None) -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
-@dataclass(frozen=True)
-class Stopped:
-    """What `gateway stop` did: `stopped` a gateway, or found `not_running`."""
-
-    result: str
-    gateway_id: str = ""
-    pid: int | None = None
-    url: str = ""
-    grace_seconds: float | None = None
-    running_turns: int | None = None
-    seconds: float | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "result": self.result,
-            "gateway_id": self.gateway_id or None,
-            "pid": self.pid,
-            "url": self.url or None,
-            "grace_seconds": self.grace_seconds,
-            "running_turns": self.running_turns,
-            "seconds": None if self.seconds is None else round(self.seconds, 3),
-        }
-
-
 @gateway.command("stop", epilog=examples("backchannel gateway stop", "backchannel gateway stop --json"))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout (an error too, as one object).")
 def stop(as_json: bool) -> None:
@@ -133,7 +112,7 @@ def stop(as_json: bool) -> None:
     """
     root = config.home()
     config.require_home(root)
-    done = asyncio.run(_stop(root))
+    done = asyncio.run(stop_gateway(root))
 
     def text() -> None:
         if done.result == "not_running":
@@ -144,52 +123,5 @@ def stop(as_json: bool) -> None:
     emit(done.to_dict(), as_json=as_json, text=text)
 
 
-async def _stop(root: Path) -> Stopped:
-    found = runtime.listening(root)
-    if found is None:
-        if runtime.held(root):
-            raise GatewayError(
-                f"a gateway holds the home {str(root)!r} but has not said where it listens (still starting?): "
-                "try again in a moment"
-            )
-        return Stopped("not_running")
-    client = await find_gateway(root)
-    if client is None:
-        if not runtime.held(root) or not procs.alive(found.pid):
-            return Stopped("not_running")  # it ended meanwhile
-        raise GatewayError(
-            f"the gateway of this home (pid {found.pid}) does not answer at {found.url} as itself (stopping "
-            f"already, or stuck): wait, or stop it in its console (Ctrl-C), or end process {found.pid}"
-        )
-    try:
-        answer = await client.request("POST", "/v1/gateway/stop")
-    finally:
-        await client.aclose()
-    body = answer.body
-    grace = float(body.get("grace_seconds") or 0)
-    running = int(body.get("running_turns") or 0)
-    gateway_id = str(body.get("gateway_id") or found.gateway_id)
-    turns = f"{running} turn{'' if running == 1 else 's'} running"
-    note(
-        f"stopping gateway {gateway_id} (pid {found.pid}, {found.url}): {turns}, given up to {grace:g} s to finish "
-        "(a turn still running then is requeued, and runs again on the next start)"
-    )
-    started = time.monotonic()
-    deadline = started + 2 * grace + STOP_MARGIN_SECONDS
-    while runtime.held(root) and procs.alive(found.pid):  # the lock goes when it has stopped (a zombie holds none)
-        if time.monotonic() > deadline:
-            raise GatewayError(
-                f"gateway {gateway_id} (pid {found.pid}) is still running {time.monotonic() - started:.0f} s after "
-                f"it was asked to stop: see its log; end process {found.pid} to stop it now (nothing is lost: "
-                "its running turns run again on the next start)"
-            )
-        await asyncio.sleep(POLL_SECONDS)
-    return Stopped(
-        "stopped",
-        gateway_id=gateway_id,
-        pid=found.pid,
-        url=found.url,
-        grace_seconds=grace,
-        running_turns=running,
-        seconds=time.monotonic() - started,
-    )
+for _command in (gateway_service.install, gateway_service.uninstall, gateway_service.status):
+    gateway.add_command(_command)
