@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
+from typing import TextIO, cast
 
 import click
 from click.core import ParameterSource
@@ -13,7 +14,7 @@ from click.core import ParameterSource
 from ..errors import BackchannelError, UsageError
 from ..home import config
 from ..home.gateway_log import LOG_FORMAT as LOG_FORMAT
-from ..home.gateway_log import LogFile
+from ..home.gateway_log import LogFile, Tee
 from ..home.home_file import LogSettings
 from . import gateway_service
 from .gateway_stop import stop_gateway
@@ -66,10 +67,11 @@ def gateway(ctx: click.Context, host: str | None, port: int | None, grace: float
     from ..api.server import serve  # the server stack is loaded only by the command that serves
 
     root = config.home()
-    log_in_one_format(root)
+    file = log_in_one_format(root)
     show_config_warnings("log")  # an unknown config key is a line of the gateway's log
+    run_log = cast(TextIO, Tee(file)) if file is not None else None  # the run log's lines in the file too
     try:
-        serve(root, host=host, port=port, grace=grace)
+        serve(root, host=host, port=port, grace=grace, run_log=run_log)
     except BackchannelError as exc:  # said on stderr as every command's error; in the log file too (a service's)
         failed = logging.LogRecord("backchannel.gateway", logging.ERROR, __file__, 0, "cannot start: %s", (exc.message,), None)
         for handler in logging.getLogger().handlers:
@@ -81,7 +83,7 @@ def gateway(ctx: click.Context, host: str | None, port: int | None, grace: float
 QUIET = ("httpx", "httpcore")  # a line per outbound request (peers, engines) is noise; their warnings still show
 
 
-def log_in_one_format(root: Path | None = None) -> None:
+def log_in_one_format(root: Path | None = None) -> LogFile | None:
     """Every line of the gateway's log in one format, the libraries' too: uvicorn is served without logging
     config of its own (its loggers reach this handler), and MCP's session manager logs through it as well.
 
@@ -97,6 +99,7 @@ def log_in_one_format(root: Path | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT, force=True, handlers=handlers)
     for name in QUIET:
         logging.getLogger(name).setLevel(logging.WARNING)
+    return next((h for h in handlers if isinstance(h, LogFile)), None)
 
 
 @gateway.command("stop", epilog=examples("backchannel gateway stop", "backchannel gateway stop --json"))

@@ -62,6 +62,17 @@ class LogFile(logging.handlers.RotatingFileHandler):
         self.setFormatter(logging.Formatter(LOG_FORMAT))
         self._failing = False
 
+    def format(self, record: logging.LogRecord) -> str:
+        if getattr(record, "raw", False):  # a line written whole elsewhere (the run log), kept as it is
+            return record.getMessage()
+        return super().format(record)
+
+    def write_line(self, line: str) -> None:
+        """A line already in the log's format (the run log's), into the file, rotated as the others."""
+        record = logging.LogRecord("backchannel.gateway", logging.INFO, "", 0, line.rstrip("\n"), None, None)
+        record.raw = True
+        self.handle(record)
+
     def _open(self):  # type: ignore[no-untyped-def]  # the base class's signature
         stream = super()._open()
         if os.name == "posix":
@@ -76,3 +87,20 @@ class LogFile(logging.handlers.RotatingFileHandler):
         if sys.stderr is not None:
             what = f"{type(error).__name__}: {error}" if error is not None else "an error"
             sys.stderr.write(f"cannot write the log file {self.baseFilename!r} ({what}); the log goes on on stderr\n")
+
+
+class Tee:
+    """The run log's stream: each line on stderr, as before, and in the log file."""
+
+    def __init__(self, file: LogFile) -> None:
+        self.file = file
+
+    def write(self, text: str) -> int:
+        if sys.stderr is not None:
+            sys.stderr.write(text)
+        self.file.write_line(text)
+        return len(text)
+
+    def flush(self) -> None:
+        if sys.stderr is not None:
+            sys.stderr.flush()
