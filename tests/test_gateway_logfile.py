@@ -14,9 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from backchannel.home.gateway_log import STAMP_RE
-
 from backchannel.home import config
+from backchannel.home.gateway_log import STAMP_RE
 from conftest import GatewayProcess, free_port, interruptible, run_cli
 
 
@@ -45,7 +44,7 @@ def test_the_gateway_writes_its_log_in_the_home_as_on_stderr(initialised: Path) 
     path = initialised / "logs" / "gateway.log"
     written = path.read_text(encoding="utf-8").splitlines()
     assert written and [line for line in written if not STAMP_RE.match(line)] == []
-    assert [line for line in gw.log().splitlines() if STAMP_RE.match(line)] == written  # stderr's lines, the run log's too
+    assert [line for line in gw.log().splitlines() if STAMP_RE.match(line)] == written  # stderr's, the run log's too
     assert any(f"run {run} completed" in line for line in written)
     assert any("stop asked over the API" in line for line in written)  # a line when the stop begins
     assert written[-1].endswith("gateway stopped")
@@ -100,7 +99,9 @@ def test_logs_since_takes_what_ledger_since_takes(initialised: Path) -> None:
     recent = run_cli("logs", "--since", "2h")
     assert recent.exit_code == 0, recent.stderr
     assert recent.stdout.splitlines() == [
-        f"{new},001 INFO backchannel.gateway newer", "Traceback (most recent call last):", "  boom"
+        f"{new},001 INFO backchannel.gateway newer",
+        "Traceback (most recent call last):",
+        "  boom",
     ]
     iso = time.strftime("%Y-%m-%dT%H:%M", time.localtime(time.time() - 4 * 3600))
     assert len(run_cli("logs", "--since", iso).stdout.splitlines()) == 5

@@ -24,7 +24,7 @@ PY = sys.executable
 
 # A stand-in for systemctl: `--user is-system-running` answers as told; `restart` starts the unit's ExecStart with
 # its Environment (as systemd's user manager would), `disable --now` stops it with SIGTERM; every call is recorded.
-FAKE_SYSTEMCTL = r'''#!{python}
+FAKE_SYSTEMCTL = r"""#!{python}
 import json, os, shlex, signal, subprocess, sys, time
 from pathlib import Path
 state = Path(os.environ["FAKE_MANAGER_DIR"])
@@ -61,16 +61,17 @@ if args[1:2] == ["restart"]:
             name, _, value = shlex.split(line[len("Environment="):])[0].partition("=")
             env[name] = value
     command = shlex.split(next(l for l in lines if l.startswith("ExecStart="))[len("ExecStart="):])
-    proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    out = subprocess.DEVNULL
+    proc = subprocess.Popen(command, env=env, stdout=out, stderr=out, start_new_session=True)
     pid_file.write_text(str(proc.pid))
 elif args[1:3] == ["disable", "--now"]:
     stop()
 elif args[1:2] == ["is-active"]:
     print("active" if pid_file.exists() else "inactive")
-'''
+"""
 
 # launchctl and schtasks stand-ins: record the call, succeed (`schtasks /Query` only once it was created).
-FAKE_RECORDER = r'''#!{python}
+FAKE_RECORDER = r"""#!{python}
 import json, os, sys
 from pathlib import Path
 state = Path(os.environ["FAKE_MANAGER_DIR"])
@@ -82,7 +83,7 @@ if sys.argv[1:2] == ["/Delete"]:
     (state / "task").unlink()
 if sys.argv[1:2] == ["/Query"]:
     sys.exit(0 if (state / "task").exists() else 1)
-'''
+"""
 
 
 @pytest.fixture
@@ -121,7 +122,11 @@ def test_each_platforms_definition_as_text(tmp_path: Path) -> None:
     root = tmp_path / "my home"
     made = {
         p: definition(
-            root, platform=p, python="/opt/py/bin/python3", user_home=tmp_path / "u", default_home=tmp_path / "d",
+            root,
+            platform=p,
+            python="/opt/py/bin/python3",
+            user_home=tmp_path / "u",
+            default_home=tmp_path / "d",
             user="PC\\ann",
         )
         for p in ("linux", "darwin", "win32")
@@ -196,7 +201,9 @@ def test_install_runs_the_gateway_under_systemd_again_and_again_and_uninstall_st
         assert httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200
         name = unit.name
         assert [c for c in calls(manager) if c[1:2] != ["is-system-running"]] == [
-            ["--user", "daemon-reload"], ["--user", "enable", name], ["--user", "restart", name]
+            ["--user", "daemon-reload"],
+            ["--user", "enable", name],
+            ["--user", "restart", name],
         ]
         text = unit.read_text()
         first_pid = done["gateway"]["pid"]
@@ -287,4 +294,3 @@ def test_a_real_systemd_user_install(initialised: Path) -> None:
         gone = run_cli("gateway", "uninstall")
     assert gone.exit_code == 0, gone.stderr
     assert runtime.listening(initialised) is None
-

@@ -15,7 +15,6 @@ from ..errors import BackchannelError, UsageError
 from ..home import config
 from ..home.gateway_log import LOG_FORMAT as LOG_FORMAT
 from ..home.gateway_log import LogFile, Tee
-from ..home.home_file import LogSettings
 from . import gateway_service
 from .gateway_stop import stop_gateway
 from .output import emit, examples, note, show_config_warnings
@@ -73,7 +72,9 @@ def gateway(ctx: click.Context, host: str | None, port: int | None, grace: float
     try:
         serve(root, host=host, port=port, grace=grace, run_log=run_log)
     except BackchannelError as exc:  # said on stderr as every command's error; in the log file too (a service's)
-        failed = logging.LogRecord("backchannel.gateway", logging.ERROR, __file__, 0, "cannot start: %s", (exc.message,), None)
+        failed = logging.LogRecord(
+            "backchannel.gateway", logging.ERROR, __file__, 0, "cannot start: %s", (exc.message,), None
+        )
         for handler in logging.getLogger().handlers:
             if isinstance(handler, LogFile):
                 handler.handle(failed)
@@ -94,6 +95,8 @@ def log_in_one_format(root: Path | None = None) -> LogFile | None:
         try:
             settings = config.load_gateway_config(root).logs
         except BackchannelError:
+            from ..home.home_file import LogSettings  # the config model is loaded by the command that serves
+
             settings = LogSettings()  # the gateway says what is wrong with the config as it starts
         handlers.append(LogFile(root, max_bytes=settings.max_bytes, keep=settings.keep))
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT, force=True, handlers=handlers)

@@ -26,7 +26,9 @@ from .output import emit, examples, note
 
 ANSWER_SECONDS = 20.0  # how long `install` waits for the started gateway to answer
 SESSION_STATES = ("running", "degraded", "starting", "initializing", "maintenance")
-JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout (an error too, as one object).")
+JSON_OPTION = click.option(
+    "--json", "as_json", is_flag=True, help="Print JSON on stdout (an error too, as one object)."
+)
 
 
 def service_of(root: Path, platform: str | None = None) -> Service:
@@ -211,8 +213,9 @@ def _manager_state(svc: Service) -> str | None:
 @click.command("install", epilog=examples("backchannel gateway install", "backchannel --home ~/work gateway install"))
 @JSON_OPTION
 def install(as_json: bool) -> None:
-    """Run this home's gateway as a service: started now and at logon, restarted when it fails.
+    """Run the gateway as a service: now, at logon, after a failure.
 
+    It is started now and at each logon, and again when it fails.
     \b
     Linux:   a systemd user unit ~/.config/systemd/user/backchannel-gateway[-<home>].service,
              then `systemctl --user daemon-reload`, `enable` and `restart`
@@ -248,8 +251,9 @@ def install(as_json: bool) -> None:
 @click.command("uninstall", epilog=examples("backchannel gateway uninstall", "backchannel gateway uninstall --json"))
 @JSON_OPTION
 def uninstall(as_json: bool) -> None:
-    """Stop this home's gateway service and remove it (its definition and the manager's entry).
+    """Stop the gateway service and remove it.
 
+    Its definition and the manager's entry go.
     The gateway stops as on `gateway stop` (running turns get its grace; the rest run again on its next start).
     The home, its log and its store are left as they are. Exit 0 also when no service is installed.
     """
@@ -273,8 +277,9 @@ def uninstall(as_json: bool) -> None:
 @click.command("status", epilog=examples("backchannel gateway status", "backchannel gateway status --json"))
 @JSON_OPTION
 def status(as_json: bool) -> None:
-    """Whether this home's gateway service is installed, where its definition is, and whether the gateway answers.
+    """Whether the service is installed and the gateway answers.
 
+    Also where the service's definition is.
     The gateway is found as `gateway stop` finds it: the home's runtime file, then its /health. Exit 0 whatever
     it finds.
     """

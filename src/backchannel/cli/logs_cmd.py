@@ -46,8 +46,9 @@ FOLLOW_TAIL = 10  # lines shown before following when -n is not given
 def logs(follow: bool, since: float | None, count: int | None) -> None:
     """The gateway's log file: print it, or follow it.
 
-    Every line of `logs/gateway.log` in the home, its rotated files first (oldest first). The gateway writes it (rotated by size: the home config's `logs.max_bytes` and `logs.keep`) beside its
-    stderr, in the same format. --follow prints new lines as they come, across a rotation, until Ctrl-C (exit 0).
+    Every line of `logs/gateway.log` in the home, its rotated files first (oldest first). The gateway writes it
+    beside its stderr, the same lines, rotated by size (the home config's `logs.max_bytes` and `logs.keep`).
+    --follow prints new lines as they come, across a rotation, until Ctrl-C (exit 0).
     """
     root = config.home()
     config.require_home(root)

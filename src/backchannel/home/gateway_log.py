@@ -79,7 +79,7 @@ class LogFile(logging.handlers.RotatingFileHandler):
             os.chmod(self.baseFilename, FILE_MODE)  # a file made before the umask was private
         return stream
 
-    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802  # logging's name
+    def handleError(self, record: logging.LogRecord) -> None:  # logging's name
         error = sys.exc_info()[1]
         if self._failing:
             return

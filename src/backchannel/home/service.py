@@ -50,17 +50,16 @@ def definition(
     user's home folder (where the definition goes), `user` the Windows account (DOMAIN\\name) the task runs as."""
     root = root.expanduser().absolute()
     name = service_name(root, default_home)
+    command: tuple[str, ...] = (python, "-m", "backchannel", "gateway")  # the home: in its environment
     if platform.startswith("linux"):
-        command = (python, "-m", "backchannel", "gateway")
         path = user_home / ".config" / "systemd" / "user" / f"{name}.service"
         return Service("linux", name, path, systemd_unit(root, command), command)
     if platform == "darwin":
-        command = (python, "-m", "backchannel", "gateway")
         label = LAUNCHD_PREFIX + name
         path = user_home / "Library" / "LaunchAgents" / f"{label}.plist"
         return Service("darwin", label, path, launchd_plist(root, label, command), command)
     if platform == "win32":
-        command = (python, "-m", "backchannel", "gateway", "--home", str(root))  # a task has no environment of its own
+        command = (*command, "--home", str(root))  # a task has no environment of its own
         return Service("win32", name, root / TASK_FILE, task_xml(root, user, command), command)
     raise ValueError(f"no service definition for the platform {platform!r} (linux, darwin or win32)")
 
