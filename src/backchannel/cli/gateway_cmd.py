@@ -71,12 +71,12 @@ def gateway(ctx: click.Context, host: str | None, port: int | None, grace: float
     run_log = cast(TextIO, Tee(file)) if file is not None else None  # the run log's lines in the file too
     try:
         serve(root, host=host, port=port, grace=grace, run_log=run_log)
-    except BackchannelError as exc:  # said on stderr as every command's error; in the log file too (a service's)
+    except BackchannelError as exc:  # said on stderr as every command's error; in a log file kept from before too
         failed = logging.LogRecord(
             "backchannel.gateway", logging.ERROR, __file__, 0, "cannot start: %s", (exc.message,), None
         )
         for handler in logging.getLogger().handlers:
-            if isinstance(handler, LogFile):
+            if isinstance(handler, LogFile) and Path(handler.baseFilename).is_file():  # a refusal makes no file
                 handler.handle(failed)
         raise
 
@@ -95,10 +95,9 @@ def log_in_one_format(root: Path | None = None) -> LogFile | None:
         try:
             settings = config.load_gateway_config(root).logs
         except BackchannelError:
-            from ..home.home_file import LogSettings  # the config model is loaded by the command that serves
-
-            settings = LogSettings()  # the gateway says what is wrong with the config as it starts
-        handlers.append(LogFile(root, max_bytes=settings.max_bytes, keep=settings.keep))
+            settings = None  # the gateway refuses to start, saying why, and leaves the home as it was
+        if settings is not None:
+            handlers.append(LogFile(root, max_bytes=settings.max_bytes, keep=settings.keep))
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT, force=True, handlers=handlers)
     for name in QUIET:
         logging.getLogger(name).setLevel(logging.WARNING)

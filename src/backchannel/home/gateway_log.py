@@ -56,8 +56,6 @@ class LogFile(logging.handlers.RotatingFileHandler):
 
     def __init__(self, root: Path, *, max_bytes: int, keep: int) -> None:
         private_umask()  # born 0600 (and its folder 0700) whatever the umask the gateway was started with
-        folder = root / LOG_DIR
-        folder.mkdir(mode=DIR_MODE, exist_ok=True)
         super().__init__(log_path(root), maxBytes=max_bytes, backupCount=keep, encoding="utf-8", delay=True)
         self.setFormatter(logging.Formatter(LOG_FORMAT))
         self._failing = False
@@ -74,6 +72,7 @@ class LogFile(logging.handlers.RotatingFileHandler):
         self.handle(record)
 
     def _open(self):  # type: ignore[no-untyped-def]  # the base class's signature
+        Path(self.baseFilename).parent.mkdir(mode=DIR_MODE, exist_ok=True)  # made with the first line, not before
         stream = super()._open()
         if os.name == "posix":
             os.chmod(self.baseFilename, FILE_MODE)  # a file made before the umask was private
