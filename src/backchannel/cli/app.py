@@ -33,6 +33,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "key": ("key_cmd", "The person's key, and keys for peers."),
     "hermes": ("hermes_cmd", "Connect a Hermes Agent home to a profile."),
     "gateway": ("gateway_cmd", "Serve the HTTP API and run queued turns until stopped."),
+    "logs": ("logs_cmd", "The gateway's log file: print it, or follow it."),
     "mcp": ("mcp_cmd", "An MCP server on stdio: the messaging tools, as PROFILE."),
     "doctor": ("doctor_cmd", "Check the home and everything it names."),
     "store": ("store_cmd", "Where this home keeps its runs, sessions and messages."),

@@ -226,12 +226,22 @@ class TraceSettings(Frozen):
     content_chars: PositiveCount = Field(1000, description="of a message's or reply's text in a span, with content")
 
 
+class LogSettings(Frozen):
+    """The home's `logs:` section: the gateway's log file, `<home>/logs/gateway.log` (see The gateway)."""
+
+    max_bytes: PositiveCount = Field(
+        5_242_880, description="the log file's size at which it is rotated (gateway.log.1, .2, …; the oldest dropped)"
+    )
+    keep: Count = Field(5, description="rotated files kept besides gateway.log (0: the log is emptied when full)")
+
+
 class GatewayConfig(GatewaySettings):
     """The home's settings as the gateway uses them: the `gateway:` section, the store, the groups and the peers."""
 
     store: StoreSettings = Field(default_factory=StoreSettings)
     rooms: RoomSettings = Field(default_factory=RoomSettings)
     traces: TraceSettings = Field(default_factory=TraceSettings)
+    logs: LogSettings = Field(default_factory=LogSettings)
     groups: dict[str, list[str]] = Field(default_factory=dict)
     peers: dict[str, PeerEntry] = Field(default_factory=dict)
 
@@ -256,6 +266,9 @@ class HomeFile(Frozen):
     peers: Annotated[dict[str, PeerEntry], BeforeValidator(lambda v: {} if v is None else v)] = Field(
         default_factory=dict, description="other gateways, by name (`peer add`)"
     )
+    logs: Annotated[LogSettings, BeforeValidator(lambda v: {} if v is None else v)] = Field(
+        default_factory=LogSettings, description="the gateway's log file, `logs/gateway.log` (see The gateway)"
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -271,6 +284,7 @@ class HomeFile(Frozen):
             store=self.store,
             rooms=self.rooms,
             traces=self.traces,
+            logs=self.logs,
             groups=self.groups,
             peers=self.peers,
         )
