@@ -127,7 +127,8 @@ async def record(
     runs waiting, or when `admit` raises (a sender's rate); nothing is written then.
 
     With `claim_for`, a run whose session has nothing queued or running is recorded already claimed
-    by that owner (`running`): one transaction instead of two on the common path. The run expires
+    by that owner (`running`): one transaction instead of two on the common path (on PostgreSQL one statement,
+    `_record_in_one`, unless `admit`). The run expires
     after `new.ttl_seconds`, or else `ttl_seconds`, in the queue. `now`: the time it is recorded at (default:
     the clock's).
     """
@@ -245,7 +246,7 @@ async def _record_in_one(
 def _landed(new: NewRun, waiting: int, running: int, turn_sender: str | None) -> str | None:
     """Where a new message lands: started (its session idle: claimed at once when it may be), steered into the
     running turn (a steer joins only a turn its own caller started: another's message waits its turn), or queued;
-    None for a held one."""
+    None for a held one. PostgreSQL's `backchannel_record_run` decides the same in SQL: change both together."""
     if new.held:
         return None
     if new.steer and running and turn_sender is not None and same_caller(new.sender, turn_sender):
