@@ -2,8 +2,8 @@
 store moves away, beside the floor of one round trip measured through the same proxy in the same run.
 
 A gateway on a PostgreSQL store (tests/postgres.py's throwaway cluster, fsync on) reaches it through
-`delay_proxy.DelayProxy`, which delays each byte by the one-way delay and counts the client's bursts (a burst is a
-round trip the gateway waited for). Measured, each as a median of rounds, the gateway's idle background (its
+tests/delay_proxy.py's `DelayProxy`, which delays each byte by the one-way delay and counts the client's bursts (a
+burst is a round trip the gateway waited for). Measured, each as a median of rounds, the gateway's idle background (its
 bursts a second with no turn) subtracted:
 - round trips on a turn's reply path: from the request to its answer;
 - round trips per turn in all: the same, and until a settle time after the last turn;
@@ -31,11 +31,11 @@ import asyncpg
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from common import median, new_home, start_gateway
-from delay_proxy import DelayProxy
 from run import chat_request, new_session, save, sequential
 from shared import SERVER_SETTINGS, on_store
 
 import postgres
+from delay_proxy import DelayProxy
 
 SETTLE_SECONDS = 1.0  # after the last turn: what it set going after its answer (a finish, a notice) is counted
 IDLE_SECONDS = 3.0

@@ -3,6 +3,11 @@ every backend (DESIGN section 10, issue 24).
 
 - An idempotency key is handled once: a second record under the key returns the first run (also once it has
   finished, and after the store is closed and opened again); the same key for other words is a conflict.
+- Where a message lands: its session idle, it starts (claimed at once for the gateway that asks); else it waits
+  queued, or joins the running turn of its own caller when sent to steer; held, it waits for the person. Past the
+  session's queue cap a new run is refused (queue_full) and a replay of its key is still answered; its files and a
+  keyless retry within its window are recorded once; gateways recording into one session at the same moment start
+  one run between them and never pass the cap.
 - A run's reply and its state commit together: `finish` writes the state, the reply and the messages, or none.
 - FIFO per session, one running run per session: claims take a session's queued runs in the order they were
   recorded, never a second while one runs, also when several gateways claim at the same moment; other sessions
@@ -24,12 +29,13 @@ import asyncio
 import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
 from backchannel import keys
-from backchannel.errors import Conflict, StoreError
-from backchannel.messages import Message
+from backchannel.errors import Conflict, LimitReached, StoreError
+from backchannel.messages import Attachment, Message
 from backchannel.records import Run
 from backchannel.store import push, retention, runs, sessions
 from backchannel.store.db import Database
@@ -151,6 +157,92 @@ async def test_the_same_key_for_other_words_is_a_conflict_and_records_nothing(st
     with pytest.raises(Conflict, match="k-1"):
         await send(store, sid, "something else", key="k-1")
     assert [r.id for r in await runs.list_runs(store.db, session_id=sid)] == [first.id]
+
+
+# --- where a message lands, and the queue's cap -----------------------------------------------------------
+
+
+def new_run(sid: str, text: str, key: str | None, *, sender: str = "human:api", **fields: Any) -> NewRun:
+    return NewRun(sender=sender, profile="main", session_id=sid, message=text, idempotency_key=key, **fields)
+
+
+@contract
+async def test_a_message_starts_claimed_waits_queued_or_joins_its_own_callers_turn(store: Backend) -> None:
+    sid = await session(store)
+    started, _ = await runs.record(store.db, new_run(sid, "one", "k-1"), claim_for=OWNER, lease_seconds=LEASE)
+    assert (started.state, started.landed, started.attempts, started.fencing) == (RunState.RUNNING, "started", 1, 1)
+    queued, _ = await runs.record(store.db, new_run(sid, "two", "k-2"), claim_for=OWNER)
+    assert (queued.state, queued.landed, queued.attempts) == (RunState.QUEUED, "queued", 0)
+    steered, _ = await runs.record(store.db, new_run(sid, "three", "k-3", sender="human:cli", steer=True))
+    assert (steered.state, steered.landed) == (RunState.QUEUED, "steered")
+    another, _ = await runs.record(store.db, new_run(sid, "four", "k-4", sender="peer:a/main", steer=True))
+    assert another.landed == "queued"  # another caller's message waits its turn
+    held, _ = await runs.record(store.db, new_run(sid, "five", "k-5", held=True, ttl_seconds=60.0))
+    assert (held.state, held.landed) == (RunState.HELD, None)
+    assert held.expires_at is not None and held.expires_at > held.created_at
+    idle = await session(store)
+    unclaimed, _ = await runs.record(store.db, new_run(idle, "six", "k-6"))
+    assert (unclaimed.state, unclaimed.landed) == (RunState.QUEUED, "started")  # no one asked to claim it
+
+
+@contract
+async def test_past_the_cap_a_new_run_is_refused_and_a_replay_is_answered(store: Backend) -> None:
+    sid = await session(store)
+    for n in range(2):
+        await runs.record(store.db, new_run(sid, f"m{n}", f"k-{n}"), max_queued=2)
+    with pytest.raises(LimitReached) as refused:
+        await runs.record(store.db, new_run(sid, "m2", "k-2"), max_queued=2)
+    assert refused.value.code == "queue_full"
+    assert refused.value.message == (
+        f"session {sid!r} already has 2 messages waiting (gateway.max_queued_per_session is 2);"
+        " try again once it has answered some"
+    )
+    again, created = await runs.record(store.db, new_run(sid, "m0", "k-0"), max_queued=2)
+    assert not created and again.message == "m0"
+    with pytest.raises(Conflict, match="k-0") as conflict:
+        await runs.record(store.db, new_run(sid, "other", "k-0"), max_queued=2)
+    assert conflict.value.code == "idempotency_key_conflict"
+    assert len(await runs.list_runs(store.db, session_id=sid)) == 2
+
+
+@contract
+async def test_a_messages_files_and_a_keyless_retry_are_recorded_once(store: Backend) -> None:
+    sid = await session(store)
+    files = (Attachment("a.txt", "text/plain", b"alpha"), Attachment(None, "image/png", None, "https://x.example/b"))
+    run, _ = await runs.record(store.db, new_run(sid, "with files", "k-1", files=files))
+    again, created = await runs.record(store.db, new_run(sid, "with files", "k-1", files=files))
+    assert not created and again.id == run.id
+    assert await runs.files_of(store.db, [run.id]) == {run.id: list(files)}
+    first, _ = await runs.record(store.db, new_run(sid, "keyless", None, retry_window=60.0))
+    retried, created = await runs.record(store.db, new_run(sid, "keyless", None, retry_window=60.0))
+    assert (retried.id, created) == (first.id, False)
+    fresh, created = await runs.record(store.db, new_run(sid, "keyless", None))
+    assert created and fresh.id != first.id  # no window: a new run
+
+
+@contract
+async def test_gateways_recording_into_one_session_at_once_start_one_run_and_keep_the_cap(store: Backend) -> None:
+    sid = await session(store)
+    others = [await store.another() for _ in range(5)]
+    try:
+
+        async def one(n: int, db: Db) -> Run | BaseException:
+            try:
+                run, _ = await runs.record(db, new_run(sid, f"m{n}", f"k-{n}"), claim_for=f"gw-{n}", max_queued=2)
+                return run
+            except LimitReached as exc:
+                return exc
+
+        outcomes = await asyncio.gather(*(one(n, db) for n, db in enumerate([store.db, *others])))
+    finally:
+        for db in others:
+            await db.aclose()
+    recorded = [o for o in outcomes if isinstance(o, Run)]
+    assert [o.state for o in recorded].count(RunState.RUNNING) == 1
+    assert [o.state for o in recorded].count(RunState.QUEUED) == 2
+    assert [o.code for o in outcomes if isinstance(o, LimitReached)] == ["queue_full"] * 3
+    stored = await runs.list_runs(store.db, session_id=sid)
+    assert sorted(r.id for r in stored) == sorted(r.id for r in recorded)
 
 
 # --- a reply and its state commit together --------------------------------------------------------------

@@ -25,7 +25,7 @@ from typing import Literal
 
 from ..errors import DiskFull, StoreError
 from ..home.config import Durability
-from .driver import SQLITE, Commit, Params, Row
+from .driver import SQLITE, Announce, Commit, Params, Row
 from .migrations import MIGRATIONS
 
 BUSY_TIMEOUT_MS = 5000  # how long a write waits for another process's lock before it is refused
@@ -376,7 +376,7 @@ class Database:
             row: Row | None = self.conn.execute(sql, params).fetchone()
             return row
 
-    async def write(self, sql: str, params: Params = (), *, announce: Sequence[str] = ()) -> list[Row]:
+    async def write(self, sql: str, params: Params = (), *, announce: Announce = ()) -> list[Row]:
         async with self.tx() as tx:
             return await tx.all(sql, params)
 

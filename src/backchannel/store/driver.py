@@ -38,6 +38,10 @@ class Row(Protocol):
         ...
 
 
+# What a write committed on its own announces (`Db.write`): payloads, or a function of its rows that says which.
+Announce = Sequence[str] | Callable[[list[Row]], Sequence[str]]
+
+
 def columns(row: Row) -> dict[str, Any]:
     """A row's columns by name, read once: a row read field by field by name (sqlite3.Row scans its names for
     each) costs more than this for a wide row such as a run's."""
@@ -130,10 +134,10 @@ class Db(Protocol):
 
     async def all(self, sql: str, params: Params = ()) -> list[Row]: ...
 
-    async def write(self, sql: str, params: Params = (), *, announce: Sequence[str] = ()) -> list[Row]:
+    async def write(self, sql: str, params: Params = (), *, announce: Announce = ()) -> list[Row]:
         """One statement that writes, committed on its own, and its rows; then `announce` told to the other
-        gateways (`Tx.announce`). PostgreSQL: one round trip, no BEGIN or COMMIT; SQLite: a transaction of the
-        loop's group commit."""
+        gateways (`Tx.announce`; a function of the rows: what they say to announce). PostgreSQL: one round trip,
+        no BEGIN or COMMIT; SQLite: a transaction of the loop's group commit."""
         ...
 
     def snapshot(self) -> AbstractAsyncContextManager[Reads]:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import asyncpg
 
 from ..errors import StoreError
-from .driver import POSTGRESQL, Commit, Params, Row
+from .driver import POSTGRESQL, Announce, Commit, Params, Row
 from .pg_changes import NOTIFY_SQL, ChangeListener
 from .pg_errors import map_pg_errors, redact_url, translate, url_secrets
 from .pg_liveness import GONE_SQL
@@ -293,11 +293,11 @@ class PgDatabase:
                 rows: list[Row] = await conn.fetch(dollar_params(sql), *params)
                 return rows
 
-    async def write(self, sql: str, params: Params = (), *, announce: Sequence[str] = ()) -> list[Row]:
+    async def write(self, sql: str, params: Params = (), *, announce: Announce = ()) -> list[Row]:
         """One statement in autocommit: one round trip (`Db.write`)."""
         rows = await self.all(sql, params)
         self.commits += 1
-        self._notices.committed(announce)
+        self._notices.committed(announce(rows) if callable(announce) else announce)
         return rows
 
     @asynccontextmanager

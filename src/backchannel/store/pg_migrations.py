@@ -345,12 +345,89 @@ CREATE TABLE chat_takers (
 );
 """
 
+# A run recorded in one round trip (store/runs.py `record`, PostgreSQL only: SQLite records in a local transaction).
+# One statement cannot do it: every part of a statement reads the snapshot taken when it began, so counts read after
+# its lock on the session waited for another gateway's record would miss that record's run. A VOLATILE function's
+# statements each take a snapshot of their own: the counts are read after the lock, as in a transaction. The
+# session row is the lock every record and claim of the session takes (`Dialect.for_update`); then the retry
+# window's run (`p_retry_since`, a keyless message), the queue's counts, the cap (a key already filed passes it:
+# the insert below answers with its run), where the message lands (`runs._landed`), the claim, the run, its files.
+# Answers one row: `outcome` created, filed (the run the key or the retry window names, in `run`) or over_cap
+# (`waiting` the session's queued runs, `run` NULL).
+RECORD_RUN = """
+CREATE FUNCTION backchannel_record_run(
+    p_id text, p_key text, p_fingerprint text, p_sender text, p_profile text, p_session text, p_message text,
+    p_hops bigint, p_chain text, p_held boolean, p_steer boolean, p_now double precision,
+    p_expires double precision, p_origin text, p_sender_profile text, p_sender_session text,
+    p_wait double precision, p_wake bigint, p_owner text, p_lease_until double precision, p_traceparent text,
+    p_tracestate text, p_max_queued bigint, p_retry_since double precision, p_file_names text[],
+    p_file_types text[], p_file_urls text[], p_file_contents bytea[], p_file_sizes bigint[]
+) RETURNS TABLE (outcome text, waiting bigint, run runs) LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    v_run runs%ROWTYPE;
+    v_waiting bigint;
+    v_running bigint;
+    v_turn_sender text;
+    v_landed text;
+    v_claimed boolean;
+BEGIN
+    PERFORM 1 FROM sessions WHERE id = p_session FOR UPDATE;
+    IF p_retry_since IS NOT NULL THEN
+        SELECT * INTO v_run FROM runs WHERE fingerprint = p_fingerprint AND idempotency_key LIKE 'dedup:%'
+            AND (created_at >= p_retry_since OR state IN ('held', 'queued', 'running'))
+            AND state NOT IN ('failed', 'cancelled', 'expired', 'denied') ORDER BY seq DESC LIMIT 1;
+        IF FOUND THEN
+            RETURN QUERY SELECT 'filed'::text, 0::bigint, v_run;
+            RETURN;
+        END IF;
+    END IF;
+    SELECT COUNT(*) FILTER (WHERE state = 'queued'), COUNT(*) FILTER (WHERE state = 'running'),
+        MAX(sender) FILTER (WHERE state = 'running')
+        INTO v_waiting, v_running, v_turn_sender
+        FROM runs WHERE session_id = p_session AND state IN ('queued', 'running');
+    IF p_max_queued IS NOT NULL AND v_waiting >= p_max_queued
+            AND NOT EXISTS (SELECT 1 FROM runs WHERE idempotency_key = p_key) THEN
+        RETURN QUERY SELECT 'over_cap'::text, v_waiting, NULL::runs;
+        RETURN;
+    END IF;
+    v_landed := CASE
+        WHEN p_held THEN NULL
+        WHEN p_steer AND v_running > 0 AND v_turn_sender IS NOT NULL AND (v_turn_sender = p_sender
+            OR (p_sender LIKE 'human:%' AND v_turn_sender LIKE 'human:%')) THEN 'steered'
+        WHEN v_waiting > 0 OR v_running > 0 THEN 'queued'
+        ELSE 'started' END;
+    v_claimed := p_owner IS NOT NULL AND v_landed IS NOT DISTINCT FROM 'started';
+    INSERT INTO runs (id, idempotency_key, fingerprint, sender, profile, session_id, message, hops, chain,
+        state, created_at, updated_at, expires_at, origin, sender_profile, sender_session, wait_seconds, wake,
+        owner, lease_until, attempts, started_at, fencing, landed, traceparent, tracestate)
+    VALUES (p_id, p_key, p_fingerprint, p_sender, p_profile, p_session, p_message, p_hops, p_chain,
+        CASE WHEN p_held THEN 'held' WHEN v_claimed THEN 'running' ELSE 'queued' END, p_now, p_now, p_expires,
+        p_origin, p_sender_profile, p_sender_session, p_wait, p_wake,
+        CASE WHEN v_claimed THEN p_owner END, CASE WHEN v_claimed THEN p_lease_until END,
+        CASE WHEN v_claimed THEN 1 ELSE 0 END, CASE WHEN v_claimed THEN p_now END,
+        CASE WHEN v_claimed THEN 1 ELSE 0 END, v_landed, p_traceparent, p_tracestate)
+    ON CONFLICT (idempotency_key) DO NOTHING RETURNING * INTO v_run;
+    IF NOT FOUND THEN
+        SELECT * INTO v_run FROM runs WHERE idempotency_key = p_key;
+        RETURN QUERY SELECT 'filed'::text, v_waiting, v_run;
+        RETURN;
+    END IF;
+    INSERT INTO run_files (run_id, ordinal, name, media_type, url, content, size)
+        SELECT p_id, f.ordinal - 1, f.name, f.media_type, f.url, f.content, f.size
+        FROM unnest(p_file_names, p_file_types, p_file_urls, p_file_contents, p_file_sizes) WITH ORDINALITY
+            AS f(name, media_type, url, content, size, ordinal);
+    RETURN QUERY SELECT 'created'::text, v_waiting, v_run;
+END
+$$;
+"""
+
 MIGRATIONS: list[tuple[str, str]] = [
     ("0001_schema", SCHEMA),
     ("0017_traces", TRACES),
     ("0018_push_outbox_references", PUSH_OUTBOX_REFERENCES),
     ("0019_agent_keys", AGENT_KEYS),
     ("0020_chat_handoffs", CHAT_HANDOFFS),
+    ("0021_record_run", RECORD_RUN),
 ]
 
 

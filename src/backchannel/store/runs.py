@@ -127,13 +127,26 @@ async def record(
     runs waiting, or when `admit` raises (a sender's rate); nothing is written then.
 
     With `claim_for`, a run whose session has nothing queued or running is recorded already claimed
-    by that owner (`running`): one transaction instead of two on the common path. The run expires
+    by that owner (`running`): one transaction instead of two on the common path (on PostgreSQL one statement,
+    `_record_in_one`, unless `admit`). The run expires
     after `new.ttl_seconds`, or else `ttl_seconds`, in the queue. `now`: the time it is recorded at (default:
     the clock's).
     """
     now = time.time() if now is None else now
     fp = keys.fingerprint(new.sender, new.scope or new.session_id, new.message)
     run_id = new_run_id()
+    if db.dialect.writes_in_with and admit is None:  # one round trip (a sender's rate is checked in a transaction)
+        return await _record_in_one(
+            db,
+            new,
+            fp,
+            run_id,
+            claim_for=claim_for,
+            now=now,
+            lease_seconds=lease_seconds,
+            ttl_seconds=ttl_seconds,
+            max_queued=max_queued,
+        )
     async with db.tx() as tx:
         if db.dialect.row_locks:  # records and claims of one session, from every gateway, one after another
             await tx.one(f"SELECT 1 FROM sessions WHERE id = ?{db.dialect.for_update}", (new.session_id,))
@@ -154,17 +167,86 @@ async def record(
             tx, new, run_id, key, fp, now=now, expires=now + ttl if ttl else None, claim=claim, landed=landed
         )
     if not created and row["fingerprint"] != fp:
-        raise Conflict(
-            f"idempotency key {keys.given(key)!r} was already used for a different message or target (run {row['id']})",
-            code="idempotency_key_conflict",
-        )
+        raise _key_conflict(key, row["id"])
     return _run(row), created
+
+
+def _key_conflict(key: str, run_id: str) -> Conflict:
+    return Conflict(
+        f"idempotency key {keys.given(key)!r} was already used for a different message or target (run {run_id})",
+        code="idempotency_key_conflict",
+    )
+
+
+# `record` on PostgreSQL, one statement in autocommit: the function `backchannel_record_run` (store/pg_migrations.py
+# 0021_record_run) takes the session's lock, then reads, decides and writes as `record`'s transaction does. Only a
+# new run whose sender's rate is checked (`admit`, a Python callback that writes the rate in the transaction) is
+# recorded in a transaction of several statements.
+_RECORD_IN_ONE = (
+    "SELECT r.outcome, r.waiting, (r.run).* FROM backchannel_record_run(" + ", ".join("?" for _ in range(29)) + ") AS r"
+)
+
+
+async def _record_in_one(
+    db: Db,
+    new: NewRun,
+    fp: str,
+    run_id: str,
+    *,
+    claim_for: str | None,
+    now: float,
+    lease_seconds: float,
+    ttl_seconds: float | None,
+    max_queued: int | None,
+) -> tuple[Run, bool]:
+    key = keys.dedup(fp, run_id) if new.idempotency_key is None else new.idempotency_key
+    ttl = new.ttl_seconds or ttl_seconds
+    files = new.files
+
+    def announced(rows: list[Row]) -> list[str]:
+        """What a run just recorded announces (as `_insert` does); a run filed already, nothing."""
+        if rows[0]["outcome"] != "created":
+            return []
+        return [STEER_PREFIX + new.session_id if rows[0]["landed"] == "steered" else run_id]
+
+    rows = await db.write(
+        _RECORD_IN_ONE,
+        (
+            *(run_id, key, fp, new.sender, new.profile, new.session_id, new.message, new.hops),
+            json.dumps(list(new.chain)),
+            new.held,
+            new.steer,
+            now,
+            now + ttl if ttl else None,
+            new.origin or run_id,  # a person's message starts its own exchange
+            *(new.sender_profile, new.sender_session, new.wait_seconds, int(new.wake)),
+            claim_for,
+            now + lease_seconds,
+            new.traceparent,
+            new.tracestate,
+            max_queued or None,
+            now - new.retry_window if new.idempotency_key is None and new.retry_window > 0 else None,
+            [f.name for f in files],
+            [f.media_type for f in files],
+            [f.url for f in files],
+            [f.content for f in files],
+            [f.size for f in files],
+        ),
+        announce=announced,
+    )
+    row = rows[0]
+    if row["outcome"] == "over_cap":
+        assert max_queued
+        raise _queue_full(new, int(row["waiting"]), max_queued)
+    if row["outcome"] == "filed" and row["fingerprint"] != fp:
+        raise _key_conflict(key, row["id"])
+    return _run(row), row["outcome"] == "created"
 
 
 def _landed(new: NewRun, waiting: int, running: int, turn_sender: str | None) -> str | None:
     """Where a new message lands: started (its session idle: claimed at once when it may be), steered into the
     running turn (a steer joins only a turn its own caller started: another's message waits its turn), or queued;
-    None for a held one."""
+    None for a held one. PostgreSQL's `backchannel_record_run` decides the same in SQL: change both together."""
     if new.held:
         return None
     if new.steer and running and turn_sender is not None and same_caller(new.sender, turn_sender):
@@ -215,7 +297,11 @@ async def _over_cap(tx: Tx, new: NewRun, key: str, waiting: int, max_queued: int
     whatever the limits say now."""
     if await tx.one("SELECT 1 FROM runs WHERE idempotency_key = ?", (key,)) is not None:
         return
-    raise LimitReached(
+    raise _queue_full(new, waiting, max_queued)
+
+
+def _queue_full(new: NewRun, waiting: int, max_queued: int) -> LimitReached:
+    return LimitReached(
         f"session {new.session_id!r} already has {waiting} message{'' if waiting == 1 else 's'} waiting "
         f"(gateway.max_queued_per_session is {max_queued}); try again once it has answered some",
         code="queue_full",

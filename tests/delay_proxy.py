@@ -1,6 +1,7 @@
-"""A TCP proxy for the benchmarks: each byte waits `delay` seconds each way (this kernel has no netem), and the
-proxy counts round trips, as a client's bursts: a burst starts when the client writes after the server last
-wrote (or first on a connection), which is a round trip the client waited for, whatever it pipelines inside.
+"""A TCP proxy for the benchmarks and the tests: each byte waits `delay` seconds each way (this kernel has no
+netem), and the proxy counts round trips, as a client's bursts: a burst starts when the client writes after the
+server last wrote (or first on a connection), which is a round trip the client waited for, whatever it pipelines
+inside.
 
     proxy = DelayProxy("127.0.0.1", 5432)
     await proxy.start()          # proxy.port: where the client connects
