@@ -21,21 +21,16 @@ async def endpoint(root: Path, profile: Profile) -> list[Check]:
     cfg = repr(str(profile.path / "config.yaml"))
     assert model.base_url is not None  # the openai engine requires one (checked when the config was parsed)
     checks: list[Check] = []
-    key = None
-    if model.api_key_env:
-        try:
-            key = config.secret_value(root, model.api_key_env)
-        except ConfigError:
-            key = None  # .env's own check says what is wrong with it
-        if not key:
-            checks.append(
-                warn(
-                    check,
-                    f"model.api_key_env names {model.api_key_env}, which is set neither in .env nor in the "
-                    "environment: requests go without a key",
-                    f"add {model.api_key_env}=... to {str(config.env_path(root))!r}",
-                )
+    key = _key(root, model.api_key_env)
+    if model.api_key_env and not key:
+        checks.append(
+            warn(
+                check,
+                f"model.api_key_env names {model.api_key_env}, which is set neither in .env nor in the "
+                "environment: requests go without a key",
+                f"add {model.api_key_env}=... to {str(config.env_path(root))!r}",
             )
+        )
     if not model.model:
         checks.append(fail(check, f"no model name in {cfg}", f"set model.default in {cfg}"))
     engine = OpenAIEngine(profile=profile.name, base_url=model.base_url, model=model.model, api_key=key)
@@ -69,12 +64,7 @@ async def hermes_endpoint(root: Path, profile: Profile) -> list[Check]:
     model = profile.config.model
     assert model.base_url is not None  # the hermes engine requires one (checked when the config was parsed)
     env = str(config.env_path(root))
-    key = None
-    if model.api_key_env:
-        try:
-            key = config.secret_value(root, model.api_key_env)
-        except ConfigError:
-            key = None  # .env's own check says what is wrong with it
+    key = _key(root, model.api_key_env)
     if not key:
         named = model.api_key_env or "model.api_key_env"
         return [
@@ -108,3 +98,13 @@ async def hermes_endpoint(root: Path, profile: Profile) -> list[Check]:
     finally:
         await client.aclose()
     return [ok(check, f"Hermes at {model.base_url} answers with the key in {model.api_key_env}")]
+
+
+def _key(root: Path, name: str | None) -> str | None:
+    """The secret `name` names (the home's .env, then the environment); None when unset or unreadable."""
+    if not name:
+        return None
+    try:
+        return config.secret_value(root, name)
+    except ConfigError:
+        return None  # .env's own check says what is wrong with it
