@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -326,6 +327,26 @@ async def test_no_second_run_of_a_session_is_claimed_while_one_runs(store: Backe
     assert await finish(store, running, "done") is not None
     after = await claim(store, sid)
     assert after is not None and after.message == "second"
+
+
+@contract
+async def test_a_turn_starts_when_its_session_was_seen_free_not_when_its_message_was_handed_in(store: Backend) -> None:
+    # A message handed in a while ago (its record waited for a connection, or for the session's last turn to end)
+    # starts now: its turn cannot have begun before the one before it ended.
+    sid = await session(store)
+    handed_in = time.time() - 60
+    before = time.time()
+    new = NewRun(sender="person", profile="main", session_id=sid, message="late", idempotency_key="k-1")
+    run, _ = await runs.record(store.db, new, claim_for=OWNER, now=handed_in, lease_seconds=LEASE)
+    assert run.state is RunState.RUNNING
+    assert run.created_at == handed_in
+    assert run.started_at is not None and run.started_at >= before
+    ended = await finish(store, run, "done")
+    assert ended is not None and ended.finished_at is not None
+    await send(store, sid, "next", key="k-2")
+    following = await claim(store, sid)
+    assert following is not None and following.started_at is not None
+    assert following.started_at >= ended.finished_at
 
 
 @contract

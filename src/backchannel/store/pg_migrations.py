@@ -370,6 +370,7 @@ DECLARE
     v_turn_sender text;
     v_landed text;
     v_claimed boolean;
+    v_started double precision;
 BEGIN
     PERFORM 1 FROM sessions WHERE id = p_session FOR UPDATE;
     IF p_retry_since IS NOT NULL THEN
@@ -397,14 +398,17 @@ BEGIN
         WHEN v_waiting > 0 OR v_running > 0 THEN 'queued'
         ELSE 'started' END;
     v_claimed := p_owner IS NOT NULL AND v_landed IS NOT DISTINCT FROM 'started';
+    -- A turn starts when the session is seen free, read now: p_now was taken before the call waited (for a
+    -- connection, for the session's lock), maybe while the session's last turn was still ending.
+    v_started := GREATEST(p_now, EXTRACT(EPOCH FROM clock_timestamp())::double precision);
     INSERT INTO runs (id, idempotency_key, fingerprint, sender, profile, session_id, message, hops, chain,
         state, created_at, updated_at, expires_at, origin, sender_profile, sender_session, wait_seconds, wake,
         owner, lease_until, attempts, started_at, fencing, landed, traceparent, tracestate)
     VALUES (p_id, p_key, p_fingerprint, p_sender, p_profile, p_session, p_message, p_hops, p_chain,
         CASE WHEN p_held THEN 'held' WHEN v_claimed THEN 'running' ELSE 'queued' END, p_now, p_now, p_expires,
         p_origin, p_sender_profile, p_sender_session, p_wait, p_wake,
-        CASE WHEN v_claimed THEN p_owner END, CASE WHEN v_claimed THEN p_lease_until END,
-        CASE WHEN v_claimed THEN 1 ELSE 0 END, CASE WHEN v_claimed THEN p_now END,
+        CASE WHEN v_claimed THEN p_owner END, CASE WHEN v_claimed THEN p_lease_until + v_started - p_now END,
+        CASE WHEN v_claimed THEN 1 ELSE 0 END, CASE WHEN v_claimed THEN v_started END,
         CASE WHEN v_claimed THEN 1 ELSE 0 END, v_landed, p_traceparent, p_tracestate)
     ON CONFLICT (idempotency_key) DO NOTHING RETURNING * INTO v_run;
     IF NOT FOUND THEN

@@ -161,10 +161,20 @@ async def record(
         if admit is not None:
             await admit(tx)
         landed = _landed(new, waiting, running, turn_sender)
-        claim = (claim_for, now + lease_seconds) if claim_for is not None and landed == "started" else None
+        started = max(now, time.time())  # the session seen free just now: `now` may be from before the wait
+        claim = (claim_for, started) if claim_for is not None and landed == "started" else None
         ttl = new.ttl_seconds or ttl_seconds
         row, created = await _insert(
-            tx, new, run_id, key, fp, now=now, expires=now + ttl if ttl else None, claim=claim, landed=landed
+            tx,
+            new,
+            run_id,
+            key,
+            fp,
+            now=now,
+            expires=now + ttl if ttl else None,
+            claim=claim,
+            lease_seconds=lease_seconds,
+            landed=landed,
         )
     if not created and row["fingerprint"] != fp:
         raise _key_conflict(key, row["id"])
@@ -319,9 +329,11 @@ async def _insert(
     now: float,
     expires: float | None,
     claim: tuple[str | None, float] | None,
+    lease_seconds: float,
     landed: str | None,
 ) -> tuple[Row, bool]:
-    """The run written (held, queued, or running under `claim`: its owner and lease end) with its files, and True;
+    """The run written (held, queued, or running under `claim`: its owner and the time its turn starts, its lease
+    `lease_seconds` from then) with its files, and True;
     or the run the key is filed under already (another writer's, just now), and False."""
     state = RunState.HELD if new.held else RunState.RUNNING if claim else RunState.QUEUED
     row = await tx.one(
@@ -350,9 +362,9 @@ async def _insert(
             new.wait_seconds,
             int(new.wake),
             claim[0] if claim else None,
-            claim[1] if claim else None,
+            claim[1] + lease_seconds if claim else None,
             1 if claim else 0,
-            now if claim else None,
+            claim[1] if claim else None,
             1 if claim else 0,
             landed,
             new.traceparent,
@@ -460,6 +472,7 @@ async def claim_next(db: Db, session_id: str, *, owner: str, lease_seconds: floa
             await tx.one(f"SELECT 1 FROM sessions WHERE id = ?{db.dialect.for_update}", (session_id,))
         if await tx.one("SELECT 1 FROM runs WHERE session_id = ? AND state = 'running' LIMIT 1", (session_id,)):
             return None, expired
+        now = time.time()  # the session seen free just now: its last turn ended before this, however long the wait
         while True:
             row = await tx.one(
                 "SELECT * FROM runs WHERE session_id = ? AND state = 'queued' AND steered_into IS NULL ORDER BY seq"
