@@ -170,7 +170,11 @@ class StoreSettings(Frozen):
         description="how long a claimed turn is a gateway's without renewal: a gateway paused or cut off from the "
         "store this long loses it (on a shared store, one that ended loses it at once)",
     )
-    pool_size: PositiveCount = Field(8, description="connections each gateway keeps to a shared store")
+    pool_size: PositiveCount = Field(
+        16,
+        description="the most connections a gateway opens to a shared store, as turns need them (idle ones close "
+        "after a minute); keep gateways x pool_size below the server's max_connections",
+    )
     keep_days: Count = Field(
         0,
         description="what ended this many days ago loses its message and reply text, its ledger row kept (0: kept)",

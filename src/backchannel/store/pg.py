@@ -39,6 +39,7 @@ __all__ = ["NOTIFY_SQL", "PgDatabase", "PgTx", "dollar_params", "rowcount"]
 APPLICATION_NAME = "backchannel"  # how the pool's connections show in pg_stat_activity
 LISTENER_NAME = "backchannel-listen"  # and the connection that listens for other gateways' changes
 CLOSE_SECONDS = 10.0  # how long aclose() waits for borrowed connections before it cuts them
+IDLE_CONNECTION_SECONDS = 60.0  # a pooled connection unused this long is closed (a quiet gateway keeps one)
 log = logging.getLogger("backchannel.store")
 
 # A quoted literal or identifier, a comment, or a placeholder: only the last is rewritten. Literals are
@@ -132,7 +133,7 @@ class PgDatabase:
         url: str,
         *,
         password: str | None = None,
-        pool_size: int = 8,
+        pool_size: int = 16,
         connect_timeout: float = 10.0,
         command_timeout: float = 30.0,
         acquire_timeout: float = 30.0,
@@ -171,7 +172,8 @@ class PgDatabase:
                 self._url,
                 password=self._password,
                 min_size=1,
-                max_size=self.pool_size,
+                max_size=self.pool_size,  # opened as turns need them, closed once idle: the pool follows the load
+                max_inactive_connection_lifetime=IDLE_CONNECTION_SECONDS,
                 timeout=self.connect_timeout,
                 command_timeout=self.command_timeout,
                 statement_cache_size=self.statement_cache_size,
