@@ -144,12 +144,24 @@ def test_a_broken_home_completes_nothing_without_a_traceback(populated: dict[str
     assert complete("backchannel chat -p ") == ["builds", "default", "research"]  # what can be read still completes
 
 
-@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish", "pwsh"])
 def test_the_shell_scripts_are_served(shell: str) -> None:
     served = run_cli(env={"_BACKCHANNEL_COMPLETE": f"{shell}_source"})
     assert served.exit_code == 0, served.stderr
     assert "_BACKCHANNEL_COMPLETE" in served.stdout
     assert f"{shell}_complete" in served.stdout
+
+
+def test_powershell_is_offered_what_bash_is(populated: dict[str, str]) -> None:
+    """PowerShell's script asks as bash does, but reads `type,value,help` lines (click-pwsh's protocol)."""
+    line = "backchannel send res"
+    asked = {"_BACKCHANNEL_COMPLETE": "pwsh_complete", "COMP_WORDS": line, "COMP_CWORD": "2"}
+    done = run_cli(env=asked)
+    assert done.exit_code == 0 and done.stderr == "", done.stderr
+    offered = [row.split(",", 2) for row in done.stdout.splitlines() if row]
+    assert [value for kind, value, _help in offered if kind == "plain"] == complete(line) == ["research", "research/"]
+    registered = run_cli(env={"_BACKCHANNEL_COMPLETE": "pwsh_source"}).stdout
+    assert "Register-ArgumentCompleter -Native -CommandName backchannel" in registered
 
 
 def test_a_completion_in_a_process_of_its_own(populated: dict[str, str]) -> None:

@@ -8,8 +8,12 @@ from pathlib import Path
 
 import click
 from click.shell_completion import CompletionItem
+from click_pwsh import support_pwsh_shell_completion
 
 from .. import __version__
+
+# `_BACKCHANNEL_COMPLETE=pwsh_source`: PowerShell's completion script, beside click's own bash, zsh and fish.
+support_pwsh_shell_completion()
 
 # Each command: its module, imported the first time the command is used (`backchannel --version` or a shell's Tab
 # on a command name loads none of them; `send` loads what sending needs, not the MCP, A2A or web stacks), and the
