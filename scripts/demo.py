@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import shlex
 import shutil
@@ -154,6 +155,18 @@ def tutorial(demo: Demo) -> None:
     home_port = demo.start_gateway("home")
     spark_port = demo.start_gateway("spark")
 
+    step("A message held for your approval: a hold rule, then `held`, `approve`; every run can be looked at")
+    demo.run("home", "profile", "hold", "builds", "research/*", note="research's messages to builds wait for you")
+    demo.run("home", "send", "research", "/send builds may I restart the build?")
+    held = json.loads(demo.run("home", "held", "--json", note="what waits, oldest first"))
+    demo.run("home", "approve", held[0]["run_id"], note="queued now: builds answers, and research hears")
+    demo.run("home", "runs", "wait-idle", "builds", "--timeout", "60", note="until builds has answered")
+    demo.run("home", "runs", "list", "-p", "builds", note="each run: its state, sender and words")
+    demo.run("home", "profile", "hold", "builds", "research/*", "--remove")
+
+    step("A mention: @session:ADDRESS in what you say to one agent asks another first, and adds its reply")
+    demo.run("home", "chat", "-p", "research", "-q", "@session:builds is the build green? then tell me what it said")
+
     step("A key each way: each makes a key for the other (printed once), given to `peer add` there (on its stdin)")
     key = key_at_spark = demo.run(
         "spark", "key", "create", "home", "--profile", "*", note="home's messages at spark: peer:home/…"
@@ -206,6 +219,9 @@ def tutorial(demo: Demo) -> None:
     print(f"  web view: http://127.0.0.1:{home_port}/   (log in with the key `backchannel key show` prints on home)")
     print("  overview, sessions, runs live, the ledger and each exchange; it stops with the demo's gateways")
     print("  (with --keep: `backchannel gateway` on that home serves it again, at the same address)")
+    if sys.stdin.isatty():  # a person at the terminal: the gateways stay up while they look around
+        with contextlib.suppress(EOFError):
+            input(f"  {BOLD}press Enter to stop the gateways{RESET} ")
 
 
 HERMES_PYTHON = Path(__file__).resolve().parent.parent / ".venv-hermes" / "bin" / "python"
@@ -213,12 +229,12 @@ HERMES_KEY = "demo-hermes-api-key-0123456789"
 
 
 def hermes_sessions(demo: Demo) -> None:
-    """Optional: two Hermes Agent gateways (from `make interop`'s .venv-hermes), one Hermes session asking the
+    """Optional: two Hermes Agent gateways (from .venv-hermes, which `make hermes` makes), one Hermes session asking the
     other through Backchannel. Hermes needs a real model: an OpenAI-compatible endpoint named by
     BACKCHANNEL_DEMO_MODEL_URL (and BACKCHANNEL_DEMO_MODEL); without one this part is a one-line note."""
     model_url, model = os.environ.get("BACKCHANNEL_DEMO_MODEL_URL"), os.environ.get("BACKCHANNEL_DEMO_MODEL", "")
     if not HERMES_PYTHON.exists():
-        print("\n(Hermes sessions through Backchannel: run `make interop` first to build .venv-hermes.)")
+        print("\n(Hermes sessions through Backchannel: `make hermes` installs Hermes Agent into .venv-hermes.)")
         return
     if not model_url:
         print("\n(Hermes sessions through Backchannel: set BACKCHANNEL_DEMO_MODEL_URL to an OpenAI-compatible model.)")
