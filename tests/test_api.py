@@ -1027,6 +1027,9 @@ def test_openapi_document(api: Api) -> None:
         hit("GET", prefix + "/v1/runs", 400, query="?state=nope")
         hit("GET", prefix + "/v1/runs", 404, query="?address=nobody")
         assert hit("GET", prefix + "/v1/runs/{run_id}/record", 200, params=runs)["message"] == "a run"
+        short = {"run_id": run_id[:12] + "…"}  # as a table shows it
+        assert hit("GET", prefix + "/v1/runs/{run_id}/record", 200, params=short)["run_id"] == run_id
+        hit("GET", prefix + "/v1/runs/{run_id}/record", 400, params={"run_id": "run_"})
         hit("GET", prefix + "/v1/ledger", 200, query="?outcome=failed&state=cancelled&since=0&limit=100000")
         hit("GET", prefix + "/v1/ledger", 400, query="?outcome=nope")
         hit("GET", prefix + "/v1/ledger", 404, query="?address=nobody")

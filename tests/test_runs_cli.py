@@ -59,3 +59,37 @@ def test_runs_follow_and_stop_through_the_gateway(gateway: GatewayThread) -> Non
     stopped = run_cli("runs", "stop", long["run_id"], "--json")
     assert stopped.exit_code == 0, stopped.stderr
     assert json.loads(stopped.stdout)["state"] == "cancelled" and json.loads(stopped.stdout)["stopped"]
+
+
+def test_a_run_is_named_by_the_start_of_its_id_as_a_table_shows_it(gateway: GatewayThread) -> None:
+    done = run_cli("send", "default", "named short", "--json")
+    assert done.exit_code == 0, done.stderr
+    run_id = json.loads(done.stdout)["run_id"]
+    for short in (run_id[:10], run_id[:12] + "…"):
+        shown = run_cli("runs", "show", short, "--json")
+        assert shown.exit_code == 0, shown.stderr
+        assert json.loads(shown.stdout)["run_id"] == run_id
+    stopped = run_cli("runs", "stop", run_id[:10], "--json")
+    assert stopped.exit_code == 0, stopped.stderr
+    assert json.loads(stopped.stdout)["run_id"] == run_id  # it had ended: nothing to stop
+    followed = run_cli("runs", "follow", run_id[:10], "--json")
+    assert followed.exit_code == 0, followed.stderr
+    assert json.loads(followed.stdout)["reply"] == "default (echo): named short"
+    listed = run_cli("runs", "list", env={"BACKCHANNEL_COLUMNS": "60"}).stdout.splitlines()
+    cut = listed[1].split()[0]  # as a person on a narrow terminal copies it
+    assert cut.endswith("…") and run_id.startswith(cut[:-1]) and len(cut) < len(run_id), listed
+    assert json.loads(run_cli("runs", "show", cut, "--json").stdout)["run_id"] == run_id
+    too_short = run_cli("runs", "show", run_id[:6])
+    assert too_short.exit_code == 2 and "first 8 characters or more" in too_short.stderr, too_short.stderr
+
+
+def test_the_start_of_several_runs_ids_is_refused_naming_them(initialised: Path, monkeypatch: Any) -> None:
+    made = iter(["run_abcd0000" + "0" * 23 + "1", "run_abcd0000" + "0" * 23 + "2"])
+    monkeypatch.setattr("backchannel.store.runs.new_run_id", lambda: next(made))
+    for text in ("first", "second"):
+        assert run_cli("send", "default", text).exit_code == 0
+    both = run_cli("runs", "show", "run_abcd0000")
+    assert both.exit_code == 2, both.stderr
+    whole = "run_abcd" + "0" * 27
+    assert f"starts the ids of several runs ({whole}1, {whole}2): give more of it" in both.stderr, both.stderr
+    assert json.loads(run_cli("runs", "show", whole + "2", "--json").stdout)["message"] == "second"

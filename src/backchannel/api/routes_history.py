@@ -41,9 +41,10 @@ async def list_runs(request: Request) -> Response:
 
 
 async def run_record(request: Request) -> Response:
-    """`GET /v1/runs/{run_id}/record`: the run as `backchannel runs show --json` prints it."""
+    """`GET /v1/runs/{run_id}/record`: the run as `backchannel runs show --json` prints it; `run_id` may be the start
+    of one run's id, as a table shows it (`run_d212…`)."""
     ctx = context(request)
-    d = await ctx.messages.status(request.path_params["run_id"], profile=run_scope(request, ctx.roster))
+    d = await ctx.messages.find_run(request.path_params["run_id"], profile=run_scope(request, ctx.roster))
     return JSONResponse(dialect.run_record(d.run, d.result))
 
 

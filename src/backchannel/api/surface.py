@@ -242,8 +242,9 @@ OPERATIONS: tuple[Op, ...] = (
        {200: Answer("Runs", dialect.RunRecords)}, (400, 401, 403, 404), reach="person",
        params=(_query("state", enum=list(routes_history.STATES)), _query("address"), LIMIT)),
     Op("GET", "/v1/runs/{run_id}/record", routes_history.run_record,
-       "A run's whole record: its outcome, who sent what, what it used (the person's key only)",
-       {200: Answer("Run", dialect.RunRecord)}, (401, 403, 404), reach="person", params=(RUN_ID,)),
+       "A run's whole record: its outcome, who sent what, what it used (the person's key only); `run_id` may be"
+       " the start of one run's id (8 characters or more; `400` when shorter, or when it starts several)",
+       {200: Answer("Run", dialect.RunRecord)}, (400, 401, 403, 404), reach="person", params=(RUN_ID,)),
     Op("GET", "/v1/messages", routes_history.message_run,
        "The run a message sent with idempotency key `key` was filed under, here or at a peer (the person's key"
        " only); run_id null while none is known",

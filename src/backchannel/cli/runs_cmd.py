@@ -90,7 +90,8 @@ def list_(states: tuple[str, ...], where: str | None, limit: int, as_json: bool,
                 ]
             )
         headers = ["RUN", "SESSION", "STATE", "FROM", "CREATED", "MESSAGE"]
-        table(rows, headers, fit=("MESSAGE", "FROM", "SESSION"), drop=("CREATED",), wide=wide)
+        # A run's id may be cut too: `runs show|follow|stop` take the start of one, as the table shows it.
+        table(rows, headers, fit=("MESSAGE", "FROM", "SESSION", "RUN"), drop=("CREATED",), wide=wide)
         if not found:
             note("no runs" + (" in these states" if states else ""))
 
@@ -108,12 +109,23 @@ def show(run_id: str, as_json: bool) -> None:
     sys.exit(result.outcome.exit_code)
 
 
+WHOLE_RUN_ID = len("run_") + 32
+
+
+def whole_run_id(given: str) -> str:
+    """The id of the run `given` names: itself, or the run whose id it starts, as a table shortens it (`run_d212…`,
+    8 characters or more); several such runs are a usage error that says so."""
+    if len(given) == WHOLE_RUN_ID:
+        return given
+    return str(call("GET", f"/v1/runs/{quote(given)}/record")["run_id"])
+
+
 @runs.command("follow", epilog=examples("backchannel runs follow run_0123…"))
 @click.argument("run_id", shell_complete=complete.run_ids)
 @click.option("--json", "as_json", is_flag=True, help="At the end, print the run as JSON.")
 def follow(run_id: str, as_json: bool) -> None:
     """Show a run's progress until it ends, then its reply. Without a gateway the run is worked here."""
-    result = asyncio.run(_follow(run_id))
+    result = asyncio.run(_follow(whole_run_id(run_id)))
     emit(result.to_dict(), as_json=as_json, text=lambda: _print(result, None))
     sys.exit(result.outcome.exit_code)
 
@@ -137,6 +149,7 @@ def stop(run_id: str, as_json: bool) -> None:
     stop"). Exits 0 when the run is stopped, or had nothing to stop; 1 when it could not be stopped.
     """
     root = config.home()
+    run_id = whole_run_id(run_id)
 
     async def go() -> tuple[Result, Result]:
         async with gateway_link(root) as link:

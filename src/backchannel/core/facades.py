@@ -57,6 +57,7 @@ class Messages:
         self.runs_ahead = delivery.runs_ahead
         self.a2a_tasks = delivery.a2a_tasks
         self.status = delivery.status
+        self.find_run = delivery.find_run
         self.run_id_of = delivery.run_id_of
         self.files = delivery.files
         self.load = delivery.load

@@ -409,6 +409,14 @@ async def get(db: Db, run_id: str) -> Run:
     return _run(row)
 
 
+async def ids_starting(db: Db, prefix: str, *, most: int) -> list[str]:
+    """The ids of the runs that start with `prefix`, in order, `most` at the most (a range of the primary key)."""
+    rows = await db.all(  # `~` sorts after every character of an id
+        "SELECT id FROM runs WHERE id >= ? AND id < ? ORDER BY id LIMIT ?", (prefix, prefix + "~", most)
+    )
+    return [row[0] for row in rows]
+
+
 async def by_key(db: Db, key: str) -> Run | None:
     """The run filed under an idempotency key, if any."""
     row = await db.one("SELECT * FROM runs WHERE idempotency_key = ?", (key,))

@@ -38,6 +38,7 @@ from .wakes import Wakes
 MAX_WAIT_SECONDS = 3600.0
 WAKE_RETRY_SECONDS = 5.0  # how soon a wake that could not be queued is tried again (then twice as late)
 WAKE_RETRY_MAX_SECONDS = 300.0
+SHORTEST_RUN_PREFIX = 8  # `run_` and four of its hex digits: fewer would name a run by chance
 
 
 @dataclass(frozen=True)
@@ -171,6 +172,27 @@ class Delivery:
 
     async def status(self, run_id: str, *, profile: str | None = None) -> Delivered:
         return await self._delivered(await self._run(run_id, profile=profile))
+
+    async def find_run(self, given: str, *, profile: str | None = None) -> Delivered:
+        """The run `given` names: its id, or the start of one as a person copies it from a table (`run_d212…`,
+        at least `SHORTEST_RUN_PREFIX` characters), when it starts one run's id only."""
+        prefix = given.removesuffix("…")
+        if len(prefix) < SHORTEST_RUN_PREFIX:
+            raise UsageError(
+                f"no run {given!r}: give a run's id, or its first {SHORTEST_RUN_PREFIX} characters or more",
+                code="run_id_too_short",
+            )
+        found = await runstore.ids_starting(self.db, prefix, most=3)
+        if found and found[0] != prefix:  # not a whole id (which sorts first among those it starts)
+            if len(found) > 1:
+                shown = ", ".join(found[:2])
+                raise UsageError(
+                    f"{given!r} starts the ids of several runs ({shown}{', …' if len(found) > 2 else ''}):"
+                    " give more of it",
+                    code="ambiguous_run_id",
+                )
+            given = found[0]
+        return await self.status(given, profile=profile)
 
     @commits
     async def stop(self, run_id: str, *, profile: str | None = None) -> Delivered:
