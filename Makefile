@@ -183,13 +183,15 @@ interop: $(STAMP) $(HERMES_PLUGIN) $(HERMES_NEXT_PLUGIN) $(LLAMA_STAMP) $(INSPEC
 		$(BIN)/python -m pytest -m interop tests/interop
 
 # The gateway against its floors (bench/run.py), then the turn on a PostgreSQL store beside SQLite's and 1-3 gateways
-# sharing one store (bench/shared.py), its round trips at a distance, the pool a gateway needs at a distance, how soon
-# a killed gateway's turns move and how soon a waiter hears of an end another gateway wrote.
+# sharing one store (bench/shared.py), its round trips at a distance, the pool a gateway needs at a distance, 1-3
+# gateways each held to the same CPU share (bench/scaling.py: a cgroup each, as root), how soon a killed gateway's
+# turns move and how soon a waiter hears of an end another gateway wrote.
 bench: $(STAMP) postgres
 	$(BIN)/python bench/run.py
 	$(BIN)/python bench/shared.py
 	$(BIN)/python bench/round_trips.py
 	$(BIN)/python bench/pool.py
+	$(BIN)/python bench/scaling.py
 	$(BIN)/python bench/failover.py
 	$(BIN)/python bench/heard.py
 	$(BIN)/python bench/notify_commits.py
