@@ -6,6 +6,7 @@ the site with `mkdocs build --strict`, which checks the pages' links again as Mk
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import unicodedata
 from pathlib import Path
@@ -169,3 +170,13 @@ def test_every_page_is_in_the_sites_navigation() -> None:
     config = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
     navigated = set(re.findall(r":\s*([\w./-]+\.md)\s*$", config, re.M))
     assert navigated == {p.name for p in PAGES}
+
+
+def test_the_page_of_every_operation_is_what_the_gateway_declares() -> None:
+    """docs/api-operations.md is written by scripts/api_reference.py from `api.surface.OPERATIONS`."""
+    spec = importlib.util.spec_from_file_location("api_reference", ROOT / "scripts" / "api_reference.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    written = (DOCS / "api-operations.md").read_text(encoding="utf-8")
+    assert written == module.page(), "run `python scripts/api_reference.py --write`"
