@@ -85,7 +85,7 @@ wine:
 $(WINDOWS_STAMP): pyproject.toml $(WINDOWS_INPUTS) | wine $(STAMP)
 	$(BIN)/python scripts/windows/embed.py
 
-# The README's Windows path under Wine: a walk-through through backchannel.exe and the pure tests.
+# docs/windows.md's path under Wine: a walk-through through backchannel.exe and the pure tests.
 windows: wine $(STAMP) $(WINDOWS_STAMP)
 	$(BIN)/python scripts/windows/check.py
 
@@ -222,7 +222,7 @@ bench-model: $(LLAMA_STAMP) $(HERMES_PLUGIN) $(HERMES_NEXT_PLUGIN) $(MODEL_GGUF)
 	$(BIN)/python bench/hermes_model.py run --hermes $(BENCH_MODEL_HERMES) --runs $(BENCH_MODEL_RUNS)
 
 # The sdist and the wheel in dist/ (PyPA's `build`, from the dev extra): `pip install dist/agent_backchannel-*.whl`
-# installs Backchannel and its Hermes plugin anywhere (tests/interop/test_wheel.py installs it as the README says).
+# installs Backchannel and its Hermes plugin anywhere (tests/interop/test_wheel.py installs it as docs/hermes.md says).
 dist: $(STAMP)
 	rm -rf dist
 	$(BIN)/python -m build --outdir dist .
