@@ -12,6 +12,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 LLAMA_STAMP := $(VENV)/.installed-llama
+DOCS_STAMP := $(VENV)/.installed-docs
 
 A2A03_VENV := .venv-a2a03
 A2A03_STAMP := $(A2A03_VENV)/.installed
@@ -46,7 +47,7 @@ CONTROL_MCP_VERSION := 0.2.0b5
 CONTROL_MCP_STAMP := $(HERMES_CLIENTS_DIR)/.installed-control-mcp-$(CONTROL_MCP_VERSION)
 
 .PHONY: demo test test-pg quick faults interop bench bench-hermes bench-model lint install clean browser postgres a2a03 inspector wine windows dist hermes-clients \
-	hermes
+	hermes docs docs-check
 
 # The distribution was called `backchannel` before it was `agent-backchannel`: a venv made then has both, and each
 # would give Hermes the plugin (the old one's metadata is still in src/ for an editable install): the old one goes.
@@ -84,7 +85,7 @@ wine:
 $(WINDOWS_STAMP): pyproject.toml $(WINDOWS_INPUTS) | wine $(STAMP)
 	$(BIN)/python scripts/windows/embed.py
 
-# The README's Windows path under Wine: a walk-through through backchannel.exe and the pure tests.
+# docs/windows.md's path under Wine: a walk-through through backchannel.exe and the pure tests.
 windows: wine $(STAMP) $(WINDOWS_STAMP)
 	$(BIN)/python scripts/windows/check.py
 
@@ -224,10 +225,23 @@ bench-model: $(LLAMA_STAMP) $(HERMES_PLUGIN) $(HERMES_NEXT_PLUGIN) $(MODEL_GGUF)
 	$(BIN)/python bench/hermes_model.py run --hermes $(BENCH_MODEL_HERMES) --runs $(BENCH_MODEL_RUNS)
 
 # The sdist and the wheel in dist/ (PyPA's `build`, from the dev extra): `pip install dist/agent_backchannel-*.whl`
-# installs Backchannel and its Hermes plugin anywhere (tests/interop/test_wheel.py installs it as the README says).
+# installs Backchannel and its Hermes plugin anywhere (tests/interop/test_wheel.py installs it as docs/hermes.md says).
 dist: $(STAMP)
 	rm -rf dist
 	$(BIN)/python -m build --outdir dist .
+
+# The documentation site (mkdocs.yml, pages in docs/) in site/, which git ignores: MkDocs with the Material theme
+# from the docs extra; --strict fails on a broken link between pages or to a heading. docs-check adds the test of
+# the README's and the pages' relative links, the README's length and its commands for cmd and PowerShell.
+$(DOCS_STAMP): $(STAMP) pyproject.toml
+	$(BIN)/python -m pip install --quiet -e '.[dev,docs]'
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
+docs-check: docs
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_docs.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench scripts
@@ -235,4 +249,4 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 
 clean:
-	rm -rf $(VENV) $(HERMES_VENV) $(HERMES_NEXT_VENV) $(A2A03_VENV) $(INSPECTOR_DIR) $(HERMES_CLIENTS_DIR) $(WINDOWS_DIR) build dist *.egg-info src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(HERMES_VENV) $(HERMES_NEXT_VENV) $(A2A03_VENV) $(INSPECTOR_DIR) $(HERMES_CLIENTS_DIR) $(WINDOWS_DIR) build dist site *.egg-info src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -1,5 +1,6 @@
-"""The README's config reference is the config models: each file's table lists every key the file's model
-reads, with its kind and its default, and nothing else (`python -m backchannel.home.reference` writes it)."""
+"""The config reference (docs/config.md, moved there from the README) is the config models: each file's table
+lists every key the file's model reads, with its kind and its default, and nothing else (`python -m
+backchannel.home.reference` writes it)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,11 @@ from backchannel.home import reference, schema
 from backchannel.home.home_file import GatewaySettings
 from backchannel.home.profile_file import ProfileConfig
 
-README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+REFERENCE = (Path(__file__).resolve().parent.parent / "docs" / "config.md").read_text(encoding="utf-8")
 
 
 def table_lines(title: str) -> list[str]:
-    rest = README.split(f"### {title}\n", 1)[1].lstrip("\n")
+    rest = REFERENCE.split(f"## {title}\n", 1)[1].lstrip("\n")
     lines = []
     for line in rest.splitlines():
         if not line.startswith("|"):
@@ -25,10 +26,10 @@ def table_lines(title: str) -> list[str]:
 
 
 @pytest.mark.parametrize("kind", ["home", "profile"])
-def test_the_readme_table_of_each_config_file_is_the_one_its_model_gives(kind: str) -> None:
+def test_the_docs_table_of_each_config_file_is_the_one_its_model_gives(kind: str) -> None:
     written = table_lines(reference.TITLES[kind])
     expected = reference.table(kind).splitlines()
-    assert written == expected, "run `python -m backchannel.home.reference` and paste its tables into the README"
+    assert written == expected, "run `python -m backchannel.home.reference` and paste its tables into docs/config.md"
 
 
 @pytest.mark.parametrize("kind", ["home", "profile"])

@@ -1,5 +1,6 @@
-"""The README's CLI reference is the CLI: every command is listed (and nothing that is not one), the exit-code
-table says what `Outcome.exit_code` and the error classes do, and every error code the code gives is explained."""
+"""The CLI reference (docs/cli.md, moved there from the REFERENCE) is the CLI: every command is listed (and nothing
+that is not one), the exit-code table says what `Outcome.exit_code` and the error classes do, and every error code
+the code gives is explained."""
 
 from __future__ import annotations
 
@@ -18,15 +19,15 @@ from conftest import subcommands
 pytestmark = pytest.mark.quick  # pure: no home on disk, no process, no gateway (make quick)
 
 ROOT = Path(__file__).resolve().parent.parent
-README = (ROOT / "README.md").read_text(encoding="utf-8")
+REFERENCE = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")  # the CLI reference, exit codes, error codes
 SRC = ROOT / "src" / "backchannel"
 
 
 def section(title: str) -> str:
-    """The README's text under the heading `title`, up to the next heading."""
-    match = re.search(rf"^#+ {re.escape(title)}\n", README, re.M)
-    assert match, f"the README has no section {title!r}"
-    rest = README[match.end() :]
+    """docs/cli.md's text under the heading `title`, up to the next heading."""
+    match = re.search(rf"^#+ {re.escape(title)}\n", REFERENCE, re.M)
+    assert match, f"docs/cli.md has no section {title!r}"
+    rest = REFERENCE[match.end() :]
     end = re.search(r"^#+ ", rest, re.M)
     return rest[: end.start()] if end else rest
 
@@ -80,10 +81,10 @@ def test_every_command_and_subcommand_is_in_the_reference() -> None:
     paths = command_paths(cli)
     assert len(paths) > 20
     for path in paths:
-        assert any(entry == path or entry.startswith(path + " ") for entry in listed), f"{path} is not in the README"
+        assert any(entry == path or entry.startswith(path + " ") for entry in listed), f"{path} is not in docs/cli.md"
     leaves = [p for p in paths if not any(q.startswith(p + " ") for q in paths)] + runnable_groups(cli)
     for entry in listed:
-        assert entry in leaves, f"the README lists {entry!r}, which is not a command"
+        assert entry in leaves, f"docs/cli.md lists {entry!r}, which is not a command"
 
 
 def test_the_exit_code_table_is_what_outcomes_exit_with() -> None:
@@ -92,7 +93,7 @@ def test_the_exit_code_table_is_what_outcomes_exit_with() -> None:
     seen = set()
     for code, cells in table.items():
         for name in re.findall(r"`(\w+)`", cells[1]):
-            assert Outcome(name).exit_code == code, f"{name}: README says exit {code}"
+            assert Outcome(name).exit_code == code, f"{name}: docs/cli.md says exit {code}"
             seen.add(name)
     assert seen == {o.value for o in Outcome}
     assert {cls.exit_code for cls in error_classes()} <= set(table)
@@ -112,16 +113,16 @@ def test_every_error_class_is_in_the_error_table_with_its_exit_code_and_http_sta
     for cls in error_classes():
         code = cls.code
         if code not in table:  # a narrower code, listed under its kind: the class answers as that kind does
-            assert code in narrower, f"{cls.__name__}'s code {code!r} is not in the README"
+            assert code in narrower, f"{cls.__name__}'s code {code!r} is not in docs/cli.md"
             kind = next(base.code for base in cls.__mro__[1:] if getattr(base, "code", None) in table)
-            assert f"`{kind}`" in narrower[code], f"{code}: README gives its kind as {narrower[code]}, not {kind}"
+            assert f"`{kind}`" in narrower[code], f"{code}: docs/cli.md gives its kind as {narrower[code]}, not {kind}"
             code = kind
         _, exit_code, status, meaning = table[code]
         assert int(exit_code) == cls.exit_code, (
-            f"{cls.code}: README says exit {exit_code}, {cls.__name__} {cls.exit_code}"
+            f"{cls.code}: docs/cli.md says exit {exit_code}, {cls.__name__} {cls.exit_code}"
         )
         assert int(status) == cls.http_status, (
-            f"{cls.code}: README says HTTP {status}, {cls.__name__} {cls.http_status}"
+            f"{cls.code}: docs/cli.md says HTTP {status}, {cls.__name__} {cls.http_status}"
         )
         assert meaning
 
@@ -157,6 +158,6 @@ def test_every_error_code_the_code_gives_is_explained() -> None:
     } <= codes  # the patterns work
     explained = {cells[0].strip("`") for cells in rows(section("Error codes"))}
     missing = sorted(codes - explained - {cls.code for cls in error_classes()})
-    assert not missing, f"error codes not explained in the README's Error codes: {missing}"
+    assert not missing, f"error codes not explained in docs/cli.md's Error codes: {missing}"
     undocumented_classes = sorted(cls.code for cls in error_classes() if cls.code not in explained)
     assert not undocumented_classes

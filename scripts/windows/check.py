@@ -1,4 +1,4 @@
-"""`make windows`: Backchannel on Windows's own CPython, under Debian's Wine, as the README's Windows section
+"""`make windows`: Backchannel on Windows's own CPython, under Debian's Wine, as docs/windows.md
 installs and uses it.
 
     python scripts/windows/check.py [--skip-walk] [--skip-tests] [--force]

@@ -1,5 +1,5 @@
 """Prepare the Windows check's Python: the official embeddable CPython for Windows (amd64), under Wine, with
-pip and Backchannel installed in it as the README's Windows section installs it (`pip install -e .[dev]`).
+pip and Backchannel installed in it as docs/windows.md installs it (`pip install -e .[dev]`).
 
     python scripts/windows/embed.py          # what is missing; `--force` starts again
 

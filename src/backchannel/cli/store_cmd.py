@@ -17,7 +17,7 @@ def store() -> None:
 
     \b
     By default its own state.db (SQLite); `store.url` in config.yaml names a PostgreSQL store that several
-    gateways share (README: More than one machine).
+    gateways share (docs/shared-store.md).
     """
 
 
