@@ -1,5 +1,9 @@
 """The SDK's HTTP+JSON answers in the spec's terms: `application/json` (the binding's content type, §11.1, where
-the SDK sends `application/a2a+json`), each error's HTTP status as §5.4 maps it, and errors cut to size."""
+the SDK sends `application/a2a+json`), each error's HTTP status as §5.4 maps it, and errors cut to size.
+
+The SDK's route runs when the answer is sent, after the endpoint has returned: the trace context current when
+the answer was made (the caller's, from its `traceparent`) is made current again around it, so the method's
+span continues the caller's trace as it does over JSON-RPC."""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ from starlette.responses import Response
 from starlette.routing import Router
 from starlette.types import Message, Receive, Scope, Send
 
+from ... import tracing
 from . import errors
 
 JSON = "application/json"
@@ -23,6 +28,7 @@ class RestAnswer(Response):
     def __init__(self, app: Router, scope: Scope, receive: Receive, on_error: OnError) -> None:
         super().__init__()
         self._app, self._scope, self._receive, self._on_error = app, scope, receive, on_error
+        self._trace = tracing.here()  # the caller's context, made current again when the route runs
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         held: Message | None = None  # an error's start, sent once its body is known
@@ -51,4 +57,5 @@ class RestAnswer(Response):
                 return
             await send(message)
 
-        await self._app(self._scope, self._receive, answer)
+        with tracing.under(self._trace):
+            await self._app(self._scope, self._receive, answer)

@@ -1,0 +1,103 @@
+"""A2A details met from outside (issue 42): HTTP+JSON continues the caller's trace as JSON-RPC does; numbers
+in a data part keep their type; the card says when it last changed; a push receiver whose host does not
+resolve yet is accepted and screened when it is told; a caller without a contextId has a conversation of its
+own. Each through a2a-sdk's own client (or the wire, where the client cannot tell) against a real gateway."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from a2a.client import ClientConfig, create_client
+from a2a.client.client import Client
+from a2a.types import Message, Part, Role, SendMessageRequest, TaskState
+from google.protobuf.json_format import ParseDict
+
+from a2a_client import JSONRPC, REST, TIMEOUT, V1, send
+from backchannel.home import config
+from conftest import GatewayProcess, api_key, free_port, run_cli
+from gateway_http import in_home
+from otlp_receiver import OtlpReceiver, Span
+
+BINDINGS = pytest.mark.parametrize("binding", [JSONRPC, REST])
+CALLER_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
+CALLER_SPAN = "00f067aa0ba902b7"
+TRACEPARENT = f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"
+
+
+def new_gateway(root: Path, env: dict[str, str] | None = None) -> GatewayProcess:
+    with in_home(root):
+        assert run_cli("init").exit_code == 0
+    gw = GatewayProcess(root, free_port(), env=env or {})
+    data = config.load_yaml(config.config_path(root))
+    config.write_yaml(config.config_path(root), {**data, "gateway": {**data["gateway"], "port": gw.port}})
+    return gw
+
+
+def talk(
+    gw: GatewayProcess,
+    body: Callable[[Client], Awaitable[None]],
+    *,
+    binding: str = JSONRPC,
+    key: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> None:
+    """`body` with a2a-sdk's client over `binding`, each request carrying `headers` besides the key."""
+
+    async def main() -> None:
+        sent = {"Authorization": f"Bearer {key or api_key(gw.root)}", **(headers or {})}
+        async with httpx.AsyncClient(headers=sent, timeout=TIMEOUT, trust_env=False) as http:
+            made = ClientConfig(streaming=False, httpx_client=http, supported_protocol_bindings=[binding])
+            await body(await create_client(gw.url, made))
+
+    asyncio.run(main())
+
+
+def said(text: str, message_id: str, *parts: Part, context_id: str = "") -> SendMessageRequest:
+    message = Message(message_id=message_id, role=Role.ROLE_USER, parts=[Part(text=text), *parts])
+    message.context_id = context_id
+    return SendMessageRequest(message=message)
+
+
+# --- 1. HTTP+JSON continues the caller's trace ----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def traced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[GatewayProcess, OtlpReceiver]]:
+    with OtlpReceiver() as otlp:
+        gw = new_gateway(tmp_path_factory.mktemp("a2a-traced") / "home", otlp.env("gw"))
+        gw.start()
+        try:
+            yield gw, otlp
+        finally:
+            gw.kill()
+
+
+@BINDINGS
+def test_a_send_continues_the_callers_trace_over_either_binding(
+    traced: tuple[GatewayProcess, OtlpReceiver], binding: str
+) -> None:
+    gw, otlp = traced
+    task_ids: list[str] = []
+
+    async def body(client: Client) -> None:
+        task_ids.append((await send(client, said("traced", f"m-traced-{binding}"))).id)
+
+    talk(gw, body, binding=binding, headers={"traceparent": TRACEPARENT})
+    (task_id,) = task_ids
+
+    def sent(spans: list[Span]) -> list[Span]:
+        return [s for s in spans if s.name == "SendMessage" and s.attributes.get("a2a.task.id") == task_id]
+
+    spans = otlp.wait_for(
+        lambda got: bool(sent(got)) and any(s.attributes.get("backchannel.run_id") == task_id for s in got),
+        "the SendMessage span and its run's",
+    )
+    (method,) = sent(spans)
+    assert (method.kind, method.trace_id, method.parent_id) == ("server", CALLER_TRACE, CALLER_SPAN), method
+    (run,) = [s for s in spans if s.name.startswith("invoke_agent") and s.attributes.get("backchannel.run_id") == task_id]
+    assert (run.trace_id, run.parent_id) == (CALLER_TRACE, method.span_id), run
