@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
@@ -14,7 +15,16 @@ import httpx
 import pytest
 from a2a.client import ClientConfig, create_client
 from a2a.client.client import Client
-from a2a.types import Message, Part, Role, SendMessageRequest, TaskState
+from a2a.types import (
+    ListTaskPushNotificationConfigsRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageRequest,
+    TaskPushNotificationConfig,
+    TaskState,
+)
+from a2a.utils.errors import A2AError
 from google.protobuf.json_format import ParseDict
 
 from a2a_client import JSONRPC, REST, TIMEOUT, V1, send
@@ -22,6 +32,7 @@ from backchannel.home import config
 from conftest import GatewayProcess, api_key, free_port, run_cli
 from gateway_http import in_home
 from otlp_receiver import OtlpReceiver, Span
+from polling import eventually
 
 BINDINGS = pytest.mark.parametrize("binding", [JSONRPC, REST])
 CALLER_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -101,3 +112,54 @@ def test_a_send_continues_the_callers_trace_over_either_binding(
     assert (method.kind, method.trace_id, method.parent_id) == ("server", CALLER_TRACE, CALLER_SPAN), method
     (run,) = [s for s in spans if s.name.startswith("invoke_agent") and s.attributes.get("backchannel.run_id") == task_id]
     assert (run.trace_id, run.parent_id) == (CALLER_TRACE, method.span_id), run
+
+
+# --- 4. a push receiver whose host does not resolve yet ---------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def strict(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
+    """A gateway with the default push settings (public receivers only), retrying quickly."""
+    gw = new_gateway(tmp_path_factory.mktemp("a2a-strict") / "home")
+    data = config.load_yaml(config.config_path(gw.root))
+    a2a = {"push_retry_first_seconds": 0.2, "push_retry_max_seconds": 0.4}
+    config.write_yaml(config.config_path(gw.root), {**data, "gateway": {**data["gateway"], "a2a": a2a}})
+    gw.start()
+    try:
+        yield gw
+    finally:
+        gw.kill()
+
+
+@BINDINGS
+def test_a_receiver_whose_host_does_not_resolve_yet_is_accepted_and_screened_when_told(
+    strict: GatewayProcess, binding: str
+) -> None:
+    """A resolver down for a moment refuses no valid receiver (`.invalid` never resolves: RFC 6761); a name
+    that resolves to loopback is still refused when given, and what is owed to the unresolved one is tried
+    (and fails, nothing sent) at each delivery."""
+    unresolved = f"http://receiver-{binding.lower().replace('+', '-')}.push.invalid/hook"
+
+    async def body(client: Client) -> None:
+        task = await send(client, said("/sleep 1\npush me", f"m-unresolved-{binding}"))
+        made = await client.create_task_push_notification_config(
+            TaskPushNotificationConfig(task_id=task.id, id="later", url=unresolved)
+        )
+        assert (made.id, made.url) == ("later", unresolved)
+        with pytest.raises(A2AError, match="loopback address"):
+            await client.create_task_push_notification_config(
+                TaskPushNotificationConfig(task_id=task.id, id="local", url="http://localhost:9/hook")
+            )
+        listed = await client.list_task_push_notification_configs(
+            ListTaskPushNotificationConfigsRequest(task_id=task.id)
+        )
+        assert [c.id for c in listed.configs] == ["later"]
+
+    talk(strict, body, binding=binding)
+    host = unresolved.split("/")[2]
+    eventually(
+        strict.log,
+        lambda log: re.search(rf"to {re.escape(unresolved)}: attempt \d+ failed .*{re.escape(host)}", log),
+        within=30.0,
+        what=lambda log: f"no failed attempt to {unresolved}:\n{log[-3000:]}",
+    )
