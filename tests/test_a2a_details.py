@@ -27,7 +27,7 @@ from a2a.types import (
 from a2a.utils.errors import A2AError
 from google.protobuf.json_format import ParseDict
 
-from a2a_client import JSONRPC, REST, TIMEOUT, V1, send
+from a2a_client import JSONRPC, REST, TIMEOUT, ledger, make_key, send
 from backchannel.home import config
 from conftest import GatewayProcess, api_key, free_port, run_cli
 from gateway_http import in_home
@@ -163,3 +163,44 @@ def test_a_receiver_whose_host_does_not_resolve_yet_is_accepted_and_screened_whe
         within=30.0,
         what=lambda log: f"no failed attempt to {unresolved}:\n{log[-3000:]}",
     )
+
+
+# --- 5. a caller without a contextId has a conversation of its own ---------------------------------------
+
+
+def target_of(gw: GatewayProcess, text: str) -> str:
+    """The session (`profile/session`) the run of a message went to, from the person's ledger."""
+    (entry,) = [e for e in ledger(gw) if e["message"] == text]
+    target: str = entry["target"]
+    return target
+
+
+@BINDINGS
+def test_each_caller_without_a_context_id_has_a_conversation_of_its_own(strict: GatewayProcess, binding: str) -> None:
+    """Two peer keys (two ADK users) sending no contextId land in two conversations, each key's messages in its
+    one; the person's land in the Bot Chat, which a peer reaches by naming it (`bot-chat`)."""
+    tag = binding.lower().replace("+", "-")
+    alice, bob = make_key(strict.root, f"alice-{tag}"), make_key(strict.root, f"bob-{tag}")
+    contexts: dict[str, str] = {}
+
+    def sends(key: str | None, *texts: str, context_id: str = "") -> None:
+        async def body(client: Client) -> None:
+            for text in texts:
+                task = await send(client, said(text, f"m-{text}", context_id=context_id))
+                assert task.status.state == TaskState.TASK_STATE_COMPLETED, task
+                contexts[text] = task.context_id
+
+        talk(strict, body, binding=binding, key=key)
+
+    sends(alice, f"alice first {tag}", f"alice again {tag}")
+    sends(bob, f"bob first {tag}")
+    sends(None, f"the person {tag}")
+    sends(alice, f"alice goes on {tag}", context_id=contexts[f"alice first {tag}"])
+    sends(alice, f"alice in the bot chat {tag}", context_id="bot-chat")
+    alices = target_of(strict, f"alice first {tag}")
+    assert target_of(strict, f"alice again {tag}") == target_of(strict, f"alice goes on {tag}") == alices
+    bot_chat = target_of(strict, f"the person {tag}")
+    assert len({alices, target_of(strict, f"bob first {tag}"), bot_chat}) == 3
+    assert contexts[f"alice first {tag}"] == contexts[f"alice again {tag}"] == contexts[f"bob first {tag}"] == "own"
+    assert target_of(strict, f"alice in the bot chat {tag}") == bot_chat
+    assert contexts[f"alice in the bot chat {tag}"] == contexts[f"the person {tag}"] == bot_chat.partition("/")[2]
