@@ -6,7 +6,6 @@ own. Each through a2a-sdk's own client (or the wire, where the client cannot tel
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -27,7 +26,7 @@ from a2a.types import (
 from a2a.utils.errors import A2AError
 from google.protobuf.json_format import ParseDict
 
-from a2a_client import JSONRPC, REST, TIMEOUT, ledger, make_key, send
+from a2a_client import JSONRPC, REST, TIMEOUT, V1, ledger, make_key, send
 from backchannel.home import config
 from conftest import GatewayProcess, api_key, free_port, run_cli
 from gateway_http import in_home
@@ -110,7 +109,9 @@ def test_a_send_continues_the_callers_trace_over_either_binding(
     )
     (method,) = sent(spans)
     assert (method.kind, method.trace_id, method.parent_id) == ("server", CALLER_TRACE, CALLER_SPAN), method
-    (run,) = [s for s in spans if s.name.startswith("invoke_agent") and s.attributes.get("backchannel.run_id") == task_id]
+    (run,) = [
+        s for s in spans if s.name.startswith("invoke_agent") and s.attributes.get("backchannel.run_id") == task_id
+    ]
     assert (run.trace_id, run.parent_id) == (CALLER_TRACE, method.span_id), run
 
 
@@ -204,3 +205,42 @@ def test_each_caller_without_a_context_id_has_a_conversation_of_its_own(strict: 
     assert contexts[f"alice first {tag}"] == contexts[f"alice again {tag}"] == contexts[f"bob first {tag}"] == "own"
     assert target_of(strict, f"alice in the bot chat {tag}") == bot_chat
     assert contexts[f"alice in the bot chat {tag}"] == contexts[f"the person {tag}"] == bot_chat.partition("/")[2]
+
+
+# --- 2. numbers in a data part keep their type ------------------------------------------------------------
+
+
+@BINDINGS
+def test_whole_numbers_in_a_data_part_stay_integers_both_ways(strict: GatewayProcess, binding: str) -> None:
+    """What the agent reads of a data part says 42, not 42.0; a structured reply's data part (the echo
+    engine's `/json`) is written with 42 and 7 on the wire, where any client's JSON reads integers."""
+    tag = binding.lower().replace("+", "-")
+    data = ParseDict({"data": {"n": 42, "nested": {"list": [7, 2.5]}}}, Part())
+    replies: list[str] = []
+
+    async def body(client: Client) -> None:
+        task = await send(client, said("the numbers:", f"m-numbers-{tag}", data))
+        replies.append(task.artifacts[0].parts[0].text)
+
+    talk(strict, body, binding=binding)
+    (reply,) = replies
+    assert '"n": 42,' in reply and "7," in reply and "2.5" in reply and "42.0" not in reply, reply
+    sent = {"messageId": f"m-json-{tag}", "role": "ROLE_USER", "parts": [{"text": '/json {"n": 42, "l": [7, 2.5]}'}]}
+    headers = {"Authorization": f"Bearer {api_key(strict.root)}", **V1}
+    if binding == JSONRPC:
+        call = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": sent}}
+        r = httpx.post(f"{strict.url}/a2a/jsonrpc", json=call, headers=headers, timeout=TIMEOUT, trust_env=False)
+        task = r.json()["result"]["task"]
+    else:
+        r = httpx.post(
+            f"{strict.url}/a2a/rest/message:send",
+            json={"message": sent},
+            headers=headers,
+            timeout=TIMEOUT,
+            trust_env=False,
+        )
+        task = r.json()["task"]
+    assert r.status_code == 200 and r.headers["content-length"] == str(len(r.content)), r.text
+    (value,) = [p["data"] for p in task["artifacts"][0]["parts"] if "data" in p]
+    assert value == {"n": 42, "l": [7, 2.5]} and type(value["n"]) is int and type(value["l"][0]) is int, r.text
+    assert b"42.0" not in r.content, r.text

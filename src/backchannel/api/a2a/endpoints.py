@@ -23,7 +23,7 @@ from .. import jsonbody
 from ..context import caller, context, stream_slot
 from ..http import profile_of, read_body
 from ..lf_streams import lf
-from . import errors, stream_requests
+from . import errors, json_numbers, stream_requests
 from .card_caching import card_response, changed_at
 from .errors import Binding
 
@@ -84,6 +84,10 @@ class A2AEndpoints:
         if error is not None:
             self.bad_request(request, "jsonrpc", error, _method(parsed))
             return Response(body, status_code=response.status_code, media_type="application/json")
+        plain = json_numbers.plain_body(body)  # a data part's 42 is not answered 42.0
+        if plain is not body:
+            response.body = plain
+            response.headers["content-length"] = str(len(plain))
         return response
 
     async def rest(self, request: Request) -> Response:

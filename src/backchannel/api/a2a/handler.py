@@ -113,8 +113,9 @@ class RunsHandler(RequestHandler):
     configs of the caller's tasks are the gateway's `Pushes` (`push_configs`). The extended card is not served.
 
     `contextId` is a conversation (`conversations`: the caller's own contextId, a session's id, `bot-chat`;
-    none: a peer key's own conversation, the person's Bot Chat), `taskId` a run, `messageId` with the message's content the run's idempotency key for this caller and
-    profile (an exact repeat answers with the same task). A task is its sender's: another caller's is not found."""
+    none: a peer key's own conversation, the person's Bot Chat), `taskId` a run, `messageId` with the message's
+    content the run's idempotency key for this caller and profile (an exact repeat answers with the same task).
+    A task is its sender's: another caller's is not found."""
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
