@@ -176,8 +176,11 @@ def test_a_peer_keys_message_is_framed_as_that_peers(gateway: GatewayThread) -> 
         sessions.append(task.context_id)
 
     with_client(gateway, body, key=key)
-    assert [e["sender"] for e in ledger(gateway) if e["message"] == "hello from spark"] == ["peer:spark/default"]
-    r = httpx.get(f"{gateway.url}/api/sessions/{sessions[0]}/messages", headers=gateway.headers(), trust_env=False)
+    (entry,) = [e for e in ledger(gateway) if e["message"] == "hello from spark"]
+    assert entry["sender"] == "peer:spark/default"
+    assert sessions == ["own"]  # no contextId: the key's own conversation, a session of the profile
+    session_id = entry["target"].partition("/")[2]
+    r = httpx.get(f"{gateway.url}/api/sessions/{session_id}/messages", headers=gateway.headers(), trust_env=False)
     users = [m["content"] for m in r.json()["data"] if m["role"] == "user"]
     assert len(users) == 1 and users[0].startswith("[Message from peer spark"), users
 

@@ -95,7 +95,7 @@ def _a2a_routes(a2a: A2AEndpoints) -> list[BaseRoute]:
     return [
         Route("/a2a/jsonrpc", protected(a2a.jsonrpc, spanned=True), methods=["POST"]),
         Route("/a2a/jsonrpc/", protected(a2a.jsonrpc, spanned=True), methods=["POST"]),  # httpx clients post to …/
-        Route("/a2a/rest/{rest:path}", protected(a2a.rest), methods=["GET", "POST", "DELETE"]),
+        Route("/a2a/rest/{rest:path}", protected(a2a.rest, spanned=True), methods=["GET", "POST", "DELETE"]),
     ]
 
 

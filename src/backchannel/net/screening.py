@@ -3,7 +3,10 @@
 A caller's URL (a push notification receiver) is checked when it is given (`Screen.check`: its form, then
 every address its host resolves to) and again at each connection: `net.webhook` connects only through
 net/http's checked network, which refuses a name that now resolves elsewhere (DNS rebinding), and an address
-written in the URL itself is checked before anything is sent.
+written in the URL itself is checked before anything is sent. A host that does not resolve when the URL is
+given (a resolver down for a moment, a name not yet published) is accepted: the check at each connection is
+the one that holds, and a name that never resolves is a delivery that fails and is retried, never a
+delivery to an address the home refuses.
 
     public unicast                      allowed
     loopback, private, link-local,      refused, unless gateway.a2a.push_allow_private is true
@@ -25,7 +28,7 @@ from ..errors import UsageError
 from ..home.push_settings import PushSettings
 
 MAX_URL_CHARS = 2048
-RESOLVE_SECONDS = 10.0  # a host name that takes longer to resolve is refused
+RESOLVE_SECONDS = 10.0  # a host name that takes longer to resolve is accepted unscreened (screened when told)
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 # The instance metadata services of the clouds (AWS, GCP and Azure share the first; ECS, AWS over IPv6,
 # Alibaba, Azure's wire server): credentials live there, so private networks allowed do not open them.
@@ -108,8 +111,9 @@ class Screen:
         return f"{ip} is a {kind} address"
 
     async def check(self, url: str) -> Target:
-        """The URL's target once its form is right and every address its host resolves to may be reached;
-        otherwise a usage error naming the address and the settings that would allow it."""
+        """The URL's target once its form is right and every address its host resolves to may be reached (none,
+        when it does not resolve now: each connection is screened); otherwise a usage error naming the address
+        and the settings that would allow it."""
         target = self.target(url)
         for address in await _resolve(target, self.what):
             refused = self.refusal(target.host, address)
@@ -147,6 +151,8 @@ def _kind(ip: Address) -> str | None:
 
 
 async def _resolve(target: Target, what: str) -> list[str]:
+    """The addresses the host resolves to now; none when it does not resolve (or not in time): a resolver down
+    for a moment must not refuse a receiver the home would allow. A host that is no host name is refused."""
     try:
         return [str(ipaddress.ip_address(target.host.strip("[]")))]
     except ValueError:
@@ -156,11 +162,13 @@ async def _resolve(target: Target, what: str) -> list[str]:
             asyncio.get_running_loop().getaddrinfo(target.host, target.port, type=socket.SOCK_STREAM),
             timeout=RESOLVE_SECONDS,
         )
-    except (OSError, UnicodeError, TimeoutError) as exc:
+    except UnicodeError as exc:
         raise UsageError(
-            f"the {what} {shown_url(target.url)!r}: its host {target.host!r} cannot be resolved",
+            f"the {what} {shown_url(target.url)!r}: its host {target.host!r} is not a host name",
             code="invalid_push_url",
         ) from exc
+    except (OSError, TimeoutError):
+        return []
     return list(dict.fromkeys(str(info[4][0]) for info in infos))
 
 

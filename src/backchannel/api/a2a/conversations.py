@@ -1,6 +1,11 @@
 """Which conversation an A2A message joins: the caller's own contextId, a session's id, or the Bot Chat.
 
-    no contextId                      the profile's Bot Chat (its session id is the task's contextId)
+    no contextId, from the person     the profile's Bot Chat (its session id is the task's contextId)
+    no contextId, from a peer's key   that key's own conversation with the profile: contextId `own`, bound to
+                                      (caller, `own`) as a contextId the caller chose would be (two keys, two
+                                      conversations; one key's messages without contextId, always the same)
+    `bot-chat`                        the profile's Bot Chat, for any caller the profile accepts (its
+                                      session id is the task's contextId, which names it too)
     a contextId this caller started   that conversation's session, the task's contextId the caller's own
     a session id of the profile       that session, if the key reaches it (a peer's: the Bot Chat only)
     any other contextId               a new session of the profile, bound to (caller, contextId) once the
@@ -25,6 +30,8 @@ from ...records import Run, Session
 from .tasks import STATES
 
 MAX_CONTEXT_ID_CHARS = 255
+OWN_CONTEXT = "own"  # the contextId of a peer key's conversation when it sends none
+BOT_CHAT_CONTEXT = "bot-chat"  # the contextId that names the profile's Bot Chat
 
 
 @dataclass(frozen=True)
@@ -39,9 +46,10 @@ class Conversation:
 
 async def conversation(directory: Roster, who: Caller, caller: str, profile: str, context_id: str) -> Conversation:
     """Where a message of `who` (known in bindings as `caller`) with `context_id` goes in `profile`."""
-    if not context_id:
+    if (not context_id and who.is_person) or context_id == BOT_CHAT_CONTEXT:
         session = await directory.open_bot_chat(profile)
         return Conversation(session, session.id)
+    context_id = context_id or OWN_CONTEXT
     check_context_id(context_id)
     bound = await directory.context_session(caller, profile, context_id)
     if bound is not None:

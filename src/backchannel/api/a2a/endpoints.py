@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
@@ -22,8 +23,8 @@ from .. import jsonbody
 from ..context import caller, context, stream_slot
 from ..http import profile_of, read_body
 from ..lf_streams import lf
-from . import errors, stream_requests
-from .card_caching import card_response
+from . import errors, json_numbers, stream_requests
+from .card_caching import card_response, changed_at
 from .errors import Binding
 
 if TYPE_CHECKING:
@@ -43,6 +44,7 @@ class A2AEndpoints:
 
     def __init__(self) -> None:
         self._served: Served | None = None
+        self._started = time.time()  # the app is made as the gateway starts: its code and version are since then
 
     def _load(self, request: Request) -> Served:
         if self._served is None:
@@ -82,6 +84,10 @@ class A2AEndpoints:
         if error is not None:
             self.bad_request(request, "jsonrpc", error, _method(parsed))
             return Response(body, status_code=response.status_code, media_type="application/json")
+        plain = json_numbers.plain_body(body)  # a data part's 42 is not answered 42.0
+        if plain is not body:
+            response.body = plain
+            response.headers["content-length"] = str(len(plain))
         return response
 
     async def rest(self, request: Request) -> Response:
@@ -121,7 +127,12 @@ class A2AEndpoints:
             raise NotFound(f"no profile {errors.bounded(name)!r}", code="profile_not_found") from None
         served = self._load(request)
         card = served.card(profile, str(request.base_url), legacy=legacy)
-        return card_response(card, request.headers.get("if-none-match"))
+        return card_response(
+            card,
+            changed_at(profile, self._started),
+            if_none_match=request.headers.get("if-none-match"),
+            if_modified_since=request.headers.get("if-modified-since"),
+        )
 
     def _refused(self, request: Request, binding: Binding, fail: errors.Failure, what: str) -> Response:
         """A request refused before the SDK saw it, in the binding's error shape."""

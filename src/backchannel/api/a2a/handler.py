@@ -51,7 +51,7 @@ from ...home.redact import redact
 from ...records import Run, RunState
 from ..context import Context
 from . import inbound
-from .conversations import context_of, conversation, refuse_follow_up
+from .conversations import Conversation, context_of, conversation, refuse_follow_up
 from .listing import list_tasks
 from .push_configs import PushConfigs
 from .streams import updates
@@ -112,9 +112,10 @@ class RunsHandler(RequestHandler):
     SubscribeToTask follow the run's events; ListTasks pages through the caller's tasks; the push notification
     configs of the caller's tasks are the gateway's `Pushes` (`push_configs`). The extended card is not served.
 
-    `contextId` is a conversation (`conversations`: the caller's own contextId, a session's id, none: the Bot
-    Chat), `taskId` a run, `messageId` with the message's content the run's idempotency key for this caller and
-    profile (an exact repeat answers with the same task). A task is its sender's: another caller's is not found."""
+    `contextId` is a conversation (`conversations`: the caller's own contextId, a session's id, `bot-chat`;
+    none: a peer key's own conversation, the person's Bot Chat), `taskId` a run, `messageId` with the message's
+    content the run's idempotency key for this caller and profile (an exact repeat answers with the same task).
+    A task is its sender's: another caller's is not found."""
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
@@ -269,12 +270,14 @@ class RunsHandler(RequestHandler):
         try:
             carried = _hops_chain(message)
             sender = _sender(who, carried.profile)
-            joined = await conversation(self.ctx.roster, who, caller, profile, message.context_id)
+            key = keys.a2a(sender, profile, message.message_id, content=read.content)
+            filed = await self._filed_in(key, caller, profile) if not message.context_id else None
+            joined = filed or await conversation(self.ctx.roster, who, caller, profile, message.context_id)
             incoming = Attempt.handed_in(
                 session=joined.session,
                 text=read.text,
                 sender=sender,
-                key=keys.a2a(sender, profile, message.message_id, content=read.content),
+                key=key,
                 hops=carried.hops,
                 chain=carried.chain,
                 exchange=carried.exchange,
@@ -294,6 +297,20 @@ class RunsHandler(RequestHandler):
         if delivered.result.replayed:  # the same message again: its task as it is, and said to be a replay
             task.metadata.update({"replayed": True})
         return task
+
+    async def _filed_in(self, key: str, caller: str, profile: str) -> Conversation | None:
+        """The conversation a message with no contextId joined when it was first filed under `key`: its retry is
+        answered with its task, wherever a new message would go now (before a peer key had a conversation of its
+        own, the Bot Chat). None for a message not filed yet."""
+        filed = await self.ctx.messages.run_id_of(key)
+        if filed is None:
+            return None
+        try:
+            run = await self.ctx.messages.run(filed, profile=profile)
+            session = await self.ctx.roster.session(run.session_id, profile=profile)
+        except NotFound:
+            return None
+        return Conversation(session, await context_of(self.ctx.roster, caller, run))
 
     async def _task(self, run: Run, context: ServerCallContext) -> Task:
         """The caller's run as a task: under the contextId the caller knows its session by, with its files."""

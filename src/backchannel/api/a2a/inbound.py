@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import unicodedata
 from dataclasses import dataclass
-from typing import Any
 
 from a2a.types import Message, Part
 from a2a.utils.errors import ContentTypeNotSupportedError, InvalidParamsError
@@ -22,6 +21,7 @@ from google.protobuf.json_format import MessageToDict
 
 from ...messages import Attachment
 from .card import INPUT_MODES
+from .json_numbers import plain
 
 MAX_FILE_BYTES = 524_288  # per file part (the whole request is within gateway.max_body_bytes first)
 MAX_FILES = 16  # file parts per message
@@ -107,7 +107,7 @@ def _named(file: Attachment) -> str:
 
 
 def _fenced(part: Part) -> str:
-    value = _plain(MessageToDict(part).get("data"))
+    value = plain(MessageToDict(part).get("data"))
     # Backticks only occur inside JSON strings, where \\u0060 means the same: the fence cannot be closed early.
     text = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False).replace("`", "\\u0060")
     return f"```json\n{text}\n```"
@@ -117,17 +117,6 @@ def _paragraph(said: str, block: str) -> str:
     """What was said so far, then `block` as a paragraph of its own (a blank line before and after it)."""
     before = said.rstrip("\n")
     return f"{before}\n\n{block}\n\n" if before.strip() else f"{block}\n\n"
-
-
-def _plain(value: Any) -> Any:
-    """JSON as its sender wrote it: protobuf's Struct holds every number as a double (1 → 1.0)."""
-    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
-        return int(value)
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
 
 
 def _clean(text: str) -> str:
