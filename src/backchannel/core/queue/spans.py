@@ -128,7 +128,7 @@ def _waits(run: Run, *, until: float) -> None:
             attributes={"backchannel.run_id": run.id, "backchannel.released": run.released_at is not None},
         )
         waited_from = released
-    if until > waited_from:
+    if until > waited_from and run.landed != "started":  # one that started at its record waited in no queue
         tracing.whole(
             "backchannel.queue_wait",
             start_at=waited_from,
