@@ -78,7 +78,9 @@ def _asked(q: dict[str, Any]) -> str:
 @click.argument("question_id")
 @click.option("--json", "as_json", is_flag=True, help="Print the question as JSON.")
 def show(question_id: str, as_json: bool) -> None:
-    """One question: who asks, what, the choices and default, its state and answer."""
+    """One question and its answer.
+
+    Who asks, what, the choices and default, its state and answer."""
     body, _ = _call("GET", _path(question_id))
 
     def text() -> None:
@@ -107,7 +109,9 @@ def show(question_id: str, as_json: bool) -> None:
 @click.argument("text", nargs=-1, required=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the question and its run as JSON.")
 def answer(question_id: str, text: tuple[str, ...], as_json: bool) -> None:
-    """Answer a question: its run is queued again, your answer its next message."""
+    """Answer a question; its run resumes.
+
+    The same run is queued again, your answer its next message."""
     _closed(_call("POST", _path(question_id), {"answer": " ".join(text)}), as_json)
 
 
@@ -115,7 +119,9 @@ def answer(question_id: str, text: tuple[str, ...], as_json: bool) -> None:
 @click.argument("question_id")
 @click.option("--json", "as_json", is_flag=True, help="Print the question and its run as JSON.")
 def cancel(question_id: str, as_json: bool) -> None:
-    """Decline a question: its run goes on, told you declined (`backchannel runs stop RUN` ends the run itself)."""
+    """Decline a question; its run goes on.
+
+    Its turn is told you declined (`backchannel runs stop RUN` ends the run itself)."""
     _closed(_call("POST", _path(question_id), {"cancel": True}), as_json)
 
 

@@ -434,13 +434,13 @@ CREATE TABLE questions (
     session_id text COLLATE "C" NOT NULL,
     asker text COLLATE "C" NOT NULL,
     origin text COLLATE "C",
-    question text NOT NULL,
-    choices text,
-    default_answer text,
+    question text COLLATE "C" NOT NULL,
+    choices text COLLATE "C",
+    default_answer text COLLATE "C",
     expires_at double precision,
     state text COLLATE "C" NOT NULL,
-    answer text,
-    answered_by text,
+    answer text COLLATE "C",
+    answered_by text COLLATE "C",
     answered_at double precision,
     created_at double precision NOT NULL
 );

@@ -65,15 +65,14 @@ async def _ask(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
 TOOL = Tool(
     ToolSpec(
         "ask_person",
-        "Ask your person a question and wait for the answer: this turn ends, and the answer comes as your next"
-        " message.",
+        "Ask your person; this turn ends, the answer comes as your next message.",
         {
             "type": "object",
             "properties": {
-                "question": {"type": "string", "description": "what to ask"},
-                "choices": {"type": "array", "items": {"type": "string"}, "description": "answers to offer"},
-                "default": {"type": "string", "description": "taken if unanswered when it expires"},
-                "expires_in": {"type": "number", "description": "seconds it stays open"},
+                "question": {"type": "string"},
+                "choices": {"type": "array", "items": {"type": "string"}},
+                "default": {"type": "string", "description": "if unanswered at expiry"},
+                "expires_in": {"type": "number", "description": "seconds"},
             },
             "required": ["question"],
         },
