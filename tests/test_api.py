@@ -951,6 +951,7 @@ def test_openapi_document(api: Api) -> None:
             "tool": "send_to_session",
             "name": "nosuch",
             "round": "round_missing",
+            "question_id": "q_missing",
             **kw.pop("params", {}),
         }
         path = template.format(**params) + query
@@ -1065,6 +1066,22 @@ def test_openapi_document(api: Api) -> None:
     walker = {"Authorization": f"Bearer {made['key']}"}
     hit("GET", "/v1/keys", 403, headers=walker)
     hit("POST", "/v1/keys", 403, headers=walker, json={"name": "other"})
+    # questions (issue 42): a turn asks its person (echo's /ask); answered once, with the person's key only
+    waited = api.chat(sid, "/ask Which colour? | red, blue", prefix="/p/research", headers=SHORT_WAIT)
+    assert waited.status_code == 202 and waited.json()["status"] == "input_required", waited.text
+    asked = poll(lambda: hit("GET", "/v1/questions", 200)["data"], bool, 5.0, "a question asked")
+    question = {"question_id": asked[0]["id"]}
+    hit("GET", "/v1/questions", 400, query="?state=bogus")
+    hit("GET", "/v1/questions", 403, headers=walker)
+    hit("GET", "/v1/questions/{question_id}", 200, params=question)
+    hit("GET", "/v1/questions/{question_id}", 404)
+    hit("GET", "/v1/questions/{question_id}", 403, params=question, headers=walker)
+    answer = "/v1/questions/{question_id}"
+    hit("POST", answer, 400, params=question, json={"answer": "red", "cancel": True})
+    hit("POST", answer, 403, params=question, headers=walker, json={"answer": "red"})
+    hit("POST", answer, 404, json={"answer": "red"})
+    assert hit("POST", answer, 200, params=question, json={"answer": "red"})["run"]["run_id"] == asked[0]["run_id"]
+    hit("POST", answer, 409, params=question, json={"cancel": True})
     hit("POST", "/v1/keys", 409, json={"name": "walker"})
     hit("POST", "/v1/keys", 404, json={"name": "other", "profiles": ["nobody"]})
     hit("POST", "/v1/keys", 400, json={"name": "Not A Name"})

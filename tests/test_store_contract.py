@@ -38,7 +38,7 @@ from backchannel import keys
 from backchannel.errors import Conflict, LimitReached, StoreError
 from backchannel.messages import Attachment, Message
 from backchannel.records import Run
-from backchannel.store import push, retention, runs, sessions
+from backchannel.store import push, questions, retention, runs, sessions
 from backchannel.store.db import Database
 from backchannel.store.driver import Db
 from backchannel.store.runs import NewRun, RunState
@@ -306,6 +306,41 @@ async def test_claims_take_a_sessions_runs_in_the_order_they_were_recorded(store
         assert await finish(store, claimed, f"reply to {claimed.message}") is not None
     assert taken == recorded
     assert (await contents(store, sid))[::2] == [f"message {n}" for n in range(4)]
+
+
+@contract
+async def test_a_run_parked_on_its_persons_question_does_not_block_its_session_and_resumes_behind_it(
+    store: Backend,
+) -> None:
+    """Issue 42: a turn that asks its person parks its run `input_required` with the question (one commit); the
+    session's later messages are claimed meanwhile; the answer (once: a second is `question_closed`) queues the
+    same run again, after the runs queued before the answer and before those queued after it."""
+    sid = await session(store)
+    asking, _ = await send(store, sid, "/ask colour?", key="k-ask")
+    claimed = await claim(store, sid)
+    assert claimed is not None and claimed.id == asking.id
+    asked = questions.NewQuestion("q_contract", "colour?", ("red", "blue"), "blue", None)
+    parked = await questions.park(store.db, claimed, asked, owner=OWNER, messages=[Message("user", "/ask colour?")])
+    assert parked is not None and parked[0].state is RunState.INPUT_REQUIRED and parked[1].state == "open"
+    assert not parked[0].state.terminal
+    before, _ = await send(store, sid, "before the answer", key="k-before")
+    first = await claim(store, sid)
+    assert first is not None and first.id == before.id  # not blocked by the run waiting for its person
+    waiting, _ = await send(store, sid, "still before", key="k-waiting")
+    question, resumed = await questions.close(store.db, "q_contract", state="answered", answer="red", by="human:cli")
+    assert question.answer == "red" and resumed.id == asking.id and resumed.state is RunState.QUEUED
+    with pytest.raises(Conflict) as closed:
+        await questions.close(store.db, "q_contract", state="answered", answer="blue", by="human:api")
+    assert closed.value.code == "question_closed"
+    after, _ = await send(store, sid, "after the answer", key="k-after")
+    assert await runs.queue_position(store.db, resumed) == 2
+    assert await finish(store, first, "done") is not None
+    taken = []
+    while (next_run := await claim(store, sid)) is not None:
+        taken.append(next_run.id)
+        assert await finish(store, next_run, "done") is not None
+    assert taken == [waiting.id, asking.id, after.id]
+    assert (await questions.get(store.db, "q_contract")).answered_by == "human:cli"
 
 
 @contract

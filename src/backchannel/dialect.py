@@ -301,6 +301,8 @@ def run_record(row: records.Run, result: Result) -> RunRecord:
             "cost_usd": row.cost_usd,
         },
     )
+
+
 # Answers of the home's own commands: keys, rooms, runs on peers, profiles (the person's key only)
 
 
@@ -392,6 +394,40 @@ class ProfileRemoved(TypedDict):
     folder: str | None
     bot_chat: RetiredChat | None
 
+
+# questions (issue 42)
+
+
+class Question(TypedDict):
+    """A question a run's turn asked its person (`ask_person`): open until answered once, declined (cancelled), or
+    its default taken at expiry (defaulted); `records.Question.to_dict`."""
+
+    id: str
+    run_id: str
+    profile: str
+    session_id: str
+    asker: str
+    origin: str | None
+    question: str
+    choices: list[str] | None
+    default: str | None
+    expires_at: float | None
+    state: Literal["open", "answered", "defaulted", "cancelled"]
+    answer: str | None
+    answered_by: str | None
+    answered_at: float | None
+    created_at: float
+
+
+class QuestionList(TypedDict):
+    object: Literal["list"]
+    data: list[Question]
+
+
+class QuestionClosed(Question):
+    """A question answered or declined, and its run as it is now (queued again: the same run)."""
+
+    run: Run
 
 
 def session_of(row: records.Session) -> Session:
@@ -567,3 +603,13 @@ class NewRoom(TypedDict):
 
 class Members(TypedDict):
     members: Annotated[list[str], Field(min_length=1)]
+
+
+# questions (issue 42)
+
+
+class QuestionAnswer(TypedDict, total=False):
+    """`answer`: the person's answer; or `cancel: true`: the person declines (the run goes on without it)."""
+
+    answer: Annotated[str, Field(min_length=1)]
+    cancel: bool

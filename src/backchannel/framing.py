@@ -79,6 +79,23 @@ def split_reply(text: str) -> tuple[str, str]:
     return heading, outcome
 
 
+ANSWER_HEADING = "[Your person "  # how every line of Backchannel's own that gives a turn its person's answer begins
+
+
+def frame_answer(question_id: str, question: str, state: str, answer: str | None) -> str:
+    """The message that resumes a run whose turn asked its person (`ask_person`): a heading of Backchannel's own
+    naming the question (quoted with repr: one line), then the person's words as they are (theirs: not escaped).
+    `state`: answered, defaulted (the question expired: its default, or none) or cancelled (the person declined)."""
+    asked = repr(question.strip().splitlines()[0][:120] if question.strip() else "")
+    if state == "answered":
+        return f"{ANSWER_HEADING}answered your question {question_id} ({asked}):]\n{answer or ''}"
+    if state == "defaulted" and answer is not None:
+        return f"{ANSWER_HEADING}did not answer your question {question_id} ({asked}) in time; its default:]\n{answer}"
+    if state == "defaulted":
+        return f"{ANSWER_HEADING}did not answer your question {question_id} ({asked}) before it expired]"
+    return f"{ANSWER_HEADING}declined to answer your question {question_id} ({asked}); go on without it]"
+
+
 def frame_reply(sender: str, message: str, *, via: str) -> str:
     """A framed message with a closing line too, for a reply shown among other text (a mention's)."""
     return f"{frame(sender, message, via=via)}\n[End of the message from {origin(sender)}]"

@@ -53,3 +53,8 @@ def exchange_here(gateway_id: str, named: str) -> str:
     the local name it went out with; one that began elsewhere keeps its full name (never a local run's)."""
     ours = f"{gateway_id}:"
     return named[len(ours) :] if named.startswith(ours) and ":" not in named[len(ours) :] else named
+
+
+def new_question_id() -> str:
+    """A question a turn asks its person (`ask_person`)."""
+    return f"q_{uuid.uuid4().hex}"

@@ -1,7 +1,8 @@
 """What became of a message: one vocabulary (DESIGN section 11) and one result type that every surface renders.
 
     delivered   the target answered; the reply is here
-    receipt     accepted and queued or running: do not resend; the reply comes, or ask with the run id
+    receipt     accepted and queued, running, or waiting for its person's answer (input_required): do not resend;
+                the reply comes, or ask with the run id
     held        accepted, waiting for the target's person to approve
     refused     policy said no (the code says which rule): do not resend
     failed      the turn failed, was cancelled or expired: a new send is a new run
@@ -40,6 +41,10 @@ RECEIPT_DETAIL = "accepted and queued: do not resend. The reply comes when the r
 RUNNING_DETAIL = "accepted, and its turn is running: do not resend. The reply comes when it ends; ask with its run id."
 WATCHING = "watching"  # the state of a notify_when_idle asked of a busy session
 WATCHING_DETAIL = "busy now: a notice comes into this session once it has nothing queued or running."
+INPUT_REQUIRED_DETAIL = (
+    "accepted; its turn asked its person a question and waits for the answer: do not resend. The reply comes when"
+    " the run ends; ask for it with its run id."
+)
 HELD_DETAIL = "held for the target's person to approve: do not resend. The outcome comes when the person decides."
 
 # The errors that refuse a request as given: sent again unchanged, it is refused again.
@@ -71,6 +76,7 @@ _OF_STATE = {
     RunState.HELD: Outcome.HELD,
     RunState.QUEUED: Outcome.RECEIPT,
     RunState.RUNNING: Outcome.RECEIPT,
+    RunState.INPUT_REQUIRED: Outcome.RECEIPT,  # waiting for the target's person's answer: the reply still comes
     RunState.COMPLETED: Outcome.DELIVERED,
     RunState.FAILED: Outcome.FAILED,
     RunState.CANCELLED: Outcome.FAILED,
@@ -277,6 +283,8 @@ def detail(outcome: Outcome, state: str | None) -> str:
         return HELD_DETAIL
     if state == WATCHING:
         return WATCHING_DETAIL
+    if state == RunState.INPUT_REQUIRED.value:
+        return INPUT_REQUIRED_DETAIL
     return RUNNING_DETAIL if state == "running" else RECEIPT_DETAIL
 
 

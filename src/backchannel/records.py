@@ -21,6 +21,7 @@ __all__ = [
     "LedgerEntry",
     "PeerKey",
     "PushConfig",
+    "Question",
     "Receiver",
     "Run",
     "RunState",
@@ -68,6 +69,8 @@ class Run:
     tracestate: str | None = None
     trace_span: str | None = None  # its own span's context (W3C traceparent), written with its end
     released_at: float | None = None  # a held run: when the person let it go
+    # A run its person's answer put back in the queue: the highest run of the store then (it goes after those).
+    resumed_after: int | None = None
 
     @property
     def given_key(self) -> str:
@@ -255,3 +258,49 @@ class PeerKey:
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "profiles": list(self.profiles)}
+
+
+@dataclass(frozen=True)
+class Question:
+    """A question a run's turn asked its person (`ask_person`): one durable object, answered once from any surface.
+    `asker` is who the run answers (its sender), `origin` the exchange it belongs to; `state` is open, answered,
+    defaulted (its default taken at expiry, or none there was) or cancelled (the person declined)."""
+
+    id: str
+    run_id: str
+    profile: str
+    session_id: str
+    asker: str
+    origin: str | None
+    question: str
+    choices: tuple[str, ...] | None
+    default: str | None
+    expires_at: float | None
+    state: str
+    answer: str | None
+    answered_by: str | None
+    answered_at: float | None
+    created_at: float
+
+    @property
+    def is_open(self) -> bool:
+        return self.state == "open"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "run_id": self.run_id,
+            "profile": self.profile,
+            "session_id": self.session_id,
+            "asker": self.asker,
+            "origin": self.origin,
+            "question": self.question,
+            "choices": list(self.choices) if self.choices is not None else None,
+            "default": self.default,
+            "expires_at": self.expires_at,
+            "state": self.state,
+            "answer": self.answer,
+            "answered_by": self.answered_by,
+            "answered_at": self.answered_at,
+            "created_at": self.created_at,
+        }

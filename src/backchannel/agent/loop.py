@@ -14,7 +14,7 @@ from ..home.profiles import Profile
 from ..messages import Message, ToolCall, Usage
 from .engines.base import Engine, ModelRequest, SessionLink
 from .persona import system_prompt
-from .tools.base import Tool, ToolContext, call_tool
+from .tools.base import Asked, Tool, ToolContext, call_tool
 from .tools.messaging import offered
 
 Emit = Callable[[Event], None]
@@ -30,6 +30,7 @@ class TurnProgress:
     cost: float = 0.0  # and cost, in US dollars (the profile's model.prices)
     steered: list[str] = field(default_factory=list)  # the runs of the messages steered into the turn
     stop_requested: bool = False  # a stop asked the turn to end (set before its task is cancelled)
+    asked: Asked | None = None  # the turn ended by asking its person this (`ask_person`): its run waits for the answer
     _recorded: tuple[Usage, float] = (Usage(), 0.0)
 
     def unrecorded(self) -> tuple[int, int, float]:
@@ -57,7 +58,8 @@ async def run_turn(
     spent: Callable[[TurnProgress], Awaitable[None]] | None = None,
     steered: Callable[[TurnProgress], Awaitable[list[Message]]] | None = None,
 ) -> str:
-    """Run one turn; the new messages (incoming first) accumulate in `progress.messages`, what its model calls
+    """Run one turn (a step whose tools asked the person, `ask_person`, ends it: `progress.asked`); the new messages
+    (incoming first) accumulate in `progress.messages`, what its model calls
     used in `progress.usage` and `cost`, told to `spent` before the tools of a step run (their sends are weighed
     against the budgets with it). Before each model step, and before a final answer ends the turn, the messages
     `steered` gives (sent to the session with mode steer meanwhile) join the turn."""
@@ -115,6 +117,9 @@ async def run_turn(
             progress.messages.append(Message(role="tool", content=result, tool_call_id=call.id, name=call.name))
             duration, error = round(time.monotonic() - started, 3), None if ok else _error_text(result)
             emit(Step(ctx.run_id, "tool.completed", call.name, duration=duration, error=error))
+        if ctx.asked is not None:  # the turn asked its person: it ends here, no further model step
+            progress.asked = ctx.asked
+            return ""
     note = f"(stopped: {profile.config.max_turns} model calls without a final answer; see agent.max_turns)"
     progress.messages.append(Message(role="assistant", content=note))
     return note

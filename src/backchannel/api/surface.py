@@ -31,6 +31,7 @@ from . import (
     routes_openai,
     routes_peers,
     routes_profiles,
+    routes_questions,
     routes_rooms,
     routes_runs,
     routes_sessions,
@@ -80,6 +81,7 @@ OPENAI_HEADERS = (
 NAME = "^[a-z0-9][a-z0-9_-]{0,63}$"
 SESSION_ID = _path("session_id")
 RUN_ID = _path("run_id")
+QUESTION_ID = _path("question_id")
 ROOM = _path("name", pattern=NAME)
 PROFILE = _path("profile", pattern=NAME)
 LIMIT = _query("limit", "integer", minimum=1, maximum=10000)
@@ -311,4 +313,19 @@ OPERATIONS: tuple[Op, ...] = (
        " runs queued or running (`dry_run`: only that check)",
        {200: Answer("The profile removed (or checked)", dialect.ProfileRemoved)}, (400, 401, 403, 404),
        reach="person", params=(_path("name", pattern=NAME), _query("dry_run", "boolean")), mounted=False),
+    # questions (issue 42)
+    Op("GET", "/v1/questions", routes_questions.list_questions,
+       "The questions turns asked the person (`ask_person`), open ones by default, oldest first (the person's key"
+       " only)",
+       {200: Answer("Questions", dialect.QuestionList)}, (400, 401, 403), reach="person",
+       params=(_query("state", enum=["open", "answered", "defaulted", "cancelled", routes_questions.ANY]),
+               _query("limit", "integer", minimum=1, maximum=1000)), mounted=False),
+    Op("GET", "/v1/questions/{question_id}", routes_questions.get_question, "One question, in whatever state",
+       {200: Answer("The question", dialect.Question)}, (401, 403, 404), reach="person",
+       params=(QUESTION_ID,), mounted=False),
+    Op("POST", "/v1/questions/{question_id}", routes_questions.answer_question,
+       "Answer a question (`answer`), or decline it (`cancel: true`): answered once, the first answer wins (409"
+       " `question_closed` after); its run is queued again, the same run, the answer its next message",
+       {200: Answer("The question, closed, and its run", dialect.QuestionClosed)}, (400, 401, 403, 404, 409, 413),
+       reach="person", params=(QUESTION_ID,), body=dialect.QuestionAnswer, mounted=False),
 )

@@ -34,6 +34,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "held": ("held_cmd", "Messages held for your approval."),
     "approve": ("held_cmd", "Queue a held message."),
     "deny": ("held_cmd", "Refuse a held message."),
+    "ask": ("ask_cmd", "Questions agents asked you: list, show, answer, cancel."),
     "key": ("key_cmd", "The person's key, and keys for peers."),
     "hermes": ("hermes_cmd", "Connect a Hermes Agent home to a profile."),
     "gateway": ("gateway_cmd", "Serve the HTTP API and run queued turns until stopped."),

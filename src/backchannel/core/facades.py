@@ -5,7 +5,8 @@ calls of one job, so no surface reaches into the composition root's services.
                configs, and the person's runs on peer gateways
     roster     who and where: the home's profiles, their sessions and Bot Chats, the peers, what a session said
     keys       who a request is (its key), and the person's keys made, rotated, revoked; the web view's logouts
-    admin      what only the person does besides: held messages approved or denied, the rooms, the metrics
+    admin      what only the person does besides: held messages approved or denied, questions answered, the rooms,
+               the metrics
     hosting    the tools and chat hand-offs of agents hosted in a Hermes gateway (its plugin's routes, MCP)
 
 Besides these a surface uses only the gateway's own life: `root`, `settings`, `shared`, `running_turns`, `open`,
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from .hosted import HostedTools
     from .metrics import Metrics
     from .pushes import Pushes
+    from .questions import Questions
     from .revocations import Revocations
     from .rooms import Rooms
 
@@ -117,13 +119,25 @@ class Keys:
 
 
 class Admin:
-    """What only the person does besides sending: held messages approved or denied, the rooms (a line said there is
+    """What only the person does besides sending: held messages approved or denied, the questions turns asked them
+    answered or declined, the rooms (a line said there is
     driven by this process when it works the rooms), the gateway's metrics (None: built without them)."""
 
-    def __init__(self, holds: Holds, rooms: Rooms, metrics: Metrics | None, said_in: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        holds: Holds,
+        questions: Questions,
+        rooms: Rooms,
+        metrics: Metrics | None,
+        said_in: Callable[[str], None],
+    ) -> None:
         self.held = holds.held
         self.approve = holds.approve
         self.deny = holds.deny
+        self.questions = questions.listed
+        self.question = questions.get
+        self.answer = questions.answer
+        self.decline = questions.cancel
         self.rooms = rooms.every
         self.room = rooms.get
         self.transcript = rooms.transcript

@@ -25,7 +25,7 @@ from .. import tracing
 from ..agent.engines import build_engine
 from ..agent.engines.cache import EngineCache, EngineFactory
 from ..agent.memories import FileMemories
-from ..agent.tools import TOOLBOX
+from ..agent.tools import ASKING, TOOLBOX
 from ..agent.tools.mcp import McpTools
 from ..errors import ConfigError, StoreError
 from ..home import config
@@ -54,6 +54,7 @@ from .hosted import HostedTools
 from .memories import StoreMemories
 from .push_bodies import PushEvents
 from .pushes import Pushes
+from .questions import Questions
 from .queue import background
 from .queue.events import EventHub
 from .queue.pauses import Pauses
@@ -154,6 +155,7 @@ class Gateway:
             admission=self.admission,
         )
         self.holds = Holds(self.db, self.queue, self.directory, self.wakes)
+        self.questions = Questions(self.db, self.queue)
         self.revocations = Revocations(self.db)
         self.engines = EngineCache(root, engine_factory)
         self.imports = Imports(self.db, self.directory, self.engines.secret)
@@ -184,7 +186,7 @@ class Gateway:
             db=self.db,
             directory=self.directory,
             engines=self.engines,
-            tools=TOOLBOX,
+            tools={**TOOLBOX, **ASKING},  # its own agents' turns may ask their person
             sender=self.sends,
             hub=self.hub,
             prepare=self.mentions.prepare,
@@ -208,7 +210,7 @@ class Gateway:
         self.messages = Messages(self.door, self.delivery, self.outbound, self.pushes)
         self.roster = Roster(self.directory, self.imports)
         self.keys = Keys(self.access, self.revocations)
-        self.admin = Admin(self.holds, self.rooms, self.metrics, self.said_in)
+        self.admin = Admin(self.holds, self.questions, self.rooms, self.metrics, self.said_in)
         self.hosting = Hosting(self.hosted, self.handoffs)
         self._jobs: list[asyncio.Task[None]] = []
         self._opened = False
@@ -259,6 +261,7 @@ class Gateway:
             asyncio.create_task(background.renew(self.queue, self.pauses)),
             asyncio.create_task(background.resume_paused(self.pauses, self.queue)),
             asyncio.create_task(self.holds.sweep()),
+            asyncio.create_task(self.questions.sweep()),
             asyncio.create_task(self.idle.run()),
         ]
         if self.queue.scope is None and self.queue.runs_turns:  # a gateway: it drives the rooms (a command, its own)

@@ -12,9 +12,10 @@ from ..agent.memories import FileMemories, Memories
 from ..agent.tools.base import Sender, Tool, ToolContext
 from ..agent.tools.mcp import McpTools
 from ..events import Started, Steered
-from ..framing import frame, split_reply
+from ..framing import frame, frame_answer, split_reply
 from ..messages import Message
 from ..records import Run
+from ..store import questions as questionstore
 from ..store import runs as runstore
 from ..store import sessions as sessionstore
 from ..store.driver import Db
@@ -62,6 +63,9 @@ class Turns:
         self.handoffs = handoffs
         self.live: dict[str, tuple[ToolContext, SessionLink]] = {}
 
+    async def _text(self, ctx: ToolContext, run: Run) -> str:
+        return await self.prepare(ctx, run) if self.prepare is not None else run.message
+
     async def run(self, run: Run, progress: TurnProgress) -> str:
         profile = self.directory.profile(run.profile)
         engine = self.engines.engine(profile)
@@ -80,12 +84,14 @@ class Turns:
             memories=self.memories,
             trace=tracing.here(),  # the run's span (the workers make it current)
         )
-        text = await self.prepare(ctx, run) if self.prepare is not None else run.message
-        if keys.is_wake(run.idempotency_key):  # our own heading stays as it is; only the outcome is the other's
-            heading, outcome = split_reply(text)
+        asked = await questionstore.last_of(self.db, run.id) if run.resumed_after is not None else None
+        if asked is not None and not asked.is_open:  # its person's answer resumes it: the session's next message
+            content = frame_answer(asked.id, asked.question, asked.state, asked.answer)
+        elif keys.is_wake(run.idempotency_key):  # our own heading stays as it is; only the outcome is the other's
+            heading, outcome = split_reply(await self._text(ctx, run))
             content = frame(run.sender, outcome, via="a reply to your message", heading=heading)
         else:
-            content = frame(run.sender, text)
+            content = frame(run.sender, await self._text(ctx, run))
         incoming = Message(role="user", content=content)
 
         # Only an engine that keeps the session elsewhere (no context from here) reads the link's title and id.

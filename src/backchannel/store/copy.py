@@ -44,6 +44,7 @@ TABLES: tuple[tuple[str, str, str | None], ...] = (
     ("room_lines", "seq", "seq"),
     ("chat_handoffs", "run_id", None),
     ("chat_takers", "profile", None),
+    ("questions", "id", None),
 )
 BATCH = 1000  # rows written per statement batch
 

@@ -525,6 +525,36 @@ def m0020_chat_handoffs(conn: sqlite3.Connection) -> None:
     )
 
 
+def m0022_questions(conn: sqlite3.Connection) -> None:
+    """The questions turns ask their person (`store.questions`, issue 42), and where a run their answer put back in
+    the queue goes in it (`runs.resumed_after`: after every run recorded before the answer)."""
+    _run(
+        conn,
+        """
+        CREATE TABLE questions (
+            id TEXT PRIMARY KEY,
+            run_id TEXT NOT NULL,
+            profile TEXT NOT NULL,
+            session_id TEXT NOT NULL,
+            asker TEXT NOT NULL,
+            origin TEXT,
+            question TEXT NOT NULL,
+            choices TEXT,
+            default_answer TEXT,
+            expires_at REAL,
+            state TEXT NOT NULL,
+            answer TEXT,
+            answered_by TEXT,
+            answered_at REAL,
+            created_at REAL NOT NULL
+        );
+        CREATE INDEX questions_of_run ON questions (run_id, created_at);
+        CREATE INDEX questions_by_state ON questions (state, expires_at);
+        ALTER TABLE runs ADD COLUMN resumed_after INTEGER
+        """,
+    )
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0001_sessions_messages", m0001_sessions_messages),
     ("0002_runs", m0002_runs),
@@ -545,4 +575,5 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0018_push_outbox_references", m0018_push_outbox_references),
     ("0019_agent_keys", m0019_agent_keys),
     ("0020_chat_handoffs", m0020_chat_handoffs),
+    ("0022_questions", m0022_questions),
 ]

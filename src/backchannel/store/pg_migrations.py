@@ -425,6 +425,30 @@ END
 $$;
 """
 
+# The questions turns ask their person (store/questions.py, issue 42), and a resumed run's place in its queue.
+QUESTIONS = """
+CREATE TABLE questions (
+    id text COLLATE "C" PRIMARY KEY,
+    run_id text COLLATE "C" NOT NULL,
+    profile text COLLATE "C" NOT NULL,
+    session_id text COLLATE "C" NOT NULL,
+    asker text COLLATE "C" NOT NULL,
+    origin text COLLATE "C",
+    question text COLLATE "C" NOT NULL,
+    choices text COLLATE "C",
+    default_answer text COLLATE "C",
+    expires_at double precision,
+    state text COLLATE "C" NOT NULL,
+    answer text COLLATE "C",
+    answered_by text COLLATE "C",
+    answered_at double precision,
+    created_at double precision NOT NULL
+);
+CREATE INDEX questions_of_run ON questions (run_id, created_at);
+CREATE INDEX questions_by_state ON questions (state, expires_at);
+ALTER TABLE runs ADD COLUMN resumed_after bigint;
+"""
+
 MIGRATIONS: list[tuple[str, str]] = [
     ("0001_schema", SCHEMA),
     ("0017_traces", TRACES),
@@ -432,6 +456,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("0019_agent_keys", AGENT_KEYS),
     ("0020_chat_handoffs", CHAT_HANDOFFS),
     ("0021_record_run", RECORD_RUN),
+    ("0022_questions", QUESTIONS),
 ]
 
 

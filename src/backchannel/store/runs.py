@@ -19,11 +19,16 @@ from ..errors import Conflict, LimitReached, NotFound
 from ..ids import new_run_id
 from ..messages import Attachment, Message
 from ..records import Run, TaskQuery
+from ..states import UNFINISHED
 from ..states import RunState as RunState  # the store records the states; it re-exports them for its callers
 from .driver import STEER_PREFIX, Db, Row, Tx, columns
 from .sessions import append_messages, tool_calls_json
 
 QUEUE_FULL_RETRY_SECONDS = 2.0
+UNFINISHED_SQL = ", ".join(f"'{state.value}'" for state in UNFINISHED)  # every state a run is not finished in
+# A session's queued runs in the order they run: by arrival, a run its person's answer put back after every run
+# recorded before the answer (`resumed_after`), and before those recorded since.
+IN_LINE = "COALESCE(resumed_after, seq), CASE WHEN resumed_after IS NULL THEN 0 ELSE 1 END, seq"
 HUMAN = "human:"  # the person's senders begin so (`human:cli`, `human:api`, …): one caller, whatever the surface
 Admit = Callable[[Tx], Awaitable[None]]  # a new run's last check, inside its transaction: raises to record nothing
 
@@ -66,7 +71,11 @@ def _run(row: Row) -> Run:
         tracestate=r["tracestate"],
         trace_span=r["trace_span"],
         released_at=r["released_at"],
+        resumed_after=r["resumed_after"],
     )
+
+
+from_row = _run  # a run's row as the record (store.questions reads the runs it parks and resumes)
 
 
 class Spent(NamedTuple):
@@ -276,7 +285,7 @@ async def _filed(
             recent = await tx.one(
                 "SELECT * FROM runs WHERE fingerprint = ?"
                 f" AND {db.dialect.starts_with('idempotency_key', 'dedup:')}"
-                " AND (created_at >= ? OR state IN ('held', 'queued', 'running'))"
+                f" AND (created_at >= ? OR state IN ({UNFINISHED_SQL}))"
                 " AND state NOT IN ('failed', 'cancelled', 'expired', 'denied') ORDER BY seq DESC LIMIT 1",
                 (fp, now - new.retry_window),
             )
@@ -428,10 +437,13 @@ async def queue_position(db: Db, run: Run) -> int | None:
     if run.state is not RunState.QUEUED:
         return None
     row = await db.one(
-        "SELECT COUNT(*) FROM runs WHERE session_id = ? AND state = 'queued' AND seq <= ?",
-        (run.session_id, run.seq),
+        f"SELECT COUNT(*) FROM runs WHERE session_id = ? AND state = 'queued' AND ({IN_LINE}) <= ({_PLACE})",
+        (run.session_id, run.id),
     )
     return int(row[0]) if row else None
+
+
+_PLACE = f"SELECT {IN_LINE} FROM runs WHERE id = ?"  # a run's place in its queue (row values: both backends)
 
 
 async def runs_ahead(db: Db, run: Run) -> int:
@@ -440,8 +452,9 @@ async def runs_ahead(db: Db, run: Run) -> int:
     if run.state is not RunState.QUEUED:
         return 0
     row = await db.one(
-        "SELECT COUNT(*) FROM runs WHERE session_id = ? AND (state = 'running' OR (state = 'queued' AND seq < ?))",
-        (run.session_id, run.seq),
+        "SELECT COUNT(*) FROM runs WHERE session_id = ?"
+        f" AND (state = 'running' OR (state = 'queued' AND ({IN_LINE}) < ({_PLACE})))",
+        (run.session_id, run.id),
     )
     return int(row[0]) if row else 0
 
@@ -452,8 +465,7 @@ async def ended_among(db: Db, run_ids: list[str]) -> list[Run]:
     if not unique:
         return []
     rows = await db.all(
-        f"SELECT * FROM runs WHERE id IN ({', '.join('?' for _ in unique)})"
-        " AND state NOT IN ('held', 'queued', 'running')",
+        f"SELECT * FROM runs WHERE id IN ({', '.join('?' for _ in unique)}) AND state NOT IN ({UNFINISHED_SQL})",
         unique,
     )
     return [_run(r) for r in rows]
@@ -474,7 +486,6 @@ async def claim_next(db: Db, session_id: str, *, owner: str, lease_seconds: floa
     held is not an empty queue, and a claim that passed it over left the session's runs queued with nobody
     to take them."""
     expired: list[Run] = []
-    now = time.time()
     async with db.tx() as tx:
         if db.dialect.row_locks:  # one after another with the session's records and other claims (as `record`)
             await tx.one(f"SELECT 1 FROM sessions WHERE id = ?{db.dialect.for_update}", (session_id,))
@@ -483,8 +494,8 @@ async def claim_next(db: Db, session_id: str, *, owner: str, lease_seconds: floa
         now = time.time()  # the session seen free just now: its last turn ended before this, however long the wait
         while True:
             row = await tx.one(
-                "SELECT * FROM runs WHERE session_id = ? AND state = 'queued' AND steered_into IS NULL ORDER BY seq"
-                " LIMIT 1",
+                "SELECT * FROM runs WHERE session_id = ? AND state = 'queued' AND steered_into IS NULL"
+                f" ORDER BY {IN_LINE} LIMIT 1",
                 (session_id,),
             )
             if row is None:
@@ -677,17 +688,24 @@ async def spend(db: Db, run: Run, spent: Spent) -> None:
 
 
 async def cancel_waiting(db: Db, run_id: str) -> Run | None:
-    """Cancel a run that has not begun: queued, or held for the person; None when it is neither (any more)."""
+    """Cancel a run whose turn is not running: queued, held for the person, or waiting for its person's answer
+    (its open question is cancelled with it); None when it is none of these (any more)."""
     now = time.time()
     async with db.tx() as tx:
         row = await tx.one(
             "UPDATE runs SET state = 'cancelled', error = CASE state WHEN 'held' THEN"
-            " 'cancelled while held for the person, before it started' ELSE 'cancelled before it started' END,"
-            " error_code = 'cancelled', updated_at = ?, finished_at = ? WHERE id = ? AND state IN ('queued', 'held')"
-            " RETURNING *",
+            " 'cancelled while held for the person, before it started' WHEN 'input_required' THEN"
+            " 'cancelled while it waited for its person to answer its question' ELSE 'cancelled before it started'"
+            " END, error_code = 'cancelled', updated_at = ?, finished_at = ? WHERE id = ?"
+            " AND state IN ('queued', 'held', 'input_required') RETURNING *",
             (now, now, run_id),
         )
         if row is not None:
+            await tx.run(
+                "UPDATE questions SET state = 'cancelled', answered_by = 'stop', answered_at = ?"
+                " WHERE run_id = ? AND state = 'open'",
+                (now, run_id),
+            )
             await tx.announce(run_id)
     return _run(row) if row is not None else None
 
@@ -736,7 +754,7 @@ async def ask_wake(db: Db, run_id: str) -> bool:
     """The sender stopped waiting: deliver the reply into its session when it comes. False if already over."""
     async with db.tx() as tx:
         changed = await tx.run(
-            "UPDATE runs SET wake = 1 WHERE id = ? AND state IN ('held', 'queued', 'running')",
+            f"UPDATE runs SET wake = 1 WHERE id = ? AND state IN ({UNFINISHED_SQL})",
             (run_id,),
         )
     return changed == 1
@@ -745,7 +763,7 @@ async def ask_wake(db: Db, run_id: str) -> bool:
 async def pending_wakes(db: Db) -> list[Run]:
     """Finished runs whose sender asked to be woken and whose wake-up run does not exist yet."""
     rows = await db.all(
-        "SELECT r.* FROM runs r WHERE r.wake = 1 AND r.state NOT IN ('held', 'queued', 'running')"
+        f"SELECT r.* FROM runs r WHERE r.wake = 1 AND r.state NOT IN ({UNFINISHED_SQL})"
         " AND NOT EXISTS (SELECT 1 FROM runs w WHERE w.idempotency_key = ? || r.id)",
         (keys.WAKE,),
     )

@@ -7,11 +7,16 @@ Each line of the incoming message that starts with one of these is a command; th
     /tool <name> <json object>  call any offered tool with those arguments
     /remember <text>            call memory(action="add", target="memory", content=<text>)
     /sleep <seconds>            take that long before answering (a slow model; cancellable)
+    /ask <question>[ | <choices>[ | <default>[ | <expires_in>]]]
+                                call ask_person(question=…): the turn ends, its run waits for the person's answer;
+                                `choices` comma-separated, each part optional (empty: left out), e.g.
+                                `/ask Which colour? | red, blue | blue | 30`
     /fail <text>                fail the turn with an engine error
     /json <json value>          answer with that value as structured output: a reply that is one fenced JSON
                                 block (```json … ```) and nothing else, how any engine gives structured output
 
-The reply is `<profile> (echo): <text>` (without the `[Message from …]` provenance line) followed by
+The reply is `<profile> (echo): <text>` (without the `[Message from …]` provenance line, nor the `[Your person …]`
+heading of an answer to its question: so a resumed turn says `<profile> (echo): <the answer>`) followed by
 one line per tool result. Given a room's briefing, it says back only the person's newest words in it (else the
 newest line another member said), so that a room's transcript does not grow with each echo of an echo.
 Its usage is counted in words, so that token budgets can be tried offline: every
@@ -81,6 +86,8 @@ class EchoEngine:
             elif command == "/tool":
                 name, _, raw = rest.partition(" ")
                 calls.append(ToolCall(id=f"call_echo_{len(calls)}", name=name, arguments=raw.strip() or "{}"))
+            elif command == "/ask":
+                calls.append(self._call(len(calls), "ask_person", _asked(rest)))
             elif command == "/remember":
                 calls.append(self._call(len(calls), "memory", {"action": "add", "target": "memory", "content": rest}))
             elif command == "/sleep":
@@ -90,6 +97,8 @@ class EchoEngine:
                     text.append(line)
             elif stripped.removeprefix("\\").startswith(("[Message from ", "[Room ")) and stripped.endswith("]"):
                 continue  # a frame (a room's headings too, quoted as a peer gets them) is for the agent: not said
+            elif stripped.startswith("[Your person ") and stripped.endswith("]"):
+                continue  # the heading of its person's answer: the answer follows it
             elif command == "/json":
                 try:
                     structured[:] = [json.loads(rest)]
@@ -107,6 +116,22 @@ class EchoEngine:
 
     async def aclose(self) -> None:
         return None
+
+
+def _asked(rest: str) -> dict[str, Any]:
+    """`/ask`'s arguments: `question | choices | default | expires_in`, each part after the question optional."""
+    parts = [p.strip() for p in rest.split("|")]
+    args: dict[str, Any] = {"question": parts[0]}
+    if len(parts) > 1 and parts[1]:
+        args["choices"] = [c.strip() for c in parts[1].split(",") if c.strip()]
+    if len(parts) > 2 and parts[2]:
+        args["default"] = parts[2]
+    if len(parts) > 3 and parts[3]:
+        try:
+            args["expires_in"] = float(parts[3])
+        except ValueError:
+            args["expires_in"] = parts[3]  # refused by the tool, as a model's bad argument is
+    return args
 
 
 def _words(text: str) -> int:

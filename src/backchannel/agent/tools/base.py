@@ -37,6 +37,18 @@ class ToolFailure(Exception):
         self.outcome = outcome
 
 
+@dataclass(frozen=True)
+class Asked:
+    """A question the turn asks its person (`ask_person`): the turn ends once its step's tools ran, its run
+    waiting for the answer. `id` is the question's, told to the model."""
+
+    id: str
+    question: str
+    choices: tuple[str, ...] | None = None
+    default: str | None = None
+    expires_in: float | None = None
+
+
 @dataclass
 class ToolContext:
     """The turn calling a tool: its profile and session, the run it handles, and where that run stands."""
@@ -50,6 +62,7 @@ class ToolContext:
     sender: Sender | None = None
     memories: Memories = field(default_factory=FileMemories)
     trace: Context | None = None  # the turn's trace context (its run's span), for a tool called from outside it
+    asked: Asked | None = None  # the question the turn asked its person: it ends after this step
     _sends: dict[tuple[str, str], int] = field(default_factory=dict)
 
     @property

@@ -91,8 +91,9 @@ def _pretty(raw: str) -> str:
 
 
 async def active_runs(delivery: Messages) -> tuple[list[Delivered], list[Delivered]]:
-    """The runs queued or running (oldest first, with their queue positions) and the last few that ended."""
-    active = await delivery.runs(states=(RunState.QUEUED, RunState.RUNNING), limit=500)
+    """The runs queued, running or waiting for their person's answer (oldest first, with their queue positions) and
+    the last few that ended."""
+    active = await delivery.runs(states=(RunState.QUEUED, RunState.RUNNING, RunState.INPUT_REQUIRED), limit=500)
     active.sort(key=lambda d: d.run.seq)
     ended = [d for d in await delivery.runs(limit=RECENT_RUNS + len(active)) if d.run.state.terminal][:RECENT_RUNS]
     return active, ended

@@ -16,7 +16,7 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import AsyncIterator, Callable, Collection, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
 from ... import procs
@@ -25,6 +25,7 @@ from ...errors import Conflict, GatewayDraining, StoreError
 from ...home.config import GatewayConfig
 from ...messages import Message
 from ...records import Run
+from ...store import questions as questionstore
 from ...store import runs as runstore
 from ...store.driver import CHANGES_CHANNEL, Commit, Db
 from ...store.runs import Admit, NewRun, RunState
@@ -424,15 +425,17 @@ class RunQueue:
         messages: list[Message] | None = None,
         spent: runstore.Spent = runstore.NOTHING_SPENT,
         steered: Sequence[str] = (),
+        question: questionstore.NewQuestion | None = None,
     ) -> Run:
         """End a run this process claimed: its messages, its state and what its turn spent commit together, and
-        only once they are on disk is the end told (events, waiters, wake-ups).
+        only once they are on disk is the end told (events, waiters, wake-ups). With a `question` (the turn asked
+        its person) the run is parked `input_required` with it instead: not ended, nobody is told of an end.
 
         A save that fails (a full disk, a lock held too long) keeps the end in memory and is retried until it
         succeeds, the run's lease kept meanwhile: the turn is never run again for it. Cancelled (a shutdown)
         while retrying, it tries once more; what cannot be saved then is requeued by `close`."""
         self._saving.add(run.id)
-        save = functools.partial(
+        save: Callable[[], Awaitable[Run | None]] = functools.partial(
             runstore.finish,
             self.db,
             run,
@@ -446,6 +449,8 @@ class RunQueue:
             steered=bool(steered),
             trace_span=self.spans.carrier(run.id),
         )
+        if question is not None:
+            save = functools.partial(self._park, run, question, messages, spent)
         delay = SAVE_RETRY_FIRST
         try:
             while True:
@@ -476,6 +481,10 @@ class RunQueue:
         if finished is None:
             log.warning("run %s was no longer ours to finish (lease lost)", run.id)
             finished = await runstore.get(self.db, run.id)
+        if finished.state is RunState.INPUT_REQUIRED:  # it waits for its person: its waiters keep waiting
+            self.spans.cut(run.id, "its turn asked its person: it runs again once answered", code="input_required")
+            self._on_state(finished, finished.state)
+            return finished
         self._ended_run(finished)
         for run_id in steered:  # the messages steered into the turn ended with it
             try:
@@ -486,6 +495,28 @@ class RunQueue:
             if joined.state.terminal:
                 self._ended_run(joined)
         return finished
+
+    async def _park(
+        self, run: Run, question: questionstore.NewQuestion, messages: list[Message] | None, spent: runstore.Spent
+    ) -> Run | None:
+        parked = await questionstore.park(
+            self.db,
+            run,
+            question,
+            owner=self.owner,
+            messages=messages,
+            spent=spent,
+            trace_span=self.spans.carrier(run.id),
+        )
+        return parked[0] if parked is not None else None
+
+    async def resume(self, question_id: str, *, state: str, answer: str | None, by: str) -> Run:
+        """Close a question once (answered, defaulted or cancelled: `questionstore.close`) and hand its run, queued
+        again, to the workers."""
+        _, run = await questionstore.close(self.db, question_id, state=state, answer=answer, by=by)
+        self._on_state(run, run.state)
+        self._hand(run.session_id, None)
+        return run
 
     def _ended_run(self, run: Run) -> None:
         self._on_state(run, run.state)
@@ -538,10 +569,11 @@ class RunQueue:
         return await runstore.ask_wake(self.db, run_id)
 
     async def stop(self, run_id: str) -> Run:
-        """Cancel a run that has not begun (queued, or held for the person: it was never run, like a queued one),
-        or interrupt a running turn at once, keeping its partial output. Its sender is told as of any end."""
+        """Cancel a run that has not begun (queued, or held for the person: it was never run, like a queued one) or
+        waits for its person's answer (its question is cancelled with it), or interrupt a running turn at once,
+        keeping its partial output. Its sender is told as of any end."""
         run = await runstore.get(self.db, run_id)
-        if run.state in (RunState.QUEUED, RunState.HELD):
+        if run.state in (RunState.QUEUED, RunState.HELD, RunState.INPUT_REQUIRED):
             cancelled = await runstore.cancel_waiting(self.db, run_id)
             if cancelled is not None:
                 await self.db.durable()

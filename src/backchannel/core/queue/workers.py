@@ -13,6 +13,7 @@ from ...errors import BackchannelError, StoreError
 from ...events import Started
 from ...home.redact import redact
 from ...records import Run
+from ...store.questions import NewQuestion
 from ...store.runs import RunState, Spent
 from .events import EventHub
 from .pauses import Pauses
@@ -133,8 +134,17 @@ class Workers:
             )
         else:
             spent = Spent(*progress.unrecorded())
+            asked = progress.asked  # the turn asked its person: the run waits for the answer (`input_required`)
             await self.queue.finish(
-                run, RunState.COMPLETED, reply=reply, messages=progress.messages, spent=spent, steered=progress.steered
+                run,
+                RunState.INPUT_REQUIRED if asked else RunState.COMPLETED,
+                reply=None if asked else reply,
+                messages=progress.messages,
+                spent=spent,
+                steered=progress.steered,
+                question=NewQuestion(asked.id, asked.question, asked.choices, asked.default, asked.expires_in)
+                if asked
+                else None,
             )
         finally:
             self.queue.untrack(run.id)

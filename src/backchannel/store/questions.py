@@ -1,0 +1,174 @@
+"""The questions turns ask their person (`ask_person`, issue 42): a run parked `input_required` with its question,
+and the question answered once, which puts the same run back in its session's queue.
+
+A question is parked in the same transaction as its turn's end (`park`), and closed in the same transaction as
+its run's return to the queue (`close`): a conditional UPDATE … WHERE state = 'open', so the first answer wins,
+whatever the surface, and any other gets `question_closed` and changes nothing. The resumed run goes after every
+run recorded before the answer (`runs.resumed_after`): the session's messages that came while it waited run first.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+
+from ..errors import Conflict, NotFound
+from ..messages import Message
+from ..records import Question, Run
+from .driver import Db, Reads, Row, columns
+from .runs import NOTHING_SPENT, Spent, from_row
+from .sessions import append_messages
+
+STATES = ("open", "answered", "defaulted", "cancelled")
+
+
+@dataclass(frozen=True)
+class NewQuestion:
+    """What a turn asks: its text, the choices it offers (None: free text), the answer taken at expiry, and how
+    long it stays open (None: until answered)."""
+
+    id: str
+    question: str
+    choices: tuple[str, ...] | None = None
+    default: str | None = None
+    expires_in: float | None = None
+
+
+def _question(row: Row) -> Question:
+    r = columns(row)
+    return Question(
+        id=r["id"],
+        run_id=r["run_id"],
+        profile=r["profile"],
+        session_id=r["session_id"],
+        asker=r["asker"],
+        origin=r["origin"],
+        question=r["question"],
+        choices=tuple(json.loads(r["choices"])) if r["choices"] is not None else None,
+        default=r["default_answer"],
+        expires_at=r["expires_at"],
+        state=r["state"],
+        answer=r["answer"],
+        answered_by=r["answered_by"],
+        answered_at=r["answered_at"],
+        created_at=r["created_at"],
+    )
+
+
+async def park(
+    db: Db,
+    run: Run,
+    new: NewQuestion,
+    *,
+    owner: str,
+    messages: list[Message] | None = None,
+    spent: Spent = NOTHING_SPENT,
+    trace_span: str | None = None,
+) -> tuple[Run, Question] | None:
+    """End the turn of a running run this owner holds (under its claim's fencing) by asking its person: the run
+    `input_required`, its messages, what it spent and the question, in one commit. The messages steered into the
+    turn end with it (completed: the turn took them in). None when the run was not ours any more."""
+    now = time.time()
+    async with db.tx() as tx:
+        row = await tx.one(
+            "UPDATE runs SET state = 'input_required', owner = NULL, lease_until = NULL, expires_at = NULL,"
+            " updated_at = ?, tokens_in = tokens_in + ?, tokens_out = tokens_out + ?, cost_usd = cost_usd + ?,"
+            " trace_span = COALESCE(?, trace_span)"
+            " WHERE id = ? AND state = 'running' AND owner = ? AND fencing = ? RETURNING *",
+            (now, *spent, trace_span, run.id, owner, run.fencing),
+        )
+        if row is None:
+            return None
+        if messages:
+            await append_messages(tx, row["session_id"], messages, run_id=run.id)
+        asked = await tx.one(
+            "INSERT INTO questions (id, run_id, profile, session_id, asker, origin, question, choices,"
+            " default_answer, expires_at, state, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'open', ?)"
+            " RETURNING *",
+            (
+                new.id,
+                run.id,
+                row["profile"],
+                row["session_id"],
+                row["sender"],
+                row["origin"],
+                new.question,
+                json.dumps(list(new.choices)) if new.choices is not None else None,
+                new.default,
+                now + new.expires_in if new.expires_in else None,
+                now,
+            ),
+        )
+        assert asked is not None
+        for gone in await tx.all(
+            "UPDATE runs SET state = 'completed', reply = ?, updated_at = ?, finished_at = ?"
+            " WHERE steered_into = ? AND state = 'queued' RETURNING id",
+            (f"(taken into a turn that asked its person: {new.question})", now, now, run.id),
+        ):
+            await tx.announce(gone["id"])
+        await tx.announce(run.id)
+    return from_row(row), _question(asked)
+
+
+async def close(db: Db, question_id: str, *, state: str, answer: str | None, by: str) -> tuple[Question, Run]:
+    """Answer an open question once (`state` answered, defaulted or cancelled) and put its run back in its
+    session's queue, after every run recorded until now. NotFound for no such question; Conflict
+    (`question_closed`) when it is not open any more: the first answer stands and nothing changes."""
+    now = time.time()
+    async with db.tx() as tx:
+        row = await tx.one(
+            "UPDATE questions SET state = ?, answer = ?, answered_by = ?, answered_at = ?"
+            " WHERE id = ? AND state = 'open' RETURNING *",
+            (state, answer, by, now, question_id),
+        )
+        if row is None:
+            closed = await get(tx, question_id)  # NotFound when there is none
+            raise Conflict(
+                f"question {question_id!r} is {closed.state} already"
+                f"{f' (by {closed.answered_by})' if closed.answered_by else ''}: it is answered once",
+                code="question_closed",
+            )
+        run = await tx.one(
+            "UPDATE runs SET state = 'queued', attempts = 0, resumed_after = (SELECT MAX(seq) FROM runs),"
+            " updated_at = ? WHERE id = ? AND state = 'input_required' RETURNING *",
+            (now, row["run_id"]),
+        )
+        if run is None:  # its run ended meanwhile (stopped): the question goes with it
+            raise Conflict(
+                f"the run of question {question_id!r} is not waiting for it any more", code="question_closed"
+            )
+        await tx.announce(row["run_id"])
+    return _question(row), from_row(run)
+
+
+async def get(db: Reads, question_id: str) -> Question:
+    row = await db.one("SELECT * FROM questions WHERE id = ?", (question_id,))
+    if row is None:
+        raise NotFound(f"no question {question_id!r}", code="question_not_found")
+    return _question(row)
+
+
+async def listed(db: Db, *, state: str | None = "open", limit: int = 100) -> list[Question]:
+    """Questions in `state` (any when None): open ones oldest first (the longest waiting at the top), others newest
+    first."""
+    where, params = ("WHERE state = ?", (state,)) if state is not None else ("", ())
+    order = "created_at, id" if state == "open" else "created_at DESC, id"
+    rows = await db.all(f"SELECT * FROM questions {where} ORDER BY {order} LIMIT ?", (*params, limit))
+    return [_question(r) for r in rows]
+
+
+async def last_of(db: Db, run_id: str) -> Question | None:
+    """The question the run asked last (what a resumed turn is given), if any."""
+    row = await db.one("SELECT * FROM questions WHERE run_id = ? ORDER BY created_at DESC LIMIT 1", (run_id,))
+    return _question(row) if row is not None else None
+
+
+async def due(db: Db, now: float) -> list[Question]:
+    """Open questions past their expiry (a read: the sweep writes only when there are some)."""
+    rows = await db.all(
+        "SELECT * FROM questions WHERE state = 'open' AND expires_at IS NOT NULL AND expires_at < ?"
+        " ORDER BY expires_at",
+        (now,),
+    )
+    return [_question(r) for r in rows]
