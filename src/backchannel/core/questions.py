@@ -8,7 +8,7 @@ next turn reads the answer as the session's next message (`framing.frame_answer`
 A decline (`cancel`) resumes the run too, its turn told the person declined, rather than ending it `cancelled`:
 the sender of the message is still owed an answer, and the agent, told it will get none, can still give one (say
 what it can without it, or ask someone else). A person who wants the run itself ended stops it
-(`backchannel stop RUN`: its open question is cancelled with it).
+(`backchannel runs stop RUN`: its open question is cancelled with it).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The home's config.yaml as one model: the `gateway:` section (its limits and `a2a:` push settings) and the
-`peers:` registry. The defaults, the checks and the README's config reference all come from here."""
+`peers:` registry. The defaults, the checks and the config reference (docs/config.md) all come from here."""
 
 from __future__ import annotations
 
@@ -80,7 +80,7 @@ class GatewaySettings(Frozen):
     durability: Annotated[Durability, one_of(*DURABILITIES)] = Field(
         "normal", description="or full: PRAGMA synchronous=FULL (see Reliability)"
     )
-    # Limits no sender can exhaust (README "Limits"); the HTTP ones bound every connection.
+    # Limits no sender can exhaust (docs/security.md); the HTTP ones bound every connection.
     max_header_bytes: PositiveCount = Field(65_536, description="a request's head (request line and headers)")
     max_headers: PositiveCount = Field(100, description="headers in one request")
     header_timeout_seconds: PositiveCount = Field(10, description="a head must arrive within this, whole")
@@ -255,7 +255,7 @@ class HomeFile(Frozen):
 
     gateway: GatewaySettings = Field(default_factory=GatewaySettings, description="this gateway")
     store: Annotated[StoreSettings, BeforeValidator(lambda v: {} if v is None else v)] = Field(
-        default_factory=StoreSettings, description="where the runs and sessions are kept (see More than one machine)"
+        default_factory=StoreSettings, description="where the runs and sessions are kept (docs/shared-store.md)"
     )
     groups: Groups = Field(
         default_factory=dict,

@@ -1,5 +1,5 @@
 """A profile's config.yaml as one model: `model:` (the engine), `agent:` (turns and the messaging rules) and
-`mcp_servers:`. The defaults, the checks and the README's config reference all come from here.
+`mcp_servers:`. The defaults, the checks and the config reference (docs/config.md) all come from here.
 
 Every key has a default, so an empty (or missing) config.yaml is a profile on the defaults: the echo
 engine, and messaging that allows nothing. A Hermes profile's own keys are not read (`schema` knows them).

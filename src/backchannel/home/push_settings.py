@@ -67,7 +67,7 @@ BodyBytes = Annotated[int, at_least(1024), Kind("integer of at least 1024")]
 
 
 class PushSettings(Frozen):
-    """Where push notifications may go and how hard they are tried (README "Push notifications"):
+    """Where push notifications may go and how hard they are tried (docs/a2a.md, "Push notifications"):
     the `gateway.a2a:` section of the home's config.yaml."""
 
     allow_private: Flag = Field(

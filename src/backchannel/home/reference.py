@@ -1,7 +1,7 @@
-"""The README's config reference, written from the models: one table per file, a row per key.
+"""The config reference (docs/config.md), written from the models: one table per file, a row per key.
 
 `python -m backchannel.home.reference` prints the tables; tests/test_config_reference.py checks that the
-README holds them as printed.
+docs/config.md holds them as printed.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ A file's keys are a tree of names (a leaf is None; `NAMES` stands for any name, 
 derived from its pydantic model (`home_file.HomeFile`, `profile_file.ProfileConfig`) by the fields' names
 in the file. An unknown key is warned about (with the closest valid one) and left out before the model
 checks the values. A profile folder copied from a Hermes home carries Hermes Agent's keys: Backchannel
-ignores them on purpose (the README says so), so loading never warns about them and `doctor` lists them
+ignores them on purpose (docs/config.md says so), so loading never warns about them and `doctor` lists them
 as ignored, not as mistakes.
 """
 

@@ -2,7 +2,7 @@
 
 Each config file is one pydantic model (`home_file.HomeFile`, `profile_file.ProfileConfig`); the types
 here carry their own check and message (`must be a positive integer, got 'x'`) and a `Kind`, the words
-the README's config reference uses for them. `config_error` turns a `ValidationError` into one
+the config reference (docs/config.md) uses for them. `config_error` turns a `ValidationError` into one
 `ConfigError` naming the file, the key's dotted path and the problem: never pydantic's own dump.
 """
 
@@ -28,7 +28,7 @@ class Frozen(BaseModel):
 
 @dataclass(frozen=True)
 class Kind:
-    """What a value is, in the README's words: `positive integer`, `true or false`, `list of patterns`."""
+    """What a value is, in the config reference's words: `positive integer`, `true or false`, `list of patterns`."""
 
     words: str
 
@@ -93,7 +93,7 @@ Words = Annotated[Text, BeforeValidator(lambda v: str(v) if _is_number(v) else v
 
 
 def one_of(*choices: str) -> BeforeValidator:
-    """The check of a value that is one of `choices` (the README names them from the field's Literal type)."""
+    """The check of a value that is one of `choices` (the config reference names them from the field's Literal type)."""
     text = ", ".join(choices)
     return _check(lambda v: v in choices, f"one of {text}")
 
@@ -129,7 +129,7 @@ def config_error(exc: ValidationError, path: Path, prefix: tuple[str | int, ...]
 
 
 def dotted(loc: tuple[str | int, ...]) -> str:
-    """A key's path as the README writes it: `mcp_servers.files.args[0]`."""
+    """A key's path as the config reference writes it: `mcp_servers.files.args[0]`."""
     text = ""
     for part in loc:
         text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))

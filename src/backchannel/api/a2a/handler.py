@@ -390,7 +390,7 @@ def _hops_chain(message: Message) -> a2a_extension.HopsChain:
 
 def _fail(exc: BackchannelError) -> NoReturn:
     """A Backchannel error as the A2A error the SDK answers with: the caller's doing is invalid params, the
-    gateway's an internal error; the code is the one the README lists."""
+    gateway's an internal error; the code is the one docs/cli.md's Error codes lists."""
     data = {"code": exc.code}  # the SDK sends it as the error's google.rpc.ErrorInfo metadata: strings
     if exc.retry_after is not None:
         data["retryAfter"] = f"{exc.retry_after:.0f}"
