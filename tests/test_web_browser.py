@@ -211,6 +211,43 @@ def test_approve_and_deny_held_messages_and_the_sender_learns_each_outcome(page:
     assert states == ["completed", "denied"], states
 
 
+def test_answer_an_agents_question_in_the_browser_and_its_run_goes_on_with_the_answer(
+    page: Any, gateway: GatewayThread
+) -> None:
+    with api(gateway) as client:
+        asked = _start(client, "/ask which colour for the logo? | blue, green | green")
+        plain = _start(client, "/ask what should the release be called?")
+        for _ in range(100):
+            if len(client.get("/v1/questions").json()["data"]) == 2:
+                break
+            time.sleep(0.1)
+
+    log_in(page, gateway)
+    expect(page.locator("#question-count")).to_have_text("2")
+    page.locator("#waiting-questions").click()
+    items = page.locator("#questions .held-item")
+    expect(items).to_have_count(2)
+    colour = items.filter(has_text="which colour for the logo?")
+    expect(colour).to_contain_text("Choices: blue, green")
+    colour.get_by_label("Answer").select_option("blue")
+    colour.get_by_role("button", name="Answer").click()
+    expect(page.locator("h1")).to_contain_text(asked[:8])  # the resumed run's page
+    page.goto(gateway.url + "/web/questions")
+    expect(items).to_have_count(1)
+    items.get_by_role("button", name="Decline").click()
+    expect(page.locator("#questions-empty")).to_be_visible()
+    expect(page.locator("#questions-closed")).to_contain_text("answered: blue")
+
+    with api(gateway) as client:  # each run went on: the answer, and the decline, were its next message
+        for _ in range(100):
+            runs = {r: client.get(f"/v1/runs/{r}").json() for r in (asked, plain)}
+            if all(run["status"] == "completed" for run in runs.values()):
+                break
+            time.sleep(0.1)
+    assert runs[asked]["output"] == "default (echo): blue", runs[asked]
+    assert runs[plain]["status"] == "completed", runs[plain]
+
+
 AS_COLOUR = """value => {
   const probe = document.createElement("div");
   probe.style.color = value;

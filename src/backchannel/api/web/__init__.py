@@ -60,6 +60,9 @@ def routes() -> list[BaseRoute]:
         Route("/web/rooms/{name}/say", logged_in(actions.say_in_room), methods=["POST"]),
         Route("/web/held/{run_id}/approve", logged_in(actions.approve), methods=["POST"]),
         Route("/web/held/{run_id}/deny", logged_in(actions.deny), methods=["POST"]),
+        Route("/web/questions", logged_in(pages.questions_page), methods=["GET"]),
+        Route("/web/questions/{question_id}/answer", logged_in(actions.answer), methods=["POST"]),
+        Route("/web/questions/{question_id}/decline", logged_in(actions.decline), methods=["POST"]),
     ]
 
 

@@ -1,5 +1,5 @@
 """What a person does in the web view: log in and out, send a message into a session, stop a run, approve
-or deny a held message.
+or deny a held message, answer or decline an agent's question.
 
 Every form that changes something carries the session's CSRF token and must come from this gateway's pages;
 each answers htmx with a fragment (or nothing) and a plain form with a redirect."""
@@ -116,3 +116,23 @@ async def deny(request: Request, session: WebSession) -> Response:
     check_csrf(request, session, form.get("csrf"))
     await ctx.gateway.admin.deny(request.path_params["run_id"], why=(form.get("why") or "").strip() or None)
     return _back(request, "/web/held")
+
+
+async def answer(request: Request, session: WebSession) -> Response:
+    """Answer an agent's question: its run goes on with the answer (the first answer from any surface wins)."""
+    ctx = context(request)
+    form = await form_body(request, ctx.settings.max_body_bytes)
+    check_csrf(request, session, form.get("csrf"))
+    _question, run = await ctx.gateway.admin.answer(
+        request.path_params["question_id"], form.get("answer") or "", by=WEB_SENDER
+    )
+    return _back(request, f"/web/runs/{run.id}")
+
+
+async def decline(request: Request, session: WebSession) -> Response:
+    """Decline an agent's question: its run goes on, told the person will not answer."""
+    ctx = context(request)
+    form = await form_body(request, ctx.settings.max_body_bytes)
+    check_csrf(request, session, form.get("csrf"))
+    await ctx.gateway.admin.decline(request.path_params["question_id"], by=WEB_SENDER)
+    return _back(request, "/web/questions")

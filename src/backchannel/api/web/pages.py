@@ -1,4 +1,4 @@
-"""The web view's pages: overview, a session, runs, one run, the ledger, one exchange, the held messages and the
+"""The web view's pages: overview, a session, runs, one run, the ledger, one exchange, the held messages, the questions and the
 rooms."""
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ async def overview(request: Request, session: WebSession) -> Response:
         profiles=profiles,
         peers=ctx.roster.peers(),
         held=len(await admin.held()),
+        questions=len(await admin.questions()),
         rooms=await admin.rooms(),
     )
 
@@ -147,6 +148,13 @@ async def room_lines(request: Request, session: WebSession) -> Response:
     name = request.path_params["name"]
     room = await admin.room(name)
     return page(request, "_room_lines.html", session=session, room=room, lines=await admin.transcript(name))
+
+
+async def questions_page(request: Request, session: WebSession) -> Response:
+    """The questions agents asked their person, open ones first to answer or decline; the last ones closed below."""
+    admin = context(request).gateway.admin
+    closed = [q for q in await admin.questions(state=None, limit=50) if not q.is_open][:20]
+    return page(request, "questions.html", session=session, open=await admin.questions(), closed=closed)
 
 
 async def held_page(request: Request, session: WebSession) -> Response:
