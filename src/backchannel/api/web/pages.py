@@ -1,5 +1,5 @@
-"""The web view's pages: overview, a session, runs, one run, the ledger, one exchange, the held messages, the questions and the
-rooms."""
+"""The web view's pages: overview, a session, runs, one run, the ledger, one exchange, the held messages, the
+questions and the rooms."""
 
 from __future__ import annotations
 
