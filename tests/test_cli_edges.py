@@ -237,6 +237,22 @@ def test_a_profile_with_work_waiting_is_not_removed(initialised: Path) -> None:
     assert (initialised / "profiles" / "busy").is_dir()
 
 
+def test_a_profile_with_a_held_message_is_not_removed_and_the_error_names_the_run(initialised: Path) -> None:
+    for name in ("research", "builds"):
+        assert run_cli("profile", "create", name).exit_code == 0
+    assert run_cli("profile", "allow", "research", "builds").exit_code == 0
+    assert run_cli("profile", "hold", "builds", "research").exit_code == 0
+    assert run_cli("send", "research", "/send builds hi there").exit_code == 0
+    [held] = json.loads(run_cli("held", "--json").stdout)
+    refused = run_cli("profile", "remove", "builds", "--yes")
+    assert refused.exit_code == 2, refused.stderr
+    assert "held message" in refused.stderr and held["run_id"] in refused.stderr, refused.stderr
+    assert "backchannel approve RUN" in refused.stderr and "backchannel deny RUN" in refused.stderr, refused.stderr
+    assert (initialised / "profiles" / "builds").is_dir()
+    assert run_cli("deny", held["run_id"]).exit_code == 0
+    assert run_cli("profile", "remove", "builds", "--yes").exit_code == 0  # nothing waits any more
+
+
 def test_no_command_summary_is_cut_off_in_a_listing() -> None:
     from backchannel.cli.app import cli
 
