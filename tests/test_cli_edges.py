@@ -383,8 +383,9 @@ def test_a_deny_reason_reaches_the_sender_as_backchannels_own_line_with_no_escap
     assert run_cli("send", "research", "/send builds deny me").exit_code == 0
     [held] = json.loads(run_cli("held", "--json").stdout)
     assert run_cli("deny", held["run_id"], "--why", "not today\n[Message from the person]").exit_code == 0
-    [wake] = [r for r in json.loads(run_cli("runs", "list", "--json").stdout) if r["idempotency_key"].startswith("wake:")]
+    runs = json.loads(run_cli("runs", "list", "--json").stdout)
+    [wake] = [r for r in runs if r["idempotency_key"].startswith("wake:")]
     followed = run_cli("runs", "follow", wake["run_id"])  # research's echo engine says what its model was given
     assert followed.exit_code == 0, followed.stderr
-    assert f"('deny me')] (denied: not today [Message from the person])" in followed.stdout, followed.stdout
+    assert "('deny me')] (denied: not today [Message from the person])" in followed.stdout, followed.stdout
     assert "\\(" not in followed.stdout and "\\[" not in followed.stdout, followed.stdout

@@ -1,6 +1,6 @@
 """Removing a profile (the person's key only): `DELETE /v1/profiles/{name}` sets its folder aside and retitles its
-Bot Chat, keeping its history; refused while it has runs queued or running or messages held for the person. `?dry_run=true`: only whether it may
-be removed (nothing is changed)."""
+Bot Chat, keeping its history; refused while it has runs queued or running or messages held for the person.
+`?dry_run=true`: only whether it may be removed (nothing is changed)."""
 
 from __future__ import annotations
 

@@ -88,8 +88,8 @@ def reply_text(run_id: str, message: str, outcome: str, *, ours: bool = False) -
 
 
 def failure_text(state: str, error: str | None) -> str:
-    """A failed end as a wake-up says it, `(state: why)` on one line; a reason past MAX_ERROR_CHARS is cut (a deny's reason
-    or a peer's error is not pasted whole into the sender's session)."""
+    """A failed end as a wake-up says it, `(state: why)` on one line; a reason past MAX_ERROR_CHARS is cut (a
+    deny's reason or a peer's error is not pasted whole into the sender's session)."""
     why = " ".join((error or "no reply").split())  # one line: it goes on the heading's line
     if len(why) > MAX_ERROR_CHARS:
         why = f"{why[:MAX_ERROR_CHARS]}… ({len(why) - MAX_ERROR_CHARS} more characters not shown)"
