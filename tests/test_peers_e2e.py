@@ -365,6 +365,26 @@ def test_dm_json_shape(pair: Pair) -> None:
     assert body["error"] is None
 
 
+def test_peer_run_stop_and_status_json_have_the_one_outcome_shape_of_every_json_output(pair: Pair) -> None:
+    """`result` (the outcome) and `error` as `{code, message}` or null, as `peer dm --json` and `send --json`."""
+
+    def shaped(*args: str) -> dict[str, Any]:
+        done = cli(pair.a, "peer", *args, "--json")
+        body: dict[str, Any] = json.loads(done.stdout)
+        assert body["result"] in ("delivered", "receipt", "held", "refused", "failed", "unknown"), body
+        assert body["error"] is None or set(body["error"]) >= {"code", "message"}, body
+        return body
+
+    started = shaped("run", "beta", "/sleep 30\nstopped soon")
+    assert (started["result"], started["error"]) == ("receipt", None), started
+    stopped = shaped("stop", "beta", started["run_id"])
+    assert stopped["status"] == "cancelled" and stopped["result"] == "failed", stopped
+    assert stopped["error"] is not None and stopped["error"]["code"] == "cancelled", stopped
+    unknown = shaped("status", "beta", "run_doesnotexist")
+    assert unknown["result"] == "unknown" and unknown["error"]["code"] == "run_not_found", unknown
+    assert unknown["error"]["message"], unknown
+
+
 def test_dm_with_an_idempotency_key_is_delivered_once(pair: Pair) -> None:
     first, one = dm_json(pair.a, "beta", "keyed hello", "--idempotency-key", "kdm-1")
     assert first.exit_code == 0, first.stderr
