@@ -434,7 +434,8 @@ def status(target: str, run_id: str, follow: bool, as_json: bool) -> None:
     async def go() -> dict[str, Any]:
         async with gateway_link(config.home(), works=False) as link:
             if follow:
-                await show_progress(run_id, _events(link.client, _runs(name, run_id, agent, "events")))
+                events = _events(link.client, _runs(name, run_id, agent, "events"))
+                await show_progress(run_id, events, still=not as_json)
             return (await link.client.request("GET", path)).body
 
     result, found = _state(asyncio.run(go()))
