@@ -346,12 +346,15 @@ def retry_hint(r: Result, again: list[str]) -> None:
         return
     command = shell_command(*again, "--idempotency-key", r.idempotency_key)
     if r.deduplicated:
-        note(f"it may have arrived: ask again with the same message and key (it never runs twice):\n  {command}")
+        note(
+            "the outcome is unknown: it may have arrived. Ask again with the same message and key (it never runs "
+            f"twice):\n  {command}"
+        )
     else:
         where = f"session {r.session_id} of {r.to}" if r.session_id else r.to
         note(
-            f"it may have arrived, and this peer does not deduplicate: look in {where} first; if the message is not "
-            f"there, send it again with the same key:\n  {command}"
+            f"the outcome is unknown: it may have arrived, and this peer does not deduplicate. Look in {where} "
+            f"first; if the message is not there, send it again with the same key:\n  {command}"
         )
 
 
