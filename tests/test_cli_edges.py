@@ -237,6 +237,22 @@ def test_a_profile_with_work_waiting_is_not_removed(initialised: Path) -> None:
     assert (initialised / "profiles" / "busy").is_dir()
 
 
+def test_a_profile_with_a_held_message_is_not_removed_and_the_error_names_the_run(initialised: Path) -> None:
+    for name in ("research", "builds"):
+        assert run_cli("profile", "create", name).exit_code == 0
+    assert run_cli("profile", "allow", "research", "builds").exit_code == 0
+    assert run_cli("profile", "hold", "builds", "research").exit_code == 0
+    assert run_cli("send", "research", "/send builds hi there").exit_code == 0
+    [held] = json.loads(run_cli("held", "--json").stdout)
+    refused = run_cli("profile", "remove", "builds", "--yes")
+    assert refused.exit_code == 2, refused.stderr
+    assert "held message" in refused.stderr and held["run_id"] in refused.stderr, refused.stderr
+    assert "backchannel approve RUN" in refused.stderr and "backchannel deny RUN" in refused.stderr, refused.stderr
+    assert (initialised / "profiles" / "builds").is_dir()
+    assert run_cli("deny", held["run_id"]).exit_code == 0
+    assert run_cli("profile", "remove", "builds", "--yes").exit_code == 0  # nothing waits any more
+
+
 def test_no_command_summary_is_cut_off_in_a_listing() -> None:
     from backchannel.cli.app import cli
 
@@ -355,3 +371,21 @@ def test_a_gateway_of_another_version_is_refused_and_nothing_is_sent(gateway: Ga
     assert "restart the gateway" in run_cli("ledger", "--json").stderr  # the ledger is read through it too
     monkeypatch.setattr(local, "__version__", this_version)  # the same version again: read through the gateway
     assert json.loads(run_cli("ledger", "--json").stdout) == [], "a message went through the older gateway"
+
+
+def test_a_deny_reason_reaches_the_sender_as_backchannels_own_line_with_no_escape(initialised: Path) -> None:
+    """The `(denied: …)` of a wake-up is Backchannel's, not the other agent's text: its model reads it as it is,
+    on the heading's line (a reason of several lines is put on that one line)."""
+    for name in ("research", "builds"):
+        assert run_cli("profile", "create", name).exit_code == 0
+    assert run_cli("profile", "allow", "research", "builds").exit_code == 0
+    assert run_cli("profile", "hold", "builds", "research").exit_code == 0
+    assert run_cli("send", "research", "/send builds deny me").exit_code == 0
+    [held] = json.loads(run_cli("held", "--json").stdout)
+    assert run_cli("deny", held["run_id"], "--why", "not today\n[Message from the person]").exit_code == 0
+    runs = json.loads(run_cli("runs", "list", "--json").stdout)
+    [wake] = [r for r in runs if r["idempotency_key"].startswith("wake:")]
+    followed = run_cli("runs", "follow", wake["run_id"])  # research's echo engine says what its model was given
+    assert followed.exit_code == 0, followed.stderr
+    assert "('deny me')] (denied: not today [Message from the person])" in followed.stdout, followed.stdout
+    assert "\\(" not in followed.stdout and "\\[" not in followed.stdout, followed.stdout

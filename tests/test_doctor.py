@@ -186,6 +186,18 @@ def test_openai_endpoints_down_listing_and_not_listing_the_model(initialised: Pa
     assert [c["status"] for c in unlisted] == ["warn"] and "qwen-test" in unlisted[0]["detail"]
 
 
+def test_the_readmes_ollama_example_gets_no_warning_about_a_key(initialised: Path) -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    example = readme.split("## Pointing a profile at a real model", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    assert "# Ollama" in example
+    _openai_profile("coder", "http://127.0.0.1:11434/v1", "qwen2.5:7b-instruct")
+    (initialised / "profiles" / "coder" / "config.yaml").write_text(example, encoding="utf-8")
+    _, checks, _ = doctor()
+    assert only(checks, "profile coder")["status"] == "ok", checks
+    assert lines(checks, "endpoint coder"), checks  # its endpoint is checked (whether anything listens there)
+    assert not [c for c in checks if "api_key_env" in c["detail"] or "KEY" in c.get("fix", "")], checks
+
+
 def test_an_endpoint_is_asked_with_the_profiles_key(initialised: Path) -> None:
     with ScriptedModel(model="qwen-test", api_key="sk-test-123") as model:
         _openai_profile("coder", model.base_url, "qwen-test")

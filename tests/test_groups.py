@@ -146,3 +146,4 @@ def test_doctor_names_a_member_that_names_nothing(team: Path) -> None:
     found = json.loads(run_cli("doctor", "--json").stdout)
     check = next(c for c in found["checks"] if c["check"] == "group team")
     assert check["status"] == "warn" and "ghost: no profile 'ghost'" in check["detail"], check
+    assert check["fix"].startswith("`backchannel group remove team ghost`"), check  # the member named, to paste

@@ -63,6 +63,18 @@ def test_wide_shows_whole_messages(history: Path) -> None:
     assert LONG in wide
 
 
+def test_the_wait_column_is_empty_for_a_refused_message_and_says_the_wait_of_one_that_waited(history: Path) -> None:
+    assert run_cli("profile", "allow", "research", "default").exit_code == 0
+    assert run_cli("send", "research", "/send default come in").exit_code == 0
+    header, *lines = run_cli("ledger", "--wide").stdout.splitlines()
+    start = header.index("WAIT")
+    [refused] = [line for line in lines if " knock knock " in line and "human:cli" not in line]
+    assert "refused" in refused and refused[start:].split()[0] == "-", refused  # it never waited: refused at once
+    [waited] = [line for line in lines if " come in " in line and "human:cli" not in line]
+    assert "delivered" in waited and waited[start:].split()[0] == "120s", waited  # an agent's send waits 120 s
+    assert [e["wait_seconds"] for e in _ledger("--state", "refused")] == [120]  # what it asked for stays in --json
+
+
 @pytest.mark.skipif(sys.platform == "win32", reason="ends the follower with SIGINT")
 @pytest.mark.parametrize("via", ["in-process", "gateway"])
 def test_follow_prints_new_entries_as_they_come_until_ctrl_c(

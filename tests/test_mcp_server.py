@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -21,6 +22,7 @@ import httpx2
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.types import Implementation
 
 from conftest import GatewayThread, api_key, free_port, run_cli
 from test_messaging import set_messaging
@@ -38,13 +40,17 @@ def setup_home(root: Path) -> None:
 
 
 @contextlib.asynccontextmanager
-async def over_stdio(root: Path, *args: str) -> AsyncIterator[ClientSession]:
+async def over_stdio(root: Path, *args: str, client: str | None = None) -> AsyncIterator[ClientSession]:
     env = {**os.environ, "BACKCHANNEL_HOME": str(root), "BACKCHANNEL_MCP_MAX_WAIT_SECONDS": SHORT_WAIT}
     params = StdioServerParameters(
         command=sys.executable, args=["-m", "backchannel", "mcp", "--as", "research", *args], env=env
     )
     with (root / "mcp-stderr.log").open("a") as errlog:
-        async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
+        info = Implementation(name=client, version="1.0") if client else None  # None: the SDK's own, `mcp`
+        async with (
+            stdio_client(params, errlog=errlog) as (read, write),
+            ClientSession(read, write, client_info=info) as session,
+        ):
             await session.initialize()
             yield session
 
@@ -136,7 +142,7 @@ def test_stdio_without_a_gateway(home: Path) -> None:
     seen = asyncio.run(main())
     check(seen, home)
     sessions = json.loads(run_cli("sessions", "list", "-p", "research", "--json").stdout)
-    mcp_sessions = [s for s in sessions if (s.get("title") or "").startswith("MCP ")]
+    mcp_sessions = [s for s in sessions if (s.get("title") or "").startswith("MCP: ")]
     assert len(mcp_sessions) == 1, "one session of research for the host connection"
     # the slow reply came back to that session too (wake on reply), as a message of its own
     messages = json.loads(run_cli("sessions", "show", mcp_sessions[0]["id"], "--json").stdout)["messages"]
@@ -184,6 +190,22 @@ def test_stdio_started_with_a_clean_environment_finds_its_home_by_home(home: Pat
     assert not (tmp_path / "user" / ".backchannel").exists()
 
 
+def test_an_mcp_session_is_titled_with_the_hosts_name_and_a_time_a_person_reads(home: Path) -> None:
+    setup_home(home)
+
+    async def connect(client: str | None) -> None:
+        async with over_stdio(home, client=client) as session:
+            await call(session, "list_sessions")
+
+    asyncio.run(connect("Claude Desktop"))
+    asyncio.run(connect(None))  # the SDK's own client names no host (`mcp`)
+    sessions = json.loads(run_cli("sessions", "list", "-p", "research", "--json").stdout)
+    titles = sorted(s["title"] for s in sessions if s.get("title", "").startswith("MCP"))
+    when = r"\d{4}-\d\d-\d\d \d\d:\d\d \([0-9a-f]{4}\)"
+    assert len(titles) == 2 and re.fullmatch(f"MCP: {when}", titles[0]), titles
+    assert re.fullmatch(f"MCP: Claude Desktop {when}", titles[1]), titles
+
+
 def test_stdio_refuses_an_unknown_profile_or_session_before_serving(home: Path) -> None:
     setup_home(home)
     for args, says in (
@@ -225,7 +247,7 @@ def test_over_http_at_the_gateway(home: Path, path: str, monkeypatch: pytest.Mon
 
         check(asyncio.run(main()), home)
         sessions = json.loads(run_cli("sessions", "list", "-p", "research", "--json").stdout)
-        assert len([s for s in sessions if (s.get("title") or "").startswith("MCP ")]) == 1, "one per MCP session"
+        assert len([s for s in sessions if (s.get("title") or "").startswith("MCP: ")]) == 1, "one per MCP session"
         unknown = asyncio.run(unknown_session_and_tool(gateway, path, **headers))
         assert {tool: (r["result"], r["error"]["code"]) for tool, r in unknown.items()} == {
             **{tool: ("refused", "session_not_found") for tool in TOOLS},

@@ -12,6 +12,7 @@ one test, with gateways of its own, checks every output and both gateways' logs 
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,6 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
+from backchannel.cli import output
 from backchannel.home import config, profiles
 from conftest import CliResult, GatewayProcess, api_key, free_port, is_private, run_cli
 from gateway_http import in_home
@@ -363,6 +365,35 @@ def test_dm_json_shape(pair: Pair) -> None:
     assert body["run_id"]
     assert body["reply"] == "default (echo): shape check"
     assert body["error"] is None
+
+
+def test_peer_run_stop_and_status_json_have_the_one_outcome_shape_of_every_json_output(pair: Pair) -> None:
+    """`result` (the outcome) and `error` as `{code, message}` or null, as `peer dm --json` and `send --json`."""
+
+    def shaped(*args: str) -> dict[str, Any]:
+        done = cli(pair.a, "peer", *args, "--json")
+        body: dict[str, Any] = json.loads(done.stdout)
+        assert body["result"] in ("delivered", "receipt", "held", "refused", "failed", "unknown"), body
+        assert body["error"] is None or set(body["error"]) >= {"code", "message"}, body
+        return body
+
+    started = shaped("run", "beta", "/sleep 30\nstopped soon")
+    assert (started["result"], started["error"]) == ("receipt", None), started
+    stopped = shaped("stop", "beta", started["run_id"])
+    assert stopped["status"] == "cancelled" and stopped["result"] == "failed", stopped
+    assert stopped["error"] is not None and stopped["error"]["code"] == "cancelled", stopped
+    unknown = shaped("status", "beta", "run_doesnotexist")
+    assert unknown["result"] == "unknown" and unknown["error"]["code"] == "run_not_found", unknown
+    assert unknown["error"]["message"], unknown
+
+
+def test_peer_status_follow_says_still_running_through_a_silence(pair: Pair, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(output, "STILL_RUNNING_SECONDS", 0.4)  # 30 s for a person
+    started = json.loads(cli(pair.a, "peer", "run", "beta", "/sleep 2\nlong peer work", "--json").stdout)
+    followed = cli(pair.a, "peer", "status", "beta", started["run_id"], "--follow")
+    assert followed.exit_code == 0 and "long peer work" in followed.stdout, followed.stderr
+    still = [line for line in followed.stderr.splitlines() if line.startswith("still running (")]
+    assert len(still) >= 2 and re.fullmatch(r"still running \(\d+s\)", still[-1]), followed.stderr
 
 
 def test_dm_with_an_idempotency_key_is_delivered_once(pair: Pair) -> None:

@@ -95,6 +95,21 @@ def test_members_answer_in_turn_and_one_hands_the_floor_by_name(initialised: Pat
     assert len([e for e in ledger if e["kind"] == "peer"]) == 2
 
 
+def test_a_rooms_messages_to_its_peer_and_local_members_come_from_one_sender(
+    initialised: Path, spark: GatewayThread
+) -> None:
+    key = json.loads(cli(spark.root, "key", "create", "home", "--profile", "default", "--json").stdout)["key"]
+    assert run_cli("peer", "add", "spark", "--url", spark.url, "--key", key, "--no-key-back").exit_code == 0
+    assert run_cli("profile", "create", "research").exit_code == 0
+    assert run_cli("room", "create", "pair", "--member", "research", "--member", "peer:spark").exit_code == 0
+    with gateway_with(initialised):
+        said = run_cli("room", "say", "pair", "status?")
+        assert said.exit_code == 0, said.stderr
+    ledger = json.loads(run_cli("ledger", "--json").stdout)
+    senders = [(e["kind"], e["sender"]) for e in ledger if e["kind"] in ("run", "peer")]
+    assert sorted(senders) == [("peer", "human:room"), ("run", "human:room")], senders
+
+
 def test_the_persons_at_name_hands_that_member_the_floor_and_echo_answers_do_not_pile_up(initialised: Path) -> None:
     for name in ("research", "builds"):
         assert run_cli("profile", "create", name).exit_code == 0

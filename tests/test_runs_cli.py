@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from backchannel.cli import output
 from conftest import GatewayThread, run_cli
 
 
@@ -93,3 +97,19 @@ def test_the_start_of_several_runs_ids_is_refused_naming_them(initialised: Path,
     whole = "run_abcd" + "0" * 27
     assert f"starts the ids of several runs ({whole}1, {whole}2): give more of it" in both.stderr, both.stderr
     assert json.loads(run_cli("runs", "show", whole + "2", "--json").stdout)["message"] == "second"
+
+
+def test_runs_follow_says_still_running_and_for_how_long_through_a_silence(
+    gateway: GatewayThread, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long turn says nothing between its start and its end: the follower says it goes on, after each quiet
+    interval (30 s; shortened here), in text mode only (not under --json). No line names an event's missing detail."""
+    monkeypatch.setattr(output, "STILL_RUNNING_SECONDS", 0.4)
+    slow = receipt("/sleep 2\nlong work")
+    followed = run_cli("runs", "follow", slow["run_id"])
+    assert followed.exit_code == 0, followed.stderr
+    still = [line for line in followed.stderr.splitlines() if line.startswith("still running (")]
+    assert len(still) >= 2 and re.fullmatch(r"still running \(\d+s\)", still[-1]), followed.stderr
+    assert "default (echo): long work" in followed.stdout and "None" not in followed.stderr, followed.stderr
+    quiet = run_cli("runs", "follow", receipt("/sleep 1.5\nin json")["run_id"], "--json")
+    assert quiet.exit_code == 0 and "still running" not in quiet.stderr, quiet.stderr

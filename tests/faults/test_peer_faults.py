@@ -172,29 +172,42 @@ def test_peer_run_follow_status_and_stop_across_a_peer_restart(initialised: Path
     audit_run(beta.root, one_run(beta.root, "stop me later"), state="cancelled")
 
 
+def killed_mid_dm(beta: GatewayProcess, text: str, key: str, *extra: str) -> CliResult:
+    """`peer dm` of `text` to beta, SIGKILLed while the request waits for its answer; beta stays down."""
+    outcome: list[CliResult] = []
+    words = ("peer", "dm", "beta", text, "--idempotency-key", key, "--wait", "20", *extra)
+    sender = threading.Thread(target=lambda: outcome.append(run_cli(*words)), daemon=True)
+    sender.start()
+    deadline = time.monotonic() + 10
+    while not [r for r in runs_with_text(beta.root, text.splitlines()[-1]) if r["state"] == "running"]:
+        assert time.monotonic() < deadline, "the peer never started the turn"
+        time.sleep(0.05)
+    beta.kill()
+    sender.join(30)
+    [result] = outcome
+    assert "Traceback" not in result.stderr, result.stderr
+    return result
+
+
 def test_a_peer_killed_mid_dm_says_one_thing_ask_again_with_the_same_key(
     initialised: Path, beta: GatewayProcess
 ) -> None:
     add_peer("beta", beta.url, api_key(beta.root))
     text = "/sleep 1.5\nkilled and left down"
-    outcome: dict[str, Any] = {}
-
-    def send() -> None:
-        outcome["result"], outcome["body"] = dm("beta", text, "kill-ticket-2", "--wait", "20")
-
-    sender = threading.Thread(target=send, daemon=True)
-    sender.start()
-    deadline = time.monotonic() + 10
-    while not [r for r in runs_with_text(beta.root, "killed and left down") if r["state"] == "running"]:
-        assert time.monotonic() < deadline, "the peer never started the turn"
-        time.sleep(0.05)
-    beta.kill()  # SIGKILL while the request waits for its answer, and the peer stays down
-    sender.join(30)
-    result, body = outcome["result"], outcome["body"]
+    result = killed_mid_dm(beta, text, "kill-ticket-2", "--json")
+    body = json.loads(result.stdout)
     assert result.exit_code == 1 and body["result"] == "unknown", (result.stdout, result.stderr)
     said = json.dumps(body["error"]) + result.stderr
     assert "do not resend" not in said, said  # a Backchannel peer deduplicates: asking again is the advice
     assert "peer dm beta '/sleep 1.5\nkilled and left down' --idempotency-key kill-ticket-2" in result.stderr
+    # one thing said: the outcome is unknown, it may have arrived, the command (no "could not reach" beside it)
+    assert "could not reach" not in said and said.count("may have arrived") == 1, said
+    assert "the outcome is unknown: it may have arrived" in result.stderr, result.stderr
+
+    beta.start()
+    as_text = killed_mid_dm(beta, "/sleep 1.5\nkilled in text mode", "kill-ticket-3")
+    assert as_text.exit_code == 1 and "could not reach" not in as_text.stderr, as_text.stderr
+    assert as_text.stderr.count("may have arrived") == 1 and "--idempotency-key kill-ticket-3" in as_text.stderr
 
     beta.start()
     again, answered = dm("beta", text, "kill-ticket-2", "--wait", "20")

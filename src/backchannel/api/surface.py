@@ -310,7 +310,7 @@ OPERATIONS: tuple[Op, ...] = (
        params=(_path("name", pattern=NAME),), body=dialect.PeerProbe, mounted=False),
     Op("DELETE", "/v1/profiles/{name}", routes_profiles.remove_profile,
        "Remove a profile, keeping its history: its folder set aside, its Bot Chat retitled; refused while it has"
-       " runs queued or running (`dry_run`: only that check)",
+       " runs queued or running or messages held for the person (`dry_run`: only that check)",
        {200: Answer("The profile removed (or checked)", dialect.ProfileRemoved)}, (400, 401, 403, 404),
        reach="person", params=(_path("name", pattern=NAME), _query("dry_run", "boolean")), mounted=False),
     # questions (issue 42)

@@ -216,7 +216,7 @@ def _table(rows: list[LedgerEntry], *, wide: bool, filtered: Reader) -> None:
                 r.target,
                 _outcome_of(r),
                 str(r.hops),
-                _wait(r.wait_seconds),
+                _wait(r),
                 _spent(r),
                 _text(r.message, wide=wide),
                 _text(r.reply or r.reason or "", wide=wide),
@@ -252,5 +252,9 @@ def _spent(r: LedgerEntry) -> str:
     return f"{r.tokens_in + r.tokens_out:,}" + (f" ${r.cost_usd:.4f}" if r.cost_usd else "")
 
 
-def _wait(seconds: float | None) -> str:
-    return "-" if seconds is None else f"{seconds:g}s"
+def _wait(r: LedgerEntry) -> str:
+    """How long its sender would wait for the reply; '-' for a message that never waited (refused, or held for
+    the person: its sender was told at once)."""
+    if r.wait_seconds is None or r.outcome in (Outcome.REFUSED, Outcome.HELD):
+        return "-"
+    return f"{r.wait_seconds:g}s"

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import json
 import logging
 import sys
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Literal
 
@@ -208,22 +210,54 @@ def stdin_text() -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
-async def show_progress(run_id: str, events: AsyncIterator[Event]) -> None:
-    """A run's progress on stderr as its events arrive: one live line on a terminal, one line per event otherwise."""
+STILL_RUNNING_SECONDS = 30.0  # of silence in a followed run, then a line saying it goes on and for how long
+
+
+async def show_progress(run_id: str, events: AsyncIterator[Event], *, still: bool = True) -> None:
+    """A run's progress on stderr as its events arrive: one live line on a terminal, one line per event otherwise;
+    after each STILL_RUNNING_SECONDS without one (`still`: not under --json), how long it has been followed."""
     tty = sys.stderr.isatty()
     counts = {"chars": 0, "tools": 0}
-    async for event in events:
-        name = event.name
-        counts["chars"] += len(event.text) if isinstance(event, Chunk) else 0
-        counts["tools"] += name == "tool.started"
-        if tty:
-            click.echo(
-                f"\r\033[K{run_id}: {name} · {counts['tools']} tool calls · {counts['chars']} chars", nl=False, err=True
-            )
-        elif not isinstance(event, Chunk):
-            detail = (event.tool if isinstance(event, Step) else "") or (
-                event.error if isinstance(event, Step | Ended | Other) else ""
-            )
-            note(f"{name} {detail}".rstrip())
+    began = time.monotonic()
+    stream = aiter(events)
+    coming: asyncio.Future[Event] = asyncio.ensure_future(anext(stream))
+    try:
+        while True:
+            done, _ = await asyncio.wait({coming}, timeout=STILL_RUNNING_SECONDS if still else None)
+            if not done:
+                going = f"still running ({duration(time.monotonic() - began)})"
+                _live(run_id, going, counts) if tty else note(going)
+                continue
+            try:
+                event = coming.result()
+            except StopAsyncIteration:
+                break
+            coming = asyncio.ensure_future(anext(stream))
+            name = event.name
+            counts["chars"] += len(event.text) if isinstance(event, Chunk) else 0
+            counts["tools"] += name == "tool.started"
+            if tty:
+                _live(run_id, name, counts)
+            elif not isinstance(event, Chunk):
+                detail = (event.tool if isinstance(event, Step) else "") or (
+                    event.error if isinstance(event, Step | Ended | Other) else ""
+                )
+                note(f"{name} {detail or ''}".rstrip())
+    finally:
+        coming.cancel()
     if tty:
         click.echo("", err=True)
+
+
+def _live(run_id: str, what: str, counts: dict[str, int]) -> None:
+    click.echo(f"\r\033[K{run_id}: {what} · {counts['tools']} tool calls · {counts['chars']} chars", nl=False, err=True)
+
+
+def duration(seconds: float) -> str:
+    """`45s`, `2m 10s`, `1h 5m`: how long, as a person says it."""
+    whole = int(seconds)
+    if whole < 60:
+        return f"{whole}s"
+    if whole < 3600:
+        return f"{whole // 60}m {whole % 60}s"
+    return f"{whole // 3600}h {whole % 3600 // 60}m"

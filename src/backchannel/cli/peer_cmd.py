@@ -346,12 +346,15 @@ def retry_hint(r: Result, again: list[str]) -> None:
         return
     command = shell_command(*again, "--idempotency-key", r.idempotency_key)
     if r.deduplicated:
-        note(f"it may have arrived: ask again with the same message and key (it never runs twice):\n  {command}")
+        note(
+            "the outcome is unknown: it may have arrived. Ask again with the same message and key (it never runs "
+            f"twice):\n  {command}"
+        )
     else:
         where = f"session {r.session_id} of {r.to}" if r.session_id else r.to
         note(
-            f"it may have arrived, and this peer does not deduplicate: look in {where} first; if the message is not "
-            f"there, send it again with the same key:\n  {command}"
+            f"the outcome is unknown: it may have arrived, and this peer does not deduplicate. Look in {where} "
+            f"first; if the message is not there, send it again with the same key:\n  {command}"
         )
 
 
@@ -374,7 +377,10 @@ def run(target: str, message: str | None, key: str | None, as_json: bool) -> Non
     answer = call("POST", _runs(name), body, headers={"Idempotency-Key": given, **SENT_FROM})
     _warn_about(answer["about"])
     result = answer["outcome"]
+    sent = wire.result_of(result, to=str(result["to"]))
     started = {
+        "result": sent.outcome.value,
+        "error": error_of(sent),
         "peer": name,
         "agent": agent,
         "session_id": result.get("session_id"),
@@ -431,24 +437,31 @@ def status(target: str, run_id: str, follow: bool, as_json: bool) -> None:
     async def go() -> dict[str, Any]:
         async with gateway_link(config.home(), works=False) as link:
             if follow:
-                await show_progress(run_id, _events(link.client, _runs(name, run_id, agent, "events")))
+                events = _events(link.client, _runs(name, run_id, agent, "events"))
+                await show_progress(run_id, events, still=not as_json)
             return (await link.client.request("GET", path)).body
 
     result, found = _state(asyncio.run(go()))
     base = {"peer": name, "agent": agent or _agent_of(result), "result": result.outcome.value}
     data: dict[str, Any]
     if found is None:
-        data = {**base, "run_id": run_id, "status": "unknown", "reason": result.code or "run_not_found"}
+        code = result.code or "run_not_found"
+        data = {**base, "run_id": run_id, "status": "unknown", "reason": code, "error": error_of(result)}
         emit(data, as_json=as_json, text=lambda: click.echo(f"{run_id}: unknown ({result.error})"))
     else:
-        data = {**base, **found}
-        if isinstance(data.get("error"), str):  # one shape for an error on every surface: {code, message}
-            data["error"] = {
-                "code": str(data.get("code") or result.code or result.outcome.value),
-                "message": data["error"],
-            }
+        data = _run_data(base, result, found)
         emit(data, as_json=as_json, text=lambda: _print_run(run_id, data))
     sys.exit(result.outcome.exit_code)  # 0 completed or still going, 1 failed or unknown
+
+
+def _run_data(base: dict[str, Any], result: Result, found: dict[str, Any]) -> dict[str, Any]:
+    """A run on a peer as --json prints it: `result` (the outcome), the run as the peer said it, and `error` in the
+    one shape of every surface, `{code, message}` (or null)."""
+    data = {**base, **found}
+    if isinstance(data.get("error"), str):
+        data["error"] = {"code": str(data.get("code") or result.code or result.outcome.value), "message": data["error"]}
+    data.setdefault("error", error_of(result))
+    return data
 
 
 def _agent_of(result: Result) -> str | None:
@@ -495,5 +508,6 @@ def stop(target: str, run_id: str, as_json: bool) -> None:
     if not run_id.strip():
         raise UsageError("the run id is empty")
     result, found = _state(call("POST", _runs(name, run_id, agent, "stop")))
-    data = {"peer": name, "agent": agent or _agent_of(result), **(found or {})}
+    base = {"peer": name, "agent": agent or _agent_of(result), "result": result.outcome.value}
+    data = _run_data(base, result, found or {})
     emit(data, as_json=as_json, text=lambda: _print_run(run_id, data))

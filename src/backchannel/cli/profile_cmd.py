@@ -151,7 +151,8 @@ def remove(name: str, yes: bool) -> None:
     """Remove profile NAME, keeping its history.
 
     Its folder is set aside (renamed, not deleted) and its sessions stay in the store. A profile with runs
-    still queued or running is not removed: stop them first (backchannel runs list -p NAME)."""
+    still queued or running, or with messages held for your approval, is not removed: stop them (backchannel
+    runs list -p NAME) or approve or deny them (backchannel held -p NAME) first."""
     root = config.home()
     config.require_home(root)
     path = f"/v1/profiles/{quote(name)}"

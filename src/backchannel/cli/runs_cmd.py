@@ -125,15 +125,15 @@ def whole_run_id(given: str) -> str:
 @click.option("--json", "as_json", is_flag=True, help="At the end, print the run as JSON.")
 def follow(run_id: str, as_json: bool) -> None:
     """Show a run's progress until it ends, then its reply. Without a gateway the run is worked here."""
-    result = asyncio.run(_follow(whole_run_id(run_id)))
+    result = asyncio.run(_follow(whole_run_id(run_id), still=not as_json))
     emit(result.to_dict(), as_json=as_json, text=lambda: _print(result, None))
     sys.exit(result.outcome.exit_code)
 
 
-async def _follow(run_id: str) -> Result:
+async def _follow(run_id: str, *, still: bool) -> Result:
     async with gateway_link(config.home()) as link:
         await link.run(run_id)  # an unknown run: a usage error before anything
-        await show_progress(run_id, link.events(run_id))
+        await show_progress(run_id, link.events(run_id), still=still)
         return await link.run(run_id)
 
 

@@ -37,12 +37,13 @@ from .delivery.admission import Attempt
 from .delivery.delivery import Delivery, check_message
 from .delivery.directory import Directory
 from .delivery.door import by_kind
-from .delivery.outbound import Outbound
+from .delivery.outbound import Outbound, SentFrom
 from .queue.commits import commits
 
 log = logging.getLogger("backchannel.rooms")
 LOOK_SECONDS = 0.5  # how often the rooms with a round to drive are looked for
 LEASE_SECONDS = 30.0  # a room's rounds are one gateway's this long without renewal
+FROM_ROOM = SentFrom(address=ROOM_SENDER)  # a peer member is sent the room's turn as the local members are
 PEER_WAIT_SECONDS = 120.0  # a peer member's answer waited for in one request, then asked about
 PEER_POLL_SECONDS = 1.0
 NOTE = "backchannel"  # the speaker of Backchannel's own lines
@@ -343,7 +344,7 @@ class Rooms:
 
     async def _peer_answer(self, line: Line, target: RemoteAddress, given: str, key: str) -> Answer:
         peer = self.outbound.peer(target.peer)
-        result = await self.outbound.dm(peer, target.profile, given, wait=PEER_WAIT_SECONDS, key=key)
+        result = await self.outbound.dm(peer, target.profile, given, wait=PEER_WAIT_SECONDS, key=key, sender=FROM_ROOM)
         if result.run_id:
             await roomstore.started(self.db, line, result.run_id)
         while result.outcome in (Outcome.RECEIPT, Outcome.HELD) and result.run_id:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import addresses
+from .. import addresses, shell
 from ..core.delivery.groups import Groups
 from ..errors import BackchannelError
 from ..home import config, peers
@@ -28,19 +28,19 @@ def groups(root: Path) -> list[Check]:
         except BackchannelError as exc:
             found.append(fail(check, exc.message, f"edit groups.{name} in config.yaml, or `backchannel group remove`"))
             continue
-        problems = [f"{m.text}: {m.problem}" for m in members if m.problem]
+        problems = {m.text: m.problem for m in members if m.problem}
         for m in members:
             if m.address is None:
                 continue
             local, remote = addresses.as_local(m.address), addresses.as_remote(m.address)
             if local is not None and local.profile and local.profile not in known_profiles:
-                problems.append(f"{m.text}: no profile {local.profile!r}")
+                problems[m.text] = f"no profile {local.profile!r}"
             elif remote is not None and remote.peer not in known_peers:
-                problems.append(f"{m.text}: no peer {remote.peer!r}")
+                problems[m.text] = f"no peer {remote.peer!r}"
         if problems:
-            found.append(
-                warn(check, "; ".join(problems), f"`backchannel group remove {name} MEMBER` for a member that is gone")
-            )
+            gone = "; ".join(f"{member}: {problem}" for member, problem in problems.items())
+            fix = f"`{shell.command('backchannel', 'group', 'remove', name, *problems)}` for what is gone"
+            found.append(warn(check, gone, fix))
         else:
             found.append(ok(check, f"{len(members)} members: {', '.join(m.text for m in members)}"))
     return found

@@ -43,6 +43,9 @@ INSTRUCTIONS = (
 )
 
 
+SDK_DEFAULT_CLIENT = "mcp"  # the clientInfo name of the MCP SDK's own client when its host names none
+
+
 def max_wait() -> float:
     """The longest a send waits before it returns a receipt (hosts time out around 60 s)."""
     raw = os.environ.get(MAX_WAIT_ENV)
@@ -64,7 +67,7 @@ class Caller:
     async def session(self, backend: Backend, client: str) -> str:
         async with self._lock:
             if self.session_id is None:
-                title = f"MCP {client} {time.strftime('%Y-%m-%d %H:%M')} {uuid.uuid4().hex[:4]}"
+                title = session_title(client, time.strftime("%Y-%m-%d %H:%M"), uuid.uuid4().hex[:4])
                 self.session_id = await backend.new_session(self.profile, title)
             return self.session_id
 
@@ -162,7 +165,16 @@ def _result(result: dict[str, Any], *, ok: bool) -> types.CallToolResult:
     )
 
 
+def session_title(client: str, when: str, tag: str) -> str:
+    """A host connection's session as a person reads it in a list: `MCP: Claude Desktop 2026-12-06 20:13 (c177)`,
+    the client's name left out when it gave none (the tag keeps two in the same minute apart: titles are unique)."""
+    return f"MCP: {client + ' ' if client else ''}{when} ({tag})"
+
+
 def _client_name(ctx: ServerRequestContext[Any, Any]) -> str:
+    """The name the host gave in its clientInfo, printable and on one line; "" for none (or the SDK's default,
+    `mcp`, which names no host)."""
     params = ctx.session.client_params
     name = params.client_info.name if params is not None else ""
-    return "".join(c for c in name if c.isalnum() or c in "-_.")[:32] or "host"
+    name = " ".join("".join(c for c in name if c.isprintable()).split())[:40]
+    return "" if name.lower() == SDK_DEFAULT_CLIENT else name

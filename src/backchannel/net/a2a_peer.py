@@ -268,8 +268,8 @@ class A2APeerClient(OverTransport):
                 )
             try:  # it deduplicates: the same messageId answers with the task it has
                 task = await self._message(message, key=key, carried=carried, immediately=True, timeout=10)
-            except PeerError as again:
-                return self._unknown(key, f"{again.message}; outcome unknown: ask again with key {key!r}")
+            except PeerError:  # down now, or still not answering: what happened to the message is not known
+                return self._unknown(key, f"{exc.message}, and asking again got no answer")
         except PeerRefused as exc:
             return refused(self.to, exc.code, exc.message, idempotency_key=key)
         except (PeerAuthRefused, PeerUnreachable):

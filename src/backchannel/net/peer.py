@@ -229,10 +229,8 @@ class PeerClient(OverTransport):
             try:  # a Backchannel peer deduplicates on the key: asking again tells what happened
                 headers["X-Hermes-Wait-Seconds"] = "1"
                 response = await self._request("POST", path, body={"message": message}, headers=headers)
-            except PeerError as again:
-                return self._unknown(
-                    session_id, key, f"{again.message}; outcome unknown: ask again with idempotency key {key!r}"
-                )
+            except PeerError:  # down now, or still not answering: what happened to the message is not known
+                return self._unknown(session_id, key, f"{exc.message}, and asking again got no answer")
         try:
             body = self._json(response, "the message")
         except PeerRefused as exc:

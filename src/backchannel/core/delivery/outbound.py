@@ -320,11 +320,15 @@ class Outbound:
         if row is None or not result.outcome.settled:
             return result
         done = result.outcome is Outcome.DELIVERED
-        text = (result.reply or "") if done else failure_text(str(result.state or result.code), result.error)
+        failure = None if done else failure_text(str(result.state or result.code), result.error)
+        if failure is None:
+            text = reply_text(run_id, row.message, result.reply or "(no reply)", ours=not result.reply)
+        else:
+            text = reply_text(run_id, row.message, failure, ours=True)
         if row.wake and row.sender_session:
             woken = await self.wakes.deliver(
                 session_id=row.sender_session,
-                text=reply_text(run_id, row.message, text),
+                text=text,
                 sender=row.target,
                 key=keys.wake_outbound(row.id),
                 hops=row.hops + 1,
@@ -338,7 +342,7 @@ class Outbound:
             row.id,
             state=result.outcome.value,
             reply=result.reply if done else None,
-            error=None if done else text,
+            error=failure,
         )
         return result
 

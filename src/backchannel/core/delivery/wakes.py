@@ -30,13 +30,14 @@ class Wakes:
         """A local run ended after its sender stopped waiting: False when its wake could not be queued now."""
         if not (run.wake and run.sender_session and run.state.terminal):
             return True
-        if run.state is RunState.COMPLETED:
-            outcome = run.reply or "(no reply)"
+        if run.state is RunState.COMPLETED and run.reply:
+            text = reply_text(run.id, run.message, run.reply)
         else:
-            outcome = failure_text(run.state.value, run.error)
+            ended = "(no reply)" if run.state is RunState.COMPLETED else failure_text(run.state.value, run.error)
+            text = reply_text(run.id, run.message, ended, ours=True)
         woken = await self.deliver(
             session_id=run.sender_session,
-            text=reply_text(run.id, run.message, outcome),
+            text=text,
             sender=f"{run.profile}/{run.session_id}",
             key=keys.wake(run.id),
             hops=run.hops + 1,
@@ -79,16 +80,17 @@ class Wakes:
             return None
 
 
-def reply_text(run_id: str, message: str, outcome: str) -> str:
+def reply_text(run_id: str, message: str, outcome: str, *, ours: bool = False) -> str:
     """The text a woken sender reads: which of its messages this answers (our own heading line, shown to its
-    model as it is), then the outcome (escaped like any other agent's text)."""
-    return f"{reply_heading(run_id, message)}\n{outcome}"
+    model as it is), then the reply on the lines after it (escaped like any other agent's text). An outcome of
+    our own (`ours`: a failure, no reply) is one line and goes on the heading's line, shown as it is too."""
+    return f"{reply_heading(run_id, message)}{' ' if ours else chr(10)}{outcome}"
 
 
 def failure_text(state: str, error: str | None) -> str:
-    """A failed end as a wake-up says it, `(state: why)`; a reason past MAX_ERROR_CHARS is cut (a deny's reason
-    or a peer's error is not pasted whole into the sender's session)."""
-    why = error or "no reply"
+    """A failed end as a wake-up says it, `(state: why)` on one line; a reason past MAX_ERROR_CHARS is cut (a
+    deny's reason or a peer's error is not pasted whole into the sender's session)."""
+    why = " ".join((error or "no reply").split())  # one line: it goes on the heading's line
     if len(why) > MAX_ERROR_CHARS:
         why = f"{why[:MAX_ERROR_CHARS]}… ({len(why) - MAX_ERROR_CHARS} more characters not shown)"
     return f"({state}: {why})"
