@@ -2,13 +2,17 @@
 
 Its text answers the run's open question, once, as the person's answer from any other surface would
 (`Questions.answer`, `answered_by` the caller): the same run goes back in its session's queue and the same task
-goes on. A second answer, from here or from another surface, is refused with `question_closed` and changes
-nothing. Files sent with an answer are not kept (the answer is text, read as the session's next message).
+goes on. A message naming a task whose question is closed (answered here or on another surface, defaulted at
+expiry, declined) is UnsupportedOperation with `question_closed`, whatever the task's state: it changes nothing.
+Files sent with an answer are not kept (the answer is text, read as the session's next message).
 """
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 from a2a.types import Message
+from a2a.utils.errors import UnsupportedOperationError
 
 from ...core.facades import Messages
 from ...errors import Conflict
@@ -17,13 +21,23 @@ from . import inbound
 
 
 async def answer(delivery: Messages, run: Run, question: Question, message: Message, *, by: str) -> Run:
-    """Answer `question` of the caller's run with the message's text: the run, queued again. Conflict
-    (`question_closed`) when the question was answered, defaulted or declined already."""
+    """Answer `question` of the caller's run with the message's text: the run, queued again.
+    UnsupportedOperation (`question_closed`) when the question was answered, defaulted or declined already."""
     if not question.is_open:
-        raise Conflict(
-            f"the question of task {run.id!r} is {question.state} already"
-            f"{f' (by {question.answered_by})' if question.answered_by else ''}: it is answered once",
-            code="question_closed",
-        )
-    _, resumed = await delivery.answer(question.id, inbound.read(message).text, by=by)
+        closed(run, question)
+    try:
+        _, resumed = await delivery.answer(question.id, inbound.read(message).text, by=by)
+    except Conflict as exc:  # answered meanwhile, from another request or surface
+        if exc.code != "question_closed":
+            raise
+        closed(run, question)
     return resumed
+
+
+def closed(run: Run, question: Question) -> NoReturn:
+    by = f" (by {question.answered_by})" if question.answered_by else ""
+    raise UnsupportedOperationError(
+        f"the question of task {run.id!r} ({question.id}) is closed{by}: it is answered once; send a new message"
+        " without taskId to say more",
+        {"code": "question_closed"},
+    )

@@ -191,7 +191,9 @@ class RunsHandler(RequestHandler):
         if run.state is RunState.HELD:
             return
         since = run.updated_at if params.message.task_id else None  # an answer: the resumed run from the answer on
-        followed = updates(self.ctx.messages, run, context_id=task.context_id, until_asked=True, since=since)
+        followed = updates(
+            self.ctx.messages, run, context_id=task.context_id, until_asked=True, since=since, told=task.status.state
+        )
         async for event in self._while_valid(context, followed):
             yield event
 
@@ -272,8 +274,8 @@ class RunsHandler(RequestHandler):
             run = await self._own_run(message.task_id, context)
             known_as = await context_of(self.ctx.roster, caller, run)
             check_context(message, run, known_as)
-            question = None if run.state.terminal else await self.ctx.messages.asked(run.id)
-            if question is None:
+            question = await self.ctx.messages.asked(run.id)
+            if question is None or (question.is_open and run.state is not RunState.INPUT_REQUIRED):
                 refuse_follow_up(message, run, known_as)
             assert question is not None
             resumed = await answer(self.ctx.messages, run, question, message, by=caller)

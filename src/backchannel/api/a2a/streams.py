@@ -38,11 +38,15 @@ async def updates(
     look: float = LOOK_SECONDS,
     until_asked: bool = False,
     since: float | None = None,
+    told: TaskState | None = None,
 ) -> AsyncIterator[Event]:
     """What follows the Task `task_of(run)` in a stream, until the run is terminal (`context_id`: the task's);
-    `until_asked`: or until it waits for its person's answer. `since`: events said before then are not told."""
-    shown = _shown(run)
+    `until_asked`: or until it waits for its person's answer. `since`: events said before then are not told.
+    `told`: the state the stream's Task said, when the run may have moved since."""
+    shown = _shown(run) if told is None else (told, False)
     if until_asked and run.state is RunState.INPUT_REQUIRED:
+        if _shown(run) != shown:
+            yield _status(run, context_id, await delivery.asked(run.id))
         return
     pieces = 0  # the reply's pieces told as progress so far
     async for event in delivery.watch(run.id, tick=look):
