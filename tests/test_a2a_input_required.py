@@ -25,9 +25,10 @@ from a2a.types import (
 from a2a.utils.errors import TaskNotFoundError, UnsupportedOperationError
 from google.protobuf.json_format import MessageToDict
 
-from a2a_client import JSONRPC, REST, make_key, request, send, shared_gateway, until, with_client
+from a2a_client import JSONRPC, REST, V1, make_key, request, rpc, send, shared_gateway, until, with_client
 from backchannel import a2a_extension
 from conftest import GatewayProcess
+from push_receiver import COMPLETED, Receiver, pushing_gateway, sent_with_push
 
 BINDINGS = pytest.mark.parametrize("binding", [JSONRPC, REST])
 ASKS = TaskState.TASK_STATE_INPUT_REQUIRED
@@ -162,3 +163,31 @@ def test_only_the_owner_answers_and_only_once(shared: GatewayProcess, binding: s
     with_client(shared, ask, binding=binding)
     with_client(shared, stranger, binding=binding, key=other)
     with_client(shared, twice, binding=binding)
+
+
+@pytest.fixture(scope="module")
+def pushing(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
+    """A gateway whose home allows push receivers on loopback."""
+    gw = pushing_gateway(tmp_path_factory.mktemp("push-asks") / "home", push_allow_private=True)
+    try:
+        yield gw
+    finally:
+        gw.kill()
+
+
+def test_a_push_receiver_is_told_the_question_then_the_answered_tasks_end(pushing: GatewayProcess) -> None:
+    with Receiver() as receiver:
+        push = {"url": receiver.url, "token": "tok-asks"}
+        sent = rpc(pushing, "SendMessage", sent_with_push("/ask pick one? | a, b", "m-push-ask", push), headers=V1)
+        task = sent["result"]["task"]
+        assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", sent
+        told = receiver.wait_for(lambda posts: any(p.state == "TASK_STATE_INPUT_REQUIRED" for p in posts))
+        (asking,) = [p.json["statusUpdate"]["status"] for p in told if p.state == "TASK_STATE_INPUT_REQUIRED"]
+        assert asking["message"]["parts"] == [{"text": "pick one?"}], asking
+        assert asking["message"]["metadata"][a2a_extension.URI]["question"]["choices"] == ["a", "b"], asking
+
+        follow_up = {"messageId": "m-push-answer", "role": "ROLE_USER", "parts": [{"text": "b"}], "taskId": task["id"]}
+        done = rpc(pushing, "SendMessage", {"message": follow_up}, headers=V1)["result"]["task"]
+        assert done["id"] == task["id"] and done["status"]["state"] == COMPLETED, done
+        posts = receiver.wait_for(lambda posts: any(p.state == COMPLETED for p in posts))
+        assert posts[-1].json["statusUpdate"]["status"]["message"]["parts"] == [{"text": "default (echo): b"}]
