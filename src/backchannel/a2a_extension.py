@@ -49,7 +49,8 @@ def card_entry() -> dict[str, object]:
         "uri": URI,
         "description": "Backchannel's hop count and wait chain: message metadata under this URI, "
         '{"hops": int, "chain": [address, ...], "profile": sending profile, "exchange": "<gateway-id>:<id>"}; the'
-        " hop limit, the deadlock guard and the budgets hold across A2A.",
+        " hop limit, the deadlock guard and the budgets hold across A2A. An input-required task's status message"
+        ' (its question) carries {"question": {"id", "choices", "default", "expiresAt"}} under it.',
         "required": False,
     }
 

@@ -4,6 +4,7 @@ own streams and from a peer's.
 
     Queued    run.queued                    waits in its session's queue behind `ahead` runs (a watcher looks)
     Held      run.held                      waits for the person's approval (a hold rule)
+    Asked     run.input_required            its turn asked its person (`ask_person`): it waits for the answer
     Started   run.started                   its turn began (a message steered into a turn: the run it joined)
     Chunk     message.delta                 text of the reply as the engine writes it
     Step      tool.started, tool.completed  a tool step of the turn
@@ -54,6 +55,19 @@ class Held(_Said):
 
     def to_dict(self) -> dict[str, Any]:
         return _object(self)
+
+
+@dataclass(frozen=True)
+class Asked(_Said):
+    """The run's turn asked its person (`ask_person`) and ended there: the run waits `input_required` for the answer
+    to question `question_id`, then runs again (not its end)."""
+
+    question_id: str = ""
+    question: str = ""
+    name: ClassVar[str] = "run.input_required"
+
+    def to_dict(self) -> dict[str, Any]:
+        return _object(self, question_id=self.question_id, question=self.question)
 
 
 @dataclass(frozen=True)
@@ -146,7 +160,7 @@ class Other(_Said):
         return _object(self, **{k: v for k, v in self.data.items() if k not in _BASE})
 
 
-Event = Queued | Held | Started | Chunk | Step | Steered | Ended | Other
+Event = Queued | Held | Asked | Started | Chunk | Step | Steered | Ended | Other
 
 
 def event_of(data: Mapping[str, Any]) -> Event:
@@ -168,6 +182,8 @@ def event_of(data: Mapping[str, Any]) -> Event:
         return Queued(run_id, ahead if isinstance(ahead, int) and not isinstance(ahead, bool) else None, **at)
     if name == Held.name:
         return Held(run_id, **at)
+    if name == Asked.name:
+        return Asked(run_id, str(data.get("question_id") or ""), str(data.get("question") or ""), **at)
     state, output = name.removeprefix("run."), data.get("output")
     if state != name and of_state(said_state(state)).settled:
         output = output if isinstance(output, str) else None

@@ -42,9 +42,12 @@ if TYPE_CHECKING:
 
 class Messages:
     """A message handed in (the one door, or a session's run), its run followed, steered, stopped and read; the
-    A2A push configs of a caller's tasks; the person's runs on a peer gateway."""
+    A2A push configs of a caller's tasks; the question a run asked, answered by its sender over A2A (the surface
+    checks the run is the caller's); the person's runs on a peer gateway."""
 
-    def __init__(self, door: Door, delivery: Delivery, outbound: Outbound, pushes: Pushes) -> None:
+    def __init__(
+        self, door: Door, delivery: Delivery, outbound: Outbound, pushes: Pushes, questions: Questions
+    ) -> None:
         self.send = door.send  # to any address: a session, a peer's agent, a group
         self.addressed = door.session  # the session a local address names (made or imported as a send would)
         self.deliver = delivery.deliver
@@ -67,6 +70,8 @@ class Messages:
         self.exchange = delivery.exchange
         self.note_bad_request = delivery.note_bad_request
         self.pushes = pushes  # the A2A push notification configs (the A2A handler's PushConfigs)
+        self.asked = questions.of_run
+        self.answer = questions.answer
         self.peer = outbound.peer
         self.probe_peer = delivery.probe_peer
         self.peer_run = outbound.run

@@ -207,7 +207,7 @@ class Gateway:
             mentions=self.mentions,
         )
         # What the surfaces reach: these facades, and the gateway's own life (root, settings, start, stop …).
-        self.messages = Messages(self.door, self.delivery, self.outbound, self.pushes)
+        self.messages = Messages(self.door, self.delivery, self.outbound, self.pushes, self.questions)
         self.roster = Roster(self.directory, self.imports)
         self.keys = Keys(self.access, self.revocations)
         self.admin = Admin(self.holds, self.questions, self.rooms, self.metrics, self.said_in)

@@ -14,6 +14,9 @@ So each notification keeps its meaning, and every attempt at it — after a rest
 which its signature (`X-A2A-Signature`) is over. Two things alone could change a body between attempts: a new
 `push_max_body_bytes` (a body past it is shortened) and a Backchannel that renders differently. A notification
 queued before migration 0018 keeps the body it was queued with, sent as it is.
+
+A run waiting for its person's answer (`input_required`) is told with the question it asked last (its status
+message, for A2A), read at delivery too.
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Protocol
 
-from ..records import Run
+from ..records import Question, Run, RunState
+from ..store import questions as questionstore
 from ..store import runs as runstore
 from ..store.driver import Db
 from ..store.push import Owed, Told
@@ -31,7 +35,9 @@ class PushEvents(Protocol):
     """What a receiver is told of a run as it is now: (event key, body) pairs, the key unique per task, in the
     shape of the protocol `version` its config was made in."""
 
-    def events(self, run: Run, *, version: str, max_bytes: int) -> list[tuple[str, bytes]]: ...
+    def events(
+        self, run: Run, *, version: str, max_bytes: int, question: Question | None = None
+    ) -> list[tuple[str, bytes]]: ...
 
 
 def told(run: Run) -> Told:
@@ -61,7 +67,8 @@ class Bodies:
         if owed.told is None:
             return owed.body  # queued before bodies were built at delivery: as it was rendered then
         run = as_told(await runstore.get(self.db, owed.task_id), owed.told)
-        for key, body in self._events.events(run, version=owed.version, max_bytes=self.max_bytes):
+        asked = await questionstore.last_of(self.db, run.id) if run.state is RunState.INPUT_REQUIRED else None
+        for key, body in self._events.events(run, version=owed.version, max_bytes=self.max_bytes, question=asked):
             if key == owed.event_key:
                 return body
         return None

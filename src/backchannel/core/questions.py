@@ -48,6 +48,11 @@ class Questions:
         await self._expire()
         return await questionstore.get(self.db, question_id)
 
+    async def of_run(self, run_id: str) -> Question | None:
+        """The question run `run_id` asked last (its open one while it waits `input_required`), if any."""
+        await self._expire()
+        return await questionstore.last_of(self.db, run_id)
+
     @commits
     async def answer(self, question_id: str, text: str, *, by: str) -> tuple[Question, Run]:
         """The person's answer: the question closed and its run queued again (Conflict `question_closed` when it

@@ -11,7 +11,8 @@
     any other contextId               a new session of the profile, bound to (caller, contextId) once the
                                       message is accepted; another caller's same contextId is another one
 A message with a taskId follows up that task: unknown (or another caller's) is TaskNotFound, a contextId
-that is not the task's is refused, and a task takes no message of its own (UnsupportedOperation).
+that is not the task's is refused; a task waiting for its person's answer (INPUT_REQUIRED) takes the message as
+that answer (`answers`), any other takes no message of its own (UnsupportedOperation).
 """
 
 from __future__ import annotations
@@ -66,14 +67,20 @@ async def context_of(directory: Roster, caller: str, run: Run) -> str:
     return (await directory.context_ids(caller, [run.session_id])).get(run.session_id, run.session_id)
 
 
-def refuse_follow_up(message: Message, run: Run, context_id: str) -> None:
-    """A message that names the caller's task `run` (known by `context_id`): always refused, saying why."""
+def check_context(message: Message, run: Run, context_id: str) -> None:
+    """A message that names the caller's task `run` (known by `context_id`) names no other contextId."""
     if message.context_id and message.context_id != context_id:
         raise InvalidParamsError(
             f"contextId {message.context_id[:MAX_CONTEXT_ID_CHARS]!r} is not that of task {run.id!r}"
             f" ({context_id!r}): leave it out, or send the task's",
             {"code": "context_mismatch"},
         )
+
+
+def refuse_follow_up(message: Message, run: Run, context_id: str) -> None:
+    """A message that names the caller's task `run` (known by `context_id`) that waits for no answer: refused,
+    saying why."""
+    check_context(message, run, context_id)
     state = TaskState.Name(STATES[run.state])
     if run.state.terminal:
         raise UnsupportedOperationError(

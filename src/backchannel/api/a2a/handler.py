@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine
 from typing import Any, NoReturn, TypeVar
@@ -48,10 +49,11 @@ from ...core.delivery.admission import Attempt
 from ...errors import BackchannelError, KeyRevoked, NotFound, Refused
 from ...framing import is_human
 from ...home.redact import redact
-from ...records import Run, RunState
+from ...records import Question, Run, RunState
 from ..context import Context
 from . import inbound
-from .conversations import Conversation, context_of, conversation, refuse_follow_up
+from .answers import answer
+from .conversations import Conversation, check_context, context_of, conversation, refuse_follow_up
 from .listing import list_tasks
 from .push_configs import PushConfigs
 from .streams import updates
@@ -68,6 +70,7 @@ ENDS = frozenset(
         TaskState.TASK_STATE_REJECTED,
     }
 )
+STOPS = ENDS | {TaskState.TASK_STATE_INPUT_REQUIRED}  # where a blocking send returns (§3.2.2) and its stream closes
 
 
 Params = TypeVar("Params")
@@ -133,8 +136,8 @@ class RunsHandler(RequestHandler):
             task = await self._accept(params.message, context, immediately=immediately)
             if asked is not None:
                 await self._push.attach(asked, task, context)
-                if not config.return_immediately and task.status.state not in ENDS:
-                    task = task_of((await self.ctx.messages.wait(task.id, self.ctx.settings.http_wait_seconds)).run)
+                if not config.return_immediately and task.status.state not in STOPS:
+                    task = await self._task(await self._settled(task.id), context)
             _told(span, task)
         return apply_history_length(task, config)
 
@@ -182,12 +185,16 @@ class RunsHandler(RequestHandler):
                 await self._push.attach(asked, task, context)
             _told(span, task)
         yield apply_history_length(task, config)
-        if task.status.state in ENDS:
+        if task.status.state in STOPS:
             return
         run = await self.ctx.messages.run(task.id)
         if run.state is RunState.HELD:
             return
-        async for event in self._while_valid(context, updates(self.ctx.messages, run, context_id=task.context_id)):
+        since = run.updated_at if params.message.task_id else None  # an answer: the resumed run from the answer on
+        followed = updates(
+            self.ctx.messages, run, context_id=task.context_id, until_asked=True, since=since, told=task.status.state
+        )
+        async for event in self._while_valid(context, followed):
             yield event
 
     @_mapped_stream
@@ -265,7 +272,16 @@ class RunsHandler(RequestHandler):
         caller = _holder(who)
         if message.task_id:
             run = await self._own_run(message.task_id, context)
-            refuse_follow_up(message, run, await context_of(self.ctx.roster, caller, run))
+            known_as = await context_of(self.ctx.roster, caller, run)
+            check_context(message, run, known_as)
+            question = await self.ctx.messages.asked(run.id)
+            if question is None or (question.is_open and run.state is not RunState.INPUT_REQUIRED):
+                refuse_follow_up(message, run, known_as)
+            assert question is not None
+            resumed = await answer(self.ctx.messages, run, question, message, by=caller)
+            if not immediately:
+                resumed = await self._settled(run.id)
+            return await self._task(resumed, context)
         read = inbound.read(message)
         try:
             carried = _hops_chain(message)
@@ -284,16 +300,20 @@ class RunsHandler(RequestHandler):
                 files=read.files,
                 context=joined.new,
             )
-            if immediately:
-                delivered = await self.ctx.messages.submit(incoming)
-            else:
-                delivered = await self.ctx.messages.deliver(incoming, wait=self.ctx.settings.http_wait_seconds)
+            waits = None if immediately else self.ctx.settings.http_wait_seconds
+            delivered = await self.ctx.messages.submit(incoming, wait=waits)
+            if not immediately and not delivered.run.state.terminal:  # a blocking send: to its end or its question
+                waited = await self.ctx.messages.wait(
+                    delivered.run.id, self.ctx.settings.http_wait_seconds, interrupted=True
+                )
+                delivered = dataclasses.replace(waited, result=delivered.result)
         except Refused as exc:  # only the delivery refuses: the conversation was found (a new one is not begun)
             asked = Message()
             asked.CopyFrom(message)
             asked.context_id = joined.context_id
             return rejected(joined.context_id, asked, code=exc.code, reason=exc.message)
-        task = task_of(delivered.run, context_id=joined.context_id, files=read.files)
+        question = await self._asked(delivered.run)
+        task = task_of(delivered.run, context_id=joined.context_id, files=read.files, question=question)
         if delivered.result.replayed:  # the same message again: its task as it is, and said to be a replay
             task.metadata.update({"replayed": True})
         return task
@@ -316,7 +336,17 @@ class RunsHandler(RequestHandler):
         """The caller's run as a task: under the contextId the caller knows its session by, with its files."""
         who, _profile = _scope(context)
         files = (await self.ctx.messages.files([run.id])).get(run.id, ())
-        return task_of(run, context_id=await context_of(self.ctx.roster, _holder(who), run), files=files)
+        context_id = await context_of(self.ctx.roster, _holder(who), run)
+        return task_of(run, context_id=context_id, files=files, question=await self._asked(run))
+
+    async def _settled(self, run_id: str) -> Run:
+        """A blocking send's run once it ended or waits for its person's answer, or as it is after the gateway's
+        HTTP wait (§3.2.2)."""
+        return (await self.ctx.messages.wait(run_id, self.ctx.settings.http_wait_seconds, interrupted=True)).run
+
+    async def _asked(self, run: Run) -> Question | None:
+        """The question a run waiting for its person's answer asked (None for a run in any other state)."""
+        return await self.ctx.messages.asked(run.id) if run.state is RunState.INPUT_REQUIRED else None
 
     async def _own_run(self, task_id: str, context: ServerCallContext) -> Run:
         """The caller's run `task_id` in the path's profile; anyone else's is not found."""

@@ -3,6 +3,7 @@
 1.0 (§4.3.3): a StreamResponse, what a stream of the task would carry:
 
     queued, held, running          {"statusUpdate": …}                           keyed status:<state>
+    input_required                 {"statusUpdate": …}, its message the question status:input_required
     completed, failed, cancelled … {"artifactUpdate": …} per artifact (the reply; a partial output), lastChunk,
                                    then {"statusUpdate": …}                       artifact:<id>:<state>, status:<state>
 
@@ -24,15 +25,16 @@ from a2a.types import Message, Part, Task, TaskArtifactUpdateEvent, TaskStatus, 
 from a2a.utils.proto_utils import to_stream_response
 from google.protobuf.json_format import MessageToDict
 
-from ...records import Run
+from ...records import Question, Run
 from .tasks import AGENT, task_of
 
 TOO_LONG = "(too long for a push notification: read the task with GetTask)"
 
 
-def events(run: Run, *, version: str, max_bytes: int) -> list[tuple[str, bytes]]:
-    """(key, body) of each notification the run's state as it is now makes, in the order they are sent."""
-    task = task_of(run)
+def events(run: Run, *, version: str, max_bytes: int, question: Question | None = None) -> list[tuple[str, bytes]]:
+    """(key, body) of each notification the run's state as it is now makes, in the order they are sent
+    (`question`: the one a run `input_required` asked)."""
+    task = task_of(run, question=question)
     if version.startswith("0."):
         return [(f"task:{run.state.value}", _task_03(run, task, max_bytes))]
     made: list[tuple[str, bytes]] = []

@@ -7,6 +7,11 @@ client that joins an artifact's parts with newlines (Hermes's A2A plugin) shows 
 them up or applies the SDK's rule. A stream opened on a run this process has no events for (it ran before a
 restart) gets from the store what it missed: the Task as it is now, then every change seen while it waits, then the
 end.
+
+A run whose turn asks its person (`run.input_required`) is an INPUT_REQUIRED status update with the question. The
+stream of a message sent (`until_asked`) closes there, as a blocking send returns there: the caller answers with a
+message that names the task. A subscription goes on through it to the task's end. The stream of an answer follows
+the resumed run from the answer on (`since`: the events of the turn that asked are not told again).
 """
 
 from __future__ import annotations
@@ -17,19 +22,37 @@ from a2a.server.events.event_queue import Event
 from a2a.types import Message, Part, TaskArtifactUpdateEvent, TaskState, TaskStatus, TaskStatusUpdateEvent
 
 from ...core.facades import Messages
-from ...events import Chunk, Ended, Started
-from ...records import Run, RunState
+from ...events import Asked, Chunk, Ended, Started
+from ...records import Question, Run, RunState
 from .tasks import AGENT, STATES, task_of
 
 # How often a quiet stream looks at the store (a held message approved, a run ended elsewhere).
 LOOK_SECONDS = 1.0
 
 
-async def updates(delivery: Messages, run: Run, *, context_id: str, look: float = LOOK_SECONDS) -> AsyncIterator[Event]:
-    """What follows the Task `task_of(run)` in a stream, until the run is terminal (`context_id`: the task's)."""
-    shown = _shown(run)
+async def updates(
+    delivery: Messages,
+    run: Run,
+    *,
+    context_id: str,
+    look: float = LOOK_SECONDS,
+    until_asked: bool = False,
+    since: float | None = None,
+    told: TaskState | None = None,
+) -> AsyncIterator[Event]:
+    """What follows the Task `task_of(run)` in a stream, until the run is terminal (`context_id`: the task's);
+    `until_asked`: or until it waits for its person's answer. `since`: events said before then are not told.
+    `told`: the state the stream's Task said, when the run may have moved since."""
+    shown = _shown(run) if told is None else (told, False)
+    if until_asked and run.state is RunState.INPUT_REQUIRED:
+        if _shown(run) != shown:
+            yield _status(run, context_id, await delivery.asked(run.id))
+        return
     pieces = 0  # the reply's pieces told as progress so far
     async for event in delivery.watch(run.id, tick=look):
+        when = getattr(event, "timestamp", None)
+        if since is not None and when is not None and when < since:
+            continue  # the turn before the answer (a resumed run's buffer keeps it)
         if isinstance(event, Ended):
             for ended in _end(await delivery.run(run.id), context_id):
                 yield ended
@@ -39,11 +62,14 @@ async def updates(delivery: Messages, run: Run, *, context_id: str, look: float 
                 pieces += 1
                 yield _progress(run, context_id, event.text, pieces, event.timestamp)
             continue
-        if event is None or isinstance(event, Started):
-            current = await delivery.run(run.id)  # a quiet moment, or the start: did the state move?
+        if event is None or isinstance(event, Started | Asked):
+            current = await delivery.run(run.id)  # a quiet moment, the start, a question: did the state move?
             if _shown(current) != shown:
                 shown = _shown(current)
-                yield _status(current, context_id)
+                asked = await delivery.asked(run.id) if current.state is RunState.INPUT_REQUIRED else None
+                yield _status(current, context_id, asked)
+            if until_asked and current.state is RunState.INPUT_REQUIRED:
+                return
 
 
 def _shown(run: Run) -> tuple[TaskState, bool]:
@@ -51,9 +77,9 @@ def _shown(run: Run) -> tuple[TaskState, bool]:
     return STATES[run.state], run.state is RunState.HELD
 
 
-def _status(run: Run, context_id: str) -> TaskStatusUpdateEvent:
+def _status(run: Run, context_id: str, question: Question | None = None) -> TaskStatusUpdateEvent:
     status = TaskStatus()
-    status.CopyFrom(task_of(run, context_id=context_id).status)
+    status.CopyFrom(task_of(run, context_id=context_id, question=question).status)
     return TaskStatusUpdateEvent(task_id=run.id, context_id=context_id, status=status)
 
 

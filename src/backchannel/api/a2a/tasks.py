@@ -3,6 +3,8 @@
     queued → SUBMITTED      held → SUBMITTED, its status message says it waits for the person's approval
     running → WORKING       completed → COMPLETED (the reply: an artifact and the last message of the history)
     failed, expired → FAILED    cancelled → CANCELED    denied (a held message refused) → REJECTED
+    input_required → INPUT_REQUIRED, its status message the question its turn asked (role agent, the text the
+        question; its id, choices, default and expiry under the Backchannel extension's URI in the metadata)
 A message the policy refuses has no run: it is a REJECTED task of its own, with the refusal code.
 
 A task's `contextId` is the one its caller gave (a conversation it started), else its session's id. A reply that
@@ -22,9 +24,10 @@ from a2a.types import Message, Part, Role, Task, TaskState, TaskStatus
 from google.protobuf.json_format import ParseDict
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from ... import a2a_extension
 from ...keys import a2a_message_id
 from ...messages import Attachment
-from ...records import Run, RunState
+from ...records import Question, Run, RunState
 
 # The enum values read once: each `Role.ROLE_USER` is a protobuf wrapper's __getattr__ (~1.5 µs).
 USER: Role = Role.ROLE_USER
@@ -33,6 +36,7 @@ STATES: dict[RunState, TaskState] = {
     RunState.QUEUED: TaskState.TASK_STATE_SUBMITTED,
     RunState.HELD: TaskState.TASK_STATE_SUBMITTED,
     RunState.RUNNING: TaskState.TASK_STATE_WORKING,
+    RunState.INPUT_REQUIRED: TaskState.TASK_STATE_INPUT_REQUIRED,
     RunState.COMPLETED: TaskState.TASK_STATE_COMPLETED,
     RunState.FAILED: TaskState.TASK_STATE_FAILED,
     RunState.EXPIRED: TaskState.TASK_STATE_FAILED,
@@ -45,9 +49,11 @@ STATES: dict[RunState, TaskState] = {
 _STRUCTURED = re.compile(r"\A\s*```json[ \t]*\n(?P<json>.*)\n```\s*\Z", re.DOTALL)
 
 
-def task_of(run: Run, *, context_id: str | None = None, files: Sequence[Attachment] = ()) -> Task:
+def task_of(
+    run: Run, *, context_id: str | None = None, files: Sequence[Attachment] = (), question: Question | None = None
+) -> Task:
     """The task a run is: its id the run's, its context `context_id` (default: the run's session), the files its
-    message came with in the history's first message."""
+    message came with in the history's first message; `question`: the one a run `input_required` waits on."""
     context = context_id or run.session_id
     asked = _message(run, a2a_message_id(run.idempotency_key) or f"{run.id}:in", USER, run.message, context)
     for file in files:
@@ -66,12 +72,34 @@ def task_of(run: Run, *, context_id: str | None = None, files: Sequence[Attachme
     elif run.state is RunState.HELD:
         text = f"held for the person of {run.profile!r} to approve; the task goes on once they decide"
         task.status.message.CopyFrom(_message(run, f"{run.id}:held", AGENT, text, context, code="held"))
+    elif run.state is RunState.INPUT_REQUIRED:
+        task.status.message.CopyFrom(asking(run, context, question))
     elif run.state.terminal:
         said = run.error or run.state.value
         task.status.message.CopyFrom(_message(run, f"{run.id}:end", AGENT, said, context, code=run.error_code))
         if run.reply:
             task.artifacts.add(artifact_id=f"{run.id}:partial", name="partial output", parts=[Part(text=run.reply)])
     return task
+
+
+def asking(run: Run, context_id: str, question: Question | None) -> Message:
+    """An input-required task's status message: the question (its id, choices, default and expiry in the metadata
+    under the Backchannel extension's URI); a follow-up message with the task's id answers it."""
+    if question is None or question.run_id != run.id:  # not read (a push's body): GetTask shows it
+        text = f"task {run.id!r} waits for its person's answer: GetTask shows the question"
+        return _message(run, f"{run.id}:asks", AGENT, text, context_id, code="input_required")
+    message = _message(run, f"{question.id}:asks", AGENT, question.question, context_id, code="input_required")
+    said: dict[str, Any] = {"id": question.id}
+    if question.choices is not None:
+        said["choices"] = list(question.choices)
+    if question.default is not None:
+        said["default"] = question.default
+    if question.expires_at is not None:
+        expires = Timestamp()
+        expires.FromNanoseconds(int(question.expires_at * 1e9))
+        said["expiresAt"] = expires.ToJsonString()
+    message.metadata.update({a2a_extension.URI: {"question": said}})
+    return message
 
 
 def reply_parts(reply: str) -> list[Part]:

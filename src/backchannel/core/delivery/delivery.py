@@ -199,8 +199,9 @@ class Delivery:
         await self._run(run_id, profile=profile)
         return await self._delivered(await self.queue.stop(run_id))
 
-    async def wait(self, run_id: str, timeout: float | None) -> Delivered:
-        return await self._delivered(await self.queue.wait(run_id, timeout))
+    async def wait(self, run_id: str, timeout: float | None, *, interrupted: bool = False) -> Delivered:
+        """The run once it ended (`interrupted`: or waits for its person's answer), or as it is after `timeout`."""
+        return await self._delivered(await self.queue.wait(run_id, timeout, interrupted=interrupted))
 
     async def watch(
         self, run_id: str, wait: float | None = None, *, tick: float = 1.0, reserved: bool = False

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from ... import procs
 from ...agent.loop import TurnProgress
 from ...errors import Conflict, GatewayDraining, StoreError
+from ...events import Asked
 from ...home.config import GatewayConfig
 from ...messages import Message
 from ...records import Run
@@ -484,6 +485,11 @@ class RunQueue:
         if finished.state is RunState.INPUT_REQUIRED:  # it waits for its person: its waiters keep waiting
             self.spans.cut(run.id, "its turn asked its person: it runs again once answered", code="input_required")
             self._on_state(finished, finished.state)
+            if question is not None:
+                self.hub.publish(Asked(run.id, question_id=question.id, question=question.question))
+            done = self._done.pop(run.id, None)  # waiters that stop at an interrupted state look (`wait`)
+            if done is not None and not done.done():
+                done.set_result(finished)
             return finished
         self._ended_run(finished)
         for run_id in steered:  # the messages steered into the turn ended with it
@@ -543,13 +549,18 @@ class RunQueue:
     async def runs_ahead(self, run: Run) -> int:
         return await runstore.runs_ahead(self.db, run)
 
-    async def wait(self, run_id: str, timeout: float | None, *, known: Run | None = None) -> Run:
-        """The run once it is terminal, or as it is when `timeout` seconds have passed.
+    async def wait(
+        self, run_id: str, timeout: float | None, *, known: Run | None = None, interrupted: bool = False
+    ) -> Run:
+        """The run once it is terminal, or as it is when `timeout` seconds have passed; `interrupted`: also once it
+        waits for its person's answer (`input_required`, where A2A's blocking send returns).
 
         `known` is the run as the caller just saw it (saves reading it again)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         run = known if known is not None and known.id == run_id else await runstore.get(self.db, run_id)
         while not run.state.terminal and run.state is not RunState.HELD:  # a held run waits for a person
+            if interrupted and run.state is RunState.INPUT_REQUIRED:
+                return run
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 return run
