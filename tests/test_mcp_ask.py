@@ -82,3 +82,53 @@ def test_a_host_with_elicitation_answers_and_gets_the_resumed_runs_reply(
     assert [(q["answer"], q["answered_by"], q["run_id"]) for q in question] == [
         ("blue", "human:mcp", reply["run_id"])
     ], question
+
+
+@pytest.mark.parametrize("version", ["2025-11-25", "2026-07-28"])
+def test_a_host_that_declines_lets_the_run_go_on_told_so(home: Path, version: str) -> None:
+    setup_home(home)
+
+    async def main() -> dict[str, Any]:
+        async with stdio(home, MODES[version], _elicits("decline")) as client:
+            return await send(client)
+
+    reply = asyncio.run(main())
+    assert reply["result"] == "delivered" and reply["state"] == "completed", reply
+    messages = json.loads(run_cli("sessions", "show", reply["session_id"], "--json").stdout)["messages"]
+    assert any("declined to answer your question" in m["content"] for m in messages), messages  # its turn told so
+    closed = json.loads(run_cli("ask", "list", "--state", "cancelled", "--json").stdout)
+    assert [(q["run_id"], q["answered_by"]) for q in closed] == [(reply["run_id"], "human:mcp")], closed
+
+
+@pytest.mark.parametrize("version", ["2025-11-25", "2026-07-28"])
+def test_a_host_without_elicitation_gets_a_receipt_naming_the_question(home: Path, version: str) -> None:
+    setup_home(home)
+
+    async def main() -> dict[str, Any]:
+        async with stdio(home, MODES[version], None) as client:
+            return await send(client, wait=1)
+
+    receipt = asyncio.run(main())
+    assert receipt["result"] == "receipt" and receipt["state"] == "input_required", receipt
+    (question,) = json.loads(run_cli("ask", "list", "--json").stdout)
+    assert receipt["question"]["id"] == question["id"] and receipt["question"]["question"] == "what colour?"
+    assert f"backchannel ask answer {question['id']} TEXT" in receipt["note"], receipt
+    assert question["run_id"] == receipt["run_id"] and question["asker"].startswith("research/"), question
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+def test_over_http_a_host_answers_through_elicitation(home: Path, mode: str) -> None:
+    setup_home(home)
+    gateway = GatewayThread(home, free_port()).start()
+    try:
+
+        async def main() -> dict[str, Any]:
+            http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {api_key(home)}"}, timeout=60)
+            transport = streamable_http_client(gateway.url + "/p/research/mcp", http_client=http)
+            async with http, Client(transport, mode=mode, elicitation_callback=_elicits("accept")) as client:  # type: ignore[arg-type]
+                return await send(client)
+
+        reply = asyncio.run(main())
+    finally:
+        gateway.close()
+    assert reply["result"] == "delivered" and "blue" in reply["reply"], reply
