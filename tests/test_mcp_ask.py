@@ -45,13 +45,17 @@ def _elicits(action: str, answer: str = "blue", asked: list[Any] | None = None) 
 @contextlib.asynccontextmanager
 async def stdio(root: Path, mode: str, elicitation: Any) -> AsyncIterator[Client]:
     env = {**os.environ, "BACKCHANNEL_HOME": str(root), "BACKCHANNEL_MCP_MAX_WAIT_SECONDS": str(WAIT)}
-    params = StdioServerParameters(command=sys.executable, args=["-m", "backchannel", "mcp", "--as", "research"], env=env)
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "backchannel", "mcp", "--as", "research"], env=env
+    )
     async with Client(params, mode=mode, elicitation_callback=elicitation) as client:  # type: ignore[arg-type]
         yield client
 
 
 async def send(client: Client, message: str = ASK, wait: float = WAIT) -> dict[str, Any]:
-    result = await client.call_tool("send_to_session", {"session_id": "builds", "message": message, "wait_seconds": wait})
+    result = await client.call_tool(
+        "send_to_session", {"session_id": "builds", "message": message, "wait_seconds": wait}
+    )
     assert result.content and result.content[0].type == "text"
     body: dict[str, Any] = json.loads(result.content[0].text)
     return body

@@ -122,7 +122,9 @@ class Asking:
             return result, ok
         for question in await self.backend.open_questions():
             if question.get("run_id") == result["run_id"]:
-                result["question"] = {k: question.get(k) for k in ("id", "question", "choices", "default", "expires_at")}
+                result["question"] = {
+                    k: question.get(k) for k in ("id", "question", "choices", "default", "expires_at")
+                }
                 result["note"] = (
                     f"The other agent asked your user a question and waits for the answer: {question['question']!r}."
                     f" Tell your user; they answer with `backchannel ask answer {question['id']} TEXT` (or decline with"
@@ -139,10 +141,10 @@ class Asking:
             await self.backend.close_question(str(question["id"]), answer)
 
     async def _elicit(self, question: dict[str, Any]) -> types.ElicitResult | None:
-        request = elicitation(question)
+        form = elicitation(question)
         try:
             return await self.ctx.session.elicit_form(
-                request.params.message, request.params.requested_schema, related_request_id=self.ctx.request_id
+                form.message, form.requested_schema, related_request_id=self.ctx.request_id
             )
         except Exception:  # a host that fails the request: as if it declined
             return None
@@ -159,7 +161,7 @@ class Asking:
         return None
 
 
-def elicitation(question: dict[str, Any]) -> types.ElicitRequest:
+def elicitation(question: dict[str, Any]) -> types.ElicitRequestFormParams:
     """The question as a form of one field, `answer` (its choices an enum, its default the field's)."""
     field: dict[str, Any] = {"type": "string", "title": "Answer", "description": question["question"]}
     if question.get("choices"):
@@ -168,12 +170,14 @@ def elicitation(question: dict[str, Any]) -> types.ElicitRequest:
         field["default"] = question["default"]
     message = f"{question.get('profile') or 'An agent'} asks: {question['question']}"
     schema = {"type": "object", "properties": {KEY: field}, "required": [KEY]}
-    return types.ElicitRequest(params=types.ElicitRequestFormParams(message=message, requested_schema=schema))
+    return types.ElicitRequestFormParams(message=message, requested_schema=schema)
 
 
 def input_required(question: dict[str, Any]) -> types.InputRequiredResult:
     state = json.dumps({"question": question["id"], "run": question["run_id"]})
-    return types.InputRequiredResult(input_requests={KEY: elicitation(question)}, request_state=state)
+    return types.InputRequiredResult(
+        input_requests={KEY: types.ElicitRequest(params=elicitation(question))}, request_state=state
+    )
 
 
 def _waiting(result: dict[str, Any]) -> bool:
