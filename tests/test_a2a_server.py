@@ -386,6 +386,8 @@ def test_a_streamed_message_is_its_task_then_the_reply_then_its_end(shared: Gate
         seen = await events(client.send_message(request(f"stream me {binding}", f"m-stream-{binding}")))
         assert kinds(seen)[0] == "task" and kinds(seen)[-1] == "status_update", kinds(seen)
         assert seen[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
+        states = [e.status_update.status.state for e in seen if e.HasField("status_update")]
+        assert TaskState.TASK_STATE_COMPLETED not in states[:-1], states  # no state goes back (the TCK's STREAM-ORDER)
         (reply,) = [e.artifact_update for e in seen if e.HasField("artifact_update")]  # the reply's text, once
         assert reply.last_chunk and not reply.append and len(reply.artifact.parts) == 1
         assert concatenated(seen) == f"default (echo): stream me {binding}"  # said once, whole
