@@ -65,7 +65,7 @@ async def updates(
         if event is None or isinstance(event, Started | Asked):
             current = await delivery.run(run.id)  # a quiet moment, the start, a question: did the state move?
             if current.state.terminal:
-                continue  # its end is told by `Ended`, after the events before it (a stream that began late replays them)
+                continue  # told by `Ended`, after the events before it (a stream that began late replays them)
             if _shown(current) != shown:
                 shown = _shown(current)
                 asked = await delivery.asked(run.id) if current.state is RunState.INPUT_REQUIRED else None
