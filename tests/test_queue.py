@@ -460,3 +460,35 @@ def test_a_session_whose_queued_runs_nothing_works_on_is_taken_up_again(
         assert ended.state is RunState.COMPLETED and (ended.reply or "").endswith(": untold"), ended
 
     run_with_gateway(initialised, body)
+
+
+def test_a_run_claimed_at_its_record_runs_when_another_send_handed_its_session_out_first(
+    initialised: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two sends to an idle session at once: the first is recorded already claimed, the second queued behind it; on
+    a shared store the second's answer can come back first and hand the session to a worker. The claimed run must
+    still run (it was dropped: running in the store, owned and renewed here, and no turn, so the session stalled)."""
+    from backchannel.store import runs as runstore
+
+    record = runstore.record
+    handed_first: list[str] = []
+
+    async def body(gw: Gateway) -> None:
+        session = await new_session(gw)
+
+        async def record_then_the_other_send_hands_out(*args: Any, **kwargs: Any) -> Any:
+            run, created = await record(*args, **kwargs)
+            if run.state is RunState.RUNNING and not handed_first:  # the other send's answer, first
+                handed_first.append(run.id)
+                gw.queue.take_up(run.session_id)
+            return run, created
+
+        monkeypatch.setattr(runstore, "record", record_then_the_other_send_hands_out)
+        claimed = await queued(gw, session, "c first")
+        assert handed_first == [claimed.id]
+        done = await gw.delivery.wait(claimed.id, 10)
+        assert done.run.state is RunState.COMPLETED, done.run
+        after = await queued(gw, session, "c after")  # and the session goes on
+        assert (await gw.delivery.wait(after.id, 10)).run.state is RunState.COMPLETED
+
+    with_gateway(initialised, body, engine=RecordingEngine())

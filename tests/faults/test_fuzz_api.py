@@ -98,6 +98,9 @@ def fuzz_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Home]:
         assert chat.exit_code == 0, chat.stderr
         ran = json.loads(chat.stdout)
         assert ran["state"] == "completed", ran
+        assert run_cli("send", "research", "/ask a question to aim at", "--json").exit_code == 0
+        asked = json.loads(run_cli("ask", "list", "--json").stdout)
+        assert len(asked) == 1, asked
         yield Home(
             root=root,
             key=api_key(root),
@@ -108,6 +111,7 @@ def fuzz_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Home]:
                 "tool": "list_sessions",
                 "name": "team",
                 "round": "round_0",  # none such: a round is opened by a message said in a room
+                "question_id": asked[0]["id"],  # open: the first positive answer closes it, and later ones conflict
             },
         )
 

@@ -114,6 +114,7 @@ class RunQueue:
         self._ready = _Channel()  # sessions handed to the workers, with a run already claimed for them or None
         self._handed: set[str] = set()  # sessions handed out and not yet released by the workers
         self._again: set[str] = set()  # handed-out sessions given a run since their worker last looked: handed anew
+        self._claimed_first: dict[str, Run] = {}  # runs claimed at their record while their session was handed out
         self._ended: asyncio.Queue[Run] = asyncio.Queue()  # ended runs whose sender asked to be woken
         self._done: dict[str, asyncio.Future[Run]] = {}  # run id -> its end, for waiters in this process
         self._told: set[str] = set()  # runs waited on here that another gateway announced a change of, to read
@@ -276,6 +277,8 @@ class RunQueue:
             return
         if session_id in self._handed:
             self._again.add(session_id)  # its worker may have looked already: it is handed out again on release
+            if first is not None:  # claimed at its record while another send handed the session out: kept for it
+                self._claimed_first[session_id] = first
             return
         self._handed.add(session_id)
         self._ready.put((session_id, first))
@@ -372,9 +375,10 @@ class RunQueue:
         one queued while its worker was looking."""
         self._handed.discard(session_id)
         self._profiles.pop(session_id, None)
-        if session_id in self._again:
+        claimed = self._claimed_first.pop(session_id, None)
+        if claimed is not None or session_id in self._again:
             self._again.discard(session_id)
-            self._hand(session_id, None)
+            self._hand(session_id, claimed)
 
     def owns(self, run_id: str) -> bool:
         """Whether the run is claimed here and its turn still to run (not being ended)."""
