@@ -138,3 +138,8 @@ class Snapshot:
 
 def snapshot(root: Path) -> Snapshot:
     return Snapshot(_rows(root, "SELECT * FROM runs ORDER BY seq"), _rows(root, "SELECT * FROM messages ORDER BY id"))
+
+
+def session_owners(root: Path) -> dict[str, tuple[str | None, int]]:
+    """Each session's owning gateway (its owner mark, None: nobody) and epoch."""
+    return {r["id"]: (r["owner"], int(r["epoch"])) for r in _rows(root, "SELECT id, owner, epoch FROM sessions")}

@@ -30,6 +30,7 @@ from backchannel.core.gateway import Gateway
 from backchannel.errors import ConfigError, LimitReached
 from backchannel.events import Chunk, Ended, Step
 from backchannel.home import config
+from backchannel.records import Session
 from backchannel.states import RunState
 from backchannel.store import runs as runstore
 from backchannel.store.runs import NewRun
@@ -306,8 +307,12 @@ def test_what_a_turn_on_one_gateway_remembers_a_turn_on_another_knows(homes: tup
     def memory(action: str, content: str) -> str:
         return "/tool memory " + json.dumps({"action": action, "target": "memory", "content": content})
 
+    chats: dict[str, Session] = {}  # each gateway's turns in a session of its own: turns run where it is owned
+
     async def tool_result(gw: Gateway, text: str) -> dict[str, Any]:
-        chat = await gw.directory.open_bot_chat("default")
+        if gw.queue.owner not in chats:
+            chats[gw.queue.owner] = (await gw.directory.create_session("default", title=gw.queue.owner))[0]
+        chat = chats[gw.queue.owner]
         done = await gw.delivery.deliver(Attempt.handed_in(chat, text, "human:api", key=f"k-{time.time_ns()}"), wait=20)
         assert done.run.state is RunState.COMPLETED and not done.result.replayed, done
         said = [m for m in await gw.directory.messages(chat.id) if m.role == "tool"]

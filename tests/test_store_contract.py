@@ -15,6 +15,10 @@ every backend (DESIGN section 10, issue 24).
 - Reclaim after a crash: a running run whose owner died or whose lease ran out is requeued once (then claimed
   again as the same run); a finished run, or one a live owner holds, is left alone; the old owner's late finish
   is refused, also when the same owner claimed the run again since (the claim's fencing token).
+- One owning gateway per session, fenced by an epoch: a claim takes a session nobody owns (epoch + 1) and keeps it;
+  another live gateway neither claims in it nor waits on its row (on SQLite, one gateway: every claim may take);
+  a session whose owner is gone is taken (epoch + 1), a stopping gateway gives its sessions up, and a late write
+  of a turn claimed under an older epoch is refused.
 - A snapshot (what `store copy` reads from) sees the store as it was when it began, whatever another gateway
   commits meanwhile; a shared store counts the other processes that have it open (SQLite cannot tell: None).
 
@@ -500,6 +504,120 @@ async def test_gateways_claiming_one_session_at_the_same_moment_get_one_run_betw
     finally:
         for db in others:
             await db.aclose()
+
+
+# --- one owning gateway per session, fenced by an epoch ------------------------------------------------------
+
+
+async def live(store: Backend, owner: str) -> Db:
+    """Another gateway's connection, alive as `owner` (its liveness lock held while it is open)."""
+    db = await store.another()
+    await db.live_as(owner)
+    return db
+
+
+@contract
+async def test_a_session_owned_by_a_live_gateway_is_not_claimed_by_another(store: Backend) -> None:
+    sid = await session(store)
+    first = await live(store, OWNER)
+    try:
+        await send(store, sid, "one", key="k-1")
+        claimed = await claim(store, sid, db=first)
+        assert claimed is not None
+        assert await runs.owner_of(store.db, sid) == (OWNER, 1)
+        assert await runs.finish(first, claimed, owner=OWNER, state=RunState.COMPLETED, reply="hi") is not None
+        await send(store, sid, "two", key="k-2")
+        shared = store.db.dialect.row_locks
+        if not shared:  # SQLite has one gateway: any claim may take the session
+            assert await claim(store, sid, owner=OTHER) is not None
+            assert await runs.owner_of(store.db, sid) == (OTHER, 2)
+            return
+        async with first.tx() as tx:  # the owner holds the session's row: another's claim does not wait on it
+            await tx.one("SELECT 1 FROM sessions WHERE id = ? FOR UPDATE", (sid,))
+            assert await asyncio.wait_for(claim(store, sid, owner=OTHER), 5) is None
+        assert await claim(store, sid, owner=OTHER) is None
+        recorded, _ = await runs.record(store.db, new_run(sid, "three", "k-3"), claim_for=OTHER)
+        assert recorded.state is RunState.QUEUED  # recorded, left for its owner
+        assert await runs.owner_of(store.db, sid) == (OWNER, 1)
+        again = await claim(store, sid, db=first)
+        assert again is not None and again.message == "two"
+        assert await runs.owner_of(store.db, sid) == (OWNER, 1)  # its own session: the epoch stays
+    finally:
+        await first.aclose()
+
+
+@contract
+async def test_a_session_whose_owner_is_gone_is_taken_under_the_next_epoch(store: Backend) -> None:
+    sid = await session(store)
+    first = await live(store, OWNER)
+    await send(store, sid, "one", key="k-1")
+    await send(store, sid, "two", key="k-2")
+    claimed = await claim(store, sid, db=first)
+    assert claimed is not None
+    assert await runs.finish(first, claimed, owner=OWNER, state=RunState.COMPLETED, reply="hi") is not None
+    await first.aclose()  # the owner ends: its liveness lock is free
+    assert await runs.owners_gone(store.db, mine=OTHER) == ({OWNER} if store.db.dialect.row_locks else set())
+    taken = await claim(store, sid, owner=OTHER)
+    assert taken is not None and taken.message == "two"
+    assert await runs.owner_of(store.db, sid) == (OTHER, 2)
+    assert await finish(store, taken, "hi", owner=OTHER) is not None
+
+
+@contract
+async def test_a_late_write_under_an_old_epoch_is_refused(store: Backend) -> None:
+    sid = await session(store)
+    first = await live(store, OWNER)
+    try:
+        await send(store, sid, "hello", key="k-1")
+        stalled = await claim(store, sid, lease=RAN_OUT, db=first)  # an owner paused past its lease
+        assert stalled is not None and await runs.owner_of(store.db, sid) == (OWNER, 1)
+        (back,) = await runs.reclaim(store.db, is_dead=lambda owner: False, max_attempts=3)
+        assert back.state is RunState.QUEUED
+        assert await runs.owner_of(store.db, sid) == (None, 1)  # given up with its lapsed turn
+        again = await claim(store, sid, owner=OTHER)
+        assert again is not None and again.id == stalled.id
+        assert await runs.owner_of(store.db, sid) == (OTHER, 2)
+        await runs.spend(first, stalled, runs.Spent(tokens_in=100))
+        await runs.renew_leases(first, [stalled.id], owner=OWNER, lease_seconds=LEASE)
+        assert await runs.take_steered(first, stalled) == []
+        assert await runs.finish(first, stalled, owner=OWNER, state=RunState.COMPLETED, reply="late") is None
+        assert await runs.unclaim(first, stalled, owner=OWNER) is None
+        now = await runs.get(store.db, stalled.id)
+        assert (now.state, now.tokens_in) == (RunState.RUNNING, 0)
+        assert await finish(store, again, "hi", owner=OTHER) is not None
+        assert await contents(store, sid) == ["hello", "hi"]
+    finally:
+        await first.aclose()
+
+
+@contract
+async def test_a_write_is_refused_once_its_sessions_epoch_moved_on(store: Backend) -> None:
+    sid = await session(store)
+    await send(store, sid, "hello", key="k-1")
+    claimed = await claim(store, sid)
+    assert claimed is not None
+    async with store.db.tx() as tx:  # what a taking gateway does to the session (its run's claim left as it was)
+        await tx.run("UPDATE sessions SET owner = ?, epoch = epoch + 1 WHERE id = ?", (OTHER, sid))
+    assert await finish(store, claimed, "late") is None
+    assert (await runs.get(store.db, claimed.id)).state is RunState.RUNNING
+
+
+@contract
+async def test_a_stopping_gateway_gives_its_sessions_up(store: Backend) -> None:
+    sid = await session(store)
+    await send(store, sid, "one", key="k-1")
+    await send(store, sid, "two", key="k-2")
+    first = await live(store, OWNER)
+    try:
+        claimed = await claim(store, sid, db=first)
+        assert claimed is not None
+        assert await runs.finish(first, claimed, owner=OWNER, state=RunState.COMPLETED, reply="hi") is not None
+        assert await runs.give_up(first, OWNER) == 1
+        assert await runs.owner_of(store.db, sid) == (None, 1)
+        taken = await claim(store, sid, owner=OTHER)  # while the first still runs: nobody owns the session
+        assert taken is not None and await runs.owner_of(store.db, sid) == (OTHER, 2)
+    finally:
+        await first.aclose()
 
 
 # --- a snapshot, and who else has the store open -------------------------------------------------------------

@@ -555,6 +555,20 @@ def m0022_questions(conn: sqlite3.Connection) -> None:
     )
 
 
+def m0023_session_owner(conn: sqlite3.Connection) -> None:
+    """A session's owning gateway and its epoch (`store.runs`: one more each time another gateway takes it), and the
+    epoch a run was claimed under. SQLite has one gateway: the columns exist, and every claim may take its session."""
+    _run(
+        conn,
+        """
+        ALTER TABLE sessions ADD COLUMN owner TEXT;
+        ALTER TABLE sessions ADD COLUMN epoch INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE runs ADD COLUMN epoch INTEGER NOT NULL DEFAULT 0;
+        CREATE INDEX sessions_owner ON sessions (owner) WHERE owner IS NOT NULL
+        """,
+    )
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0001_sessions_messages", m0001_sessions_messages),
     ("0002_runs", m0002_runs),
@@ -576,4 +590,5 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0019_agent_keys", m0019_agent_keys),
     ("0020_chat_handoffs", m0020_chat_handoffs),
     ("0022_questions", m0022_questions),
+    ("0023_session_owner", m0023_session_owner),
 ]

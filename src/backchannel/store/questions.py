@@ -17,7 +17,7 @@ from ..errors import Conflict, NotFound
 from ..messages import Message
 from ..records import Question, Run
 from .driver import Db, Reads, Row, columns
-from .runs import NOTHING_SPENT, Spent, from_row
+from .runs import CURRENT_EPOCH, NOTHING_SPENT, Spent, from_row
 from .sessions import append_messages
 
 STATES = ("open", "answered", "defaulted", "cancelled")
@@ -75,7 +75,7 @@ async def park(
             "UPDATE runs SET state = 'input_required', owner = NULL, lease_until = NULL, expires_at = NULL,"
             " updated_at = ?, tokens_in = tokens_in + ?, tokens_out = tokens_out + ?, cost_usd = cost_usd + ?,"
             " trace_span = COALESCE(?, trace_span)"
-            " WHERE id = ? AND state = 'running' AND owner = ? AND fencing = ? RETURNING *",
+            f" WHERE id = ? AND state = 'running' AND owner = ? AND fencing = ? AND {CURRENT_EPOCH} RETURNING *",
             (now, *spent, trace_span, run.id, owner, run.fencing),
         )
         if row is None:

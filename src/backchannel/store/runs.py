@@ -4,6 +4,13 @@ Every transition is one guarded UPDATE that reports whether it happened. Each op
 both backends (`driver.Db`); where several gateways share a PostgreSQL store, the reads a write decides on lock
 their rows (`Dialect.for_update`, `skip_locked`), a session has at most one running run (a unique index), and
 a claim's fencing token (`fencing`, one more at each claim) guards every write of the turn that claimed it.
+
+A session has one owning gateway at a time (`sessions.owner`, the mark it claims runs under): a claim (or a record
+that claims) takes a session nobody owns, or whose owner is gone (`Db.gone`: its liveness lock is free), and moves
+the session's `epoch` on; a session another live gateway owns is left to it (told by the notice). A run carries the
+epoch it was claimed under (`runs.epoch`): every write of its turn is refused once its session's epoch moved on
+(`CURRENT_EPOCH`), as a stale fencing token is. A gateway that stops gives its sessions up (`give_up`); a dead
+one's are freed by the others' liveness check (`free_sessions`). SQLite has one gateway: every claim may take.
 """
 
 from __future__ import annotations
@@ -31,6 +38,8 @@ UNFINISHED_SQL = ", ".join(f"'{state.value}'" for state in UNFINISHED)  # every 
 IN_LINE = "COALESCE(resumed_after, seq), CASE WHEN resumed_after IS NULL THEN 0 ELSE 1 END, seq"
 HUMAN = "human:"  # the person's senders begin so (`human:cli`, `human:api`, …): one caller, whatever the surface
 Admit = Callable[[Tx], Awaitable[None]]  # a new run's last check, inside its transaction: raises to record nothing
+# A write of a turn holds only while its session's epoch is the one its run was claimed under (`runs.epoch`).
+CURRENT_EPOCH = "NOT EXISTS (SELECT 1 FROM sessions es WHERE es.id = runs.session_id AND es.epoch <> runs.epoch)"
 
 
 def _run(row: Row) -> Run:
@@ -157,8 +166,10 @@ async def record(
             max_queued=max_queued,
         )
     async with db.tx() as tx:
-        if db.dialect.row_locks:  # records and claims of one session, from every gateway, one after another
-            await tx.one(f"SELECT 1 FROM sessions WHERE id = ?{db.dialect.for_update}", (new.session_id,))
+        # Records and claims of one session, from every gateway, one after another; who owns it, under which epoch.
+        held_by = await tx.one(
+            f"SELECT owner, epoch FROM sessions WHERE id = ?{db.dialect.for_update}", (new.session_id,)
+        )
         filed, key, replay = await _filed(db, tx, new, fp, run_id, now, look=admit is not None)
         if filed is not None:
             return _run(filed), False
@@ -172,6 +183,10 @@ async def record(
         landed = _landed(new, waiting, running, turn_sender)
         started = max(now, time.time())  # the session seen free just now: `now` may be from before the wait
         claim = (claim_for, started) if claim_for is not None and landed == "started" else None
+        epoch: int | None = 0
+        if claim is not None and claim_for is not None:
+            epoch = await _may_take(db, held_by, claim_for)  # None: another live gateway owns the session
+            claim = claim if epoch is not None else None
         ttl = new.ttl_seconds or ttl_seconds
         row, created = await _insert(
             tx,
@@ -184,7 +199,10 @@ async def record(
             claim=claim,
             lease_seconds=lease_seconds,
             landed=landed,
+            epoch=epoch or 0,
         )
+        if created and claim is not None and claim_for is not None:
+            await _take(tx, new.session_id, held_by, claim_for)
     if not created and row["fingerprint"] != fp:
         raise _key_conflict(key, row["id"])
     return _run(row), created
@@ -340,6 +358,7 @@ async def _insert(
     claim: tuple[str | None, float] | None,
     lease_seconds: float,
     landed: str | None,
+    epoch: int = 0,
 ) -> tuple[Row, bool]:
     """The run written (held, queued, or running under `claim`: its owner and the time its turn starts, its lease
     `lease_seconds` from then) with its files, and True;
@@ -348,8 +367,8 @@ async def _insert(
     row = await tx.one(
         "INSERT INTO runs (id, idempotency_key, fingerprint, sender, profile, session_id, message, hops, chain,"
         " state, created_at, updated_at, expires_at, origin, sender_profile, sender_session, wait_seconds, wake,"
-        " owner, lease_until, attempts, started_at, fencing, landed, traceparent, tracestate)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        " owner, lease_until, attempts, started_at, fencing, landed, traceparent, tracestate, epoch)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
         " ON CONFLICT (idempotency_key) DO NOTHING RETURNING *",
         (
             run_id,
@@ -378,6 +397,7 @@ async def _insert(
             landed,
             new.traceparent,
             new.tracestate,
+            epoch if claim else 0,
         ),
     )
     if row is None:
@@ -484,11 +504,21 @@ async def claim_next(db: Db, session_id: str, *, owner: str, lease_seconds: floa
     first: the common case after a turn needs no write transaction. On a shared store the claim waits for
     whatever holds the session's row (another gateway's claim, or a send being recorded or refused): a row
     held is not an empty queue, and a claim that passed it over left the session's runs queued with nobody
-    to take them."""
+    to take them.
+
+    A session another live gateway owns is not claimed here (None at once, without waiting on its row: its owner
+    is told of its runs by the notice); one nobody owns, or whose owner is gone, is taken (its epoch moved on)."""
     expired: list[Run] = []
+    seen: Row | None = None
+    if db.dialect.row_locks:  # who owns it, read before its lock: a live owner's session is not waited on
+        seen = await db.one("SELECT owner FROM sessions WHERE id = ?", (session_id,))
+        if seen is not None and seen[0] not in (None, owner) and not await db.gone({seen[0]}):
+            return None, expired
     async with db.tx() as tx:
-        if db.dialect.row_locks:  # one after another with the session's records and other claims (as `record`)
-            await tx.one(f"SELECT 1 FROM sessions WHERE id = ?{db.dialect.for_update}", (session_id,))
+        # One after another with the session's records and other claims (as `record`).
+        held_by = await tx.one(f"SELECT owner, epoch FROM sessions WHERE id = ?{db.dialect.for_update}", (session_id,))
+        if seen is not None and held_by is not None and held_by[0] not in (seen[0], owner):
+            return None, expired  # taken by another gateway while this one looked
         if await tx.one("SELECT 1 FROM runs WHERE session_id = ? AND state = 'running' LIMIT 1", (session_id,)):
             return None, expired
         now = time.time()  # the session seen free just now: its last turn ended before this, however long the wait
@@ -510,16 +540,65 @@ async def claim_next(db: Db, session_id: str, *, owner: str, lease_seconds: floa
                 await tx.announce(gone["id"])
                 expired.append(_run(gone))
                 continue
+            epoch = await _take(tx, session_id, held_by, owner)
             updated = await tx.one(  # a message to be steered that the turn ended before taking runs on its own
                 "UPDATE runs SET state = 'running', attempts = attempts + 1, fencing = fencing + 1, owner = ?,"
-                " lease_until = ?, started_at = ?, updated_at = ?,"
+                " lease_until = ?, started_at = ?, updated_at = ?, epoch = ?,"
                 " landed = CASE WHEN landed = 'steered' THEN 'queued' ELSE landed END"
                 " WHERE seq = ? AND state = 'queued' RETURNING *",
-                (owner, now + lease_seconds, now, now, row["seq"]),
+                (owner, now + lease_seconds, now, now, epoch, row["seq"]),
             )
             assert updated is not None  # the row read under the same lock
             await tx.announce(updated["id"])
             return _run(updated), expired
+
+
+async def _may_take(db: Db, held_by: Row | None, owner: str) -> int | None:
+    """The epoch a claim by `owner` in a session (its row `held_by`: owner, epoch) is made under, or None when
+    another live gateway owns the session (SQLite has one gateway: it may always take)."""
+    holder, epoch = (held_by[0], int(held_by[1])) if held_by is not None else (None, 0)
+    if holder is None or holder == owner:
+        return epoch if holder == owner else epoch + 1
+    if not db.dialect.row_locks or await db.gone({holder}):
+        return epoch + 1
+    return None
+
+
+async def _take(tx: Tx, session_id: str, held_by: Row | None, owner: str) -> int:
+    """The session owned by `owner` from now on (its epoch one more when it was not already): the epoch its claim
+    is made under."""
+    if held_by is None:
+        return 0
+    if held_by[0] == owner:
+        return int(held_by[1])
+    took = await tx.one(
+        "UPDATE sessions SET owner = ?, epoch = epoch + 1 WHERE id = ? RETURNING epoch", (owner, session_id)
+    )
+    assert took is not None  # the row read under the same lock
+    return int(took[0])
+
+
+async def owner_of(db: Db, session_id: str) -> tuple[str | None, int]:
+    """The gateway that owns a session (None: nobody) and the session's epoch."""
+    row = await db.one("SELECT owner, epoch FROM sessions WHERE id = ?", (session_id,))
+    return (row[0], int(row[1])) if row is not None else (None, 0)
+
+
+async def give_up(db: Db, owner: str) -> int:
+    """A stopping gateway's sessions, owned by nobody: another gateway takes them at its next claim. How many."""
+    async with db.tx() as tx:
+        given = await tx.run("UPDATE sessions SET owner = NULL WHERE owner = ?", (owner,))
+        if given:
+            await tx.announce("sessions:" + owner)  # wakes the other gateways' look for queued runs
+    return given
+
+
+async def free_sessions(db: Db, owners: set[str]) -> int:
+    """The sessions of gateways known gone, owned by nobody (their queued runs claimed by whoever looks next)."""
+    freed = 0
+    for gone in sorted(owners):
+        freed += await give_up(db, gone)
+    return freed
 
 
 async def unclaim(db: Db, run: Run, *, owner: str) -> Run | None:
@@ -529,7 +608,7 @@ async def unclaim(db: Db, run: Run, *, owner: str) -> Run | None:
         row = await tx.one(
             "UPDATE runs SET state = 'queued', attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END,"
             " owner = NULL, lease_until = NULL, started_at = NULL, updated_at = ?"
-            " WHERE id = ? AND state = 'running' AND owner = ? AND fencing = ? RETURNING *",
+            f" WHERE id = ? AND state = 'running' AND owner = ? AND fencing = ? AND {CURRENT_EPOCH} RETURNING *",
             (time.time(), run.id, owner, run.fencing),
         )
         if row is not None:
@@ -560,7 +639,7 @@ async def renew_leases(db: Db, run_ids: list[str], *, owner: str, lease_seconds:
     until = time.time() + lease_seconds
     async with db.tx() as tx:
         await tx.many(
-            "UPDATE runs SET lease_until = ? WHERE id = ? AND owner = ? AND state = 'running'",
+            f"UPDATE runs SET lease_until = ? WHERE id = ? AND owner = ? AND state = 'running' AND {CURRENT_EPOCH}",
             [(until, rid, owner) for rid in run_ids],
         )
 
@@ -572,7 +651,7 @@ _FINISH_IN_ONE = (
     "UPDATE runs SET state = ?, reply = ?, error = ?, error_code = ?, owner = NULL, lease_until = NULL,"
     " updated_at = ?, finished_at = ?, tokens_in = tokens_in + ?, tokens_out = tokens_out + ?,"
     " cost_usd = cost_usd + ?, trace_span = COALESCE(?, trace_span)"
-    " WHERE id = ? AND state = 'running' AND owner = ? AND fencing = ? RETURNING *),"
+    f" WHERE id = ? AND state = 'running' AND owner = ? AND fencing = ? AND {CURRENT_EPOCH} RETURNING *),"
     " said AS (INSERT INTO messages (session_id, role, content, tool_calls, tool_call_id, name, run_id, created_at)"
     " SELECT done.session_id, m.role, m.content, m.tool_calls, m.tool_call_id, m.name, done.id, ?"
     " FROM done, unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::text[]) WITH ORDINALITY"
@@ -626,7 +705,7 @@ async def finish(
             "UPDATE runs SET state = ?, reply = ?, error = ?, error_code = ?, owner = NULL, lease_until = NULL,"
             " updated_at = ?, finished_at = ?, tokens_in = tokens_in + ?, tokens_out = tokens_out + ?,"
             " cost_usd = cost_usd + ?, trace_span = COALESCE(?, trace_span)"
-            " WHERE id = ? AND state = 'running' AND owner = ? AND fencing = ? RETURNING *",
+            f" WHERE id = ? AND state = 'running' AND owner = ? AND fencing = ? AND {CURRENT_EPOCH} RETURNING *",
             (state.value, reply, error, error_code, now, now, *spent, trace_span, run.id, owner, run.fencing),
         )
         if row is None:
@@ -660,7 +739,8 @@ async def take_steered(db: Db, run: Run) -> list[Run]:
         rows = await tx.all(
             "UPDATE runs SET steered_into = ?, started_at = ?, updated_at = ? WHERE session_id = ? AND state = 'queued'"
             " AND landed = 'steered' AND steered_into IS NULL"
-            " AND EXISTS (SELECT 1 FROM runs AS turn WHERE turn.id = ? AND turn.state = 'running' AND turn.fencing = ?)"
+            " AND EXISTS (SELECT 1 FROM runs AS turn WHERE turn.id = ? AND turn.state = 'running' AND turn.fencing = ?"
+            " AND NOT EXISTS (SELECT 1 FROM sessions es WHERE es.id = turn.session_id AND es.epoch <> turn.epoch))"
             f" AND (sender = ? OR (? AND {humans}))"
             " RETURNING *",
             (run.id, now, now, run.session_id, run.id, run.fencing, run.sender, run.sender.startswith(HUMAN)),
@@ -682,7 +762,7 @@ async def spend(db: Db, run: Run, spent: Spent) -> None:
     async with db.tx() as tx:
         await tx.run(
             "UPDATE runs SET tokens_in = tokens_in + ?, tokens_out = tokens_out + ?, cost_usd = cost_usd + ?"
-            " WHERE id = ? AND state = 'running' AND fencing = ?",
+            f" WHERE id = ? AND state = 'running' AND fencing = ? AND {CURRENT_EPOCH}",
             (*spent, run.id, run.fencing),
         )
 
@@ -737,15 +817,22 @@ async def reclaim(
                 )
             if row is not None:
                 await _release_steered(tx, row["id"])
+                # Its session owned by nobody now (its owner dead, or silent past its lease): taken at the next claim.
+                await tx.run(
+                    "UPDATE sessions SET owner = NULL WHERE id = ? AND owner = ?", (r["session_id"], r["owner"])
+                )
                 await tx.announce(row["id"])
                 changed.append(_run(row))
     return changed
 
 
 async def owners_gone(db: Db, *, mine: str) -> set[str]:
-    """The owners of running runs, other than `mine`, whose process the store knows ended (`Db.gone`)."""
+    """The owners of running runs and of sessions, other than `mine`, whose process the store knows ended
+    (`Db.gone`)."""
     rows = await db.all(
-        "SELECT DISTINCT owner FROM runs WHERE state = 'running' AND owner IS NOT NULL AND owner <> ?", (mine,)
+        "SELECT DISTINCT owner FROM runs WHERE state = 'running' AND owner IS NOT NULL AND owner <> ?"
+        " UNION SELECT DISTINCT owner FROM sessions WHERE owner IS NOT NULL AND owner <> ?",
+        (mine, mine),
     )
     return await db.gone({row[0] for row in rows}) if rows else set()
 

@@ -163,6 +163,7 @@ class RunQueue:
                     run.id,
                     run.session_id,
                 )
+        await runstore.give_up(self.db, self.owner)  # this gateway's sessions: the others take them at once
 
     # --- putting runs in -----------------------------------------------------------------------
 
@@ -628,7 +629,8 @@ class RunQueue:
         changed = await self.reclaim(is_dead=gone.__contains__, keep=self._owned)
         for run in changed:
             log.warning("run %s requeued at once: the gateway that ran its turn has ended", run.id)
-        if changed:
+        freed = await runstore.free_sessions(self.db, gone)  # its sessions taken by whoever claims in them next
+        if changed or freed:
             await self._taken_over()
         return changed
 
