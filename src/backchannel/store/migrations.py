@@ -555,6 +555,11 @@ def m0022_questions(conn: sqlite3.Connection) -> None:
     )
 
 
+def m0023_relayed_questions(conn: sqlite3.Connection) -> None:
+    """A peer's question relayed to our sender (`store.questions.relay`): the outbound message it came back on."""
+    _run(conn, "ALTER TABLE questions ADD COLUMN outbound_id INTEGER")
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0001_sessions_messages", m0001_sessions_messages),
     ("0002_runs", m0002_runs),
@@ -576,4 +581,5 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0019_agent_keys", m0019_agent_keys),
     ("0020_chat_handoffs", m0020_chat_handoffs),
     ("0022_questions", m0022_questions),
+    ("0023_relayed_questions", m0023_relayed_questions),
 ]
