@@ -156,3 +156,17 @@ def test_a_peers_question_over_the_backchannel_link(pair: Pair) -> None:
     with api(pair.beta) as c:  # beta's person may not answer the question of a run a peer sent, even by its route
         again = c.post(f"/v1/runs/{run_id}/answer", json={"answer": "tea"})
     assert again.status_code == 403 and again.json()["error"]["code"] == "question_for_peer", again.text
+
+
+def test_a_relayed_question_closes_when_the_peers_run_goes_on_without_it(pair: Pair) -> None:
+    dm = _json(pair.a, "peer", "dm", A2A, "/ask Left or right? | left, right | right | 1", "--wait", "30")
+    assert dm["state"] == "input_required" and dm["question"] == "Left or right?", dm
+    question = _relayed(pair.a, dm["run_id"])
+    _beta_run(pair.beta, dm["run_id"], "completed")  # its default taken at its expiry, on beta
+    done = _json(pair.a, "peer", "status", A2A, dm["run_id"])
+    assert done["status"] == "completed" and done["output"] == "default (echo): right", done
+    closed = _json(pair.a, "ask", "show", question["id"])
+    assert closed["state"] == "cancelled" and closed["answered_by"] == f"peer:{A2A}", closed
+    late = cli(pair.a, "ask", "answer", question["id"], "left")
+    assert late.exit_code == 2, late.stderr
+    assert _json(pair.a, "ask", "answer", question["id"], "left")["error"]["code"] == "question_closed"

@@ -222,6 +222,30 @@ async def close_relayed(db: Db, question_id: str, *, state: str, answer: str | N
     return _question(row)
 
 
+async def relayed_closed(db: Db, outbound_id: int) -> list[Question]:
+    """The questions relayed from an outbound message's run that are closed, the last closed first (a question
+    asked again after its answer is another)."""
+    rows = await db.all(
+        "SELECT * FROM questions WHERE outbound_id = ? AND state <> 'open' ORDER BY answered_at DESC", (outbound_id,)
+    )
+    return [_question(r) for r in rows]
+
+
+async def close_moved_on(db: Db, outbound_id: int, *, by: str) -> list[str]:
+    """The open questions relayed from an outbound message's run that went on without our answer (the peer's
+    default at its expiry, a stop there): closed `cancelled`, by `by`. A read first: no write when there are none."""
+    rows = await db.all("SELECT id FROM questions WHERE outbound_id = ? AND state = 'open'", (outbound_id,))
+    if not rows:
+        return []
+    async with db.tx() as tx:
+        gone = await tx.all(
+            "UPDATE questions SET state = 'cancelled', answered_by = ?, answered_at = ?"
+            " WHERE outbound_id = ? AND state = 'open' RETURNING id",
+            (by, time.time(), outbound_id),
+        )
+    return [r["id"] for r in gone]
+
+
 async def reopen(db: Db, question_id: str) -> None:
     """A relayed question whose answer the peer did not take: open again, to be answered again."""
     async with db.tx() as tx:

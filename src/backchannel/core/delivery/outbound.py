@@ -328,8 +328,9 @@ class Outbound:
             result = unknown(to, error, code="run_not_found", run_id=run_id)
         else:
             result = of_run(to, dataclasses.replace(found, run_id=run_id))
-        if row is not None and peer_questions.asks(result):
+        if row is not None and found is not None:
             await peer_questions.relay(self.db, row, result)
+            await peer_questions.moved_on(self.db, row, result)
         if row is None or not result.outcome.settled:
             return result
         done = result.outcome is Outcome.DELIVERED

@@ -11,6 +11,7 @@ An agent's (`send_to_peer`): its wait and receipt say `input_required` with the 
 from __future__ import annotations
 
 import hashlib
+import time
 
 from ... import addresses
 from ...errors import PeerError
@@ -20,6 +21,8 @@ from ...states import RunState
 from ...store import outbound as outstore
 from ...store import questions as questionstore
 from ...store.driver import Db
+
+SETTLING_SECONDS = 30.0  # a question answered this recently, seen asked again in the same words, is the same one
 
 
 def asks(result: Result) -> bool:
@@ -33,7 +36,11 @@ async def relay(db: Db, row: outstore.Outbound, result: Result) -> Question | No
         return None
     text = result.question or "(the peer's agent asks for input)"
     assert result.run_id is not None
-    seen = hashlib.sha256(f"{row.id}\n{result.run_id}\n{text}".encode()).hexdigest()[:20]
+    closed = await questionstore.relayed_closed(db, row.id)  # the same words asked again later: a new question
+    last = closed[0] if closed else None
+    if last is not None and last.question == text and time.time() - (last.answered_at or 0) < SETTLING_SECONDS:
+        return None  # just answered: the peer's run still shows the question it is being told the answer to
+    seen = hashlib.sha256(f"{row.id}\n{result.run_id}\n{len(closed)}\n{text}".encode()).hexdigest()[:20]
     return await questionstore.relay(
         db,
         questionstore.Relayed(
@@ -47,6 +54,14 @@ async def relay(db: Db, row: outstore.Outbound, result: Result) -> Question | No
             question=text,
         ),
     )
+
+
+async def moved_on(db: Db, row: outstore.Outbound, result: Result) -> None:
+    """The peer's run no longer asks (it went on without our person's answer, or ended): its question relayed
+    here, still open, is closed (`cancelled` by the peer), so no answer is sent to a run not waiting for it."""
+    if asks(result) or row.sender_profile is not None or result.run_id is None:
+        return
+    await questionstore.close_moved_on(db, row.id, by=addresses.head(row.target))
 
 
 async def message_of(db: Db, question: Question) -> outstore.Outbound:
