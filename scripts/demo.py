@@ -219,9 +219,6 @@ def tutorial(demo: Demo) -> None:
     print(f"  web view: http://127.0.0.1:{home_port}/   (log in with the key `backchannel key show` prints on home)")
     print("  overview, sessions, runs live, the ledger and each exchange; it stops with the demo's gateways")
     print("  (with --keep: `backchannel gateway` on that home serves it again, at the same address)")
-    if sys.stdin.isatty():  # a person at the terminal: the gateways stay up while they look around
-        with contextlib.suppress(EOFError):
-            input(f"  {BOLD}press Enter to stop the gateways{RESET} ")
 
 
 HERMES_PYTHON = Path(__file__).resolve().parent.parent / ".venv-hermes" / "bin" / "python"
@@ -296,6 +293,9 @@ def main() -> int:
     try:
         tutorial(demo)
         hermes_sessions(demo)
+        if sys.stdin.isatty():  # a person at the terminal: the gateways stay up while they look around the web view
+            with contextlib.suppress(EOFError):
+                input(f"\n{BOLD}The gateways are still up: press Enter to stop them.{RESET} ")
     except StepFailed as exc:
         print(f"\ndemo failed: {exc}", file=sys.stderr)
         code = 1

@@ -420,7 +420,9 @@ def test_a_resubscribe_after_a_gateway_restart_replays_from_the_store(gateway_pr
     ids: list[str] = []
 
     async def before(client: Client) -> None:
-        task = await send(client, request("/sleep 2\nsurvive", "m-restart", immediately=True))
+        # Long enough that the turn run again after the restart is still going when the client subscribes, however
+        # slowly a loaded machine starts the gateway (a task that ended takes no subscription).
+        task = await send(client, request("/sleep 6\nsurvive", "m-restart", immediately=True))
         await until(client, task.id, lambda t: t.status.state == TaskState.TASK_STATE_WORKING)
         ids.append(task.id)
 
@@ -431,12 +433,12 @@ def test_a_resubscribe_after_a_gateway_restart_replays_from_the_store(gateway_pr
     async def after(client: Client) -> None:
         seen = await events(client.subscribe(SubscribeToTaskRequest(id=ids[0])))
         assert kinds(seen)[0] == "task" and seen[0].task.id == ids[0]
-        assert seen[0].task.history[0].parts[0].text == "/sleep 2\nsurvive"  # the task as the store has it
+        assert seen[0].task.history[0].parts[0].text == "/sleep 6\nsurvive"  # the task as the store has it
         assert seen[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED, seen[-1]
         assert concatenated(seen) == "default (echo): survive"
 
     with_client(gateway, after, binding=REST, streaming=True)
-    assert len([e for e in ledger(gateway) if e["message"] == "/sleep 2\nsurvive"]) == 1
+    assert len([e for e in ledger(gateway) if e["message"] == "/sleep 6\nsurvive"]) == 1
 
 
 def test_list_tasks_shows_the_callers_own_a_page_at_a_time(shared: GatewayProcess) -> None:

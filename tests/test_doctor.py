@@ -186,9 +186,9 @@ def test_openai_endpoints_down_listing_and_not_listing_the_model(initialised: Pa
     assert [c["status"] for c in unlisted] == ["warn"] and "qwen-test" in unlisted[0]["detail"]
 
 
-def test_the_readmes_ollama_example_gets_no_warning_about_a_key(initialised: Path) -> None:
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
-    example = readme.split("## Pointing a profile at a real model", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+def test_the_docs_ollama_example_gets_no_warning_about_a_key(initialised: Path) -> None:
+    page = (Path(__file__).resolve().parent.parent / "docs" / "models.md").read_text(encoding="utf-8")
+    example = page.split("# Pointing a profile at a real model", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
     assert "# Ollama" in example
     _openai_profile("coder", "http://127.0.0.1:11434/v1", "qwen2.5:7b-instruct")
     (initialised / "profiles" / "coder" / "config.yaml").write_text(example, encoding="utf-8")

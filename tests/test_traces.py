@@ -333,7 +333,7 @@ def test_an_mcp_hosts_trace_context_is_continued(tmp_path: Path) -> None:
         gw.start()
 
         async def main() -> str:
-            client = httpx2.AsyncClient(headers=gw.headers())
+            client = httpx2.AsyncClient(headers=gw.headers(), timeout=30)  # the send waits up to 10 s: a slow one too
             async with (
                 client,
                 streamable_http_client(f"{gw.url}/p/default/mcp", http_client=client) as (read, write),

@@ -14,6 +14,7 @@ from ..net.http import quote
 from ..net.local import GatewayClient
 from ..outcome import Outcome, error_body
 
+ANSWERED_BY = "human:mcp"  # who answered a question through an MCP host (its person), as the question records it
 HTTP_MARGIN = 30.0  # seconds a call to the gateway may take beyond the wait it asks for
 MCP_HOST = CallOrigin(surface="mcp")  # an MCP host's call is its own: never a step of a Backchannel turn
 
@@ -28,6 +29,13 @@ class Backend(Protocol):
     async def new_session(self, profile: str, title: str) -> str: ...
 
     def check_profile(self, profile: str) -> str: ...
+
+    async def open_questions(self) -> list[dict[str, Any]]: ...
+
+    async def question(self, question_id: str) -> dict[str, Any]: ...
+
+    async def close_question(self, question_id: str, answer: str | None) -> None:
+        """The person's answer, or their decline (None); Conflict `question_closed` when answered already."""
 
 
 class InProcess:
@@ -52,6 +60,18 @@ class InProcess:
 
     def check_profile(self, profile: str) -> str:
         return self.gateway.roster.check_profile(profile)
+
+    async def open_questions(self) -> list[dict[str, Any]]:
+        return [q.to_dict() for q in await self.gateway.admin.questions(state="open", limit=1000)]
+
+    async def question(self, question_id: str) -> dict[str, Any]:
+        return (await self.gateway.admin.question(question_id)).to_dict()
+
+    async def close_question(self, question_id: str, answer: str | None) -> None:
+        if answer is None:
+            await self.gateway.admin.decline(question_id, by=ANSWERED_BY)
+        else:
+            await self.gateway.admin.answer(question_id, answer, by=ANSWERED_BY)
 
 
 class ViaGateway:
@@ -80,3 +100,15 @@ class ViaGateway:
 
     def check_profile(self, profile: str) -> str:
         return profile  # the gateway checks it on every call
+
+    async def open_questions(self) -> list[dict[str, Any]]:
+        answer = await self.client.request("GET", "/v1/questions?state=open&limit=1000")
+        return [q for q in answer.body.get("data", []) if isinstance(q, dict)]
+
+    async def question(self, question_id: str) -> dict[str, Any]:
+        return dict((await self.client.request("GET", f"/v1/questions/{quote(question_id)}")).body)
+
+    async def close_question(self, question_id: str, answer: str | None) -> None:
+        body: dict[str, Any] = {"cancel": True} if answer is None else {"answer": answer}
+        headers = {"X-Backchannel-Sender": ANSWERED_BY}
+        await self.client.request("POST", f"/v1/questions/{quote(question_id)}", json=body, headers=headers)

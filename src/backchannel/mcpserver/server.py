@@ -28,6 +28,7 @@ from ..agent.tools.messaging import DEFAULT_WAIT
 from ..agent.tools.messaging import TOOLS as MESSAGING
 from ..errors import BackchannelError
 from ..outcome import Outcome, error_body, of_error
+from .asking import Asked, Asking
 from .backends import Backend
 
 log = logging.getLogger("backchannel.mcp")
@@ -85,7 +86,7 @@ def build_server(backend: Backend, caller_of: CallerOf) -> Server[Any]:
 
     async def call_tool(
         ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
+    ) -> types.CallToolResult | types.InputRequiredResult:
         arguments = dict(params.arguments or {})
         if params.name not in TOOLS:
             known = ", ".join(TOOLS)
@@ -95,8 +96,18 @@ def build_server(backend: Backend, caller_of: CallerOf) -> Server[Any]:
         try:
             caller = caller_of(ctx)
             session = await caller.session(backend, _client_name(ctx))
-            call = backend.call(caller.profile, session, params.name, arguments, wait=wait)
-            result, ok = await (_with_progress(ctx, call, wait, arguments) if wait > 0 else call)
+            if params.name == "send_to_session":
+                asking = Asking(ctx, backend, caller.profile, session, Progress(ctx, wait, arguments).tick)
+                if params.request_state is not None:  # a 2026-07-28 host's retry with its person's answer
+                    result, ok = await asking.resume(params, max_wait())
+                else:
+                    call = backend.call(caller.profile, session, params.name, arguments, wait=wait)
+                    result, ok = await asking.send(call, max_wait())
+            else:
+                call = backend.call(caller.profile, session, params.name, arguments, wait=wait)
+                result, ok = await (_with_progress(ctx, call, wait, arguments) if wait > 0 else call)
+        except Asked as asked:  # the host's person is asked through the result (2026-07-28)
+            return asked.result
         except BackchannelError as exc:  # the gateway's refusal or failure (an unknown session …): the model reads it
             return _result(error_body(of_error(exc), exc.code, exc.message), ok=False)
         except Exception as exc:  # a bug of ours: logged for the operator; the host still gets a result
@@ -135,24 +146,39 @@ def _cap_wait(arguments: dict[str, Any]) -> float:
     return float(arguments["wait_seconds"])
 
 
+class Progress:
+    """Tells the host every few seconds that the reply is still awaited (`tick` as often as one likes)."""
+
+    def __init__(self, ctx: ServerRequestContext[Any, Any], wait: float, arguments: dict[str, Any]) -> None:
+        self.ctx, self.wait = ctx, wait
+        self.target = arguments.get("session_id") or arguments.get("target") or "the target"
+        self.started = self.told = time.monotonic()
+        self.every = max(0.2, min(PROGRESS_SECONDS, wait / 5))
+
+    async def tick(self) -> None:
+        now = time.monotonic()
+        if now - self.told < self.every:
+            return
+        self.told, elapsed = now, now - self.started
+        total = max(self.wait, elapsed)
+        with contextlib.suppress(Exception):  # a host that went away: the call goes on, its outcome is kept
+            await self.ctx.session.report_progress(
+                elapsed, total, f"waiting for the reply of {self.target} ({elapsed:.0f} s of {self.wait:g})"
+            )
+
+
 async def _with_progress(
     ctx: ServerRequestContext[Any, Any], call: Any, wait: float, arguments: dict[str, Any]
 ) -> tuple[dict[str, Any], bool]:
     """Run `call`, telling the host every few seconds that the reply is still awaited."""
-    target = arguments.get("session_id") or arguments.get("target") or "the target"
     task: asyncio.Task[tuple[dict[str, Any], bool]] = asyncio.ensure_future(call)
-    started = time.monotonic()
-    every = max(0.2, min(PROGRESS_SECONDS, wait / 5))
+    progress = Progress(ctx, wait, arguments)
     try:
         while True:
-            done, _ = await asyncio.wait({task}, timeout=every)
+            done, _ = await asyncio.wait({task}, timeout=progress.every)
             if done:
                 return task.result()
-            elapsed = time.monotonic() - started
-            with contextlib.suppress(Exception):  # a host that went away: the call goes on, its outcome is kept
-                await ctx.session.report_progress(
-                    min(elapsed, wait), wait, f"waiting for the reply of {target} ({elapsed:.0f} s of {wait:g})"
-                )
+            await progress.tick()
     finally:
         if not task.done():
             task.cancel()

@@ -69,8 +69,8 @@ TOOL = Tool(
         {
             "type": "object",
             "properties": {
-                "question": {"type": "string"},
-                "choices": {"type": "array", "items": {"type": "string"}},
+                "question": {"type": "string", "description": "what to ask"},
+                "choices": {"type": "array", "items": {"type": "string"}, "description": "answers to pick from"},
                 "default": {"type": "string", "description": "if unanswered at expiry"},
                 "expires_in": {"type": "number", "description": "seconds"},
             },
