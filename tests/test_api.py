@@ -1082,6 +1082,12 @@ def test_openapi_document(api: Api) -> None:
     hit("POST", answer, 404, json={"answer": "red"})
     assert hit("POST", answer, 200, params=question, json={"answer": "red"})["run"]["run_id"] == asked[0]["run_id"]
     hit("POST", answer, 409, params=question, json={"cancel": True})
+    ran = {"run_id": asked[0]["run_id"]}  # the run's own sender answers at …/answer (a peer, the runs it sent)
+    hit("POST", "/p/{profile}/v1/runs/{run_id}/answer", 400, params=ran, json={})
+    hit("POST", "/p/{profile}/v1/runs/{run_id}/answer", 403, params=ran, headers=walker, json={"answer": "blue"})
+    hit("POST", "/p/{profile}/v1/runs/{run_id}/answer", 409, params=ran, json={"answer": "blue"})
+    assert hit("GET", "/v1/questions", 200, query="?for_peer=true")["data"] == []
+    hit("GET", "/v1/questions", 400, query="?for_peer=maybe")
     hit("POST", "/v1/keys", 409, json={"name": "walker"})
     hit("POST", "/v1/keys", 404, json={"name": "other", "profiles": ["nobody"]})
     hit("POST", "/v1/keys", 400, json={"name": "Not A Name"})

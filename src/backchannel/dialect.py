@@ -115,6 +115,7 @@ class Run(TypedDict):
     queue_position: NotRequired[int]
     landed: NotRequired[str]
     usage: Usage
+    question: NotRequired[Question]  # input_required: the question it waits for (its sender answers it)
 
 
 class HeldRun(Run):
@@ -417,6 +418,8 @@ class Question(TypedDict):
     answered_by: str | None
     answered_at: float | None
     created_at: float
+    for_peer: bool  # asked in a run a peer sent: that peer answers it (A2A taskId, POST /v1/runs/{id}/answer)
+    from_peer: bool  # a peer's agent asked it in a run we sent: the answer is relayed to that peer
 
 
 class QuestionList(TypedDict):
@@ -425,9 +428,10 @@ class QuestionList(TypedDict):
 
 
 class QuestionClosed(Question):
-    """A question answered or declined, and its run as it is now (queued again: the same run)."""
+    """A question answered or declined, and its run as it is now (queued again: the same run); null for a peer's
+    question (`from_peer`), whose answer went to that peer."""
 
-    run: Run
+    run: Run | None
 
 
 def session_of(row: records.Session) -> Session:

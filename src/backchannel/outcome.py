@@ -135,6 +135,7 @@ class Result:
     # The receiver deduplicates on the key, so asking again with it never runs the message twice. False only for
     # an unknown outcome at a peer that cannot (its session must be checked before the message is sent again).
     deduplicated: bool = True
+    question: str | None = None  # input_required: what the run asks (a peer's: our sender answers it)
 
     def to_dict(self) -> dict[str, Any]:
         """The compact shape for tools and the CLI's --json: only what applies to this outcome."""
@@ -151,6 +152,8 @@ class Result:
         elif self.outcome in (Outcome.RECEIPT, Outcome.HELD):
             body["queue_position"] = self.queue_position
             body["detail"] = detail(self.outcome, self.state)
+            if self.question is not None:
+                body["question"] = self.question
         else:
             body["error"] = {"code": self.code or self.outcome.value, "message": self.error or "no detail"}
             if self.reply:
@@ -231,6 +234,7 @@ class Run:
     queue_position: int | None = None
     landed: str | None = None  # started | steered | queued: where the message went when it came
     said: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)  # shown by `peer status`
+    question: str | None = None  # input_required: what it asks
 
     @property
     def outcome(self) -> Outcome:
@@ -264,6 +268,7 @@ def of_run(
         replayed=replayed,
         idempotency_key=key,
         waited=waited,
+        question=run.question if run.state is RunState.INPUT_REQUIRED else None,
     )
 
 

@@ -281,10 +281,24 @@ class Question:
     answered_by: str | None
     answered_at: float | None
     created_at: float
+    # A peer's agent asked it in a run our sender sent there (net: A2A input-required, a Backchannel peer's
+    # input_required): `profile` is that peer's address, `run_id` and `session_id` the peer's, and the answer is
+    # relayed to the peer (this outbound message's). None: one of our runs asked it.
+    outbound_id: int | None = None
 
     @property
     def is_open(self) -> bool:
         return self.state == "open"
+
+    @property
+    def for_peer(self) -> bool:
+        """Asked in a run a peer sent us: that peer's person answers it (A2A, its answer route), never ours."""
+        return self.asker.startswith("peer:")
+
+    @property
+    def from_peer(self) -> bool:
+        """A peer's agent asked it (our sender answers it; the answer goes to that peer)."""
+        return self.outbound_id is not None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -303,4 +317,6 @@ class Question:
             "answered_by": self.answered_by,
             "answered_at": self.answered_at,
             "created_at": self.created_at,
+            "for_peer": self.for_peer,
+            "from_peer": self.from_peer,
         }

@@ -19,7 +19,10 @@ ANY = "any"  # `?state=any`: every question, whatever its state
 async def list_questions(request: Request) -> Response:
     state = request.query_params.get("state", "open")
     limit = int_param(request, "limit", 100, low=1, high=1000)
-    rows = await context(request).gateway.admin.questions(state=None if state == ANY else state, limit=limit)
+    for_peer = _for_peer(request)
+    rows = await context(request).gateway.admin.questions(
+        state=None if state == ANY else state, limit=limit, for_peer=for_peer
+    )
     return JSONResponse({"object": "list", "data": [q.to_dict() for q in rows]})
 
 
@@ -41,5 +44,18 @@ async def answer_question(request: Request) -> Response:
     else:
         assert answer is not None
         question, run = await admin.answer(question_id, answer, by=by)
-    closed = cast(dialect.QuestionClosed, {**question.to_dict(), "run": dialect.run_of(run, None)})
+    shown = dialect.run_of(run, None) if run is not None else None
+    closed = cast(dialect.QuestionClosed, {**question.to_dict(), "run": shown})
     return JSONResponse(closed)
+
+
+FOR_PEER = {"false": False, "true": True, ANY: None}
+
+
+def _for_peer(request: Request) -> bool | None:
+    """`?for_peer=`: false (default), the person's questions; true, those asked in runs peers sent us (each peer
+    answers its own); any, both."""
+    given = request.query_params.get("for_peer", "false")
+    if given not in FOR_PEER:
+        raise UsageError("for_peer must be true, false or any", code="invalid_request")
+    return FOR_PEER[given]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from typing import cast
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -52,7 +53,12 @@ async def get_run(request: Request) -> Response:
     ctx = context(request)
     d = await ctx.messages.status(request.path_params["run_id"], profile=run_scope(request, ctx.roster))
     caller(request).require_run(d.run)
-    return JSONResponse(dialect.run_of(d.run, d.result.queue_position))
+    shown = dialect.run_of(d.run, d.result.queue_position)
+    if d.run.state is RunState.INPUT_REQUIRED:  # what it waits for: its sender answers at …/answer
+        question = await ctx.messages.asked(d.run.id)
+        if question is not None and question.is_open:
+            shown["question"] = cast(dialect.Question, question.to_dict())
+    return JSONResponse(shown)
 
 
 async def stop_run(request: Request) -> Response:

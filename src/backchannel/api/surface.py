@@ -33,6 +33,7 @@ from . import (
     routes_profiles,
     routes_questions,
     routes_rooms,
+    routes_run_answers,
     routes_runs,
     routes_sessions,
     routes_tools,
@@ -316,10 +317,11 @@ OPERATIONS: tuple[Op, ...] = (
     # questions (issue 42)
     Op("GET", "/v1/questions", routes_questions.list_questions,
        "The questions turns asked the person (`ask_person`), open ones by default, oldest first (the person's key"
-       " only)",
+       " only); `for_peer=true`: those asked in runs peers sent, which each peer answers (never the person)",
        {200: Answer("Questions", dialect.QuestionList)}, (400, 401, 403), reach="person",
        params=(_query("state", enum=["open", "answered", "defaulted", "cancelled", routes_questions.ANY]),
-               _query("limit", "integer", minimum=1, maximum=1000)), mounted=False),
+               _query("limit", "integer", minimum=1, maximum=1000),
+               _query("for_peer", enum=list(routes_questions.FOR_PEER))), mounted=False),
     Op("GET", "/v1/questions/{question_id}", routes_questions.get_question, "One question, in whatever state",
        {200: Answer("The question", dialect.Question)}, (401, 403, 404), reach="person",
        params=(QUESTION_ID,), mounted=False),
@@ -328,4 +330,11 @@ OPERATIONS: tuple[Op, ...] = (
        " `question_closed` after); its run is queued again, the same run, the answer its next message",
        {200: Answer("The question, closed, and its run", dialect.QuestionClosed)}, (400, 401, 403, 404, 409, 413),
        reach="person", params=(QUESTION_ID,), body=dialect.QuestionAnswer, mounted=False),
+    # a peer's questions (issue 42): the run's own sender answers what its run asks
+    Op("POST", "/v1/runs/{run_id}/answer", routes_run_answers.answer_run,
+       "Answer the question the run asks (`answer`), or decline it (`cancel: true`): only the run's own sender (a"
+       " peer answers the runs it sent; its question is never this gateway's person's); answered once (409"
+       " `question_closed` after), the same run queued again",
+       {200: Answer("The question, closed, and its run", dialect.QuestionClosed)}, (400, 401, 403, 404, 409, 413),
+       reach="run", params=(RUN_ID,), body=dialect.QuestionAnswer),
 )

@@ -130,6 +130,8 @@ def _closed(answered: tuple[dict[str, Any], str], as_json: bool) -> None:
     run = body.get("run") or {}
     said = "declined" if body["state"] == "cancelled" else body["state"]
     line = f"{body['id']}: {said}; run {run.get('run_id')} {run.get('status')}"
+    if body.get("from_peer"):  # a peer's agent asked: the answer went to that peer, whose run goes on there
+        line = f"{body['id']}: {said}; sent to {body['profile']} (its run {body['run_id']})"
     emit(body, as_json=as_json, text=lambda: click.echo(line))
     if via == "local" and not as_json:
         note("no gateway is running: the run resumes when `backchannel gateway` starts")

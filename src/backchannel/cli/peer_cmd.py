@@ -307,6 +307,7 @@ def dm_dict(r: Result) -> dict[str, Any]:
         "error": error_of(r),
         "state": r.state,  # the run's state where it ran (a run state), beside `result` (the outcome)
         "queue_position": r.queue_position,
+        "question": r.question,  # input_required: what the peer's agent asks
         "replayed": r.replayed,  # the peer had this message already: this is its first run's answer
         "idempotency_key": r.idempotency_key,
     }
@@ -328,6 +329,8 @@ def print_dm(r: Result) -> None:
             f"receipt: run {r.run_id} {r.state or 'queued'}{where} in the Bot Chat of {addresses.peer_path(r.to)}"
             f" (session {r.session_id}): accepted{' and queued' if r.state != 'running' else ''}, do not resend"
         )
+        if r.question is not None:  # the peer's agent asks: the question is in `ask list`, its answer goes there
+            click.echo(f"it asks: {r.question}\nanswer it: backchannel ask list, then backchannel ask answer ID TEXT")
         click.echo(f"follow it: backchannel peer status {addresses.peer_of(r.to)} {r.run_id} --follow")
     elif r.outcome is Outcome.HELD:
         click.echo(
@@ -470,6 +473,9 @@ def _agent_of(result: Result) -> str | None:
 
 def _print_run(run_id: str, data: dict[str, Any]) -> None:
     click.echo(f"{run_id}: {data.get('status') or 'unknown'}")
+    asked = data.get("question")
+    if isinstance(asked, dict) and asked.get("question"):
+        click.echo(f"it asks: {asked['question']}")
     if data.get("output"):
         click.echo(data["output"])
     elif data.get("error"):

@@ -72,6 +72,7 @@ class Messages:
         self.pushes = pushes  # the A2A push notification configs (the A2A handler's PushConfigs)
         self.asked = questions.of_run
         self.answer = questions.answer
+        self.decline = questions.cancel
         self.peer = outbound.peer
         self.probe_peer = delivery.probe_peer
         self.peer_run = outbound.run

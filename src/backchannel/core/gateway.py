@@ -155,7 +155,7 @@ class Gateway:
             admission=self.admission,
         )
         self.holds = Holds(self.db, self.queue, self.directory, self.wakes)
-        self.questions = Questions(self.db, self.queue)
+        self.questions = Questions(self.db, self.queue, relay=self.outbound.answer)
         self.revocations = Revocations(self.db)
         self.engines = EngineCache(root, engine_factory)
         self.imports = Imports(self.db, self.directory, self.engines.secret)

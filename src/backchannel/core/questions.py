@@ -16,8 +16,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 
-from ..errors import Conflict, StoreError, UsageError
+from .. import addresses
+from ..errors import Conflict, Forbidden, PeerError, StoreError, UsageError
 from ..records import Question, Run
 from ..store import questions as questionstore
 from ..store.driver import Db
@@ -28,21 +30,29 @@ log = logging.getLogger("backchannel.questions")
 SWEEP_SECONDS = 1.0  # how often the gateway looks for questions past their expiry
 MAX_ANSWER_CHARS = 20_000  # an answer is read by the agent as its next message: bounded like a message
 EXPIRED_BY = "expiry"  # who closed a question its time ran out on (`answered_by`)
+DECLINED = "(the person declined to answer)"  # what a peer is told when our sender declines its question
+# Sends our sender's answer to a peer's question to that peer (`Outbound.answer`): (question, text).
+Relay = Callable[[Question, str], Awaitable[None]]
 
 
 class Questions:
     """The questions of the home's runs, for the person (every surface's answer comes through here)."""
 
-    def __init__(self, db: Db, queue: RunQueue) -> None:
+    def __init__(self, db: Db, queue: RunQueue, relay: Relay | None = None) -> None:
         self.db = db
         self.queue = queue
+        self.relay = relay
 
-    async def listed(self, *, state: str | None = "open", limit: int = 100) -> list[Question]:
-        """Questions in `state` (any when None); those past their expiry are closed first."""
+    async def listed(
+        self, *, state: str | None = "open", limit: int = 100, for_peer: bool | None = False
+    ) -> list[Question]:
+        """Questions in `state` (any when None); those past their expiry are closed first. `for_peer`: False (the
+        person's list) leaves out the questions asked in runs peers sent, which those peers answer; True lists only
+        those; None both."""
         if state is not None and state not in questionstore.STATES:
             raise UsageError(f"state must be one of {', '.join(questionstore.STATES)}", code="invalid_state")
         await self._expire()
-        return await questionstore.listed(self.db, state=state, limit=limit)
+        return await questionstore.listed(self.db, state=state, limit=limit, for_peer=for_peer)
 
     async def get(self, question_id: str) -> Question:
         await self._expire()
@@ -54,7 +64,7 @@ class Questions:
         return await questionstore.last_of(self.db, run_id)
 
     @commits
-    async def answer(self, question_id: str, text: str, *, by: str) -> tuple[Question, Run]:
+    async def answer(self, question_id: str, text: str, *, by: str) -> tuple[Question, Run | None]:
         """The person's answer: the question closed and its run queued again (Conflict `question_closed` when it
         was closed already)."""
         text = text.strip()
@@ -67,14 +77,39 @@ class Questions:
         return await self._close(question_id, "answered", text, by)
 
     @commits
-    async def cancel(self, question_id: str, *, by: str) -> tuple[Question, Run]:
+    async def cancel(self, question_id: str, *, by: str) -> tuple[Question, Run | None]:
         """The person declines to answer: the run goes on, its turn told so (see the module's docstring)."""
         return await self._close(question_id, "cancelled", None, by)
 
-    async def _close(self, question_id: str, state: str, answer: str | None, by: str) -> tuple[Question, Run]:
+    async def _close(
+        self, question_id: str, state: str, answer: str | None, by: str
+    ) -> tuple[Question, Run | None]:
         await self._expire()
+        asked = await questionstore.get(self.db, question_id)
+        if asked.from_peer:
+            return await self._relayed(asked, state, answer, by), None
+        if asked.for_peer and not _same_peer(by, asked.asker):
+            raise Forbidden(
+                f"question {question_id!r} was asked in a run {asked.asker} sent: that peer answers it (its A2A "
+                f"task's follow-up, or POST /v1/runs/{asked.run_id}/answer), not this gateway's person",
+                code="question_for_peer",
+            )
         run = await self.queue.resume(question_id, state=state, answer=answer, by=by)
         return await questionstore.get(self.db, question_id), run
+
+    async def _relayed(self, asked: Question, state: str, answer: str | None, by: str) -> Question:
+        """A peer's question answered (or declined) by our sender: closed here once, then sent to the peer; open
+        again when the peer did not take it (PeerError raised)."""
+        if self.relay is None:
+            raise UsageError(f"question {asked.id!r} is a peer's: answer it where a gateway runs", code="no_relay")
+        closed = await questionstore.close_relayed(self.db, asked.id, state=state, answer=answer, by=by)
+        await self.db.durable()
+        try:
+            await self.relay(closed, answer if answer is not None else DECLINED)
+        except PeerError:
+            await questionstore.reopen(self.db, asked.id)
+            raise
+        return closed
 
     async def sweep(self) -> None:
         """Background job: questions past their expiry take their default (or none), their runs resumed."""
@@ -98,3 +133,8 @@ class Questions:
                 continue
             log.info("question %s expired unanswered: its run resumed with %s", question.id, question.default)
         await self.db.durable()
+
+
+def _same_peer(by: str, asker: str) -> bool:
+    """Whether `by` (who answers) is the peer whose run asked (`peer:NAME/...`, whatever its profile)."""
+    return addresses.is_remote(by) and addresses.peer_of(by) == addresses.peer_of(asker)

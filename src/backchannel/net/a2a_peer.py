@@ -51,7 +51,8 @@ STATES: dict[str, RunState | Outcome] = {
     "TASK_STATE_SUBMITTED": RunState.QUEUED,
     "TASK_STATE_WORKING": RunState.RUNNING,
     "TASK_STATE_COMPLETED": RunState.COMPLETED,
-    "TASK_STATE_INPUT_REQUIRED": RunState.COMPLETED,  # the agent answered with a question: its turn is over
+    # The agent asks its sender a question: the task waits for the answer, a message naming the task (`answer`).
+    "TASK_STATE_INPUT_REQUIRED": RunState.INPUT_REQUIRED,
     "TASK_STATE_FAILED": RunState.FAILED,
     "TASK_STATE_CANCELED": RunState.CANCELLED,
     "TASK_STATE_REJECTED": Outcome.REFUSED,  # by the agent's policy: no run of ours names it
@@ -276,7 +277,7 @@ class A2APeerClient(OverTransport):
             raise
         except PeerError as exc:
             return failed(self.to, exc.code, exc.message, idempotency_key=key)
-        while not blocking and task.get("id") and not of_state(self._state(task)).settled:
+        while not blocking and task.get("id") and not _paused(self._state(task)):
             left = wait - (time.monotonic() - started)
             if left <= 0:
                 break
@@ -306,6 +307,15 @@ class A2APeerClient(OverTransport):
         if not result.run_id:
             raise PeerError(f"{self.who} answered with a message, not a task: there is no run to follow")
         return dataclasses.replace(result, outcome=Outcome.RECEIPT)
+
+    async def answer(self, run_id: str, session_id: str | None, text: str, *, key: str) -> None:
+        """Our sender's answer to the task's question: a message naming the task (and its context), which the
+        agent reads as the answer and goes on with the same task."""
+        sent: dict[str, Any] = {"messageId": key, "role": "ROLE_USER", "parts": [{"text": text}], "taskId": run_id}
+        if session_id:
+            sent["contextId"] = session_id
+        params = {"message": sent, "configuration": {"returnImmediately": True}}
+        await self._call("SendMessage", params, "the answer", timeout=self.timeout)
 
     async def status(self, run_id: str) -> Run | None:
         """GetTask as a run; None for a task not found."""
@@ -383,7 +393,9 @@ class A2APeerClient(OverTransport):
         artifacts = [t for t in (_text(a) for a in task.get("artifacts") or [] if isinstance(a, dict)) if t]
         run_id, session_id = task.get("id"), task.get("contextId")
         body: dict[str, Any] = {"run_id": run_id, "status": state.value, "session_id": session_id}
-        if state is RunState.COMPLETED:
+        if state is RunState.INPUT_REQUIRED:
+            body["question"] = {"question": said or "", **_asked(status.get("message"))}
+        elif state is RunState.COMPLETED:
             body["output"] = said if said is not None else "\n".join(artifacts)
         elif of_state(state).settled:
             body["error"] = said or state.value
@@ -398,6 +410,7 @@ class A2APeerClient(OverTransport):
             error=body.get("error"),
             code=body.get("code"),
             said=body,
+            question=(said or "") if state is RunState.INPUT_REQUIRED else None,
         )
 
     @staticmethod
@@ -448,3 +461,16 @@ def _carried(envelope: Envelope) -> a2a_extension.HopsChain:
     return a2a_extension.HopsChain(
         hops=envelope.hops, chain=envelope.chain, profile=envelope.sender, exchange=envelope.exchange
     )
+
+
+def _paused(state: RunState | Outcome) -> bool:
+    """Whether a task waits no longer for its agent: it ended, or it asks its sender (input-required)."""
+    return state is RunState.INPUT_REQUIRED or of_state(state).settled
+
+
+def _asked(message: Any) -> dict[str, Any]:
+    """What a Backchannel agent says of its question in the status message (id, choices, default, expiresAt)."""
+    meta = message.get("metadata") if isinstance(message, dict) else None
+    ours = meta.get(a2a_extension.URI) if isinstance(meta, dict) else None
+    said = ours.get("question") if isinstance(ours, dict) else None
+    return dict(said) if isinstance(said, dict) else {}

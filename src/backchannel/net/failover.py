@@ -118,6 +118,9 @@ class FailoverLink:
     async def stop(self, run_id: str) -> Run:
         return await self._each(lambda link: link.stop(run_id))
 
+    async def answer(self, run_id: str, session_id: str | None, text: str, *, key: str) -> None:
+        await self._each(lambda link: link.answer(run_id, session_id, text, key=key))
+
     async def events(self, run_id: str) -> AsyncIterator[Event]:
         """The run's events from the first URL whose stream opens (a stream cut later ends here, as on one URL:
         the follower asks for the run's state, which moves on to the next URL by itself)."""

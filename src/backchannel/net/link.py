@@ -123,6 +123,10 @@ class PeerLink(Protocol):
         """Cancel the run; what it became."""
         ...
 
+    async def answer(self, run_id: str, session_id: str | None, text: str, *, key: str) -> None:
+        """Our sender's answer to the question the run asks (input_required); PeerError when not taken."""
+        ...
+
     def events(self, run_id: str) -> AsyncIterator[Event]:
         """The run's events as they happen, until the stream ends; `NoEventStream` when there is none."""
         ...

@@ -274,6 +274,12 @@ class PeerClient(OverTransport):
         answer = await self._request("POST", f"/v1/runs/{quote(run_id)}/stop", body={})
         return wire.run_of(self._json(answer, "the stop request"), coded=True)
 
+    async def answer(self, run_id: str, session_id: str | None, text: str, *, key: str) -> None:
+        """Our sender's answer to the question the run asks (a Backchannel gateway's `/v1/runs/{id}/answer`)."""
+        headers = {"Idempotency-Key": key}
+        answer = await self._request("POST", f"/v1/runs/{quote(run_id)}/answer", body={"answer": text}, headers=headers)
+        self._json(answer, "the answer")
+
     async def events(self, run_id: str) -> AsyncIterator[Event]:
         """The run's server-sent events (JSON objects in `data:`), until the stream ends."""
         async with self._http.stream("GET", f"/v1/runs/{quote(run_id)}/events", read_timeout=None) as stream:

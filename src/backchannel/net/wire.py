@@ -142,7 +142,15 @@ def run_of(body: Mapping[str, Any], *, coded: bool = False) -> Run:
         code=text(body.get("code")) or (word if failed else None),
         queue_position=integer(body.get("queue_position")),
         said=dict(body),
+        question=_question_text(body.get("question")),
     )
+
+
+def _question_text(said: Any) -> str | None:
+    """The text of the question a run waits for (`question`: the object, or its text)."""
+    if isinstance(said, Mapping):
+        said = said.get("question")
+    return said if isinstance(said, str) else None
 
 
 @functools.cache
@@ -236,4 +244,5 @@ def result_of(said: Mapping[str, Any], *, to: str) -> Result:
         replayed=bool(said.get("replayed")),
         idempotency_key=text(said.get("idempotency_key")),
         deduplicated=said.get("deduplicated") is not False,
+        question=text(said.get("question")),
     )

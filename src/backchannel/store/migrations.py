@@ -569,6 +569,11 @@ def m0023_session_owner(conn: sqlite3.Connection) -> None:
     )
 
 
+def m0024_relayed_questions(conn: sqlite3.Connection) -> None:
+    """A peer's question relayed to our sender (`store.questions.relay`): the outbound message it came back on."""
+    _run(conn, "ALTER TABLE questions ADD COLUMN outbound_id INTEGER")
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0001_sessions_messages", m0001_sessions_messages),
     ("0002_runs", m0002_runs),
@@ -591,4 +596,5 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0020_chat_handoffs", m0020_chat_handoffs),
     ("0022_questions", m0022_questions),
     ("0023_session_owner", m0023_session_owner),
+    ("0024_relayed_questions", m0024_relayed_questions),
 ]

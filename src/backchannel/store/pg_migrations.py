@@ -542,6 +542,8 @@ CREATE INDEX questions_of_run ON questions (run_id, created_at);
 CREATE INDEX questions_by_state ON questions (state, expires_at);
 ALTER TABLE runs ADD COLUMN resumed_after bigint;
 """
+# A peer's question relayed to our sender (store/questions.py `relay`): the outbound message it came back on.
+RELAYED_QUESTIONS = "ALTER TABLE questions ADD COLUMN outbound_id bigint;"
 
 MIGRATIONS: list[tuple[str, str]] = [
     ("0001_schema", SCHEMA),
@@ -552,6 +554,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("0021_record_run", RECORD_RUN),
     ("0022_questions", QUESTIONS),
     ("0023_session_owner", SESSION_OWNER),
+    ("0024_relayed_questions", RELAYED_QUESTIONS),
 ]
 
 

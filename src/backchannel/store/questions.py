@@ -53,6 +53,7 @@ def _question(row: Row) -> Question:
         answered_by=r["answered_by"],
         answered_at=r["answered_at"],
         created_at=r["created_at"],
+        outbound_id=r.get("outbound_id"),
     )
 
 
@@ -149,13 +150,109 @@ async def get(db: Reads, question_id: str) -> Question:
     return _question(row)
 
 
-async def listed(db: Db, *, state: str | None = "open", limit: int = 100) -> list[Question]:
+async def listed(
+    db: Db, *, state: str | None = "open", limit: int = 100, for_peer: bool | None = False
+) -> list[Question]:
     """Questions in `state` (any when None): open ones oldest first (the longest waiting at the top), others newest
-    first."""
-    where, params = ("WHERE state = ?", (state,)) if state is not None else ("", ())
+    first. `for_peer`: False, those our person answers; True, those asked in runs peers sent (theirs); None, all."""
+    where, params = (["state = ?"], [state]) if state is not None else ([], [])
+    if for_peer is not None:
+        where.append("asker LIKE 'peer:%'" if for_peer else "asker NOT LIKE 'peer:%'")
+    clause = f"WHERE {' AND '.join(where)}" if where else ""
     order = "created_at, id" if state == "open" else "created_at DESC, id"
-    rows = await db.all(f"SELECT * FROM questions {where} ORDER BY {order} LIMIT ?", (*params, limit))
+    rows = await db.all(f"SELECT * FROM questions {clause} ORDER BY {order} LIMIT ?", (*params, limit))
     return [_question(r) for r in rows]
+
+
+@dataclass(frozen=True)
+class Relayed:
+    """A question a peer's agent asked in a run our sender sent there (`outbound_id`: that message's record)."""
+
+    id: str
+    outbound_id: int
+    peer_address: str  # `peer:NAME[/AGENT]`
+    remote_run_id: str
+    remote_session_id: str | None
+    asker: str  # our sender, who answers it
+    origin: str | None
+    question: str
+    choices: tuple[str, ...] | None = None
+    default: str | None = None
+
+
+async def relay(db: Db, new: Relayed) -> Question:
+    """Record a peer's question for our sender, once per id (the same question seen again is the one kept)."""
+    now = time.time()
+    async with db.tx() as tx:
+        await tx.run(
+            "INSERT INTO questions (id, run_id, profile, session_id, asker, origin, question, choices,"
+            " default_answer, expires_at, state, created_at, outbound_id)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, 'open', ?, ?) ON CONFLICT (id) DO NOTHING",
+            (
+                new.id,
+                new.remote_run_id,
+                new.peer_address,
+                new.remote_session_id or "",
+                new.asker,
+                new.origin,
+                new.question,
+                json.dumps(list(new.choices)) if new.choices is not None else None,
+                new.default,
+                now,
+                new.outbound_id,
+            ),
+        )
+    return await get(db, new.id)
+
+
+async def close_relayed(db: Db, question_id: str, *, state: str, answer: str | None, by: str) -> Question:
+    """Close a relayed question once (Conflict `question_closed` when it is closed already); its answer then goes
+    to the peer (`reopen` when it could not)."""
+    async with db.tx() as tx:
+        row = await tx.one(
+            "UPDATE questions SET state = ?, answer = ?, answered_by = ?, answered_at = ?"
+            " WHERE id = ? AND state = 'open' RETURNING *",
+            (state, answer, by, time.time(), question_id),
+        )
+        if row is None:
+            closed = await get(tx, question_id)
+            raise Conflict(
+                f"question {question_id!r} is {closed.state} already: it is answered once", code="question_closed"
+            )
+    return _question(row)
+
+
+async def relayed_closed(db: Db, outbound_id: int) -> list[Question]:
+    """The questions relayed from an outbound message's run that are closed, the last closed first (a question
+    asked again after its answer is another)."""
+    rows = await db.all(
+        "SELECT * FROM questions WHERE outbound_id = ? AND state <> 'open' ORDER BY answered_at DESC", (outbound_id,)
+    )
+    return [_question(r) for r in rows]
+
+
+async def close_moved_on(db: Db, outbound_id: int, *, by: str) -> list[str]:
+    """The open questions relayed from an outbound message's run that went on without our answer (the peer's
+    default at its expiry, a stop there): closed `cancelled`, by `by`. A read first: no write when there are none."""
+    rows = await db.all("SELECT id FROM questions WHERE outbound_id = ? AND state = 'open'", (outbound_id,))
+    if not rows:
+        return []
+    async with db.tx() as tx:
+        gone = await tx.all(
+            "UPDATE questions SET state = 'cancelled', answered_by = ?, answered_at = ?"
+            " WHERE outbound_id = ? AND state = 'open' RETURNING id",
+            (by, time.time(), outbound_id),
+        )
+    return [r["id"] for r in gone]
+
+
+async def reopen(db: Db, question_id: str) -> None:
+    """A relayed question whose answer the peer did not take: open again, to be answered again."""
+    async with db.tx() as tx:
+        await tx.run(
+            "UPDATE questions SET state = 'open', answer = NULL, answered_by = NULL, answered_at = NULL WHERE id = ?",
+            (question_id,),
+        )
 
 
 async def last_of(db: Db, run_id: str) -> Question | None:

@@ -31,6 +31,7 @@ async def answer(delivery: Messages, run: Run, question: Question, message: Mess
         if exc.code != "question_closed":
             raise
         closed(run, question)
+    assert resumed is not None  # a run of ours asked it (a peer's question relayed here is no task of ours)
     return resumed
 
 

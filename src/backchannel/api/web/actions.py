@@ -126,7 +126,7 @@ async def answer(request: Request, session: WebSession) -> Response:
     _question, run = await ctx.gateway.admin.answer(
         request.path_params["question_id"], form.get("answer") or "", by=WEB_SENDER
     )
-    return _back(request, f"/web/runs/{run.id}")
+    return _back(request, f"/web/runs/{run.id}" if run is not None else "/web/questions")
 
 
 async def decline(request: Request, session: WebSession) -> Response:

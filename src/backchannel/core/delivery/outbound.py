@@ -31,9 +31,11 @@ from ...events import Event, Other
 from ...home import peers as registry
 from ...net.link import Envelope, PeerAbout, PeerLink, PeerLinks
 from ...outcome import Outcome, Result, Run, of_run, said_state, unknown
+from ...records import Question
 from ...store import outbound as outstore
 from ...store.driver import Db
 from ..queue.commits import commits
+from . import peer_questions
 from .wakes import Wakes, failure_text, reply_text
 
 if TYPE_CHECKING:
@@ -184,6 +186,7 @@ class Outbound:
             remote_run_id=result.run_id,
             wake=result.outcome is Outcome.RECEIPT and sender.session_id is not None,
         )
+        await peer_questions.relay(self.db, row, result)
         return result
 
     @commits
@@ -273,6 +276,14 @@ class Outbound:
             found = await client.stop(run_id)
         return await self._settle(peer, agent, run_id, found, row), found
 
+    async def answer(self, question: Question, text: str) -> None:
+        """Our sender's answer to a question a peer's agent asked (`peer_questions`): sent to that peer as the
+        run's follow-up; PeerError when it was not taken."""
+        row = await peer_questions.message_of(self.db, question)
+        async with self.client(self.peer(row.peer), row.agent) as client:
+            key = f"{question.id}-{ids.new_exchange_id()}"  # each attempt its own (one reopened is answered anew)
+            await client.answer(question.run_id, question.session_id or row.remote_session_id, text, key=key)
+
     async def _sent(
         self, peer: registry.Peer, run_id: str, agent: str | None
     ) -> tuple[outstore.Outbound | None, str | None]:
@@ -317,6 +328,9 @@ class Outbound:
             result = unknown(to, error, code="run_not_found", run_id=run_id)
         else:
             result = of_run(to, dataclasses.replace(found, run_id=run_id))
+        if row is not None and found is not None:
+            await peer_questions.relay(self.db, row, result)
+            await peer_questions.moved_on(self.db, row, result)
         if row is None or not result.outcome.settled:
             return result
         done = result.outcome is Outcome.DELIVERED
