@@ -36,6 +36,7 @@ class RecordingEngine:
 
     name = "fake"
     uses_context = True
+    keeps_session = False
     offers_tools = True
 
     def __init__(self, delay: float = 0.0) -> None:

@@ -120,7 +120,7 @@ async def claim(
 
 async def finish(store: Backend, run: Run, reply: str, *, owner: str = OWNER) -> Run | None:
     said = [Message(role="user", content=run.message), Message(role="assistant", content=reply)]
-    return await runs.finish(store.db, run, owner=owner, state=RunState.COMPLETED, reply=reply, messages=said)
+    return (await runs.finish(store.db, run, owner=owner, state=RunState.COMPLETED, reply=reply, messages=said)).run
 
 
 async def contents(store: Backend, session_id: str) -> list[str]:
@@ -493,7 +493,7 @@ async def test_gateways_claiming_one_session_at_the_same_moment_get_one_run_betw
                 said = [Message(role="assistant", content="done")]
                 winner = won[0]
                 owner = next(f"gateway-{i}" for i, c in enumerate(claims) if c is winner)
-                assert await runs.finish(store.db, winner, owner=owner, state=RunState.COMPLETED, messages=said)
+                assert (await runs.finish(store.db, winner, owner=owner, state=RunState.COMPLETED, messages=said)).run
         while (rest := await claim(store, sid)) is not None:  # a claim another one passed over is taken now
             taken.append(rest.id)
             assert await finish(store, rest, "done") is not None
@@ -525,7 +525,7 @@ async def test_a_session_owned_by_a_live_gateway_is_not_claimed_by_another(store
         claimed = await claim(store, sid, db=first)
         assert claimed is not None
         assert await runs.owner_of(store.db, sid) == (OWNER, 1)
-        assert await runs.finish(first, claimed, owner=OWNER, state=RunState.COMPLETED, reply="hi") is not None
+        assert (await runs.finish(first, claimed, owner=OWNER, state=RunState.COMPLETED, reply="hi")).run is not None
         await send(store, sid, "two", key="k-2")
         shared = store.db.dialect.row_locks
         if not shared:  # SQLite has one gateway: any claim may take the session
@@ -554,7 +554,7 @@ async def test_a_session_whose_owner_is_gone_is_taken_under_the_next_epoch(store
     await send(store, sid, "two", key="k-2")
     claimed = await claim(store, sid, db=first)
     assert claimed is not None
-    assert await runs.finish(first, claimed, owner=OWNER, state=RunState.COMPLETED, reply="hi") is not None
+    assert (await runs.finish(first, claimed, owner=OWNER, state=RunState.COMPLETED, reply="hi")).run is not None
     await first.aclose()  # the owner ends: its liveness lock is free
     assert await runs.owners_gone(store.db, mine=OTHER) == ({OWNER} if store.db.dialect.row_locks else set())
     taken = await claim(store, sid, owner=OTHER)
@@ -580,7 +580,7 @@ async def test_a_late_write_under_an_old_epoch_is_refused(store: Backend) -> Non
         await runs.spend(first, stalled, runs.Spent(tokens_in=100))
         await runs.renew_leases(first, [stalled.id], owner=OWNER, lease_seconds=LEASE)
         assert await runs.take_steered(first, stalled) == []
-        assert await runs.finish(first, stalled, owner=OWNER, state=RunState.COMPLETED, reply="late") is None
+        assert (await runs.finish(first, stalled, owner=OWNER, state=RunState.COMPLETED, reply="late")).run is None
         assert await runs.unclaim(first, stalled, owner=OWNER) is None
         now = await runs.get(store.db, stalled.id)
         assert (now.state, now.tokens_in) == (RunState.RUNNING, 0)
@@ -611,7 +611,7 @@ async def test_a_stopping_gateway_gives_its_sessions_up(store: Backend) -> None:
     try:
         claimed = await claim(store, sid, db=first)
         assert claimed is not None
-        assert await runs.finish(first, claimed, owner=OWNER, state=RunState.COMPLETED, reply="hi") is not None
+        assert (await runs.finish(first, claimed, owner=OWNER, state=RunState.COMPLETED, reply="hi")).run is not None
         assert await runs.give_up(first, OWNER) == 1
         assert await runs.owner_of(store.db, sid) == (None, 1)
         taken = await claim(store, sid, owner=OTHER)  # while the first still runs: nobody owns the session

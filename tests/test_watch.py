@@ -25,6 +25,7 @@ class GatedEngine:
 
     name = "fake"
     uses_context = True
+    keeps_session = False
     offers_tools = True
 
     def __init__(self) -> None:

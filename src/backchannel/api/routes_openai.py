@@ -133,7 +133,7 @@ def _profile(request: Request, ctx: Context, model: Any) -> str:
 async def _session(ctx: Context, request: Request, profile: str, session_id: str | None) -> Session:
     who = caller(request)
     if session_id is not None:
-        return who.require_bot_chat(await ctx.roster.session(session_id, profile=profile))
+        return who.require_bot_chat(await ctx.roster.known(session_id, profile=profile))
     if not who.is_person:  # a peer's key reaches the Bot Chat alone
         return await ctx.roster.open_bot_chat(profile)
     row, _created = await ctx.roster.create_session(

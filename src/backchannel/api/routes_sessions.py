@@ -87,7 +87,7 @@ async def session_messages(request: Request) -> Response:
 async def _incoming(request: Request, ctx: Context) -> tuple[Attempt, DeliveryHeaders, str]:
     profile = ctx.roster.check_profile(profile_of(request))
     session = caller(request).require_bot_chat(
-        await ctx.roster.session(request.path_params["session_id"], profile=profile)
+        await ctx.roster.known(request.path_params["session_id"], profile=profile)
     )
     body = await json_body(request, ctx.settings.max_body_bytes, timeout=ctx.settings.body_timeout_seconds)
     message_in, headers = incoming(request, ctx, session, body, text_field(body, "message", "input", required=True))

@@ -96,6 +96,7 @@ class Roster:
         self.profiles = directory.profiles
         self.peers = directory.peers
         self.session = directory.session
+        self.known = directory.known
         self.sessions = directory.sessions
         self.existing = directory.existing
         self.find = directory.find

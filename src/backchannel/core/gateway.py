@@ -251,6 +251,7 @@ class Gateway:
         await self.access.load()  # the keys as they are now: what tells a made-up key from a peer's in an outage
         seen = self.db.data_version()  # before the scan: a commit after it is noticed by the watcher
         await self.queue.open()
+        await self.directory.listen()
         await self.hub.start()
         self._started = True
         self._jobs = [

@@ -94,8 +94,8 @@ class Turns:
             content = frame(run.sender, await self._text(ctx, run))
         incoming = Message(role="user", content=content)
 
-        # Only an engine that keeps the session elsewhere (no context from here) reads the link's title and id.
-        if engine.uses_context:
+        # Only an engine whose agent keeps the session elsewhere (hermes) reads the link's title and id.
+        if not engine.keeps_session:
             link, known_remote = SessionLink(run.session_id), None
         else:
             row = await self.directory.session(run.session_id)
@@ -105,7 +105,7 @@ class Turns:
                 link.chat = self.handoffs.path(
                     run_id=run.id, profile=profile.name, idle_seconds=profile.config.model.timeout_seconds
                 )
-        if run.attempts > 1 and not engine.uses_context:  # cut before: the far side may have the message
+        if run.attempts > 1 and engine.keeps_session:  # cut before: the far side may have the message
             kept = await sessionstore.list_messages(self.db, run.session_id)
             link.interrupted_copies = sum(m.role == "user" and m.content == incoming.content for m in kept)
 

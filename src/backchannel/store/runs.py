@@ -241,8 +241,8 @@ async def _record_in_one(
     files = new.files
 
     def announced(rows: list[Row]) -> list[str]:
-        """What a run just recorded announces (as `_insert` does); a run filed already, nothing."""
-        if rows[0]["outcome"] != "created":
+        """What a run just recorded announces (as `_insert` does); a run filed already, or claimed here, nothing."""
+        if rows[0]["outcome"] != "created" or rows[0]["state"] == "running":
             return []
         return [STEER_PREFIX + new.session_id if rows[0]["landed"] == "steered" else run_id]
 
@@ -411,7 +411,9 @@ async def _insert(
             [(run_id, n, f.name, f.media_type, f.url, f.content, f.size) for n, f in enumerate(new.files)],
         )
     # A message to steer names its session, so the gateway running that session's turn looks for it (`SteerHints`).
-    await tx.announce(STEER_PREFIX + new.session_id if landed == "steered" else run_id)
+    # A run claimed at its record is this gateway's to run: no other needs to hear of it (its end is announced).
+    if claim is None:
+        await tx.announce(STEER_PREFIX + new.session_id if landed == "steered" else run_id)
     return row, True
 
 
@@ -644,8 +646,11 @@ async def renew_leases(db: Db, run_ids: list[str], *, owner: str, lease_seconds:
         )
 
 
-# A run's end in one statement (PostgreSQL): the fenced update; its messages, in order; its session's counters.
-# The writes in WITH run whether or not the query reads them, all or none of them.
+# Whether a session has a queued run: read with a turn's end, so its worker needs no read of its own to know.
+_QUEUED_BEHIND = "EXISTS (SELECT 1 FROM runs q WHERE q.session_id = {session} AND q.state = 'queued')"
+
+# A run's end in one statement (PostgreSQL): the fenced update; its messages, in order; its session's counters; and
+# whether its session has another run queued. The writes in WITH run whether or not the query reads them, all or none.
 _FINISH_IN_ONE = (
     "WITH done AS ("
     "UPDATE runs SET state = ?, reply = ?, error = ?, error_code = ?, owner = NULL, lease_until = NULL,"
@@ -658,8 +663,16 @@ _FINISH_IN_ONE = (
     " AS m(role, content, tool_calls, tool_call_id, name, ord) ORDER BY m.ord RETURNING 1),"
     " counted AS (UPDATE sessions SET updated_at = ?, message_count = message_count + ? FROM done"
     " WHERE sessions.id = done.session_id AND ? > 0 RETURNING 1)"
-    " SELECT * FROM done"
+    f" SELECT *, {_QUEUED_BEHIND.format(session='done.session_id')} AS queued_behind FROM done"
 )
+
+
+class Ended(NamedTuple):
+    """A turn's end as saved: the run (None when it was not ours to finish), and whether its session had another run
+    queued when it ended (its worker claims that one next, with no read to find out; None: not read)."""
+
+    run: Run | None
+    queued_behind: bool | None
 
 
 async def finish(
@@ -675,11 +688,12 @@ async def finish(
     spent: Spent = NOTHING_SPENT,
     steered: bool = False,
     trace_span: str | None = None,
-) -> Run | None:
+) -> Ended:
     """End a running run that this owner holds under the claim `run` was given (its fencing token); its messages,
-    its state and what its turn spent since last recorded commit together.
+    its state and what its turn spent since last recorded commit together; and read, in the same statement
+    (PostgreSQL) or transaction (SQLite), whether its session has another run queued.
 
-    Returns the finished run, or None when it was not ours to finish (the lease lost, the run claimed again)."""
+    `Ended.run` is None when it was not ours to finish (the lease lost, the run claimed again)."""
     now = time.time()
     if db.dialect.writes_in_with and not steered:  # one statement: one round trip on the reply's path
         said = messages or []
@@ -699,7 +713,7 @@ async def finish(
             ),
             announce=(run.id,),
         )
-        return _run(rows[0]) if rows else None
+        return Ended(_run(rows[0]), bool(rows[0]["queued_behind"])) if rows else Ended(None, False)
     async with db.tx() as tx:
         row = await tx.one(
             "UPDATE runs SET state = ?, reply = ?, error = ?, error_code = ?, owner = NULL, lease_until = NULL,"
@@ -709,7 +723,7 @@ async def finish(
             (state.value, reply, error, error_code, now, now, *spent, trace_span, run.id, owner, run.fencing),
         )
         if row is None:
-            return None
+            return Ended(None, False)
         if messages:
             await append_messages(tx, row["session_id"], messages, run_id=run.id)
         await tx.announce(run.id)
@@ -720,7 +734,8 @@ async def finish(
                 (state.value, reply, error, error_code, now, now, run.id),
             ):
                 await tx.announce(gone["id"])
-    return _run(row)
+        behind = await tx.one(f"SELECT {_QUEUED_BEHIND.format(session='?')} AS queued_behind", (row["session_id"],))
+    return Ended(_run(row), bool(behind and behind["queued_behind"]))
 
 
 def same_caller(sender: str, other: str) -> bool:

@@ -88,6 +88,9 @@ class Engine(Protocol):
     # False for an engine that reads only the turn at hand (echo), or keeps the context itself (hermes):
     # the session's history and the system prompt are then not loaded, which keeps long sessions cheap.
     uses_context: bool
+    # True for an engine whose agent keeps the session itself (hermes): its turns read the session's link (title, its
+    # id over there) and, run again after a cut, count the copies of the message the far side may have kept.
+    keeps_session: bool
     # False for an engine whose agent has tools of its own (hermes: Backchannel's reach it through the plugin).
     offers_tools: bool
 

@@ -39,6 +39,7 @@ MAX_SLEEP = 3600.0
 class EchoEngine:
     name = "echo"
     uses_context = False  # deterministic from the message alone
+    keeps_session = False
     offers_tools = True
 
     def __init__(self, *, profile: str) -> None:

@@ -76,6 +76,7 @@ class HermesEngine:
 
     name = "hermes"
     uses_context = False  # Hermes keeps the history and the persona itself
+    keeps_session = True
     offers_tools = False  # the Hermes agent has its own tools, and ours through the plugin
 
     def __init__(

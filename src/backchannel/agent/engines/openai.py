@@ -170,6 +170,7 @@ class OpenAIEngine:
 
     name = "openai"
     uses_context = True
+    keeps_session = False
     offers_tools = True
 
     def __init__(

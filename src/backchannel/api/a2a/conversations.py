@@ -56,7 +56,7 @@ async def conversation(directory: Roster, who: Caller, caller: str, profile: str
     if bound is not None:
         return Conversation(bound, context_id)
     try:
-        session = await directory.session(context_id, profile=profile)
+        session = await directory.known(context_id, profile=profile)
     except NotFound:
         return Conversation(directory.unsaved_session(profile), context_id, NewContext(caller, context_id))
     return Conversation(who.require_bot_chat(session), context_id)

@@ -21,6 +21,7 @@ from ...store import sessions as sessionstore
 from ...store.driver import Db
 from ...store.sessions import BOT_CHAT_TITLE
 from ..queue.commits import commits
+from .known_sessions import SESSIONS_CHANNEL, KnownSessions, bot_chat_key
 
 
 class Directory:
@@ -30,6 +31,11 @@ class Directory:
     def __init__(self, root: Path, db: Db) -> None:
         self.root = root
         self.db = db
+        self._known = KnownSessions()
+
+    async def listen(self) -> None:
+        """Hear the other gateways of a shared store tell of a session whose title they changed."""
+        await self.db.hear(SESSIONS_CHANNEL, self._known.forget)
 
     # --- profiles ------------------------------------------------------------------------------
 
@@ -49,6 +55,15 @@ class Directory:
 
     async def session(self, session_id: str, *, profile: str | None = None) -> Session:
         return await sessionstore.get_session(self.db, session_id, profile=profile)
+
+    async def known(self, session_id: str, *, profile: str | None = None) -> Session:
+        """`session` for a message's admission (its id, profile and title), most often with no read: kept from an
+        earlier one (`KnownSessions`), its counters as they were then."""
+        found = await self._known.get(session_id, lambda: sessionstore.get_session(self.db, session_id))
+        assert found is not None  # get_session raises NotFound
+        if profile is not None and found.profile != profile:
+            raise NotFound(f"no session {session_id!r} in profile {profile!r}", code="session_not_found")
+        return found
 
     async def sessions(
         self, profile: str | None, *, title: str | None = None, limit: int = 50, offset: int = 0
@@ -98,7 +113,11 @@ class Directory:
         """A removed profile's Bot Chat, retitled `Bot Chat (removed <mark>)`: a profile made again by that name
         gets a fresh Bot Chat, and the old one stays readable (by id, in the ledger). None when it had none."""
         found = await sessionstore.retitle(self.db, profile, BOT_CHAT_TITLE, f"{BOT_CHAT_TITLE} (removed {mark})")
-        return None if found is None else found
+        if found is not None:  # no longer the Bot Chat, here and in the other gateways of a shared store
+            for key in (found.id, bot_chat_key(profile)):
+                self._known.forget(key)
+                await self.db.tell(SESSIONS_CHANNEL, key)
+        return found
 
     # --- A2A contexts: a contextId a client chose, per caller -----------------------------------
 
@@ -144,13 +163,16 @@ class Directory:
         """Like `resolve` but creates nothing: (profile, None) for a Bot Chat that does not exist yet."""
         if address.profile is not None and address.session_id is not None:
             self.check_profile(address.profile)
-            return address.profile, await self.session(address.session_id, profile=address.profile)
+            return address.profile, await self.known(address.session_id, profile=address.profile)
         if address.profile is not None:
             if address.profile in list_profiles(self.root):
-                chat = await sessionstore.find_by_title(self.db, address.profile, BOT_CHAT_TITLE)
-                return address.profile, None if chat is None else chat
+                profile = address.profile
+                chat = await self._known.get(
+                    bot_chat_key(profile), lambda: sessionstore.find_by_title(self.db, profile, BOT_CHAT_TITLE)
+                )
+                return profile, chat
             try:
-                found = await self.session(address.profile)
+                found = await self.known(address.profile)
                 return found.profile, found
             except NotFound:
                 known = ", ".join(list_profiles(self.root)) or "none"
@@ -159,7 +181,7 @@ class Directory:
                 ) from None
         assert address.session_id is not None
         try:
-            found = await self.session(address.session_id)
+            found = await self.known(address.session_id)
         except NotFound:
             raise NotFound(f"no session {address.session_id!r} in any profile", code="session_not_found") from None
         return found.profile, found

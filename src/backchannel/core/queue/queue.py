@@ -115,6 +115,7 @@ class RunQueue:
         self._handed: set[str] = set()  # sessions handed out and not yet released by the workers
         self._again: set[str] = set()  # handed-out sessions given a run since their worker last looked: handed anew
         self._claimed_first: dict[str, Run] = {}  # runs claimed at their record while their session was handed out
+        self._behind: dict[str, bool] = {}  # session -> whether a run was queued in it when its last turn ended
         self._ended: asyncio.Queue[Run] = asyncio.Queue()  # ended runs whose sender asked to be woken
         self._done: dict[str, asyncio.Future[Run]] = {}  # run id -> its end, for waiters in this process
         self._told: set[str] = set()  # runs waited on here that another gateway announced a change of, to read
@@ -282,6 +283,7 @@ class RunQueue:
                 self._claimed_first[session_id] = first
             return
         self._handed.add(session_id)
+        self._behind.pop(session_id, None)
         self._ready.put((session_id, first))
 
     # --- taking runs out (the workers) ---------------------------------------------------------
@@ -294,8 +296,11 @@ class RunQueue:
         """The session's next run, claimed by this process once the claim is on disk; None when it has none
         (or one runs elsewhere); a run queued while it looked hands the session out again on `release`.
         A claim that cannot be saved raises StoreError; the run stays queued."""
-        self._again.discard(session_id)  # what is queued from here on, this claim or the next hand-out sees
-        if not await runstore.has_queued(self.db, session_id):
+        behind = self._behind.pop(session_id, None)  # read with the end of its last turn, when it had one
+        if behind is None:
+            self._again.discard(session_id)  # what is queued from here on, this claim or the next hand-out sees
+            behind = await runstore.has_queued(self.db, session_id)
+        if not behind:
             return None
         await self.db.writable()
         run, expired = await runstore.claim_next(
@@ -376,6 +381,7 @@ class RunQueue:
         one queued while its worker was looking."""
         self._handed.discard(session_id)
         self._profiles.pop(session_id, None)
+        self._behind.pop(session_id, None)  # what its next worker finds, it reads
         claimed = self._claimed_first.pop(session_id, None)
         if claimed is not None or session_id in self._again:
             self._again.discard(session_id)
@@ -441,7 +447,11 @@ class RunQueue:
         succeeds, the run's lease kept meanwhile: the turn is never run again for it. Cancelled (a shutdown)
         while retrying, it tries once more; what cannot be saved then is requeued by `close`."""
         self._saving.add(run.id)
-        save: Callable[[], Awaitable[Run | None]] = functools.partial(
+        # What is queued in its session from here on, the end's own look (`Ended.queued_behind`) or the next
+        # hand-out sees: its worker claims next with no read of its own.
+        self._again.discard(run.session_id)
+        self._behind.pop(run.session_id, None)
+        save: Callable[[], Awaitable[runstore.Ended]] = functools.partial(
             runstore.finish,
             self.db,
             run,
@@ -457,14 +467,18 @@ class RunQueue:
         )
         if question is not None:
             save = functools.partial(self._park, run, question, messages, spent)
+        finished: Run | None = None
         delay = SAVE_RETRY_FIRST
         try:
             while True:
                 try:
                     await self.db.writable()
                     began = time.perf_counter()
-                    finished = await save()
+                    ended = await save()
                     await self.db.durable()
+                    finished = ended.run
+                    if finished is not None and ended.queued_behind is not None:
+                        self._behind[run.session_id] = ended.queued_behind
                     self._saved(time.perf_counter() - began)
                     break
                 except StoreError as exc:
@@ -509,7 +523,7 @@ class RunQueue:
 
     async def _park(
         self, run: Run, question: questionstore.NewQuestion, messages: list[Message] | None, spent: runstore.Spent
-    ) -> Run | None:
+    ) -> runstore.Ended:
         parked = await questionstore.park(
             self.db,
             run,
@@ -519,7 +533,7 @@ class RunQueue:
             spent=spent,
             trace_span=self.spans.carrier(run.id),
         )
-        return parked[0] if parked is not None else None
+        return runstore.Ended(parked[0] if parked is not None else None, None)  # its queue not read: claims look
 
     async def resume(self, question_id: str, *, state: str, answer: str | None, by: str) -> Run:
         """Close a question once (answered, defaulted or cancelled: `questionstore.close`) and hand its run, queued
