@@ -186,8 +186,20 @@ def test_every_command_that_takes_a_session_takes_every_local_address_form(initi
 
 
 def test_a_profile_created_again_gets_a_fresh_bot_chat_and_the_old_one_stays_readable(initialised: Path) -> None:
+    created_again()
+
+
+def test_a_running_gateway_sends_to_the_fresh_bot_chat_of_a_profile_created_again(gateway: GatewayThread) -> None:
+    """The gateway keeps the sessions it admitted messages to (no read per message): the Bot Chat it kept for the
+    removed profile is forgotten when the profile's removal retitles it."""
+    created_again()
+
+
+def created_again() -> None:
     assert run_cli("profile", "create", "scratch").exit_code == 0
     old = json.loads(run_cli("send", "scratch", "the first life", "--json").stdout)["session_id"]
+    again = json.loads(run_cli("send", "scratch", "the first life, again", "--json").stdout)["session_id"]
+    assert again == old
     removed = run_cli("profile", "remove", "scratch", "--yes")
     assert removed.exit_code == 0 and old in removed.stderr, removed.stderr
     assert run_cli("profile", "create", "scratch").exit_code == 0

@@ -25,6 +25,7 @@ from typing import Any
 import httpx
 import pytest
 
+from backchannel.addresses import LocalAddress
 from backchannel.core.delivery.admission import Attempt
 from backchannel.core.gateway import Gateway
 from backchannel.errors import ConfigError, LimitReached
@@ -93,6 +94,25 @@ def test_a_session_moves_between_gateways_with_everything_it_said(homes: tuple[P
         said = [m.content for m in await a.directory.messages(chat.id)]
         assert said == ["hello from a", "default (echo): hello from a", "and from b", "default (echo): and from b"]
         assert {e.run_id for e in await b.delivery.ledger("default")} == {first.run.id, second.run.id}
+
+    on_both(homes, body)
+
+
+def test_a_bot_chat_one_gateway_sets_aside_stops_being_the_profiles_bot_chat_on_the_other(
+    homes: tuple[Path, Path],
+) -> None:
+    """A gateway keeps the sessions it admitted messages to (no read per message); another gateway's removal of the
+    profile, which retitles its Bot Chat, is heard from the store's notice, not after the kept entry's age."""
+
+    async def body(a: Gateway, b: Gateway) -> None:
+        chat = await a.directory.open_bot_chat("default")
+        bot = LocalAddress(profile="default")
+        assert (await b.directory.resolve(bot)).id == chat.id  # kept by b from here on
+        await a.directory.retire_bot_chat("default", mark="test")
+        started = time.monotonic()
+        while (await b.directory.find(bot))[1] is not None:
+            assert time.monotonic() - started < 5, "b still takes the set-aside session for default's Bot Chat"
+            await asyncio.sleep(0.02)
 
     on_both(homes, body)
 
