@@ -59,7 +59,7 @@ class Loosener:
 @contextmanager
 def hermes_profile(
     home: Path, tmp_path: Path, hermes_python: HermesPython, *, approval_seconds: float = 120.0
-) -> Iterator[tuple[HermesGateway, Loosener, Path]]:
+) -> Iterator[tuple[Loosener, Path]]:
     target = tmp_path / "loosen-me.txt"
     target.write_text("x")
     target.chmod(0o600)
@@ -84,7 +84,7 @@ def hermes_profile(
         data = config.load_yaml(path)
         data["model"] = {**data["model"], "approval_seconds": approval_seconds}
         config.write_yaml(path, data)
-        yield hermes, model_fn, target
+        yield model_fn, target
 
 
 def sent(message: str) -> str:
@@ -132,7 +132,7 @@ def mode(path: Path) -> int:
 def test_a_hermes_approval_is_the_persons_question_and_the_answer_goes_back(
     initialised: Path, gateway_process: GatewayProcess, tmp_path: Path, hermes_python: HermesPython
 ) -> None:
-    with hermes_profile(initialised, tmp_path, hermes_python) as (hermes, model, target):
+    with hermes_profile(initialised, tmp_path, hermes_python) as (model, target):
         run_id = sent(ASK)
         if hermes_python is HERMES_19:  # no approval on its session chat: refused there, nobody asked
             run = wait_ended(run_id)
@@ -167,7 +167,7 @@ def test_an_unanswered_hermes_approval_expires_to_deny(
 ) -> None:
     if hermes_python is HERMES_19:
         pytest.skip("Hermes 0.19's session chat asks no approval (the first test shows it)")
-    with hermes_profile(initialised, tmp_path, hermes_python, approval_seconds=3) as (hermes, model, target):
+    with hermes_profile(initialised, tmp_path, hermes_python, approval_seconds=3) as (_, target):
         run_id = sent(ASK)
         question = wait_question()
         run = wait_ended(run_id)
@@ -184,7 +184,7 @@ def test_a_restart_while_the_approval_waits_asks_once_and_runs_once(
 ) -> None:
     if hermes_python is HERMES_19:
         pytest.skip("Hermes 0.19's session chat asks no approval (the first test shows it)")
-    with hermes_profile(initialised, tmp_path, hermes_python) as (hermes, model, target):
+    with hermes_profile(initialised, tmp_path, hermes_python) as (model, target):
         run_id = sent(ASK)
         question = wait_question()
         gateway_process.kill()  # dies while Hermes's run waits for the answer
