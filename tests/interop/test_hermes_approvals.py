@@ -101,7 +101,7 @@ def questions(state: str = "open") -> list[dict[str, Any]]:
     return rows
 
 
-def wait_question(within: float = 60.0) -> dict[str, Any]:
+def wait_question(within: float = 120.0) -> dict[str, Any]:
     deadline = time.monotonic() + within
     while not (open_ := questions()):
         assert time.monotonic() < deadline, "no question was asked"
@@ -117,7 +117,7 @@ def run_of(run_id: str) -> dict[str, Any]:
     return body
 
 
-def wait_ended(run_id: str, within: float = 90.0) -> dict[str, Any]:
+def wait_ended(run_id: str, within: float = 120.0) -> dict[str, Any]:
     deadline = time.monotonic() + within
     while (run := run_of(run_id))["state"] in ("queued", "running"):
         assert time.monotonic() < deadline, run
