@@ -544,7 +544,7 @@ ALTER TABLE runs ADD COLUMN resumed_after bigint;
 """
 # A peer's question relayed to our sender (store/questions.py `relay`): the outbound message it came back on.
 RELAYED_QUESTIONS = "ALTER TABLE questions ADD COLUMN outbound_id bigint;"
-IN_TURN_QUESTIONS = "ALTER TABLE questions ADD COLUMN kind text NOT NULL DEFAULT 'next_turn';"
+IN_TURN_QUESTIONS = "ALTER TABLE questions ADD COLUMN kind text COLLATE \"C\" NOT NULL DEFAULT 'next_turn';"
 
 MIGRATIONS: list[tuple[str, str]] = [
     ("0001_schema", SCHEMA),
