@@ -6,6 +6,11 @@
 
 `mode` makes it misbehave: "nonsense" answers chats with an HTML page, "slow" never answers them, and
 `rotate` names the id a chat moves its session to (as a compression does).
+
+`approvals=True` makes it a Hermes that keeps runs (0.21 and later: `/v1/capabilities`, `/v1/runs` keyed by
+`Idempotency-Key`, its events): each run waits for its person's approval of a dangerous command (`approval.request`,
+`POST /v1/runs/{id}/approval`), then answers `ran it (<choice>)` or `refused it` (`approvals_given` records the
+choices taken).
 """
 
 from __future__ import annotations
@@ -47,7 +52,25 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if not self._authorized():
             return
-        if path == "/api/sessions":
+        if path == "/v1/capabilities":
+            features: dict[str, Any] = {}
+            if owner.approvals:
+                features = {
+                    "runs_idempotency": {"supported": True},
+                    "run_stop": True,
+                    "approval_events": True,
+                    "run_approval_response": True,
+                }
+            self._send(200, {"object": "hermes.api_server.capabilities", "features": features})
+        elif path.startswith("/v1/runs/") and path.endswith("/events"):
+            self._run_events(path.split("/")[3])
+        elif path.startswith("/v1/runs/"):
+            run = owner.runs.get(path.split("/")[3])
+            if run is None:
+                self._send(404, {"error": {"message": "Run not found", "code": "run_not_found"}})
+            else:
+                self._send(200, {"object": "hermes.run", "run_id": path.split("/")[3], **run["status"]})
+        elif path == "/api/sessions":
             data = [{"id": k, "title": v["title"]} for k, v in owner.sessions.items() if not v.get("child")]
             self._send(200, {"object": "list", "data": data, "has_more": False})
         elif path.startswith("/api/sessions/") and path.endswith("/messages"):
@@ -84,6 +107,25 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(201, {"object": "hermes.session", "session": {"id": sid, "title": body.get("title")}})
         elif self.path.startswith("/api/sessions/") and self.path.endswith("/chat/stream"):
             self._chat(self.path.split("/")[3], body["message"])
+        elif self.path == "/v1/runs" and owner.approvals:
+            key = self.headers.get("Idempotency-Key") or ""
+            if key in owner.run_keys:
+                self._send(202, {"run_id": owner.run_keys[key], "status": "running", "replayed": True})
+                return
+            run_id = f"run_fake{len(owner.runs)}"
+            owner.run_keys[key] = run_id
+            owner.runs[run_id] = {"status": {"status": "running"}, "answered": threading.Event(), "choice": None}
+            self._send(202, {"run_id": run_id, "status": "running"})
+        elif self.path.startswith("/v1/runs/") and self.path.endswith("/approval"):
+            run = owner.runs.get(self.path.split("/")[3])
+            if run is None or run["status"]["status"] != "waiting_for_approval":
+                self._send(409, {"error": {"message": "Run has no pending approval", "code": "approval_not_pending"}})
+                return
+            run["choice"] = body.get("choice")
+            owner.approvals_given.append(body.get("choice"))
+            run["status"] = {"status": "running"}
+            run["answered"].set()
+            self._send(200, {"object": "hermes.run.approval_response", "choice": body.get("choice"), "resolved": 1})
         else:
             self._send(404, "404: Not Found", "text/plain")
 
@@ -124,10 +166,51 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
         self.close_connection = True
 
+    def _run_events(self, run_id: str) -> None:
+        owner = self.server.owner
+        run = owner.runs.get(run_id)
+        if run is None:
+            self._send(404, {"error": {"message": "Run not found", "code": "run_not_found"}})
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+
+        def event(name: str, **data: Any) -> None:
+            self.wfile.write(f"data: {json.dumps({'event': name, 'run_id': run_id, **data})}\n\n".encode())
+            self.wfile.flush()
+
+        approval = {
+            "request_id": f"req_{run_id}",
+            "command": "rm -rf /srv/cache",
+            "description": "recursive delete",
+            "choices": ["once", "session", "always", "deny"],
+        }
+        if run["choice"] is None:
+            run["status"] = {"status": "waiting_for_approval", "approval": approval}
+        event("approval.request", **approval)
+        while not run["answered"].wait(0.1):
+            if owner.stopping.is_set():
+                return
+            self.wfile.write(b": keepalive\n\n")
+            self.wfile.flush()
+        choice = run["choice"]
+        event("approval.responded", choice=choice)
+        output = f"refused it ({choice})" if choice == "deny" else f"ran it ({choice})"
+        run["status"] = {"status": "completed", "output": output}
+        event("message.delta", delta=output)
+        event("run.completed", output=output)
+
 
 class FakeHermes:
-    def __init__(self, *, key: str, name: str = "fake hermes", mode: str = "") -> None:
+    def __init__(self, *, key: str, name: str = "fake hermes", mode: str = "", approvals: bool = False) -> None:
         self.key, self.name, self.mode = key, name, mode
+        self.approvals = approvals
+        self.runs: dict[str, dict[str, Any]] = {}
+        self.run_keys: dict[str, str] = {}
+        self.approvals_given: list[str | None] = []
         self.rotate: str | None = None
         self.sessions: dict[str, dict[str, Any]] = {}
         self.requests: list[tuple[str, str, Any]] = []

@@ -420,6 +420,9 @@ class Question(TypedDict):
     created_at: float
     for_peer: bool  # asked in a run a peer sent: that peer answers it (A2A taskId, POST /v1/runs/{id}/answer)
     from_peer: bool  # a peer's agent asked it in a run we sent: the answer is relayed to that peer
+    # next_turn: its run waits `input_required`, the answer starts its next turn; in_turn: the run's turn is still
+    # running, waiting on it there (a Hermes approval): one of `choices` is the answer, the default `deny`
+    kind: Literal["next_turn", "in_turn"]
 
 
 class QuestionList(TypedDict):
@@ -428,8 +431,9 @@ class QuestionList(TypedDict):
 
 
 class QuestionClosed(Question):
-    """A question answered or declined, and its run as it is now (queued again: the same run); null for a peer's
-    question (`from_peer`), whose answer went to that peer."""
+    """A question answered or declined, and its run as it is now (queued again: the same run; still running for an
+    in-turn question, whose waiting turn takes the answer); null for a peer's question (`from_peer`), whose answer
+    went to that peer."""
 
     run: Run | None
 

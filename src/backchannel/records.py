@@ -285,15 +285,25 @@ class Question:
     # input_required): `profile` is that peer's address, `run_id` and `session_id` the peer's, and the answer is
     # relayed to the peer (this outbound message's). None: one of our runs asked it.
     outbound_id: int | None = None
+    # What closing it does: `next_turn` (ask_person: the turn ended, its run is queued again with the answer) or
+    # `in_turn` (a far side's turn waits for it, as a Hermes run waits for its approval: the run is still running,
+    # and that waiting turn takes the answer; `choices` are the only answers).
+    kind: str = "next_turn"
 
     @property
     def is_open(self) -> bool:
         return self.state == "open"
 
     @property
+    def in_turn(self) -> bool:
+        return self.kind == "in_turn"
+
+    @property
     def for_peer(self) -> bool:
-        """Asked in a run a peer sent us: that peer's person answers it (A2A, its answer route), never ours."""
-        return self.asker.startswith("peer:")
+        """Asked in a run a peer sent us: that peer's person answers it (A2A, its answer route), never ours. Not an
+        in-turn question: that one asks about what happens on our side (a command on our Hermes host), ours to
+        answer whoever sent the run."""
+        return self.asker.startswith("peer:") and not self.in_turn
 
     @property
     def from_peer(self) -> bool:
@@ -319,4 +329,5 @@ class Question:
             "created_at": self.created_at,
             "for_peer": self.for_peer,
             "from_peer": self.from_peer,
+            "kind": self.kind,
         }

@@ -9,6 +9,10 @@ A decline (`cancel`) resumes the run too, its turn told the person declined, rat
 the sender of the message is still owed an answer, and the agent, told it will get none, can still give one (say
 what it can without it, or ask someone else). A person who wants the run itself ended stops it
 (`backchannel runs stop RUN`: its open question is cancelled with it).
+
+An in-turn question (a Hermes run waiting for its person's approval: `core.turn_questions`) is closed the same way,
+once, but its run is still running: the turn waiting on it takes the answer, which must be one of its choices. A
+decline is its default (deny), as is its expiry.
 """
 
 from __future__ import annotations
@@ -81,13 +85,16 @@ class Questions:
         """The person declines to answer: the run goes on, its turn told so (see the module's docstring)."""
         return await self._close(question_id, "cancelled", None, by)
 
-    async def _close(
-        self, question_id: str, state: str, answer: str | None, by: str
-    ) -> tuple[Question, Run | None]:
+    async def _close(self, question_id: str, state: str, answer: str | None, by: str) -> tuple[Question, Run | None]:
         await self._expire()
         asked = await questionstore.get(self.db, question_id)
         if asked.from_peer:
             return await self._relayed(asked, state, answer, by), None
+        if asked.in_turn:
+            closed = await questionstore.close_in_turn(
+                self.db, question_id, state=state, answer=_choice(asked, answer) if answer is not None else None, by=by
+            )
+            return closed, await self.queue.get(asked.run_id)
         if asked.for_peer and not _same_peer(by, asked.asker):
             raise Forbidden(
                 f"question {question_id!r} was asked in a run {asked.asker} sent: that peer answers it (its A2A "
@@ -127,12 +134,29 @@ class Questions:
         await self.db.writable()
         for question in due:
             try:
+                if question.in_turn:  # the turn waiting on it takes the default
+                    await questionstore.close_in_turn(
+                        self.db, question.id, state="defaulted", answer=question.default, by=EXPIRED_BY
+                    )
+                    continue
                 await self.queue.resume(question.id, state="defaulted", answer=question.default, by=EXPIRED_BY)
             except Conflict as exc:  # answered meanwhile (by the person, another gateway): theirs stands
                 log.debug("question %s not defaulted: %s", question.id, exc)
                 continue
             log.info("question %s expired unanswered: its run resumed with %s", question.id, question.default)
         await self.db.durable()
+
+
+def _choice(asked: Question, answer: str) -> str:
+    """The choice an answer to an in-turn question names (its case aside); UsageError `not_a_choice` for another."""
+    if not asked.choices:
+        return answer
+    for choice in asked.choices:
+        if choice.casefold() == answer.strip().casefold():
+            return choice
+    raise UsageError(
+        f"question {asked.id!r} takes one of: {', '.join(asked.choices)} (not {answer!r})", code="not_a_choice"
+    )
 
 
 def _same_peer(by: str, asker: str) -> bool:

@@ -24,6 +24,7 @@ from .delivery.directory import Directory
 from .handoffs import ChatHandoffs
 from .queue.events import EventHub
 from .queue.steers import STEERABLE_ENGINES, SteerHints
+from .turn_questions import RunPersonLine
 
 # Rewrites a run's message before its turn (the person's @mentions, answered first).
 Prepare = Callable[[ToolContext, Run], Awaitable[str]]
@@ -101,6 +102,7 @@ class Turns:
             row = await self.directory.session(run.session_id)
             link = SessionLink(row.id, row.title, row.remote_id, sender=run.sender, run_id=run.id)
             link.stopped, known_remote = (lambda: progress.stop_requested), row.remote_id
+            link.person = RunPersonLine(self.db, run, link.stopped)
             if self.handoffs is not None:  # a Hermes session a person drives from a chat is reached through it
                 link.chat = self.handoffs.path(
                     run_id=run.id, profile=profile.name, idle_seconds=profile.config.model.timeout_seconds

@@ -86,6 +86,7 @@ async def hermes_endpoint(root: Path, profile: Profile) -> list[Check]:
     )
     try:
         await client.sessions(limit=1)
+        asks = await client.runs_replay() and await client.approvals()
     except EngineError as exc:
         refused = "401" in exc.message or "403" in exc.message
         fix = (
@@ -97,7 +98,13 @@ async def hermes_endpoint(root: Path, profile: Profile) -> list[Check]:
         return [fail(check, exc.message, fix)]
     finally:
         await client.aclose()
-    return [ok(check, f"Hermes at {model.base_url} answers with the key in {model.api_key_env}")]
+    approvals = (
+        "a dangerous command its turn wants to run is asked of you (`backchannel ask`)"
+        if asks
+        else "it asks no approval of a dangerous command through its API server (Hermes before 0.21: the command"
+        " is refused there without asking)"
+    )
+    return [ok(check, f"Hermes at {model.base_url} answers with the key in {model.api_key_env}; {approvals}")]
 
 
 def _key(root: Path, name: str | None) -> str | None:

@@ -115,6 +115,11 @@ class ModelConfig(Frozen):
     profile: str | None = Field(
         None, description="hermes engine: the Hermes profile, served under <base_url>/p/<profile>/"
     )
+    approval_seconds: Number = Field(
+        240.0,
+        description="hermes engine: how long a Hermes run's dangerous-command approval waits for the person here"
+        " before its default (deny); under Hermes's own approvals.timeout (300 s on 0.22), which denies it there",
+    )
     prices: Annotated[Prices, BeforeValidator(_section)] = Field(
         default_factory=Prices, description="what the model costs: a run's cost is counted from its tokens"
     )

@@ -30,6 +30,12 @@ RUN_ENDS = frozenset({"completed", "failed", "cancelled", "interrupted"})  # a H
 RUN_POLL_SECONDS = 0.5
 
 OnText = Callable[[str], None]
+# A run's approval: its `approval.request` event (or its status's `approval`) when it starts waiting for its person,
+# None once it goes on (answered, or Hermes's own approval timeout denied it).
+OnApproval = Callable[["dict[str, Any] | None"], None]
+# Events after which a run that waited for its approval is going on: its answer was taken, or it did without.
+GOING_ON = frozenset({"approval.responded", "tool.completed", "tool.failed", "message.delta"})
+APPROVAL_GONE = frozenset({"approval_not_pending", "approval_not_active"})  # an approval the run no longer waits on
 
 
 @dataclass(frozen=True)
@@ -323,14 +329,18 @@ class HermesClient:
             raise self.error(f"{self.who} answered POST /v1/runs without a run id")
         return run_id, body.get("replayed") is True
 
-    async def follow_run(self, run_id: str, *, on_text: OnText | None = None) -> RunEnd:
+    async def follow_run(
+        self, run_id: str, *, on_text: OnText | None = None, on_approval: OnApproval | None = None
+    ) -> RunEnd:
         """The run's text as it streams (`/v1/runs/{id}/events`, from its start) until it ends; a run whose events
-        are gone (kept a few minutes) is read from its status until it ends. Keepalives keep the read alive."""
+        are gone (kept a few minutes) is read from its status until it ends. Keepalives keep the read alive (a
+        run waiting for its approval sends them too). `on_approval` is told when the run waits for its person's
+        approval (`approval.request`) and when it goes on."""
         path = f"/v1/runs/{quote(run_id)}/events"
         async with self._http.stream("GET", path, read_timeout=self.timeout or None) as resp:
             if resp.status == 404:
                 await resp.read()
-                return await self._poll_run(run_id)
+                return await self._poll_run(run_id, on_approval)
             if resp.status >= 400:
                 self._object(HttpResponse(resp.status, resp.headers, await resp.read()), "GET", path)
             async for event in parse(resp.chunks()):
@@ -338,19 +348,53 @@ class HermesClient:
                 name = data.get("event") if data is not None else None
                 if data is None or not isinstance(name, str):
                     continue
+                if on_approval is not None and name == "approval.request":
+                    on_approval(data)
+                elif on_approval is not None and (name in GOING_ON or name.startswith("run.")):
+                    on_approval(None)
                 if name == "message.delta" and isinstance(data.get("delta"), str) and on_text is not None:
                     on_text(data["delta"])
                 elif name.startswith("run.") and name[4:] in RUN_ENDS:
                     return _run_end(name[4:], data)
-        return await self._poll_run(run_id)  # the stream closed before the run's end was seen
+        return await self._poll_run(run_id, on_approval)  # the stream closed before the run's end was seen
 
-    async def _poll_run(self, run_id: str) -> RunEnd:
+    async def _poll_run(self, run_id: str, on_approval: OnApproval | None = None) -> RunEnd:
         path = f"/v1/runs/{quote(run_id)}"
         while True:
             status = self._object(await self._http.request("GET", path), "GET", path)
             if status.get("status") in RUN_ENDS:
+                if on_approval is not None:
+                    on_approval(None)
                 return _run_end(str(status["status"]), status)
+            if on_approval is not None:
+                waits = status.get("status") == "waiting_for_approval" and isinstance(status.get("approval"), dict)
+                on_approval(status["approval"] if waits else None)
             await asyncio.sleep(RUN_POLL_SECONDS)
+
+    async def approve(self, run_id: str, choice: str, *, request_id: str | None = None) -> bool:
+        """The person's answer to the run's pending approval (`once`, `session`, `always` or `deny`); False when
+        the run no longer waits for it (answered already, or Hermes's own timeout denied it)."""
+        path = f"/v1/runs/{quote(run_id)}/approval"
+        body: dict[str, Any] = {"choice": choice}
+        if request_id:
+            body["request_id"] = request_id
+        resp = await self._http.request("POST", path, json=body)
+        if resp.status == 409 and error_of(409, resp.json_object()).code in APPROVAL_GONE:
+            return False
+        self._object(resp, "POST", path)
+        return True
+
+    async def approvals(self) -> bool:
+        """Whether the gateway's runs wait for their person's approval of a dangerous command and take it by
+        `POST /v1/runs/{id}/approval` (its capabilities: `approval_events`, `run_approval_response`)."""
+        resp = await self._http.request("GET", "/v1/capabilities")
+        said = resp.json_object() if resp.status < 400 else None
+        features = said.get("features") if said is not None else None
+        return (
+            isinstance(features, dict)
+            and features.get("approval_events") is True
+            and features.get("run_approval_response") is True
+        )
 
     async def stop_run(self, run_id: str) -> None:
         """Asks Hermes to interrupt the run (it keeps what the turn saved so far)."""

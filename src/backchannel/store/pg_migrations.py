@@ -544,6 +544,7 @@ ALTER TABLE runs ADD COLUMN resumed_after bigint;
 """
 # A peer's question relayed to our sender (store/questions.py `relay`): the outbound message it came back on.
 RELAYED_QUESTIONS = "ALTER TABLE questions ADD COLUMN outbound_id bigint;"
+IN_TURN_QUESTIONS = "ALTER TABLE questions ADD COLUMN kind text COLLATE \"C\" NOT NULL DEFAULT 'next_turn';"
 
 MIGRATIONS: list[tuple[str, str]] = [
     ("0001_schema", SCHEMA),
@@ -555,6 +556,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("0022_questions", QUESTIONS),
     ("0023_session_owner", SESSION_OWNER),
     ("0024_relayed_questions", RELAYED_QUESTIONS),
+    ("0025_in_turn_questions", IN_TURN_QUESTIONS),
 ]
 
 

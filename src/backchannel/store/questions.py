@@ -5,6 +5,10 @@ A question is parked in the same transaction as its turn's end (`park`), and clo
 its run's return to the queue (`close`): a conditional UPDATE … WHERE state = 'open', so the first answer wins,
 whatever the surface, and any other gets `question_closed` and changes nothing. The resumed run goes after every
 run recorded before the answer (`runs.resumed_after`): the session's messages that came while it waited run first.
+
+An in-turn question (`kind` in_turn: a Hermes run waiting for its person's approval) leaves its run running: it is
+recorded once per key while the turn waits (`ask_in_turn`, again by a later attempt of the same turn), and closed
+once (`close_in_turn`), the waiting turn reading it.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from .runs import CURRENT_EPOCH, NOTHING_SPENT, Spent, from_row
 from .sessions import append_messages
 
 STATES = ("open", "answered", "defaulted", "cancelled")
+NEXT_TURN, IN_TURN = "next_turn", "in_turn"  # what closing a question does (`Question.kind`)
 
 
 @dataclass(frozen=True)
@@ -54,6 +59,7 @@ def _question(row: Row) -> Question:
         answered_at=r["answered_at"],
         created_at=r["created_at"],
         outbound_id=r.get("outbound_id"),
+        kind=r.get("kind") or NEXT_TURN,
     )
 
 
@@ -120,7 +126,7 @@ async def close(db: Db, question_id: str, *, state: str, answer: str | None, by:
     async with db.tx() as tx:
         row = await tx.one(
             "UPDATE questions SET state = ?, answer = ?, answered_by = ?, answered_at = ?"
-            " WHERE id = ? AND state = 'open' RETURNING *",
+            f" WHERE id = ? AND state = 'open' AND kind = '{NEXT_TURN}' RETURNING *",
             (state, answer, by, now, question_id),
         )
         if row is None:
@@ -143,6 +149,52 @@ async def close(db: Db, question_id: str, *, state: str, answer: str | None, by:
     return _question(row), from_row(run)
 
 
+async def ask_in_turn(db: Db, run: Run, new: NewQuestion) -> Question:
+    """Record the question a running turn waits on (kind in_turn), once per id: the same question asked again by a
+    later attempt of the turn (after a restart) is the one kept, open or answered meanwhile."""
+    now = time.time()
+    async with db.tx() as tx:
+        await tx.run(
+            "INSERT INTO questions (id, run_id, profile, session_id, asker, origin, question, choices,"
+            " default_answer, expires_at, state, created_at, kind) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'open', ?, ?)"
+            " ON CONFLICT (id) DO NOTHING",
+            (
+                new.id,
+                run.id,
+                run.profile,
+                run.session_id,
+                run.sender,
+                run.origin,
+                new.question,
+                json.dumps(list(new.choices)) if new.choices is not None else None,
+                new.default,
+                now + new.expires_in if new.expires_in else None,
+                now,
+                IN_TURN,
+            ),
+        )
+    return await get(db, new.id)
+
+
+async def close_in_turn(db: Db, question_id: str, *, state: str, answer: str | None, by: str) -> Question:
+    """Close an open in-turn question once (Conflict `question_closed` when it is closed already): its run is left
+    as it is, the turn waiting on it takes the answer."""
+    async with db.tx() as tx:
+        row = await tx.one(
+            "UPDATE questions SET state = ?, answer = ?, answered_by = ?, answered_at = ?"
+            f" WHERE id = ? AND state = 'open' AND kind = '{IN_TURN}' RETURNING *",
+            (state, answer, by, time.time(), question_id),
+        )
+        if row is None:
+            closed = await get(tx, question_id)
+            raise Conflict(
+                f"question {question_id!r} is {closed.state} already"
+                f"{f' (by {closed.answered_by})' if closed.answered_by else ''}: it is answered once",
+                code="question_closed",
+            )
+    return _question(row)
+
+
 async def get(db: Reads, question_id: str) -> Question:
     row = await db.one("SELECT * FROM questions WHERE id = ?", (question_id,))
     if row is None:
@@ -156,8 +208,9 @@ async def listed(
     """Questions in `state` (any when None): open ones oldest first (the longest waiting at the top), others newest
     first. `for_peer`: False, those our person answers; True, those asked in runs peers sent (theirs); None, all."""
     where, params = (["state = ?"], [state]) if state is not None else ([], [])
-    if for_peer is not None:
-        where.append("asker LIKE 'peer:%'" if for_peer else "asker NOT LIKE 'peer:%'")
+    if for_peer is not None:  # an in-turn question is our person's, whoever sent its run (`Question.for_peer`)
+        peers = f"(asker LIKE 'peer:%' AND kind = '{NEXT_TURN}')"
+        where.append(peers if for_peer else f"NOT {peers}")
     clause = f"WHERE {' AND '.join(where)}" if where else ""
     order = "created_at, id" if state == "open" else "created_at DESC, id"
     rows = await db.all(f"SELECT * FROM questions {clause} ORDER BY {order} LIMIT ?", (*params, limit))
@@ -256,8 +309,11 @@ async def reopen(db: Db, question_id: str) -> None:
 
 
 async def last_of(db: Db, run_id: str) -> Question | None:
-    """The question the run asked last (what a resumed turn is given), if any."""
-    row = await db.one("SELECT * FROM questions WHERE run_id = ? ORDER BY created_at DESC LIMIT 1", (run_id,))
+    """The question the run's turn asked last, ending the turn (what a resumed turn is given), if any."""
+    row = await db.one(
+        f"SELECT * FROM questions WHERE run_id = ? AND kind = '{NEXT_TURN}' ORDER BY created_at DESC LIMIT 1",
+        (run_id,),
+    )
     return _question(row) if row is not None else None
 
 

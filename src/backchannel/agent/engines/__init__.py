@@ -36,5 +36,6 @@ def build_engine(profile: Profile, secret: Callable[[str], str | None]) -> Engin
             api_key_env=model.api_key_env,
             hermes_profile=model.profile,
             timeout_seconds=model.timeout_seconds,
+            approval_seconds=model.approval_seconds,
         )
     return EchoEngine(profile=profile.name)

@@ -38,6 +38,31 @@ class ChatPath(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class TurnQuestion:
+    """What a far side's turn asks its person while it waits (a Hermes run's approval): `key` names it across
+    attempts of the turn (the same key asked again after a restart is the same question), `default` is taken when
+    it expires or the person declines."""
+
+    key: str
+    question: str
+    choices: tuple[str, ...]
+    default: str
+    expires_in: float | None = None
+
+
+class PersonLine(Protocol):
+    """The way a running turn asks the person of its run and waits for the answer (its run stays running)."""
+
+    async def ask(self, question: TurnQuestion) -> str:
+        """The person's answer (one of the choices), or the default once it expired or was declined."""
+        ...
+
+    async def withdraw(self, key: str, *, by: str) -> None:
+        """The far side went on without the answer: the question, if still open, is closed (`by` says who)."""
+        ...
+
+
 @dataclass
 class SessionLink:
     """The session a turn runs in, for an engine that keeps its sessions elsewhere (hermes): the engine sets
@@ -63,6 +88,8 @@ class SessionLink:
     # The far side's own run for the step in progress (a Hermes run's id), while it runs: a call its tools make says
     # it, and is bound to this turn by it.
     remote_run: str | None = None
+    # How the far side's turn asks this run's person while it waits (None: it cannot; the far side's default holds).
+    person: PersonLine | None = None
 
 
 @dataclass(frozen=True)

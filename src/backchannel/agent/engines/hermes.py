@@ -28,11 +28,22 @@ with the same run, and its events (or its saved status) give the answer: one tur
 Only a run that ended unanswered there (cancelled, or cut by Hermes's own shutdown) is asked again, under the
 next key. A stop asks Hermes to stop the run. Hermes's keepalives keep the read alive while its turn waits for
 the session (another surface's turn holds it) or thinks past `timeout_seconds`.
+
+A run that waits for its person's approval of a dangerous command (`approval.request`, the run
+`waiting_for_approval`) asks Backchannel's person the same question (`SessionLink.person`: an in-turn question, its
+choices Hermes's, its default `deny` at `approval_seconds`), and the answer goes back to the same run (`POST
+/v1/runs/{id}/approval`), which goes on to its reply: the same turn here. Hermes keys the request (`request_id`);
+the question is named by it, so the attempt after a restart, reading the run's events again, finds the same question
+(answered meanwhile, or still open) and never asks twice. A run that went on without it (Hermes's own timeout denied
+it) closes the question. Hermes's `clarify` tool is not on its API server (left out of its toolset, no callback), and
+0.19's session chat (`/chat/stream`, the way turns reach it) has no approval: a dangerous command is refused there
+without asking, the model told it waits for an approval nobody can give.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Sequence
@@ -42,7 +53,7 @@ from ...errors import BackchannelError, EngineError, HermesPluginAbsent
 from ...ids import BOT_CHAT_TITLE
 from ...messages import Message
 from ...net.hermes import HermesClient, HermesMessage, RunKeyTaken, SessionMissing
-from .base import ChatPath, ModelRequest, OnDelta, SessionLink
+from .base import ChatPath, ModelRequest, OnDelta, PersonLine, SessionLink, TurnQuestion
 
 RECOVER_POLL_SECONDS = 0.5
 RUN_KEY_PREFIX = "backchannel-"  # the Idempotency-Key of a turn asked as a Hermes run: backchannel-<run id>[.<n>]
@@ -88,8 +99,10 @@ class HermesEngine:
         api_key_env: str | None,
         hermes_profile: str | None = None,
         timeout_seconds: float = 120.0,
+        approval_seconds: float = 240.0,
     ) -> None:
         self.profile = profile
+        self.approval_seconds = approval_seconds
         self.url = base_url.rstrip("/") + (f"/p/{hermes_profile}" if hermes_profile else "")
         self.where = f"Hermes gateway {self.url!r} for profile {profile!r}"
         self.recover_seconds = timeout_seconds if timeout_seconds > 0 else 120.0
@@ -180,14 +193,18 @@ class HermesEngine:
                     f" request (the session moved?); not sent again (read session {remote_id!r} there)"
                 ) from None
             link.remote_run = run_id  # its tools' calls say it: they are this turn's
+            approvals = Approvals(self._client, link.person, run_id, self.approval_seconds, self.where)
             try:
-                end = await self._client.follow_run(run_id, on_text=on_delta)
+                end = await self._client.follow_run(
+                    run_id, on_text=on_delta, on_approval=approvals.seen if link.person is not None else None
+                )
             except asyncio.CancelledError:
                 if self._stopping(link):
                     await self._shielded(self._client.stop_run(run_id), f"Hermes run {run_id} was not stopped there")
                 raise
             finally:
                 link.remote_run = None
+                await approvals.close()
             if end.status == "completed":
                 return Message(role="assistant", content=end.output or "", usage=end.usage)
             if replayed and end.status in ("cancelled", "interrupted"):
@@ -261,6 +278,104 @@ class HermesEngine:
     async def aclose(self) -> None:
         if self._client is not None:
             await self._client.aclose()
+
+
+class Approvals:
+    """The approvals one Hermes run waits for, each asked of the run's person as it comes (`seen`), the answer sent
+    back to the run; closed with the step."""
+
+    def __init__(
+        self, client: HermesClient, person: PersonLine | None, run_id: str, expires_in: float, where: str
+    ) -> None:
+        self.client = client
+        self.person = person
+        self.run_id = run_id
+        self.expires_in = expires_in if expires_in > 0 else None
+        self.where = where
+        self.asking: dict[str, asyncio.Task[None]] = {}  # by the request's key: each asked once
+        self.done: set[str] = set()
+        self.after: set[asyncio.Task[None]] = set()  # questions closed because the run went on without them
+
+    def seen(self, approval: dict[str, Any] | None) -> None:
+        if self.person is None:
+            return
+        if approval is None:  # the run went on: a question still asked is moot
+            for key, task in list(self.asking.items()):
+                if not task.done():
+                    task.cancel()
+                    withdrawn = asyncio.ensure_future(self.person.withdraw(key, by="hermes"))
+                    self.after.add(withdrawn)
+                del self.asking[key]
+                self.done.add(key)
+            return
+        request = approval.get("request_id")
+        key = f"{self.run_id}/{request}" if isinstance(request, str) and request else f"{self.run_id}/approval"
+        if key in self.asking or key in self.done:
+            return
+        request_id = request if isinstance(request, str) else None
+        self.asking[key] = asyncio.ensure_future(self._ask(key, approval, request_id))
+
+    async def _ask(self, key: str, approval: dict[str, Any], request_id: str | None) -> None:
+        assert self.person is not None
+        offered = approval.get("choices")
+        choices = tuple(c for c in offered if isinstance(c, str)) if isinstance(offered, list) else ()
+        choices = choices or ("once", "deny")
+        choice = await self.person.ask(
+            TurnQuestion(
+                key=key,
+                question=approval_question(approval, choices),
+                choices=choices,
+                default=DENY if DENY in choices else choices[-1],
+                expires_in=self.expires_in,
+            )
+        )
+        try:
+            taken = await self.client.approve(self.run_id, choice, request_id=request_id)
+        except BackchannelError as exc:
+            log.warning(
+                "%s: the answer %r to Hermes run %s's approval was not taken: %s",
+                self.where,
+                choice,
+                self.run_id,
+                exc.message,
+            )
+            return
+        if not taken:
+            log.info("%s: Hermes run %s went on before the answer %r came", self.where, self.run_id, choice)
+
+    async def close(self) -> None:
+        """The step ends (or is cancelled): what is still asked is left (a stop closes it; a gateway going away
+        leaves it open for the next attempt), what was withdrawn is finished."""
+        for task in self.asking.values():
+            task.cancel()
+        for task in [*self.asking.values(), *self.after]:
+            with contextlib.suppress(asyncio.CancelledError, BackchannelError):
+                await asyncio.shield(task)
+        self.asking.clear()
+
+
+DENY = "deny"
+
+
+CHOICES_SAID = {
+    "once": "run it this once",
+    "session": "allow such commands for the rest of this Hermes session",
+    "always": "allow such commands from now on",
+    "deny": "refuse it",
+}
+
+
+def approval_question(approval: dict[str, Any], choices: Sequence[str]) -> str:
+    """The person's question for a Hermes approval: the command, why Hermes stopped it, what each choice does."""
+    command = approval.get("command")
+    why = approval.get("description")
+    text = "Hermes asks to run a command it flags as dangerous"
+    if isinstance(why, str) and why:
+        text += f" ({why})"
+    if isinstance(command, str) and command:
+        text += f":\n{command}"
+    said = "; ".join(f"{c}: {CHOICES_SAID[c]}" for c in choices if c in CHOICES_SAID)
+    return f"{text}\n{said}" if said else text
 
 
 def answer_to(transcript: Sequence[HermesMessage], message: str, copies_here: int) -> tuple[bool, str | None]:
