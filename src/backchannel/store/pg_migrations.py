@@ -556,7 +556,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("0022_questions", QUESTIONS),
     ("0023_session_owner", SESSION_OWNER),
     ("0024_relayed_questions", RELAYED_QUESTIONS),
-    ("0025_in_turn_questions", IN_TURN_QUESTIONS),
+    ("0027_in_turn_questions", IN_TURN_QUESTIONS),
 ]
 
 
