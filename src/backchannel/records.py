@@ -12,7 +12,7 @@ from typing import Any
 
 from . import keys
 from .ids import BOT_CHAT_TITLE
-from .outcome import Outcome, Result, of_run, of_state, said_state
+from .outcome import Consumed, Outcome, Result, of_run, of_state, said_state
 from .outcome import Run as Said
 from .states import RunState
 
@@ -71,6 +71,7 @@ class Run:
     released_at: float | None = None  # a held run: when the person let it go
     # A run its person's answer put back in the queue: the highest run of the store then (it goes after those).
     resumed_after: int | None = None
+    consumed: Consumed | None = None  # the model call that first held its message in its input (None: none yet)
 
     @property
     def given_key(self) -> str:
@@ -99,6 +100,7 @@ class Run:
             "origin": self.origin,
             "sender_session": self.sender_session,
             "wait_seconds": self.wait_seconds,
+            "consumed": self.consumed.to_dict() if self.consumed is not None else None,
         }
 
     def result(self, *, replayed: bool = False, waited: float = 0.0, queue_position: int | None = None) -> Result:
@@ -112,6 +114,8 @@ class Run:
             code=self.error_code,
             queue_position=queue_position,
             landed=self.landed,
+            consumed=self.consumed,
+            says_consumed=True,
         )
         return of_run(f"{self.profile}/{self.session_id}", said, replayed=replayed, key=self.given_key, waited=waited)
 

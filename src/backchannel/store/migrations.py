@@ -574,6 +574,11 @@ def m0024_relayed_questions(conn: sqlite3.Connection) -> None:
     _run(conn, "ALTER TABLE questions ADD COLUMN outbound_id INTEGER")
 
 
+def m0025_consumed(conn: sqlite3.Connection) -> None:
+    """A run's consumed receipt (`outcome.Consumed` as JSON): the model call that first held its message."""
+    _run(conn, "ALTER TABLE runs ADD COLUMN consumed TEXT")
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0001_sessions_messages", m0001_sessions_messages),
     ("0002_runs", m0002_runs),
@@ -597,4 +602,5 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0022_questions", m0022_questions),
     ("0023_session_owner", m0023_session_owner),
     ("0024_relayed_questions", m0024_relayed_questions),
+    ("0025_consumed", m0025_consumed),
 ]

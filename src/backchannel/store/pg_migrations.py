@@ -544,6 +544,8 @@ ALTER TABLE runs ADD COLUMN resumed_after bigint;
 """
 # A peer's question relayed to our sender (store/questions.py `relay`): the outbound message it came back on.
 RELAYED_QUESTIONS = "ALTER TABLE questions ADD COLUMN outbound_id bigint;"
+# A run's consumed receipt (`outcome.Consumed` as JSON): the model call that first held its message.
+CONSUMED = 'ALTER TABLE runs ADD COLUMN consumed text COLLATE "C";'
 
 MIGRATIONS: list[tuple[str, str]] = [
     ("0001_schema", SCHEMA),
@@ -555,6 +557,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("0022_questions", QUESTIONS),
     ("0023_session_owner", SESSION_OWNER),
     ("0024_relayed_questions", RELAYED_QUESTIONS),
+    ("0025_consumed", CONSUMED),
 ]
 
 
