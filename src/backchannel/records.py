@@ -14,7 +14,7 @@ from . import keys
 from .ids import BOT_CHAT_TITLE
 from .outcome import Consumed, Outcome, Result, of_run, of_state, said_state
 from .outcome import Run as Said
-from .states import RunState
+from .states import UNFINISHED, RunState
 
 __all__ = [
     "BOT_CHAT_TITLE",
@@ -211,6 +211,7 @@ class LedgerEntry:
     cost_usd: float = 0.0
     started_at: float | None = None  # a run's turn began (a message to a peer: None)
     finished_at: float | None = None  # it ended (a message to a peer: when its outcome was last known)
+    consumed: Consumed | None = None  # a run's: the model call that first held its message
 
     def to_dict(self) -> dict[str, Any]:
         """`state` as stored beside `outcome`, the word every surface uses for what became of the message."""
@@ -219,7 +220,17 @@ class LedgerEntry:
     @classmethod
     def of(cls, said: dict[str, Any]) -> LedgerEntry:
         """An entry as `to_dict` gave it (what the gateway's ledger answers)."""
-        return cls(**{f.name: said[f.name] for f in fields(cls) if f.name in said})
+        given = {f.name: said[f.name] for f in fields(cls) if f.name in said}
+        return cls(**{**given, "consumed": Consumed.of(given.get("consumed"))})
+
+    @property
+    def read(self) -> str:
+        """Whether a model read the message: `step N` of the turn that did, `no` for a run that ended unread, `-`
+        for what is not known here (a run not ended, a refusal, a message to a peer)."""
+        if self.consumed is not None:
+            return f"step {self.consumed.step}"
+        ended = self.kind == "run" and said_state(self.state) not in UNFINISHED and self.state != "denied"
+        return "no" if ended else "-"
 
     @property
     def outcome(self) -> Outcome:
