@@ -11,7 +11,10 @@ header, `X-A2A-Extensions` in 0.3) the message's `metadata` carries them under t
 The same meaning as the Hermes dialect's `X-Backchannel-Hops`, `X-Backchannel-Chain` and
 `X-Backchannel-Exchange` headers (the exchange: everything that followed from one person's message, named by
 the gateway where it began); the optional `profile` is the sending profile, as `X-Hermes-Sender-Profile` (a
-peer's message is then from `peer:NAME/<profile>`; without it, `peer:NAME/default`). Plain dicts only: no A2A
+peer's message is then from `peer:NAME/<profile>`; without it, `peer:NAME/default`). A task's own `metadata`
+carries, under the same URI, its consumed receipt once its model read the message, or null for a task that ended
+unread: `{"metadata": {URI: {"consumed": {"turn": "run_…", "step": 1, "at": 1796660712.8, "digest": "sha256:…"}}}}`.
+Plain dicts only: no A2A
 SDK here, so the client side and the server side share it without loading the SDK.
 """
 
@@ -20,6 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from .errors import UsageError
 from .ids import MAX_EXCHANGE_CHARS, check_exchange
@@ -63,6 +67,20 @@ def metadata(value: HopsChain) -> dict[str, object]:
     if value.exchange:
         entry["exchange"] = value.exchange
     return {URI: entry}
+
+
+def consumed_entry(receipt: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A task's metadata entry for its consumed receipt (`outcome.Consumed.to_dict`; None: the run ended and no
+    model read its message)."""
+    return {URI: {"consumed": dict(receipt) if receipt is not None else None}}
+
+
+def read_consumed(task_metadata: Mapping[str, object] | None) -> tuple[object, bool]:
+    """The consumed receipt a task's metadata carries under this extension, and whether it carries one at all."""
+    entry = task_metadata.get(URI) if isinstance(task_metadata, Mapping) else None
+    if not isinstance(entry, Mapping) or "consumed" not in entry:
+        return None, False
+    return entry["consumed"], True
 
 
 def declared(card_extensions: object) -> bool:

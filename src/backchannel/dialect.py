@@ -94,9 +94,19 @@ class Usage(TypedDict):
     cost_usd: float
 
 
+class ConsumedReceipt(TypedDict):
+    """The model call that first held a message in its input (`outcome.Consumed`): the run of the turn, which of
+    its model calls (1 for the first), when, and the digest of the framed text that model saw."""
+
+    turn: str
+    step: int
+    at: float
+    digest: str
+
+
 class Run(TypedDict):
     """A run of this gateway (`/v1/runs/{id}`): `output`, `error` and `code`, `queue_position` and `landed` only
-    when it has them."""
+    when it has them; `consumed` the receipt of the model that read its message (null: none did, yet)."""
 
     object: Literal["hermes.run"]
     run_id: str
@@ -114,6 +124,7 @@ class Run(TypedDict):
     code: NotRequired[str | None]
     queue_position: NotRequired[int]
     landed: NotRequired[str]
+    consumed: ConsumedReceipt | None
     usage: Usage
     question: NotRequired[Question]  # input_required: the question it waits for (its sender answers it)
 
@@ -156,6 +167,7 @@ class Completion(TypedDict):
     usage: Usage
     replayed: bool
     landed: str | None
+    consumed: ConsumedReceipt | None
 
 
 class Queued(TypedDict):
@@ -249,6 +261,7 @@ class RunRecord(TypedDict):
     state: RunState
     replayed: bool
     landed: NotRequired[str]
+    consumed: NotRequired[ConsumedReceipt | None]
     reply: NotRequired[str]
     queue_position: NotRequired[int | None]
     detail: NotRequired[str]
@@ -468,6 +481,7 @@ def run_of(row: records.Run, queue_position: int | None) -> Run:
         "finished_at": row.finished_at,
         "attempts": row.attempts,
         "hops": row.hops,
+        "consumed": consumed_of(row),
         "usage": usage_of(row),
     }
     if row.reply is not None:
@@ -480,6 +494,10 @@ def run_of(row: records.Run, queue_position: int | None) -> Run:
     if row.landed is not None:
         body["landed"] = row.landed
     return body
+
+
+def consumed_of(row: records.Run) -> ConsumedReceipt | None:
+    return cast(ConsumedReceipt, row.consumed.to_dict()) if row.consumed is not None else None
 
 
 def usage_of(row: records.Run) -> Usage:

@@ -20,6 +20,8 @@ tool's answer that is no message (a list, a memory edit: the answer is here).
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -70,6 +72,50 @@ class Outcome(StrEnum):
     def settled(self) -> bool:
         """True when nothing more will happen to the message (no reply is still coming)."""
         return self not in (Outcome.RECEIPT, Outcome.HELD, Outcome.UNKNOWN)
+
+
+NOT_CONSUMED = "not consumed: no model read the message, so it may be asked again"
+# A Backchannel gateway's consumed receipt beside the Hermes dialect's send_result envelope (whose 23 keys are
+# fixed): the receipt's JSON, or `null` for a run that ended unread.
+CONSUMED_HEADER = "X-Backchannel-Consumed"
+
+
+@dataclass(frozen=True)
+class Consumed:
+    """The receipt that a model read the message: the run of the turn (`turn`) whose model call `step` (1 for its
+    first) first held it in its input, when (`at`), and the digest of the framed text that model saw."""
+
+    turn: str
+    step: int
+    at: float
+    digest: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"turn": self.turn, "step": self.step, "at": self.at, "digest": self.digest}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict())
+
+    @classmethod
+    def of(cls, said: Any) -> Consumed | None:
+        """A receipt as `to_dict` gives it (or its JSON, as stored); None for anything else."""
+        if isinstance(said, str):
+            try:
+                said = json.loads(said)
+            except ValueError:
+                return None
+        if not isinstance(said, Mapping):
+            return None
+        turn, step, at, digest = (said.get(k) for k in ("turn", "step", "at", "digest"))
+        if isinstance(step, float) and step.is_integer():  # JSON numbers through protobuf's Struct (A2A) are doubles
+            step = int(step)
+        if not (isinstance(turn, str) and isinstance(step, int) and isinstance(at, int | float)):
+            return None
+        return cls(turn, step, float(at), digest if isinstance(digest, str) else "")
+
+    @staticmethod
+    def digest_of(text: str) -> str:
+        return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 _OF_STATE = {
@@ -136,6 +182,17 @@ class Result:
     # an unknown outcome at a peer that cannot (its session must be checked before the message is sent again).
     deduplicated: bool = True
     question: str | None = None  # input_required: what the run asks (a peer's: our sender answers it)
+    consumed: Consumed | None = None  # the model that read the message, once one did
+    # The run ended and no model ever read its message (`consumed: null`); False also where it is not known (a
+    # run not ended, a peer that does not say).
+    unread: bool = False
+
+    @property
+    def consumed_word(self) -> str | None:
+        """`consumed` or `not consumed` as text output says it; None where nothing is known of it."""
+        if self.consumed is not None:
+            return f"consumed (step {self.consumed.step} of turn {self.consumed.turn})"
+        return NOT_CONSUMED if self.unread else None
 
     def to_dict(self) -> dict[str, Any]:
         """The compact shape for tools and the CLI's --json: only what applies to this outcome."""
@@ -147,6 +204,8 @@ class Result:
         body["replayed"] = self.replayed
         if self.landed is not None:
             body["landed"] = self.landed
+        if self.consumed is not None or self.unread:
+            body["consumed"] = self.consumed.to_dict() if self.consumed is not None else None
         if self.outcome is Outcome.DELIVERED:
             body["reply"] = self.reply or ""
         elif self.outcome in (Outcome.RECEIPT, Outcome.HELD):
@@ -235,6 +294,8 @@ class Run:
     landed: str | None = None  # started | steered | queued: where the message went when it came
     said: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)  # shown by `peer status`
     question: str | None = None  # input_required: what it asks
+    consumed: Consumed | None = None  # the model that read its message
+    says_consumed: bool = False  # it says whether a model read it (ours do; a peer that does not say: unknown)
 
     @property
     def outcome(self) -> Outcome:
@@ -269,7 +330,14 @@ def of_run(
         idempotency_key=key,
         waited=waited,
         question=run.question if run.state is RunState.INPUT_REQUIRED else None,
+        consumed=run.consumed,
+        unread=run.says_consumed and run.consumed is None and _ended(run.state),
     )
+
+
+def _ended(state: RunState | Outcome) -> bool:
+    """A run that ended (its message will never be read now), as against one that waits or runs."""
+    return isinstance(state, RunState) and state.terminal
 
 
 def unknown(to: str, error: str, *, code: str = PeerOutcomeUnknown.code, **fields: Any) -> Result:

@@ -12,9 +12,9 @@ from typing import Any
 
 from . import keys
 from .ids import BOT_CHAT_TITLE
-from .outcome import Outcome, Result, of_run, of_state, said_state
+from .outcome import Consumed, Outcome, Result, of_run, of_state, said_state
 from .outcome import Run as Said
-from .states import RunState
+from .states import UNFINISHED, RunState
 
 __all__ = [
     "BOT_CHAT_TITLE",
@@ -71,6 +71,7 @@ class Run:
     released_at: float | None = None  # a held run: when the person let it go
     # A run its person's answer put back in the queue: the highest run of the store then (it goes after those).
     resumed_after: int | None = None
+    consumed: Consumed | None = None  # the model call that first held its message in its input (None: none yet)
 
     @property
     def given_key(self) -> str:
@@ -99,6 +100,7 @@ class Run:
             "origin": self.origin,
             "sender_session": self.sender_session,
             "wait_seconds": self.wait_seconds,
+            "consumed": self.consumed.to_dict() if self.consumed is not None else None,
         }
 
     def result(self, *, replayed: bool = False, waited: float = 0.0, queue_position: int | None = None) -> Result:
@@ -112,6 +114,8 @@ class Run:
             code=self.error_code,
             queue_position=queue_position,
             landed=self.landed,
+            consumed=self.consumed,
+            says_consumed=True,
         )
         return of_run(f"{self.profile}/{self.session_id}", said, replayed=replayed, key=self.given_key, waited=waited)
 
@@ -207,6 +211,7 @@ class LedgerEntry:
     cost_usd: float = 0.0
     started_at: float | None = None  # a run's turn began (a message to a peer: None)
     finished_at: float | None = None  # it ended (a message to a peer: when its outcome was last known)
+    consumed: Consumed | None = None  # a run's: the model call that first held its message
 
     def to_dict(self) -> dict[str, Any]:
         """`state` as stored beside `outcome`, the word every surface uses for what became of the message."""
@@ -215,7 +220,17 @@ class LedgerEntry:
     @classmethod
     def of(cls, said: dict[str, Any]) -> LedgerEntry:
         """An entry as `to_dict` gave it (what the gateway's ledger answers)."""
-        return cls(**{f.name: said[f.name] for f in fields(cls) if f.name in said})
+        given = {f.name: said[f.name] for f in fields(cls) if f.name in said}
+        return cls(**{**given, "consumed": Consumed.of(given.get("consumed"))})
+
+    @property
+    def read(self) -> str:
+        """Whether a model read the message: `step N` of the turn that did, `no` for a run that ended unread, `-`
+        for what is not known here (a run not ended, a refusal, a message to a peer)."""
+        if self.consumed is not None:
+            return f"step {self.consumed.step}"
+        ended = self.kind == "run" and said_state(self.state) not in UNFINISHED and self.state != "denied"
+        return "no" if ended else "-"
 
     @property
     def outcome(self) -> Outcome:

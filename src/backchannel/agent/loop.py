@@ -12,6 +12,7 @@ from .. import tracing
 from ..events import Chunk, Event, Step
 from ..home.profiles import Profile
 from ..messages import Message, ToolCall, Usage
+from ..outcome import Consumed
 from .engines.base import Engine, ModelRequest, SessionLink
 from .persona import system_prompt
 from .tools.base import Asked, Tool, ToolContext, call_tool
@@ -31,6 +32,9 @@ class TurnProgress:
     steered: list[str] = field(default_factory=list)  # the runs of the messages steered into the turn
     stop_requested: bool = False  # a stop asked the turn to end (set before its task is cancelled)
     asked: Asked | None = None  # the turn ended by asking its person this (`ask_person`): its run waits for the answer
+    # By run (the turn's own, the steered ones): the model call that first held its message. Saved with the end.
+    consumed: dict[str, Consumed] = field(default_factory=dict)
+    unread: list[tuple[str, str]] = field(default_factory=list)  # (run, digest of its framed text) not yet read
     _recorded: tuple[Usage, float] = (Usage(), 0.0)
 
     def unrecorded(self) -> tuple[int, int, float]:
@@ -38,6 +42,12 @@ class TurnProgress:
         usage, cost = self._recorded
         self._recorded = (self.usage, self.cost)
         return self.usage.tokens_in - usage.tokens_in, self.usage.tokens_out - usage.tokens_out, self.cost - cost
+
+    def read(self, turn: str, step: int, at: float) -> None:
+        """The messages in the input of model call `step`, which answered (or began to): consumed by it."""
+        for run_id, digest in self.unread:
+            self.consumed.setdefault(run_id, Consumed(turn, step, at, digest))
+        self.unread.clear()
 
     def output(self) -> str:
         done = [m.content for m in self.messages if m.role == "assistant" and m.content]
@@ -65,16 +75,30 @@ async def run_turn(
     `steered` gives (sent to the session with mode steer meanwhile) join the turn."""
     prices = profile.config.model.prices
     progress.messages.append(incoming)
+    progress.unread.append((ctx.run_id, Consumed.digest_of(incoming.content)))
     options = profile.config.messaging.send_options
     specs = [offered(tool.spec, options) for tool in tools.values()] if engine.offers_tools else []
 
+    async def join() -> list[Message]:  # the steered messages, each unread until a model call holds it
+        assert steered is not None
+        taken = len(progress.steered)
+        joined = await steered(progress)
+        progress.unread.extend(
+            zip(progress.steered[taken:], [Consumed.digest_of(m.content) for m in joined], strict=True)
+        )
+        return joined
+
+    calling = (0, 0.0)  # the model call in progress (1 for the first) and when it began
+
     def on_delta(text: str) -> None:
+        if progress.unread:  # its first words: the model holds its input
+            progress.read(ctx.run_id, *calling)
         progress.partial += text
         emit(Chunk(ctx.run_id, text))
 
     for step in range(profile.config.max_turns):
         if steered is not None and step and progress.messages[-1].role == "tool":
-            progress.messages.extend(await steered(progress))  # after the tools' results, before the model reads them
+            progress.messages.extend(await join())  # after the tools' results, before the model reads them
         request = ModelRequest(
             profile=profile.name,
             system_prompt=system_prompt(profile, await ctx.memories.notes(profile)) if engine.uses_context else "",
@@ -83,8 +107,10 @@ async def run_turn(
             session=session,
         )
         progress.partial = ""
+        calling = (step + 1, time.time())
         with tracing.span_of(_chat_span, engine, profile) as span:
             reply = await engine.step(request, on_delta)
+            progress.read(ctx.run_id, *calling)
             if span is not None and reply.usage is not None:
                 tracing.annotate(
                     span,
@@ -100,7 +126,7 @@ async def run_turn(
             progress.cost += prices.cost(reply.usage.tokens_in, reply.usage.tokens_out)
         if not reply.tool_calls:
             last = step + 1 >= profile.config.max_turns
-            joined = await steered(progress) if steered is not None and not last else []
+            joined = await join() if steered is not None and not last else []
             if not joined:
                 return reply.content
             progress.messages.extend(joined)  # answered by one more step, before the turn ends

@@ -107,7 +107,10 @@ async def chat(request: Request) -> Response:
         sid = message_in.session.id if message_in.session else None
         return JSONResponse(shapes.refused_result(exc, profile=profile, session_id=sid))
     if headers.wants_envelope:
-        return JSONResponse(shapes.send_result(d, profile=profile, ahead=await ctx.messages.runs_ahead(d.run.id)))
+        return JSONResponse(
+            shapes.send_result(d, profile=profile, ahead=await ctx.messages.runs_ahead(d.run.id)),
+            headers=shapes.consumed_header(d.run),
+        )
     outcome = d.result.outcome
     if outcome is Outcome.DELIVERED:
         return JSONResponse(shapes.completion(d), headers={"X-Hermes-Session-Id": d.run.session_id})

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 
 from .. import dialect
 from ..core.delivery.delivery import Delivered
 from ..errors import BackchannelError
-from ..outcome import Outcome, detail
+from ..outcome import CONSUMED_HEADER, Outcome, detail
 from ..records import Run, RunState
 
 
@@ -21,6 +22,7 @@ def completion(d: Delivered) -> dialect.Completion:
         "usage": dialect.usage_of(d.run),
         "replayed": d.result.replayed,
         "landed": d.run.landed,
+        "consumed": dialect.consumed_of(d.run),
     }
 
 
@@ -84,6 +86,13 @@ def send_result(d: Delivered, *, profile: str, ahead: int | None = None) -> dial
         "detail": detail(result.outcome, run.state.value) if receipt else None,
         "at": int(time.time()),
     }
+
+
+def consumed_header(run: Run) -> dict[str, str]:
+    """The envelope's consumed receipt, as its header (`CONSUMED_HEADER`): none while the run may still be read."""
+    if run.consumed is None and not run.state.terminal:
+        return {}
+    return {CONSUMED_HEADER: json.dumps(dialect.consumed_of(run))}
 
 
 def refused_result(exc: BackchannelError, *, profile: str, session_id: str | None) -> dialect.SendResult:

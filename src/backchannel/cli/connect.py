@@ -20,7 +20,7 @@ from ..errors import BackchannelError, DeliveryError, Interrupted
 from ..home import config
 from ..home.runtime import listening
 from ..net.http import with_query
-from ..outcome import Outcome, Result
+from ..outcome import NOT_CONSUMED, Outcome, Result
 from .link import Progress, Where
 
 if TYPE_CHECKING:  # the core (and so every engine and SDK) loads only for a command that runs it in-process
@@ -48,10 +48,14 @@ class Sent:
     def check(self) -> Sent:
         """Raise when the run ended without a reply (exit 1)."""
         if self.result.outcome is Outcome.FAILED:
+            details: dict[str, object] = {"run_id": self.result.run_id, "state": self.result.state}
+            unread = f" ({NOT_CONSUMED})" if self.result.unread else ""
+            if "consumed" in (said := self.result.to_dict()):
+                details["consumed"] = said["consumed"]
             raise DeliveryError(
-                f"run {self.result.run_id} {self.result.state}: {self.result.error or 'no reply'}",
+                f"run {self.result.run_id} {self.result.state}: {self.result.error or 'no reply'}{unread}",
                 code=self.result.code or "run_failed",
-                details={"run_id": self.result.run_id, "state": self.result.state},
+                details=details,
             )
         return self
 

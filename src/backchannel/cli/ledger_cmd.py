@@ -218,14 +218,15 @@ def _table(rows: list[LedgerEntry], *, wide: bool, filtered: Reader) -> None:
                 str(r.hops),
                 _wait(r),
                 _spent(r),
+                r.read,
                 _text(r.message, wide=wide),
                 _text(r.reply or r.reason or "", wide=wide),
             ]
             for r in rows
         ],
-        ["TIME", "FROM", "TO", "OUTCOME", "HOPS", "WAIT", "TOKENS", "MESSAGE", "REPLY"],
+        ["TIME", "FROM", "TO", "OUTCOME", "HOPS", "WAIT", "TOKENS", "READ", "MESSAGE", "REPLY"],
         fit=("MESSAGE", "REPLY", "FROM", "TO"),
-        drop=("WAIT", "TOKENS", "HOPS"),
+        drop=("WAIT", "TOKENS", "READ", "HOPS"),
         wide=wide,
     )
     if not rows:

@@ -21,7 +21,7 @@ from ..home import config
 from ..home import peers as registry
 from ..net import wire
 from ..net.http import quote
-from ..outcome import Outcome, Result
+from ..outcome import NOT_CONSUMED, Outcome, Result
 from . import complete
 from .connect import call, gateway_link, interruptible
 from .output import WIDE_HELP, emit, examples, message_words, note, read_message, shell_command, show_progress, table
@@ -296,7 +296,9 @@ async def _dm(root: Path, name: str, agent: str | None, text: str, *, wait: floa
 
 
 def dm_dict(r: Result) -> dict[str, Any]:
-    """`peer dm --json`: the outcome as `result`, with where it went and what came back."""
+    """`peer dm --json`: the outcome as `result`, with where it went and what came back (`consumed`: the model
+    call there that read it, null when none did; absent where the peer does not say)."""
+    consumed = {"consumed": r.to_dict()["consumed"]} if r.consumed is not None or r.unread else {}
     return {
         "result": r.outcome.value,
         "peer": addresses.peer_of(r.to),
@@ -310,6 +312,7 @@ def dm_dict(r: Result) -> dict[str, Any]:
         "question": r.question,  # input_required: what the peer's agent asks
         "replayed": r.replayed,  # the peer had this message already: this is its first run's answer
         "idempotency_key": r.idempotency_key,
+        **consumed,
     }
 
 
@@ -340,6 +343,8 @@ def print_dm(r: Result) -> None:
     else:
         code = f" ({r.code})" if r.code and r.code not in (r.error or "") else ""
         note(f"error: {r.error or r.outcome.value}{code}")  # the error names the peer already
+    if r.unread:
+        note(NOT_CONSUMED)
 
 
 def retry_hint(r: Result, again: list[str]) -> None:

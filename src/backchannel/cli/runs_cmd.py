@@ -248,6 +248,8 @@ def _print(result: Result, message: str | None) -> None:
     click.echo(f"{result.run_id}: {result.state}{position} in {result.to}")
     if message is not None:
         click.echo(f"message: {message}")
+    if result.consumed_word is not None:
+        click.echo(result.consumed_word)
     if result.reply:
         click.echo(result.reply)
     if result.outcome is Outcome.FAILED and result.error:

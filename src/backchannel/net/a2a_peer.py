@@ -32,7 +32,7 @@ from ..errors import (
 )
 from ..events import Chunk, Event, event_of
 from ..home.peers import Peer
-from ..outcome import Outcome, Result, Run, failed, of_run, of_state, refused, unknown
+from ..outcome import Consumed, Outcome, Result, Run, failed, of_run, of_state, refused, unknown
 from ..states import RunState
 from . import a2a_card, sse
 from .a2a_card import AgentCard
@@ -393,6 +393,9 @@ class A2APeerClient(OverTransport):
         artifacts = [t for t in (_text(a) for a in task.get("artifacts") or [] if isinstance(a, dict)) if t]
         run_id, session_id = task.get("id"), task.get("contextId")
         body: dict[str, Any] = {"run_id": run_id, "status": state.value, "session_id": session_id}
+        receipt, says = a2a_extension.read_consumed(task.get("metadata"))
+        if says:
+            body["consumed"] = receipt
         if state is RunState.INPUT_REQUIRED:
             body["question"] = {"question": said or "", **_asked(status.get("message"))}
         elif state is RunState.COMPLETED:
@@ -411,6 +414,8 @@ class A2APeerClient(OverTransport):
             code=body.get("code"),
             said=body,
             question=(said or "") if state is RunState.INPUT_REQUIRED else None,
+            consumed=Consumed.of(receipt),
+            says_consumed=says,
         )
 
     @staticmethod

@@ -18,7 +18,7 @@ from ..errors import PeerAuthRefused, PeerError, PeerOutcomeUnknown, PeerRefused
 from ..events import Event, event_of
 from ..home.peers import Peer
 from ..ids import BOT_CHAT_TITLE as BOT_CHAT
-from ..outcome import Result, Run, failed, refused, unknown
+from ..outcome import CONSUMED_HEADER, Result, Run, failed, refused, unknown
 from . import sse, wire
 from .http import ErrorBody, HttpResponse, Naming, OverTransport, Transport, error_of, json_object, quote
 from .link import PLAIN, UNREACHABLE, Envelope, PeerAbout, key_refused
@@ -239,7 +239,8 @@ class PeerClient(OverTransport):
             raise
         except PeerError as exc:
             return failed(self.to, exc.code, exc.message, session_id=session_id, idempotency_key=key)
-        result = wire.chat_result(body, to=self.to, session_id=session_id, key=key)
+        consumed = response.headers.get(CONSUMED_HEADER.lower())
+        result = wire.chat_result(body, to=self.to, session_id=session_id, key=key, consumed=consumed)
         if result is None:
             raise PeerError(f"{self.who} answered the message with an unknown shape")
         return result

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..errors import GatewayError, PeerError
-from ..outcome import GroupResult, MemberResult, Outcome, Result, Run, of_run, of_state, said_state
+from ..outcome import Consumed, GroupResult, MemberResult, Outcome, Result, Run, of_run, of_state, said_state
 from ..states import RunState
 from .link import PeerAbout
 
@@ -52,13 +52,23 @@ def _run_state(status: Any) -> str | None:
     return "completed" if given == "delivered" else given
 
 
-def chat_result(body: Mapping[str, Any], *, to: str, session_id: str | None, key: str | None) -> Result | None:
-    """A chat answer as the message's outcome; None for a shape that is none of the dialect's."""
+def consumed_of(body: Mapping[str, Any]) -> tuple[Consumed | None, bool]:
+    """A run's consumed receipt as an answer gives it, and whether the answer says it at all (`consumed: null`:
+    no model read the message; no `consumed`: a gateway that does not say)."""
+    return Consumed.of(body.get("consumed")), "consumed" in body
+
+
+def chat_result(
+    body: Mapping[str, Any], *, to: str, session_id: str | None, key: str | None, consumed: str | None = None
+) -> Result | None:
+    """A chat answer as the message's outcome; None for a shape that is none of the dialect's. `consumed`: the
+    answer's CONSUMED_HEADER, which carries the receipt beside the envelope (whose keys are fixed)."""
     sid = text(body.get("session_id")) or session_id
     replayed = bool(body.get("replayed"))
     if body.get("object") == SEND_RESULT:  # the envelope says what became of it
         outcome = _outcome(body.get("result"))
         settled_badly = outcome in (Outcome.FAILED, Outcome.REFUSED, Outcome.UNKNOWN)
+        read, says = Consumed.of(consumed), consumed is not None
         return Result(
             outcome,
             to,
@@ -71,6 +81,8 @@ def chat_result(body: Mapping[str, Any], *, to: str, session_id: str | None, key
             error=text(body.get("error") or (body.get("detail") if settled_badly else None)),
             replayed=replayed,
             idempotency_key=key,
+            consumed=read,
+            unread=says and read is None and outcome in (Outcome.DELIVERED, Outcome.FAILED),
         )
     if body.get("object") == QUEUED:
         run = Run(
@@ -85,12 +97,15 @@ def chat_result(body: Mapping[str, Any], *, to: str, session_id: str | None, key
     if isinstance(message, dict):
         content = message.get("content")
         reply = content if isinstance(content, str) else json.dumps(content)
+        read, says = consumed_of(body)
         run = Run(
             RunState.COMPLETED,
             run_id=text(body.get("run_id")),
             session_id=sid,
             output=reply,
             landed=text(body.get("landed")),
+            consumed=read,
+            says_consumed=says,
         )
         return of_run(to, run, replayed=replayed, key=key)
     return None
@@ -133,6 +148,7 @@ def run_of(body: Mapping[str, Any], *, coded: bool = False) -> Run:
     word = str(body.get("status") or "unknown")
     state = said_state(word)
     failed = coded and of_state(state) is Outcome.FAILED
+    read, says = consumed_of(body)
     return Run(
         state,
         run_id=text(body.get("run_id")),
@@ -143,6 +159,8 @@ def run_of(body: Mapping[str, Any], *, coded: bool = False) -> Run:
         queue_position=integer(body.get("queue_position")),
         said=dict(body),
         question=_question_text(body.get("question")),
+        consumed=read,
+        says_consumed=says,
     )
 
 
@@ -230,6 +248,7 @@ def result_of(said: Mapping[str, Any], *, to: str) -> Result:
     """An outcome as `Result.to_dict` gives it (with `deduplicated` when the sender says it), addressed `to`."""
     found = said.get("error")
     error: Mapping[str, Any] = found if isinstance(found, dict) else {}
+    read, says = consumed_of(said)
     return Result(
         _outcome(said.get("result")),
         to,
@@ -245,4 +264,6 @@ def result_of(said: Mapping[str, Any], *, to: str) -> Result:
         idempotency_key=text(said.get("idempotency_key")),
         deduplicated=said.get("deduplicated") is not False,
         question=text(said.get("question")),
+        consumed=read,
+        unread=says and read is None,
     )

@@ -4,18 +4,25 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..outcome import Consumed
 from ..records import LedgerEntry
-from .driver import Db
+from .driver import Db, Row
 
 NO_SPEND = ", 0 AS tokens_in, 0 AS tokens_out, 0.0 AS cost_usd"  # a refusal or a message to a peer: nothing here
-RUN_TIMES = ", started_at, finished_at"
+RUN_TIMES = ", started_at, finished_at, consumed"
 # Typed: each part of the ledger's union is a query of its own, where PostgreSQL takes a bare NULL for text.
 NO_TIME = "CAST(NULL AS DOUBLE PRECISION)"
-NO_TIMES = f", {NO_TIME} AS started_at, {NO_TIME} AS finished_at"
+NO_CONSUMED = ", CAST(NULL AS TEXT) AS consumed"  # a refusal (no model was to read it), a message to a peer
+NO_TIMES = f", {NO_TIME} AS started_at, {NO_TIME} AS finished_at{NO_CONSUMED}"
 PEER_TIMES = (  # a message to a peer ended when its outcome was known: its record's last change
     f", {NO_TIME} AS started_at,"
-    " CASE WHEN state IN ('delivered', 'failed', 'refused') THEN updated_at END AS finished_at"
+    f" CASE WHEN state IN ('delivered', 'failed', 'refused') THEN updated_at END AS finished_at{NO_CONSUMED}"
 )
+
+
+def _entry(row: Row) -> LedgerEntry:
+    said = dict(row)
+    return LedgerEntry(**{**said, "consumed": Consumed.of(said["consumed"])})
 
 
 def _match(column: str) -> str:
@@ -98,7 +105,7 @@ async def entries(
         ") AS o ORDER BY at DESC LIMIT ?",
         (*run_params, limit, *ref_params, limit, *out_params, limit, limit),
     )
-    return [LedgerEntry(**dict(r)) for r in rows]
+    return [_entry(r) for r in rows]
 
 
 async def exchange(db: Db, origin: str) -> list[LedgerEntry]:
@@ -123,4 +130,4 @@ async def exchange(db: Db, origin: str) -> list[LedgerEntry]:
         " ORDER BY at",
         (origin, origin, origin),
     )
-    return [LedgerEntry(**dict(r)) for r in rows]
+    return [_entry(r) for r in rows]

@@ -574,6 +574,11 @@ def m0024_relayed_questions(conn: sqlite3.Connection) -> None:
     _run(conn, "ALTER TABLE questions ADD COLUMN outbound_id INTEGER")
 
 
+def m0025_consumed(conn: sqlite3.Connection) -> None:
+    """A run's consumed receipt (`outcome.Consumed` as JSON): the model call that first held its message."""
+    _run(conn, "ALTER TABLE runs ADD COLUMN consumed TEXT")
+
+
 def m0027_in_turn_questions(conn: sqlite3.Connection) -> None:
     """What closing a question does (`store.questions`): `next_turn` (ask_person: its run is queued again) or `in_turn`
     (a far side's turn waits for the answer, as a Hermes approval does: the waiting turn takes it)."""
@@ -603,5 +608,6 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0022_questions", m0022_questions),
     ("0023_session_owner", m0023_session_owner),
     ("0024_relayed_questions", m0024_relayed_questions),
+    ("0025_consumed", m0025_consumed),
     ("0027_in_turn_questions", m0027_in_turn_questions),
 ]

@@ -544,6 +544,8 @@ ALTER TABLE runs ADD COLUMN resumed_after bigint;
 """
 # A peer's question relayed to our sender (store/questions.py `relay`): the outbound message it came back on.
 RELAYED_QUESTIONS = "ALTER TABLE questions ADD COLUMN outbound_id bigint;"
+# A run's consumed receipt (`outcome.Consumed` as JSON): the model call that first held its message.
+CONSUMED = 'ALTER TABLE runs ADD COLUMN consumed text COLLATE "C";'
 IN_TURN_QUESTIONS = "ALTER TABLE questions ADD COLUMN kind text COLLATE \"C\" NOT NULL DEFAULT 'next_turn';"
 
 MIGRATIONS: list[tuple[str, str]] = [
@@ -556,6 +558,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("0022_questions", QUESTIONS),
     ("0023_session_owner", SESSION_OWNER),
     ("0024_relayed_questions", RELAYED_QUESTIONS),
+    ("0025_consumed", CONSUMED),
     ("0027_in_turn_questions", IN_TURN_QUESTIONS),
 ]
 

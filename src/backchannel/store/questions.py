@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..errors import Conflict, NotFound
 from ..messages import Message
+from ..outcome import Consumed
 from ..records import Question, Run
 from .driver import Db, Reads, Row, columns
-from .runs import CURRENT_EPOCH, NOTHING_SPENT, Spent, from_row
+from .runs import CURRENT_EPOCH, NOTHING_SPENT, Spent, consumed_steered, from_row
 from .sessions import append_messages
 
 STATES = ("open", "answered", "defaulted", "cancelled")
@@ -72,18 +74,21 @@ async def park(
     messages: list[Message] | None = None,
     spent: Spent = NOTHING_SPENT,
     trace_span: str | None = None,
+    consumed: Mapping[str, Consumed] | None = None,
 ) -> tuple[Run, Question] | None:
     """End the turn of a running run this owner holds (under its claim's fencing) by asking its person: the run
     `input_required`, its messages, what it spent and the question, in one commit. The messages steered into the
     turn end with it (completed: the turn took them in). None when the run was not ours any more."""
     now = time.time()
+    consumed = consumed or {}
+    own = consumed.get(run.id)
     async with db.tx() as tx:
         row = await tx.one(
             "UPDATE runs SET state = 'input_required', owner = NULL, lease_until = NULL, expires_at = NULL,"
             " updated_at = ?, tokens_in = tokens_in + ?, tokens_out = tokens_out + ?, cost_usd = cost_usd + ?,"
-            " trace_span = COALESCE(?, trace_span)"
+            " trace_span = COALESCE(?, trace_span), consumed = COALESCE(consumed, ?)"
             f" WHERE id = ? AND state = 'running' AND owner = ? AND fencing = ? AND {CURRENT_EPOCH} RETURNING *",
-            (now, *spent, trace_span, run.id, owner, run.fencing),
+            (now, *spent, trace_span, own.to_json() if own else None, run.id, owner, run.fencing),
         )
         if row is None:
             return None
@@ -114,6 +119,7 @@ async def park(
             (f"(taken into a turn that asked its person: {new.question})", now, now, run.id),
         ):
             await tx.announce(gone["id"])
+        await consumed_steered(tx, run.id, consumed)
         await tx.announce(run.id)
     return from_row(row), _question(asked)
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -25,6 +25,7 @@ from .. import keys
 from ..errors import Conflict, LimitReached, NotFound
 from ..ids import new_run_id
 from ..messages import Attachment, Message
+from ..outcome import Consumed
 from ..records import Run, TaskQuery
 from ..states import UNFINISHED
 from ..states import RunState as RunState  # the store records the states; it re-exports them for its callers
@@ -81,6 +82,7 @@ def _run(row: Row) -> Run:
         trace_span=r["trace_span"],
         released_at=r["released_at"],
         resumed_after=r["resumed_after"],
+        consumed=Consumed.of(r["consumed"]),
     )
 
 
@@ -655,7 +657,7 @@ _FINISH_IN_ONE = (
     "WITH done AS ("
     "UPDATE runs SET state = ?, reply = ?, error = ?, error_code = ?, owner = NULL, lease_until = NULL,"
     " updated_at = ?, finished_at = ?, tokens_in = tokens_in + ?, tokens_out = tokens_out + ?,"
-    " cost_usd = cost_usd + ?, trace_span = COALESCE(?, trace_span)"
+    " cost_usd = cost_usd + ?, trace_span = COALESCE(?, trace_span), consumed = COALESCE(consumed, ?)"
     f" WHERE id = ? AND state = 'running' AND owner = ? AND fencing = ? AND {CURRENT_EPOCH} RETURNING *),"
     " said AS (INSERT INTO messages (session_id, role, content, tool_calls, tool_call_id, name, run_id, created_at)"
     " SELECT done.session_id, m.role, m.content, m.tool_calls, m.tool_call_id, m.name, done.id, ?"
@@ -688,19 +690,24 @@ async def finish(
     spent: Spent = NOTHING_SPENT,
     steered: bool = False,
     trace_span: str | None = None,
+    consumed: Mapping[str, Consumed] | None = None,
 ) -> Ended:
     """End a running run that this owner holds under the claim `run` was given (its fencing token); its messages,
-    its state and what its turn spent since last recorded commit together; and read, in the same statement
-    (PostgreSQL) or transaction (SQLite), whether its session has another run queued.
+    its state, what its turn spent since last recorded commit and the consumed receipts of its messages (its own
+    and those steered into it, by run) together; and read, in the same statement (PostgreSQL) or transaction
+    (SQLite), whether its session has another run queued.
 
     `Ended.run` is None when it was not ours to finish (the lease lost, the run claimed again)."""
     now = time.time()
+    consumed = consumed or {}
+    own = consumed[run.id].to_json() if run.id in consumed else None
     if db.dialect.writes_in_with and not steered:  # one statement: one round trip on the reply's path
         said = messages or []
         rows = await db.write(
             _FINISH_IN_ONE,
             (
-                *(state.value, reply, error, error_code, now, now, *spent, trace_span, run.id, owner, run.fencing),
+                *(state.value, reply, error, error_code, now, now, *spent, trace_span, own),
+                *(run.id, owner, run.fencing),
                 now,
                 [m.role for m in said],
                 [m.content for m in said],
@@ -718,9 +725,9 @@ async def finish(
         row = await tx.one(
             "UPDATE runs SET state = ?, reply = ?, error = ?, error_code = ?, owner = NULL, lease_until = NULL,"
             " updated_at = ?, finished_at = ?, tokens_in = tokens_in + ?, tokens_out = tokens_out + ?,"
-            " cost_usd = cost_usd + ?, trace_span = COALESCE(?, trace_span)"
+            " cost_usd = cost_usd + ?, trace_span = COALESCE(?, trace_span), consumed = COALESCE(consumed, ?)"
             f" WHERE id = ? AND state = 'running' AND owner = ? AND fencing = ? AND {CURRENT_EPOCH} RETURNING *",
-            (state.value, reply, error, error_code, now, now, *spent, trace_span, run.id, owner, run.fencing),
+            (state.value, reply, error, error_code, now, now, *spent, trace_span, own, run.id, owner, run.fencing),
         )
         if row is None:
             return Ended(None, False)
@@ -734,8 +741,17 @@ async def finish(
                 (state.value, reply, error, error_code, now, now, run.id),
             ):
                 await tx.announce(gone["id"])
+            await consumed_steered(tx, run.id, consumed)
         behind = await tx.one(f"SELECT {_QUEUED_BEHIND.format(session='?')} AS queued_behind", (row["session_id"],))
     return Ended(_run(row), bool(behind and behind["queued_behind"]))
+
+
+async def consumed_steered(tx: Tx, turn: str, consumed: Mapping[str, Consumed]) -> None:
+    """The consumed receipts of the messages steered into the turn of run `turn`, written with its end (a message
+    it took in after its last model call has none: it was never read)."""
+    marks = [(mark.to_json(), run_id, turn) for run_id, mark in consumed.items() if run_id != turn]
+    if marks:
+        await tx.many("UPDATE runs SET consumed = COALESCE(consumed, ?) WHERE id = ? AND steered_into = ?", marks)
 
 
 def same_caller(sender: str, other: str) -> bool:

@@ -64,6 +64,8 @@ def task_of(
         history=[asked],
         status=TaskStatus(state=STATES[run.state], timestamp=_stamp(run.updated_at)),
     )
+    if run.consumed is not None or run.state.terminal:  # the model that read its message, or none ever will
+        task.metadata.update(a2a_extension.consumed_entry(run.consumed.to_dict() if run.consumed else None))
     if run.state is RunState.COMPLETED:
         reply = _message(run, f"{run.id}:reply", AGENT, run.reply or "", context)
         task.artifacts.add(artifact_id=reply_artifact_id(run), name="reply", parts=reply_parts(run.reply or ""))

@@ -2,7 +2,7 @@
 sends and the replies; laid out here in the SVG's own units, drawn by `_timeline.html`.
 
 Everything comes from the store's records of the exchange (no tracing set-up needed): when each message was sent,
-when its turn began and ended, its outcome, hop and tokens.
+when its turn began and ended, its outcome, hop and tokens, and when its model read it (the consumed mark).
 """
 
 from __future__ import annotations
@@ -38,6 +38,8 @@ class Bar:
     tokens: int
     seconds: float | None
     here: bool  # a run of this gateway (it has a run page); a message to a peer has none
+    read_at: float | None = None  # where its model first held the message (the consumed mark); None: not read
+    read: str = "-"  # `step N`, `no` (it ended unread) or `-` (not known)
 
     @property
     def waited(self) -> float:
@@ -112,6 +114,8 @@ def timeline(entries: list[LedgerEntry], *, now: float) -> Timeline | None:
                 tokens=e.tokens_in + e.tokens_out,
                 seconds=(e.finished_at - e.at) if e.finished_at is not None else None,
                 here=e.kind == "run",
+                read_at=x(e.consumed.at) if e.consumed is not None else None,
+                read=e.read,
             )
         )
         arrows.append(Arrow(x(e.at), source, target, "send"))

@@ -30,7 +30,7 @@ from ...errors import (
 from ...events import Event, Other
 from ...home import peers as registry
 from ...net.link import Envelope, PeerAbout, PeerLink, PeerLinks
-from ...outcome import Outcome, Result, Run, of_run, said_state, unknown
+from ...outcome import NOT_CONSUMED, Outcome, Result, Run, of_run, said_state, unknown
 from ...records import Question
 from ...store import outbound as outstore
 from ...store.driver import Db
@@ -335,6 +335,8 @@ class Outbound:
             return result
         done = result.outcome is Outcome.DELIVERED
         failure = None if done else failure_text(str(result.state or result.code), result.error)
+        if failure is not None and result.unread:  # the peer says its model never read it: it may be asked again
+            failure += f" ({NOT_CONSUMED})"
         if failure is None:
             text = reply_text(run_id, row.message, result.reply or "(no reply)", ours=not result.reply)
         else:

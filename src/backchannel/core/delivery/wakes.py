@@ -12,6 +12,7 @@ import logging
 from ... import keys, tracing
 from ...errors import BackchannelError
 from ...framing import reply_heading
+from ...outcome import NOT_CONSUMED
 from ...records import Run
 from ...store.runs import RunState
 from .admission import Admission, Attempt
@@ -30,11 +31,14 @@ class Wakes:
         """A local run ended after its sender stopped waiting: False when its wake could not be queued now."""
         if not (run.wake and run.sender_session and run.state.terminal):
             return True
-        if run.state is RunState.COMPLETED and run.reply:
+        unread = f" ({NOT_CONSUMED})" if run.consumed is None else ""  # it may be asked again
+        if run.state is RunState.COMPLETED and run.reply and not unread:
             text = reply_text(run.id, run.message, run.reply)
+        elif run.state is RunState.COMPLETED and run.reply:  # a steer its turn took in after its last model call
+            text = reply_text(run.id, run.message, f"{NOT_CONSUMED}; the turn it joined answered:\n{run.reply}")
         else:
             ended = "(no reply)" if run.state is RunState.COMPLETED else failure_text(run.state.value, run.error)
-            text = reply_text(run.id, run.message, ended, ours=True)
+            text = reply_text(run.id, run.message, ended + unread, ours=True)
         woken = await self.deliver(
             session_id=run.sender_session,
             text=text,

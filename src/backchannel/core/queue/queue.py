@@ -16,7 +16,7 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ... import procs
@@ -25,6 +25,7 @@ from ...errors import Conflict, GatewayDraining, StoreError
 from ...events import Asked
 from ...home.config import GatewayConfig
 from ...messages import Message
+from ...outcome import Consumed
 from ...records import Run
 from ...store import questions as questionstore
 from ...store import runs as runstore
@@ -438,6 +439,7 @@ class RunQueue:
         spent: runstore.Spent = runstore.NOTHING_SPENT,
         steered: Sequence[str] = (),
         question: questionstore.NewQuestion | None = None,
+        consumed: Mapping[str, Consumed] | None = None,
     ) -> Run:
         """End a run this process claimed: its messages, its state and what its turn spent commit together, and
         only once they are on disk is the end told (events, waiters, wake-ups). With a `question` (the turn asked
@@ -464,9 +466,10 @@ class RunQueue:
             spent=spent,
             steered=bool(steered),
             trace_span=self.spans.carrier(run.id),
+            consumed=consumed,
         )
         if question is not None:
-            save = functools.partial(self._park, run, question, messages, spent)
+            save = functools.partial(self._park, run, question, messages, spent, consumed)
         finished: Run | None = None
         delay = SAVE_RETRY_FIRST
         try:
@@ -522,7 +525,12 @@ class RunQueue:
         return finished
 
     async def _park(
-        self, run: Run, question: questionstore.NewQuestion, messages: list[Message] | None, spent: runstore.Spent
+        self,
+        run: Run,
+        question: questionstore.NewQuestion,
+        messages: list[Message] | None,
+        spent: runstore.Spent,
+        consumed: Mapping[str, Consumed] | None,
     ) -> runstore.Ended:
         parked = await questionstore.park(
             self.db,
@@ -532,6 +540,7 @@ class RunQueue:
             messages=messages,
             spent=spent,
             trace_span=self.spans.carrier(run.id),
+            consumed=consumed,
         )
         return runstore.Ended(parked[0] if parked is not None else None, None)  # its queue not read: claims look
 

@@ -115,6 +115,7 @@ class Workers:
                     messages=progress.messages,
                     spent=Spent(*progress.unrecorded()),
                     steered=progress.steered,
+                    consumed=progress.consumed,
                 )
                 return
             raise  # shutting down: the run stays ours and is requeued when the queue closes
@@ -123,14 +124,26 @@ class Workers:
             redact(exc, self.home)
             spent = Spent(*progress.unrecorded())
             await self.queue.finish(
-                run, RunState.FAILED, error=exc.message, code=exc.code, spent=spent, steered=progress.steered
+                run,
+                RunState.FAILED,
+                error=exc.message,
+                code=exc.code,
+                spent=spent,
+                steered=progress.steered,
+                consumed=progress.consumed,
             )
         except Exception as exc:
             log.exception("turn of run %s failed", run.id)
             error = f"internal error: {type(exc).__name__}"
             spent = Spent(*progress.unrecorded())
             await self.queue.finish(
-                run, RunState.FAILED, error=error, code="internal_error", spent=spent, steered=progress.steered
+                run,
+                RunState.FAILED,
+                error=error,
+                code="internal_error",
+                spent=spent,
+                steered=progress.steered,
+                consumed=progress.consumed,
             )
         else:
             spent = Spent(*progress.unrecorded())
@@ -142,6 +155,7 @@ class Workers:
                 messages=progress.messages,
                 spent=spent,
                 steered=progress.steered,
+                consumed=progress.consumed,
                 question=NewQuestion(asked.id, asked.question, asked.choices, asked.default, asked.expires_in)
                 if asked
                 else None,
