@@ -21,7 +21,7 @@ from backchannel.core.gateway import Gateway
 from backchannel.errors import Conflict, GatewayDraining, StoreError
 from backchannel.home import config
 from backchannel.messages import Message
-from backchannel.records import Session
+from backchannel.records import Run, Session
 from backchannel.store.db import Database
 from backchannel.store.migrations import MIGRATIONS
 from backchannel.store.runs import NewRun, RunState
@@ -356,10 +356,18 @@ def test_stop_right_after_submit_cancels_before_the_turn_begins(initialised: Pat
 
     async def body(gw: Gateway) -> None:
         session = await new_session(gw)
+        confirm, worker_may_go = gw.queue.confirm, asyncio.Event()
+
+        async def held(run: Run) -> bool:  # the worker took the claimed run, and waits before its turn begins
+            await worker_may_go.wait()
+            return await confirm(run)
+
+        gw.queue.confirm = held  # type: ignore[method-assign]
         run = await queued(gw, session, "never mind")
         assert run.state is RunState.RUNNING  # claimed at once: the session was idle
         stopped = await gw.delivery.stop(run.id)  # before its worker had a chance to run it
         assert stopped.run.state is RunState.CANCELLED
+        worker_may_go.set()
         after = await queued(gw, session, "next one")
         assert (await gw.delivery.wait(after.id, 5)).run.reply == "ok: next one"
 
