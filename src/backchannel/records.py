@@ -71,6 +71,7 @@ class Run:
     released_at: float | None = None  # a held run: when the person let it go
     # A run its person's answer put back in the queue: the highest run of the store then (it goes after those).
     resumed_after: int | None = None
+    deadline: float | None = None  # when its sender stops waiting (backchannel.deadlines): seconds since the epoch
 
     @property
     def given_key(self) -> str:
@@ -99,6 +100,7 @@ class Run:
             "origin": self.origin,
             "sender_session": self.sender_session,
             "wait_seconds": self.wait_seconds,
+            "deadline": self.deadline,
         }
 
     def result(self, *, replayed: bool = False, waited: float = 0.0, queue_position: int | None = None) -> Result:

@@ -574,6 +574,18 @@ def m0024_relayed_questions(conn: sqlite3.Connection) -> None:
     _run(conn, "ALTER TABLE questions ADD COLUMN outbound_id INTEGER")
 
 
+def m0026_deadlines(conn: sqlite3.Connection) -> None:
+    """A run's deadline (`backchannel.deadlines`: when its sender stops waiting), and the queued runs that have one,
+    by it, for the sweep that ends those past it unstarted."""
+    _run(
+        conn,
+        """
+        ALTER TABLE runs ADD COLUMN deadline REAL;
+        CREATE INDEX runs_queued_deadline ON runs (deadline) WHERE state = 'queued' AND deadline IS NOT NULL
+        """,
+    )
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0001_sessions_messages", m0001_sessions_messages),
     ("0002_runs", m0002_runs),
@@ -597,4 +609,5 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0022_questions", m0022_questions),
     ("0023_session_owner", m0023_session_owner),
     ("0024_relayed_questions", m0024_relayed_questions),
+    ("0026_deadlines", m0026_deadlines),
 ]
