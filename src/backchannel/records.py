@@ -209,6 +209,7 @@ class LedgerEntry:
     cost_usd: float = 0.0
     started_at: float | None = None  # a run's turn began (a message to a peer: None)
     finished_at: float | None = None  # it ended (a message to a peer: when its outcome was last known)
+    deadline: float | None = None  # a run's: when its sender stopped waiting (backchannel.deadlines)
 
     def to_dict(self) -> dict[str, Any]:
         """`state` as stored beside `outcome`, the word every surface uses for what became of the message."""

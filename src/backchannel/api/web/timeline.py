@@ -2,11 +2,13 @@
 sends and the replies; laid out here in the SVG's own units, drawn by `_timeline.html`.
 
 Everything comes from the store's records of the exchange (no tracing set-up needed): when each message was sent,
-when its turn began and ended, its outcome, hop and tokens.
+when its turn began and ended, its outcome, hop and tokens, and its deadline (a mark in its lane when it falls within
+the drawing; the bar's label says it, and `expired` when the run ended at it).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 
 from ... import addresses
@@ -38,6 +40,8 @@ class Bar:
     tokens: int
     seconds: float | None
     here: bool  # a run of this gateway (it has a run page); a message to a peer has none
+    deadline: str | None = None  # when its sender stopped waiting (the time of day), if it had a deadline
+    deadline_x: float | None = None  # where that falls, when within the drawing
 
     @property
     def waited(self) -> float:
@@ -112,6 +116,8 @@ def timeline(entries: list[LedgerEntry], *, now: float) -> Timeline | None:
                 tokens=e.tokens_in + e.tokens_out,
                 seconds=(e.finished_at - e.at) if e.finished_at is not None else None,
                 here=e.kind == "run",
+                deadline=None if e.deadline is None else dt.datetime.fromtimestamp(e.deadline).strftime("%H:%M:%S"),
+                deadline_x=x(e.deadline) if e.deadline is not None and first <= e.deadline <= last else None,
             )
         )
         arrows.append(Arrow(x(e.at), source, target, "send"))
