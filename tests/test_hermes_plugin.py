@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import backchannel_hermes
-from backchannel.agent.tools.messaging import TOOLS
+from backchannel.agent.tools.messaging import SEND_OPTIONS, TOOLS
 from backchannel.core.delivery import mentions
 from conftest import GatewayThread, api_key, free_port
 
@@ -56,16 +56,17 @@ def test_it_registers_the_six_tools_with_backchannels_own_schemas() -> None:
         full = ours[name].parameters
         assert kw["schema"]["parameters"] == {  # what a model needs; the send options only when asked for
             **full,
-            "properties": {k: v for k, v in full["properties"].items() if k not in ("wait_seconds", "mode")},
+            "properties": {k: v for k, v in full["properties"].items() if k not in SEND_OPTIONS},
         }
 
 
 def test_the_send_options_are_offered_when_hermes_env_asks_for_them(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("BACKCHANNEL_SEND_OPTIONS", "wait_seconds, mode")
+    monkeypatch.setenv("BACKCHANNEL_SEND_OPTIONS", "wait_seconds, mode, deadline")
     ours = {t.spec.name: t.spec for t in TOOLS}
     tools = registered()
     assert tools["send_to_session"]["schema"]["parameters"] == ours["send_to_session"].parameters
-    assert set(tools["send_to_peer"]["schema"]["parameters"]["properties"]) == {"target", "message", "wait_seconds"}
+    offered = set(tools["send_to_peer"]["schema"]["parameters"]["properties"])
+    assert offered == {"target", "message", "wait_seconds", "deadline"}
 
 
 def test_an_unreachable_or_unset_gateway_is_a_tool_error_that_says_so(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,16 +6,17 @@ extension (the server in its agent card's `capabilities.extensions`, the client 
 header, `X-A2A-Extensions` in 0.3) the message's `metadata` carries them under the extension's URI:
 
     {"metadata": {URI: {"hops": 2, "chain": ["peer:alpha/research", "builds"], "profile": "research",
-                        "exchange": "gw-1a2b3c4d:run_…"}}}
+                        "exchange": "gw-1a2b3c4d:run_…", "deadline": "2026-11-30T14:32:00.000Z"}}}
 
 The same meaning as the Hermes dialect's `X-Backchannel-Hops`, `X-Backchannel-Chain` and
 `X-Backchannel-Exchange` headers (the exchange: everything that followed from one person's message, named by
 the gateway where it began); the optional `profile` is the sending profile, as `X-Hermes-Sender-Profile` (a
-peer's message is then from `peer:NAME/<profile>`; without it, `peer:NAME/default`). A task's own `metadata`
-carries, under the same URI, its consumed receipt once its model read the message, or null for a task that ended
-unread: `{"metadata": {URI: {"consumed": {"turn": "run_…", "step": 1, "at": 1796660712.8, "digest": "sha256:…"}}}}`.
-Plain dicts only: no A2A
-SDK here, so the client side and the server side share it without loading the SDK.
+peer's message is then from `peer:NAME/<profile>`; without it, `peer:NAME/default`); the optional `deadline`
+(RFC 3339) is when its sender stops waiting, as `X-Backchannel-Deadline` (backchannel.deadlines). A task's own
+`metadata` carries, under the same URI, its consumed receipt once its model read the message, or null for a task that
+ended unread:
+`{"metadata": {URI: {"consumed": {"turn": "run_…", "step": 1, "at": 1796660712.8, "digest": "sha256:…"}}}}`.
+Plain dicts only: no A2A SDK here, so the client side and the server side share it without loading the SDK.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from . import deadlines
 from .errors import UsageError
 from .ids import MAX_EXCHANGE_CHARS, check_exchange
 
@@ -45,6 +47,7 @@ class HopsChain:
     chain: tuple[str, ...] = ()
     profile: str | None = None
     exchange: str | None = None
+    deadline: float | None = None  # seconds since the epoch
 
 
 def card_entry() -> dict[str, object]:
@@ -52,8 +55,9 @@ def card_entry() -> dict[str, object]:
     return {
         "uri": URI,
         "description": "Backchannel's hop count and wait chain: message metadata under this URI, "
-        '{"hops": int, "chain": [address, ...], "profile": sending profile, "exchange": "<gateway-id>:<id>"}; the'
-        " hop limit, the deadlock guard and the budgets hold across A2A. An input-required task's status message"
+        '{"hops": int, "chain": [address, ...], "profile": sending profile, "exchange": "<gateway-id>:<id>",'
+        ' "deadline": RFC 3339}; the hop limit, the deadlock guard, the budgets and the deadline hold across A2A.'
+        " An input-required task's status message"
         ' (its question) carries {"question": {"id", "choices", "default", "expiresAt"}} under it.',
         "required": False,
     }
@@ -66,6 +70,8 @@ def metadata(value: HopsChain) -> dict[str, object]:
         entry["profile"] = value.profile
     if value.exchange:
         entry["exchange"] = value.exchange
+    if value.deadline is not None:
+        entry["deadline"] = deadlines.wire(value.deadline)
     return {URI: entry}
 
 
@@ -135,4 +141,10 @@ def read(message_metadata: Mapping[str, object] | None) -> HopsChain:
             f" {MAX_EXCHANGE_CHARS}), got {str(exchange)[:80]!r}",
             code="invalid_payload",
         )
-    return HopsChain(hops=hops, chain=tuple(a.strip() for a in chain), profile=profile, exchange=exchange)
+    deadline = entry.get("deadline")
+    if deadline is not None and not isinstance(deadline, str | int | float):
+        raise UsageError(f"metadata[{URI!r}].deadline must be an RFC 3339 time", code="invalid_payload")
+    when = None if deadline is None else deadlines.absolute(str(deadline))
+    return HopsChain(
+        hops=hops, chain=tuple(a.strip() for a in chain), profile=profile, exchange=exchange, deadline=when
+    )

@@ -125,6 +125,7 @@ class Run(TypedDict):
     queue_position: NotRequired[int]
     landed: NotRequired[str]
     consumed: ConsumedReceipt | None
+    deadline: NotRequired[float]  # when its sender stops waiting (seconds since the epoch), when it has one
     usage: Usage
     question: NotRequired[Question]  # input_required: the question it waits for (its sender answers it)
 
@@ -275,6 +276,7 @@ class RunRecord(TypedDict):
     attempts: int
     created_at: float
     finished_at: float | None
+    deadline: float | None
     tokens_in: int
     tokens_out: int
     cost_usd: float
@@ -310,6 +312,7 @@ def run_record(row: records.Run, result: Result) -> RunRecord:
             "attempts": row.attempts,
             "created_at": row.created_at,
             "finished_at": row.finished_at,
+            "deadline": row.deadline,
             "tokens_in": row.tokens_in,
             "tokens_out": row.tokens_out,
             "cost_usd": row.cost_usd,
@@ -493,6 +496,8 @@ def run_of(row: records.Run, queue_position: int | None) -> Run:
         body["queue_position"] = queue_position
     if row.landed is not None:
         body["landed"] = row.landed
+    if row.deadline is not None:
+        body["deadline"] = row.deadline
     return body
 
 

@@ -72,6 +72,7 @@ class Run:
     # A run its person's answer put back in the queue: the highest run of the store then (it goes after those).
     resumed_after: int | None = None
     consumed: Consumed | None = None  # the model call that first held its message in its input (None: none yet)
+    deadline: float | None = None  # when its sender stops waiting (backchannel.deadlines): seconds since the epoch
 
     @property
     def given_key(self) -> str:
@@ -101,6 +102,7 @@ class Run:
             "sender_session": self.sender_session,
             "wait_seconds": self.wait_seconds,
             "consumed": self.consumed.to_dict() if self.consumed is not None else None,
+            "deadline": self.deadline,
         }
 
     def result(self, *, replayed: bool = False, waited: float = 0.0, queue_position: int | None = None) -> Result:
@@ -212,6 +214,7 @@ class LedgerEntry:
     started_at: float | None = None  # a run's turn began (a message to a peer: None)
     finished_at: float | None = None  # it ended (a message to a peer: when its outcome was last known)
     consumed: Consumed | None = None  # a run's: the model call that first held its message
+    deadline: float | None = None  # a run's: when its sender stopped waiting (backchannel.deadlines)
 
     def to_dict(self) -> dict[str, Any]:
         """`state` as stored beside `outcome`, the word every surface uses for what became of the message."""

@@ -8,7 +8,8 @@ setting is asked of the secret scope first, then of the environment.
     BACKCHANNEL_API_KEY   the key `backchannel hermes connect` made for this Hermes home (its profile's agent key)
     BACKCHANNEL_PROFILE   the Backchannel profile these Hermes sessions are (default: Hermes's profile)
     BACKCHANNEL_MENTION_WAIT  seconds a platform message waits for its mentions' replies (default 60, at most 120)
-    BACKCHANNEL_SEND_OPTIONS  send_to_session's optional arguments offered to the model: `wait_seconds`, `mode`
+    BACKCHANNEL_SEND_OPTIONS  send_to_session's optional arguments offered to the model: `wait_seconds`, `mode`,
+                          `deadline`
                           (comma-separated; default none: a small model offered them misuses them)
 """
 

@@ -82,6 +82,7 @@ def incoming(
             chain=headers.chain,
             exchange=headers.exchange,
             steer=headers.steer,
+            deadline=headers.deadline,
         ),
         headers,
     )

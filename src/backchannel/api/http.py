@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 from starlette.requests import Request
 
+from .. import deadlines
 from ..errors import AuthError, BodyTooLarge, RequestTimeout, UsageError
 from ..home.profiles import DEFAULT_PROFILE
 from ..ids import MAX_EXCHANGE_CHARS, check_exchange
@@ -161,6 +162,7 @@ class DeliveryHeaders:
     chain: tuple[str, ...]
     exchange: str | None = None
     steer: bool = False  # X-Backchannel-Mode: steer (into the session's running turn); queue is the default
+    deadline: float | None = None  # X-Backchannel-Deadline: when the sender stops waiting (backchannel.deadlines)
 
     def wait_or(self, default: float) -> float:
         """How long to wait for the reply: the request's `X-Hermes-Wait-Seconds`, else the gateway's `default`."""
@@ -191,7 +193,20 @@ def delivery_headers(request: Request) -> DeliveryHeaders:
         chain=tuple(e.strip() for e in (h.get("x-backchannel-chain") or "").split(",") if e.strip()),
         exchange=_exchange(h.get("x-backchannel-exchange")),
         steer=_mode(h.get("x-backchannel-mode")) == "steer",
+        deadline=_deadline(h.get(deadlines.HEADER.lower())),
     )
+
+
+def _deadline(raw: str | None) -> float | None:
+    if raw is None or not raw.strip():
+        return None
+    try:
+        return deadlines.absolute(raw)
+    except UsageError as exc:
+        raise UsageError(
+            f"{deadlines.HEADER} must be an RFC 3339 time or seconds since the epoch, got {raw[:60]!r}",
+            code=exc.code,
+        ) from None
 
 
 def _mode(raw: str | None) -> str:

@@ -75,6 +75,7 @@ async def _send(request: Request, ctx: Context, to: Target, body: dict[str, Any]
         key=key,
         wait=headers.wait_or(ctx.settings.http_wait_seconds),
         steer=headers.steer,
+        deadline=headers.deadline,
     )
     if isinstance(sent, GroupResult):
         return JSONResponse({**sent.to_dict(), "idempotency_key": key})

@@ -59,10 +59,10 @@ async def start_run(request: Request) -> Response:
     body = await json_body(request, ctx.settings.max_body_bytes, timeout=ctx.settings.body_timeout_seconds)
     message = text_field(body, "message", "input", required=True) or ""
     peer = _known(ctx, request.path_params["name"])
-    key = delivery_headers(request).key_or_new()
-    result, about = await ctx.messages.peer_run(
-        peer, optional_str(body, "agent"), message, key=key, sender=SentFrom(sender_of(request))
-    )
+    headers = delivery_headers(request)
+    key = headers.key_or_new()
+    sender = SentFrom(sender_of(request), deadline=headers.deadline)
+    result, about = await ctx.messages.peer_run(peer, optional_str(body, "agent"), message, key=key, sender=sender)
     facts = {"platform": about.platform, "version": about.version, "durable_replay": about.durable_replay}
     return JSONResponse({"outcome": result.to_dict(), "about": facts}, status_code=202)
 

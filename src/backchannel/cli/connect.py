@@ -175,6 +175,7 @@ async def deliver(
     sender: str = "human:cli",
     steer: bool = False,
     progress: Progress | None = None,
+    deadline: float | None = None,
 ) -> Sent:
     """Deliver as the person to a session of this home and wait up to `wait` seconds (None: until the run ends);
     with `progress`, shown as it goes. An address is resolved by the same gateway that delivers (a running one
@@ -188,6 +189,7 @@ async def deliver(
             sender=sender,
             steer=steer,
             progress=progress,
+            deadline=deadline,
         )
         assert isinstance(result, Result)  # a session answers with one outcome (a group's is `send group:NAME`)
         return Sent(addresses.head(result.to), result, link.via)

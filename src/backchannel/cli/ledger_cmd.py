@@ -202,7 +202,8 @@ def _outcome_of(r: LedgerEntry) -> str:
 def _line_of(r: LedgerEntry, *, wide: bool) -> str:
     said = _text(r.message, wide=wide)
     answer = _text(r.reply or r.reason or "", wide=wide)
-    return f"{when(r.at)}  {r.sender} → {r.target}  {_outcome_of(r)}  hop {r.hops}  {said}" + (
+    by = f"  by {_deadline(r)}" if r.deadline is not None else ""
+    return f"{when(r.at)}  {r.sender} → {r.target}  {_outcome_of(r)}  hop {r.hops}{by}  {said}" + (
         f"  ⟶ {answer}" if answer else ""
     )
 
@@ -217,6 +218,7 @@ def _table(rows: list[LedgerEntry], *, wide: bool, filtered: Reader) -> None:
                 _outcome_of(r),
                 str(r.hops),
                 _wait(r),
+                _deadline(r),
                 _spent(r),
                 r.read,
                 _text(r.message, wide=wide),
@@ -224,9 +226,9 @@ def _table(rows: list[LedgerEntry], *, wide: bool, filtered: Reader) -> None:
             ]
             for r in rows
         ],
-        ["TIME", "FROM", "TO", "OUTCOME", "HOPS", "WAIT", "TOKENS", "READ", "MESSAGE", "REPLY"],
+        ["TIME", "FROM", "TO", "OUTCOME", "HOPS", "WAIT", "DEADLINE", "TOKENS", "READ", "MESSAGE", "REPLY"],
         fit=("MESSAGE", "REPLY", "FROM", "TO"),
-        drop=("WAIT", "TOKENS", "READ", "HOPS"),
+        drop=("WAIT", "DEADLINE", "TOKENS", "READ", "HOPS"),
         wide=wide,
     )
     if not rows:
@@ -251,6 +253,14 @@ def _spent(r: LedgerEntry) -> str:
     if not (r.tokens_in or r.tokens_out):
         return "-"
     return f"{r.tokens_in + r.tokens_out:,}" + (f" ${r.cost_usd:.4f}" if r.cost_usd else "")
+
+
+def _deadline(r: LedgerEntry) -> str:
+    """When its sender stopped waiting (the time of day; the date too when not today's), '-' for none."""
+    if r.deadline is None:
+        return "-"
+    at = dt.datetime.fromtimestamp(r.deadline)
+    return at.strftime("%H:%M:%S" if at.date() == dt.date.today() else "%Y-%m-%d %H:%M:%S")
 
 
 def _wait(r: LedgerEntry) -> str:

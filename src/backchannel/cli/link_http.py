@@ -44,14 +44,20 @@ class HttpGateway:
         sender: str = "human:cli",
         progress: Progress | None = None,
         steer: bool = False,
+        deadline: float | None = None,
     ) -> Result | GroupResult:
         """Deliver as the person to any address (a profile: its Bot Chat, made on first use; a peer's agent; each
         member of a group) and wait up to `wait` seconds (None: until the run ends); with `progress`, show a
         session's run as it goes; with `steer`, into the session's running turn (when it can take it)."""
         asked = FOLLOW_WAIT_SECONDS if wait is None else wait
         if progress is not None:
-            return await self._live(to, message, wait=wait, key=key, sender=sender, progress=progress, steer=steer)
-        body = (await self.client.send(str(to), message, wait=asked, key=key, sender=sender, steer=steer)).body
+            return await self._live(
+                to, message, wait=wait, key=key, sender=sender, progress=progress, steer=steer, deadline=deadline
+            )
+        sent = await self.client.send(
+            str(to), message, wait=asked, key=key, sender=sender, steer=steer, deadline=deadline
+        )
+        body = sent.body
         if "results" in body:
             return wire.group_result(body)
         result = wire.result_of(body, to=wire.text(body.get("to")) or str(to))
@@ -69,11 +75,14 @@ class HttpGateway:
         sender: str,
         progress: Progress,
         steer: bool = False,
+        deadline: float | None = None,
     ) -> Result:
         """The message over a stream: its run's events shown as they come, its outcome at the end."""
         run_id, replayed, where, session_id = "", False, str(to), None
         asked = FOLLOW_WAIT_SECONDS if wait is None else wait
-        stream = self.client.send_stream(str(to), message, wait=asked, key=key, sender=sender, steer=steer)
+        stream = self.client.send_stream(
+            str(to), message, wait=asked, key=key, sender=sender, steer=steer, deadline=deadline
+        )
         async with contextlib.aclosing(stream):
             async for event in stream:
                 data, name = event.json_object(), event.event

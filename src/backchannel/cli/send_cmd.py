@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import time
 from pathlib import Path
 
 import click
 
-from .. import addresses, keys
+from .. import addresses, deadlines, keys
 from ..addresses import Target
 from ..errors import UsageError
 from ..home import config
@@ -29,6 +30,7 @@ DEFAULT_WAIT = 120.0
         "backchannel send peer:spark/research 'status?' --wait 30 --json",
         "backchannel send group:team 'stand-up: what are you on?'",
         "backchannel send builds 'also run the linter' --steer",
+        "backchannel send research 'is the release blocked?' --deadline 10m",
     ),
 )
 @click.argument("address", shell_complete=complete.addresses)
@@ -49,8 +51,23 @@ DEFAULT_WAIT = 120.0
     is_flag=True,
     help="Into the session's running turn, at its next model step (echo, openai), instead of after it.",
 )
+@click.option(
+    "--deadline",
+    "deadline_text",
+    metavar="WHEN",
+    help="Nobody waits for an answer after this: a duration or a time (10m, 1h30m, 14:32, 2026-11-30T14:32:00Z)."
+    " Not started by then, the message expires (deadline_passed); a turn still running then is stopped, keeping"
+    " what it had; the agents it messages in turn share the same clock. E.g. --deadline 10m.",
+)
 def send(
-    address: str, message: str | None, wait: float, key: str | None, as_json: bool, stream: bool | None, steer: bool
+    address: str,
+    message: str | None,
+    wait: float,
+    key: str | None,
+    as_json: bool,
+    stream: bool | None,
+    steer: bool,
+    deadline_text: str | None,
 ) -> None:
     """Message ADDRESS as the person; print the reply, or a receipt.
 
@@ -61,12 +78,15 @@ def send(
     @session:, @peer: and @group: mentions in the message are answered by their targets first.
     With --steer, a session running a turn gets the message in that turn (its reply is the turn's); the
     outcome says where it landed: started, steered or queued.
+    With --deadline, the message carries when you stop waiting, and so does every message its agent sends for it:
+    `send research 'is the release blocked?' --deadline 10m` gives research and everyone it asks 10 minutes.
     """
     parsed = addresses.parse_target(address)
     text = read_message(message)
     if not text or not text.strip():
         raise UsageError("no message: give it as an argument, or '-' to read stdin")
     keys.check_external(key)
+    deadline = deadlines.parse(deadline_text, now=time.time()) if deadline_text is not None else None
     local = addresses.as_local(parsed)
     if steer and local is None:  # refused before any gateway is reached or built
         raise UsageError(f"--steer gives a message to a running turn of this home's sessions; {address!r} is none")
@@ -77,10 +97,14 @@ def send(
     key = key or keys.cli()
     text = text if local is not None else text.strip()
     again = ["send", address, *message_words(message, text)]
+    if deadline is not None:  # asked again, the same clock: the deadline as the time it is, not a duration anew
+        again += ["--deadline", deadlines.wire(deadline)]
     watch = Watch() if live else None
     with interruptible(root, shell_command(*again, "--idempotency-key", key), key=key):
         try:
-            sent = asyncio.run(_send(root, parsed, text, wait=wait, key=key, steer=steer, watch=watch))
+            sent = asyncio.run(
+                _send(root, parsed, text, wait=wait, key=key, steer=steer, watch=watch, deadline=deadline)
+            )
         finally:
             if watch is not None:
                 watch.end_line()
@@ -98,16 +122,24 @@ def send(
 
 
 async def _send(
-    root: Path, to: Target, text: str, *, wait: float, key: str, steer: bool, watch: Watch | None
+    root: Path,
+    to: Target,
+    text: str,
+    *,
+    wait: float,
+    key: str,
+    steer: bool,
+    watch: Watch | None,
+    deadline: float | None = None,
 ) -> Sent | Result | GroupResult:
     """A session's message as `Sent` (shown live with `watch`); a peer's or a group's outcome as it came."""
     local = addresses.as_local(to)
     if local is not None:
         if watch is not None:
             watch.begin()
-        return await deliver(root, local, text, wait=wait, key=key, steer=steer, progress=watch)
+        return await deliver(root, local, text, wait=wait, key=key, steer=steer, progress=watch, deadline=deadline)
     async with gateway_link(root) as link:
-        return await link.send(to, text, wait=wait, key=key, steer=steer)
+        return await link.send(to, text, wait=wait, key=key, steer=steer, deadline=deadline)
 
 
 def _print_group(sent: GroupResult) -> None:

@@ -265,6 +265,8 @@ class Gateway:
             asyncio.create_task(self.questions.sweep()),
             asyncio.create_task(self.idle.run()),
         ]
+        if self.queue.runs_turns:  # the queued runs past their deadline ended, wherever they wait
+            self._jobs.append(asyncio.create_task(background.deadlines(self.queue)))
         if self.queue.scope is None and self.queue.runs_turns:  # a gateway: it drives the rooms (a command, its own)
             self._jobs.append(asyncio.create_task(self.rooms.run()))
         if self.shared:  # another gateway's death is seen by the store at once: its turns need not wait for leases

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Mapping
 
-from .. import keys, tracing
+from .. import deadlines, keys, tracing
 from ..agent.engines.base import SessionLink
 from ..agent.engines.cache import EngineCache
 from ..agent.loop import TurnProgress, run_turn
@@ -84,6 +85,7 @@ class Turns:
             sender=self.sender,
             memories=self.memories,
             trace=tracing.here(),  # the run's span (the workers make it current)
+            deadline=run.deadline,
         )
         asked = await questionstore.last_of(self.db, run.id) if run.resumed_after is not None else None
         if asked is not None and not asked.is_open:  # its person's answer resumes it: the session's next message
@@ -93,6 +95,8 @@ class Turns:
             content = frame(run.sender, outcome, via="a reply to your message", heading=heading)
         else:
             content = frame(run.sender, await self._text(ctx, run))
+        if run.deadline is not None:  # a line of our own: the turn knows when nobody waits for it any more
+            content = f"{deadlines.frame_line(run.deadline, now=time.time())}\n{content}"
         incoming = Message(role="user", content=content)
 
         # Only an engine whose agent keeps the session elsewhere (hermes) reads the link's title and id.

@@ -165,7 +165,7 @@ class Budget(Frozen):
         return any(v is not None for v in (self.tokens_per_exchange, self.tokens_per_day, self.usd_per_day))
 
 
-SendOption = Literal["wait_seconds", "mode"]  # send_to_session's optional arguments a profile may offer
+SendOption = Literal["wait_seconds", "mode", "deadline"]  # send_to_session's optional arguments a profile may offer
 
 
 def _listed(value: Any) -> Any:
@@ -177,7 +177,7 @@ def _listed(value: Any) -> Any:
     return tuple(value)
 
 
-SendOptions = Annotated[tuple[SendOption, ...], BeforeValidator(_listed), Kind("list of wait_seconds, mode")]
+SendOptions = Annotated[tuple[SendOption, ...], BeforeValidator(_listed), Kind("list of wait_seconds, mode, deadline")]
 
 
 class MessagingPolicy(Frozen):
@@ -197,7 +197,7 @@ class MessagingPolicy(Frozen):
     )
     hold_expiry_seconds: Seconds = Field(86400.0, description="a held message not approved by then expires")
     send_options: SendOptions = Field(
-        (), description="send_to_session's optional arguments offered to this profile's models (wait_seconds, mode)"
+        (), description="send_to_session's optional arguments offered to its models (wait_seconds, mode, deadline)"
     )
     budget: Annotated[Budget, BeforeValidator(_section)] = Field(
         default_factory=Budget, description="tokens and dollars this profile's agents may spend on sends"

@@ -464,7 +464,11 @@ def _told(span: Any, data: dict[str, Any] | None) -> None:
 def _carried(envelope: Envelope) -> a2a_extension.HopsChain:
     """A message's envelope as the A2A extension carries it in the message's metadata."""
     return a2a_extension.HopsChain(
-        hops=envelope.hops, chain=envelope.chain, profile=envelope.sender, exchange=envelope.exchange
+        hops=envelope.hops,
+        chain=envelope.chain,
+        profile=envelope.sender,
+        exchange=envelope.exchange,
+        deadline=envelope.deadline,
     )
 
 

@@ -31,6 +31,7 @@ class Envelope:
     hops: int = 0
     chain: tuple[str, ...] = ()
     exchange: str | None = None
+    deadline: float | None = None  # when its sender stops waiting (backchannel.deadlines)
 
 
 PLAIN = Envelope()  # the person's own message: hop 0, nothing waiting on it

@@ -7,7 +7,7 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .. import __version__
+from .. import __version__, deadlines
 from ..errors import (
     BackchannelError,
     BodyTooLarge,
@@ -132,9 +132,10 @@ class GatewayClient:
         key: str,
         sender: str = "human:cli",
         steer: bool = False,
+        deadline: float | None = None,
     ) -> Answer:
         """The person's message to any address, its outcome waited for up to `wait` seconds (`POST /v1/messages`)."""
-        headers = _send_headers(key, wait, sender, steer=steer)
+        headers = _send_headers(key, wait, sender, steer=steer, deadline=deadline)
         body = {"to": to, "message": message}
         return await self.request("POST", "/v1/messages", json=body, headers=headers, timeout=wait + 30)
 
@@ -147,10 +148,11 @@ class GatewayClient:
         key: str,
         sender: str = "human:cli",
         steer: bool = False,
+        deadline: float | None = None,
     ) -> AsyncGenerator[sse.Event, None]:
         """The same to a session of this home, and its run's named events as they happen (`run.waiting`,
         `assistant.delta`, `assistant.completed`, `error`, `run.queued` when `wait` runs out, then `done`)."""
-        headers = _send_headers(key, wait, sender, steer=steer)
+        headers = _send_headers(key, wait, sender, steer=steer, deadline=deadline)
         body = {"to": to, "message": message, "stream": True}
         async with self._http.stream(
             "POST", "/v1/messages", json=body, headers=headers, read_timeout=wait + 30
@@ -178,10 +180,14 @@ class GatewayClient:
                 yield event
 
 
-def _send_headers(key: str, wait: float, sender: str, *, steer: bool = False) -> dict[str, str]:
+def _send_headers(
+    key: str, wait: float, sender: str, *, steer: bool = False, deadline: float | None = None
+) -> dict[str, str]:
     headers = {"Idempotency-Key": key, "X-Hermes-Wait-Seconds": f"{max(wait, 0.001):g}", "X-Backchannel-Sender": sender}
     if steer:
         headers["X-Backchannel-Mode"] = "steer"
+    if deadline is not None:
+        headers[deadlines.HEADER] = deadlines.wire(deadline)
     return headers
 
 

@@ -13,7 +13,7 @@ import urllib.parse
 from collections.abc import AsyncIterator
 from typing import Any
 
-from .. import addresses
+from .. import addresses, deadlines
 from ..errors import PeerAuthRefused, PeerError, PeerOutcomeUnknown, PeerRefused, PeerUnreachable
 from ..events import Event, event_of
 from ..home.peers import Peer
@@ -192,6 +192,8 @@ class PeerClient(OverTransport):
             headers["X-Backchannel-Chain"] = ",".join(envelope.chain)
         if envelope.exchange:
             headers["X-Backchannel-Exchange"] = envelope.exchange
+        if envelope.deadline is not None:
+            headers[deadlines.HEADER] = deadlines.wire(envelope.deadline)
         if self.gateway_id:
             headers["X-Backchannel-Gateway"] = self.gateway_id
         return headers

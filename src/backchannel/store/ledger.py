@@ -9,14 +9,15 @@ from ..records import LedgerEntry
 from .driver import Db, Row
 
 NO_SPEND = ", 0 AS tokens_in, 0 AS tokens_out, 0.0 AS cost_usd"  # a refusal or a message to a peer: nothing here
-RUN_TIMES = ", started_at, finished_at, consumed"
+RUN_TIMES = ", started_at, finished_at, consumed, deadline"
 # Typed: each part of the ledger's union is a query of its own, where PostgreSQL takes a bare NULL for text.
 NO_TIME = "CAST(NULL AS DOUBLE PRECISION)"
 NO_CONSUMED = ", CAST(NULL AS TEXT) AS consumed"  # a refusal (no model was to read it), a message to a peer
-NO_TIMES = f", {NO_TIME} AS started_at, {NO_TIME} AS finished_at{NO_CONSUMED}"
+NO_TIMES = f", {NO_TIME} AS started_at, {NO_TIME} AS finished_at{NO_CONSUMED}, {NO_TIME} AS deadline"
 PEER_TIMES = (  # a message to a peer ended when its outcome was known: its record's last change
     f", {NO_TIME} AS started_at,"
-    f" CASE WHEN state IN ('delivered', 'failed', 'refused') THEN updated_at END AS finished_at{NO_CONSUMED}"
+    f" CASE WHEN state IN ('delivered', 'failed', 'refused') THEN updated_at END AS finished_at{NO_CONSUMED},"
+    f" {NO_TIME} AS deadline"
 )
 
 

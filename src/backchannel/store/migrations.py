@@ -579,6 +579,18 @@ def m0025_consumed(conn: sqlite3.Connection) -> None:
     _run(conn, "ALTER TABLE runs ADD COLUMN consumed TEXT")
 
 
+def m0026_deadlines(conn: sqlite3.Connection) -> None:
+    """A run's deadline (`backchannel.deadlines`: when its sender stops waiting), and the queued runs that have one,
+    by it, for the sweep that ends those past it unstarted."""
+    _run(
+        conn,
+        """
+        ALTER TABLE runs ADD COLUMN deadline REAL;
+        CREATE INDEX runs_queued_deadline ON runs (deadline) WHERE state = 'queued' AND deadline IS NOT NULL
+        """,
+    )
+
+
 def m0027_in_turn_questions(conn: sqlite3.Connection) -> None:
     """What closing a question does (`store.questions`): `next_turn` (ask_person: its run is queued again) or `in_turn`
     (a far side's turn waits for the answer, as a Hermes approval does: the waiting turn takes it)."""
@@ -609,5 +621,6 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0023_session_owner", m0023_session_owner),
     ("0024_relayed_questions", m0024_relayed_questions),
     ("0025_consumed", m0025_consumed),
+    ("0026_deadlines", m0026_deadlines),
     ("0027_in_turn_questions", m0027_in_turn_questions),
 ]

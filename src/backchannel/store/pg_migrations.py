@@ -548,6 +548,101 @@ RELAYED_QUESTIONS = "ALTER TABLE questions ADD COLUMN outbound_id bigint;"
 CONSUMED = 'ALTER TABLE runs ADD COLUMN consumed text COLLATE "C";'
 IN_TURN_QUESTIONS = "ALTER TABLE questions ADD COLUMN kind text COLLATE \"C\" NOT NULL DEFAULT 'next_turn';"
 
+# A run's deadline (backchannel/deadlines.py: when its sender stops waiting), the queued runs that have one by it (the
+# sweep that ends those past it unstarted), and `backchannel_record_run` (0023's) taking it as its last parameter.
+DEADLINES = """
+ALTER TABLE runs ADD COLUMN deadline double precision;
+CREATE INDEX runs_queued_deadline ON runs (deadline) WHERE state = 'queued' AND deadline IS NOT NULL;
+DROP FUNCTION backchannel_record_run(text, text, text, text, text, text, text, bigint, text, boolean, boolean,
+    double precision, double precision, text, text, text, double precision, bigint, text, double precision, text,
+    text, bigint, double precision, text[], text[], text[], bytea[], bigint[]);
+""" + """CREATE FUNCTION backchannel_record_run(
+    p_id text, p_key text, p_fingerprint text, p_sender text, p_profile text, p_session text, p_message text,
+    p_hops bigint, p_chain text, p_held boolean, p_steer boolean, p_now double precision,
+    p_expires double precision, p_origin text, p_sender_profile text, p_sender_session text,
+    p_wait double precision, p_wake bigint, p_owner text, p_lease_until double precision, p_traceparent text,
+    p_tracestate text, p_max_queued bigint, p_retry_since double precision, p_file_names text[],
+    p_file_types text[], p_file_urls text[], p_file_contents bytea[], p_file_sizes bigint[],
+    p_deadline double precision
+) RETURNS TABLE (outcome text, waiting bigint, run runs) LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    v_run runs%ROWTYPE;
+    v_waiting bigint;
+    v_running bigint;
+    v_turn_sender text;
+    v_landed text;
+    v_claimed boolean;
+    v_started double precision;
+    v_holder text;
+    v_epoch bigint;
+    v_takes boolean;
+BEGIN
+    SELECT owner, epoch INTO v_holder, v_epoch FROM sessions WHERE id = p_session FOR UPDATE;
+    IF p_retry_since IS NOT NULL THEN
+        SELECT * INTO v_run FROM runs WHERE fingerprint = p_fingerprint AND idempotency_key LIKE 'dedup:%'
+            AND (created_at >= p_retry_since OR state IN ('held', 'queued', 'running'))
+            AND state NOT IN ('failed', 'cancelled', 'expired', 'denied') ORDER BY seq DESC LIMIT 1;
+        IF FOUND THEN
+            RETURN QUERY SELECT 'filed'::text, 0::bigint, v_run;
+            RETURN;
+        END IF;
+    END IF;
+    SELECT COUNT(*) FILTER (WHERE state = 'queued'), COUNT(*) FILTER (WHERE state = 'running'),
+        MAX(sender) FILTER (WHERE state = 'running')
+        INTO v_waiting, v_running, v_turn_sender
+        FROM runs WHERE session_id = p_session AND state IN ('queued', 'running');
+    IF p_max_queued IS NOT NULL AND v_waiting >= p_max_queued
+            AND NOT EXISTS (SELECT 1 FROM runs WHERE idempotency_key = p_key) THEN
+        RETURN QUERY SELECT 'over_cap'::text, v_waiting, NULL::runs;
+        RETURN;
+    END IF;
+    v_landed := CASE
+        WHEN p_held THEN NULL
+        WHEN p_steer AND v_running > 0 AND v_turn_sender IS NOT NULL AND (v_turn_sender = p_sender
+            OR (p_sender LIKE 'human:%' AND v_turn_sender LIKE 'human:%')) THEN 'steered'
+        WHEN v_waiting > 0 OR v_running > 0 THEN 'queued'
+        ELSE 'started' END;
+    -- The session is claimed here only if nobody owns it, this gateway does, or its owner's liveness lock is free
+    -- (store/pg_liveness.py); taking it from another (or from nobody) moves its epoch on.
+    v_claimed := p_owner IS NOT NULL AND v_landed IS NOT DISTINCT FROM 'started' AND (v_holder IS NULL
+        OR v_holder = p_owner OR NOT EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted
+            AND l.objsubid = 2 AND l.classid = LIVENESS_SPACE::oid AND l.objid = hashtext(v_holder)::oid
+            AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())));
+    v_takes := v_claimed AND v_holder IS DISTINCT FROM p_owner;
+    IF v_takes THEN
+        v_epoch := COALESCE(v_epoch, 0) + 1;
+    END IF;
+    -- A turn starts when the session is seen free, read now: p_now was taken before the call waited (for a
+    -- connection, for the session's lock), maybe while the session's last turn was still ending.
+    v_started := GREATEST(p_now, EXTRACT(EPOCH FROM clock_timestamp())::double precision);
+    INSERT INTO runs (id, idempotency_key, fingerprint, sender, profile, session_id, message, hops, chain,
+        state, created_at, updated_at, expires_at, origin, sender_profile, sender_session, wait_seconds, wake,
+        owner, lease_until, attempts, started_at, fencing, landed, traceparent, tracestate, epoch, deadline)
+    VALUES (p_id, p_key, p_fingerprint, p_sender, p_profile, p_session, p_message, p_hops, p_chain,
+        CASE WHEN p_held THEN 'held' WHEN v_claimed THEN 'running' ELSE 'queued' END, p_now, p_now, p_expires,
+        p_origin, p_sender_profile, p_sender_session, p_wait, p_wake,
+        CASE WHEN v_claimed THEN p_owner END, CASE WHEN v_claimed THEN p_lease_until + v_started - p_now END,
+        CASE WHEN v_claimed THEN 1 ELSE 0 END, CASE WHEN v_claimed THEN v_started END,
+        CASE WHEN v_claimed THEN 1 ELSE 0 END, v_landed, p_traceparent, p_tracestate,
+        CASE WHEN v_claimed THEN COALESCE(v_epoch, 0) ELSE 0 END, p_deadline)
+    ON CONFLICT (idempotency_key) DO NOTHING RETURNING * INTO v_run;
+    IF NOT FOUND THEN
+        SELECT * INTO v_run FROM runs WHERE idempotency_key = p_key;
+        RETURN QUERY SELECT 'filed'::text, v_waiting, v_run;
+        RETURN;
+    END IF;
+    IF v_takes THEN
+        UPDATE sessions SET owner = p_owner, epoch = v_epoch WHERE id = p_session;
+    END IF;
+    INSERT INTO run_files (run_id, ordinal, name, media_type, url, content, size)
+        SELECT p_id, f.ordinal - 1, f.name, f.media_type, f.url, f.content, f.size
+        FROM unnest(p_file_names, p_file_types, p_file_urls, p_file_contents, p_file_sizes) WITH ORDINALITY
+            AS f(name, media_type, url, content, size, ordinal);
+    RETURN QUERY SELECT 'created'::text, v_waiting, v_run;
+END
+$$;
+""".replace("LIVENESS_SPACE", str(LIVENESS_SPACE))
+
 MIGRATIONS: list[tuple[str, str]] = [
     ("0001_schema", SCHEMA),
     ("0017_traces", TRACES),
@@ -559,6 +654,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("0023_session_owner", SESSION_OWNER),
     ("0024_relayed_questions", RELAYED_QUESTIONS),
     ("0025_consumed", CONSUMED),
+    ("0026_deadlines", DEADLINES),
     ("0027_in_turn_questions", IN_TURN_QUESTIONS),
 ]
 

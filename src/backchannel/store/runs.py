@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from .. import keys
+from .. import deadlines, keys
 from ..errors import Conflict, LimitReached, NotFound
 from ..ids import new_run_id
 from ..messages import Attachment, Message
@@ -37,6 +37,8 @@ UNFINISHED_SQL = ", ".join(f"'{state.value}'" for state in UNFINISHED)  # every 
 # A session's queued runs in the order they run: by arrival, a run its person's answer put back after every run
 # recorded before the answer (`resumed_after`), and before those recorded since.
 IN_LINE = "COALESCE(resumed_after, seq), CASE WHEN resumed_after IS NULL THEN 0 ELSE 1 END, seq"
+DEADLINE_PASSED = deadlines.CODE  # the code of a run its deadline ended
+_LATE = "its deadline passed after waiting {:.0f}s in the queue: never started"
 HUMAN = "human:"  # the person's senders begin so (`human:cli`, `human:api`, …): one caller, whatever the surface
 Admit = Callable[[Tx], Awaitable[None]]  # a new run's last check, inside its transaction: raises to record nothing
 # A write of a turn holds only while its session's epoch is the one its run was claimed under (`runs.epoch`).
@@ -83,6 +85,7 @@ def _run(row: Row) -> Run:
         released_at=r["released_at"],
         resumed_after=r["resumed_after"],
         consumed=Consumed.of(r["consumed"]),
+        deadline=r["deadline"],
     )
 
 
@@ -128,6 +131,7 @@ class NewRun:
     tracestate: str | None = None
     scope: str | None = None
     retry_window: float = 0.0
+    deadline: float | None = None  # when its sender stops waiting (backchannel.deadlines): past it, never started
 
 
 async def record(
@@ -184,7 +188,7 @@ async def record(
             await admit(tx)
         landed = _landed(new, waiting, running, turn_sender)
         started = max(now, time.time())  # the session seen free just now: `now` may be from before the wait
-        claim = (claim_for, started) if claim_for is not None and landed == "started" else None
+        claim = (claim_for, started) if claim_for is not None and landed == "started" and _in_time(new, now) else None
         epoch: int | None = 0
         if claim is not None and claim_for is not None:
             epoch = await _may_take(db, held_by, claim_for)  # None: another live gateway owns the session
@@ -210,6 +214,11 @@ async def record(
     return _run(row), created
 
 
+def _in_time(new: NewRun, now: float) -> bool:
+    """Whether a new run may start: one past its deadline already is recorded queued, and its claim ends it."""
+    return new.deadline is None or new.deadline > now
+
+
 def _key_conflict(key: str, run_id: str) -> Conflict:
     return Conflict(
         f"idempotency key {keys.given(key)!r} was already used for a different message or target (run {run_id})",
@@ -222,7 +231,7 @@ def _key_conflict(key: str, run_id: str) -> Conflict:
 # new run whose sender's rate is checked (`admit`, a Python callback that writes the rate in the transaction) is
 # recorded in a transaction of several statements.
 _RECORD_IN_ONE = (
-    "SELECT r.outcome, r.waiting, (r.run).* FROM backchannel_record_run(" + ", ".join("?" for _ in range(29)) + ") AS r"
+    "SELECT r.outcome, r.waiting, (r.run).* FROM backchannel_record_run(" + ", ".join("?" for _ in range(30)) + ") AS r"
 )
 
 
@@ -248,6 +257,7 @@ async def _record_in_one(
             return []
         return [STEER_PREFIX + new.session_id if rows[0]["landed"] == "steered" else run_id]
 
+    claim_for = claim_for if _in_time(new, now) else None
     rows = await db.write(
         _RECORD_IN_ONE,
         (
@@ -270,6 +280,7 @@ async def _record_in_one(
             [f.url for f in files],
             [f.content for f in files],
             [f.size for f in files],
+            new.deadline,
         ),
         announce=announced,
     )
@@ -369,8 +380,8 @@ async def _insert(
     row = await tx.one(
         "INSERT INTO runs (id, idempotency_key, fingerprint, sender, profile, session_id, message, hops, chain,"
         " state, created_at, updated_at, expires_at, origin, sender_profile, sender_session, wait_seconds, wake,"
-        " owner, lease_until, attempts, started_at, fencing, landed, traceparent, tracestate, epoch)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        " owner, lease_until, attempts, started_at, fencing, landed, traceparent, tracestate, epoch, deadline)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
         " ON CONFLICT (idempotency_key) DO NOTHING RETURNING *",
         (
             run_id,
@@ -400,6 +411,7 @@ async def _insert(
             new.traceparent,
             new.tracestate,
             epoch if claim else 0,
+            new.deadline,
         ),
     )
     if row is None:
@@ -534,11 +546,15 @@ async def claim_next(db: Db, session_id: str, *, owner: str, lease_seconds: floa
             )
             if row is None:
                 return None, expired
-            if row["expires_at"] is not None and row["expires_at"] < now:
+            late = row["deadline"] is not None and row["deadline"] <= now
+            if late or (row["expires_at"] is not None and row["expires_at"] < now):
+                why, code = (
+                    (_LATE, DEADLINE_PASSED) if late else ("expired after waiting {:.0f}s in the queue", "expired")
+                )
                 gone = await tx.one(
-                    "UPDATE runs SET state = 'expired', error = ?, error_code = 'expired', updated_at = ?,"
+                    "UPDATE runs SET state = 'expired', error = ?, error_code = ?, updated_at = ?,"
                     " finished_at = ? WHERE seq = ? RETURNING *",
-                    (f"expired after waiting {now - row['created_at']:.0f}s in the queue", now, now, row["seq"]),
+                    (why.format(now - row["created_at"]), code, now, now, row["seq"]),
                 )
                 assert gone is not None  # the row read under the same lock
                 await tx.announce(gone["id"])
@@ -635,6 +651,28 @@ async def expire_due(db: Db, profile: str) -> list[Run]:
         for r in rows:
             await tx.announce(r["id"])
     return [_run(r) for r in rows]
+
+
+async def expire_late(db: Db, now: float) -> list[Run]:
+    """End the queued runs past their deadline (`expired`, `deadline_passed`) wherever they wait: a queue busy with
+    a long turn, or one nobody claims from. One guarded UPDATE over the index of queued deadlines."""
+    async with db.tx() as tx:
+        rows = await tx.all(
+            "UPDATE runs SET state = 'expired', error = 'its deadline passed after waiting '"
+            " || CAST(ROUND(? - created_at) AS INTEGER) || 's in the queue: never started',"
+            " error_code = ?, updated_at = ?, finished_at = ?"
+            " WHERE state = 'queued' AND deadline IS NOT NULL AND deadline <= ? AND steered_into IS NULL RETURNING *",
+            (now, DEADLINE_PASSED, now, now, now),
+        )
+        for r in rows:
+            await tx.announce(r["id"])
+    return [_run(r) for r in rows]
+
+
+async def next_deadline(db: Db) -> float | None:
+    """The earliest deadline of a queued run (None: no queued run has one), for the sweep's next round."""
+    row = await db.one("SELECT MIN(deadline) FROM runs WHERE state = 'queued' AND deadline IS NOT NULL")
+    return None if row is None or row[0] is None else float(row[0])
 
 
 async def renew_leases(db: Db, run_ids: list[str], *, owner: str, lease_seconds: float) -> None:

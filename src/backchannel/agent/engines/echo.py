@@ -100,6 +100,8 @@ class EchoEngine:
                 continue  # a frame (a room's headings too, quoted as a peer gets them) is for the agent: not said
             elif stripped.startswith("[Your person ") and stripped.endswith("]"):
                 continue  # the heading of its person's answer: the answer follows it
+            elif stripped.startswith("[Answer by ") and stripped.endswith("]"):
+                continue  # the deadline of the turn (backchannel.deadlines): for the agent
             elif command == "/json":
                 try:
                     structured[:] = [json.loads(rest)]

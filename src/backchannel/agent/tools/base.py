@@ -63,6 +63,7 @@ class ToolContext:
     memories: Memories = field(default_factory=FileMemories)
     trace: Context | None = None  # the turn's trace context (its run's span), for a tool called from outside it
     asked: Asked | None = None  # the question the turn asked its person: it ends after this step
+    deadline: float | None = None  # its run's deadline (backchannel.deadlines): what the turn's sends inherit
     _sends: dict[tuple[str, str], int] = field(default_factory=dict)
 
     @property
@@ -85,10 +86,19 @@ class Sender(Protocol):
     """What the messaging tools may do: the delivery service as a turn's agent sees it."""
 
     async def send(
-        self, ctx: ToolContext, address: str, message: str, *, wait: float, steer: bool = False
+        self,
+        ctx: ToolContext,
+        address: str,
+        message: str,
+        *,
+        wait: float,
+        steer: bool = False,
+        deadline: float | None = None,
     ) -> Result: ...
 
-    async def send_peer(self, ctx: ToolContext, target: str, message: str, *, wait: float) -> Result: ...
+    async def send_peer(
+        self, ctx: ToolContext, target: str, message: str, *, wait: float, deadline: float | None = None
+    ) -> Result: ...
 
     async def send_group(self, ctx: ToolContext, group: str, message: str, *, wait: float) -> GroupResult: ...
 

@@ -6,10 +6,13 @@ a reply, a receipt, or a refusal or failure with its code; `list_sessions` answe
 
 from __future__ import annotations
 
+import time
 from collections.abc import Collection
 from typing import Any
 
+from ... import deadlines
 from ...addresses import GROUP
+from ...errors import UsageError
 from ...outcome import Outcome, answered
 from ..engines.base import ToolSpec
 from .base import Tool, ToolContext, ToolFailure, require_str
@@ -22,6 +25,25 @@ def _wait(args: dict[str, Any]) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
         raise ToolFailure("invalid_arguments", "wait_seconds must be a number of seconds, 0 or more")
     return float(value)
+
+
+def _deadline(args: dict[str, Any]) -> float | None:
+    """The send's own deadline: seconds from now, or a duration or time (`10m`, `14:32`, RFC 3339); the turn's
+    deadline bounds it whatever it says (`deadlines.inherited`)."""
+    value = args.get("deadline")
+    if value is None:
+        return None
+    now = time.time()
+    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+        return now + float(value)
+    try:
+        if not isinstance(value, str):
+            raise UsageError("not a time")
+        return deadlines.parse(value, now=now)
+    except UsageError:
+        raise ToolFailure(
+            "invalid_arguments", f"deadline must be seconds from now or a time ({deadlines.EXAMPLES})"
+        ) from None
 
 
 def _told(result: dict[str, Any]) -> dict[str, Any]:
@@ -38,13 +60,15 @@ async def _send(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     mode = args.get("mode", "queue")
     if mode not in ("queue", "steer"):
         raise ToolFailure("invalid_arguments", "mode must be queue or steer")
-    sent = await ctx.messenger().send(ctx, address, message, wait=_wait(args), steer=mode == "steer")
+    sent = await ctx.messenger().send(
+        ctx, address, message, wait=_wait(args), steer=mode == "steer", deadline=_deadline(args)
+    )
     return _told(sent.to_dict())
 
 
 async def _send_peer(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     result = await ctx.messenger().send_peer(
-        ctx, require_str(args, "target"), require_str(args, "message"), wait=_wait(args)
+        ctx, require_str(args, "target"), require_str(args, "message"), wait=_wait(args), deadline=_deadline(args)
     )
     return _told(result.to_dict())
 
@@ -76,6 +100,7 @@ _MESSAGE = _string("the text")
 _WAIT = {"type": "number", "default": DEFAULT_WAIT, "description": "0: no wait"}  # below 0 is refused by _wait
 _RUN_ID = _string("from the send")
 _MODE = "steer: into its running turn"
+_DEADLINE = {"type": ["number", "string"], "description": "seconds from now, or a time; it answers by then"}
 
 
 # What a receipt tells the model that sent the message (a small model otherwise answers in the other's place).
@@ -85,7 +110,7 @@ RECEIPT_NOTE = (
 )
 # Arguments a profile opts into (`agent.session_messaging.send_options`): offered to its models only then, since a
 # small model offered them misuses them (a wait of 0, a steer, then an answer of its own making).
-SEND_OPTIONS = ("wait_seconds", "mode")
+SEND_OPTIONS = ("wait_seconds", "mode", "deadline")
 
 
 def offered(spec: ToolSpec, options: Collection[str]) -> ToolSpec:
@@ -110,7 +135,11 @@ TOOLS: tuple[Tool, ...] = (
             "Message another agent's session and get its reply, or a receipt when it answers later (do not"
             " resend: the reply comes here).",
             {"session_id": _string("profile, profile/session-id, session id or group:NAME"), "message": _MESSAGE},
-            {"wait_seconds": _WAIT, "mode": {"type": "string", "enum": ["queue", "steer"], "description": _MODE}},
+            {
+                "wait_seconds": _WAIT,
+                "mode": {"type": "string", "enum": ["queue", "steer"], "description": _MODE},
+                "deadline": _DEADLINE,
+            },
         ),
         _send,
     ),
@@ -119,7 +148,7 @@ TOOLS: tuple[Tool, ...] = (
             "send_to_peer",
             "The same, to an agent on another gateway.",
             {"target": _string("peer or peer/profile"), "message": _MESSAGE},
-            {"wait_seconds": _WAIT},
+            {"wait_seconds": _WAIT, "deadline": _DEADLINE},
         ),
         _send_peer,
     ),

@@ -299,6 +299,7 @@ class RunsHandler(RequestHandler):
                 exchange=carried.exchange,
                 files=read.files,
                 context=joined.new,
+                deadline=carried.deadline,
             )
             waits = None if immediately else self.ctx.settings.http_wait_seconds
             delivered = await self.ctx.messages.submit(incoming, wait=waits)

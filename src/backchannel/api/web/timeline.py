@@ -2,11 +2,14 @@
 sends and the replies; laid out here in the SVG's own units, drawn by `_timeline.html`.
 
 Everything comes from the store's records of the exchange (no tracing set-up needed): when each message was sent,
-when its turn began and ended, its outcome, hop and tokens, and when its model read it (the consumed mark).
+when its turn began and ended, its outcome, hop and tokens, when its model read it (the consumed mark), and its
+deadline (a mark in its lane when it falls within the drawing; the bar's label says it, and `expired` when the run
+ended at it).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 
 from ... import addresses
@@ -40,6 +43,8 @@ class Bar:
     here: bool  # a run of this gateway (it has a run page); a message to a peer has none
     read_at: float | None = None  # where its model first held the message (the consumed mark); None: not read
     read: str = "-"  # `step N`, `no` (it ended unread) or `-` (not known)
+    deadline: str | None = None  # when its sender stopped waiting (the time of day), if it had a deadline
+    deadline_x: float | None = None  # where that falls, when within the drawing
 
     @property
     def waited(self) -> float:
@@ -116,6 +121,8 @@ def timeline(entries: list[LedgerEntry], *, now: float) -> Timeline | None:
                 here=e.kind == "run",
                 read_at=x(e.consumed.at) if e.consumed is not None else None,
                 read=e.read,
+                deadline=None if e.deadline is None else dt.datetime.fromtimestamp(e.deadline).strftime("%H:%M:%S"),
+                deadline_x=x(e.deadline) if e.deadline is not None and first <= e.deadline <= last else None,
             )
         )
         arrows.append(Arrow(x(e.at), source, target, "send"))

@@ -12,7 +12,7 @@ import dataclasses
 import time
 from dataclasses import dataclass
 
-from ... import addresses, keys, policy, tracing
+from ... import addresses, deadlines, keys, policy, tracing
 from ...addresses import BOT_CHAT_TITLE, RemoteAddress
 from ...agent.tools.base import ToolContext
 from ...framing import is_human
@@ -84,6 +84,7 @@ class Attempt:
     trace: tracing.Carrier | None = None  # the trace it continues, when not the current span's (a wake-up's)
     scope: str | None = None
     retry_window: float = 0.0
+    deadline: float | None = None  # when its sender stops waiting; an agent's send also inherits its turn's
 
     @classmethod
     def handed_in(
@@ -101,6 +102,7 @@ class Attempt:
         steer: bool = False,
         scope: str | None = None,
         retry_window: float = 0.0,
+        deadline: float | None = None,
     ) -> Attempt:
         """A message a transport hands in to `session`: the person's (`human:<surface>`) or, from another
         gateway, its agent's (`peer:<name>/<profile>`, an arrival)."""
@@ -119,6 +121,7 @@ class Attempt:
             steer=steer,
             scope=scope,
             retry_window=retry_window,
+            deadline=deadline,
         )
 
     @property
@@ -420,6 +423,7 @@ class Admission:
                 ttl_seconds=self.hold_expiry(session.profile) if held else None,
                 traceparent=traceparent,
                 tracestate=tracestate,
+                deadline=deadlines.inherited(turn.deadline, attempt.deadline, now=time.time()),
             )
             return new, self._rate_of(attempt)
         human = is_human(attempt.sender)
@@ -442,6 +446,7 @@ class Admission:
             tracestate=tracestate,
             scope=attempt.scope,
             retry_window=attempt.retry_window,
+            deadline=attempt.deadline,
         )
         return new, self._rate_of(attempt)
 

@@ -23,7 +23,7 @@ from .admission import Attempt
 from .delivery import MAX_WAIT_SECONDS, Delivery, check_message
 from .groups import Groups
 from .imports import Imports
-from .outbound import Outbound
+from .outbound import Outbound, SentFrom
 
 T = TypeVar("T")
 
@@ -57,11 +57,19 @@ class Door:
         self.outbound = outbound
 
     async def send(
-        self, to: Target, text: str, *, sender: str, key: str, wait: float | None, steer: bool = False
+        self,
+        to: Target,
+        text: str,
+        *,
+        sender: str,
+        key: str,
+        wait: float | None,
+        steer: bool = False,
+        deadline: float | None = None,
     ) -> Result | GroupResult:
         """`text` to `to`, waited for up to `wait` seconds (a group's members each; None: a session's run until it
         ends, a peer's reply as long as a wait may be); with `steer`, into the target session's running turn at its
-        next model step."""
+        next model step; with `deadline`, not started after it (a turn still running then is stopped)."""
         check_message(text)
         if steer and not isinstance(to, LocalAddress):
             raise UsageError(f"steer gives a message to a running turn of this home's sessions; {to} is none")
@@ -69,7 +77,7 @@ class Door:
 
             async def member(address: Address) -> Result:
                 sent = await self.send(
-                    address, text, sender=sender, key=keys.group_member(key, str(address)), wait=wait
+                    address, text, sender=sender, key=keys.group_member(key, str(address)), wait=wait, deadline=deadline
                 )
                 assert isinstance(sent, Result)  # a group's members are expanded: none is a group
                 return sent
@@ -82,8 +90,11 @@ class Door:
                     code="invalid_address",
                 )
             bounded = MAX_WAIT_SECONDS if wait is None else wait
-            return await self.outbound.dm(self.outbound.peer(to.peer), to.profile, text, wait=bounded, key=key)
-        incoming = Attempt.handed_in(await self.session(to), text, sender, key=key, steer=steer)
+            peer = self.outbound.peer(to.peer)
+            return await self.outbound.dm(
+                peer, to.profile, text, wait=bounded, key=key, sender=SentFrom(deadline=deadline)
+            )
+        incoming = Attempt.handed_in(await self.session(to), text, sender, key=key, steer=steer, deadline=deadline)
         return (await self.delivery.deliver(incoming, wait=wait)).result
 
     async def session(self, to: LocalAddress) -> Session:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ... import addresses, ids, keys, tracing
+from ... import addresses, deadlines, ids, keys, tracing
 from ...errors import (
     BackchannelError,
     Conflict,
@@ -57,6 +57,7 @@ class SentFrom:
     exchange: str | None = None  # the exchange the agent's turn is in; None: the person's message begins one
     hops: int = 0
     chain: tuple[str, ...] = ()
+    deadline: float | None = None  # when the sender stops waiting: carried to the peer, and no wait goes past it
 
 
 PERSON = SentFrom()
@@ -143,6 +144,7 @@ class Outbound:
 
         Raises PeerError when the peer cannot be reached or refuses our key (recorded as such); a request
         that may have arrived without an answer is the outcome `unknown`, with the key that asks again."""
+        wait = deadlines.bounded(wait, sender.deadline, now=time.time())  # what a peer that knows no deadline is given
         with tracing.span_of(_client_span, peer, agent, sender, message) as span:
             result = await self._dm(peer, agent, message, wait=wait, key=key, sender=sender)
             if span is not None:
@@ -398,6 +400,7 @@ class Outbound:
             hops=sender.hops,
             chain=sender.chain,
             exchange=ids.exchange_on_wire(self.gateway_id, row.origin or ids.new_exchange_id()),
+            deadline=sender.deadline,
         )
 
     async def _learn_gateway_id(self, peer: registry.Peer, client: PeerLink) -> None:

@@ -8,9 +8,10 @@ keys it on the turn's run, target, text and ordinal; then through the same queue
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
-from ... import addresses, keys, policy
+from ... import addresses, deadlines, keys, policy
 from ...addresses import BOT_CHAT_TITLE, Address, GroupAddress, LocalAddress, RemoteAddress, Target
 from ...agent.tools.base import ToolContext
 from ...errors import NotFound, PeerError, PeerOutcomeUnknown, UsageError
@@ -52,22 +53,34 @@ class AgentSends:
         self.delivery = delivery
         self.gateway_id = delivery.gateway_id
 
-    async def send(self, ctx: ToolContext, address: str, message: str, *, wait: float, steer: bool = False) -> Result:
+    async def send(
+        self,
+        ctx: ToolContext,
+        address: str,
+        message: str,
+        *,
+        wait: float,
+        steer: bool = False,
+        deadline: float | None = None,
+    ) -> Result:
         """send_to_session: from the turn of `ctx` to a local address; the reply, a receipt, or a refusal. With
-        `steer`, into the target's running turn at its next model step (when it runs one that can take it)."""
+        `steer`, into the target's running turn at its next model step (when it runs one that can take it). Its
+        deadline: `deadline`, never later than what the turn passes on of its own (`deadlines.inherited`)."""
         local = addresses.as_local(addresses.parse(address))
         if local is None:
             raise UsageError(f"{address!r} is a peer address: use send_to_peer", code="invalid_address")
-        return await self._local(ctx, local, message, wait=wait, steer=steer)
+        return await self._local(ctx, local, message, wait=wait, steer=steer, deadline=deadline)
 
-    async def send_peer(self, ctx: ToolContext, target: str, message: str, *, wait: float) -> Result:
+    async def send_peer(
+        self, ctx: ToolContext, target: str, message: str, *, wait: float, deadline: float | None = None
+    ) -> Result:
         """send_to_peer: from the turn of `ctx` to an agent on another gateway (`peer[/profile]`)."""
         remote = addresses.parse_peer(target)
         if remote.session_id is not None:
             raise UsageError(
                 f"{target!r}: send_to_peer takes peer or peer/profile (its Bot Chat)", code="invalid_address"
             )
-        return await self._peer(ctx, remote, message, wait=wait)
+        return await self._peer(ctx, remote, message, wait=wait, deadline=deadline)
 
     async def send_group(self, ctx: ToolContext, group: str, message: str, *, wait: float) -> GroupResult:
         """send_to_group: from the turn of `ctx` to every member of a group."""
@@ -93,10 +106,19 @@ class AgentSends:
 
     @commits
     async def _local(
-        self, ctx: ToolContext, to: LocalAddress, message: str, *, wait: float, steer: bool = False
+        self,
+        ctx: ToolContext,
+        to: LocalAddress,
+        message: str,
+        *,
+        wait: float,
+        steer: bool = False,
+        deadline: float | None = None,
     ) -> Result:
         check_message(message)
-        wait = min(max(wait, 0.0), MAX_WAIT_SECONDS)
+        now = time.time()
+        deadline = deadlines.inherited(ctx.deadline, deadline, now=now)
+        wait = deadlines.bounded(min(max(wait, 0.0), MAX_WAIT_SECONDS), deadline, now=now)
         # A Bot Chat is made only once the send is allowed; a Hermes session id is imported on demand.
         profile_name, target = await self.imports.find(to)
         admitted = await self.delivery.admit(
@@ -109,6 +131,7 @@ class AgentSends:
                 wait=wait,
                 turn=ctx,
                 steer=steer,
+                deadline=deadline,
             )
         )
         if admitted.refusal is not None:
@@ -187,10 +210,13 @@ class AgentSends:
         )
         return Result(Outcome.RECEIPT, shown, session_id=target.id, state=WATCHING)
 
-    async def _peer(self, ctx: ToolContext, remote: RemoteAddress, message: str, *, wait: float) -> Result:
+    async def _peer(
+        self, ctx: ToolContext, remote: RemoteAddress, message: str, *, wait: float, deadline: float | None = None
+    ) -> Result:
         """To an agent on another gateway, under the same rules as a local send."""
         check_message(message)
         wait = min(max(wait, 0.0), MAX_WAIT_SECONDS)
+        deadline = deadlines.inherited(ctx.deadline, deadline, now=time.time())
         peer = self.outbound.peer(remote.peer)
         admitted = await self._admitted(
             Attempt(
@@ -221,6 +247,7 @@ class AgentSends:
                         exchange=ctx.exchange,
                         hops=facts.hops,
                         chain=tuple(facts.chain),
+                        deadline=deadline,
                     ),
                 )
         except PeerError as exc:  # unreachable, or our key refused: the model learns it; nothing was lost

@@ -19,6 +19,7 @@ from .pauses import Pauses
 from .queue import RunQueue
 
 RESUME_SECONDS = 0.5
+DEADLINE_SECONDS = 1.0  # how often the queued runs past their deadline are looked for
 LIVENESS_SECONDS = 1.0  # how often a gateway of a shared store looks for the turns of gateways that ended
 RETENTION_SECONDS = 3600.0  # how often what passed store.keep_days loses its text
 DAY_SECONDS = 86_400.0
@@ -55,6 +56,17 @@ async def renew(queue: RunQueue, pauses: Pauses) -> None:
                 log.warning("session %s had queued runs that nothing worked on: taken up again", session_id)
         except StoreError as exc:
             log.warning("leases not renewed this round: %s", exc.message)
+
+
+async def deadlines(queue: RunQueue) -> None:
+    """End the queued runs whose deadline passed while they waited (behind a long turn, in a paused profile), waking
+    their senders: one read a round while none is due. A claim ends them too, in its own statement."""
+    while True:
+        await asyncio.sleep(DEADLINE_SECONDS)
+        try:
+            await queue.expire_late()
+        except StoreError as exc:
+            log.warning("queued runs past their deadline not ended this round: %s", exc.message)
 
 
 async def liveness(queue: RunQueue) -> None:

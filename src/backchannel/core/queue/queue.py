@@ -51,6 +51,7 @@ class Turn:
 
     task: asyncio.Task[None]
     progress: TurnProgress
+    late: bool = False  # stopped at its run's deadline (not on request)
 
     @property
     def stop_requested(self) -> bool:
@@ -363,6 +364,18 @@ class RunQueue:
         """Expire the profile's queued runs past their TTL, waking their senders (a paused queue claims none)."""
         for gone in await runstore.expire_due(self.db, profile):
             self._ended_run(gone)
+
+    async def expire_late(self) -> list[Run]:
+        """End the queued runs past their deadline, unstarted (`expired`, `deadline_passed`), waking their senders:
+        a read of the earliest deadline first, so a store with none due writes nothing."""
+        due = await runstore.next_deadline(self.db)
+        if due is None or due > time.time():
+            return []
+        late = await runstore.expire_late(self.db, time.time())
+        await self.db.durable()
+        for run in late:
+            self._ended_run(run)
+        return late
 
     async def confirm(self, run: Run) -> bool:
         """Whether a run handed out already claimed (recorded `running` by `submit`) is on disk; False when

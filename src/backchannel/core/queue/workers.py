@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from pathlib import Path
 from typing import Protocol
 
-from ... import tracing
+from ... import deadlines, tracing
 from ...agent.loop import TurnProgress
 from ...errors import BackchannelError, StoreError
 from ...events import Started
@@ -95,6 +96,7 @@ class Workers:
         turn = Turn(task, progress)
         self.queue.track(run.id, turn)
         span = self.queue.spans.begin(run)
+        timer = None if run.deadline is None else _stop_at(run, turn, self.queue)  # one timer a turn with a deadline
         try:
             with tracing.current(span):  # the turn's model and tool calls, and the messages it sends, are its children
                 reply = await self.runner.run(run, progress)
@@ -106,12 +108,13 @@ class Workers:
         except asyncio.CancelledError:
             if turn.stop_requested and task.cancelling() == 1:  # a stop, and no shutdown besides it
                 task.uncancel()
+                late = turn.late  # stopped at its deadline: it expired, keeping what it had, as a stop keeps it
                 await self.queue.finish(
                     run,
-                    RunState.CANCELLED,
+                    RunState.EXPIRED if late else RunState.CANCELLED,
                     reply=progress.output() or None,
-                    error="stopped on request",
-                    code="cancelled",
+                    error=f"stopped at its deadline ({_clock(run.deadline)})" if late else "stopped on request",
+                    code=deadlines.CODE if late else "cancelled",
                     messages=progress.messages,
                     spent=Spent(*progress.unrecorded()),
                     steered=progress.steered,
@@ -161,4 +164,25 @@ class Workers:
                 else None,
             )
         finally:
+            if timer is not None:
+                timer.cancel()
             self.queue.untrack(run.id)
+
+
+def _stop_at(run: Run, turn: Turn, queue: RunQueue) -> asyncio.TimerHandle:
+    """A turn stopped at its run's deadline as `runs stop` stops it (its partial output kept), told apart as late;
+    not once its end is being saved."""
+    assert run.deadline is not None
+
+    def stop() -> None:
+        if turn.task.done() or turn.stop_requested or not queue.owns(run.id):
+            return
+        turn.late = True
+        turn.progress.stop_requested = True
+        turn.task.cancel()
+
+    return asyncio.get_running_loop().call_later(max(0.0, run.deadline - time.time()), stop)
+
+
+def _clock(deadline: float | None) -> str:
+    return deadlines.wire(deadline) if deadline is not None else "none"
