@@ -5,7 +5,7 @@ Our person's (`peer dm`, `peer run`): an open question of their own in `backchan
 question the peer asks; their answer (or decline) goes to the peer as the task's follow-up (A2A) or the run's
 answer route (`POST /v1/runs/{id}/answer`), and the peer's run goes on to its reply (`peer status` shows it).
 An agent's (`send_to_peer`): its wait and receipt say `input_required` with the question, kept the same way but
-out of our person's list; the agent answers it (`send_to_peer` with the run's id: `answer`), by the same relay
+out of our person's list; the agent answers it (`send_to_peer` with the run's id, `answer` here), by the same relay
 and rules (the first answer wins), and the reply comes into its session as any late reply does. A question
 nobody answers ends with its default at the peer's expiry, or a stop.
 """
