@@ -65,8 +65,9 @@ def test_the_send_options_are_offered_when_hermes_env_asks_for_them(monkeypatch:
     ours = {t.spec.name: t.spec for t in TOOLS}
     tools = registered()
     assert tools["send_to_session"]["schema"]["parameters"] == ours["send_to_session"].parameters
+    # run_id (an answer to a peer's question) whatever the options: the plugin cannot read the profile's allow list
     offered = set(tools["send_to_peer"]["schema"]["parameters"]["properties"])
-    assert offered == {"target", "message", "wait_seconds", "deadline"}
+    assert offered == {"target", "message", "wait_seconds", "deadline", "run_id"}
 
 
 def test_an_unreachable_or_unset_gateway_is_a_tool_error_that_says_so(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,6 +6,8 @@ turn asks (the echo engine's `/ask`).
   Hermes dialect: `POST /v1/runs/{id}/answer`).
 - On alpha, the question becomes alpha's person's own (`ask list`, `from_peer`); `ask answer` relays the answer to
   beta, whose run goes on to its reply, which `peer status` shows.
+- When alpha's agent sent the run (`send_to_peer`), the question is that agent's: out of alpha's person's list, it
+  answers with `send_to_peer` and the run's id, by the same relay and rules, and the reply comes into its session.
 Over A2A (beta added by its agent card) and over the Backchannel (Hermes-dialect) link (beta added by its URL)."""
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import pytest
 
 from conftest import GatewayProcess
 from polling import eventually
-from test_peers_e2e import Pair, _init_home, api, cli, peer_key
+from test_peers_e2e import Pair, _init_home, api, cli, ensure_profile, ledger, messaging_rules, peer_key, tool_results
 
 WITHIN = 30.0
 A2A, HERMES = "beta", "beta-h"  # beta as alpha sees it: by its agent card, by its URL
@@ -170,3 +172,49 @@ def test_a_relayed_question_closes_when_the_peers_run_goes_on_without_it(pair: P
     late = cli(pair.a, "ask", "answer", question["id"], "left")
     assert late.exit_code == 2, late.stderr
     assert _json(pair.a, "ask", "answer", question["id"], "left")["error"]["code"] == "question_closed"
+
+
+def _agent_sends(root: Path, profile: str, **args: Any) -> dict[str, Any]:
+    """Alpha's agent `profile` calls send_to_peer with `args` (a turn of its Bot Chat); that call's result."""
+    said = cli(root, "send", profile, f"/tool send_to_peer {json.dumps(args)}", "--json")
+    assert said.exit_code == 0, said.stderr
+    (result,) = tool_results(json.loads(said.stdout)["reply"], "send_to_peer")
+    return result
+
+
+@pytest.mark.parametrize("peer", [A2A, HERMES])
+def test_an_agent_answers_the_question_a_peers_agent_asks_it(pair: Pair, peer: str) -> None:
+    ensure_profile(pair.a, "other")
+    size = f"/ask Which size for {peer}? | S, M | S | 600"
+    with messaging_rules(pair.a, "default", allow=[f"peer:{peer}"]), messaging_rules(pair.a, "other", allow=["peer:*"]):
+        asked = _agent_sends(pair.a, "default", target=peer, message=size, wait_seconds=30)
+        assert asked["result"] == "receipt" and asked["state"] == "input_required", asked
+        assert asked["question"] == f"Which size for {peer}?" and "send_to_peer" in asked["note"], asked
+        run_id = asked["run_id"]
+        # the question is the agent's: not in alpha's person's list, and no other agent of alpha's answers it
+        assert not [q for q in _json(pair.a, "ask", "list") if q["run_id"] == run_id]
+        theirs = _agent_sends(pair.a, "other", target=peer, message="S", run_id=run_id)
+        assert theirs["result"] == "refused" and theirs["error"]["code"] == "not_found", theirs
+
+        answered = _agent_sends(pair.a, "default", target=peer, message="M", run_id=run_id)
+        assert answered["result"] == "receipt" and answered["run_id"] == run_id, answered
+        done = _beta_run(pair.beta, run_id, "completed")
+        assert done["output"] == "default (echo): M", done  # the answer reached beta's run, which went on with it
+        again = _agent_sends(pair.a, "default", target=peer, message="S", run_id=run_id)
+        assert again["result"] == "refused" and again["error"]["code"] == "question_closed", again
+
+        plain = _agent_sends(pair.a, "default", target=peer, message=f"no question here, {peer}", wait_seconds=30)
+        assert plain["result"] == "delivered", plain
+        none = _agent_sends(pair.a, "default", target=peer, message="M", run_id=plain["run_id"])
+        assert none["result"] == "refused" and none["error"]["code"] == "question_not_asked", none
+
+    with api(pair.alpha) as c:  # kept as alpha's person's relayed questions are: answered once, by the agent
+        every = c.get("/v1/questions", params={"state": "answered", "for_peer": "any"}).json()["data"]
+    closed = [q for q in every if q["run_id"] == run_id]
+    assert [(q["answer"], q["answered_by"].split("/")[0], q["from_peer"]) for q in closed] == [("M", "default", True)]
+    # beta's reply comes into the sending agent's session as any late reply does
+    eventually(
+        lambda: [e for e in ledger(pair.a) if e["kind"] == "run" and "default (echo): M" in e["message"]],
+        within=WITHIN,
+        what="the reply of beta's run woke alpha's agent",
+    )

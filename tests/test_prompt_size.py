@@ -40,7 +40,8 @@ def test_backchannels_own_prompt_stays_under_its_bound(initialised: Path) -> Non
 
 def test_the_send_tools_offer_their_options_only_to_a_profile_that_opts_in(initialised: Path) -> None:
     """A small model offered wait_seconds and mode misuses them (a wait of 0, a steer, then an answer it made up):
-    send_to_session offers what a model needs, and the options where the profile's send_options asks."""
+    send_to_session offers what a model needs, and the options where the profile's send_options asks. send_to_peer's
+    run_id (an answer to a peer's question) only where the profile may message a peer: nowhere else can it serve."""
 
     def offered(profile: str) -> dict[str, set[str]]:
         with ScriptedModel(["ok"]) as model:
@@ -48,6 +49,8 @@ def test_the_send_tools_offer_their_options_only_to_a_profile_that_opts_in(initi
             assert made.exit_code == 0, made.stderr
             if profile == "opted":
                 set_messaging(initialised, profile, send_options=["wait_seconds", "mode"])
+            if profile == "peered":  # may message a peer: may be asked by its agent, and answer with run_id
+                set_messaging(initialised, profile, allow=["peer:spark"])
             assert run_cli("chat", "-p", profile, "-q", "hi").exit_code == 0
         tools = model.requests[0]["tools"]
         return {t["function"]["name"]: set(t["function"]["parameters"]["properties"]) for t in tools}
@@ -57,3 +60,4 @@ def test_the_send_tools_offer_their_options_only_to_a_profile_that_opts_in(initi
     opted = offered("opted")
     assert opted["send_to_session"] == {"session_id", "message", "wait_seconds", "mode"}
     assert opted["send_to_peer"] == {"target", "message", "wait_seconds"}
+    assert offered("peered")["send_to_peer"] == {"target", "message", "run_id"}

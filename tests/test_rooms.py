@@ -132,22 +132,40 @@ def test_the_persons_at_name_hands_that_member_the_floor_and_echo_answers_do_not
 
 
 def test_a_room_turn_cut_by_a_kill_goes_on_with_the_member_whose_turn_it_was(initialised: Path) -> None:
-    for name in ("builds", "research"):
-        assert run_cli("profile", "create", name).exit_code == 0
-    assert run_cli("room", "create", "night", "--member", "builds", "--member", "research").exit_code == 0
-    with gateway_with(initialised, process=True) as gw:
-        said = run_cli("room", "say", "night", "/sleep 3\nthe long one", "--wait", "0")
-        assert said.exit_code == 0, said.stderr
-        until_line("night", "builds", "running")
-        assert isinstance(gw, GatewayProcess)
-        gw.kill()
-    with gateway_with(initialised, process=True):
-        lines = until_line("night", "research", "completed", within=60)
+    # builds' first model call is held until the gateway is killed (the scripted model answers it only when it
+    # closes): the kill lands in its turn, whatever the machine's load. A `running` line alone does not say so: the
+    # line is marked before the member's run is recorded, and a slow turn may be over before the kill.
+    with ScriptedModel([{"delay": 600, "content": "never heard"}, "builds: the long one, done"]) as model:
+        made = run_cli("profile", "create", "builds", "--engine", "openai", "--base-url", model.base_url)
+        assert made.exit_code == 0, made.stderr
+        assert run_cli("profile", "create", "research").exit_code == 0
+        assert run_cli("room", "create", "night", "--member", "builds", "--member", "research").exit_code == 0
+        with gateway_with(initialised, process=True) as gw:
+            said = run_cli("room", "say", "night", "the long one", "--wait", "0")
+            assert said.exit_code == 0, said.stderr
+            eventually(lambda: len(model.requests), within=60, what="builds' turn never called its model")
+            assert isinstance(gw, GatewayProcess)
+            gw.kill()
+        cut = transcript("night")[1]  # its run may be named there yet or not: the turn can start before that write
+        assert cut["speaker"] == "builds" and cut["state"] == "running", cut
+        (sent,) = builds_runs()
+        run = json.loads(run_cli("runs", "show", sent, "--json").stdout)
+        assert (run["state"], run["attempts"]) == ("running", 1), run  # its turn cut by the kill, not ended
+        with gateway_with(initialised, process=True):
+            lines = until_line("night", "research", "completed", within=90)
     assert [line["speaker"] for line in lines] == ["human:cli", "builds", "research"], lines
     builds = lines[1]
-    assert builds["state"] == "completed" and builds["text"] == "builds (echo): the long one"
-    run = json.loads(run_cli("runs", "show", builds["run_id"], "--json").stdout)
+    assert builds["state"] == "completed" and builds["text"] == "builds: the long one, done"
+    assert builds["run_id"] == sent and builds_runs() == [sent]
+    run = json.loads(run_cli("runs", "show", sent, "--json").stdout)
     assert run["attempts"] == 2  # the same run, its turn run again after the kill: not asked twice
+    assert len(model.requests) == 2  # the cut turn's call and its second attempt's, nothing more
+
+
+def builds_runs() -> list[str]:
+    """The runs the room sent builds, from the ledger."""
+    ledger = json.loads(run_cli("ledger", "--json").stdout)
+    return [e["run_id"] for e in ledger if e["kind"] == "run" and e["target"].startswith("builds/")]
 
 
 def test_answers_to_one_message_stop_at_the_rooms_cap(initialised: Path) -> None:

@@ -348,6 +348,32 @@ async def test_a_run_parked_on_its_persons_question_does_not_block_its_session_a
 
 
 @contract
+async def test_a_peers_question_to_one_of_our_agents_is_the_agents_once_and_not_in_our_persons_list(
+    store: Backend,
+) -> None:
+    """A question a peer's run asks our sender (issue 42): our person's in their list, our agent's out of it (that
+    agent answers it), each the last relayed of its message, closed once (`question_closed` for a second)."""
+
+    def relayed(outbound_id: int, asker: str, text: str) -> questions.Relayed:
+        return questions.Relayed(
+            f"q_peer_{outbound_id}", outbound_id, "peer:beta", f"run_{outbound_id}", None, asker, None, text
+        )
+
+    assert await questions.relayed_last(store.db, 7) is None
+    persons = await questions.relay(store.db, relayed(6, "human:cli", "colour?"))
+    agents = await questions.relay(store.db, relayed(7, "default/20260101_000000_abcdef", "size?"))
+    assert [q.id for q in await questions.listed(store.db)] == [persons.id]  # the person's list
+    assert {q.id for q in await questions.listed(store.db, for_peer=None)} == {persons.id, agents.id}
+    assert await questions.listed(store.db, for_peer=True) == []
+    assert (await questions.relayed_last(store.db, 7)) == agents and agents.from_peer
+    closed = await questions.close_relayed(store.db, agents.id, state="answered", answer="M", by=agents.asker)
+    assert closed.answer == "M" and await questions.relayed_last(store.db, 7) == closed
+    with pytest.raises(Conflict) as again:
+        await questions.close_relayed(store.db, agents.id, state="answered", answer="S", by=agents.asker)
+    assert again.value.code == "question_closed"
+
+
+@contract
 async def test_no_second_run_of_a_session_is_claimed_while_one_runs(store: Backend) -> None:
     sid = await session(store)
     await send(store, sid, "first", key="k-1")

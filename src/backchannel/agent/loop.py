@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import tracing
+from .. import addresses, tracing
 from ..events import Chunk, Event, Step
 from ..home.profiles import Profile
 from ..messages import Message, ToolCall, Usage
@@ -76,8 +76,9 @@ async def run_turn(
     prices = profile.config.model.prices
     progress.messages.append(incoming)
     progress.unread.append((ctx.run_id, Consumed.digest_of(incoming.content)))
-    options = profile.config.messaging.send_options
-    specs = [offered(tool.spec, options) for tool in tools.values()] if engine.offers_tools else []
+    rules = profile.config.messaging
+    peers = any(addresses.is_remote(pattern) for pattern in rules.allow)  # only a `peer:` pattern reaches one
+    specs = [offered(t.spec, rules.send_options, peers=peers) for t in tools.values()] if engine.offers_tools else []
 
     async def join() -> list[Message]:  # the steered messages, each unread until a model call holds it
         assert steered is not None

@@ -54,7 +54,7 @@ FOR_PEER = {"false": False, "true": True, ANY: None}
 
 def _for_peer(request: Request) -> bool | None:
     """`?for_peer=`: false (default), the person's questions; true, those asked in runs peers sent us (each peer
-    answers its own); any, both."""
+    answers its own); any, every one (with those a peer's agent asked one of our agents, which that agent answers)."""
     given = request.query_params.get("for_peer", "false")
     if given not in FOR_PEER:
         raise UsageError("for_peer must be true, false or any", code="invalid_request")

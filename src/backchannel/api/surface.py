@@ -317,7 +317,8 @@ OPERATIONS: tuple[Op, ...] = (
     # questions (issue 42)
     Op("GET", "/v1/questions", routes_questions.list_questions,
        "The questions turns asked the person (`ask_person`), open ones by default, oldest first (the person's key"
-       " only); `for_peer=true`: those asked in runs peers sent, which each peer answers (never the person)",
+       " only); `for_peer=true`: those asked in runs peers sent, which each peer answers (never the person);"
+       " `for_peer=any`: every one, with those a peer's agent asked one of our agents (which that agent answers)",
        {200: Answer("Questions", dialect.QuestionList)}, (400, 401, 403), reach="person",
        params=(_query("state", enum=["open", "answered", "defaulted", "cancelled", routes_questions.ANY]),
                _query("limit", "integer", minimum=1, maximum=1000),

@@ -169,6 +169,7 @@ class Gateway:
             delivery=self.delivery,
             imports=self.imports,
             groups=self.groups,
+            questions=self.questions,
         )
         self.mentions = Mentions(self.sends)
         self.idle = IdleNotices(self.db, self.wakes)

@@ -19,6 +19,7 @@ from ..events import Event, event_of
 from ..home.peers import Peer
 from ..ids import BOT_CHAT_TITLE as BOT_CHAT
 from ..outcome import CONSUMED_HEADER, Result, Run, failed, refused, unknown
+from ..states import RunState
 from . import sse, wire
 from .http import ErrorBody, HttpResponse, Naming, OverTransport, Transport, error_of, json_object, quote
 from .link import PLAIN, UNREACHABLE, Envelope, PeerAbout, key_refused
@@ -245,7 +246,20 @@ class PeerClient(OverTransport):
         result = wire.chat_result(body, to=self.to, session_id=session_id, key=key, consumed=consumed)
         if result is None:
             raise PeerError(f"{self.who} answered the message with an unknown shape")
-        return result
+        return await self._with_question(result)
+
+    async def _with_question(self, result: Result) -> Result:
+        """A chat's receipt for a run that asks its sender (input_required) carries no question: read from the run,
+        for our sender to answer (unchanged when the run cannot be read just now)."""
+        if result.state != RunState.INPUT_REQUIRED.value or result.question is not None or result.run_id is None:
+            return result
+        try:
+            found = await self.status(result.run_id)
+        except PeerError:
+            return result
+        if found is None or found.question is None:
+            return result
+        return dataclasses.replace(result, question=found.question)
 
     def _unknown(self, session_id: str, key: str, error: str, *, deduplicated: bool = True) -> Result:
         return unknown(self.to, error, session_id=session_id, idempotency_key=key, deduplicated=deduplicated)

@@ -208,15 +208,20 @@ async def get(db: Reads, question_id: str) -> Question:
     return _question(row)
 
 
+_NOT_AN_AGENTS = "(outbound_id IS NULL OR asker LIKE 'human:%')"  # relayed to a person, or asked in one of our runs
+
+
 async def listed(
     db: Db, *, state: str | None = "open", limit: int = 100, for_peer: bool | None = False
 ) -> list[Question]:
     """Questions in `state` (any when None): open ones oldest first (the longest waiting at the top), others newest
-    first. `for_peer`: False, those our person answers; True, those asked in runs peers sent (theirs); None, all."""
+    first. `for_peer`: False, those our person answers; True, those asked in runs peers sent (theirs); None, all
+    (with those a peer's agent asked one of our agents, which that agent answers)."""
     where, params = (["state = ?"], [state]) if state is not None else ([], [])
-    if for_peer is not None:  # an in-turn question is our person's, whoever sent its run (`Question.for_peer`)
+    if for_peer is not None:  # our person's: not a peer's (an in-turn question is our person's, whoever sent its run:
+        # `Question.for_peer`), nor one a peer asked our agent (the agent answers it)
         peers = f"(asker LIKE 'peer:%' AND kind = '{NEXT_TURN}')"
-        where.append(peers if for_peer else f"NOT {peers}")
+        where.append(peers if for_peer else f"NOT {peers} AND {_NOT_AN_AGENTS}")
     clause = f"WHERE {' AND '.join(where)}" if where else ""
     order = "created_at, id" if state == "open" else "created_at DESC, id"
     rows = await db.all(f"SELECT * FROM questions {clause} ORDER BY {order} LIMIT ?", (*params, limit))
@@ -232,7 +237,7 @@ class Relayed:
     peer_address: str  # `peer:NAME[/AGENT]`
     remote_run_id: str
     remote_session_id: str | None
-    asker: str  # our sender, who answers it
+    asker: str  # our sender, who answers it: our person (`human:…`) or the agent's session that sent the message
     origin: str | None
     question: str
     choices: tuple[str, ...] | None = None
@@ -288,6 +293,14 @@ async def relayed_closed(db: Db, outbound_id: int) -> list[Question]:
         "SELECT * FROM questions WHERE outbound_id = ? AND state <> 'open' ORDER BY answered_at DESC", (outbound_id,)
     )
     return [_question(r) for r in rows]
+
+
+async def relayed_last(db: Db, outbound_id: int) -> Question | None:
+    """The question last relayed from an outbound message's run (open or closed), if any."""
+    row = await db.one(
+        "SELECT * FROM questions WHERE outbound_id = ? ORDER BY created_at DESC, id LIMIT 1", (outbound_id,)
+    )
+    return _question(row) if row is not None else None
 
 
 async def close_moved_on(db: Db, outbound_id: int, *, by: str) -> list[str]:

@@ -1,5 +1,10 @@
 """The messaging tools: send_to_session, send_to_peer, check_message, cancel_message, list_sessions.
 
+send_to_peer with a `run_id` answers the question that peer's run asks this agent (its receipt said
+`input_required` and the question): one optional argument rather than a tool of its own, since every model call
+carries the schemas (a tool costs about 300 characters of them, this argument 69), and an answer is a message to
+that peer; offered only to a profile that may message a peer (`offered`), so the others pay nothing for it.
+
 Each goes through the turn's `Sender`; its result is the outcome (`backchannel.outcome.Result`) as JSON:
 a reply, a receipt, or a refusal or failure with its code; `list_sessions` answers `delivered` with the list.
 """
@@ -11,7 +16,7 @@ from collections.abc import Collection
 from typing import Any
 
 from ... import deadlines
-from ...addresses import GROUP
+from ...addresses import GROUP, REMOTE
 from ...errors import UsageError
 from ...outcome import Outcome, answered
 from ..engines.base import ToolSpec
@@ -47,9 +52,10 @@ def _deadline(args: dict[str, Any]) -> float | None:
 
 
 def _told(result: dict[str, Any]) -> dict[str, Any]:
-    """A result as the model reads it: a receipt says plainly that the answer is not here and who gives it."""
+    """A result as the model reads it: a receipt says plainly that the answer is not here and who gives it; a
+    peer's question, that this agent answers it."""
     if result.get("result") == Outcome.RECEIPT.value:
-        result["note"] = RECEIPT_NOTE
+        result["note"] = QUESTION_NOTE if "question" in result and result["to"].startswith(REMOTE) else RECEIPT_NOTE
     return result
 
 
@@ -67,9 +73,11 @@ async def _send(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
 
 
 async def _send_peer(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
-    result = await ctx.messenger().send_peer(
-        ctx, require_str(args, "target"), require_str(args, "message"), wait=_wait(args), deadline=_deadline(args)
-    )
+    target, message = require_str(args, "target"), require_str(args, "message")
+    question_of = require_str(args, ANSWERS, optional=True)
+    if question_of:  # the message answers the question that run of the peer's asks this agent
+        return _told((await ctx.messenger().answer_peer(ctx, target, question_of, message)).to_dict())
+    result = await ctx.messenger().send_peer(ctx, target, message, wait=_wait(args), deadline=_deadline(args))
     return _told(result.to_dict())
 
 
@@ -108,15 +116,24 @@ RECEIPT_NOTE = (
     "Not answered yet. Its answer will come into this session later, as a message of its own: do not answer in"
     " the other agent's place; tell your user the message was sent and that the answer will follow."
 )
+# What a peer's agent asking back in its turn tells the model that sent the message (`question` in the result).
+QUESTION_NOTE = (
+    "Not answered yet: the other agent asks you the question above. Answer it with send_to_peer: the same target,"
+    " your answer as the message, and this run_id. Its reply then comes into this session later."
+)
 # Arguments a profile opts into (`agent.session_messaging.send_options`): offered to its models only then, since a
 # small model offered them misuses them (a wait of 0, a steer, then an answer of its own making).
 SEND_OPTIONS = ("wait_seconds", "mode", "deadline")
+ANSWERS = "run_id"  # send_to_peer's: the peer's run whose question the message answers
 
 
-def offered(spec: ToolSpec, options: Collection[str]) -> ToolSpec:
-    """A tool's schema as a profile's models are offered it: without the send options it has not opted into."""
+def offered(spec: ToolSpec, options: Collection[str], *, peers: bool = True) -> ToolSpec:
+    """A tool's schema as a profile's models are offered it: without the send options it has not opted into, nor
+    send_to_peer's `run_id` unless it may message a peer (`peers`): no peer's agent can have asked it anything."""
     properties = spec.parameters.get("properties", {})
     dropped = [name for name in SEND_OPTIONS if name in properties and name not in options]
+    if spec.name == "send_to_peer" and not peers:
+        dropped.append(ANSWERS)
     if not dropped:
         return spec
     kept = {name: value for name, value in properties.items() if name not in dropped}
@@ -148,7 +165,7 @@ TOOLS: tuple[Tool, ...] = (
             "send_to_peer",
             "The same, to an agent on another gateway.",
             {"target": _string("peer or peer/profile"), "message": _MESSAGE},
-            {"wait_seconds": _WAIT, "deadline": _DEADLINE},
+            {"wait_seconds": _WAIT, "deadline": _DEADLINE, ANSWERS: _string("answers its question")},
         ),
         _send_peer,
     ),

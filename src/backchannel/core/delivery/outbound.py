@@ -112,6 +112,10 @@ class Outbound:
         """The record of a message sent to a peer under an idempotency key, if any."""
         return await outstore.by_key(self.db, key)
 
+    async def sent(self, peer: str, remote_run_id: str) -> outstore.Outbound | None:
+        """Our record of the message that started run `remote_run_id` on `peer`."""
+        return await outstore.by_remote_run(self.db, peer, remote_run_id)
+
     async def sent_by(self, profile: str, remote_run_id: str) -> Result | None:
         """A message this profile sent to a peer, by the run id the peer gave, as last known here."""
         row = await outstore.sent_by(self.db, profile, remote_run_id)

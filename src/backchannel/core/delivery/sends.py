@@ -17,10 +17,13 @@ from ...agent.tools.base import ToolContext
 from ...errors import NotFound, PeerError, PeerOutcomeUnknown, UsageError
 from ...outcome import WATCHING, GroupResult, Outcome, Result, failed, unknown
 from ...records import Run
+from ...states import RunState
 from ...store import idle as idlestore
 from ...store.driver import Db
+from ..questions import Questions
 from ..queue.commits import commits
 from ..queue.queue import RunQueue
+from . import peer_questions
 from .admission import Admitted, Attempt
 from .delivery import MAX_WAIT_SECONDS, Delivery, check_message
 from .directory import Directory
@@ -43,8 +46,10 @@ class AgentSends:
         delivery: Delivery,
         imports: Imports,
         groups: Groups,
+        questions: Questions,
     ) -> None:
         self.db = db
+        self.questions = questions
         self.groups = groups
         self.imports = imports
         self.queue = queue
@@ -81,6 +86,22 @@ class AgentSends:
                 f"{target!r}: send_to_peer takes peer or peer/profile (its Bot Chat)", code="invalid_address"
             )
         return await self._peer(ctx, remote, message, wait=wait, deadline=deadline)
+
+    async def answer_peer(self, ctx: ToolContext, target: str, run_id: str, answer: str) -> Result:
+        """send_to_peer with a run's id: the answer to the question that run (one this profile sent to `target`)
+        asks, relayed to the peer as our person's answer is; a receipt (the reply comes into the sending session),
+        or a refusal (`question_closed`, `question_not_asked`, `not_found`)."""
+        remote = addresses.parse_peer(target)
+        peer = self.outbound.peer(remote.peer)
+        row = await self.outbound.sent(peer.name, run_id)
+        if row is None or row.sender_profile != ctx.profile.name:
+            raise NotFound(f"no message to {target} started run {run_id!r} for profile {ctx.profile.name!r}")
+        try:
+            asked = await peer_questions.answer(self.db, self.questions, row, answer, by=ctx.address)
+        except PeerError as exc:  # the peer did not take it: the question is open again, to be answered again
+            return failed(row.target, exc.code, exc.message)
+        queued = RunState.QUEUED.value  # the peer's run, given the answer, goes on to its reply
+        return Result(Outcome.RECEIPT, row.target, run_id=run_id, session_id=asked.session_id or None, state=queued)
 
     async def send_group(self, ctx: ToolContext, group: str, message: str, *, wait: float) -> GroupResult:
         """send_to_group: from the turn of `ctx` to every member of a group."""
