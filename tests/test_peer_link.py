@@ -204,6 +204,7 @@ def test_a_run_object_parsed_and_rendered_keeps_its_outcome() -> None:
         **body,
         **{"created_at": 1.0, "updated_at": 2.0, "started_at": 1.5, "finished_at": 2.0, "attempts": 1, "hops": 0},
         "usage": {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0, "cost_usd": 0.0},
+        "consumed": None,  # it ended unread
     }
     result = wire.gateway_run({**ours, "error": "stopped on request", "code": "cancelled"})
     assert result.to == "a/s9"
