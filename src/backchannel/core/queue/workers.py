@@ -5,14 +5,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypedDict
 
 from ... import deadlines, tracing
 from ...agent.loop import TurnProgress
 from ...errors import BackchannelError, StoreError
 from ...events import Started
 from ...home.redact import redact
+from ...outcome import Consumed
 from ...records import Run
 from ...store.questions import NewQuestion
 from ...store.runs import RunState, Spent
@@ -116,49 +118,26 @@ class Workers:
                     error=f"stopped at its deadline ({_clock(run.deadline)})" if late else "stopped on request",
                     code=deadlines.CODE if late else "cancelled",
                     messages=progress.messages,
-                    spent=Spent(*progress.unrecorded()),
-                    steered=progress.steered,
-                    consumed=progress.consumed,
+                    **_what_it_did(progress),
                 )
                 return
             raise  # shutting down: the run stays ours and is requeued when the queue closes
         except BackchannelError as exc:  # its sender reads the error (a peer, an MCP host): no path of the home in it
             log.info("turn of run %s failed: %s", run.id, exc.message)
             redact(exc, self.home)
-            spent = Spent(*progress.unrecorded())
-            await self.queue.finish(
-                run,
-                RunState.FAILED,
-                error=exc.message,
-                code=exc.code,
-                spent=spent,
-                steered=progress.steered,
-                consumed=progress.consumed,
-            )
+            await self.queue.finish(run, RunState.FAILED, error=exc.message, code=exc.code, **_what_it_did(progress))
         except Exception as exc:
             log.exception("turn of run %s failed", run.id)
             error = f"internal error: {type(exc).__name__}"
-            spent = Spent(*progress.unrecorded())
-            await self.queue.finish(
-                run,
-                RunState.FAILED,
-                error=error,
-                code="internal_error",
-                spent=spent,
-                steered=progress.steered,
-                consumed=progress.consumed,
-            )
+            await self.queue.finish(run, RunState.FAILED, error=error, code="internal_error", **_what_it_did(progress))
         else:
-            spent = Spent(*progress.unrecorded())
             asked = progress.asked  # the turn asked its person: the run waits for the answer (`input_required`)
             await self.queue.finish(
                 run,
                 RunState.INPUT_REQUIRED if asked else RunState.COMPLETED,
                 reply=None if asked else reply,
                 messages=progress.messages,
-                spent=spent,
-                steered=progress.steered,
-                consumed=progress.consumed,
+                **_what_it_did(progress),
                 question=NewQuestion(asked.id, asked.question, asked.choices, asked.default, asked.expires_in)
                 if asked
                 else None,
@@ -167,6 +146,18 @@ class Workers:
             if timer is not None:
                 timer.cancel()
             self.queue.untrack(run.id)
+
+
+class _Did(TypedDict):
+    spent: Spent
+    steered: Sequence[str]
+    consumed: Mapping[str, Consumed]
+
+
+def _what_it_did(progress: TurnProgress) -> _Did:
+    """What a turn's end saves of its progress, however it ended: what it spent since last recorded, the messages it
+    took in (steered), and which of its messages a model read (consumed)."""
+    return {"spent": Spent(*progress.unrecorded()), "steered": progress.steered, "consumed": progress.consumed}
 
 
 def _stop_at(run: Run, turn: Turn, queue: RunQueue) -> asyncio.TimerHandle:
