@@ -16,7 +16,7 @@ from ..outcome import Consumed
 from .engines.base import Engine, ModelRequest, SessionLink
 from .persona import system_prompt
 from .tools.base import Asked, Tool, ToolContext, call_tool
-from .tools.messaging import offered
+from .tools.messaging import offered_all
 
 Emit = Callable[[Event], None]
 
@@ -78,7 +78,8 @@ async def run_turn(
     progress.unread.append((ctx.run_id, Consumed.digest_of(incoming.content)))
     rules = profile.config.messaging
     peers = any(addresses.is_remote(pattern) for pattern in rules.allow)  # only a `peer:` pattern reaches one
-    specs = [offered(t.spec, rules.send_options, peers=peers) for t in tools.values()] if engine.offers_tools else []
+    offers = engine.offers_tools
+    specs = offered_all([t.spec for t in tools.values()], rules.send_options, peers=peers) if offers else ()
 
     async def join() -> list[Message]:  # the steered messages, each unread until a model call holds it
         assert steered is not None

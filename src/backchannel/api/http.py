@@ -180,7 +180,9 @@ class DeliveryHeaders:
 
 
 def delivery_headers(request: Request) -> DeliveryHeaders:
-    h = request.headers
+    # The request's headers by name, read once (the first of a repeated one, as `Request.headers` gives it):
+    # `Request.headers.get` scans them all for each of the eight asked here.
+    h = {name.decode("latin-1"): value.decode("latin-1") for name, value in reversed(request.scope["headers"])}
     key = h.get("idempotency-key") or None
     sender = h.get("x-hermes-sender-profile") or None
     if sender:

@@ -62,36 +62,36 @@ class LogFile(logging.handlers.RotatingFileHandler):
         self._failing = False
         self._size = 0  # bytes in the current file (counted from its size when opened)
 
-    def format(self, record: logging.LogRecord) -> str:
-        if getattr(record, "raw", False):  # a line written whole elsewhere (the run log), kept as it is
-            return record.getMessage()
-        return super().format(record)
-
     def write_line(self, line: str) -> None:
-        """A line already in the log's format (the run log's), into the file, rotated as the others."""
-        record = logging.LogRecord("backchannel.gateway", logging.INFO, "", 0, line.rstrip("\n"), None, None)
-        record.raw = True
-        self.handle(record)
-
-    # The size is counted here, not asked of the file: the base class seeks and asks a text stream its position
-    # for every line, which cost a busy gateway a fifth of its turns a second.
-    def shouldRollover(self, record: logging.LogRecord) -> int:  # logging's name
-        if self.maxBytes <= 0:
-            return False
-        if self.stream is None:
-            self.stream = self._open()
-        return self._size + len(self.format(record).encode("utf-8")) + 1 >= self.maxBytes
+        """A line already in the log's format (the run log's, several a turn), into the file, rotated as the others:
+        written here, not through a LogRecord and the handler's machinery, which cost more than the line."""
+        self.acquire()
+        try:
+            self._write(line if line.endswith("\n") else line + "\n")
+        finally:
+            self.release()
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            if self.shouldRollover(record):
-                self.doRollover()
+            line = self.format(record) + self.terminator
+        except Exception:
+            self.handleError(record)
+            return
+        self._write(line, record)
+
+    # The size is counted here, not asked of the file: the base class seeks and asks a text stream its position
+    # for every line, which cost a busy gateway a fifth of its turns a second.
+    def _write(self, line: str, record: logging.LogRecord | None = None) -> None:
+        try:
+            size = len(line.encode("utf-8"))
             if self.stream is None:
                 self.stream = self._open()
-            line = self.format(record) + self.terminator
+            if 0 < self.maxBytes <= self._size + size:
+                self.doRollover()
+                self.stream = self._open()
             self.stream.write(line)
             self.stream.flush()
-            self._size += len(line.encode("utf-8"))
+            self._size += size
         except Exception:
             self.handleError(record)
 
@@ -103,7 +103,7 @@ class LogFile(logging.handlers.RotatingFileHandler):
         self._size = os.path.getsize(self.baseFilename)
         return stream
 
-    def handleError(self, record: logging.LogRecord) -> None:  # logging's name
+    def handleError(self, record: logging.LogRecord | None) -> None:  # logging's name
         error = sys.exc_info()[1]
         if self._failing:
             return

@@ -184,7 +184,7 @@ class Database:
         commit that failed. At once when nothing is pending."""
         commit = self._group if commit is None else commit
         if commit is not None:
-            await asyncio.shield(commit)
+            await _committed(commit)
 
     def pending_commit(self) -> Commit | None:
         """The commit the writes made so far in this iteration will be part of (None: nothing pending)."""
@@ -203,7 +203,7 @@ class Database:
     async def all_durable(self, commits: list[Commit]) -> None:
         """Return once each of `commits` is on disk; raise the StoreError of the first that failed."""
         for commit in commits:
-            await asyncio.shield(commit)
+            await _committed(commit)
 
     async def writable(self) -> None:
         """Make sure this process holds the write lock (an open group), waiting for it off the event loop.
@@ -458,6 +458,15 @@ class Database:
 
     async def aclose(self) -> None:
         self.close()
+
+
+async def _committed(commit: Commit) -> None:
+    """Wait for a group commit (shielded: a waiter cancelled leaves the commit alone); one that is over already is
+    answered at once, its error raised (most waits are on a commit made in an earlier iteration)."""
+    if commit.done():
+        commit.result()
+    else:
+        await asyncio.shield(commit)
 
 
 def _is_locked(exc: StoreError) -> bool:

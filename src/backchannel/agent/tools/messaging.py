@@ -12,7 +12,7 @@ a reply, a receipt, or a refusal or failure with its code; `list_sessions` answe
 from __future__ import annotations
 
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from ... import deadlines
@@ -138,6 +138,23 @@ def offered(spec: ToolSpec, options: Collection[str], *, peers: bool = True) -> 
         return spec
     kept = {name: value for name, value in properties.items() if name not in dropped}
     return ToolSpec(spec.name, spec.description, {**spec.parameters, "properties": kept})
+
+
+# The schemas a turn's tools are offered with, by the tools and the profile's options: the same every turn.
+_OFFERED: dict[tuple[tuple[int, ...], tuple[str, ...], bool], tuple[tuple[ToolSpec, ...], tuple[ToolSpec, ...]]] = {}
+
+
+def offered_all(specs: Sequence[ToolSpec], options: Collection[str], *, peers: bool) -> tuple[ToolSpec, ...]:
+    """`offered` for each of a turn's tools, made once for the same tools (the very objects) and options."""
+    key = (tuple(map(id, specs)), tuple(options), peers)
+    kept = _OFFERED.get(key)
+    if kept is not None and all(a is b for a, b in zip(kept[0], specs, strict=True)):
+        return kept[1]
+    if len(_OFFERED) >= 64:  # profiles' MCP tools come and go: the few current sets stay
+        _OFFERED.clear()
+    made = tuple(offered(spec, options, peers=peers) for spec in specs)
+    _OFFERED[key] = (tuple(specs), made)
+    return made
 
 
 def _spec(name: str, description: str, required: dict[str, Any], optional: dict[str, Any] | None = None) -> ToolSpec:
