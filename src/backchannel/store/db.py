@@ -70,22 +70,31 @@ class SqliteTx:
         self.conn = conn
         self.path = path
 
+    # Each statement maps its own errors (`_translate`): a turn runs a dozen, and a `with` block costs three calls.
     async def one(self, sql: str, params: Params = ()) -> Row | None:
-        with map_sqlite_errors(self.path):
+        try:
             row: Row | None = self.conn.execute(sql, params).fetchone()
-            return row
+        except sqlite3.Error as exc:
+            raise _translate(exc, self.path) from exc
+        return row
 
     async def all(self, sql: str, params: Params = ()) -> list[Row]:
-        with map_sqlite_errors(self.path):
+        try:
             return self.conn.execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            raise _translate(exc, self.path) from exc
 
     async def run(self, sql: str, params: Params = ()) -> int:
-        with map_sqlite_errors(self.path):
+        try:
             return self.conn.execute(sql, params).rowcount
+        except sqlite3.Error as exc:
+            raise _translate(exc, self.path) from exc
 
     async def many(self, sql: str, rows: Sequence[Params]) -> None:
-        with map_sqlite_errors(self.path):
+        try:
             self.conn.executemany(sql, rows)
+        except sqlite3.Error as exc:
+            raise _translate(exc, self.path) from exc
 
     async def announce(self, payload: str) -> None:
         """Nothing to do: another process notices the commit itself (`Database.data_version`)."""
@@ -94,19 +103,77 @@ class SqliteTx:
 class _Transaction:
     """`async with db.tx()`: the synchronous transaction of `Database.sync_tx`, entered and left on the loop."""
 
-    __slots__ = ("block", "db")
+    __slots__ = ("block",)
 
     def __init__(self, db: Database) -> None:
-        self.db = db
+        self.block = _SyncTx(db)
 
     async def __aenter__(self) -> SqliteTx:
-        self.block = self.db.sync_tx()
-        return SqliteTx(self.block.__enter__(), self.db.path)
+        return SqliteTx(self.block.__enter__(), self.block.db.path)
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> bool | None:
-        return self.block.__exit__(exc_type, exc, tb)
+    ) -> None:
+        self.block.__exit__(exc_type, exc, tb)
+
+
+class _SyncTx:
+    """`with db.sync_tx()`: a write transaction, committed on success (or with its group), rolled back on any
+    exception; sqlite3 errors of the body's statements leave as StoreError like those of BEGIN and COMMIT.
+
+    With grouped commits (`Database.group_commits`), a savepoint of the iteration's group transaction. A class,
+    not a generator: every write of every turn enters one."""
+
+    __slots__ = ("db", "grouped")
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self.grouped = db._loop is not None
+
+    def __enter__(self) -> sqlite3.Connection:
+        db = self.db
+        try:
+            if not self.grouped:
+                db.conn.execute("BEGIN IMMEDIATE")
+                return db.conn
+            if db._group is not None and not db.conn.in_transaction:
+                db._abandon_group()  # SQLite rolled the open group back on its own
+            if db._group is None:
+                db._open_group()
+            elif db._group_written:
+                db._fresh_writes += 1  # joined a group that already had writes: its commit may wait for more
+            db._group_written = True
+            tracked = _task_commits.get()
+            if tracked is not None and (not tracked or tracked[-1] is not db._group):
+                assert db._group is not None
+                tracked.append(db._group)
+            db.conn.execute("SAVEPOINT w")
+        except sqlite3.Error as exc:
+            raise _translate(exc, db.path) from exc
+        return db.conn
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        db = self.db
+        if exc is not None:
+            if self.grouped:
+                db._rollback("w")
+                if db._group is not None and not db.conn.in_transaction:
+                    db._abandon_group()
+            else:
+                db._rollback()
+            if isinstance(exc, sqlite3.Error):
+                raise _translate(exc, db.path) from exc
+            return
+        try:
+            db.conn.execute("RELEASE w" if self.grouped else "COMMIT")
+        except sqlite3.Error as error:
+            if not self.grouped:
+                db._rollback()
+            raise _translate(error, db.path) from error
+        if not self.grouped:
+            db.commits += 1
 
 
 class Database:
@@ -293,59 +360,9 @@ class Database:
         """A write transaction for the store's operations (`Db.tx`): see `sync_tx`."""
         return _Transaction(self)
 
-    @contextmanager
-    def sync_tx(self) -> Iterator[sqlite3.Connection]:
-        """A write transaction: committed on success (or with its group), rolled back on any exception.
-
-        sqlite3 errors of the body's statements leave as StoreError like those of BEGIN and COMMIT.
-        """
-        if self._loop is not None:
-            with self._grouped() as conn:
-                yield conn
-            return
-        with map_sqlite_errors(self.path):
-            self.conn.execute("BEGIN IMMEDIATE")
-        try:
-            with map_sqlite_errors(self.path):
-                yield self.conn
-        except BaseException:
-            self._rollback()
-            raise
-        try:
-            with map_sqlite_errors(self.path):
-                self.conn.execute("COMMIT")
-        except StoreError:
-            self._rollback()
-            raise
-        self.commits += 1
-
-    @contextmanager
-    def _grouped(self) -> Iterator[sqlite3.Connection]:
-        assert self._loop is not None
-        with map_sqlite_errors(self.path):
-            if self._group is not None and not self.conn.in_transaction:
-                self._abandon_group()  # SQLite rolled the open group back on its own
-        if self._group is None:
-            self._open_group()
-        elif self._group_written:
-            self._fresh_writes += 1  # joined a group that already had writes: its commit may wait for more
-        self._group_written = True
-        tracked = _task_commits.get()
-        if tracked is not None and (not tracked or tracked[-1] is not self._group):
-            assert self._group is not None
-            tracked.append(self._group)
-        with map_sqlite_errors(self.path):
-            self.conn.execute("SAVEPOINT w")
-        try:
-            with map_sqlite_errors(self.path):
-                yield self.conn
-        except BaseException:
-            self._rollback("w")
-            if self._group is not None and not self.conn.in_transaction:
-                self._abandon_group()
-            raise
-        with map_sqlite_errors(self.path):
-            self.conn.execute("RELEASE w")
+    def sync_tx(self) -> _SyncTx:
+        """A write transaction: committed on success (or with its group), rolled back on any exception (`_SyncTx`)."""
+        return _SyncTx(self)
 
     def _open_group(self) -> None:
         """BEGIN IMMEDIATE the transaction the writes of this iteration share, its COMMIT scheduled."""
@@ -368,13 +385,17 @@ class Database:
             group.exception()
 
     async def all(self, sql: str, params: Params = ()) -> list[Row]:
-        with map_sqlite_errors(self.path):
+        try:
             return self.conn.execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            raise _translate(exc, self.path) from exc
 
     async def one(self, sql: str, params: Params = ()) -> Row | None:
-        with map_sqlite_errors(self.path):
+        try:
             row: Row | None = self.conn.execute(sql, params).fetchone()
-            return row
+        except sqlite3.Error as exc:
+            raise _translate(exc, self.path) from exc
+        return row
 
     async def write(self, sql: str, params: Params = (), *, announce: Announce = ()) -> list[Row]:
         async with self.tx() as tx:
