@@ -218,3 +218,46 @@ def test_an_agent_answers_the_question_a_peers_agent_asks_it(pair: Pair, peer: s
         within=WITHIN,
         what="the reply of beta's run woke alpha's agent",
     )
+    # the agent read the question in its send's result: no wake-up tells it again
+    assert not _question_wakes(pair.a, run_id)
+
+
+def _question_wakes(root: Path, run_id: str) -> list[dict[str, Any]]:
+    """The wake-ups on `root` that bring the question the peer's run `run_id` asks."""
+    heading = f"[Question about your message {run_id} "
+    return [e for e in ledger(root) if e["kind"] == "run" and heading in e["message"]]
+
+
+@pytest.mark.parametrize("peer", [A2A, HERMES])
+def test_a_peers_question_after_the_receipt_wakes_the_agent_that_sent_the_message(pair: Pair, peer: str) -> None:
+    question = f"Which lane for {peer}?"
+    with messaging_rules(pair.a, "default", allow=[f"peer:{peer}"]):
+        sent = _agent_sends(
+            pair.a,
+            "default",
+            target=peer,
+            message=f"/sleep 2\n/ask {question} | left, right | left | 600",
+            wait_seconds=0,
+        )  # it asks after the receipt
+        assert sent["result"] == "receipt" and sent.get("state") != "input_required", sent
+        run_id = sent["run_id"]
+        _beta_run(pair.beta, run_id, "input_required")
+        (woken,) = eventually(
+            lambda: _question_wakes(pair.a, run_id),
+            within=WITHIN,
+            what=f"the question of beta's run {run_id} woke alpha's agent",
+        )
+        assert question in woken["message"] and f"run_id {run_id}]" in woken["message"], woken
+        assert "send_to_peer" in woken["message"] and woken["target"].startswith("default/"), woken
+        assert not [q for q in _json(pair.a, "ask", "list") if q["run_id"] == run_id]  # the agent's, not the person's
+
+        answered = _agent_sends(pair.a, "default", target=peer, message="right", run_id=run_id)
+        assert answered["result"] == "receipt" and answered["run_id"] == run_id, answered
+        done = _beta_run(pair.beta, run_id, "completed")
+        assert done["output"] == "default (echo): right", done
+        eventually(
+            lambda: [e for e in ledger(pair.a) if e["kind"] == "run" and "default (echo): right" in e["message"]],
+            within=WITHIN,
+            what="the reply of beta's run woke alpha's agent",
+        )
+    assert len(_question_wakes(pair.a, run_id)) == 1  # told once, however many polls saw it asked

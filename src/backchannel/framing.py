@@ -69,8 +69,20 @@ def frame(sender: str, message: str, *, via: str = "send_to_session", heading: s
 def reply_heading(run_id: str, message: str) -> str:
     """The first line of a wake-up, Backchannel's own: which of the sender's messages it answers (one line: the
     message's first line, quoted with repr, so no line break or control character of it gets through)."""
-    first_line = message.strip().splitlines()[0][:120] if message.strip() else ""
-    return f"[Reply to your message {run_id} ({first_line!r})]"
+    return f"[Reply to your message {run_id} ({_first_line(message)!r})]"
+
+
+def question_heading(run_id: str, message: str) -> str:
+    """The first line of a wake-up that brings the question a peer's agent asks in the run of one of the sender's
+    messages (the sender had its receipt): which message, and how to answer."""
+    return (
+        f"[Question about your message {run_id} ({_first_line(message)!r}): the other agent asks, and its run waits"
+        f" for your answer. Answer with send_to_peer: the same target, your answer as the message, run_id {run_id}]"
+    )
+
+
+def _first_line(message: str) -> str:
+    return message.strip().splitlines()[0][:120] if message.strip() else ""
 
 
 def split_reply(text: str) -> tuple[str, str]:

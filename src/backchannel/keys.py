@@ -95,6 +95,11 @@ def wake_outbound(outbound_id: int) -> str:
     return f"{WAKE}out:{outbound_id}"
 
 
+def wake_question(outbound_id: int, question_id: str) -> str:
+    """The wake-up that brings a question a peer's run asks to the agent that sent it: one per question."""
+    return f"{WAKE}out:{outbound_id}:{question_id}"
+
+
 def is_wake(key: str) -> bool:
     return key.startswith(WAKE)
 

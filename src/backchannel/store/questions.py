@@ -244,11 +244,12 @@ class Relayed:
     default: str | None = None
 
 
-async def relay(db: Db, new: Relayed) -> Question:
-    """Record a peer's question for our sender, once per id (the same question seen again is the one kept)."""
+async def relay(db: Db, new: Relayed) -> tuple[Question, bool]:
+    """Record a peer's question for our sender, once per id (the same question seen again is the one kept); and
+    whether it was recorded now (False: seen before)."""
     now = time.time()
     async with db.tx() as tx:
-        await tx.run(
+        created = await tx.run(
             "INSERT INTO questions (id, run_id, profile, session_id, asker, origin, question, choices,"
             " default_answer, expires_at, state, created_at, outbound_id)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, 'open', ?, ?) ON CONFLICT (id) DO NOTHING",
@@ -266,7 +267,7 @@ async def relay(db: Db, new: Relayed) -> Question:
                 new.outbound_id,
             ),
         )
-    return await get(db, new.id)
+    return await get(db, new.id), created > 0
 
 
 async def close_relayed(db: Db, question_id: str, *, state: str, answer: str | None, by: str) -> Question:

@@ -36,7 +36,7 @@ from ...store import outbound as outstore
 from ...store.driver import Db
 from ..queue.commits import commits
 from . import peer_questions
-from .wakes import Wakes, failure_text, reply_text
+from .wakes import Wakes, failure_text, question_text, reply_text
 
 if TYPE_CHECKING:
     from ...net.a2a_card import AgentCard
@@ -93,6 +93,7 @@ class Outbound:
         self.links = links
         self.gateway_id = gateway_id
         self.called = called or (lambda peer, outcome: None)
+        self._untold: set[str] = set()  # questions whose wake-up could not be queued yet (`_tell_asked`)
 
     def peer(self, name: str) -> registry.Peer:
         return registry.load(self.root, name)
@@ -335,7 +336,9 @@ class Outbound:
         else:
             result = of_run(to, dataclasses.replace(found, run_id=run_id))
         if row is not None and found is not None:
-            await peer_questions.relay(self.db, row, result)
+            asked = await peer_questions.relay(self.db, row, result)
+            if asked is not None:
+                await self._tell_asked(row, run_id, *asked)
             await peer_questions.moved_on(self.db, row, result)
         if row is None or not result.outcome.settled:
             return result
@@ -367,6 +370,28 @@ class Outbound:
             error=failure,
         )
         return result
+
+    async def _tell_asked(self, row: outstore.Outbound, run_id: str, question: Question, new: bool) -> None:
+        """A question the peer's run asks of an agent that had its receipt: into the agent's session as a wake-up,
+        once (an agent still waiting when it was asked read it in its send's result, and is not told again). One
+        that could not be queued now is tried again on the next poll."""
+        if not (row.wake and row.sender_session and row.sender_profile and question.is_open):
+            return
+        if not new and question.id not in self._untold:
+            return
+        woken = await self.wakes.deliver(
+            session_id=row.sender_session,
+            text=question_text(run_id, row.message, question.question),
+            sender=row.target,
+            key=keys.wake_question(row.id, question.id),
+            hops=row.hops + 1,
+            exchange=row.origin,
+            trace=tracing.kept(row.traceparent, row.tracestate),
+        )
+        if woken is None:
+            self._untold.add(question.id)
+        else:
+            self._untold.discard(question.id)
 
     # --- helpers -------------------------------------------------------------------------------------
 

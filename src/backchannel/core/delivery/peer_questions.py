@@ -4,10 +4,11 @@ is our sender's (issue 42).
 Our person's (`peer dm`, `peer run`): an open question of their own in `backchannel ask list`, kept once per
 question the peer asks; their answer (or decline) goes to the peer as the task's follow-up (A2A) or the run's
 answer route (`POST /v1/runs/{id}/answer`), and the peer's run goes on to its reply (`peer status` shows it).
-An agent's (`send_to_peer`): its wait and receipt say `input_required` with the question, kept the same way but
-out of our person's list; the agent answers it (`send_to_peer` with the run's id, `answer` here), by the same relay
-and rules (the first answer wins), and the reply comes into its session as any late reply does. A question
-nobody answers ends with its default at the peer's expiry, or a stop.
+An agent's (`send_to_peer`): its wait and receipt say `input_required` with the question (one asked after the
+receipt wakes the agent's session, once: `Outbound._tell_asked`), kept the same way but out of our person's list;
+the agent answers it (`send_to_peer` with the run's id, `answer` here), by the same relay and rules (the first
+answer wins), and the reply comes into its session as any late reply does. A question nobody answers ends with its
+default at the peer's expiry, or a stop.
 """
 
 from __future__ import annotations
@@ -32,9 +33,10 @@ def asks(result: Result) -> bool:
     return result.state == RunState.INPUT_REQUIRED.value and result.run_id is not None
 
 
-async def relay(db: Db, row: outstore.Outbound, result: Result) -> Question | None:
+async def relay(db: Db, row: outstore.Outbound, result: Result) -> tuple[Question, bool] | None:
     """The question the peer's run asks, as our sender's (once per question): our person's, or the agent's that
-    sent the run; None when the run asks none (or another kind of sender sent it)."""
+    sent the run, and whether it was seen now for the first time; None when the run asks none (or another kind of
+    sender sent it)."""
     if not asks(result) or (row.sender_profile is None and not row.sender.startswith("human:")):
         return None
     text = result.question or "(the peer's agent asks for input)"

@@ -11,7 +11,7 @@ import logging
 
 from ... import keys, tracing
 from ...errors import BackchannelError
-from ...framing import reply_heading
+from ...framing import question_heading, reply_heading
 from ...outcome import NOT_CONSUMED
 from ...records import Run
 from ...store.runs import RunState
@@ -89,6 +89,12 @@ def reply_text(run_id: str, message: str, outcome: str, *, ours: bool = False) -
     model as it is), then the reply on the lines after it (escaped like any other agent's text). An outcome of
     our own (`ours`: a failure, no reply) is one line and goes on the heading's line, shown as it is too."""
     return f"{reply_heading(run_id, message)}{' ' if ours else chr(10)}{outcome}"
+
+
+def question_text(run_id: str, message: str, question: str) -> str:
+    """The text an agent woken by a peer's question reads: our heading (which message, how to answer), then the
+    question on the lines after it (escaped like any other agent's text)."""
+    return f"{question_heading(run_id, message)}\n{question}"
 
 
 def failure_text(state: str, error: str | None) -> str:
