@@ -39,6 +39,7 @@ from .delivery.directory import Directory
 from .delivery.door import by_kind
 from .delivery.outbound import Outbound, SentFrom
 from .queue.commits import commits
+from .queue.queue import owner_is_dead
 
 log = logging.getLogger("backchannel.rooms")
 LOOK_SECONDS = 0.5  # how often the rooms with a round to drive are looked for
@@ -223,7 +224,7 @@ class Rooms:
         """Its open rounds one after another, while this gateway holds the room's lease."""
         renewing: asyncio.Task[None] | None = None
         try:
-            if not await roomstore.claim(self.db, name, owner=self.owner, lease_seconds=LEASE_SECONDS):
+            if not await self._claim(name):
                 return
             renewing = asyncio.create_task(self._renew(name))
             while (open_round := await roomstore.oldest_open(self.db, name)) is not None:
@@ -239,6 +240,17 @@ class Rooms:
                     await renewing
                 with contextlib.suppress(StoreError):
                     await roomstore.release(self.db, name, owner=self.owner)
+
+    async def _claim(self, name: str) -> bool:
+        """The room's lease; taken at once from a gateway known to have ended (its process gone from this machine,
+        or its liveness lock free on a shared store), not when its lease runs out."""
+        if await roomstore.claim(self.db, name, owner=self.owner, lease_seconds=LEASE_SECONDS):
+            return True
+        held = await roomstore.driver(self.db, name)
+        if held is None or not (owner_is_dead(held) or held in await self.db.gone({held})):
+            return False
+        log.warning("room %s taken over at once: the gateway that drove it has ended", name)
+        return await roomstore.claim(self.db, name, owner=self.owner, lease_seconds=LEASE_SECONDS, ended=held)
 
     async def _renew(self, name: str) -> None:
         while True:

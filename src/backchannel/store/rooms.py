@@ -86,17 +86,23 @@ async def set_members(db: Db, name: str, members: list[str]) -> Room:
     return _room(row)
 
 
-async def claim(db: Db, name: str, *, owner: str, lease_seconds: float) -> bool:
+async def claim(db: Db, name: str, *, owner: str, lease_seconds: float, ended: str | None = None) -> bool:
     """The room's rounds are this owner's to drive for `lease_seconds` (renewed by claiming again); False while
-    another owner's lease runs."""
+    another owner's lease runs, unless that owner is `ended` (known to have ended: its lease is taken at once)."""
     now = time.time()
     async with db.tx() as tx:
         changed = await tx.run(
             "UPDATE rooms SET owner = ?, lease_until = ? WHERE name = ?"
-            " AND (owner IS NULL OR owner = ? OR lease_until IS NULL OR lease_until < ?)",
-            (owner, now + lease_seconds, name, owner, now),
+            " AND (owner IS NULL OR owner = ? OR lease_until IS NULL OR lease_until < ? OR owner = ?)",
+            (owner, now + lease_seconds, name, owner, now, ended),
         )
     return changed == 1
+
+
+async def driver(db: Db, name: str) -> str | None:
+    """Who holds the room's lease now (None: nobody)."""
+    row = await db.one("SELECT owner FROM rooms WHERE name = ?", (name,))
+    return row["owner"] if row is not None else None
 
 
 async def release(db: Db, name: str, *, owner: str) -> None:
