@@ -24,12 +24,14 @@ HEAVY = (
     "yaml",
     "prometheus_client",
     "opentelemetry",
+    "pygments",
 )
 
 
 def _listing(code: str) -> str:
     """`code`, then a last line of output naming every top-level package the interpreter holds."""
-    return f"{code}\nimport json, sys\nprint(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}})))"
+    loaded = "{m.split('.')[0] for m, module in sys.modules.items() if module is not None}"  # None: kept out
+    return f"{code}\nimport json, sys\nprint(json.dumps(sorted({loaded})))"
 
 
 def _loaded_after(code: str) -> set[str]:
@@ -120,6 +122,7 @@ def _through_the_gateway(*argv: str) -> dict[str, object]:
     assert done.returncode == 0, done.stderr[-3000:]
     loaded = set(json.loads(done.stdout.splitlines()[-1])) & set(HEAVY)
     assert "httpx" in loaded and not loaded & {"pydantic", "yaml", "uvicorn", "starlette", "mcp", "a2a", "jinja2"}
+    assert "pygments" not in loaded  # nor httpx's own command-line client, which imports it
     said: dict[str, object] = json.loads("\n".join(done.stdout.splitlines()[:-1]))
     return said
 
