@@ -376,6 +376,7 @@ class Outbound:
         once (an agent still waiting when it was asked read it in its send's result, and is not told again). One
         that could not be queued now is tried again on the next poll."""
         if not (row.wake and row.sender_session and row.sender_profile and question.is_open):
+            self._untold.discard(question.id)
             return
         if not new and question.id not in self._untold:
             return
