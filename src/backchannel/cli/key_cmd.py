@@ -108,13 +108,8 @@ def list_(as_json: bool, wide: bool) -> None:
             return
         table(
             [
-                [
-                    k["name"],
-                    ",".join(k["profiles"]),
-                    "yes" if k["read"] else "no",
-                    when(k["created_at"]),
-                    when(k["last_used_at"]),
-                ]
+                [k["name"], ",".join(k["profiles"]), "yes" if k["read"] else "no", when(k["created_at"]),
+                 when(k["last_used_at"])]
                 for k in found
             ],
             ["NAME", "PROFILES", "READ", "CREATED", "LAST USED"],
