@@ -148,6 +148,23 @@ def test_dm_past_its_wait_is_a_receipt_and_status_follows_it(initialised: Path, 
     assert followed.stdout.splitlines() == [f"{run_id}: completed", "echo: late"], followed.stdout
 
 
+def test_dm_and_run_with_a_deadline_to_an_agent_that_knows_no_deadlines(initialised: Path, plain_agent: Agent) -> None:
+    """An A2A agent of another make ignores the deadline: answered as before, and a dm whose deadline comes before
+    its --wait ends is a receipt at the deadline (the agent was given the time left as its wait)."""
+    add("plain", plain_agent.url)
+    code, body = json_of("peer", "dm", "plain", "in time", "--deadline", "10m")
+    assert code == 0 and body["result"] == "delivered" and body["reply"] == "echo: in time", body
+    started = time.monotonic()
+    late = run_cli("peer", "dm", "plain", "sleep 8 too late", "--deadline", "1.5s", "--wait", "60")
+    assert time.monotonic() - started < 6, "the dm waited past its deadline"
+    assert late.exit_code == 0 and late.stdout.startswith("receipt: run "), late.stdout
+    assert "its deadline came first" in late.stderr, late.stderr
+    code, ran = json_of("peer", "run", "plain", "sleep 0.2 done", "--deadline", "10m")
+    assert code == 0 and ran["run_id"] and ran["error"] is None, ran
+    followed = run_cli("peer", "status", "plain", str(ran["run_id"]), "--follow")
+    assert followed.exit_code == 0 and followed.stdout.splitlines()[-1] == "echo: done", followed.stdout
+
+
 def test_run_status_stop_and_follow(initialised: Path, agent: Agent) -> None:
     add("echo", agent.url)
     code, started = json_of("peer", "run", "echo", "sleep 0.5 done", "--idempotency-key", "run-1")

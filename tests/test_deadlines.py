@@ -161,3 +161,37 @@ def test_a_running_turn_is_stopped_at_its_deadline_and_its_frame_told_it_when(in
     said = [m["content"] for m in messages if m["role"] == "user"]
     assert said and said[-1].startswith("[Answer by ") and "from now" in said[-1], said  # kept, with its deadline
     assert said[-1].endswith("think hard")
+
+
+def test_peer_dm_and_peer_run_carry_a_deadline_and_dm_stops_waiting_at_it(
+    initialised: Path, spark: GatewayThread
+) -> None:
+    """`peer dm --deadline` and `peer run --deadline` carry the deadline to the peer, whose runs expire at it; a dm
+    whose --wait is longer than its deadline returns at the deadline, not at the end of its wait or the turn's."""
+    with gateway_with(initialised):
+        before = time.time()
+        started = time.monotonic()
+        late = run_cli("peer", "dm", "spark", "/sleep 30\nslow one", "--deadline", "2s", "--wait", "60", "--json")
+        assert time.monotonic() - started < 15, "the dm waited past its deadline"
+        said = json.loads(late.stdout)
+        assert late.exit_code in (0, 1) and said["result"] in ("receipt", "failed"), (said, late.stderr)
+        if said["result"] == "failed":  # the peer's turn was stopped at the deadline before our wait ended
+            assert said["error"]["code"] == "deadline_passed", said
+        ran = json.loads(run_cli("peer", "run", "spark", "/sleep 30\nslower one", "--deadline", "3s", "--json").stdout)
+        assert ran["result"] in ("receipt", "delivered") and ran["run_id"], ran
+        quick = json.loads(run_cli("peer", "dm", "spark", "in good time", "--deadline", "10m", "--json").stdout)
+        assert quick["result"] == "delivered" and quick["reply"].endswith("in good time"), quick
+
+        def theirs() -> dict[str, dict[str, Any]]:
+            return {e["message"].splitlines()[-1]: e for e in ledger(spark.root) if e["kind"] == "run"}
+
+        ended = eventually(
+            theirs,
+            lambda runs: all(runs.get(m, {}).get("state") == "expired" for m in ("slow one", "slower one")),
+            within=30,
+            what="spark's two runs to expire at their deadlines",
+        )
+    slow, slower, good = ended["slow one"], ended["slower one"], ended["in good time"]
+    assert before + 2 <= slow["deadline"] <= time.time() and slower["deadline"] - slow["deadline"] >= 0.5
+    assert slow["finished_at"] - slow["deadline"] < 5 and slower["finished_at"] - slower["deadline"] < 5
+    assert before + 600 <= good["deadline"] <= time.time() + 600 and good["state"] == "completed", good

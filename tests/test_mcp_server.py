@@ -265,3 +265,37 @@ def test_over_http_at_the_gateway(home: Path, path: str, monkeypatch: pytest.Mon
         assert r.status_code == 404 and r.json()["error"]["code"] == "profile_not_found"
     finally:
         gateway.close()
+
+
+def test_a_hosts_send_offers_and_carries_a_deadline(home: Path) -> None:
+    """Both sends offer `deadline` (as the CLI's send has --deadline); a host's message queued behind a long turn
+    carries it, and past it ends expired, deadline_passed, never started."""
+    setup_home(home)
+    gateway = GatewayThread(home, free_port()).start()
+    try:
+        busy = json.loads(run_cli("send", "builds", "/sleep 30\nthe long one", "--wait", "0", "--json").stdout)
+        deadline = time.monotonic() + 30
+        while json.loads(run_cli("runs", "show", busy["run_id"], "--json").stdout)["state"] != "running":
+            assert time.monotonic() < deadline, "builds' long turn did not start"
+            time.sleep(0.1)
+
+        async def main() -> tuple[dict[str, Any], dict[str, Any]]:
+            async with over_stdio(home) as session:
+                tools = {t.name: t.input_schema for t in (await session.list_tools()).tools}
+                sent = await call(session, "send_to_session", session_id="builds", message="by when?", deadline=1.5)
+                return tools, sent
+
+        before = time.time()
+        tools, sent = asyncio.run(main())
+        assert all("deadline" in tools[name]["properties"] for name in ("send_to_session", "send_to_peer")), tools
+        assert sent["result"] in ("receipt", "failed"), sent  # its wait ends at the deadline at the latest
+        deadline = time.monotonic() + 30
+        while True:
+            [row] = [r for r in json.loads(run_cli("ledger", "--json").stdout) if r["message"] == "by when?"]
+            if row["state"] == "expired" or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert row["state"] == "expired" and row["started_at"] is None, row
+        assert before + 1.5 <= row["deadline"] <= time.time() and "deadline passed" in row["reason"], row
+    finally:
+        gateway.close()

@@ -7,13 +7,14 @@ import getpass
 import re
 import socket
 import sys
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import click
 
-from .. import addresses, keys, shell
+from .. import addresses, deadlines, keys, shell
 from ..addresses import RemoteAddress
 from ..errors import Conflict, UsageError
 from ..events import Event, event_of
@@ -24,6 +25,7 @@ from ..net.http import quote
 from ..outcome import NOT_CONSUMED, Outcome, Result
 from . import complete
 from .connect import call, gateway_link, interruptible
+from .deadline_option import deadline_of, deadline_option
 from .output import WIDE_HELP, emit, examples, message_words, note, read_message, shell_command, show_progress, table
 
 if TYPE_CHECKING:
@@ -249,6 +251,7 @@ def _message(message: str | None) -> str:
         "backchannel peer dm spark 'disk status?'",
         "backchannel peer dm spark/research - < question.txt",
         "backchannel peer dm spark 'again?' --idempotency-key ticket-7 --json",
+        "backchannel peer dm spark/ci 'is the release blocked?' --deadline 10m",
     ),
 )
 @click.argument("target", shell_complete=complete.peer_names)
@@ -258,39 +261,55 @@ def _message(message: str | None) -> str:
     type=click.FloatRange(0, 86_400),
     default=600,
     show_default=True,
-    help="Seconds to wait for the reply; past it a receipt is printed (exit 0: do not resend).",
+    help="Seconds to wait for the reply; past it (or past --deadline, when sooner) a receipt is printed (exit 0: do"
+    " not resend).",
 )
 @click.option("--idempotency-key", "key", help="Retries with the same key are delivered once.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout (an error too, as one object).")
-def dm(target: str, message: str | None, wait: float, key: str | None, as_json: bool) -> None:
+@deadline_option(" The wait ends at it; a peer that knows no deadlines is given the time left as its wait.")
+def dm(
+    target: str, message: str | None, wait: float, key: str | None, as_json: bool, deadline_text: str | None
+) -> None:
     """Message the Bot Chat of PEER[/AGENT] and print the reply.
 
     Past --wait a receipt is printed instead (exit 0: the message is accepted, do not resend).
     MESSAGE is the argument, or stdin ('-', or none with stdin not a terminal), read as UTF-8 (a byte order
     mark is dropped).
+    With --deadline, the message carries when you stop waiting (X-Backchannel-Deadline), and the wait ends then
+    if --wait is longer.
     """
     name, agent = _target(target)
     text = _message(message)
     key = keys.check_external(key) or keys.cli()
+    deadline = deadline_of(deadline_text)
     again = ["peer", "dm", target, *message_words(message, text)]
+    if deadline is not None:  # asked again, the same clock: the deadline as the time it is, not a duration anew
+        again += ["--deadline", deadlines.wire(deadline)]
     root = config.home()
+    waited = deadlines.bounded(wait, deadline, now=time.time())  # the wait ends at the deadline, if that is sooner
     with interruptible(root, shell_command(*again, "--idempotency-key", key), key=key):
-        result = send_dm(root, name, agent, text, wait=wait, key=key)
+        result = send_dm(root, name, agent, text, wait=waited, key=key, deadline=deadline)
     emit(dm_dict(result), as_json=as_json, text=lambda: print_dm(result))
+    if waited < wait and result.outcome is Outcome.RECEIPT:
+        note("its deadline came first: nobody waits for the reply now (a peer that keeps deadlines ends the run)")
     retry_hint(result, again)
     sys.exit(result.outcome.exit_code)
 
 
-def send_dm(root: Path, name: str, agent: str | None, text: str, *, wait: float, key: str | None) -> Result:
-    """Deliver as the person, with the exchange kept in this home's ledger."""
+def send_dm(
+    root: Path, name: str, agent: str | None, text: str, *, wait: float, key: str | None, deadline: float | None = None
+) -> Result:
+    """Deliver as the person, with the exchange kept in this home's ledger (and `deadline` carried to the peer)."""
     given = keys.check_external(key) or keys.cli()
-    return asyncio.run(_dm(root, name, agent, text, wait=wait, key=given))
+    return asyncio.run(_dm(root, name, agent, text, wait=wait, key=given, deadline=deadline))
 
 
-async def _dm(root: Path, name: str, agent: str | None, text: str, *, wait: float, key: str) -> Result:
+async def _dm(
+    root: Path, name: str, agent: str | None, text: str, *, wait: float, key: str, deadline: float | None
+) -> Result:
     """Through the running gateway when there is one (this process then builds no core), else in-process."""
     async with gateway_link(root) as link:
-        sent = await link.send(RemoteAddress(name, agent), text, wait=wait, key=key)
+        sent = await link.send(RemoteAddress(name, agent), text, wait=wait, key=key, deadline=deadline)
     assert isinstance(sent, Result)  # a peer's agent answers as one
     return sent
 
@@ -366,12 +385,19 @@ def retry_hint(r: Result, again: list[str]) -> None:
         )
 
 
-@peer.command("run", epilog=examples("backchannel peer run spark 'analyse the full log' --idempotency-key ticket-123"))
+@peer.command(
+    "run",
+    epilog=examples(
+        "backchannel peer run spark 'analyse the full log' --idempotency-key ticket-123",
+        "backchannel peer run spark/ci 'rerun the flaky job' --deadline 30m",
+    ),
+)
 @click.argument("target", shell_complete=complete.peer_names)
 @click.argument("message", required=False)
 @click.option("--idempotency-key", "key", help="The same key twice gives the same run; the turn runs once.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout (an error too, as one object).")
-def run(target: str, message: str | None, key: str | None, as_json: bool) -> None:
+@deadline_option()
+def run(target: str, message: str | None, key: str | None, as_json: bool, deadline_text: str | None) -> None:
     """Start a turn on PEER[/AGENT] and print its run id at once.
 
     The turn runs in the agent's Bot Chat; follow it with `peer status PEER RUN_ID --follow`.
@@ -381,8 +407,12 @@ def run(target: str, message: str | None, key: str | None, as_json: bool) -> Non
     name, agent = _target(target)
     text = _message(message)
     given = keys.check_external(key) or keys.cli()
+    deadline = deadline_of(deadline_text)
     body = {"message": text, **({"agent": agent} if agent else {})}
-    answer = call("POST", _runs(name), body, headers={"Idempotency-Key": given, **SENT_FROM})
+    headers = {"Idempotency-Key": given, **SENT_FROM}
+    if deadline is not None:
+        headers[deadlines.HEADER] = deadlines.wire(deadline)
+    answer = call("POST", _runs(name), body, headers=headers)
     _warn_about(answer["about"])
     result = answer["outcome"]
     sent = wire.result_of(result, to=str(result["to"]))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-import time
 from pathlib import Path
 
 import click
@@ -16,6 +15,7 @@ from ..home import config
 from ..outcome import GroupResult, Outcome, Result
 from . import complete
 from .connect import Sent, deliver, gateway_link, interruptible
+from .deadline_option import deadline_of, deadline_option
 from .live import STREAM_HELP, Watch, streams
 from .output import emit, examples, message_words, note, read_message, shell_command
 
@@ -51,14 +51,7 @@ DEFAULT_WAIT = 120.0
     is_flag=True,
     help="Into the session's running turn, at its next model step (echo, openai), instead of after it.",
 )
-@click.option(
-    "--deadline",
-    "deadline_text",
-    metavar="WHEN",
-    help="Nobody waits for an answer after this: a duration or a time (10m, 1h30m, 14:32, 2026-11-30T14:32:00Z)."
-    " Not started by then, the message expires (deadline_passed); a turn still running then is stopped, keeping"
-    " what it had; the agents it messages in turn share the same clock. E.g. --deadline 10m.",
-)
+@deadline_option()
 def send(
     address: str,
     message: str | None,
@@ -86,7 +79,7 @@ def send(
     if not text or not text.strip():
         raise UsageError("no message: give it as an argument, or '-' to read stdin")
     keys.check_external(key)
-    deadline = deadlines.parse(deadline_text, now=time.time()) if deadline_text is not None else None
+    deadline = deadline_of(deadline_text)
     local = addresses.as_local(parsed)
     if steer and local is None:  # refused before any gateway is reached or built
         raise UsageError(f"--steer gives a message to a running turn of this home's sessions; {address!r} is none")

@@ -654,15 +654,19 @@ async def expire_due(db: Db, profile: str) -> list[Run]:
 
 
 async def expire_late(db: Db, now: float) -> list[Run]:
-    """End the queued runs past their deadline (`expired`, `deadline_passed`) wherever they wait: a queue busy with
-    a long turn, or one nobody claims from. One guarded UPDATE over the index of queued deadlines."""
+    """End the runs past their deadline that never started (`expired`, `deadline_passed`) wherever they wait:
+    queued (behind a long turn, or where nobody claims), or held for the person and never released. One guarded
+    UPDATE; the sweep calls it only once `next_deadline` is due."""
     async with db.tx() as tx:
         rows = await tx.all(
-            "UPDATE runs SET state = 'expired', error = 'its deadline passed after waiting '"
-            " || CAST(ROUND(? - created_at) AS INTEGER) || 's in the queue: never started',"
-            " error_code = ?, updated_at = ?, finished_at = ?"
-            " WHERE state = 'queued' AND deadline IS NOT NULL AND deadline <= ? AND steered_into IS NULL RETURNING *",
-            (now, DEADLINE_PASSED, now, now, now),
+            "UPDATE runs SET state = 'expired', error = CASE state"
+            " WHEN 'held' THEN 'its deadline passed after ' || CAST(ROUND(? - created_at) AS INTEGER)"
+            " || 's held for the person, never released: never started'"
+            " ELSE 'its deadline passed after waiting ' || CAST(ROUND(? - created_at) AS INTEGER)"
+            " || 's in the queue: never started' END, error_code = ?, updated_at = ?, finished_at = ?"
+            " WHERE state IN ('queued', 'held') AND deadline IS NOT NULL AND deadline <= ? AND steered_into IS NULL"
+            " RETURNING *",
+            (now, now, DEADLINE_PASSED, now, now, now),
         )
         for r in rows:
             await tx.announce(r["id"])
@@ -670,8 +674,13 @@ async def expire_late(db: Db, now: float) -> list[Run]:
 
 
 async def next_deadline(db: Db) -> float | None:
-    """The earliest deadline of a queued run (None: no queued run has one), for the sweep's next round."""
-    row = await db.one("SELECT MIN(deadline) FROM runs WHERE state = 'queued' AND deadline IS NOT NULL")
+    """The earliest deadline of a run that has not started, queued or held for the person (None: none has one),
+    for the sweep's next round: one read, each half over its own index (queued deadlines, runs by state)."""
+    row = await db.one(
+        "SELECT MIN(due) FROM (SELECT MIN(deadline) AS due FROM runs WHERE state = 'queued' AND deadline IS NOT NULL"
+        " AND steered_into IS NULL UNION ALL SELECT MIN(deadline) FROM runs WHERE state = 'held'"
+        " AND deadline IS NOT NULL) AS waiting"
+    )
     return None if row is None or row[0] is None else float(row[0])
 
 
@@ -1025,13 +1034,14 @@ async def held(db: Db, *, profile: str | None = None) -> list[Run]:
 
 
 async def approve(db: Db, run_id: str, *, ttl_seconds: float | None) -> Run | None:
-    """A held run queued (its queue TTL starts now); None when it is not held (any more)."""
+    """A held run queued (its queue TTL starts now); None when it is not held (any more), or its deadline passed
+    (it is over: `expire_late` ends it)."""
     now = time.time()
     async with db.tx() as tx:
         row = await tx.one(
             "UPDATE runs SET state = 'queued', updated_at = ?, released_at = ?, expires_at = ?"
-            " WHERE id = ? AND state = 'held' RETURNING *",
-            (now, now, now + ttl_seconds if ttl_seconds else None, run_id),
+            " WHERE id = ? AND state = 'held' AND (deadline IS NULL OR deadline > ?) RETURNING *",
+            (now, now, now + ttl_seconds if ttl_seconds else None, run_id, now),
         )
         if row is not None:
             await tx.announce(run_id)

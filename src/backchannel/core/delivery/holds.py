@@ -2,7 +2,8 @@
 
 A held run is recorded `held` and its sender told so at once (the outcome `held`). Approving queues it
 like any other; denying ends it `denied` (the outcome `refused`); past the profile's `hold_expiry_seconds`
-it ends `expired`. Every end wakes an agent sender that asked to be woken, as a late reply does.
+it ends `expired`, and so it does at its sender's deadline (`deadline_passed`: the deadline sweep ends it, and
+nobody can release it after). Every end wakes an agent sender that asked to be woken, as a late reply does.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from ... import deadlines
 from ...errors import Conflict, NotFound, StoreError, UsageError
 from ...records import Run
 from ...store import runs as runstore
@@ -48,6 +50,8 @@ class Holds:
         await self._expire()
         await self._held(run_id, profile)
         run = await self.queue.approve(run_id)
+        if run is None:
+            await self._expire()  # its deadline passed since the look above: it is over, and `_held` says so
         return run if run is not None else await self._held(run_id, profile)
 
     @commits
@@ -82,8 +86,12 @@ class Holds:
                 log.warning("held messages not checked for expiry this round: %s", exc.message)
 
     async def _expire(self) -> None:
+        """End the held runs past their hold expiry, and those past their deadline (as the deadline sweep would in a
+        moment: nothing the person decides now can release them), waking their senders."""
         for run in await self.queue.expire_held():
             log.info("held run %s expired without the person's approval", run.id)
+            await self.wakes.of_run(run)
+        for run in await self.queue.expire_late():
             await self.wakes.of_run(run)
 
     async def _held(self, run_id: str, profile: str | None) -> Run:
@@ -94,7 +102,8 @@ class Holds:
         if profile is not None and run.profile != profile:
             raise NotFound(f"no held message {run_id!r} in profile {profile!r}", code="run_not_found")
         if run.state is not RunState.HELD:
-            raise Conflict(
-                f"run {run_id!r} is {run.state.value}, not held: nothing to approve or deny", code="not_held"
-            )
+            why = f"is {run.state.value}, not held"
+            if run.error_code == deadlines.CODE and run.deadline is not None:
+                why = f"is over: its deadline ({deadlines.wire(run.deadline)}) passed while it was held, so it expired"
+            raise Conflict(f"run {run_id!r} {why}: nothing to approve or deny", code="not_held")
         return run

@@ -19,7 +19,8 @@ from .pauses import Pauses
 from .queue import RunQueue
 
 RESUME_SECONDS = 0.5
-DEADLINE_SECONDS = 1.0  # how often the queued runs past their deadline are looked for
+DEADLINE_SECONDS = 1.0  # how often the runs past their deadline are looked for, at the least
+DEADLINE_PAST = 0.005  # seconds past the earliest deadline its round wakes at (a run ends once its deadline <= now)
 LIVENESS_SECONDS = 1.0  # how often a gateway of a shared store looks for the turns of gateways that ended
 RETENTION_SECONDS = 3600.0  # how often what passed store.keep_days loses its text
 DAY_SECONDS = 86_400.0
@@ -59,14 +60,20 @@ async def renew(queue: RunQueue, pauses: Pauses) -> None:
 
 
 async def deadlines(queue: RunQueue) -> None:
-    """End the queued runs whose deadline passed while they waited (behind a long turn, in a paused profile), waking
-    their senders: one read a round while none is due. A claim ends them too, in its own statement."""
+    """End the runs whose deadline passed before they started (queued behind a long turn or in a paused profile,
+    held for the person and never released), waking their senders: one read a round while none is due, a round
+    every DEADLINE_SECONDS, or at the earliest deadline when that comes sooner. A claim ends queued ones too, in its
+    own statement."""
+    wait = DEADLINE_SECONDS
     while True:
-        await asyncio.sleep(DEADLINE_SECONDS)
+        await asyncio.sleep(wait)
         try:
-            await queue.expire_late()
+            due = await queue.next_late()
         except StoreError as exc:
-            log.warning("queued runs past their deadline not ended this round: %s", exc.message)
+            log.warning("runs past their deadline not ended this round: %s", exc.message)
+            due = None
+        ahead = None if due is None else due - time.time()
+        wait = DEADLINE_SECONDS if ahead is None or ahead <= 0 else min(DEADLINE_SECONDS, ahead + DEADLINE_PAST)
 
 
 async def liveness(queue: RunQueue) -> None:

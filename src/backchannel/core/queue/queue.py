@@ -366,11 +366,24 @@ class RunQueue:
             self._ended_run(gone)
 
     async def expire_late(self) -> list[Run]:
-        """End the queued runs past their deadline, unstarted (`expired`, `deadline_passed`), waking their senders:
-        a read of the earliest deadline first, so a store with none due writes nothing."""
+        """End the runs past their deadline that never started, queued or held for the person (`expired`,
+        `deadline_passed`), waking their senders: a read of the earliest deadline first, so a store with none due
+        writes nothing."""
         due = await runstore.next_deadline(self.db)
         if due is None or due > time.time():
             return []
+        return await self._end_late()
+
+    async def next_late(self) -> float | None:
+        """A round of the deadline sweep: `expire_late`, then the earliest deadline still ahead (None: none), when
+        the next round is due at the latest. One read a round while nothing is due."""
+        due = await runstore.next_deadline(self.db)
+        if due is not None and due <= time.time():
+            await self._end_late()
+            due = await runstore.next_deadline(self.db)
+        return due
+
+    async def _end_late(self) -> list[Run]:
         late = await runstore.expire_late(self.db, time.time())
         await self.db.durable()
         for run in late:
