@@ -360,8 +360,9 @@ async def test_a_peers_question_to_one_of_our_agents_is_the_agents_once_and_not_
         )
 
     assert await questions.relayed_last(store.db, 7) is None
-    persons = await questions.relay(store.db, relayed(6, "human:cli", "colour?"))
-    agents = await questions.relay(store.db, relayed(7, "default/20260101_000000_abcdef", "size?"))
+    persons, new = await questions.relay(store.db, relayed(6, "human:cli", "colour?"))
+    agents, _ = await questions.relay(store.db, relayed(7, "default/20260101_000000_abcdef", "size?"))
+    assert new and await questions.relay(store.db, relayed(6, "human:cli", "colour?")) == (persons, False)  # once
     assert [q.id for q in await questions.listed(store.db)] == [persons.id]  # the person's list
     assert {q.id for q in await questions.listed(store.db, for_peer=None)} == {persons.id, agents.id}
     assert await questions.listed(store.db, for_peer=True) == []
