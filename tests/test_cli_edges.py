@@ -132,7 +132,7 @@ def test_ctrl_c_in_a_chat_stops_waiting_and_returns_to_the_prompt_and_twice_at_t
     chat = Terminal(initialised, "chat")
     chat.until("you> ")
     time.sleep(0.5)
-    chat.type(b"/sleep 30\r")
+    chat.type(b"/sleep 10\r")  # long past the Ctrl-C below; the next line waits out the rest of it
     time.sleep(1.0)  # on its way: a reply is awaited
     chat.type(b"\x03")
     shown = chat.until("\r\nyou> ")

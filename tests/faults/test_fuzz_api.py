@@ -98,7 +98,10 @@ def fuzz_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Home]:
         assert chat.exit_code == 0, chat.stderr
         ran = json.loads(chat.stdout)
         assert ran["state"] == "completed", ran
-        assert run_cli("send", "research", "/ask a question to aim at", "--json").exit_code == 0
+        # The turn asks at once; the send's wait (no gateway runs: the CLI serves the turn itself) only needs to
+        # outlast that, not the default 120 s a person would wait for an answer.
+        asking = run_cli("send", "research", "/ask a question to aim at", "--json", "--wait", "10")
+        assert asking.exit_code == 0 and json.loads(asking.stdout)["state"] == "input_required", asking.stdout
         asked = json.loads(run_cli("ask", "list", "--json").stdout)
         assert len(asked) == 1, asked
         yield Home(
