@@ -16,21 +16,12 @@ from backchannel import deadlines
 from conftest import run_cli
 from gateway_http import gateway_with, set_messaging
 from polling import eventually
+from test_deadlines import sent, shown
 
 # Three deadlines a third of a second apart: a sweep that looked once a second would end at least one of them more
 # than LATE_AT_MOST after its deadline, whatever its phase (the three do not fit in any window that narrow).
 SPACING = 1 / 3
 LATE_AT_MOST = 0.6
-
-
-def sent(*args: str) -> dict[str, Any]:
-    done = run_cli("send", *args, "--json")
-    assert done.exit_code in (0, 1), done.stderr
-    return dict(json.loads(done.stdout))
-
-
-def shown(run_id: str) -> dict[str, Any]:
-    return dict(json.loads(run_cli("runs", "show", run_id, "--json").stdout))
 
 
 def ledger() -> list[dict[str, Any]]:
